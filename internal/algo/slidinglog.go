@@ -1,0 +1,104 @@
+package algo
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/ring"
+)
+
+// MaxLogRate bounds the sliding log's ring: it keeps one cell per unit of
+// Rate, allocated up front, and a limit above this many units per window is
+// better served by the sliding window counter.
+const MaxLogRate = 1 << 20
+
+// Entry is one allowed request in the log: when, and how many units.
+type Entry struct {
+	At int64
+	N  int64
+}
+
+// LogState is one key's sliding log: the allowed requests of the last
+// period, oldest first, in a ring of Rate cells. Each entry holds at least
+// one unit and at most Rate units are live, so the ring never overwrites a
+// live entry.
+type LogState struct {
+	Ring  *ring.Buffer[Entry]
+	Count int64 // units in Ring
+	Last  int64
+	Used  bool
+}
+
+// Log is the sliding window log of rate units per period, over the window
+// (now-period, now].
+type Log struct {
+	rate   int64
+	period int64
+}
+
+// NewLog prepares a sliding log; the caller has validated rate and period.
+func NewLog(rate int64, period time.Duration) (Log, error) {
+	if rate > MaxLogRate {
+		return Log{}, fmt.Errorf("%w: the sliding log keeps a cell per unit and allows at most %d per window, not %d; use the sliding window counter", ErrTooLarge, MaxLogRate, rate)
+	}
+	return Log{rate: rate, period: int64(period)}, nil
+}
+
+// NewState allocates a key's ring, once.
+func (l *Log) NewState() LogState {
+	return LogState{Ring: ring.New[Entry](int(l.rate))}
+}
+
+// evict drops the entries at or before now-period.
+func (l *Log) evict(s *LogState, now int64) {
+	for {
+		e, ok := s.Ring.PeekOldest()
+		if !ok || now-e.At < l.period {
+			return
+		}
+		s.Ring.Pop()
+		s.Count -= e.N
+	}
+}
+
+// Step decides n units at now: allowed iff the units in (now-period, now]
+// plus n are at most rate.
+func (l *Log) Step(s *LogState, now int64, n int64) Decision {
+	if s.Used && now < s.Last {
+		now = s.Last
+	}
+	s.Last, s.Used = now, true
+	l.evict(s, now)
+	d := Decision{Limit: l.rate}
+	switch {
+	case n < 0 || n > l.rate:
+		d.RetryAfter = Never
+	case n == 0:
+		d.Allowed = true
+	case s.Count+n <= l.rate:
+		d.Allowed = true
+		s.Ring.Push(Entry{At: now, N: n})
+		s.Count += n
+	default:
+		// Wait for the oldest entries to leave until n units fit.
+		need := s.Count + n - l.rate
+		for e := range s.Ring.All() {
+			need -= e.N
+			if need <= 0 {
+				d.RetryAfter = time.Duration(e.At + l.period - now)
+				break
+			}
+		}
+	}
+	d.Remaining = l.rate - s.Count
+	if e, ok := s.Ring.PeekNewest(); ok {
+		d.ResetAfter = time.Duration(e.At + l.period - now)
+	}
+	return d
+}
+
+// Idle reports whether the state no longer affects any decision.
+func (l *Log) Idle(s *LogState, now int64) bool {
+	e, ok := s.Ring.PeekNewest()
+	return !ok || now-e.At >= l.period
+}

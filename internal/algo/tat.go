@@ -1,0 +1,141 @@
+package algo
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// TAT is the arithmetic shared by the token bucket, the leaky bucket (meter
+// and queue) and GCRA. They make the same decisions; what differs is only
+// the name people know them by. The state is one uint64: the theoretical
+// arrival time (TAT) of GCRA, which is also the moment the leaky bucket runs
+// dry and B emission intervals after the token bucket was last empty.
+//
+// Exact integer time. An emission interval Period/Rate is rarely a whole
+// number of nanoseconds (1e9/3), so time is counted in ticks of 1/q ns where
+// Period/Rate = p/q in lowest terms: one unit costs exactly p ticks and no
+// rounding ever accumulates. Tick counts are taken modulo 2^64 and only their
+// differences are read, as int64; that is exact as long as a key is touched
+// at least once every 2^62/q ns (146 years for rates that divide their
+// period, 53 days for 10^12 per second).
+//
+// The state X is now+debt in ticks: debt is how far the bucket is from full.
+// X = 0 means "never used" (a full bucket).
+type TAT struct {
+	q     uint64 // ticks per nanosecond; 0 when Rate is 0 (no refill)
+	p     uint64 // ticks per unit
+	span  uint64 // burst*p: the debt of an empty bucket
+	burst int64
+}
+
+// maxSpan keeps debts and their sums far from overflow in uint64 and int64.
+const maxSpan = 1 << 62
+
+// ErrTooLarge is returned for a limit whose state cannot be kept exactly.
+var ErrTooLarge = errors.New("limit too large")
+
+// NewTAT prepares the arithmetic for rate units per period with capacity
+// burst. The caller has validated period > 0, rate >= 0 and burst >= 0 and
+// replaced a zero burst with rate.
+func NewTAT(rate int64, period time.Duration, burst int64) (TAT, error) {
+	t := TAT{burst: burst, p: 1}
+	if rate > 0 {
+		g := gcd(int64(period), rate)
+		t.p = uint64(int64(period) / g)
+		t.q = uint64(rate / g)
+	}
+	span, ok := mulOK(burst, int64(t.p))
+	if !ok || span > maxSpan {
+		return TAT{}, fmt.Errorf("%w: refilling %d units at %d per %v does not fit in 2^62 ticks", ErrTooLarge, burst, rate, period)
+	}
+	t.span = uint64(span)
+	return t, nil
+}
+
+// Burst is the capacity in units.
+func (t *TAT) Burst() int64 { return t.burst }
+
+// debt reads the state at nowq: 0 for a full (or never used) bucket. A debt
+// above span is only possible when now is earlier than a time already seen;
+// it is kept as is, so a clock that goes back is charged as if it had not,
+// or more strictly, and mints nothing.
+func (t *TAT) debt(x, nowq uint64) uint64 {
+	if x == 0 {
+		return 0
+	}
+	d := int64(x - nowq)
+	if d <= 0 {
+		return 0
+	}
+	return uint64(d)
+}
+
+// Step decides a request of cost n at now (Unix ns) against state x and
+// returns the decision and the next state. The next state equals x when
+// nothing changed but the passage of time.
+func (t *TAT) Step(x uint64, now int64, n int64) (Decision, uint64) {
+	nowq := uint64(now) * t.q
+	debt := t.debt(x, nowq)
+	d := Decision{Limit: t.burst}
+	switch {
+	case n < 0:
+		d.RetryAfter = Never
+	case n > t.burst:
+		d.RetryAfter = Never
+	default:
+		need := uint64(n) * t.p
+		if debt+need <= t.span {
+			d.Allowed = true
+			debt += need
+		} else if t.q == 0 {
+			d.RetryAfter = Never
+		} else {
+			d.RetryAfter = ceilDiv(debt+need-t.span, t.q)
+		}
+	}
+	if debt <= t.span {
+		d.Remaining = int64((t.span - debt) / t.p)
+	}
+	switch {
+	case debt == 0:
+	case t.q == 0:
+		d.ResetAfter = Never
+	default:
+		d.ResetAfter = ceilDiv(debt, t.q)
+	}
+	next := nowq + debt
+	if debt == 0 && x == 0 {
+		next = 0 // a peek at an unused bucket leaves it unused
+	}
+	return d, next
+}
+
+// Idle reports whether state x is back to a full bucket at now: a key in
+// this state can be forgotten without changing any later decision.
+func (t *TAT) Idle(x uint64, now int64) bool {
+	return t.debt(x, uint64(now)*t.q) == 0
+}
+
+// Release is the leaky queue's step: it admits n units at now if the queue
+// has room, and says when the first of them leaves (now + wait). A full
+// queue refuses at once, with the time after which it would have room.
+func (t *TAT) Release(x uint64, now int64, n int64) (d Decision, wait time.Duration, next uint64) {
+	d, next = t.Step(x, now, n)
+	if d.Allowed && t.q != 0 {
+		// The request's units sit behind the debt already there; it leaves
+		// when that has drained.
+		wait = ceilDiv(t.debt(x, uint64(now)*t.q), t.q)
+	}
+	return d, wait, next
+}
+
+// Refund gives back n units charged by a reservation at or before now that
+// will not be used, if no later charge was made on top of it (x is still
+// the state that reservation left, end). It reports whether it did.
+func (t *TAT) Refund(x, end uint64, n int64) (uint64, bool) {
+	if x != end || n <= 0 {
+		return x, false
+	}
+	return x - uint64(n)*t.p, true
+}
