@@ -1,0 +1,198 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Limiter decides requests against keyed rules held in a Store: several
+// rules at once, all-or-nothing, with a failure policy for when the store
+// cannot answer. It is the edge that reads the clock. It is safe for
+// concurrent use.
+type Limiter struct {
+	store       Store
+	fallback    Store
+	clock       Clock
+	timeout     time.Duration
+	closedRetry time.Duration
+}
+
+// Result is a Limiter's answer for one request.
+type Result struct {
+	// Decision combines the checks: allowed iff every check not in shadow
+	// mode allows; Limit and Remaining of the most restrictive such check;
+	// the longest RetryAfter and ResetAfter.
+	Decision
+	// Decisions holds each check's own decision, in the order of the
+	// checks, shadow ones included.
+	Decisions []Decision
+	// Err is the store's error when the failure policy made the decision,
+	// and nil when the store answered.
+	Err error
+}
+
+// LimiterOption configures a Limiter.
+type LimiterOption func(*Limiter)
+
+// WithLimiterClock sets the clock the Limiter reads. The default is
+// SystemClock.
+func WithLimiterClock(c Clock) LimiterOption {
+	return func(l *Limiter) {
+		if c != nil {
+			l.clock = c
+		}
+	}
+}
+
+// WithFallback sets the store that decides rules with FailLocal while the
+// main store fails, typically a memory store. Without one, FailLocal rules
+// fail closed.
+func WithFallback(s Store) LimiterOption { return func(l *Limiter) { l.fallback = s } }
+
+// WithTimeout bounds each call to the store. The default, 0, leaves it to
+// the store and the caller's context.
+func WithTimeout(d time.Duration) LimiterOption { return func(l *Limiter) { l.timeout = max(d, 0) } }
+
+// WithFailClosedRetry sets the RetryAfter of a request denied because the
+// store failed and its rule fails closed. The default is one second.
+func WithFailClosedRetry(d time.Duration) LimiterOption {
+	return func(l *Limiter) { l.closedRetry = max(d, 0) }
+}
+
+// ErrNoStore is returned by NewLimiter without a store.
+var ErrNoStore = errors.New("sluice: limiter needs a store")
+
+// NewLimiter returns a Limiter over store.
+func NewLimiter(store Store, opts ...LimiterOption) (*Limiter, error) {
+	if store == nil {
+		return nil, ErrNoStore
+	}
+	l := &Limiter{store: store, clock: SystemClock, closedRetry: time.Second}
+	for _, o := range opts {
+		o(l)
+	}
+	return l, nil
+}
+
+// Take decides a request of cost n against checks at the clock's now. out,
+// if it has room, receives the per-check decisions and becomes
+// Result.Decisions, so that a caller can reuse it; nil is fine.
+//
+// The error is for bad input and for ctx; a store failure is handled by
+// each rule's Failure and reported in Result.Err.
+func (l *Limiter) Take(ctx context.Context, n int64, checks []Check, out []Decision) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	for i := range checks {
+		if checks[i].Rule == nil {
+			return Result{}, fmt.Errorf("sluice: check %d has no rule", i)
+		}
+	}
+	if cap(out) < len(checks) {
+		out = make([]Decision, len(checks))
+	}
+	out = out[:len(checks)]
+	now := l.clock.Now()
+	err := l.take(ctx, l.store, now, n, checks, out)
+	res := Result{Decisions: out}
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return Result{}, cerr
+		}
+		res.Err = err
+		l.degrade(ctx, now, n, checks, out)
+	}
+	res.Decision = Combine(checks, out)
+	return res, nil
+}
+
+func (l *Limiter) take(ctx context.Context, s Store, now time.Time, n int64, checks []Check, out []Decision) error {
+	if l.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.timeout)
+		defer cancel()
+	}
+	return s.Take(ctx, now, n, checks, out)
+}
+
+// degrade decides every check by its rule's Failure after the store erred.
+func (l *Limiter) degrade(ctx context.Context, now time.Time, n int64, checks []Check, out []Decision) {
+	var local []int
+	closed := false
+	for i := range checks {
+		r := checks[i].Rule
+		mode := r.Failure
+		if mode == FailLocal && l.fallback == nil {
+			mode = FailClosed
+		}
+		q := r.Quota()
+		switch mode {
+		case FailOpen:
+			out[i] = Decision{Allowed: true, Limit: q, Remaining: q}
+		case FailClosed:
+			out[i] = Decision{Limit: q, RetryAfter: l.closedRetry}
+			closed = closed || !r.Shadow
+		case FailLocal:
+			local = append(local, i)
+		}
+	}
+	if len(local) == 0 {
+		return
+	}
+	lc := make([]Check, len(local))
+	ld := make([]Decision, len(local))
+	for j, i := range local {
+		lc[j] = checks[i]
+	}
+	if closed {
+		n = 0 // the request is denied anyway: report the local state, charge nothing
+	}
+	if err := l.take(ctx, l.fallback, now, n, lc, ld); err != nil {
+		for _, i := range local {
+			out[i] = Decision{Limit: checks[i].Rule.Quota(), RetryAfter: l.closedRetry}
+		}
+		return
+	}
+	for j, i := range local {
+		out[i] = ld[j]
+	}
+}
+
+// Combine folds per-check decisions into one: allowed iff every check not
+// in shadow mode allows; Limit and Remaining of the check with the least
+// Remaining; the longest RetryAfter and ResetAfter. Shadow checks count
+// only when every check is in shadow mode. No checks at all is allowed.
+func Combine(checks []Check, ds []Decision) Decision {
+	enforced := false
+	for i := range checks {
+		if !checks[i].Rule.Shadow {
+			enforced = true
+			break
+		}
+	}
+	c := Decision{Allowed: true}
+	first := true
+	for i := range checks {
+		if enforced && checks[i].Rule.Shadow {
+			continue
+		}
+		d := ds[i]
+		if !enforced {
+			d.Allowed, d.RetryAfter = true, 0 // shadow: reported, never denied
+		}
+		c.Allowed = c.Allowed && d.Allowed
+		if first || d.Remaining < c.Remaining {
+			c.Limit, c.Remaining = d.Limit, d.Remaining
+			first = false
+		}
+		c.RetryAfter = max(c.RetryAfter, d.RetryAfter)
+		c.ResetAfter = max(c.ResetAfter, d.ResetAfter)
+	}
+	if c.Allowed {
+		c.RetryAfter = 0
+	}
+	return c
+}
