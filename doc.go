@@ -1,0 +1,93 @@
+// Package sluice limits the rate of events: the classic rate-limiting
+// algorithms, with time as a parameter, and keyed limits built on them.
+//
+// # Time is a parameter
+//
+// No algorithm reads a clock or sleeps. Every decision takes the time from
+// the caller:
+//
+//	lim, err := sluice.NewTokenBucket(sluice.PerSecond(5)) // 5 a second, burst 5
+//	if err != nil {
+//		return err
+//	}
+//	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+//	for range 5 {
+//		lim.AllowN(t0, 1) // the burst: all five allowed
+//	}
+//	d := lim.AllowN(t0, 1)                  // d.Allowed false, d.RetryAfter 200ms
+//	d = lim.AllowN(t0.Add(d.RetryAfter), 1) // d.Allowed true
+//
+// So a test replays any history exactly and without sleeping, and a server
+// may decide with the request's own timestamp; in a handler, most callers
+// pass time.Now(). Only the edges read a clock, through the Clock
+// interface: LeakyQueue.Wait and Limiter.
+//
+// Time is kept in integer nanoseconds, with no float tokens, so nothing
+// drifts after a billion calls. A time earlier than one already seen never
+// mints capacity.
+//
+// A denial is a Decision with Allowed false, never an error; errors are for
+// bad input (an invalid Limit) and, in Limiter, for the store and the
+// context. A Decision also carries Remaining, RetryAfter (tight: the same
+// request is allowed at now+RetryAfter if nothing else comes, and denied
+// just before) and ResetAfter. AllowN(now, 0) peeks and consumes
+// nothing.
+//
+// # Choosing an algorithm
+//
+// Every algorithm takes a Limit: Rate events per Period, plus Burst, the
+// capacity of the buckets (Rate when 0). The windows ignore Burst.
+//
+//	algorithm       memory   bursts                      accuracy     output shape
+//	TokenBucket     O(1)     up to Burst at once         exact bound  the average rate, bursts pass
+//	LeakyBucket     O(1)     as TokenBucket              exact bound  as TokenBucket
+//	GCRA            O(1)     as TokenBucket              exact bound  as TokenBucket
+//	LeakyQueue      O(1)     queued, then spaced out     exact        an even stream
+//	FixedWindow     O(1)     up to 2·Rate at a boundary  low          steps at each window
+//	SlidingLog      O(Rate)  Rate in any window          exact        an exact window
+//	SlidingCounter  O(1)     about Rate in any window    approximate  an approximate window
+//
+// The buckets hold exactly to their own bound, which is not a window's:
+// over any interval d, at most Burst + d·Rate/Period pass, so up to
+// Burst + Rate within one Period (Burst at once after an idle spell, then
+// Rate more as the bucket refills).
+//
+// In words:
+//
+//   - TokenBucket lets an idle client spend Burst at once, then Rate per
+//     Period: over any interval d, at most Burst + d·Rate/Period. It is the
+//     usual choice for APIs, because it allows reasonable bursts.
+//   - LeakyBucket is the leaky bucket as a meter (no queue) and GCRA is the
+//     generic cell rate algorithm. The three bucket types make identical
+//     decisions on every input: the leaky bucket's water is Burst minus the
+//     token bucket's tokens, and GCRA's theoretical arrival time is the
+//     moment that water runs dry. They are one piece of arithmetic on one
+//     number, updated lock-free; pick the name your readers know.
+//   - LeakyQueue is the leaky bucket as a shaper: instead of denying, it
+//     delays. Requests wait in a queue of Burst units and leave Period/Rate
+//     apart; past the queue's size they are refused at once. Use it for
+//     outgoing calls to a service that cannot take bursts.
+//   - FixedWindow counts per window aligned to the Unix epoch. It is the
+//     cheapest and the simplest to explain, but Rate requests just before a
+//     boundary and Rate just after it all pass: 2·Rate in a moment.
+//   - SlidingLog remembers every allowed request of the last Period in a
+//     ring buffer of Rate cells (package ring). It is exact: never more
+//     than Rate in any window of length Period. It costs O(Rate) memory
+//     per key, allocated once, and allows at most 2^20 per window.
+//   - SlidingCounter estimates the sliding window from two counters, the
+//     current window's and the previous one's weighted by how much of it
+//     the sliding window still covers. O(1) memory and close to exact; it
+//     assumes the previous window's requests were spread evenly, so it can
+//     be off around a boundary. Cloudflare counts this way.
+//
+// The command sluice demo (go run ./cmd/sluice demo) replays a burst, a
+// steady stream and a window boundary against each of them and prints
+// what each allowed and denied.
+//
+// # Many keys
+//
+// A Rule names an algorithm (Algo) and a Limit; a Check applies a Rule to a
+// key; a Store keeps per-key state; a Limiter decides a request against
+// several checks at once, all-or-nothing, reading its Clock and applying
+// each Rule's failure policy when the store fails.
+package sluice
