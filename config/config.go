@@ -1,0 +1,228 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Config is a loaded set of domains. It is immutable and safe for
+// concurrent use; to change it, load a new one (see Reload).
+type Config struct {
+	domains map[string]*domainConfig
+	names   []string // sorted
+}
+
+// Load reads the config at each path: a YAML file, or a directory whose
+// *.yaml and *.yml files are each read, in name order, as
+// envoyproxy/ratelimit reads its config directory. Each file is one domain; a domain
+// defined twice is an error. In a directory, entries whose names start
+// with a dot are skipped, and so are subdirectories: a Kubernetes ConfigMap
+// mounted as a volume then reads right, its files being symlinks through
+// the hidden ..data directory.
+//
+// Every problem found is reported, each as an *Error naming its file,
+// line and field, joined with errors.Join. On error the Config is nil.
+func Load(paths ...string) (*Config, error) {
+	if len(paths) == 0 {
+		return nil, errors.New("config: no config file or directory given")
+	}
+	files, err := Files(paths...)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		ds   []*domainConfig
+		errs []error
+	)
+	for _, f := range files {
+		data, err := readFile(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		d, derrs := parseDomain(f, data)
+		if d != nil {
+			ds = append(ds, d)
+		}
+		errs = append(errs, derrs...)
+	}
+	c, cerrs := build(ds)
+	if errs = append(errs, cerrs...); len(errs) > 0 {
+		return nil, joinErrors(errs)
+	}
+	return c, nil
+}
+
+// Parse reads one file's content, named name in errors.
+func Parse(name string, data []byte) (*Config, error) {
+	d, errs := parseDomain(name, data)
+	if len(errs) > 0 {
+		return nil, joinErrors(errs)
+	}
+	c, errs := build([]*domainConfig{d})
+	if len(errs) > 0 {
+		return nil, joinErrors(errs)
+	}
+	return c, nil
+}
+
+// Reload loads paths as Load does, and carries over from c every rule
+// that is unchanged (same domain, descriptor, name and settings): the new
+// Config holds the very same *sluice.Rule, so that a store which keeps
+// state per rule keeps it across the reload. On error it returns nil and
+// the error, and c is as good as before. c may be nil.
+func (c *Config) Reload(paths ...string) (*Config, error) {
+	n, err := Load(paths...)
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		n.adopt(c)
+	}
+	return n, nil
+}
+
+// adopt takes old's rule pointers for the rules that did not change.
+func (c *Config) adopt(old *Config) {
+	for name, d := range c.domains {
+		od := old.domains[name]
+		if od == nil {
+			continue
+		}
+		prev := make(map[string]*sluice.Rule, len(od.limits))
+		for _, l := range od.limits {
+			prev[l.key] = l.rule
+		}
+		for _, l := range d.limits {
+			if r := prev[l.key]; r != nil && *r == *l.rule {
+				l.rule = r
+			}
+		}
+	}
+}
+
+func build(ds []*domainConfig) (*Config, []error) {
+	c := &Config{domains: make(map[string]*domainConfig, len(ds))}
+	var errs []error
+	for _, d := range ds {
+		if prev := c.domains[d.name]; prev != nil {
+			errs = append(errs, &Error{File: d.file, Line: d.line, Field: "domain",
+				Err: fmt.Errorf("%q is already defined in %s:%d", d.name, prev.file, prev.line)})
+			continue
+		}
+		c.domains[d.name] = d
+		c.names = append(c.names, d.name)
+	}
+	slices.Sort(c.names)
+	return c, errs
+}
+
+// Files lists the files Load reads for paths, in the order it reads them,
+// for a watcher that wants to know when they change. The error is for a
+// path that cannot be read or a directory with no config file.
+func Files(paths ...string) ([]string, error) {
+	var files []string
+	for _, p := range paths {
+		fs, err := configFiles(p)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, fs...)
+	}
+	return files, nil
+}
+
+// configFiles lists the files path stands for.
+func configFiles(path string) ([]string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if !fi.IsDir() {
+		return []string{path}, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var files []string
+	for _, e := range entries {
+		name := e.Name()
+		ext := strings.ToLower(filepath.Ext(name))
+		if strings.HasPrefix(name, ".") || ext != ".yaml" && ext != ".yml" {
+			continue
+		}
+		f := filepath.Join(path, name)
+		// A ConfigMap's files are symlinks: follow them to see what they are.
+		fi, err := os.Stat(f)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		if fi.Mode().IsRegular() {
+			files = append(files, f)
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("config: %s: no *.yaml or *.yml files in the directory", path)
+	}
+	return files, nil // ReadDir sorts by name
+}
+
+// readFile reads a config file, refusing one too large to be a config.
+func readFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return data, nil
+}
+
+// Domains lists the domains, sorted.
+func (c *Config) Domains() []string {
+	if c == nil {
+		return nil
+	}
+	return slices.Clone(c.names)
+}
+
+// Rules lists the rules to check, domain by domain in the order of
+// Domains, each domain's in file order. Unlimited limits have no rule to
+// check and are not listed. The rules are shared: do not modify them.
+func (c *Config) Rules() []*sluice.Rule {
+	if c == nil {
+		return nil
+	}
+	var rs []*sluice.Rule
+	for _, name := range c.names {
+		for _, l := range c.domains[name].limits {
+			if !l.unlimited {
+				rs = append(rs, l.rule)
+			}
+		}
+	}
+	return rs
+}
+
+// ForwardAuth returns the forward_auth section of domain, or nil if it has
+// none.
+func (c *Config) ForwardAuth(domain string) *ForwardAuth {
+	if c == nil {
+		return nil
+	}
+	if d := c.domains[domain]; d != nil {
+		return d.auth
+	}
+	return nil
+}

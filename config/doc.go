@@ -1,0 +1,203 @@
+// Package config reads sluice's rate-limit configuration:
+// envoyproxy/ratelimit's YAML format, accepted as is, plus what sluice adds
+// to it (an algorithm per limit, any period, a burst, several limits per
+// descriptor, failure modes, domain-wide shadow mode, forward auth). It
+// turns a request's descriptors into the rules and keys to check.
+//
+// # Using it
+//
+// Load a config with [Load] (files or directories), or take the built-in
+// policy with [Default]. On a change, [Config.Reload] loads the new one
+// and keeps the rules that did not change, pointer and all, so that
+// in-memory counters survive; if the new config is bad it returns an
+// error and the old Config stays in use. A Config is immutable and safe
+// for concurrent use.
+//
+// For one request (an Envoy RateLimitRequest, a POST /json body, or what
+// [ForwardAuth.Descriptors] builds for GET /v1/auth):
+//
+//	perDesc := make([][]config.Match, len(descriptors))
+//	for i, entries := range descriptors {
+//		ms, err := cfg.Match(domain, entries)
+//		if errors.Is(err, config.ErrUnknownDomain) {
+//			// envoyproxy/ratelimit answers OK, limiting nothing: do the same
+//			// and count it.
+//		}
+//		perDesc[i] = ms
+//	}
+//	config.ApplyReplaces(perDesc)
+//	// Every match that is not Unlimited becomes a
+//	// sluice.Check{Rule: m.Rule, Key: m.Key}; all of them are decided together.
+//	// An Unlimited match is answered OK without asking the store.
+//
+// envoyproxy/ratelimit's service also refuses a request with an empty
+// domain or no descriptors, and its global shadow mode (SHADOW_MODE)
+// turns every denial into OK; those are the server's to do.
+//
+// # The format
+//
+// One file is one domain:
+//
+//	domain: messaging            # required, unique across files
+//	descriptors:                 # the descriptors, nested up to 64 deep
+//	  - key: to_number           # required
+//	    value: "2061111111"      # optional: without it, any value matches
+//	    rate_limit:              # optional: the limit of this descriptor
+//	      unit: day              # second, minute, hour, day, week, month
+//	                             # (30 days) or year (365 days)
+//	      unit_multiplier: 1     # optional: the window is unit × this
+//	      requests_per_unit: 100 # required: 0 denies everything
+//	      name: per_number       # optional; replaces refer to it
+//	      replaces:              # optional: the limits this one replaces
+//	        - name: other_limit
+//	      unlimited: true        # instead of unit and requests_per_unit
+//	    shadow_mode: true        # this descriptor's limits never deny
+//	    detailed_metric: true    # metrics per value; see Match.DetailedMetric
+//	    share_threshold: true    # for a wildcard value: see below
+//	    descriptors: [...]       # nested descriptors
+//
+// A value that ends in * is a wildcard: "foo*" matches any value that
+// starts with "foo", and "*" any value at all. Each value it matches is
+// counted on its own, unless the descriptor sets share_threshold, in
+// which case all the values it matches share one count.
+//
+// A descriptor with neither a limit nor nested descriptors is allowed:
+// a request descriptor that lands on it is explicitly not limited.
+//
+// # What sluice adds
+//
+// In a rate_limit, besides the above:
+//
+//	algorithm: token_bucket  # token_bucket, leaky_bucket, gcra, fixed_window,
+//	                         # sliding_log or sliding_counter. The default is
+//	                         # fixed_window, aligned to the Unix epoch, which
+//	                         # is how envoyproxy/ratelimit counts: a migrated
+//	                         # config behaves the same.
+//	period: 30s              # any Go duration, instead of unit
+//	burst: 20                # the bucket's size, for token_bucket,
+//	                         # leaky_bucket and gcra; 0 means
+//	                         # requests_per_unit
+//	failure: closed          # when the store cannot answer: open (allow, the
+//	                         # default), closed (deny) or local (decide in
+//	                         # this process alone)
+//
+// A descriptor may have several limits, all of which must allow a request,
+// as a list; each may have a name:
+//
+//	rate_limits:
+//	  - name: per_ip
+//	    algorithm: token_bucket
+//	    unit: second
+//	    requests_per_unit: 10
+//	    burst: 20
+//	  - name: per_ip_hourly
+//	    unit: hour
+//	    requests_per_unit: 1000
+//
+// At the top level of a file, shadow_mode: true puts every limit of the
+// domain in shadow mode, and failure sets the domain's default failure
+// mode.
+//
+// # Forward auth
+//
+// The forward_auth section of a domain says how GET /v1/auth (nginx
+// auth_request, Traefik ForwardAuth, Caddy forward_auth) builds request
+// descriptors from an HTTP request:
+//
+//	forward_auth:
+//	  deny_status: 429          # or 403: nginx auth_request passes only
+//	                            # 401 and 403 on, and makes others a 500
+//	  descriptors:              # each becomes one request descriptor
+//	    - entries:
+//	        - key: remote_address
+//	          from: client_ip   # client_ip, method, path, host,
+//	                            # header:NAME or query:NAME
+//	    - entries:
+//	        - key: api_key
+//	          from: header:X-API-Key
+//	        - key: tier
+//	          value: public     # a literal value, instead of from
+//
+// A descriptor whose value is missing from the request (no such header,
+// say) is not sent, as Envoy skips a descriptor whose header is missing.
+// A forward_auth descriptor that could never reach a limit of its domain
+// (a misspelt key, most likely) is an error.
+// The sources are those of the original request, which the server learns
+// from the proxy (X-Forwarded-* from Traefik, X-Original-* as nginx is
+// usually configured); see [Request]. A server with several domains that
+// have forward_auth should let the request name one (such as
+// /v1/auth?domain=NAME); [Default] has exactly one.
+//
+// # Matching
+//
+// A request descriptor is a list of entries (key, value). [Config.Match]
+// walks the domain's descriptors with it, one level per entry, as
+// envoyproxy/ratelimit does: at each level an entry takes the descriptor
+// with its key and value; failing that, the first (in file order) with
+// its key and a wildcard value its value starts with; failing that, the
+// one with its key and no value. The limits that apply are those of the
+// descriptor the last entry lands on. If an entry finds nothing, or the
+// request descriptor has more entries than the config has levels, or the
+// descriptor it lands on has no limit, no limit applies.
+//
+// The limits of all the request's descriptors apply together. A limit
+// with replaces drops, for that request, every limit named in it
+// ([ApplyReplaces]).
+//
+// # Names and keys
+//
+// Each limit becomes a [sluice.Rule]. Its name is the limit's name, or,
+// if it has none, its descriptor's path as envoyproxy/ratelimit names its
+// statistics (domain.key_value.key, such as "messaging.to_number"), with
+// [i] appended for the i-th of a rate_limits list. A generated name
+// changes only when the config does, and is escaped to printable ASCII
+// without braces or quotes; a given name may hold neither. replaces refers
+// to given names only.
+//
+// A request is counted under [Match.Key]: the domain and the request
+// descriptor's entries, each byte outside printable ASCII, and each of
+// % | = { }, written as %XX, as in
+//
+//	messaging|to_number=2061111111
+//
+// so that two different descriptors never share a count. A store counts
+// per rule and key.
+//
+// # Loading and errors
+//
+// Load reads files and directories; a directory's *.yaml and *.yml files
+// are read in name order, skipping names that start with a dot and
+// subdirectories, which is what a Kubernetes ConfigMap mounted as a
+// volume needs (its files are symlinks through ..data). Every problem is
+// reported as an [*Error], "FILE:LINE: FIELD: what is wrong": unknown,
+// misplaced and duplicate keys; a descriptor without a key; a duplicate
+// descriptor; an unknown unit or algorithm; a negative, fractional,
+// quoted or missing count; both unit and period; a burst for an
+// algorithm without one; a limit its algorithm cannot hold; a domain
+// defined twice; and more (see testdata/).
+//
+// # Differences from envoyproxy/ratelimit
+//
+// Where envoyproxy/ratelimit would accept a config and sluice refuses it,
+// the error says why. The differences:
+//
+//   - A missing requests_per_unit is an error; envoyproxy/ratelimit takes
+//     it as 0, which denies everything. Write 0 to mean that.
+//   - Keys are checked per level, so that a key in the wrong place is an
+//     error; envoyproxy/ratelimit accepts any of its keys anywhere.
+//   - Entries are matched as (key, value) pairs; envoyproxy/ratelimit joins
+//     them as "key_value" strings, so that a key containing _ can match
+//     another descriptor's key and value. A * is a wildcard only at the end
+//     of a value, and is refused elsewhere in values and in keys.
+//   - A file holds one YAML document; more is an error, where
+//     envoyproxy/ratelimit reads the first and ignores the rest.
+//   - quota_mode, value_to_metric and metadata are not supported and are
+//     refused by name. A domain defined in two files is an error, as is
+//     envoyproxy/ratelimit's default (it has no MERGE_DOMAIN_CONFIG here).
+//   - Windows of month and year are 30 and 365 days from the Unix epoch,
+//     as envoyproxy/ratelimit's are by default (not calendar months).
+//   - sluice's fixed window does not count a denied request, where
+//     envoyproxy/ratelimit's counter counts every hit: the decisions are
+//     the same for requests of one hit, but a denied request of many hits
+//     (hits_addend) uses up no quota here.
+package config

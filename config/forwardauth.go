@@ -1,0 +1,291 @@
+package config
+
+import (
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// ForwardAuth says how the forward-auth endpoint (GET /v1/auth, for nginx
+// auth_request, Traefik ForwardAuth and the like) turns an HTTP request
+// into request descriptors for its domain, and what it answers on a
+// denial. It is read-only and safe for concurrent use.
+type ForwardAuth struct {
+	denyStatus  int
+	descriptors [][]authEntry
+	lines       []int // of each descriptor, for errors
+}
+
+// authEntry is one entry of a forward_auth descriptor: its key, and where
+// its value comes from.
+type authEntry struct {
+	key   string
+	from  source
+	name  string // the header or query parameter
+	value string // the literal, for from == literal
+}
+
+type source uint8
+
+const (
+	literal source = iota
+	clientIP
+	method
+	path
+	host
+	header
+	query
+)
+
+// Request is what the forward-auth endpoint knows of the request it
+// decides: the original request as the proxy reports it, not the auth
+// subrequest itself. The server fills it in, from X-Forwarded-* or
+// X-Original-* headers behind a trusted proxy.
+type Request struct {
+	ClientIP string      // the client's address, without port
+	Method   string      // GET, POST, ...
+	Host     string      // as the client sent it
+	Path     string      // the path, without the query
+	Header   http.Header // the original request's headers
+	Query    url.Values  // the original request's query parameters
+}
+
+// DenyStatus is the status to answer a denied request with: 429 (the
+// default), or 403 for nginx auth_request, which passes only 401 and 403
+// through to the client and turns anything else into a 500.
+func (f *ForwardAuth) DenyStatus() int { return f.denyStatus }
+
+// Descriptors returns the request descriptors for r, in config order. A
+// descriptor any of whose values is absent from r (a missing or empty
+// header, query parameter or client address) is left out, as Envoy leaves
+// out a descriptor whose request header is missing.
+func (f *ForwardAuth) Descriptors(r *Request) [][]Entry {
+	if r == nil {
+		r = &Request{}
+	}
+	out := make([][]Entry, 0, len(f.descriptors))
+next:
+	for _, d := range f.descriptors {
+		es := make([]Entry, len(d))
+		for i, e := range d {
+			v := e.valueOf(r)
+			if v == "" {
+				continue next
+			}
+			es[i] = Entry{Key: e.key, Value: v}
+		}
+		out = append(out, es)
+	}
+	return out
+}
+
+func (e *authEntry) valueOf(r *Request) string {
+	switch e.from {
+	case literal:
+		return e.value
+	case clientIP:
+		return r.ClientIP
+	case method:
+		return r.Method
+	case path:
+		return r.Path
+	case host:
+		return r.Host
+	case header:
+		return r.Header.Get(e.name)
+	case query:
+		return r.Query.Get(e.name)
+	}
+	return ""
+}
+
+var (
+	authKeys           = []string{"deny_status", "descriptors"}
+	authDescriptorKeys = []string{"entries"}
+	authEntryKeys      = []string{"key", "from", "value"}
+)
+
+const fromList = "client_ip, method, path, host, header:NAME or query:NAME"
+
+func (w *walker) forwardAuth(n *yaml.Node, field string) *ForwardAuth {
+	m := w.mapping(n, field, authKeys)
+	if m == nil {
+		return nil
+	}
+	fa := &ForwardAuth{denyStatus: http.StatusTooManyRequests}
+	if sn := m["deny_status"]; sn != nil {
+		if s, ok := w.integer(sn, join(field, "deny_status")); ok {
+			if s != http.StatusTooManyRequests && s != http.StatusForbidden {
+				w.errorf(sn, join(field, "deny_status"), "%d: want 429, or 403 for nginx auth_request", s)
+			}
+			fa.denyStatus = int(s)
+		}
+	}
+	df := join(field, "descriptors")
+	items := w.sequence(m["descriptors"], df)
+	if len(items) == 0 {
+		w.errorf(n, df, "missing: forward_auth needs at least one descriptor")
+	}
+	for i, item := range items {
+		f := index(df, i)
+		dm := w.mapping(item, f, authDescriptorKeys)
+		if dm == nil {
+			continue
+		}
+		ef := join(f, "entries")
+		entries := w.sequence(dm["entries"], ef)
+		if len(entries) == 0 {
+			w.errorf(item, ef, "missing: a descriptor needs at least one entry")
+			continue
+		}
+		d := make([]authEntry, 0, len(entries))
+		for j, en := range entries {
+			if e, ok := w.authEntry(en, index(ef, j)); ok {
+				d = append(d, e)
+			}
+		}
+		fa.descriptors = append(fa.descriptors, d)
+		fa.lines = append(fa.lines, item.Line)
+	}
+	return fa
+}
+
+func (w *walker) authEntry(n *yaml.Node, field string) (authEntry, bool) {
+	m := w.mapping(n, field, authEntryKeys)
+	if m == nil {
+		return authEntry{}, false
+	}
+	var e authEntry
+	kn, fn, vn := m["key"], m["from"], m["value"]
+	key, ok := w.str(kn, join(field, "key"))
+	switch {
+	case !ok:
+		return e, false
+	case kn == nil:
+		w.errorf(n, join(field, "key"), "missing: every entry has a key")
+		return e, false
+	case key == "":
+		w.errorf(kn, join(field, "key"), "must not be empty")
+		return e, false
+	}
+	e.key = key
+	switch {
+	case fn != nil && vn != nil:
+		w.errorf(vn, join(field, "value"), "give from or value, not both")
+		return e, false
+	case vn != nil:
+		v, ok := w.str(vn, join(field, "value"))
+		if ok && v == "" {
+			w.errorf(vn, join(field, "value"), "must not be empty")
+			return e, false
+		}
+		e.from, e.value = literal, v
+		return e, ok
+	case fn == nil:
+		w.errorf(n, field, "missing from or value: want from (%s) or a literal value", fromList)
+		return e, false
+	}
+	s, ok := w.str(fn, join(field, "from"))
+	if !ok {
+		return e, false
+	}
+	kind, name, _ := strings.Cut(s, ":")
+	switch {
+	case s == "client_ip":
+		e.from = clientIP
+	case s == "method":
+		e.from = method
+	case s == "path":
+		e.from = path
+	case s == "host":
+		e.from = host
+	case kind == "header" && validToken(name):
+		e.from, e.name = header, textproto.CanonicalMIMEHeaderKey(name)
+	case kind == "query" && name != "":
+		e.from, e.name = query, name
+	case kind == "header" || kind == "query":
+		w.errorf(fn, join(field, "from"), "%q: want %s:NAME with a valid name", s, kind)
+		return e, false
+	default:
+		w.errorf(fn, join(field, "from"), "unknown source %q (want %s)", s, fromList)
+		return e, false
+	}
+	return e, true
+}
+
+// checkForwardAuth refuses a forward_auth descriptor that can land on no
+// limit of the domain, most likely a misspelt key: it would never limit
+// anything, silently. It runs only on an otherwise sound file.
+func (w *walker) checkForwardAuth(d *domainConfig) {
+	if d.auth == nil || len(w.errs) > 0 {
+		return
+	}
+	for i, es := range d.auth.descriptors {
+		keys := make([]string, len(es))
+		lits := make([]string, len(es))
+		shown := make([]string, len(es))
+		for j, e := range es {
+			keys[j], lits[j], shown[j] = e.key, e.value, e.key
+			if e.from == literal {
+				shown[j] += "=" + e.value
+			}
+		}
+		if !d.root.canLand(keys, lits) {
+			w.errs = append(w.errs, &Error{File: w.file, Line: d.auth.lines[i], Field: index("forward_auth.descriptors", i),
+				Err: fmt.Errorf("(%s) can reach no limit of domain %q", strings.Join(shown, ", "), d.name)})
+		}
+	}
+}
+
+// validToken reports whether s is an HTTP header field name (RFC 9110's
+// token).
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// String describes the forward-auth policy, for logs.
+func (f *ForwardAuth) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "deny %d;", f.denyStatus)
+	for _, d := range f.descriptors {
+		b.WriteString(" [")
+		for i, e := range d {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(e.key + "=" + e.source())
+		}
+		b.WriteString("]")
+	}
+	return b.String()
+}
+
+func (e *authEntry) source() string {
+	switch e.from {
+	case clientIP:
+		return "client_ip"
+	case method:
+		return "method"
+	case path:
+		return "path"
+	case host:
+		return "host"
+	case header:
+		return "header:" + e.name
+	case query:
+		return "query:" + e.name
+	}
+	return fmt.Sprintf("%q", e.value)
+}

@@ -1,0 +1,98 @@
+package config
+
+import (
+	"net/http"
+	"net/url"
+	"reflect"
+	"testing"
+)
+
+func TestForwardAuthDescriptors(t *testing.T) {
+	c := mustParse(t, `
+domain: web
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 10}
+  - key: route
+    value: login
+    descriptors:
+      - key: method
+        descriptors:
+          - key: path
+            rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: host
+    descriptors:
+      - key: api_key
+        rate_limit: {unit: second, requests_per_unit: 100}
+  - key: tenant
+    value: acme*
+    rate_limit: {unit: second, requests_per_unit: 1000}
+forward_auth:
+  descriptors:
+    - entries:
+        - {key: remote_address, from: client_ip}
+    - entries:
+        - {key: route, value: login}
+        - {key: method, from: method}
+        - {key: path, from: path}
+    - entries:
+        - {key: host, from: host}
+        - {key: api_key, from: header:x-api-key}
+    - entries:
+        - {key: tenant, from: "query:tenant"}
+`)
+	fa := c.ForwardAuth("web")
+	if fa == nil {
+		t.Fatal("ForwardAuth(web) = nil")
+	}
+	if got := fa.DenyStatus(); got != http.StatusTooManyRequests {
+		t.Errorf("DenyStatus() = %d, want 429 by default", got)
+	}
+	if c.ForwardAuth("other") != nil {
+		t.Error("ForwardAuth(unknown domain) != nil")
+	}
+
+	type E = Entry
+	for _, tt := range []struct {
+		name string
+		req  *Request
+		want [][]Entry
+	}{
+		{"everything", &Request{
+			ClientIP: "203.0.113.7", Method: "POST", Host: "shop.example", Path: "/login",
+			Header: http.Header{"X-Api-Key": {"k1", "k2"}},
+			Query:  url.Values{"tenant": {"acme"}},
+		}, [][]Entry{
+			{{"remote_address", "203.0.113.7"}},
+			{{"route", "login"}, {"method", "POST"}, {"path", "/login"}},
+			{{"host", "shop.example"}, {"api_key", "k1"}},
+			{{"tenant", "acme"}},
+		}},
+		{"absent header and query: their descriptors are left out", &Request{
+			ClientIP: "203.0.113.7", Method: "GET", Host: "shop.example", Path: "/",
+		}, [][]Entry{
+			{{"remote_address", "203.0.113.7"}},
+			{{"route", "login"}, {"method", "GET"}, {"path", "/"}},
+		}},
+		{"empty header counts as absent", &Request{
+			ClientIP: "198.51.100.1", Method: "GET", Host: "h", Path: "/",
+			Header: http.Header{"X-Api-Key": {""}},
+		}, [][]Entry{
+			{{"remote_address", "198.51.100.1"}},
+			{{"route", "login"}, {"method", "GET"}, {"path", "/"}},
+		}},
+		{"nothing known", &Request{}, [][]Entry{}},
+		{"nil", nil, [][]Entry{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := fa.Descriptors(tt.req); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Descriptors() =\n%v\nwant\n%v", got, tt.want)
+			}
+		})
+	}
+
+	want := `deny 429; [remote_address=client_ip] [route="login", method=method, path=path] [host=host, api_key=header:X-Api-Key] [tenant=query:tenant]`
+	if got := fa.String(); got != want {
+		t.Errorf("String() = %s\nwant %s", got, want)
+	}
+}

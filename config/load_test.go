@@ -1,0 +1,225 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func symlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func domainFile(name string) string {
+	return "domain: " + name + "\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n"
+}
+
+// configMap lays out dir as the kubelet mounts a ConfigMap: the data in a
+// hidden timestamped directory, ..data a symlink to it, and each key a
+// symlink through ..data. A new version is written beside the old one and
+// ..data swapped over.
+func configMap(t *testing.T, dir, version string, files map[string]string) {
+	t.Helper()
+	data := filepath.Join(dir, "..2026_01_02_03_04_05."+version)
+	for name, text := range files {
+		writeFile(t, filepath.Join(data, name), text)
+	}
+	tmp := filepath.Join(dir, "..data_tmp")
+	symlink(t, filepath.Base(data), tmp)
+	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	for name := range files {
+		link := filepath.Join(dir, name)
+		if _, err := os.Lstat(link); errors.Is(err, fs.ErrNotExist) {
+			symlink(t, filepath.Join("..data", name), link)
+		}
+	}
+}
+
+func TestLoadConfigMap(t *testing.T) {
+	dir := t.TempDir()
+	configMap(t, dir, "1", map[string]string{"api.yaml": domainFile("api"), "web.yml": domainFile("web")})
+	// What else lives in such a directory and must be skipped.
+	writeFile(t, filepath.Join(dir, ".hidden.yaml"), "not: a config")
+	writeFile(t, filepath.Join(dir, "README.md"), "# not a config")
+	writeFile(t, filepath.Join(dir, "sub", "nested.yaml"), "not: read")
+
+	c, err := Load(dir)
+	if err != nil {
+		t.Fatalf("Load(ConfigMap dir) = %v", err)
+	}
+	if got, want := c.Domains(), []string{"api", "web"}; !slices.Equal(got, want) {
+		t.Errorf("Domains() = %v, want %v", got, want)
+	}
+	files, err := Files(dir)
+	if want := []string{filepath.Join(dir, "api.yaml"), filepath.Join(dir, "web.yml")}; err != nil || !slices.Equal(files, want) {
+		t.Errorf("Files(dir) = %v, %v; want %v", files, err, want)
+	}
+
+	// The kubelet swaps ..data to a new version: the same paths now read
+	// the new files.
+	configMap(t, dir, "2", map[string]string{"api.yaml": domainFile("api2"), "web.yml": domainFile("web")})
+	c, err = Load(dir)
+	if err != nil {
+		t.Fatalf("Load(ConfigMap dir, version 2) = %v", err)
+	}
+	if got, want := c.Domains(), []string{"api2", "web"}; !slices.Equal(got, want) {
+		t.Errorf("after the swap, Domains() = %v, want %v", got, want)
+	}
+}
+
+func TestLoadPaths(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a", "one.yaml"), domainFile("one"))
+	writeFile(t, filepath.Join(dir, "a", "two.YML"), domainFile("two"))
+	writeFile(t, filepath.Join(dir, "three.conf"), domainFile("three"))
+	writeFile(t, filepath.Join(dir, "empty", "notes.txt"), "")
+	writeFile(t, filepath.Join(dir, "clash", "one.yaml"), domainFile("one"))
+	if err := os.Mkdir(filepath.Join(dir, "broken"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	symlink(t, "nowhere.yaml", filepath.Join(dir, "broken", "dangling.yaml"))
+
+	c, err := Load(filepath.Join(dir, "a"), filepath.Join(dir, "three.conf"))
+	if err != nil {
+		t.Fatalf("Load(dir, file) = %v", err)
+	}
+	if got, want := c.Domains(), []string{"one", "three", "two"}; !slices.Equal(got, want) {
+		t.Errorf("Domains() = %v, want %v", got, want)
+	}
+
+	for _, tt := range []struct {
+		name  string
+		paths []string
+		want  string
+	}{
+		{"nothing", nil, "no config file or directory given"},
+		{"missing", []string{filepath.Join(dir, "missing.yaml")}, "missing.yaml: no such file"},
+		{"empty dir", []string{filepath.Join(dir, "empty")}, "no *.yaml or *.yml files"},
+		{"dangling symlink", []string{filepath.Join(dir, "broken")}, "dangling.yaml: no such file"},
+		{"domain twice", []string{filepath.Join(dir, "a"), filepath.Join(dir, "clash")},
+			filepath.Join(dir, "clash", "one.yaml") + `:1: domain: "one" is already defined in ` + filepath.Join(dir, "a", "one.yaml") + ":1"},
+		{"same file twice", []string{filepath.Join(dir, "three.conf"), filepath.Join(dir, "three.conf")}, `"three" is already defined`},
+		{"duplicate domain fixture", []string{"testdata/duplicate_domain"},
+			`testdata/duplicate_domain/b.yaml:2: domain: "shared" is already defined in testdata/duplicate_domain/a.yaml:1`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load(tt.paths...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Load(%q) = %v, %v; want an error containing %q", tt.paths, c, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadReportsEveryFile(t *testing.T) {
+	_, err := Load("testdata/bad_unit.yaml", "testdata/bad_algorithm.yaml")
+	for _, want := range []string{"bad_unit.yaml:5:", "bad_algorithm.yaml:5:"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Load(two bad files) = %v; want it to contain %q", err, want)
+		}
+	}
+}
+
+func TestLoadRefusesHugeFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "huge.yaml")
+	writeFile(t, path, "domain: d\n# "+strings.Repeat("x", maxFileSize)+"\n")
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("Load(huge file) = %v, want a size error", err)
+	}
+}
+
+func TestReloadKeepsUnchangedRules(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "api.yaml")
+	writeFile(t, path, `
+domain: api
+descriptors:
+  - key: user
+    rate_limits:
+      - name: steady
+        unit: second
+        requests_per_unit: 10
+      - name: daily
+        unit: day
+        requests_per_unit: 1000
+  - key: ip
+    rate_limit:
+      unit: second
+      requests_per_unit: 5
+`)
+	old, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := func(c *Config, key string, i int) any {
+		t.Helper()
+		ms, err := c.Match("api", []Entry{{key, "x"}})
+		if err != nil || len(ms) <= i {
+			t.Fatalf("Match(api, %s) = %v, %v", key, ms, err)
+		}
+		return ms[i].Rule
+	}
+
+	// The daily limit changes; the others do not.
+	writeFile(t, path, strings.Replace(mustRead(t, path), "1000", "2000", 1))
+	c, err := old.Reload(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rule(c, "user", 0) != rule(old, "user", 0) {
+		t.Error("Reload: the unchanged rule 'steady' is a new pointer")
+	}
+	if rule(c, "ip", 0) != rule(old, "ip", 0) {
+		t.Error("Reload: the unchanged unnamed rule is a new pointer")
+	}
+	if rule(c, "user", 1) == rule(old, "user", 1) {
+		t.Error("Reload: the changed rule 'daily' kept its old pointer")
+	}
+	if got := c.Rules()[1].Limit.Rate; got != 2000 {
+		t.Errorf("after Reload, daily rate = %d, want 2000", got)
+	}
+
+	// A bad config: an error, and the old Config is untouched.
+	writeFile(t, path, "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	bad, err := c.Reload(path)
+	if err == nil || bad != nil {
+		t.Fatalf("Reload(bad) = %v, %v; want nil and an error", bad, err)
+	}
+	if got := c.Rules()[1].Limit.Rate; got != 2000 {
+		t.Errorf("after a failed Reload, daily rate = %d, want 2000", got)
+	}
+
+	// A nil Config reloads as Load.
+	var none *Config
+	if _, err := none.Reload("testdata/duplicate_domain/a.yaml"); err != nil {
+		t.Errorf("(*Config)(nil).Reload = %v", err)
+	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

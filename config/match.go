@@ -1,0 +1,210 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Entry is one key and value of a request descriptor, such as
+// ("remote_address", "203.0.113.7").
+type Entry struct {
+	Key   string
+	Value string
+}
+
+// Match is one limit that applies to a request descriptor.
+type Match struct {
+	// Rule is the rule to check, with Key. It is shared by every request
+	// that lands on the same limit, and stays the same pointer for the
+	// life of the Config (and across Reload if unchanged): do not modify
+	// it. For an unlimited match it carries only Name and Shadow, and is
+	// not to be checked.
+	Rule *sluice.Rule
+	// Key is the counting key: the domain and the descriptor's entries,
+	// escaped so that different descriptors never share a key. It holds
+	// only printable ASCII and no braces, so a store may wrap it in a
+	// Redis Cluster hash tag. A store counts per (Rule, Key).
+	Key string
+	// Name is the limit's name as the config gives it, "" if none;
+	// Rule.Name is Name or a generated one. Only a named limit can be
+	// replaced, as in envoyproxy/ratelimit.
+	Name string
+	// Unlimited means the descriptor is explicitly not limited: answer OK
+	// without asking the store (envoyproxy/ratelimit reports the
+	// remaining quota as the largest uint32).
+	Unlimited bool
+	// DetailedMetric asks for metrics per descriptor value rather than per
+	// rule; it can make for many series.
+	DetailedMetric bool
+	// Replaces names the limits this one replaces; see ApplyReplaces.
+	// Shared: do not modify.
+	Replaces []string
+}
+
+// Match returns the limits that apply to one request descriptor of
+// domain, none if no limit does. The domain's descriptors are walked
+// level by level, one level per entry: at each level an entry takes the
+// descriptor with its key and value, else the first one (in file order)
+// with its key and a wildcard value it starts with ("foo*"), else the one
+// with its key and no value, which stands for any value. The limits of
+// the descriptor the last entry lands on apply; if the walk stops early,
+// or lands on a descriptor without limits, nothing applies. This is
+// envoyproxy/ratelimit's matching.
+//
+// Replaces are not applied here: see ApplyReplaces. The error is for an
+// unknown domain only, and wraps ErrUnknownDomain.
+func (c *Config) Match(domain string, entries []Entry) ([]Match, error) {
+	var d *domainConfig
+	if c != nil {
+		d = c.domains[domain]
+	}
+	if d == nil {
+		return nil, fmt.Errorf("%w %q", ErrUnknownDomain, domain)
+	}
+	var key strings.Builder
+	escape(&key, domain)
+	cur, last := d.root, (*node)(nil)
+	for i, e := range entries {
+		next := cur.child(e)
+		if next == nil {
+			return nil, nil
+		}
+		key.WriteByte('|')
+		escape(&key, e.Key)
+		key.WriteByte('=')
+		if next.pattern != "" {
+			escape(&key, next.pattern) // share_threshold: one count for every value
+		} else {
+			escape(&key, e.Value)
+		}
+		if i == len(entries)-1 {
+			last = next
+		} else if !next.hasChildren() {
+			return nil, nil // the descriptor is deeper than the config
+		}
+		cur = next
+	}
+	if last == nil || len(last.limits) == 0 {
+		return nil, nil
+	}
+	k := key.String()
+	ms := make([]Match, len(last.limits))
+	for i, l := range last.limits {
+		ms[i] = Match{
+			Rule:           l.rule,
+			Key:            k,
+			Name:           l.name,
+			Unlimited:      l.unlimited,
+			DetailedMetric: last.detailed,
+			Replaces:       l.replaces,
+		}
+	}
+	return ms, nil
+}
+
+// canLand reports whether a request descriptor with these keys could land
+// on a descriptor with limits, for some values of the entries whose value
+// is not fixed ("" in literals). Each (descriptor, level) is tried once.
+func (n *node) canLand(keys, literals []string) bool {
+	type at struct {
+		n *node
+		i int
+	}
+	tried := make(map[at]bool)
+	var land func(n *node, i int) bool
+	land = func(n *node, i int) bool {
+		if i == len(keys) {
+			return len(n.limits) > 0
+		}
+		if tried[at{n, i}] {
+			return false
+		}
+		tried[at{n, i}] = true
+		k, lit := keys[i], literals[i]
+		try := func(c *node) bool {
+			return c != nil && (i == len(keys)-1 || c.hasChildren()) && land(c, i+1)
+		}
+		if lit != "" {
+			return try(n.child(Entry{k, lit})) // a fixed value goes one way only
+		}
+		for e, c := range n.exact {
+			if e.Key == k && try(c) {
+				return true
+			}
+		}
+		for _, w := range n.wild {
+			if w.key == k && try(w.node) {
+				return true
+			}
+		}
+		return try(n.any[k])
+	}
+	return land(n, 0)
+}
+
+// child returns the descriptor entry e lands on among n's children.
+func (n *node) child(e Entry) *node {
+	if e.Value != "" {
+		if c := n.exact[e]; c != nil {
+			return c
+		}
+	}
+	for _, w := range n.wild {
+		if w.key == e.Key && strings.HasPrefix(e.Value, w.prefix) {
+			return w.node
+		}
+	}
+	return n.any[e.Key]
+}
+
+// ApplyReplaces drops, in place, every limit that another limit matched by
+// the same request replaces: descriptors holds the matches of each request
+// descriptor, as Match returns them. As in envoyproxy/ratelimit, every
+// match's replaces count (an unlimited one's too, and one that is itself
+// replaced), only named limits can be replaced, and unlimited matches are
+// never dropped.
+func ApplyReplaces(descriptors [][]Match) {
+	var replaced map[string]bool
+	for _, ms := range descriptors {
+		for _, m := range ms {
+			for _, name := range m.Replaces {
+				if replaced == nil {
+					replaced = make(map[string]bool)
+				}
+				replaced[name] = true
+			}
+		}
+	}
+	if replaced == nil {
+		return
+	}
+	for i, ms := range descriptors {
+		kept := ms[:0]
+		for _, m := range ms {
+			if m.Unlimited || m.Name == "" || !replaced[m.Name] {
+				kept = append(kept, m)
+			}
+		}
+		clear(ms[len(kept):])
+		descriptors[i] = kept
+	}
+}
+
+// escape writes s with every byte that is not printable ASCII, and each of
+// % | = { }, as %XX: the key stays one readable line, and the separators
+// and Redis hash-tag braces appear only where Match puts them.
+func escape(b *strings.Builder, s string) {
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || c == '%' || c == '|' || c == '=' || c == '{' || c == '}' {
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+			continue
+		}
+		b.WriteByte(c)
+	}
+}

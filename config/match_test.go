@@ -1,0 +1,341 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+func mustParse(t testing.TB, text string) *Config {
+	t.Helper()
+	c, err := Parse(t.Name()+".yaml", []byte(text))
+	if err != nil {
+		t.Fatalf("Parse:\n%v", err)
+	}
+	return c
+}
+
+// matchConfig exercises envoyproxy/ratelimit's matching rules: exact
+// value first, then wildcards in file order, then the key alone; a limit
+// only where the whole descriptor lands.
+const matchConfig = `
+domain: test-domain
+descriptors:
+  - key: key1
+    value: value1
+    descriptors:
+      - key: subkey1
+        rate_limit: {unit: second, requests_per_unit: 5}
+      - key: subkey1
+        value: subvalue1
+        rate_limit: {unit: second, requests_per_unit: 10}
+  - key: key2
+    rate_limit: {unit: minute, requests_per_unit: 20}
+  - key: key2
+    value: value2
+    rate_limit: {unit: minute, requests_per_unit: 30}
+  - key: key2
+    value: value3 # no limit, and no falling back to key2's: exempt
+  - key: key3
+    rate_limit: {unit: hour, requests_per_unit: 1}
+    descriptors:
+      - key: subkey3
+        rate_limit: {unit: day, requests_per_unit: 2}
+  - key: wild
+    value: foo*
+    rate_limit: {unit: minute, requests_per_unit: 40}
+  - key: wild
+    value: fo*
+    rate_limit: {unit: minute, requests_per_unit: 41}
+  - key: wild
+    rate_limit: {unit: minute, requests_per_unit: 42}
+  - key: wild
+    value: foobar
+    rate_limit: {unit: minute, requests_per_unit: 43}
+  - key: anything
+    value: "*"
+    rate_limit: {unit: minute, requests_per_unit: 44}
+  - key: shared
+    value: files/*
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 45}
+  - key: nested
+    value: a*
+    share_threshold: true
+    descriptors:
+      - key: user
+        detailed_metric: true
+        rate_limit: {unit: minute, requests_per_unit: 46}
+  - key: numbers
+    value: 404
+    rate_limit: {unit: week, unit_multiplier: 2, requests_per_unit: 47}
+  - key: unl
+    rate_limit: {unlimited: true, name: free}
+`
+
+func TestMatch(t *testing.T) {
+	c := mustParse(t, matchConfig)
+	type E = Entry
+	for _, tt := range []struct {
+		entries []Entry
+		rate    int64 // of the one limit that applies; 0: none
+		key     string
+	}{
+		{nil, 0, ""},
+		{[]E{{"key1", "something"}}, 0, ""},
+		{[]E{{"key1", "value1"}}, 0, ""}, // lands on a descriptor without a limit
+		{[]E{{"key1", "value1"}, {"subkey1", "something"}}, 5, "test-domain|key1=value1|subkey1=something"},
+		{[]E{{"key1", "value1"}, {"subkey1", "subvalue1"}}, 10, "test-domain|key1=value1|subkey1=subvalue1"},
+		{[]E{{"key1", "value1"}, {"subkey1", "x"}, {"deeper", "x"}}, 0, ""},
+		{[]E{{"key2", "something"}}, 20, "test-domain|key2=something"},
+		{[]E{{"key2", "value2"}}, 30, "test-domain|key2=value2"},
+		{[]E{{"key2", "value3"}}, 0, ""},
+		{[]E{{"key2", "value2"}, {"subkey", "x"}}, 0, ""}, // deeper than the config
+		{[]E{{"key3", "x"}}, 1, "test-domain|key3=x"},
+		{[]E{{"key3", "x"}, {"subkey3", "y"}}, 2, "test-domain|key3=x|subkey3=y"},
+		{[]E{{"key3", "x"}, {"other", "y"}}, 0, ""},
+		{[]E{{"subkey3", "y"}}, 0, ""},
+		{[]E{{"key5", "x"}}, 0, ""},
+		{[]E{{"wild", "foobar"}}, 43, "test-domain|wild=foobar"}, // exact beats wildcard
+		{[]E{{"wild", "foobaz"}}, 40, "test-domain|wild=foobaz"}, // first wildcard in the file
+		{[]E{{"wild", "fox"}}, 41, "test-domain|wild=fox"},
+		{[]E{{"wild", "bar"}}, 42, "test-domain|wild=bar"},
+		{[]E{{"wild", ""}}, 42, "test-domain|wild="},
+		{[]E{{"anything", "x"}}, 44, "test-domain|anything=x"},
+		{[]E{{"anything", ""}}, 44, "test-domain|anything="},
+		{[]E{{"shared", "files/a.png"}}, 45, "test-domain|shared=files/*"},
+		{[]E{{"shared", "files/b.png"}}, 45, "test-domain|shared=files/*"},
+		{[]E{{"shared", "other"}}, 0, ""},
+		{[]E{{"nested", "abc"}, {"user", "u1"}}, 46, "test-domain|nested=a*|user=u1"},
+		{[]E{{"numbers", "404"}}, 47, "test-domain|numbers=404"},
+		{[]E{{"KEY2", "x"}}, 0, ""}, // keys are case-sensitive
+	} {
+		t.Run(fmt.Sprint(tt.entries), func(t *testing.T) {
+			ms, err := c.Match("test-domain", tt.entries)
+			if err != nil {
+				t.Fatalf("Match = %v", err)
+			}
+			if tt.rate == 0 {
+				if len(ms) != 0 {
+					t.Errorf("Match = %+v, want no limit", ms)
+				}
+				return
+			}
+			if len(ms) != 1 {
+				t.Fatalf("Match = %+v, want one limit of %d", ms, tt.rate)
+			}
+			if ms[0].Rule.Limit.Rate != tt.rate || ms[0].Key != tt.key {
+				t.Errorf("Match = rate %d key %q, want rate %d key %q", ms[0].Rule.Limit.Rate, ms[0].Key, tt.rate, tt.key)
+			}
+		})
+	}
+}
+
+func TestMatchDetails(t *testing.T) {
+	c := mustParse(t, matchConfig)
+
+	ms, _ := c.Match("test-domain", []Entry{{"unl", "x"}})
+	if len(ms) != 1 || !ms[0].Unlimited || ms[0].Rule == nil || ms[0].Rule.Name != "free" || ms[0].Name != "free" {
+		t.Errorf("Match(unl) = %+v, want one Unlimited match named free", ms)
+	}
+
+	ms, _ = c.Match("test-domain", []Entry{{"nested", "abc"}, {"user", "u1"}})
+	if len(ms) != 1 || !ms[0].DetailedMetric || ms[0].Name != "" || ms[0].Rule.Name != "test-domain.nested_a*.user" {
+		t.Errorf("Match(nested) = %+v, want DetailedMetric, no Name, Rule.Name test-domain.nested_a*.user", ms)
+	}
+
+	ms, _ = c.Match("test-domain", []Entry{{"numbers", "404"}})
+	if got, want := ms[0].Rule.Limit.Period, 14*24*time.Hour; got != want {
+		t.Errorf("unit week × 2: period %v, want %v", got, want)
+	}
+
+	// The same descriptor gets the same rule pointer every time.
+	a, _ := c.Match("test-domain", []Entry{{"key2", "a"}})
+	b, _ := c.Match("test-domain", []Entry{{"key2", "b"}})
+	if a[0].Rule != b[0].Rule {
+		t.Error("two matches of one limit have different *Rule")
+	}
+
+	if _, err := c.Match("nope", []Entry{{"key2", "a"}}); !errors.Is(err, ErrUnknownDomain) {
+		t.Errorf("Match(unknown domain) = %v, want ErrUnknownDomain", err)
+	}
+}
+
+func TestMatchDefaults(t *testing.T) {
+	c := mustParse(t, `
+domain: d
+descriptors:
+  - key: envoy
+    shadow_mode: true
+    rate_limit: {unit: second, requests_per_unit: 3}
+    descriptors:
+      - key: child # shadow_mode is not inherited
+        rate_limit: {unit: second, requests_per_unit: 4}
+  - key: sluice
+    rate_limits:
+      - {algorithm: token_bucket, period: 250ms, requests_per_unit: 1, burst: 5, failure: local}
+      - {name: slow, algorithm: sliding_counter, unit: HOUR, requests_per_unit: 100}
+`)
+	want := map[string]sluice.Rule{
+		"envoy":       {Name: "d.envoy", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 3, Period: time.Second}, Shadow: true},
+		"envoy/child": {Name: "d.envoy.child", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 4, Period: time.Second}},
+		"sluice[0]":   {Name: "d.sluice[0]", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.Limit{Rate: 1, Period: 250 * time.Millisecond, Burst: 5}, Failure: sluice.FailLocal},
+		"sluice[1]":   {Name: "slow", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.Limit{Rate: 100, Period: time.Hour}},
+	}
+	got := map[string]sluice.Rule{}
+	ms, _ := c.Match("d", []Entry{{"envoy", "x"}})
+	got["envoy"] = *ms[0].Rule
+	ms, _ = c.Match("d", []Entry{{"envoy", "x"}, {"child", "y"}})
+	got["envoy/child"] = *ms[0].Rule
+	ms, _ = c.Match("d", []Entry{{"sluice", "x"}})
+	got["sluice[0]"], got["sluice[1]"] = *ms[0].Rule, *ms[1].Rule
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: rule %+v, want %+v", k, got[k], w)
+		}
+	}
+	if n := len(c.Rules()); n != 4 {
+		t.Errorf("Rules() has %d rules, want 4", n)
+	}
+
+	// The top level sets shadow mode and the failure mode for the domain.
+	c = mustParse(t, "domain: d\nshadow_mode: true\nfailure: closed\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+	if r := c.Rules()[0]; !r.Shadow || r.Failure != sluice.FailClosed {
+		t.Errorf("top-level shadow_mode and failure: rule %+v, want Shadow and FailClosed", *r)
+	}
+}
+
+func TestMatchKeysDoNotCollide(t *testing.T) {
+	c := mustParse(t, `
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 1}
+    descriptors:
+      - key: c
+        rate_limit: {unit: second, requests_per_unit: 1}
+  - key: a|b
+    rate_limit: {unit: second, requests_per_unit: 1}
+`)
+	seen := map[string][]Entry{}
+	for _, es := range [][]Entry{
+		{{"a", "b|c=d"}},
+		{{"a", "b"}, {"c", "d"}},
+		{{"a", "b=c"}},
+		{{"a|b", "c"}},
+		{{"a", "b%7Cc=d"}},
+		{{"a", "{tag}"}},
+		{{"a", "x y\n\x00é"}},
+	} {
+		ms, err := c.Match("d", es)
+		if err != nil || len(ms) != 1 {
+			t.Fatalf("Match(%q) = %v, %v", es, ms, err)
+		}
+		k := ms[0].Key
+		if prev, dup := seen[k]; dup {
+			t.Errorf("Match(%q) and Match(%q) share the key %q", prev, es, k)
+		}
+		seen[k] = es
+		for _, b := range []byte(k) {
+			if b <= ' ' || b >= 0x7f || b == '{' || b == '}' {
+				t.Errorf("Match(%q).Key = %q holds %q", es, k, b)
+			}
+		}
+	}
+	ms, _ := c.Match("d", []Entry{{"a", "x y\n\x00é"}})
+	if want := "d|a=x%20y%0A%00%C3%A9"; ms[0].Key != want {
+		t.Errorf("Key = %q, want %q", ms[0].Key, want)
+	}
+}
+
+// replacesConfig is envoyproxy/ratelimit's README example of replaces,
+// with an unlimited limit and an unnamed one added.
+const replacesConfig = `
+domain: example7
+descriptors:
+  - key: key_1
+    value: value_1
+    descriptors:
+      - key: user
+        value: bkthomps
+        rate_limit: {name: specific_limit, requests_per_unit: 5, unit: second}
+  - key: key_2
+    value: value_2
+    descriptors:
+      - key: user
+        value: bkthomps
+        rate_limit:
+          replaces: [{name: specific_limit}]
+          requests_per_unit: 10
+          unit: second
+  - key: vip
+    rate_limit:
+      unlimited: true
+      replaces: [{name: per_user}, {name: example7.anon}]
+  - key: user
+    rate_limit: {name: per_user, requests_per_unit: 1, unit: second}
+  - key: anon
+    rate_limit: {requests_per_unit: 1, unit: second}
+`
+
+func TestApplyReplaces(t *testing.T) {
+	c := mustParse(t, replacesConfig)
+	type E = Entry
+	d1 := []E{{"key_1", "value_1"}, {"user", "bkthomps"}}
+	d2 := []E{{"key_2", "value_2"}, {"user", "bkthomps"}}
+	for _, tt := range []struct {
+		name string
+		req  [][]Entry
+		want [][]int64 // each descriptor's rates left; -1 for unlimited
+	}{
+		{"alone", [][]Entry{d1}, [][]int64{{5}}},
+		{"the other alone", [][]Entry{d2}, [][]int64{{10}}},
+		{"both: 10 replaces 5", [][]Entry{d1, d2}, [][]int64{{}, {10}}},
+		{"either order", [][]Entry{d2, d1}, [][]int64{{10}, {}}},
+		{"unlimited replaces too", [][]Entry{{{"user", "u"}}, {{"vip", "u"}}}, [][]int64{{}, {-1}}},
+		{"only named limits are replaced", [][]Entry{{{"anon", "u"}}, {{"vip", "u"}}}, [][]int64{{1}, {-1}}},
+		{"nothing to replace", [][]Entry{{{"user", "u"}}, {{"anon", "u"}}}, [][]int64{{1}, {1}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var per [][]Match
+			for _, es := range tt.req {
+				ms, err := c.Match("example7", es)
+				if err != nil {
+					t.Fatal(err)
+				}
+				per = append(per, ms)
+			}
+			ApplyReplaces(per)
+			got := make([][]int64, len(per))
+			for i, ms := range per {
+				got[i] = []int64{}
+				for _, m := range ms {
+					r := m.Rule.Limit.Rate
+					if m.Unlimited {
+						r = -1
+					}
+					got[i] = append(got[i], r)
+				}
+			}
+			if !slices.EqualFunc(got, tt.want, slices.Equal) {
+				t.Errorf("after ApplyReplaces: %v, want %v", got, tt.want)
+			}
+		})
+	}
+	ApplyReplaces(nil) // nothing to do, and no panic
+}
+
+func BenchmarkMatch(b *testing.B) {
+	c := mustParse(b, matchConfig)
+	es := []Entry{{"key1", "value1"}, {"subkey1", "203.0.113.7"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if ms, _ := c.Match("test-domain", es); len(ms) != 1 {
+			b.Fatal("no match")
+		}
+	}
+}

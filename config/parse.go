@@ -1,0 +1,446 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice"
+)
+
+// domainConfig is one file's worth of config.
+type domainConfig struct {
+	name   string
+	file   string
+	line   int
+	root   *node
+	limits []*limit // every limit in file order, for Rules and Reload
+	auth   *ForwardAuth
+}
+
+// node is a descriptor of the config: where a request descriptor's entry
+// can land, and the limits that apply when the whole descriptor lands here.
+type node struct {
+	path     string           // envoy's full key: domain.key_value.key
+	exact    map[Entry]*node  // children with a literal value
+	wild     []wildcard       // children with a value ending in *, in file order
+	any      map[string]*node // children with no value: any value
+	limits   []limit
+	detailed bool   // detailed_metric
+	pattern  string // share_threshold: the wildcard value that all matching values count under
+}
+
+type wildcard struct {
+	key    string
+	prefix string
+	node   *node
+}
+
+func (n *node) hasChildren() bool { return len(n.exact)+len(n.wild)+len(n.any) > 0 }
+
+// limit is one rate limit of a node.
+type limit struct {
+	rule      *sluice.Rule // for unlimited, only Name and Shadow are set
+	name      string       // as written in the config; "" if none
+	unlimited bool
+	replaces  []string
+	key       string // identifies the limit across reloads: node path and rule name
+}
+
+// The keys each level allows.
+var (
+	rootKeys       = []string{"domain", "descriptors", "shadow_mode", "failure", "forward_auth"}
+	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "detailed_metric", "share_threshold"}
+	limitKeys      = []string{"name", "replaces", "unit", "unit_multiplier", "requests_per_unit", "unlimited", "algorithm", "period", "burst", "failure"}
+	replacesKeys   = []string{"name"}
+)
+
+// units are envoyproxy/ratelimit's: a month is 30 days and a year 365, and
+// windows are aligned to the Unix epoch, as its cache keys are.
+var units = map[string]time.Duration{
+	"second": time.Second,
+	"minute": time.Minute,
+	"hour":   time.Hour,
+	"day":    24 * time.Hour,
+	"week":   7 * 24 * time.Hour,
+	"month":  30 * 24 * time.Hour,
+	"year":   365 * 24 * time.Hour,
+}
+
+const unitList = "second, minute, hour, day, week, month or year"
+
+var failures = map[string]sluice.Failure{"open": sluice.FailOpen, "closed": sluice.FailClosed, "local": sluice.FailLocal}
+
+// parseDomain reads one file.
+func parseDomain(file string, data []byte) (*domainConfig, []error) {
+	if len(data) > maxFileSize {
+		return nil, []error{&Error{File: file, Err: fmt.Errorf("the file is larger than %d bytes", maxFileSize)}}
+	}
+	doc, err := parseYAML(file, data)
+	if err != nil {
+		return nil, []error{err}
+	}
+	top := doc
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
+		top = doc.Content[0]
+	}
+	w := newWalker(file, len(data))
+	if top.Kind == 0 || top.Kind == yaml.DocumentNode || isNull(top) {
+		w.errorf(top, "domain", "missing: the file is empty")
+		return nil, w.errs
+	}
+	d := w.domain(top)
+	if len(w.errs) > 0 {
+		slices.SortStableFunc(w.errs, func(a, b error) int { return a.(*Error).Line - b.(*Error).Line })
+		return nil, w.errs
+	}
+	return d, nil
+}
+
+// defaults are what the top level sets for every limit of the domain.
+type defaults struct {
+	shadow  bool
+	failure sluice.Failure
+}
+
+func (w *walker) domain(n *yaml.Node) *domainConfig {
+	m := w.mapping(n, "", rootKeys)
+	if m == nil {
+		return nil // not a mapping: reported
+	}
+	d := &domainConfig{file: w.file, line: n.Line}
+	dn := m["domain"]
+	switch name, ok := w.str(dn, "domain"); {
+	case dn == nil:
+		w.errorf(n, "domain", "missing: every file names its domain")
+	case ok && name == "":
+		w.errorf(dn, "domain", "must not be empty")
+	default:
+		d.name, d.line = name, dn.Line
+	}
+	var def defaults
+	def.shadow, _ = w.boolean(m["shadow_mode"], "shadow_mode")
+	def.failure, _ = w.failure(m["failure"], "failure", sluice.FailOpen)
+	d.root = &node{path: d.name}
+	w.descriptors(m["descriptors"], "descriptors", d, d.root, def, 1)
+	if fa := m["forward_auth"]; fa != nil {
+		d.auth = w.forwardAuth(fa, "forward_auth")
+		w.checkForwardAuth(d)
+	}
+	return d
+}
+
+func (w *walker) failure(n *yaml.Node, field string, def sluice.Failure) (sluice.Failure, bool) {
+	if n == nil {
+		return def, true
+	}
+	s, ok := w.str(n, field)
+	if !ok {
+		return def, false
+	}
+	f, ok := failures[s]
+	if !ok {
+		w.errorf(n, field, "unknown failure mode %q (want open, closed or local)", s)
+		return def, false
+	}
+	return f, true
+}
+
+// descriptors reads a list of descriptors into parent's children.
+func (w *walker) descriptors(n *yaml.Node, field string, d *domainConfig, parent *node, def defaults, depth int) {
+	items := w.sequence(n, field)
+	if len(items) > 0 && depth > maxDepth {
+		w.errorf(n, "descriptors", "nested deeper than %d levels", maxDepth)
+		return
+	}
+	seen := make(map[Entry]int, len(items))
+	for i, item := range items {
+		f := index(field, i)
+		before := len(w.errs)
+		m := w.mapping(item, f, descriptorKeys)
+		if m == nil {
+			continue
+		}
+		typo := len(w.errs) > before // a misspelt key: "missing" would only repeat it
+		line := item.Line
+		kn := m["key"]
+		key, ok := w.str(kn, join(f, "key"))
+		switch {
+		case !ok:
+		case kn == nil:
+			if !typo {
+				w.errorf(item, join(f, "key"), "missing: every descriptor has a key")
+			}
+		case key == "":
+			w.errorf(kn, join(f, "key"), "must not be empty")
+		case strings.Contains(key, "*"):
+			w.errorf(kn, join(f, "key"), "%q: a key cannot be a wildcard, only a value can end in *", key)
+		}
+		value, _ := w.str(m["value"], join(f, "value"))
+		wild := strings.HasSuffix(value, "*")
+		if strings.Contains(strings.TrimSuffix(value, "*"), "*") {
+			w.errorf(m["value"], join(f, "value"), "%q: * is a wildcard only as the last character", value)
+		}
+		e := Entry{Key: key, Value: value}
+		if first, dup := seen[e]; dup && key != "" {
+			w.errorf(item, f, "duplicate descriptor key %q value %q: already defined at line %d", key, value, first)
+		}
+		seen[e] = line
+
+		shadow, _ := w.boolean(m["shadow_mode"], join(f, "shadow_mode"))
+		detailed, _ := w.boolean(m["detailed_metric"], join(f, "detailed_metric"))
+		share, _ := w.boolean(m["share_threshold"], join(f, "share_threshold"))
+		seg := key
+		if value != "" {
+			seg += "_" + value
+		}
+		child := &node{path: parent.path + "." + seg, detailed: detailed}
+		if share {
+			if wild {
+				child.pattern = value
+			} else {
+				w.errorf(m["share_threshold"], join(f, "share_threshold"), "only a wildcard value (ending in *) can share its limit")
+			}
+		}
+		w.nodeLimits(m, f, d, child, defaults{shadow: def.shadow || shadow, failure: def.failure})
+		switch {
+		case value == "":
+			if parent.any == nil {
+				parent.any = make(map[string]*node)
+			}
+			parent.any[key] = child
+		case wild:
+			parent.wild = append(parent.wild, wildcard{key: key, prefix: strings.TrimSuffix(value, "*"), node: child})
+		default:
+			if parent.exact == nil {
+				parent.exact = make(map[Entry]*node)
+			}
+			parent.exact[e] = child
+		}
+		// shadow_mode is the descriptor's own: its children do not inherit
+		// it, as in envoyproxy/ratelimit.
+		w.descriptors(m["descriptors"], join(f, "descriptors"), d, child, def, depth+1)
+	}
+}
+
+// nodeLimits reads a descriptor's rate_limit or rate_limits.
+func (w *walker) nodeLimits(m map[string]*yaml.Node, f string, d *domainConfig, nd *node, def defaults) {
+	single, list := m["rate_limit"], m["rate_limits"]
+	if single != nil && list != nil {
+		w.errorf(list, join(f, "rate_limits"), "give rate_limit or rate_limits, not both")
+		return
+	}
+	if single != nil {
+		if l, ok := w.limit(single, join(f, "rate_limit"), -1, nd, def); ok {
+			nd.limits = append(nd.limits, l)
+		}
+	}
+	lf := join(f, "rate_limits")
+	items := w.sequence(list, lf)
+	names := make(map[string]int, len(items))
+	for i, item := range items {
+		l, ok := w.limit(item, index(lf, i), i, nd, def)
+		if !ok {
+			continue
+		}
+		if first, dup := names[l.rule.Name]; dup {
+			w.errorf(item, index(lf, i), "two limits of one descriptor are both named %q (the first at line %d)", l.rule.Name, first)
+			continue
+		}
+		names[l.rule.Name] = item.Line
+		if l.unlimited && len(items) > 1 {
+			w.errorf(item, index(lf, i), "an unlimited limit must be the descriptor's only one")
+			continue
+		}
+		nd.limits = append(nd.limits, l)
+	}
+	for i := range nd.limits {
+		d.limits = append(d.limits, &nd.limits[i])
+	}
+}
+
+// limit reads one rate limit. i is its index in rate_limits, or -1 for a
+// rate_limit.
+func (w *walker) limit(n *yaml.Node, f string, i int, nd *node, def defaults) (limit, bool) {
+	nerr := len(w.errs)
+	m := w.mapping(n, f, limitKeys)
+	if m == nil {
+		return limit{}, false
+	}
+	typo := len(w.errs) > nerr // a misspelt key: "missing" would only repeat it
+	l := limit{}
+	l.name, _ = w.str(m["name"], join(f, "name"))
+	if l.name != "" && !validName(l.name) {
+		w.errorf(m["name"], join(f, "name"), "%q: a name cannot hold control characters, quotes, backslashes or braces", l.name)
+	}
+	rf := join(f, "replaces")
+	for j, item := range w.sequence(m["replaces"], rf) {
+		jf := index(rf, j)
+		rm := w.mapping(item, jf, replacesKeys)
+		if rm == nil {
+			continue
+		}
+		name, _ := w.str(rm["name"], join(jf, "name"))
+		switch {
+		case name == "":
+			w.errorf(item, join(jf, "name"), "missing: a replaces entry names the limit it replaces")
+		case name == l.name:
+			w.errorf(rm["name"], join(jf, "name"), "%q: a limit cannot replace itself", name)
+		default:
+			l.replaces = append(l.replaces, name)
+		}
+	}
+	ruleName := l.name
+	if ruleName == "" {
+		ruleName = generatedName(nd.path, i)
+	}
+	l.key = nd.path + "\x00" + ruleName
+	l.unlimited, _ = w.boolean(m["unlimited"], join(f, "unlimited"))
+	if l.unlimited {
+		// requests_per_unit is ignored, as envoyproxy/ratelimit ignores it.
+		for _, k := range []string{"unit", "unit_multiplier", "period", "algorithm", "burst", "failure"} {
+			if m[k] != nil {
+				w.errorf(m[k], join(f, k), "an unlimited limit takes no %s", k)
+			}
+		}
+		l.rule = &sluice.Rule{Name: ruleName, Shadow: def.shadow}
+		return l, len(w.errs) == nerr
+	}
+
+	r := &sluice.Rule{Name: ruleName, Algorithm: sluice.AlgoFixedWindow, Shadow: def.shadow}
+	if rn := m["requests_per_unit"]; rn == nil {
+		if !typo {
+			w.errorf(n, join(f, "requests_per_unit"), "missing: how many requests per unit or period")
+		}
+	} else if v, ok := w.integer(rn, join(f, "requests_per_unit")); ok {
+		if v < 0 {
+			w.errorf(rn, join(f, "requests_per_unit"), "%d must not be negative", v)
+		}
+		r.Limit.Rate = v
+	}
+	r.Limit.Period = w.period(m, n, f, typo)
+	if an := m["algorithm"]; an != nil {
+		if s, ok := w.str(an, join(f, "algorithm")); ok {
+			a, err := sluice.ParseAlgo(s)
+			if err != nil {
+				w.error(an, join(f, "algorithm"), err)
+			}
+			r.Algorithm = a
+		}
+	}
+	if bn := m["burst"]; bn != nil {
+		if v, ok := w.integer(bn, join(f, "burst")); ok {
+			switch {
+			case v < 0:
+				w.errorf(bn, join(f, "burst"), "%d must not be negative", v)
+			case r.Algorithm != "" && !hasBurst(r.Algorithm):
+				w.errorf(bn, join(f, "burst"), "the %s algorithm has no burst; use token_bucket, leaky_bucket or gcra", r.Algorithm)
+			}
+			r.Limit.Burst = v
+		}
+	}
+	r.Failure, _ = w.failure(m["failure"], join(f, "failure"), def.failure)
+	if len(w.errs) > nerr {
+		return limit{}, false
+	}
+	if err := r.Validate(); err != nil {
+		w.error(n, f, err)
+		return limit{}, false
+	}
+	l.rule = r
+	return l, true
+}
+
+// period reads unit (with unit_multiplier) or period.
+func (w *walker) period(m map[string]*yaml.Node, n *yaml.Node, f string, typo bool) time.Duration {
+	un, mn, pn := m["unit"], m["unit_multiplier"], m["period"]
+	switch {
+	case un != nil && pn != nil:
+		w.errorf(pn, join(f, "period"), "give unit or period, not both")
+		return 0
+	case pn != nil:
+		if mn != nil {
+			w.errorf(mn, join(f, "unit_multiplier"), "multiplies a unit, not a period")
+		}
+		s, ok := w.str(pn, join(f, "period"))
+		if !ok {
+			return 0
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			w.errorf(pn, join(f, "period"), "%q: want a positive duration such as 30s, 5m or 1h", s)
+			return 0
+		}
+		return d
+	case un != nil:
+		s, ok := w.str(un, join(f, "unit"))
+		if !ok {
+			return 0
+		}
+		u, ok := units[strings.ToLower(s)]
+		if !ok {
+			w.errorf(un, join(f, "unit"), "unknown unit %q (want %s, or a period such as 30s)", s, unitList)
+			return 0
+		}
+		if mn == nil {
+			return u
+		}
+		k, ok := w.integer(mn, join(f, "unit_multiplier"))
+		switch {
+		case !ok:
+			return 0
+		case k < 1:
+			w.errorf(mn, join(f, "unit_multiplier"), "%d: must be at least 1", k)
+			return 0
+		case k > math.MaxInt64/int64(u):
+			w.errorf(mn, join(f, "unit_multiplier"), "%d %ss is too long a period", k, strings.ToLower(s))
+			return 0
+		}
+		return u * time.Duration(k)
+	}
+	if !typo {
+		w.errorf(n, f, "missing unit or period: want unit (%s) or period (such as 30s)", unitList)
+	}
+	return 0
+}
+
+func hasBurst(a sluice.Algo) bool {
+	return a == sluice.AlgoTokenBucket || a == sluice.AlgoLeakyBucket || a == sluice.AlgoGCRA
+}
+
+// generatedName names a limit the config leaves unnamed: its descriptor's
+// path, as envoyproxy/ratelimit names its statistics ("domain.key_value"),
+// and its index in rate_limits if it comes from a list. The name changes
+// only when the config does, so it is stable across reloads.
+func generatedName(path string, i int) string {
+	var b strings.Builder
+	for j := 0; j < len(path); j++ {
+		c := path[j]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`%{}"\`, c) >= 0 {
+			fmt.Fprintf(&b, "%%%02X", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	if i >= 0 {
+		fmt.Fprintf(&b, "[%d]", i)
+	}
+	return b.String()
+}
+
+// validName reports whether a name given in the config is safe in keys,
+// metrics and the RateLimit-Policy header.
+func validName(s string) bool {
+	for _, c := range []byte(s) {
+		if c < ' ' || c == 0x7f || strings.IndexByte(`{}"\`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
