@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
-
-	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // ErrQueueFull is returned by LeakyQueue.Wait when the queue has no room:
 // the request is refused at once rather than queued.
 var ErrQueueFull = errors.New("sluice: leaky queue full")
+
+// ErrInvalidCost is returned by LeakyQueue.Wait for a negative cost.
+var ErrInvalidCost = errors.New("sluice: invalid cost")
 
 // ErrWouldExceedDeadline is returned by LeakyQueue.Wait when the request
 // would leave the queue only after the context's deadline.
@@ -28,8 +28,7 @@ var ErrWouldExceedDeadline = errors.New("sluice: release would exceed context de
 // Reserve is the time-as-parameter core; Wait blocks on top of it. It is
 // safe for concurrent use and lock-free.
 type LeakyQueue struct {
-	t     algo.TAT
-	x     atomic.Uint64
+	b     bucket
 	clock Clock
 }
 
@@ -47,11 +46,10 @@ func WithClock(c Clock) QueueOption {
 
 // NewLeakyQueue returns an empty queue for l.
 func NewLeakyQueue(l Limit, opts ...QueueOption) (*LeakyQueue, error) {
-	t, err := l.tat()
-	if err != nil {
+	q := &LeakyQueue{clock: SystemClock}
+	if err := q.b.init(l); err != nil {
 		return nil, err
 	}
-	q := &LeakyQueue{t: t, clock: SystemClock}
 	for _, o := range opts {
 		o(q)
 	}
@@ -70,14 +68,7 @@ func (q *LeakyQueue) Reserve(now time.Time, n int64) (release time.Time, d Decis
 }
 
 func (q *LeakyQueue) reserve(now time.Time, n int64) (Decision, time.Duration, uint64) {
-	ns := now.UnixNano()
-	for {
-		x := q.x.Load()
-		d, wait, next := q.t.Release(x, ns, n)
-		if next == x || q.x.CompareAndSwap(x, next) {
-			return decision(d), wait, next
-		}
-	}
+	return q.b.reserve(now, n)
 }
 
 // Wait queues a request of cost n and blocks until it leaves the queue or
@@ -90,8 +81,17 @@ func (q *LeakyQueue) Wait(ctx context.Context, n int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	switch {
+	case n < 0:
+		return fmt.Errorf("%w: cost %d is negative", ErrInvalidCost, n)
+	case n == 0:
+		return nil
+	}
 	now := q.clock.Now()
 	d, wait, end := q.reserve(now, n)
+	if !d.Allowed && d.RetryAfter == Never {
+		return fmt.Errorf("%w: cost %d exceeds the queue's capacity %d", ErrQueueFull, n, d.Limit)
+	}
 	if !d.Allowed {
 		return fmt.Errorf("%w: room in %v", ErrQueueFull, d.RetryAfter)
 	}
@@ -113,8 +113,4 @@ func (q *LeakyQueue) Wait(ctx context.Context, n int64) error {
 	}
 }
 
-func (q *LeakyQueue) refund(end uint64, n int64) {
-	if next, ok := q.t.Refund(q.x.Load(), end, n); ok {
-		q.x.CompareAndSwap(end, next)
-	}
-}
+func (q *LeakyQueue) refund(end uint64, n int64) { q.b.refund(end, n) }

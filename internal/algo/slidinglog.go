@@ -53,7 +53,7 @@ func (l *Log) NewState() LogState {
 func (l *Log) evict(s *LogState, now int64) {
 	for {
 		e, ok := s.Ring.PeekOldest()
-		if !ok || now-e.At < l.period {
+		if !ok || since(now, e.At) < uint64(l.period) {
 			return
 		}
 		s.Ring.Pop()
@@ -100,5 +100,14 @@ func (l *Log) Step(s *LogState, now int64, n int64) Decision {
 // Idle reports whether the state no longer affects any decision.
 func (l *Log) Idle(s *LogState, now int64) bool {
 	e, ok := s.Ring.PeekNewest()
-	return !ok || now-e.At >= l.period
+	return !ok || since(now, e.At) >= uint64(l.period)
+}
+
+// since is now-at, or 0 if now is not after at. It is computed in uint64
+// because the difference of two int64 times can overflow an int64.
+func since(now, at int64) uint64 {
+	if now <= at {
+		return 0
+	}
+	return uint64(now) - uint64(at)
 }

@@ -20,8 +20,8 @@ import (
 // at least once every 2^62/q ns (146 years for rates that divide their
 // period, 53 days for 10^12 per second).
 //
-// The state X is now+debt in ticks: debt is how far the bucket is from full.
-// X = 0 means "never used" (a full bucket).
+// The state X is now+debt in ticks, plus origin: debt is how far the bucket
+// is from full. X = 0 means "never used" (a full bucket at any time).
 type TAT struct {
 	q     uint64 // ticks per nanosecond; 0 when Rate is 0 (no refill)
 	p     uint64 // ticks per unit
@@ -31,6 +31,14 @@ type TAT struct {
 
 // maxSpan keeps debts and their sums far from overflow in uint64 and int64.
 const maxSpan = 1 << 62
+
+// origin offsets the stored state so that 0, the mark of a bucket never
+// used, is not a TAT that ordinary times reach: without it a limiter with
+// one tick per ns that emptied its bucket just before the Unix epoch (a TAT
+// of tick 0) read as never used, and full again. With it, tick 0 is 2^63
+// ticks away. A TAT that still lands on the mark is kept one tick later,
+// stricter by 1/q ns, rather than forgotten.
+const origin = 1 << 63
 
 // ErrTooLarge is returned for a limit whose state cannot be kept exactly.
 var ErrTooLarge = errors.New("limit too large")
@@ -64,7 +72,7 @@ func (t *TAT) debt(x, nowq uint64) uint64 {
 	if x == 0 {
 		return 0
 	}
-	d := int64(x - nowq)
+	d := int64(x - origin - nowq)
 	if d <= 0 {
 		return 0
 	}
@@ -83,6 +91,8 @@ func (t *TAT) Step(x uint64, now int64, n int64) (Decision, uint64) {
 		d.RetryAfter = Never
 	case n > t.burst:
 		d.RetryAfter = Never
+	case n == 0:
+		d.Allowed = true // a peek: nothing to take, even from an empty bucket
 	default:
 		need := uint64(n) * t.p
 		if debt+need <= t.span {
@@ -104,9 +114,12 @@ func (t *TAT) Step(x uint64, now int64, n int64) (Decision, uint64) {
 	default:
 		d.ResetAfter = ceilDiv(debt, t.q)
 	}
-	next := nowq + debt
-	if debt == 0 && x == 0 {
-		next = 0 // a peek at an unused bucket leaves it unused
+	// Even a peek at an unused bucket records now: a later request stamped
+	// earlier must be charged as if at now, or it would be given back the
+	// refill between its time and now.
+	next := nowq + debt + origin
+	if next == 0 && debt != 0 {
+		next = 1 // see origin
 	}
 	return d, next
 }
@@ -137,5 +150,43 @@ func (t *TAT) Refund(x, end uint64, n int64) (uint64, bool) {
 	if x != end || n <= 0 {
 		return x, false
 	}
-	return x - uint64(n)*t.p, true
+	next := x - uint64(n)*t.p
+	if next == 0 {
+		next = 1 // see origin
+	}
+	return next, true
 }
+
+// Horizon is how long a state may go untouched and still be read exactly:
+// 2^62 ticks. Past it, tick differences wrap. A holder that cannot promise
+// to touch or drop every state within the horizon uses Shift.
+func (t *TAT) Horizon() time.Duration {
+	if t.q == 0 {
+		return Never
+	}
+	return time.Duration(maxSpan / t.q)
+}
+
+// RefillTime is how long an empty bucket takes to be full again, rounded up;
+// a state untouched for that long is full, whatever it says.
+func (t *TAT) RefillTime() time.Duration {
+	if t.q == 0 {
+		return Never
+	}
+	return ceilDiv(t.span, t.q)
+}
+
+// Shift re-expresses state x, kept relative to a time origin, relative to
+// an origin ns nanoseconds later: x - ns·q ticks. It lets a holder keep its
+// times small and so never reach the horizon.
+func (t *TAT) Shift(x uint64, ns int64) uint64 {
+	if x == 0 {
+		return 0
+	}
+	next := x - uint64(ns)*t.q
+	if next == 0 {
+		next = 1 // see origin
+	}
+	return next
+}
+

@@ -49,7 +49,7 @@ func (w *Window) Fixed(s *FixedState, now int64, n int64) Decision {
 	switch {
 	case n < 0 || n > w.rate:
 		d.RetryAfter = Never
-	case s.Count+n <= w.rate:
+	case n <= w.rate-s.Count: // not Count+n <= rate, which overflows near MaxInt64
 		d.Allowed = true
 		s.Count += n
 	default:
@@ -117,7 +117,7 @@ func (w *Window) Counter(s *CounterState, now int64, n int64) Decision {
 	d.Remaining = w.counterRemaining(s.Prev, s.Curr, off)
 	switch {
 	case s.Curr > 0:
-		d.ResetAfter = time.Duration(2*w.period - off)
+		d.ResetAfter = addSat(w.period-off, w.period)
 	case s.Prev > 0:
 		d.ResetAfter = time.Duration(w.period - off)
 	}
@@ -160,9 +160,18 @@ func (w *Window) counterRetry(prev, curr, off, n int64) time.Duration {
 	}
 	// In the next window curr becomes prev; in the one after, both are 0.
 	if at := w.firstFit(curr, 0, n); at < w.period {
-		return time.Duration(w.period - off + at)
+		return addSat(w.period-off, at)
 	}
-	return time.Duration(2*w.period - off)
+	return addSat(w.period-off, w.period)
+}
+
+// addSat returns a+b as a duration, or Never when it overflows: a window
+// two periods long need not fit in an int64. a, b >= 0.
+func addSat(a, b int64) time.Duration {
+	if a > int64(Never)-b {
+		return Never
+	}
+	return time.Duration(a + b)
 }
 
 // counterRemaining is ⌈rate - estimate⌉, at least 0: the most units that
