@@ -189,4 +189,3 @@ func (t *TAT) Shift(x uint64, ns int64) uint64 {
 	}
 	return next
 }
-
