@@ -1,0 +1,355 @@
+package memory
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Concurrency limits the requests in flight per key, the second of
+// Stripe's limiters: "at most 20 requests of this customer at once". A
+// request Acquires a Lease before it runs and Releases it when done. A
+// lease also expires after its ttl, so a holder that dies (a crashed
+// handler, a lost connection) gives its place back by itself.
+//
+// Time is a parameter, as for the rate limiters: Acquire takes now, and a
+// lease is counted until Release or until now reaches its expiry.
+//
+// Memory is bounded: at most WithMaxKeys keys (a key with no lease held is
+// not kept), each with at most limit leases. When a new key needs room,
+// its shard drops one of its least recently used keys whose leases have
+// all expired or, failing that, its least recently used key, whose leases
+// are then forgotten: size the bound above the number of keys with
+// requests in flight at once. Leases that expire are dropped when their key is next
+// used, by the background sweeper (WithSweepInterval), or by Sweep.
+//
+// A Concurrency is safe for concurrent use and exact: however calls
+// interleave, no key ever has more than limit unexpired leases.
+type Concurrency struct {
+	shards []cshard
+	shift  uint
+	seed   maphash.Seed
+	bound  *bound
+
+	closed atomic.Bool
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+}
+
+// cshard is one part of a Concurrency: a map of holders and their
+// least-recently-used list, under one mutex.
+type cshard struct {
+	mu    sync.Mutex
+	keys  map[string]*holder
+	lru   holder // sentinel: lru.next is the most recently used
+	bound *bound // the limiter's key count, shared by its shards
+	ids   uint64 // the last lease id given out: ids are unique per shard, so per key
+	last  int64  // latest time seen, Unix ns: the sweeper's now
+	_     [64]byte
+}
+
+// holder is one key's leases, sorted by expiry.
+type holder struct {
+	key        string
+	grants     []grant
+	prev, next *holder
+}
+
+type grant struct {
+	id  uint64
+	exp int64 // Unix ns
+}
+
+// Lease is a place held by Acquire. The zero Lease holds nothing; it is
+// what a denied Acquire returns, and releasing it does nothing.
+type Lease struct {
+	key string
+	id  uint64
+	exp int64
+}
+
+// Key returns the key the lease was acquired for.
+func (l Lease) Key() string { return l.key }
+
+// Expires returns when the lease stops counting if it is not released,
+// or the zero Time for the zero Lease.
+func (l Lease) Expires() time.Time {
+	if l.id == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, l.exp)
+}
+
+// ErrInvalidRequest is wrapped by the error of an Acquire with a negative
+// limit or a ttl that is not positive.
+var ErrInvalidRequest = fmt.Errorf("invalid request")
+
+// NewConcurrency returns an empty Concurrency limiter. WithMaxKeys,
+// WithShards and WithSweepInterval apply as for New; Close stops the
+// sweeper.
+func NewConcurrency(opts ...Option) (*Concurrency, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	c := &Concurrency{
+		shards: make([]cshard, cfg.shards),
+		shift:  64 - cfg.shardBits(),
+		seed:   maphash.MakeSeed(),
+		bound:  cfg.bound(),
+	}
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.bound = c.bound
+		sh.keys = make(map[string]*holder)
+		sh.lru.prev, sh.lru.next = &sh.lru, &sh.lru
+	}
+	if cfg.sweep > 0 {
+		c.stop, c.done = make(chan struct{}), make(chan struct{})
+		go sweepLoop(cfg.sweep, c.stop, c.done, c.sweepSeen)
+	}
+	return c, nil
+}
+
+func (c *Concurrency) shard(key string) *cshard {
+	return &c.shards[maphash.String(c.seed, key)>>c.shift]
+}
+
+// Acquire asks for one of limit places of key at now, to be held for at
+// most ttl. If fewer than limit unexpired leases of key are held, it
+// returns a new lease and an allowed decision; otherwise the zero Lease and
+// a denial whose RetryAfter is when enough leases expire (releases may come
+// sooner), or Never when limit is 0. limit may differ from call to call: a
+// lowered limit denies until enough leases are gone.
+//
+// The decision's Limit is limit, Remaining the places left, ResetAfter the
+// wait until every lease held has expired. It errs, changing nothing, for
+// a negative limit, a ttl that is not positive, or a closed limiter.
+func (c *Concurrency) Acquire(now time.Time, key string, limit int64, ttl time.Duration) (Lease, sluice.Decision, error) {
+	switch {
+	case limit < 0:
+		return Lease{}, sluice.Decision{}, fmt.Errorf("memory: %w: limit %d must not be negative", ErrInvalidRequest, limit)
+	case ttl <= 0:
+		return Lease{}, sluice.Decision{}, fmt.Errorf("memory: %w: ttl %v must be positive", ErrInvalidRequest, ttl)
+	case c.closed.Load():
+		return Lease{}, sluice.Decision{}, ErrClosed
+	}
+	ns := now.UnixNano()
+	exp := ns + int64(ttl)
+	if ns > 0 && exp < ns {
+		exp = math.MaxInt64
+	}
+	sh := c.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.last = max(sh.last, ns)
+	h := sh.keys[key]
+	held := 0
+	if h != nil {
+		h.expire(ns)
+		held = len(h.grants)
+	}
+	d := sluice.Decision{Limit: limit}
+	if int64(held) < limit {
+		if h == nil {
+			h = sh.add(key, ns)
+		}
+		sh.ids++
+		g := grant{id: sh.ids, exp: exp}
+		h.insert(g)
+		sh.touch(h)
+		d.Allowed = true
+		d.Remaining = limit - int64(held) - 1
+		d.ResetAfter = time.Duration(h.grants[len(h.grants)-1].exp - ns)
+		return Lease{key: h.key, id: g.id, exp: exp}, d, nil
+	}
+	// Denied: held - limit + 1 leases must go before one fits.
+	d.RetryAfter = sluice.Never
+	if k := int64(held) - limit + 1; k <= int64(held) {
+		d.RetryAfter = time.Duration(h.grants[k-1].exp - ns)
+	}
+	if h != nil {
+		if held == 0 {
+			sh.drop(h)
+		} else {
+			d.ResetAfter = time.Duration(h.grants[held-1].exp - ns)
+			sh.touch(h)
+		}
+	}
+	return Lease{}, d, nil
+}
+
+// Release gives back the place l holds and reports whether it was still
+// held: false for the zero Lease, a lease released before, and a lease
+// that expired (or whose key was evicted) and was dropped.
+func (c *Concurrency) Release(l Lease) bool {
+	if l.id == 0 {
+		return false
+	}
+	sh := c.shard(l.key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	h := sh.keys[l.key]
+	if h == nil {
+		return false
+	}
+	for i, g := range h.grants {
+		if g.id == l.id {
+			h.grants = append(h.grants[:i], h.grants[i+1:]...)
+			if len(h.grants) == 0 {
+				sh.drop(h)
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// InFlight returns the number of unexpired leases of key at now.
+func (c *Concurrency) InFlight(now time.Time, key string) int64 {
+	ns := now.UnixNano()
+	sh := c.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	h := sh.keys[key]
+	if h == nil {
+		return 0
+	}
+	n := int64(0)
+	for _, g := range h.grants {
+		if g.exp > ns {
+			n++
+		}
+	}
+	return n
+}
+
+// Len returns the number of keys with leases held (some perhaps expired
+// and not yet dropped).
+func (c *Concurrency) Len() int { return int(c.bound.n.Load()) }
+
+// Sweep drops the leases expired at now, and the keys left with none, and
+// returns how many keys it dropped.
+func (c *Concurrency) Sweep(now time.Time) int {
+	ns := now.UnixNano()
+	n := 0
+	for i := range c.shards {
+		n += c.shards[i].sweep(ns)
+	}
+	return n
+}
+
+func (c *Concurrency) sweepSeen() {
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		last := sh.last
+		sh.mu.Unlock()
+		if last != 0 {
+			sh.sweep(last)
+		}
+	}
+}
+
+// Close stops the background sweeper and waits for it to return. Later
+// calls to Acquire return ErrClosed; Release still works. Close is
+// idempotent and always returns nil.
+func (c *Concurrency) Close() error {
+	c.once.Do(func() {
+		c.closed.Store(true)
+		if c.stop != nil {
+			close(c.stop)
+			<-c.done
+		}
+	})
+	return nil
+}
+
+func (sh *cshard) sweep(now int64) int {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	n := 0
+	for _, h := range sh.keys {
+		if h.expire(now); len(h.grants) == 0 {
+			sh.drop(h)
+			n++
+		}
+	}
+	return n
+}
+
+// lruScan is how far from the cold end of the list add looks for a key
+// with nothing in flight before it evicts the coldest key outright.
+const lruScan = 8
+
+// add makes a holder for key, counted in the bound, making room in the
+// shard first if the limiter is at its bound (see bound). The caller holds
+// sh.mu.
+func (sh *cshard) add(key string, now int64) *holder {
+	if !sh.bound.reserve() {
+		if victim := sh.lru.prev; victim != &sh.lru {
+			for h, i := sh.lru.prev, 0; h != &sh.lru && i < lruScan; h, i = h.prev, i+1 {
+				if h.expire(now); len(h.grants) == 0 {
+					victim = h
+					break
+				}
+			}
+			sh.unlink(victim) // the new key takes over its count
+		} else {
+			sh.bound.n.Add(1)
+		}
+	}
+	h := &holder{key: key}
+	sh.keys[key] = h
+	h.prev, h.next = &sh.lru, sh.lru.next
+	h.next.prev, sh.lru.next = h, h
+	return h
+}
+
+// touch moves h to the front of the list.
+func (sh *cshard) touch(h *holder) {
+	h.prev.next, h.next.prev = h.next, h.prev
+	h.prev, h.next = &sh.lru, sh.lru.next
+	h.next.prev, sh.lru.next = h, h
+}
+
+// drop forgets h and uncounts it.
+func (sh *cshard) drop(h *holder) {
+	sh.unlink(h)
+	sh.bound.n.Add(-1)
+}
+
+func (sh *cshard) unlink(h *holder) {
+	h.prev.next, h.next.prev = h.next, h.prev
+	h.prev, h.next = nil, nil
+	delete(sh.keys, h.key)
+}
+
+// expire drops the grants expired at now: those at the front.
+func (h *holder) expire(now int64) {
+	i := 0
+	for i < len(h.grants) && h.grants[i].exp <= now {
+		i++
+	}
+	if i > 0 {
+		h.grants = append(h.grants[:0], h.grants[i:]...)
+	}
+}
+
+// insert adds g, keeping the grants sorted by expiry. Leases of one ttl
+// taken in time order land at the end at once.
+func (h *holder) insert(g grant) {
+	i := len(h.grants)
+	h.grants = append(h.grants, g)
+	for i > 0 && h.grants[i-1].exp > g.exp {
+		h.grants[i] = h.grants[i-1]
+		i--
+	}
+	h.grants[i] = g
+}

@@ -1,0 +1,139 @@
+package memory
+
+import (
+	"math"
+	"strings"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/sluicehq/sluice"
+)
+
+// entry is one key's state under one spec, kept in its shard's table: 64
+// bytes, one cache line, plus a copy of a key longer than 16 bytes and,
+// for the window algorithms, a window. A key of up to 16 bytes is kept in
+// the entry itself, so that finding a key reads one line of the table,
+// and the line after it now and then.
+type entry struct {
+	sp  *spec         // nil for an empty cell
+	x   atomic.Uint64 // the bucket algorithms' state (algo.TAT)
+	w   *window       // the window algorithms' state
+	key string        // the key: its bytes are inl's, or a copy of the caller's
+	inl [inlineKey]byte
+	// hash is the low half of the key's hash: a tag that spares most key
+	// comparisons, and the entry's home in the table.
+	hash uint32
+	// used is when the key was last used, as a stamp (see stampOf), or
+	// pinned while a multi-check holds it.
+	used atomic.Uint32
+}
+
+// inlineKey is the longest key kept inside its entry.
+const inlineKey = 16
+
+// setKey makes e's key a copy of key: never the caller's string, which may
+// pin a larger buffer. A short key's string points into e.inl, so an entry
+// moves only with moveTo.
+func (e *entry) setKey(key string) {
+	if len(key) > inlineKey {
+		e.key = strings.Clone(key)
+		return
+	}
+	n := copy(e.inl[:], key)
+	e.key = unsafe.String(&e.inl[0], n)
+}
+
+// moveTo moves e to dst, an empty cell, and empties e. The caller holds
+// the exclusive lock.
+func (e *entry) moveTo(dst *entry) {
+	e.copyTo(dst)
+	*e = entry{}
+}
+
+// copyTo makes dst, an empty cell, a copy of e, for a table about to be
+// dropped. The caller holds the exclusive lock.
+func (e *entry) copyTo(dst *entry) {
+	if len(e.key) > inlineKey {
+		dst.key = e.key // the copy setKey made: share it
+	} else {
+		dst.inl = e.inl // a fixed-size copy: no call, unlike copy()
+		dst.key = unsafe.String(&dst.inl[0], len(e.key))
+	}
+	dst.sp, dst.w, dst.hash = e.sp, e.w, e.hash
+	dst.x.Store(e.x.Load())
+	dst.used.Store(e.used.Load())
+}
+
+// stampOf is the recency stamp of a request at now: its time in units of
+// 2^20 ns (about a millisecond), modulo 2^32, which wraps every 52 days;
+// ages are read as differences under 2^31 units, 26 days. pinned is never
+// a stamp.
+func stampOf(now int64) uint32 {
+	st := uint32(now >> 20)
+	if st == pinned {
+		st--
+	}
+	return st
+}
+
+const pinned = math.MaxUint32
+
+// age is how long before st the key was last used, in stamp units; 0 if
+// it was used at st or after (requests come a little out of order).
+func (e *entry) age(st uint32) uint32 {
+	return uint32(max(int32(st-e.used.Load()), 0))
+}
+
+// touch records a use at stamp st. It writes only when the stamp changes,
+// so that a hot key does not dirty its cache line on every request. The
+// caller holds the shard's lock, shared or exclusive; a pinned entry is
+// only seen under the exclusive lock, by the multi-check that pinned it.
+func (e *entry) touch(st uint32) {
+	if e.used.Load() != st {
+		e.used.Store(st)
+	}
+}
+
+// step decides n units at now against e: lock-free for the bucket
+// algorithms (one CAS on one uint64), under e's own lock for the windows.
+// The caller holds the shard's lock, shared or exclusive.
+func (e *entry) step(now, n int64) sluice.Decision {
+	sp := e.sp
+	if sp.kind == kindBucket {
+		for {
+			x := e.x.Load()
+			d, next := sp.tat.Step(x, now, n)
+			if next == x || e.x.CompareAndSwap(x, next) {
+				return sluice.Decision(d)
+			}
+		}
+	}
+	e.w.mu.Lock()
+	d := e.w.step(sp, now, n)
+	e.w.mu.Unlock()
+	return d
+}
+
+// idle reports whether e's state no longer affects any decision at now or
+// later. The caller holds the shard's exclusive lock.
+func (e *entry) idle(now int64) bool {
+	if e.sp.kind == kindBucket {
+		return e.sp.tat.Idle(e.x.Load(), now)
+	}
+	return e.w.idle(e.sp, now)
+}
+
+func (e *entry) save() snapshot {
+	if e.sp.kind == kindBucket {
+		return snapshot{x: e.x.Load()}
+	}
+	return e.w.save()
+}
+
+func (e *entry) restore(s snapshot) {
+	if e.sp.kind == kindBucket {
+		e.x.Store(s.x)
+		return
+	}
+	e.w.restore(s)
+}

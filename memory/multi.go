@@ -1,0 +1,202 @@
+package memory
+
+import (
+	"github.com/sluicehq/sluice"
+)
+
+// maxInline is how many checks a Take handles without allocating.
+const maxInline = 8
+
+// held is one check of a multi-check while its shards are locked.
+type held struct {
+	sp    *spec
+	h     uint64
+	e     *entry // valid while the table does not change
+	first int    // the first check on the same entry: a key named twice is one state
+	saved snapshot
+	peek  sluice.Decision
+}
+
+// takeMulti decides several checks together. A charge is all-or-nothing
+// across keys that may live in different shards, so it locks those shards
+// exclusively, in shard order (no deadlock), charges each check in turn
+// and, if one not in shadow mode denies, undoes the charges. Under the
+// locks nothing else reads or writes those keys, so the result is that of
+// a serial order: exact, never a transient false denial.
+func (s *Store) takeMulti(now, n int64, checks []sluice.Check, out []sluice.Decision) error {
+	var buf [maxInline]held
+	hs := buf[:0]
+	if len(checks) > maxInline {
+		hs = make([]held, 0, len(checks))
+	}
+	for i := range checks {
+		r := checks[i].Rule
+		if r == nil {
+			return errNoRule(i)
+		}
+		sp, err := s.specs.get(r)
+		if err != nil {
+			return err
+		}
+		hs = append(hs, held{sp: sp})
+	}
+	if n <= 0 {
+		// Nothing will be charged: each check is decided on its own, as a
+		// read, with no exclusive lock.
+		for i := range checks {
+			d, err := s.take1(hs[i].sp, &checks[i], now, n)
+			if err != nil {
+				return err
+			}
+			out[i] = d
+		}
+		return nil
+	}
+	for !s.charge(now, n, checks, out, hs) {
+		// A spec was retired while the shards were unlocked; it had no
+		// entries, so its rule's fresh spec stands in.
+		for i := range hs {
+			if hs[i].sp.refs.Load() < 0 {
+				sp, err := s.specs.refresh(checks[i].Rule)
+				if err != nil {
+					return err
+				}
+				hs[i].sp = sp
+			}
+		}
+	}
+	return nil
+}
+
+// charge is takeMulti's body under the shards' locks. It returns false,
+// having charged nothing, if it found a spec retired.
+func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decision, hs []held) bool {
+	var ibuf [maxInline]int
+	ids := ibuf[:0]
+	for i := range hs {
+		hs[i].h = s.hash(hs[i].sp, checks[i].Key)
+		hs[i].e = nil
+		ids = addSorted(ids, int(hs[i].h>>s.shift))
+	}
+	for _, id := range ids {
+		s.shards[id].observe(now)
+		s.shards[id].mu.Lock()
+	}
+	defer func() {
+		for k := len(ids) - 1; k >= 0; k-- {
+			sh := &s.shards[ids[k]]
+			sh.trim(now)
+			sh.mu.Unlock()
+		}
+	}()
+
+	// Find the keys there are, and pin them so that adding the others
+	// cannot evict them; then add the others. Adding moves entries about
+	// the table, so the entries are found again once all are in.
+	for i := range hs {
+		if e := s.shard(hs[i].h).find(hs[i].h, hs[i].sp, checks[i].Key); e != nil {
+			e.used.Store(pinned)
+			hs[i].e = e
+		}
+	}
+	for i := range hs {
+		if hs[i].e != nil {
+			continue
+		}
+		sh := s.shard(hs[i].h)
+		e := sh.find(hs[i].h, hs[i].sp, checks[i].Key) // added for an earlier check?
+		if e == nil {
+			if e = sh.insert(hs[i].h, hs[i].sp, checks[i].Key, now); e == nil {
+				s.unpin(now, checks, hs)
+				return false
+			}
+		}
+		e.used.Store(pinned)
+		hs[i].e = e
+	}
+	for i := range hs {
+		hs[i].e = s.shard(hs[i].h).find(hs[i].h, hs[i].sp, checks[i].Key)
+	}
+
+	// Bring each state to now with a peek, which charges nothing, and save
+	// it; a state named twice is saved once.
+	for i := range hs {
+		hs[i].first = i
+		for j := range i {
+			if hs[j].e == hs[i].e {
+				hs[i].first = j
+				break
+			}
+		}
+		if hs[i].first == i {
+			hs[i].peek = hs[i].e.step(now, 0)
+			hs[i].saved = hs[i].e.save()
+		}
+	}
+
+	// Charge the enforced checks, then the shadow ones, so that a shadow
+	// check's charge can never deny an enforced check on the same key.
+	allowed := true
+	for _, shadow := range [2]bool{false, true} {
+		for i := range checks {
+			if checks[i].Rule.Shadow != shadow {
+				continue
+			}
+			out[i] = hs[i].e.step(now, n)
+			allowed = allowed && (shadow || out[i].Allowed)
+		}
+	}
+	if !allowed {
+		for i := range hs {
+			if hs[i].first == i {
+				hs[i].e.restore(hs[i].saved)
+			}
+		}
+		for i := range hs {
+			if out[i].Allowed {
+				out[i] = hs[hs[i].first].peek
+			}
+		}
+	}
+	s.unpin(now, checks, hs)
+	return true
+}
+
+// unpin releases the entries of a multi-check, dropping those that are
+// idle (the keys added for checks that were not charged, and any others
+// back to idle) and stamping the others used at now. Dropping moves
+// entries about, so each is found again by its key.
+func (s *Store) unpin(now int64, checks []sluice.Check, hs []held) {
+	st := stampOf(now)
+	for i := range hs {
+		sh := s.shard(hs[i].h)
+		j := sh.lookup(hs[i].h, hs[i].sp, checks[i].Key)
+		if j < 0 {
+			continue // not reached before a retired spec stopped the call
+		}
+		e := &sh.tab[j]
+		if e.used.Load() != pinned {
+			continue // released under another check on the same key
+		}
+		if e.idle(now) {
+			sh.remove(j)
+		} else {
+			e.used.Store(st)
+		}
+	}
+}
+
+// addSorted adds id to the sorted set ids.
+func addSorted(ids []int, id int) []int {
+	i := len(ids)
+	for i > 0 && ids[i-1] >= id {
+		if ids[i-1] == id {
+			return ids
+		}
+		i--
+	}
+	ids = append(ids, 0)
+	copy(ids[i+1:], ids[i:])
+	ids[i] = id
+	return ids
+}

@@ -1,0 +1,234 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// ErrClosed is returned by the methods of a closed Store or Concurrency
+// limiter.
+var ErrClosed = errors.New("memory: closed")
+
+// ErrShortOut is wrapped by the error of a Take whose out has fewer
+// elements than checks.
+var ErrShortOut = errors.New("out shorter than checks")
+
+// Store is an in-process sluice.Store: per-key state for every algorithm,
+// bounded in memory, safe for concurrent use.
+//
+// Keys are spread over shards by hash. A request for an existing key takes
+// its shard's lock shared and decides without allocating: the token
+// bucket, leaky bucket and GCRA with one compare-and-swap on the key's one
+// uint64, the windows under the key's own lock. A new key, and a request of
+// several checks, take the shards' locks exclusively.
+//
+// The state of a key is per rule: a rule is identified by its name,
+// algorithm and limit, so a configuration reloaded with the same rules
+// keeps every count, and a rule whose algorithm or limit changed starts
+// its keys afresh, as new keys (the old states are never read with the new
+// arithmetic; they go when idle or evicted).
+//
+// Memory is bounded by WithMaxKeys. A key whose state is back to idle
+// (its ResetAfter has passed) is dropped without loss: by the background
+// sweeper, by Sweep, or when room is needed. When the store is full and a
+// new key arrives, the new key's shard evicts an idle key if it finds one
+// among those it samples, else the least recently used of them (sampled
+// LRU, as Redis does; see shard), whose state is then forgotten: the key
+// starts afresh if it comes back. A GCRA key costs 80 to 100 bytes, plus a
+// copy of its key if longer than 16 bytes; a window key 64 bytes more; a
+// sliding log key also 16 bytes per request in its window, up to Rate.
+//
+// Times are the callers': a request stamped earlier than one already
+// decided for its key is decided as if at the later time, as the
+// single-key algorithms do, as long as the key is held. A request that
+// neither charges nor finds its key stores nothing.
+type Store struct {
+	shards []shard
+	shift  uint // 64 - log2(len(shards)): the hash's top bits pick the shard
+	seed   maphash.Seed
+	specs  *registry
+	bound  *bound
+
+	closed atomic.Bool
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+}
+
+var _ sluice.Store = (*Store)(nil)
+
+// New returns an empty Store. Unless WithSweepInterval(0) is given, it
+// starts a goroutine that drops idle keys; Close stops it.
+func New(opts ...Option) (*Store, error) {
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		shards: make([]shard, c.shards),
+		shift:  64 - c.shardBits(),
+		seed:   maphash.MakeSeed(),
+		specs:  newRegistry(),
+		bound:  c.bound(),
+	}
+	for i := range s.shards {
+		s.shards[i].init(s.bound)
+	}
+	if c.sweep > 0 {
+		s.stop, s.done = make(chan struct{}), make(chan struct{})
+		go sweepLoop(c.sweep, s.stop, s.done, s.sweepSeen)
+	}
+	return s, nil
+}
+
+// Take decides a request of cost n at now against checks together and
+// writes check i's decision to out[i]. See sluice.Store for the contract.
+//
+// If every check not in shadow mode allows, each check that allows is
+// charged n; otherwise none is, and a check that would have allowed
+// reports its state uncharged (the decision of a peek). Checks are decided
+// in order, those not in shadow mode first; a key named twice is charged
+// twice. Under any interleaving of concurrent calls the decisions are
+// those of some serial order of the calls: nothing is over-admitted and
+// nothing is denied that a serial order would allow.
+//
+// It errs, charging nothing, if ctx is done, the store closed, out too
+// short, or a check has no rule or a rule that is invalid. It does not
+// allocate for existing keys and up to 8 checks.
+func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluice.Check, out []sluice.Decision) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if len(out) < len(checks) {
+		return fmt.Errorf("memory: %w: %d decisions for %d checks", ErrShortOut, len(out), len(checks))
+	}
+	ns := now.UnixNano()
+	if len(checks) == 1 {
+		c := &checks[0]
+		if c.Rule == nil {
+			return errNoRule(0)
+		}
+		sp, err := s.specs.get(c.Rule)
+		if err != nil {
+			return err
+		}
+		out[0], err = s.take1(sp, c, ns, n)
+		return err
+	}
+	return s.takeMulti(ns, n, checks, out)
+}
+
+func errNoRule(i int) error { return fmt.Errorf("memory: check %d has no rule", i) }
+
+func (s *Store) hash(sp *spec, key string) uint64 { return maphash.String(s.seed, key) ^ sp.salt }
+
+func (s *Store) shard(h uint64) *shard { return &s.shards[h>>s.shift] }
+
+// take1 decides one check whose rule resolved to sp.
+func (s *Store) take1(sp *spec, c *sluice.Check, now, n int64) (sluice.Decision, error) {
+	h := s.hash(sp, c.Key)
+	sh := s.shard(h)
+	sh.observe(now)
+	sh.mu.RLock()
+	if e := sh.find(h, sp, c.Key); e != nil {
+		e.touch(stampOf(now))
+		d := e.step(now, n)
+		sh.mu.RUnlock()
+		return d, nil
+	}
+	sh.mu.RUnlock()
+	// A request that leaves a new key idle (a peek, a denial, a negative
+	// cost) is decided on a fresh state, which is then dropped, as the
+	// sweeper would: nothing is stored.
+	if d := freshDecision(sp, now, n); !d.Allowed || n <= 0 {
+		return d, nil
+	}
+	for {
+		sh.mu.Lock()
+		e := sh.find(h, sp, c.Key)
+		if e != nil {
+			e.touch(stampOf(now))
+		} else {
+			e = sh.insert(h, sp, c.Key, now)
+		}
+		if e != nil {
+			d := e.step(now, n)
+			sh.mu.Unlock()
+			return d, nil
+		}
+		// sp was retired between the lookup and the insert: it has no
+		// entries, so the rule's fresh spec decides.
+		sh.mu.Unlock()
+		var err error
+		if sp, err = s.specs.refresh(c.Rule); err != nil {
+			return sluice.Decision{}, err
+		}
+		h = s.hash(sp, c.Key)
+		sh = s.shard(h)
+	}
+}
+
+// Len returns the number of keys held.
+func (s *Store) Len() int { return int(s.bound.n.Load()) }
+
+// Sweep drops the keys whose state is idle at now, as the background
+// sweeper does, and returns how many it dropped. now should be no later
+// than the time of any request still to come: a request stamped before now
+// finds its key gone and starts afresh.
+func (s *Store) Sweep(now time.Time) int {
+	ns := now.UnixNano()
+	n := 0
+	for i := range s.shards {
+		n += s.shards[i].sweep(ns)
+	}
+	return n
+}
+
+// sweepSeen sweeps each shard as of the latest time it has seen.
+func (s *Store) sweepSeen() {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		if last := sh.last.Load(); last != 0 {
+			sh.sweep(last)
+		}
+	}
+}
+
+// Close stops the background sweeper and waits for it to return. Later
+// calls to Take return ErrClosed. Close is idempotent and always returns
+// nil.
+func (s *Store) Close() error {
+	s.once.Do(func() {
+		s.closed.Store(true)
+		if s.stop != nil {
+			close(s.stop)
+			<-s.done
+		}
+	})
+	return nil
+}
+
+// sweepLoop calls sweep every d until stop is closed, then closes done.
+func sweepLoop(d time.Duration, stop <-chan struct{}, done chan<- struct{}, sweep func()) {
+	defer close(done)
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			sweep()
+		}
+	}
+}

@@ -1,0 +1,439 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func gcra(name string, l sluice.Limit) *sluice.Rule {
+	return &sluice.Rule{Name: name, Algorithm: sluice.AlgoGCRA, Limit: l}
+}
+
+// take calls s.Take and fails the test on an error.
+func take(t *testing.T, s *Store, now time.Time, n int64, checks ...sluice.Check) []sluice.Decision {
+	t.Helper()
+	out := make([]sluice.Decision, len(checks))
+	if err := s.Take(context.Background(), now, n, checks, out); err != nil {
+		t.Fatalf("Take(t0+%v, %d) = %v", now.Sub(t0), n, err)
+	}
+	return out
+}
+
+// has reports whether s holds key under r, without touching it.
+func (s *Store) has(r *sluice.Rule, key string) bool {
+	sp, err := s.specs.get(r)
+	if err != nil {
+		return false
+	}
+	h := s.hash(sp, key)
+	sh := s.shard(h)
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	return sh.find(h, sp, key) != nil
+}
+
+// check verifies the table's invariants: n counts the entries, and each
+// is found from its home.
+func (sh *shard) check(t *testing.T) {
+	t.Helper()
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	live := 0
+	for i := range sh.tab {
+		e := &sh.tab[i]
+		if e.sp == nil {
+			continue
+		}
+		live++
+		if j := sh.lookup(uint64(e.hash), e.sp, e.key); j != i {
+			t.Errorf("the entry in cell %d of %d is found at %d", i, len(sh.tab), j)
+		}
+	}
+	if live != sh.n {
+		t.Errorf("%d entries in the table, n = %d", live, sh.n)
+	}
+}
+
+// key16 writes the 16-byte key of i into buf: "key-000000012345".
+func key16(buf []byte, i int) string {
+	copy(buf, "key-")
+	for j := len(buf) - 1; j >= 4; j-- {
+		buf[j] = byte('0' + i%10)
+		i /= 10
+	}
+	return string(buf)
+}
+
+func TestNewOptions(t *testing.T) {
+	bad := []struct {
+		name string
+		opt  Option
+	}{
+		{"zero keys", WithMaxKeys(0)},
+		{"negative keys", WithMaxKeys(-1)},
+		{"negative shards", WithShards(-1)},
+		{"too many shards", WithShards(maxShards + 1)},
+		{"negative sweep", WithSweepInterval(-time.Second)},
+	}
+	for _, c := range bad {
+		t.Run(c.name, func(t *testing.T) {
+			if s, err := New(c.opt); err == nil || !errors.Is(err, ErrInvalidOption) {
+				s.Close()
+				t.Errorf("New(%s) = %v, want an error wrapping ErrInvalidOption", c.name, err)
+			}
+			if c2, err := NewConcurrency(c.opt); err == nil {
+				c2.Close()
+				t.Errorf("NewConcurrency(%s): no error", c.name)
+			}
+		})
+	}
+	if _, err := New(WithShards(8), WithMaxKeys(4)); err == nil {
+		t.Errorf("New(WithShards(8), WithMaxKeys(4)): no error for shards without keys")
+	}
+
+	shards := []struct {
+		opts       []Option
+		wantShards int
+	}{
+		{[]Option{WithShards(5)}, 8},
+		{[]Option{WithShards(1)}, 1},
+		{[]Option{WithMaxKeys(100)}, 1},
+		{[]Option{WithMaxKeys(3), WithShards(3)}, 2},
+		{[]Option{WithMaxKeys(1 << 20)}, max(16, 16*runtime.GOMAXPROCS(0))},
+	}
+	for _, c := range shards {
+		s := newStore(t, c.opts...)
+		if len(s.shards) != c.wantShards {
+			t.Errorf("shards for %d options = %d, want %d", len(c.opts), len(s.shards), c.wantShards)
+		}
+		if cfg, _ := newConfig(c.opts); s.bound.hard != int64(cfg.maxKeys) || s.bound.soft != int64(cfg.maxKeys-len(s.shards)+1) {
+			t.Errorf("bounds %d, %d for %d keys in %d shards", s.bound.soft, s.bound.hard, cfg.maxKeys, len(s.shards))
+		}
+	}
+}
+
+// TestMaxKeys: a million distinct keys arriving at a store bounded to
+// 100,000 leave it at 100,000, holding the newest; and each key costs
+// under 100 bytes (a GCRA key named by 16 bytes).
+func TestMaxKeys(t *testing.T) {
+	const bound = 100_000
+	n := 1_000_000
+	if raceEnabled {
+		n = 200_000 // the race detector makes the million take half a minute
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+
+	s := newStore(t, WithMaxKeys(bound), WithSweepInterval(0))
+	r := gcra("per-key", sluice.PerHour(10)) // nothing goes idle within the test
+	buf := make([]byte, 16)
+	checks := make([]sluice.Check, 1)
+	out := make([]sluice.Decision, 1)
+	for i := range n {
+		checks[0] = sluice.Check{Rule: r, Key: key16(buf, i)}
+		if err := s.Take(context.Background(), t0.Add(time.Duration(i)*time.Microsecond), 1, checks, out); err != nil || !out[0].Allowed {
+			t.Fatalf("Take on new key %d = %+v, %v, want allowed", i, out[0], err)
+		}
+		if i%10_000 == 0 && s.Len() > bound {
+			t.Fatalf("after %d keys, Len() = %d, want at most %d", i+1, s.Len(), bound)
+		}
+	}
+	if got, min := s.Len(), bound-len(s.shards)+1; got < min || got > bound {
+		t.Errorf("after %d keys, Len() = %d, want %d to %d: nothing is idle, so the store is full", n, got, min, bound)
+	}
+
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perKey := float64(after.HeapAlloc-before.HeapAlloc) / float64(s.Len())
+	t.Logf("%d keys held of %d arrived: %.1f heap bytes per key (GCRA, 16-byte keys, %d shards)", s.Len(), n, perKey, len(s.shards))
+	if perKey >= 100 {
+		t.Errorf("%.1f bytes per key, want under 100", perKey)
+	}
+
+	newest, oldest := 0, 0
+	for i := range 10_000 {
+		if s.has(r, key16(buf, n-1-i)) {
+			newest++
+		}
+		if s.has(r, key16(buf, i)) {
+			oldest++
+		}
+	}
+	if newest != 10_000 || oldest != 0 {
+		t.Errorf("of the 10,000 newest keys %d are held, of the 10,000 oldest %d; want all and none", newest, oldest)
+	}
+	runtime.KeepAlive(s)
+}
+
+// TestMaxKeysWindows: the window algorithms are bounded alike.
+func TestMaxKeysWindows(t *testing.T) {
+	for _, a := range []sluice.Algo{sluice.AlgoFixedWindow, sluice.AlgoSlidingCounter, sluice.AlgoSlidingLog} {
+		t.Run(string(a), func(t *testing.T) {
+			const bound = 2_000
+			s := newStore(t, WithMaxKeys(bound), WithSweepInterval(0))
+			r := &sluice.Rule{Name: "w", Algorithm: a, Limit: sluice.PerHour(10)}
+			for i := range 20_000 {
+				if d := take(t, s, t0.Add(time.Duration(i)*time.Millisecond), 1, sluice.Check{Rule: r, Key: fmt.Sprint(i)})[0]; !d.Allowed {
+					t.Fatalf("Take on new key %d = %+v, want allowed", i, d)
+				}
+			}
+			if got, min := s.Len(), bound-len(s.shards)+1; got < min || got > bound {
+				t.Errorf("Len() = %d, want %d to %d", got, min, bound)
+			}
+		})
+	}
+}
+
+// TestEvictionOrder follows eviction on one shard of three keys: the
+// least recently used key goes first, and an idle key before any. (With
+// three keys, the eight keys sampled are all of them.)
+func TestEvictionOrder(t *testing.T) {
+	long := gcra("long", sluice.PerHour(1))
+	short := gcra("short", sluice.PerSecond(1))
+	steps := []struct {
+		do   string // "+k" charges k, "?k" peeks at k, "~k" charges k under the short rule
+		held string // the keys held under the long rule after the step
+	}{
+		{"+a", "a"},
+		{"+b", "ab"},
+		{"+c", "abc"},
+		{"?a", "abc"}, // a is used
+		{"+d", "acd"}, // b is the least recently used
+		{"+e", "ade"}, // then c
+		{"+f", "def"}, // then a, used before d, e and f were added
+		{"?d", "def"}, // d is used
+		{"~x", "df"},  // e goes
+		{"+g", "dfg"}, // x is idle by now: it goes before f, the least recently used
+	}
+	s := newStore(t, WithShards(1), WithMaxKeys(3), WithSweepInterval(0))
+	for i, st := range steps {
+		now := t0.Add(time.Duration(i) * 10 * time.Millisecond)
+		if st.do == "+g" {
+			now = t0.Add(2 * time.Second)
+		}
+		k := st.do[1:]
+		switch st.do[0] {
+		case '+':
+			take(t, s, now, 1, sluice.Check{Rule: long, Key: k})
+		case '?':
+			take(t, s, now, 0, sluice.Check{Rule: long, Key: k})
+		case '~':
+			take(t, s, now, 1, sluice.Check{Rule: short, Key: k})
+		}
+		held := ""
+		for _, k := range "abcdefg" {
+			if s.has(long, string(k)) {
+				held += string(k)
+			}
+		}
+		if held != st.held {
+			t.Fatalf("after %s: held %q, want %q", st.do, held, st.held)
+		}
+	}
+	if s.has(short, "x") || s.Len() != 3 {
+		t.Errorf("at the end: x held %v, Len() = %d; want false, 3", s.has(short, "x"), s.Len())
+	}
+}
+
+// TestSweep: a key is dropped exactly when its ResetAfter has passed, for
+// every algorithm, and a sparse shard gives its memory back.
+func TestSweep(t *testing.T) {
+	for _, a := range sluice.Algos {
+		t.Run(string(a), func(t *testing.T) {
+			s := newStore(t, WithSweepInterval(0))
+			r := &sluice.Rule{Name: "r", Algorithm: a, Limit: sluice.PerSecond(3)}
+			now := t0.Add(123456789)
+			d := take(t, s, now, 2, sluice.Check{Rule: r, Key: "k"})[0]
+			if s.Len() != 1 || d.ResetAfter <= 0 {
+				t.Fatalf("after a charge: Len() = %d, %+v; want 1 key with a ResetAfter", s.Len(), d)
+			}
+			if got := s.Sweep(now.Add(d.ResetAfter - 1)); got != 0 || s.Len() != 1 {
+				t.Errorf("Sweep(now+ResetAfter-1ns) dropped %d, Len() = %d; want 0, 1", got, s.Len())
+			}
+			if got := s.Sweep(now.Add(d.ResetAfter)); got != 1 || s.Len() != 0 {
+				t.Errorf("Sweep(now+ResetAfter) dropped %d, Len() = %d; want 1, 0", got, s.Len())
+			}
+		})
+	}
+
+	t.Run("compacts", func(t *testing.T) {
+		s := newStore(t, WithShards(1), WithSweepInterval(0))
+		r := gcra("r", sluice.PerSecond(1))
+		long := gcra("long", sluice.PerHour(1))
+		for i := range 10_000 {
+			take(t, s, t0, 1, sluice.Check{Rule: r, Key: fmt.Sprint(i)})
+		}
+		for i := range 10 {
+			take(t, s, t0, 1, sluice.Check{Rule: long, Key: fmt.Sprint(i)})
+		}
+		if got := s.Sweep(t0.Add(time.Second)); got != 10_000 {
+			t.Fatalf("Sweep dropped %d, want 10000", got)
+		}
+		sh := &s.shards[0]
+		sh.check(t)
+		if sh.n != 10 || len(sh.tab) > 2*minTable {
+			t.Errorf("after the sweep: %d keys in %d cells; want 10 in at most %d", sh.n, len(sh.tab), 2*minTable)
+		}
+		for i := range 10 {
+			if d := take(t, s, t0.Add(time.Second), 1, sluice.Check{Rule: long, Key: fmt.Sprint(i)})[0]; d.Allowed {
+				t.Errorf("key %d of the long rule after compaction: %+v, want denied: its state was lost", i, d)
+			}
+		}
+	})
+}
+
+// TestSweeperAndClose runs the background sweeper on the fake clock of a
+// synctest bubble: it drops what is idle as of the latest time seen, and
+// Close stops it (the bubble would deadlock on a goroutine left behind).
+func TestSweeperAndClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := New(WithShards(1), WithSweepInterval(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := gcra("r", sluice.PerSecond(1))
+		take(t, s, t0, 1, sluice.Check{Rule: r, Key: "old"})
+		take(t, s, t0.Add(time.Hour), 1, sluice.Check{Rule: r, Key: "new"})
+		time.Sleep(time.Minute - 1)
+		synctest.Wait()
+		if s.Len() != 2 {
+			t.Errorf("before the first sweep, Len() = %d, want 2", s.Len())
+		}
+		time.Sleep(1)
+		synctest.Wait()
+		if s.Len() != 1 || !s.has(r, "new") {
+			t.Errorf("after the sweep, Len() = %d, want only the new key", s.Len())
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("Close() = %v", err)
+		}
+		if err := s.Take(context.Background(), t0, 1, []sluice.Check{{Rule: r, Key: "k"}}, make([]sluice.Decision, 1)); !errors.Is(err, ErrClosed) {
+			t.Errorf("Take after Close = %v, want ErrClosed", err)
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("second Close() = %v", err)
+		}
+	})
+}
+
+// TestRuleIdentity: a rule is its name, algorithm and limit. The same
+// values under a new pointer share the state; a changed limit or algorithm
+// starts afresh and never reads the old state with the new arithmetic;
+// changing back finds the old state.
+func TestRuleIdentity(t *testing.T) {
+	s := newStore(t, WithSweepInterval(0))
+	r := gcra("api", sluice.PerHour(2))
+	c := sluice.Check{Rule: r, Key: "k"}
+	take(t, s, t0, 2, c)
+	if d := take(t, s, t0, 1, sluice.Check{Rule: gcra("api", sluice.PerHour(2)), Key: "k"})[0]; d.Allowed {
+		t.Errorf("a copy of the rule: %+v, want denied, sharing the state", d)
+	}
+	r.Limit = sluice.PerHour(5) // reloaded in place
+	if d := take(t, s, t0, 1, c)[0]; !d.Allowed || d.Remaining != 4 {
+		t.Errorf("after the limit changed to 5/h: %+v, want a fresh key: allowed, Remaining 4", d)
+	}
+	r.Algorithm = sluice.AlgoFixedWindow
+	if d := take(t, s, t0, 1, c)[0]; !d.Allowed || d.Remaining != 4 {
+		t.Errorf("after the algorithm changed: %+v, want a fresh key: allowed, Remaining 4", d)
+	}
+	r.Algorithm, r.Limit = sluice.AlgoGCRA, sluice.PerHour(2)
+	if d := take(t, s, t0, 0, c)[0]; d.Remaining != 0 {
+		t.Errorf("back to 2/h: %+v, want the old state, Remaining 0", d)
+	}
+	r.Shadow, r.Failure = true, sluice.FailClosed
+	if d := take(t, s, t0, 0, c)[0]; d.Remaining != 0 {
+		t.Errorf("in shadow mode: %+v, want the same state, Remaining 0", d)
+	}
+}
+
+// TestManyRules: a caller making a new rule for every request does not
+// grow the store's rule table beyond its keys.
+func TestManyRules(t *testing.T) {
+	s := newStore(t, WithMaxKeys(100), WithSweepInterval(0))
+	for i := range 20_000 {
+		r := gcra(fmt.Sprint("tenant-", i), sluice.PerHour(10))
+		take(t, s, t0, int64(i%2), sluice.Check{Rule: r, Key: "k"}) // half peeks: no state
+	}
+	if got := s.specs.len(); got > 2*minRegistryLimit {
+		t.Errorf("after 20,000 rules, %d kept, want at most %d", got, 2*minRegistryLimit)
+	}
+	if got := s.Len(); got > 100 {
+		t.Errorf("Len() = %d, want at most 100", got)
+	}
+}
+
+// TestAllocs: deciding for existing keys allocates nothing, one check or
+// several, whatever the algorithm.
+func TestAllocs(t *testing.T) {
+	s := newStore(t, WithSweepInterval(0))
+	var checks []sluice.Check
+	for _, a := range sluice.Algos {
+		checks = append(checks, sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: a, Limit: sluice.PerSecond(1000)}, Key: "some-client-key"})
+	}
+	out := make([]sluice.Decision, len(checks))
+	ctx := context.Background()
+	now := t0
+	take(t, s, now, 1, checks...)
+	for i := range checks {
+		t.Run(string(checks[i].Rule.Algorithm), func(t *testing.T) {
+			if a := testing.AllocsPerRun(100, func() {
+				now = now.Add(time.Millisecond)
+				s.Take(ctx, now, 1, checks[i:i+1], out)
+			}); a != 0 {
+				t.Errorf("Take on an existing key: %v allocations, want 0", a)
+			}
+		})
+	}
+	t.Run("policy", func(t *testing.T) {
+		if a := testing.AllocsPerRun(100, func() {
+			now = now.Add(time.Millisecond)
+			s.Take(ctx, now, 1, checks, out)
+		}); a != 0 {
+			t.Errorf("Take of %d checks on existing keys: %v allocations, want 0", len(checks), a)
+		}
+	})
+}
+
+// TestTakeErrors: an error charges nothing and says why.
+func TestTakeErrors(t *testing.T) {
+	s := newStore(t, WithSweepInterval(0))
+	good := sluice.Check{Rule: gcra("good", sluice.PerHour(3)), Key: "k"}
+	cases := []struct {
+		name   string
+		checks []sluice.Check
+		out    int
+		want   string
+	}{
+		{"short out", []sluice.Check{good, good}, 1, "memory: out shorter than checks: 1 decisions for 2 checks"},
+		{"nil rule", []sluice.Check{good, {Key: "k"}}, 2, "memory: check 1 has no rule"},
+		{"no name", []sluice.Check{{Rule: gcra("", sluice.PerHour(1))}}, 1, "memory: rule has no name"},
+		{"bad period", []sluice.Check{good, {Rule: gcra("p", sluice.Limit{Rate: 1})}}, 2, `memory: rule "p": sluice: invalid limit: period 0s must be positive`},
+		{"bad algorithm", []sluice.Check{{Rule: &sluice.Rule{Name: "a", Algorithm: "gcra2", Limit: sluice.PerHour(1)}}}, 1, `memory: rule "a": sluice: unknown algorithm "gcra2"`},
+		{"too large", []sluice.Check{{Rule: &sluice.Rule{Name: "l", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerHour(1 << 21)}}}, 1, `memory: rule "l": limit too large`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := s.Take(context.Background(), t0, 1, c.checks, make([]sluice.Decision, c.out))
+			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+				t.Errorf("Take = %v, want an error starting %q", err, c.want)
+			}
+		})
+	}
+	if d := take(t, s, t0, 0, good)[0]; d.Remaining != 3 {
+		t.Errorf("after the failed calls, the good rule: %+v, want Remaining 3: charged nothing", d)
+	}
+	if s.Len() != 0 {
+		t.Errorf("Len() = %d, want 0: failed calls store nothing", s.Len())
+	}
+}

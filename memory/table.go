@@ -1,0 +1,253 @@
+package memory
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// shard is one part of the store: an open-addressing table of entries,
+// with its own lock. Requests for existing keys share the lock; whatever
+// changes the table (adding, dropping, growing) takes it exclusively, so an
+// entry never moves under a reader.
+//
+// The table is linear-probing over the entries themselves, so that a
+// lookup reads the line of the key's home cell and, when the key was
+// pushed along, the next lines, which the processor fetches ahead. It is
+// at most 4/5 full and grows by a quarter at a time, which keeps it at
+// least 3/5 full once grown: 64 bytes a cell make about 80 a key. A
+// dropped entry is filled by backward-shift deletion: no tombstones. The
+// table's size need not be a power of two: a hash is mapped to a cell by
+// multiplying (h·size >> 32).
+//
+// Eviction is sampled least-recently-used, as Redis does it: each entry
+// keeps when it was last used (a stamp of the request's time, about a
+// millisecond), and the victim is the least recently used of the next 8
+// keys at a hand that goes round the table, unless one of them is idle:
+// dropping that loses nothing. A key among the most recent tenth survives
+// unless the seven others sampled with it are all as recent: about one
+// chance in ten million.
+type shard struct {
+	mu    sync.RWMutex
+	last  atomic.Int64 // latest time a request brought, Unix ns: the sweeper's now
+	tab   []entry
+	n     int    // live entries
+	bound *bound // the store's key count, shared by its shards
+	hand  int
+	_     [64]byte // keep shards apart in memory: each is written on every call
+}
+
+const minTable = 16
+
+func (sh *shard) init(b *bound) {
+	sh.bound = b
+	sh.tab = make([]entry, minTable)
+}
+
+// home is the cell a hash belongs in.
+func (sh *shard) home(hash uint32) int { return int(uint64(hash) * uint64(len(sh.tab)) >> 32) }
+
+// observe records now as the latest time seen, if it is. Racing calls may
+// leave an earlier time: the sweeper then drops a little less.
+func (sh *shard) observe(now int64) {
+	if now > sh.last.Load() {
+		sh.last.Store(now)
+	}
+}
+
+// lookup returns the cell of key under sp, or -1. The caller holds the
+// lock, shared or exclusive.
+func (sh *shard) lookup(h uint64, sp *spec, key string) int {
+	tab := sh.tab
+	hash := uint32(h)
+	for i := sh.home(hash); ; {
+		e := &tab[i]
+		if e.sp == nil {
+			return -1
+		}
+		if e.hash == hash && e.sp == sp && e.key == key {
+			return i
+		}
+		if i++; i == len(tab) {
+			i = 0
+		}
+	}
+}
+
+// find returns the entry of key under sp, or nil. The caller holds the
+// lock, and the entry stays where it is until the table next changes.
+func (sh *shard) find(h uint64, sp *spec, key string) *entry {
+	if i := sh.lookup(h, sp, key); i >= 0 {
+		return &sh.tab[i]
+	}
+	return nil
+}
+
+// insert adds key under sp, which the caller has found missing, with a
+// fresh state: a zero word for the buckets, a new window for the others.
+// It makes room first: when the store is at its bound, by evicting a key
+// of this shard, whose count the new key takes over; a shard with nothing
+// to evict adds the key over the soft bound (see bound). It returns nil if
+// sp was retired meanwhile. The caller holds the exclusive lock; the entry
+// stays where it is until the table next changes.
+func (sh *shard) insert(h uint64, sp *spec, key string, now int64) *entry {
+	if !sp.acquire() {
+		return nil
+	}
+	if !sh.bound.reserve() {
+		if v, ok := sh.victim(now); ok {
+			sh.delete(v)
+		} else {
+			sh.bound.n.Add(1)
+		}
+	}
+	if 5*(sh.n+1) > 4*len(sh.tab) {
+		sh.resize(len(sh.tab) + len(sh.tab)/4)
+	}
+	hash := uint32(h)
+	i := sh.home(hash)
+	for sh.tab[i].sp != nil {
+		if i++; i == len(sh.tab) {
+			i = 0
+		}
+	}
+	e := &sh.tab[i]
+	e.setKey(key)
+	e.sp = sp
+	e.hash = hash
+	e.x.Store(0)
+	e.used.Store(stampOf(now))
+	if sp.kind != kindBucket {
+		e.w = newWindow(sp)
+	}
+	sh.n++
+	return e
+}
+
+// sample is how many keys victim compares.
+const sample = 8
+
+// victim picks the cell of the key to evict: the first idle key, or the
+// least recently used, of the next sample keys at the hand, pinned keys
+// left out. It returns false only when every key is pinned.
+func (sh *shard) victim(now int64) (int, bool) {
+	tab := sh.tab
+	st := stampOf(now)
+	best, oldest, seen := -1, uint32(0), 0
+	for range tab {
+		if seen == sample {
+			break
+		}
+		i := sh.hand
+		if sh.hand++; sh.hand >= len(tab) {
+			sh.hand = 0
+		}
+		e := &tab[i]
+		if e.sp == nil || e.used.Load() == pinned {
+			continue
+		}
+		if e.idle(now) {
+			return i, true
+		}
+		if age := e.age(st); best < 0 || age > oldest {
+			best, oldest = i, age
+		}
+		seen++
+	}
+	return best, best >= 0
+}
+
+// trim evicts from the shard while the store is over its hard bound, as
+// a multi-check that pinned every key of its shard can leave it.
+func (sh *shard) trim(now int64) {
+	for sh.bound.n.Load() > sh.bound.hard {
+		v, ok := sh.victim(now)
+		if !ok {
+			return
+		}
+		sh.remove(v)
+	}
+}
+
+// remove drops the entry in cell i and uncounts it. The caller holds the
+// exclusive lock.
+func (sh *shard) remove(i int) {
+	sh.delete(i)
+	sh.bound.n.Add(-1)
+}
+
+// delete drops the entry in cell i, whose count the caller takes over or
+// uncounts, and moves the entries after it back where they can be found
+// (backward-shift deletion): each entry of the run after the hole moves
+// into it unless its home lies cyclically in (hole, entry].
+func (sh *shard) delete(i int) {
+	tab := sh.tab
+	tab[i].sp.release()
+	tab[i] = entry{} // let the key and the window go
+	for j := i; ; {
+		if j++; j == len(tab) {
+			j = 0
+		}
+		e := &tab[j]
+		if e.sp == nil {
+			break
+		}
+		k := sh.home(e.hash)
+		if (i <= j && i < k && k <= j) || (i > j && (i < k || k <= j)) {
+			continue
+		}
+		e.moveTo(&tab[i])
+		i = j
+	}
+	sh.n--
+}
+
+// resize moves the entries to a new table of size cells and drops the old
+// one. The caller holds the exclusive lock.
+func (sh *shard) resize(size int) {
+	old := sh.tab
+	sh.tab = make([]entry, max(size, minTable, sh.n+1))
+	sh.hand = 0
+	for j := range old {
+		e := &old[j]
+		if e.sp == nil {
+			continue
+		}
+		i := sh.home(e.hash)
+		for sh.tab[i].sp != nil {
+			if i++; i == len(sh.tab) {
+				i = 0
+			}
+		}
+		e.copyTo(&sh.tab[i])
+	}
+}
+
+// sweepBatch bounds how many cells a sweep looks at under one hold of the
+// lock, so that requests to the shard wait microseconds, not the whole
+// sweep.
+const sweepBatch = 1024
+
+// sweep drops the keys idle at now and returns how many. A table at most
+// a quarter full is then shrunk, to give the memory back.
+func (sh *shard) sweep(now int64) int {
+	dropped := 0
+	for start := 0; ; start += sweepBatch {
+		sh.mu.Lock()
+		if start >= len(sh.tab) {
+			if len(sh.tab) > minTable && 4*sh.n <= len(sh.tab) {
+				sh.resize(2 * sh.n)
+			}
+			sh.mu.Unlock()
+			return dropped
+		}
+		for i := start; i < min(start+sweepBatch, len(sh.tab)); {
+			if e := &sh.tab[i]; e.sp != nil && e.idle(now) {
+				sh.remove(i) // an entry from further on may move into i: look again
+				dropped++
+				continue
+			}
+			i++
+		}
+		sh.mu.Unlock()
+	}
+}

@@ -1,0 +1,191 @@
+// Package storetest is the conformance suite for sluice.Store
+// implementations: the memory store and the Redis store run the same tests
+// and are held to the same decisions as the single-key algorithms.
+//
+// A store's test calls Run with a Config whose New makes an empty store:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, storetest.Config{
+//			New: func(t *testing.T) sluice.Store {
+//				s, err := memory.New()
+//				if err != nil {
+//					t.Fatal(err)
+//				}
+//				t.Cleanup(func() { s.Close() })
+//				return s
+//			},
+//		})
+//	}
+//
+// What it checks, for every algorithm:
+//
+//   - Trace: random requests (fixed seeds) over several keys, with costs
+//     from -1 to the quota + 1 and times that never go back, get exactly the
+//     decisions, all five fields, of a fresh single-key limiter per key
+//     (rule.Algorithm.New(limit)), for limits with odd rates (3/s, 7/min),
+//     bursts above and below the rate, and a rate of 0.
+//   - Policy: random requests against two or three rules at once, some in
+//     shadow mode, get the decisions of the all-or-nothing model: if every
+//     enforced check allows, each check that allows is charged; otherwise
+//     none is, and a check that would have allowed reports its state as a
+//     peek (n = 0) does.
+//   - AllOrNothing, Shadow, Peek, Negative, RulesApart: the same, as
+//     readable cases.
+//   - BadInput: a short out, a rule that is nil or invalid, or a done
+//     context is an error and charges nothing.
+//   - Concurrent: 16 goroutines on one key at one time get exactly the
+//     quota, no more, no less; with two rules, the charges stay
+//     all-or-nothing.
+//   - Idle: once ResetAfter has passed, a key decides as a fresh one.
+//   - Limiter: the store works under sluice.NewLimiter.
+//
+// Times are multiples of Config.Resolution, and the durations a store
+// returns are compared with the single-key limiter's rounded up to it: a
+// store that keeps microseconds answers "retry after 333334µs" where the
+// single-key limiter, in nanoseconds, says 333333334ns.
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Config says how to make the store under test and what it supports.
+type Config struct {
+	// New returns an empty store. It is called once per test, and may
+	// register its cleanup with t.Cleanup. Required.
+	New func(t *testing.T) sluice.Store
+	// Resolution is the store's unit of time. Every time the suite passes
+	// is a multiple of it, and the RetryAfter and ResetAfter it expects
+	// are rounded up to it. The default is time.Nanosecond.
+	Resolution time.Duration
+	// Algorithms are the algorithms to test. The default is sluice.Algos,
+	// all six.
+	Algorithms []sluice.Algo
+	// MaxRate, if positive, leaves out the limits whose Rate or Burst
+	// exceeds it. The default, 0, keeps them all; the largest the suite
+	// uses is 100.
+	MaxRate int64
+}
+
+// Run runs the conformance suite against cfg's store, each part as a
+// subtest of t.
+func Run(t *testing.T, cfg Config) {
+	t.Helper()
+	if cfg.New == nil {
+		t.Fatal("storetest: Config.New is required")
+	}
+	if cfg.Resolution <= 0 {
+		cfg.Resolution = time.Nanosecond
+	}
+	if len(cfg.Algorithms) == 0 {
+		cfg.Algorithms = sluice.Algos
+	}
+	s := &suite{cfg: cfg}
+	t.Run("Trace", s.testTrace)
+	t.Run("Policy", s.testPolicy)
+	t.Run("AllOrNothing", s.testAllOrNothing)
+	t.Run("Shadow", s.testShadow)
+	t.Run("Peek", s.testPeek)
+	t.Run("Negative", s.testNegative)
+	t.Run("RulesApart", s.testRulesApart)
+	t.Run("BadInput", s.testBadInput)
+	t.Run("Concurrent", s.testConcurrent)
+	t.Run("ConcurrentPolicy", s.testConcurrentPolicy)
+	t.Run("Idle", s.testIdle)
+	t.Run("Limiter", s.testLimiter)
+}
+
+type suite struct{ cfg Config }
+
+// t0 is where every trace starts: a multiple of the resolution, not on a
+// second, so that windows are not aligned with the trace.
+func (s *suite) t0() time.Time {
+	ns := time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC).UnixNano()
+	ns -= ns % int64(s.cfg.Resolution)
+	return time.Unix(0, ns).UTC()
+}
+
+// floor rounds d down to the resolution.
+func (s *suite) floor(d time.Duration) time.Duration { return d - d%s.cfg.Resolution }
+
+// ceil rounds d up to the resolution; Never stays Never.
+func (s *suite) ceil(d time.Duration) time.Duration {
+	r := s.cfg.Resolution
+	if r <= 1 || d <= 0 || d%r == 0 {
+		return d
+	}
+	if d > sluice.Never-r {
+		return sluice.Never
+	}
+	return d + r - d%r
+}
+
+// expect is the single-key limiter's decision as the store should give it.
+func (s *suite) expect(d sluice.Decision) sluice.Decision {
+	d.RetryAfter, d.ResetAfter = s.ceil(d.RetryAfter), s.ceil(d.ResetAfter)
+	return d
+}
+
+// limits are the limits the suite uses, without those above MaxRate.
+func (s *suite) limits() []sluice.Limit {
+	all := []sluice.Limit{
+		sluice.PerSecond(3),
+		sluice.PerMinute(7),
+		{Rate: 10, Period: time.Second, Burst: 4},
+		{Rate: 5, Period: 250 * time.Millisecond, Burst: 12},
+		{Rate: 1, Period: time.Hour, Burst: 2},
+		{Rate: 0, Period: time.Second, Burst: 2},
+	}
+	var ls []sluice.Limit
+	for _, l := range all {
+		if s.fits(l) {
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
+
+func (s *suite) fits(l sluice.Limit) bool {
+	return s.cfg.MaxRate <= 0 || (l.Rate <= s.cfg.MaxRate && l.Burst <= s.cfg.MaxRate)
+}
+
+// take calls the store and fails the test on an error.
+func take(t *testing.T, st sluice.Store, now time.Time, n int64, checks ...sluice.Check) []sluice.Decision {
+	t.Helper()
+	out := make([]sluice.Decision, len(checks))
+	if err := st.Take(context.Background(), now, n, checks, out); err != nil {
+		t.Fatalf("Take(%v, %d, %s) failed: %v", now.Format(time.RFC3339Nano), n, describe(checks), err)
+	}
+	return out
+}
+
+// describe names checks in failure messages: rule/key, shadow marked.
+func describe(checks []sluice.Check) string {
+	s := "["
+	for i, c := range checks {
+		if i > 0 {
+			s += " "
+		}
+		if c.Rule == nil {
+			s += "<nil>/" + c.Key
+			continue
+		}
+		s += fmt.Sprintf("%s/%q", c.Rule.Name, c.Key)
+		if c.Rule.Shadow {
+			s += "(shadow)"
+		}
+	}
+	return s + "]"
+}
+
+// rel formats now as an offset from t0, for failure messages.
+func rel(t0, now time.Time) string { return "t0+" + now.Sub(t0).String() }
+
+func rule(name string, a sluice.Algo, l sluice.Limit) *sluice.Rule {
+	return &sluice.Rule{Name: name, Algorithm: a, Limit: l}
+}

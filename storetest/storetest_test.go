@@ -1,0 +1,138 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// naive is the simplest store that can be right: the suite's own model
+// under one lock. Its variants are wrong in one way each, to show that the
+// suite notices.
+type naive struct {
+	mu     sync.Mutex
+	m      *model
+	broken string
+}
+
+func (s *naive) Take(ctx context.Context, now time.Time, n int64, checks []sluice.Check, out []sluice.Decision) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(out) < len(checks) {
+		return errors.New("naive: out too short")
+	}
+	for _, c := range checks {
+		if c.Rule == nil {
+			return errors.New("naive: no rule")
+		}
+		if err := c.Rule.Validate(); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.broken {
+	case "charge-all": // each check on its own: no all-or-nothing
+		for i, c := range checks {
+			h := s.m.history(c)
+			out[i] = h.decide(now, n)
+			h.record(now, n)
+		}
+		return nil
+	case "shadow-blocks": // shadow rules enforced
+		cs := make([]sluice.Check, len(checks))
+		for i, c := range checks {
+			r := *c.Rule
+			r.Shadow = false
+			cs[i] = sluice.Check{Rule: &r, Key: c.Key}
+		}
+		copy(out, s.m.take(now, n, cs))
+		return nil
+	}
+	copy(out, s.m.take(now, n, checks))
+	for i := range out[:len(checks)] {
+		d := &out[i]
+		switch s.broken {
+		case "retry-early": // RetryAfter a nanosecond short
+			if !d.Allowed && d.RetryAfter > 0 && d.RetryAfter != sluice.Never {
+				d.RetryAfter--
+			}
+		case "micro": // durations in whole microseconds, rounded up
+			d.RetryAfter, d.ResetAfter = ceilMicro(d.RetryAfter), ceilMicro(d.ResetAfter)
+		}
+	}
+	return nil
+}
+
+func ceilMicro(d time.Duration) time.Duration {
+	if d == sluice.Never || d%time.Microsecond == 0 {
+		return d
+	}
+	return d + time.Microsecond - d%time.Microsecond
+}
+
+func newNaive(broken string) func(t *testing.T) sluice.Store {
+	return func(t *testing.T) sluice.Store { return &naive{m: newModel(t), broken: broken} }
+}
+
+func TestNaive(t *testing.T) {
+	Run(t, Config{New: newNaive("")})
+}
+
+func TestNaiveMicroseconds(t *testing.T) {
+	// A store that answers in whole microseconds, as the Redis store does,
+	// passes with Resolution set to match.
+	Run(t, Config{New: newNaive("micro"), Resolution: time.Microsecond})
+}
+
+// TestBroken runs the suite on each broken variant in a child process and
+// checks that it fails, in the parts it should.
+func TestBroken(t *testing.T) {
+	cases := []struct {
+		broken string
+		fails  []string // subtests that must fail
+	}{
+		{"charge-all", []string{"Policy", "AllOrNothing", "Shadow", "ConcurrentPolicy"}},
+		{"shadow-blocks", []string{"Policy", "Shadow"}},
+		{"retry-early", []string{"Trace", "Policy"}},
+	}
+	for _, c := range cases {
+		t.Run(c.broken, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestSuiteOnBroken$", "-test.count=1", "-test.v")
+			cmd.Env = append(os.Environ(), "STORETEST_BROKEN="+c.broken)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("the suite passed the %s store:\n%s", c.broken, out)
+			}
+			for _, sub := range c.fails {
+				if !strings.Contains(string(out), "--- FAIL: TestSuiteOnBroken/"+sub+" ") {
+					t.Errorf("the suite on the %s store did not fail %s:\n%s", c.broken, sub, tail(out))
+				}
+			}
+		})
+	}
+}
+
+func TestSuiteOnBroken(t *testing.T) {
+	b := os.Getenv("STORETEST_BROKEN")
+	if b == "" {
+		t.Skip("run by TestBroken in a child process")
+	}
+	Run(t, Config{New: newNaive(b)})
+}
+
+func tail(b []byte) string {
+	const n = 4000
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
