@@ -1,0 +1,25 @@
+// Package grpclimit limits the calls of a gRPC server with a
+// sluice.Limiter: unary and stream server interceptors that answer
+// codes.ResourceExhausted with a google.rpc.RetryInfo detail.
+//
+// An Interceptor holds rules, each a sluice.Rule with a KeyFunc that says
+// what it counts by and, optionally, the methods it covers:
+//
+//   - PeerIP: the caller's address, IPv6 grouped by /64. The default choice
+//     for a public server.
+//   - Metadata: a metadata value such as an API key. The rule is skipped for
+//     calls without it, so pair it with a PeerIP rule, or use
+//     First(Metadata("x-api-key"), PeerIP()).
+//   - Method and Static: the method, or one key for all calls.
+//   - Join combines keys ("per method per IP"); First picks the first that
+//     applies.
+//
+// A call passes only if every rule covering it allows it (all-or-nothing,
+// as sluice.Limiter decides). When the store fails, each rule's
+// sluice.Failure decides; shadow rules, or WithShadow for all, decide and
+// report through an Observer but never deny. WithHeaders adds the IETF
+// RateLimit fields to the response header metadata.
+//
+// A stream counts once, when it starts. To limit the messages of a
+// long-lived stream, pace them in the handler with a sluice.LeakyQueue.
+package grpclimit

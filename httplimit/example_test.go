@@ -1,0 +1,108 @@
+package httplimit_test
+
+import (
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/memory"
+)
+
+func ExampleNew() {
+	// A fixed clock keeps the output the same; servers leave it out.
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	store, err := memory.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	limiter, err := sluice.NewLimiter(store, sluice.WithLimiterClock(sluice.ClockFunc(func() time.Time { return now })))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// Two requests a minute per client, behind a load balancer in 10.0.0.0/8.
+	perIP := sluice.Rule{Name: "per-ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerMinute(2)}
+	m, err := httplimit.New(limiter,
+		httplimit.WithRule(perIP, httplimit.ClientIP(netip.MustParsePrefix("10.0.0.0/8"))),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("GET /hello", m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "hello")
+	})))
+
+	for range 3 {
+		r := httptest.NewRequest("GET", "/hello", nil)
+		r.RemoteAddr = "10.0.0.1:4321" // the load balancer
+		r.Header.Set("X-Forwarded-For", "203.0.113.7")
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		fmt.Printf("%d RateLimit: %s", w.Code, w.Header().Get("RateLimit"))
+		if ra := w.Header().Get("Retry-After"); ra != "" {
+			fmt.Printf(" Retry-After: %s", ra)
+		}
+		fmt.Println()
+	}
+	// Output:
+	// 200 RateLimit: "per-ip";r=1;t=30
+	// 200 RateLimit: "per-ip";r=0;t=60
+	// 429 RateLimit: "per-ip";r=0;t=30 Retry-After: 30
+}
+
+// Limits per API key where there is one, and per client address always.
+func ExampleOptional() {
+	perKey := sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(100)}
+	perIP := sluice.Rule{Name: "per-ip", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(10)}
+	store, err := memory.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	limiter, err := sluice.NewLimiter(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	m, err := httplimit.New(limiter,
+		httplimit.WithRule(perKey, httplimit.Optional(httplimit.APIKey("Authorization"))),
+		httplimit.WithRule(perIP, httplimit.ClientIP()),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := m.Handler(http.NotFoundHandler())
+
+	for _, auth := range []string{"", "Bearer k3y"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Println(w.Header().Get("RateLimit-Policy"))
+	}
+	// Output:
+	// "per-ip";q=10;w=1
+	// "per-key";q=100;w=1, "per-ip";q=10;w=1
+}
+
+// Keys made of several parts cannot collide.
+func ExampleJoin() {
+	key := httplimit.Join(httplimit.Header("X-Tenant"), httplimit.Route())
+	r := httptest.NewRequest("POST", "/upload", nil)
+	r.Header.Set("X-Tenant", "acme|eu")
+	k, err := key(r)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(k)
+	// Output: acme\|eu|POST /upload
+}

@@ -1,0 +1,220 @@
+package httplimit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/fields"
+)
+
+// Middleware limits the rate of HTTP requests with a sluice.Limiter. It is
+// safe for concurrent use; one Middleware may wrap many handlers, which
+// then share its limits.
+type Middleware struct {
+	options  // the handlers and settings; given is made into rules
+	limiter  *sluice.Limiter
+	rules    []rule
+	enforced int       // rules not in shadow mode
+	policy   string    // RateLimit-Policy when every rule applies
+	pool     sync.Pool // *scratch
+}
+
+// rule is a WithRule, with what the headers need prepared once.
+type rule struct {
+	rule   sluice.Rule // WithRule's copy; checks point to it
+	key    KeyFunc
+	sf     string // the name as an sf-string
+	member string // RateLimit-Policy member
+	json   string // the name as a JSON string
+}
+
+// scratch is one request's working memory, pooled. Nothing in it may be
+// referenced after the request.
+type scratch struct {
+	checks []sluice.Check
+	idx    []int // rule index of each check
+	out    []sluice.Decision
+	buf    []byte
+}
+
+// ErrNoRules is returned by New without WithRule.
+var ErrNoRules = errors.New("httplimit: no rules: add one with WithRule")
+
+// New returns a middleware that decides each request against the rules
+// given with WithRule, through l. l's clock, store and failure policy
+// apply; see the package documentation for the responses. Malformed
+// options are an error: no limiter, no rules, a nil key, an invalid rule,
+// two rules of one name, or a rule name that is not printable ASCII (it
+// names the policy in the headers).
+func New(l *sluice.Limiter, opts ...Option) (*Middleware, error) {
+	if l == nil {
+		return nil, errors.New("httplimit: limiter is nil")
+	}
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if len(o.given) == 0 {
+		return nil, ErrNoRules
+	}
+	m := &Middleware{options: o, limiter: l}
+	m.given = nil // made into m.rules below
+	if m.onError == nil {
+		m.onError = internalError
+	}
+	names := make(map[string]bool, len(o.given))
+	var policy []byte
+	for _, rk := range o.given {
+		name := rk.rule.Name
+		if rk.key == nil {
+			return nil, fmt.Errorf("httplimit: rule %q has no key function", name)
+		}
+		if err := rk.rule.Validate(); err != nil {
+			return nil, fmt.Errorf("httplimit: %w", err)
+		}
+		if names[name] {
+			return nil, fmt.Errorf("httplimit: rule %q is given twice; rules are told apart by name", name)
+		}
+		names[name] = true
+		sf, member, err := fields.Policy(&rk.rule)
+		if err != nil {
+			return nil, fmt.Errorf("httplimit: rule %q cannot name a RateLimit policy: %w", name, err)
+		}
+		js, err := json.Marshal(name)
+		if err != nil {
+			return nil, fmt.Errorf("httplimit: rule %q: %w", name, err)
+		}
+		r := rule{rule: rk.rule, key: rk.key, sf: sf, member: member, json: string(js)}
+		m.rules = append(m.rules, r)
+		if !rk.rule.Shadow {
+			m.enforced++
+			policy = fields.Append(policy, r.member)
+		}
+	}
+	m.policy = string(policy)
+	n := len(m.rules)
+	m.pool.New = func() any {
+		return &scratch{
+			checks: make([]sluice.Check, 0, n),
+			idx:    make([]int, 0, n),
+			out:    make([]sluice.Decision, 0, n),
+			buf:    make([]byte, 0, 64*n),
+		}
+	}
+	return m, nil
+}
+
+// Handler returns next limited by m. Its type is the standard middleware
+// shape, func(http.Handler) http.Handler, as a method value: m.Handler.
+// A nil next answers 404, like http.NotFoundHandler.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	if next == nil {
+		next = http.NotFoundHandler()
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.serve(w, r, next)
+	})
+}
+
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	s := m.pool.Get().(*scratch)
+	defer m.pool.Put(s)
+	s.checks, s.idx = s.checks[:0], s.idx[:0]
+	for i := range m.rules {
+		rl := &m.rules[i]
+		key, err := rl.key(r)
+		if err != nil {
+			if errors.Is(err, ErrSkip) {
+				continue
+			}
+			m.onError(w, r, fmt.Errorf("httplimit: rule %q: %w", rl.rule.Name, err))
+			return
+		}
+		s.checks = append(s.checks, sluice.Check{Rule: &rl.rule, Key: key})
+		s.idx = append(s.idx, i)
+	}
+	if len(s.checks) == 0 {
+		next.ServeHTTP(w, r)
+		return
+	}
+	var cost int64 = 1
+	if m.cost != nil {
+		var err error
+		if cost, err = m.cost(r); err != nil {
+			m.onError(w, r, fmt.Errorf("httplimit: cost: %w", err))
+			return
+		}
+		if cost < 0 {
+			m.onError(w, r, fmt.Errorf("httplimit: cost %d is negative", cost))
+			return
+		}
+	}
+	res, err := m.limiter.Take(r.Context(), cost, s.checks, s.out[:0])
+	if err != nil {
+		m.onError(w, r, fmt.Errorf("httplimit: %w", err))
+		return
+	}
+	s.out = res.Decisions
+	if res.Err != nil && m.failure != nil {
+		m.failure(r, res.Err)
+	}
+	if m.observer != nil {
+		m.observer(r, s.checks, res)
+	}
+	if m.shadow {
+		next.ServeHTTP(w, r)
+		return
+	}
+	m.writeHeaders(w.Header(), s, &res)
+	if res.Allowed {
+		next.ServeHTTP(w, r)
+		return
+	}
+	if m.denied != nil {
+		m.denied(w, r, res)
+		return
+	}
+	m.deny(w, s, &res)
+}
+
+// The problem type of a denial, draft-ietf-httpapi-ratelimit-headers §5.1.
+const (
+	problemType  = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+	problemTitle = "Request cannot be satisfied as assigned quota has been exceeded"
+)
+
+// deny is the default denied handler: 429 with an RFC 9457 problem. The
+// violated policies are the enforced rules that denied; after a store
+// failure with a fail-closed rule, those rules.
+func (m *Middleware) deny(w http.ResponseWriter, s *scratch, res *sluice.Result) {
+	b := append(s.buf[:0], `{"type":"`+problemType+`","title":"`+problemTitle+`","status":429,"violated-policies":[`...)
+	first := true
+	for j, d := range res.Decisions {
+		rl := &m.rules[s.idx[j]]
+		if d.Allowed || rl.rule.Shadow {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(b, rl.json...)
+	}
+	b = append(b, "]}\n"...)
+	s.buf = b
+	h := w.Header()
+	h["Content-Type"] = []string{"application/problem+json"}
+	h["X-Content-Type-Options"] = []string{"nosniff"}
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = w.Write(b)
+}
+
+func internalError(w http.ResponseWriter, _ *http.Request, _ error) {
+	http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
+}
