@@ -1,0 +1,108 @@
+package redis_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/redis"
+)
+
+// TestDenyCache: a denial is answered locally until its RetryAfter, then
+// Redis decides again.
+func TestDenyCache(t *testing.T) {
+	srv := startRedis(t)
+	s := newCallerStore(t, srv, redis.WithDenyCache(100))
+	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(2)}, Key: "k"}
+	take(t, s, t0, 2, c)
+	if d := take(t, s, t0, 1, c)[0]; d.Allowed || d.RetryAfter != 500*time.Millisecond {
+		t.Fatalf("denial = %+v", d)
+	}
+	calls := s.Stats().Calls
+	d := take(t, s, t0.Add(100*time.Millisecond), 1, c)[0]
+	if want := (sluice.Decision{Limit: 2, RetryAfter: 400 * time.Millisecond, ResetAfter: 900 * time.Millisecond}); d != want {
+		t.Fatalf("cached = %+v, want %+v", d, want)
+	}
+	if st := s.Stats(); st.Calls != calls || st.CacheHits != 1 {
+		t.Fatalf("stats %+v: the cached denial reached Redis", st)
+	}
+	if d := take(t, s, t0.Add(500*time.Millisecond), 1, c)[0]; !d.Allowed {
+		t.Fatalf("at RetryAfter = %+v, want allowed", d)
+	}
+	if st := s.Stats(); st.Calls != calls+1 {
+		t.Fatalf("stats %+v: the expired denial did not reach Redis", st)
+	}
+}
+
+// TestDenyCacheExact runs random traces with the cache on: it never
+// denies what the algorithm allows, and it reports the same RetryAfter and
+// ResetAfter (Remaining may be lower: it is as of the denial).
+func TestDenyCacheExact(t *testing.T) {
+	srv := startRedis(t)
+	s := newCallerStore(t, srv, redis.WithDenyCache(1000))
+	for _, alg := range sluice.Algos {
+		for li, l := range []sluice.Limit{{Rate: 3, Period: time.Second}, {Rate: 10, Period: time.Minute, Burst: 4}} {
+			t.Run(fmt.Sprintf("%s/%v", alg, l), func(t *testing.T) {
+				rule := &sluice.Rule{Name: fmt.Sprint(alg, li), Algorithm: alg, Limit: l}
+				rng := rand.New(rand.NewPCG(uint64(li), uint64(alg[0])))
+				ref := newRefAlg(t, rule)
+				c := sluice.Check{Rule: rule, Key: "k"}
+				iv := l.Period / time.Duration(l.Rate)
+				now := t0
+				for i := range 400 {
+					now = now.Add(time.Duration(rng.Int64N(int64(iv/time.Microsecond)/2+1)) * time.Microsecond)
+					n := 1 + rng.Int64N(2)
+					want := ref.step(t, now, n)
+					got := take(t, s, now, n, c)[0]
+					if got.Allowed != want.Allowed || got.RetryAfter != want.RetryAfter || got.ResetAfter != want.ResetAfter || got.Remaining > want.Remaining {
+						t.Fatalf("step %d: Take(t0%+v, %d) = %+v, want %+v", i, now.Sub(t0), n, got, want)
+					}
+				}
+			})
+		}
+	}
+	if s.Stats().CacheHits == 0 {
+		t.Errorf("no cache hits: %+v", s.Stats())
+	}
+}
+
+// TestDenyCacheBounded floods many keys: the cache stays within its size.
+func TestDenyCacheBounded(t *testing.T) {
+	srv := startRedis(t)
+	s := newCallerStore(t, srv, redis.WithDenyCache(64))
+	r := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerMinute(1)}
+	for i := range 500 {
+		c := sluice.Check{Rule: r, Key: fmt.Sprint(i)}
+		take(t, s, t0, 1, c)
+		take(t, s, t0, 1, c) // denied, cached
+	}
+	if n := s.CacheLen(); n > 64 || n == 0 {
+		t.Fatalf("cache holds %d denials, bound 64", n)
+	}
+}
+
+// TestDenyCacheRedisTime: at Redis TIME the cache counts time on the
+// store's clock.
+func TestDenyCacheRedisTime(t *testing.T) {
+	srv := startRedis(t)
+	clk := &fakeClock{now: t0}
+	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithClock(clk))
+	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1)}, Key: "k"}
+	take(t, s, time.Time{}, 1, c)
+	d := take(t, s, time.Time{}, 1, c)[0]
+	if d.Allowed {
+		t.Fatalf("second take = %+v", d)
+	}
+	calls := s.Stats().Calls
+	clk.Advance(d.RetryAfter - time.Microsecond)
+	if got := take(t, s, time.Time{}, 1, c)[0]; got.Allowed || got.RetryAfter != time.Microsecond || s.Stats().Calls != calls {
+		t.Fatalf("just before RetryAfter: %+v, %+v: want a cached denial", got, s.Stats())
+	}
+	clk.Advance(time.Microsecond)
+	take(t, s, time.Time{}, 1, c)
+	if s.Stats().Calls != calls+1 {
+		t.Fatalf("at RetryAfter the cache still answered: %+v", s.Stats())
+	}
+}

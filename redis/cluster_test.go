@@ -1,0 +1,184 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/redis"
+	"github.com/sluicehq/sluice/storetest"
+)
+
+// TestCluster runs on a 3-master Redis Cluster: keys spread over the
+// masters, each decided right; a request on two entities errs with
+// ErrCrossSlot and charges nothing, unless a hash tag joins them.
+func TestCluster(t *testing.T) {
+	cl := startCluster(t)
+	cc := cl.client(t)
+	p := prefix(t)
+	s := newStore(t, cc, redis.WithPrefix(p), redis.WithTimeout(2*time.Second))
+	ctx := context.Background()
+	rules := []*sluice.Rule{
+		{Name: "gcra", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(3)},
+		{Name: "log", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerDay(3)},
+		{Name: "fixed", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 3, Period: 1000 * time.Hour}},
+	}
+	var wg sync.WaitGroup
+	for k := range 60 {
+		wg.Go(func() {
+			checks := make([]sluice.Check, len(rules))
+			for i, r := range rules {
+				checks[i] = sluice.Check{Rule: r, Key: fmt.Sprint("user", k)}
+			}
+			out := make([]sluice.Decision, len(checks))
+			for i := range 4 {
+				if err := s.Take(ctx, time.Time{}, 1, checks, out); err != nil {
+					t.Errorf("key %d take %d: %v", k, i, err)
+					return
+				}
+				for j, d := range out {
+					if d.Allowed != (i < 3) || d.Remaining != int64(max(2-i, 0)) {
+						t.Errorf("key %d take %d check %s = %+v", k, i, rules[j].Name, d)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	per := map[string]int{}
+	var mu sync.Mutex
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, n *goredis.Client) error {
+		keys, err := n.Keys(ctx, p+"*").Result()
+		mu.Lock()
+		per[n.Options().Addr] = len(keys)
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(per) != 3 {
+		t.Fatalf("keys on %d masters: %v", len(per), per)
+	}
+	for a, n := range per {
+		if n == 0 {
+			t.Errorf("no key on master %s: %v", a, per)
+		}
+	}
+
+	ip := &sluice.Rule{Name: "ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)}
+	user := &sluice.Rule{Name: "user", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)}
+	two := []sluice.Check{{Rule: ip, Key: "203.0.113.7"}, {Rule: user, Key: "bob"}}
+	if err := s.Take(ctx, time.Time{}, 1, two, make([]sluice.Decision, 2)); !errors.Is(err, redis.ErrCrossSlot) {
+		t.Fatalf("two entities: err = %v, want ErrCrossSlot", err)
+	}
+	tagged := newStore(t, cc, redis.WithPrefix(p), redis.WithHashTag(func(c sluice.Check) string { return "bob" }))
+	out := make([]sluice.Decision, 2)
+	if err := tagged.Take(ctx, time.Time{}, 5, two, out); err != nil || !out[0].Allowed || !out[1].Allowed {
+		t.Fatalf("tagged: %+v, %v", out, err)
+	}
+	// the user rule has nothing left: the ip rule must not be charged
+	if err := tagged.Take(ctx, time.Time{}, 1, []sluice.Check{{Rule: ip, Key: "198.51.100.1"}, two[1]}, out); err != nil || out[1].Allowed || !out[0].Allowed {
+		t.Fatalf("tagged, user exhausted: %+v, %v", out, err)
+	}
+	if err := tagged.Take(ctx, time.Time{}, 0, []sluice.Check{{Rule: ip, Key: "198.51.100.1"}}, out); err != nil || out[0].Remaining != 5 {
+		t.Fatalf("the other ip was charged: %+v, %v", out[0], err)
+	}
+
+	// The conformance suite, with one hash tag per test so that its
+	// requests on several keys stay atomic.
+	t.Run("Conformance", func(t *testing.T) {
+		storetest.Run(t, storetest.Config{
+			New: func(t *testing.T) sluice.Store {
+				s := newStore(t, cc, redis.WithPrefix(prefix(t)), redis.WithCallerTime(), redis.WithDenyCache(0),
+					redis.WithTTLSlack(time.Hour), redis.WithTimeout(5*time.Second),
+					redis.WithHashTag(func(sluice.Check) string { return t.Name() }))
+				return µsStore{s}
+			},
+			Resolution: time.Microsecond,
+		})
+	})
+}
+
+// TestProcesses: several processes (this test binary, run again) share
+// one key; exactly the limit is allowed in all.
+func TestProcesses(t *testing.T) {
+	if addr := os.Getenv("SLUICE_REDIS_CHILD"); addr != "" {
+		child(t, addr, os.Getenv("SLUICE_REDIS_PREFIX"))
+		return
+	}
+	srv := startRedis(t)
+	p := prefix(t)
+	const procs, limit = 4, 500
+	outs := make([]strings.Builder, procs)
+	cmds := make([]*exec.Cmd, procs)
+	for i := range cmds {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestProcesses$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "SLUICE_REDIS_CHILD="+srv.addr(), "SLUICE_REDIS_PREFIX="+p)
+		cmd.Stdout = &outs[i]
+		cmd.Stderr = &outs[i]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[i] = cmd
+	}
+	total := 0
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("child %d: %v\n%s", i, err, outs[i].String())
+		}
+		var n int
+		for _, line := range strings.Split(outs[i].String(), "\n") {
+			if v, ok := strings.CutPrefix(line, "allowed="); ok {
+				n, _ = strconv.Atoi(v)
+			}
+		}
+		t.Logf("child %d: %d allowed", i, n)
+		total += n
+	}
+	if total != limit {
+		t.Fatalf("%d allowed in %d processes, want exactly %d", total, procs, limit)
+	}
+}
+
+// child is one process of TestProcesses: 8 goroutines take from the key
+// until each has been denied 20 times.
+func child(t *testing.T, addr, p string) {
+	rc := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1})
+	defer rc.Close()
+	s := newStore(t, rc, redis.WithPrefix(p), redis.WithTimeout(5*time.Second), redis.WithDenyCache(0))
+	c := []sluice.Check{{Rule: &sluice.Rule{Name: "shared", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerDay(500)}, Key: "k"}}
+	var mu sync.Mutex
+	allowed := 0
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			out := make([]sluice.Decision, 1)
+			for denied := 0; denied < 20; {
+				if err := s.Take(context.Background(), time.Now(), 1, c, out); err != nil {
+					t.Error(err)
+					return
+				}
+				if out[0].Allowed {
+					mu.Lock()
+					allowed++
+					mu.Unlock()
+				} else {
+					denied++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Printf("allowed=%d\n", allowed)
+}

@@ -1,0 +1,46 @@
+package redis_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/redis"
+	"github.com/sluicehq/sluice/storetest"
+)
+
+// µsStore rounds the waits of a Store's decisions up to the microsecond,
+// as storetest expects of a store whose resolution is a µs. The Redis
+// store is finer: its waits are the algorithms' to the ns
+// (TestSameDecisions), which this suite's model, rounded, does not take.
+type µsStore struct{ s *redis.Store }
+
+func (m µsStore) Take(ctx context.Context, now time.Time, n int64, checks []sluice.Check, out []sluice.Decision) error {
+	if err := m.s.Take(ctx, now, n, checks, out); err != nil {
+		return err
+	}
+	for i := range checks {
+		out[i].RetryAfter, out[i].ResetAfter = ceilµs(out[i].RetryAfter), ceilµs(out[i].ResetAfter)
+	}
+	return nil
+}
+
+func ceilµs(d time.Duration) time.Duration {
+	if d == sluice.Never || d%time.Microsecond == 0 {
+		return d
+	}
+	return d.Truncate(time.Microsecond) + time.Microsecond
+}
+
+// TestConformance runs the stores' conformance suite, at the caller's
+// time, with the denial cache off (it reports Remaining as of the denial).
+func TestConformance(t *testing.T) {
+	srv := startRedis(t)
+	storetest.Run(t, storetest.Config{
+		New: func(t *testing.T) sluice.Store {
+			return µsStore{newCallerStore(t, srv)}
+		},
+		Resolution: time.Microsecond,
+	})
+}

@@ -1,0 +1,211 @@
+package redis
+
+import (
+	"hash/fnv"
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// denyCache remembers denials until their RetryAfter, so that a flood
+// against one key is answered locally. It is exact in what matters: a
+// denial of cost n at t says that no request of cost n is allowed before
+// t+RetryAfter, whatever else comes (other requests only charge), so the
+// cache never denies what Redis would allow. Its RetryAfter and ResetAfter
+// are Redis's, shifted by the time since; if other processes charged the
+// key meanwhile, the true waits are longer. Remaining is as of the
+// denial. A request of this process charged on the key drops the entry. The times are the callers' now; with Redis TIME, the
+// now a request was sent with is no later than the time Redis decided it,
+// so an entry expires no later than the denial does.
+//
+// It is bounded: a fixed number of shards of at most per entries each;
+// a full shard drops its expired entries and then arbitrary ones.
+type denyCache struct {
+	seed   maphash.Seed
+	per    int
+	shards [16]denyShard
+}
+
+type denyShard struct {
+	mu sync.Mutex
+	m  map[denyKey]*denyEntry
+}
+
+// denyKey names the state a denial is about: its Redis key and the limit
+// it was decided under (a new limit may allow sooner).
+type denyKey struct {
+	key   string
+	limit sluice.Limit
+}
+
+type denyEntry struct {
+	at    time.Time       // the request's now
+	until time.Time       // at + RetryAfter
+	n     int64           // the denied cost
+	d     sluice.Decision // the check's decision
+	sig   uint64          // the whole request's checks and cost
+	all   []sluice.Decision
+}
+
+func newDenyCache(size int) *denyCache {
+	c := &denyCache{seed: maphash.MakeSeed(), per: max(size/16, 1)}
+	for i := range c.shards {
+		c.shards[i].m = make(map[denyKey]*denyEntry)
+	}
+	return c
+}
+
+func (c *denyCache) shard(key string) *denyShard {
+	return &c.shards[maphash.String(c.seed, key)%uint64(len(c.shards))]
+}
+
+// get returns the live denial of k that covers a request of cost n at t.
+func (c *denyCache) get(k denyKey, t time.Time, n int64) *denyEntry {
+	s := c.shard(k.key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.m[k]
+	switch {
+	case e == nil:
+		return nil
+	case !t.Before(e.until):
+		delete(s.m, k)
+		return nil
+	case t.Before(e.at) || n != e.n:
+		// An earlier time or a smaller cost may be allowed; a larger one
+		// is denied too, but for longer than the entry says.
+		return nil
+	}
+	return e
+}
+
+// drop forgets k: a request on it was charged, so its denial is stale.
+func (c *denyCache) drop(k denyKey) {
+	s := c.shard(k.key)
+	s.mu.Lock()
+	delete(s.m, k)
+	s.mu.Unlock()
+}
+
+// put remembers a denial.
+func (c *denyCache) put(k denyKey, e *denyEntry) {
+	s := c.shard(k.key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.m[k]; !ok && len(s.m) >= c.per {
+		for k2, e2 := range s.m {
+			if !e.at.Before(e2.until) {
+				delete(s.m, k2)
+			}
+		}
+		for k2 := range s.m {
+			if len(s.m) < c.per {
+				break
+			}
+			delete(s.m, k2)
+		}
+	}
+	s.m[k] = e
+}
+
+// len counts the entries, for tests.
+func (c *denyCache) len() int {
+	n := 0
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		n += len(s.m)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// since shifts a cached decision to elapsed after it was made: the waits
+// are shorter by elapsed; the rest is as Redis said.
+func since(d sluice.Decision, elapsed time.Duration) sluice.Decision {
+	if d.RetryAfter != sluice.Never {
+		d.RetryAfter = max(d.RetryAfter-elapsed, 0)
+	}
+	if d.ResetAfter != sluice.Never {
+		d.ResetAfter = max(d.ResetAfter-elapsed, 0)
+	}
+	return d
+}
+
+// signature identifies a request: its keys and cost.
+func signature(keys []string, n int64) uint64 {
+	h := fnv.New64a()
+	for _, k := range keys {
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+	}
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(n >> (8 * i))
+	}
+	h.Write(b[:])
+	return h.Sum64()
+}
+
+// keyIndex is the index in keys of check i's first key.
+func keyIndex(ps []*params, i int) int {
+	k := 0
+	for _, p := range ps[:i] {
+		k += p.nkeys()
+	}
+	return k
+}
+
+// cached answers the request from a remembered denial of one of its
+// enforced checks, if there is one. The same request gets the decisions
+// Redis gave, shifted in time; another one gets the denying check's
+// decision and, for the checks not consulted, their full quota.
+func (s *Store) cached(now time.Time, n int64, checks []sluice.Check, ps []*params, keys []string, out []sluice.Decision) bool {
+	for i, c := range checks {
+		if c.Rule.Shadow {
+			continue
+		}
+		e := s.cache.get(denyKey{keys[keyIndex(ps, i)], c.Rule.Limit}, now, n)
+		if e == nil {
+			continue
+		}
+		el := now.Sub(e.at)
+		if len(e.all) == len(checks) && e.sig == signature(keys, n) {
+			for j := range checks {
+				out[j] = since(e.all[j], el)
+			}
+			return true
+		}
+		for j := range checks {
+			q := ps[j].quota
+			out[j] = sluice.Decision{Allowed: true, Limit: q, Remaining: q}
+		}
+		out[i] = since(e.d, el)
+		return true
+	}
+	return false
+}
+
+// remember caches the denials of a request's enforced checks.
+func (s *Store) remember(now time.Time, n int64, checks []sluice.Check, ps []*params, keys []string, out []sluice.Decision) {
+	var all []sluice.Decision
+	var sig uint64
+	for i, c := range checks {
+		d := out[i]
+		if d.Allowed {
+			s.cache.drop(denyKey{keys[keyIndex(ps, i)], c.Rule.Limit})
+		}
+		if c.Rule.Shadow || d.Allowed || d.RetryAfter <= 0 || d.RetryAfter == sluice.Never {
+			continue
+		}
+		if all == nil {
+			all = append([]sluice.Decision(nil), out[:len(checks)]...)
+			sig = signature(keys, n)
+		}
+		s.cache.put(denyKey{keys[keyIndex(ps, i)], c.Rule.Limit}, &denyEntry{
+			at: now, until: now.Add(d.RetryAfter), n: n, d: d, sig: sig, all: all,
+		})
+	}
+}

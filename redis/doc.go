@@ -1,0 +1,92 @@
+// Package redis is a sluice.Store in Redis, shared by every process that
+// talks to the same Redis: single node, Sentinel or Cluster, through a
+// go-redis v9 UniversalClient.
+//
+//	s, err := redis.New(client)
+//	lim, err := sluice.NewLimiter(s, sluice.WithFallback(memoryStore))
+//
+// # One script per decision
+//
+// A request — all its checks — is decided by one run of one Lua script
+// (take.lua, static, its parameters in ARGV), sent by EVALSHA and sent
+// again with EVAL once if Redis answers NOSCRIPT (after a restart, a
+// failover or SCRIPT FLUSH; NOSCRIPT means it did not run, so nothing is
+// charged twice). The script decides every check as if charged; if every
+// check not in shadow mode allows, it charges those that allow, shadow ones
+// included; otherwise it charges none and reports, for the checks that
+// would have allowed, a peek. The time is Redis TIME, so that the
+// application servers' clocks do not matter, unless WithCallerTime.
+//
+// # Exact arithmetic in doubles
+//
+// Lua's numbers are doubles, exact for integers up to 2^53, and the script
+// makes exactly the decisions of the single-key algorithms (every Decision
+// field, RetryAfter and ResetAfter to the nanosecond) at whole-µs times;
+// a time with a fraction of a µs is truncated to the µs. Time is kept in
+// µs. The bucket algorithms and GCRA keep, per key, the last time seen and
+// the debt then, in units of h/q ns where Period/Rate = p/q in lowest
+// terms and h = gcd(1000, p), so that nothing is ever rounded; the windows
+// keep counters, their products compared exactly in 26-bit limbs; the
+// sliding log keeps a Redis list of at most Rate entries. The range,
+// checked before any call (ErrOutOfRange, which wraps
+// sluice.ErrLimitTooLarge):
+//
+//   - buckets: Burst·p/h <= 2^51 and q <= 4.5·10^12. Any rate per second,
+//     minute or hour with Burst = Rate fits; per day, 10^6 fits, but a rate
+//     prime to 86400·10^9 above ~26000 does not.
+//   - windows and the log: Period a whole number of µs, at most 2^51 µs
+//     (71 years); Rate at most 10^12 (the sliding log: 2^20, as in memory).
+//   - time: within 2^52 µs of the epoch (1827 to 2112).
+//
+// A time earlier than the last one seen for a key is read as the last one
+// seen: a clock that goes back mints nothing.
+//
+// # Batching
+//
+// On a single Redis (node or Sentinel), requests that arrive while a
+// script run is out are sent together as the next run, which decides each
+// of them in order, all-or-nothing each, as if they had come one by one:
+// Redis parses one command and enters Lua once for many decisions. The
+// callers take turns sending; no goroutine is started. On a Cluster (and
+// a Ring) a script's keys must share a slot, so each request is a run of
+// its own, sent through go-redis's autopipeliner.
+//
+// # Keys and Redis Cluster
+//
+// A check's state is at prefix{key}:rule:code, with the check's key as
+// the hash tag, escaped (see keys.go), and a TTL no longer than its
+// ResetAfter rounded up to the millisecond; a key whose state is back to
+// idle is deleted, and a bucket with Rate 0, which never refills, has no
+// TTL. On a Cluster the keys of one request must share a slot: checks on
+// one key always do; checks on different keys (per IP and per user) get
+// ErrCrossSlot, and nothing is charged, unless WithHashTag gives them a
+// common tag. A request is never split across slots, since it could not
+// be all-or-nothing.
+//
+// # Failure
+//
+// Each call has a deadline (WithTimeout, 50ms). Errors are returned, and
+// the sluice.Limiter applies each rule's Failure (open, closed, local).
+// After consecutive failures a circuit breaker fails calls at once, then
+// probes (WithBreaker). Stats counts calls, errors and reloads. Denials
+// are remembered locally until their RetryAfter (WithDenyCache), so that a
+// flood against one key does not reach Redis: nothing can make a denied
+// key allowed sooner, so the cache never denies what Redis would allow.
+//
+// # Why go-redis
+//
+// go-redis v9 is what the rest of the project and most users already hold.
+// What rueidis would bring, pipelining concurrent callers on one
+// connection, the store gets from batching, which goes further (one
+// script run for many requests; see bench/redis_test.go for the figures),
+// and on a Cluster from go-redis's own autopipeliner.
+//
+// A call waits at most WithTimeout: directly if the client has
+// ContextTimeoutEnabled, which is also the fastest; otherwise aside, in a
+// goroutine that ends when the client's own timeouts end the call.
+//
+// go-redis retries a command after a network error (Options.MaxRetries,
+// 3 by default). A retry of a script that ran but whose answer was lost
+// charges twice; set MaxRetries to -1 where exact counts matter more than
+// a retry.
+package redis

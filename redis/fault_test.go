@@ -1,0 +1,293 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/redis"
+)
+
+// slack is how much later than its deadline a call may return on a busy
+// machine. It only catches a call that hangs (go-redis's own timeouts are
+// seconds); it measures nothing.
+const slack = 700 * time.Millisecond
+
+// fakeClock is a clock the test moves by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+var daily = &sluice.Rule{Name: "daily", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1_000_000)}
+
+// TestKilled kills Redis under load: calls fail within the deadline,
+// the breaker opens, nothing panics and no goroutine is left behind.
+func TestKilled(t *testing.T) {
+	srv := startRedis(t)
+	const timeout = 50 * time.Millisecond
+	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithTimeout(timeout), redis.WithBreaker(5, time.Hour))
+	take(t, s, time.Time{}, 1, sluice.Check{Rule: daily, Key: "k"})
+	before := runtime.NumGoroutine()
+
+	var ok, failed atomic.Int64
+	var worst atomic.Int64
+	killed := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			out := make([]sluice.Decision, 1)
+			checks := []sluice.Check{{Rule: daily, Key: string(rune('a' + w))}}
+			for errs := 0; errs < 50; {
+				start := time.Now()
+				err := s.Take(context.Background(), start, 1, checks, out)
+				el := time.Since(start)
+				if err == nil {
+					if ok.Add(1) == 300 {
+						once.Do(func() { close(killed); srv.kill() })
+					}
+					continue
+				}
+				select {
+				case <-killed:
+				default:
+					t.Errorf("error before the kill: %v", err)
+					return
+				}
+				errs++
+				failed.Add(1)
+				for {
+					w := worst.Load()
+					if int64(el) <= w || worst.CompareAndSwap(w, int64(el)) {
+						break
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := s.Stats()
+	t.Logf("ok %d, failed %d, slowest failure %v, stats %+v", ok.Load(), failed.Load(), time.Duration(worst.Load()), st)
+	if time.Duration(worst.Load()) > timeout+slack {
+		t.Errorf("a failed call took %v, deadline %v", time.Duration(worst.Load()), timeout)
+	}
+	if st.Rejected == 0 || st.Breaker != "open" {
+		t.Errorf("breaker did not open: %+v", st)
+	}
+	if st.Errors > 100 {
+		t.Errorf("%d calls reached a dead Redis: the breaker should stop them", st.Errors)
+	}
+	if after := runtime.NumGoroutine(); after > before+4 {
+		t.Errorf("%d goroutines after, %d before", after, before)
+	}
+}
+
+// TestRestart restarts Redis, empty: once the breaker lets a probe
+// through, decisions resume and the script is loaded again.
+func TestRestart(t *testing.T) {
+	srv := startRedis(t)
+	clk := &fakeClock{now: t0}
+	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithBreaker(2, time.Second), redis.WithClock(clk))
+	c := sluice.Check{Rule: daily, Key: "k"}
+	take(t, s, time.Time{}, 1, c)
+	srv.kill()
+	out := make([]sluice.Decision, 1)
+	for i := range 2 {
+		if err := s.Take(context.Background(), time.Time{}, 1, []sluice.Check{c}, out); err == nil || errors.Is(err, redis.ErrCircuitOpen) {
+			t.Fatalf("call %d to a dead Redis: err = %v", i, err)
+		}
+	}
+	if err := s.Take(context.Background(), time.Time{}, 1, []sluice.Check{c}, out); !errors.Is(err, redis.ErrCircuitOpen) {
+		t.Fatalf("third call: err = %v, want ErrCircuitOpen", err)
+	}
+	srv.start()
+	reloads := s.Stats().Reloads
+	var err error
+	for range 5 { // a probe may meet a connection the restart broke
+		clk.Advance(time.Second)
+		if err = s.Take(context.Background(), time.Time{}, 1, []sluice.Check{c}, out); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("after restart: %v", err)
+	}
+	if !out[0].Allowed || out[0].Remaining != 999_999 {
+		t.Errorf("after restart = %+v, want a fresh bucket charged once", out[0])
+	}
+	if st := s.Stats(); st.Reloads != reloads+1 || st.Breaker != "closed" {
+		t.Errorf("stats %+v, want one more reload and a closed breaker", st)
+	}
+}
+
+// proxy forwards TCP to Redis and can hold Redis's answers back.
+type proxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	stall  chan struct{} // non-nil: answers wait until it is closed
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func startProxy(t *testing.T, target string) *proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: target}
+	p.wg.Go(p.serve)
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		r, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, r)
+		p.mu.Unlock()
+		p.wg.Go(func() { io.Copy(r, c); r.Close() })
+		p.wg.Go(func() {
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := r.Read(buf)
+				if n > 0 {
+					p.mu.Lock()
+					stall := p.stall
+					p.mu.Unlock()
+					if stall != nil {
+						<-stall
+					}
+					if _, err := c.Write(buf[:n]); err != nil {
+						break
+					}
+				}
+				if err != nil {
+					break
+				}
+			}
+			c.Close()
+		})
+	}
+}
+
+// hold makes Redis's answers wait until release.
+func (p *proxy) hold() (release func()) {
+	ch := make(chan struct{})
+	p.mu.Lock()
+	p.stall = ch
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		p.stall = nil
+		p.mu.Unlock()
+		close(ch)
+	}
+}
+
+func (p *proxy) close() {
+	p.ln.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	if p.stall != nil {
+		close(p.stall)
+		p.stall = nil
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// TestSlowRedis: when Redis does not answer, every call returns at its
+// deadline with ErrTimeout, and the store works again once it answers.
+func TestSlowRedis(t *testing.T) {
+	srv := startRedis(t)
+	px := startProxy(t, srv.addr())
+	rc := goredis.NewClient(&goredis.Options{Addr: px.addr(), MaxRetries: -1})
+	t.Cleanup(func() { rc.Close() })
+	const timeout = 50 * time.Millisecond
+	s := newStore(t, rc, redis.WithPrefix(prefix(t)), redis.WithTimeout(timeout), redis.WithBreaker(0, 0))
+	c := sluice.Check{Rule: daily, Key: "k"}
+	take(t, s, time.Time{}, 1, c)
+
+	release := px.hold()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			start := time.Now()
+			err := s.Take(context.Background(), start, 1, []sluice.Check{c}, make([]sluice.Decision, 1))
+			el := time.Since(start)
+			if !errors.Is(err, redis.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("err = %v, want ErrTimeout", err)
+			}
+			if el > timeout+slack {
+				t.Errorf("call returned after %v, deadline %v", el, timeout)
+			}
+		})
+	}
+	wg.Wait()
+	release()
+	d := take(t, s, time.Time{}, 1, c)[0]
+	if !d.Allowed {
+		t.Fatalf("after the stall = %+v", d)
+	}
+	if st := s.Stats(); st.Timeouts != 8 {
+		t.Errorf("stats %+v, want 8 timeouts", st)
+	}
+}
+
+// TestLimiterFailOpen: with Redis down, the Limiter applies the rule's
+// failure mode and reports the store's error.
+func TestLimiterFailOpen(t *testing.T) {
+	srv := startRedis(t)
+	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)))
+	lim, err := sluice.NewLimiter(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.kill()
+	open := &sluice.Rule{Name: "open", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)}
+	closed := &sluice.Rule{Name: "closed", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1), Failure: sluice.FailClosed}
+	res, err := lim.Take(context.Background(), 1, []sluice.Check{{Rule: open, Key: "k"}}, nil)
+	if err != nil || !res.Allowed || res.Err == nil {
+		t.Errorf("fail-open: %+v, %v", res, err)
+	}
+	res, err = lim.Take(context.Background(), 1, []sluice.Check{{Rule: closed, Key: "k"}}, nil)
+	if err != nil || res.Allowed || res.Err == nil {
+		t.Errorf("fail-closed: %+v, %v", res, err)
+	}
+}

@@ -1,0 +1,100 @@
+package redis
+
+import "strings"
+
+// Keys. A check's state lives at
+//
+//	prefix{key}:rule:code
+//
+// with the check's key as the hash tag, so that Redis Cluster keeps the
+// rules of one entity in one slot, or, with WithHashTag,
+//
+//	prefix{tag}key:rule:code
+//
+// code names the state's layout ("b" bucket, "f" fixed window, "c" sliding
+// counter, "l" and "l:e" the sliding log's meta and entries): changing a
+// rule's algorithm starts afresh rather than misreading the old state.
+// Values are escaped so that no key, tag or rule name can end a tag or
+// forge a separator: '%', '{', '}' and ':' become %25, %7B, %7D and %3A.
+
+// escape percent-encodes the four characters that structure a key.
+func escape(s string) string {
+	if !strings.ContainsAny(s, "%{}:") {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '%':
+			b.WriteString("%25")
+		case '{':
+			b.WriteString("%7B")
+		case '}':
+			b.WriteString("%7D")
+		case ':':
+			b.WriteString("%3A")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// stateKey is the key of check (rule, key) with hash tag tag; tagged says
+// whether a tag function is in use (the second form above).
+func stateKey(prefix, tag, key, rule, code string, tagged bool) string {
+	var b strings.Builder
+	t := escape(tag)
+	if t == "" {
+		t = "%" // "{}" is no hash tag to Redis; a lone % is no escape
+	}
+	r := escape(rule)
+	if !tagged {
+		b.Grow(len(prefix) + len(t) + len(r) + len(code) + 4)
+		b.WriteString(prefix)
+		b.WriteByte('{')
+		b.WriteString(t)
+		b.WriteString("}:")
+	} else {
+		k := escape(key)
+		b.Grow(len(prefix) + len(t) + len(k) + len(r) + len(code) + 4)
+		b.WriteString(prefix)
+		b.WriteByte('{')
+		b.WriteString(t)
+		b.WriteByte('}')
+		b.WriteString(k)
+		b.WriteByte(':')
+	}
+	b.WriteString(r)
+	b.WriteByte(':')
+	b.WriteString(code)
+	return b.String()
+}
+
+// slot is the Redis Cluster hash slot of key: CRC16 of its hash tag (or of
+// the whole key when it has none) modulo 16384.
+func slot(key string) uint16 {
+	if s := strings.IndexByte(key, '{'); s >= 0 {
+		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
+			key = key[s+1 : s+1+e]
+		}
+	}
+	return crc16(key) & 16383
+}
+
+// crc16 is CRC-16/XMODEM, the checksum Redis Cluster uses for slots.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}

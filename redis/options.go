@@ -1,0 +1,93 @@
+package redis
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Option configures a Store.
+type Option func(*Store) error
+
+// WithPrefix sets the prefix of every key. The default is "sluice:". It
+// must not contain '{' or '}', which would take the hash tag's place.
+func WithPrefix(p string) Option {
+	return func(s *Store) error {
+		for i := 0; i < len(p); i++ {
+			if p[i] == '{' || p[i] == '}' {
+				return fmt.Errorf("redis: prefix %q has a brace", p)
+			}
+		}
+		s.prefix = p
+		return nil
+	}
+}
+
+// WithCallerTime decides at the now passed to Take, truncated to the
+// microsecond, instead of Redis TIME. Every process must then agree on
+// the time. Keys still expire in Redis time: a caller whose clock runs
+// slower than Redis's may find a key gone before its ResetAfter.
+func WithCallerTime() Option { return func(s *Store) error { s.caller = true; return nil } }
+
+// WithTimeout bounds each call to Redis, whatever the caller's context
+// allows. The default is 50ms; 0 leaves it to the context.
+func WithTimeout(d time.Duration) Option {
+	return func(s *Store) error { s.timeout = max(d, 0); return nil }
+}
+
+// WithHashTag sets the Redis Cluster hash tag of a check's keys. The
+// default is the check's key: the rules of one entity share a slot, and a
+// request whose checks have different keys (per IP and per user) fails
+// with ErrCrossSlot on a cluster. A tag common to a request's checks, such
+// as the user of a per-user and a per-user-and-route check, keeps it
+// atomic; a constant tag puts every key in one slot. Outside a cluster the
+// tag only names keys. The function must be deterministic per check.
+func WithHashTag(f func(sluice.Check) string) Option {
+	return func(s *Store) error { s.tag = f; return nil }
+}
+
+// WithDenyCache sets how many denials are remembered locally until their
+// RetryAfter, so that a flood against one key does not reach Redis. The
+// default is 10000; 0 turns the cache off. Only a request of the same cost
+// is answered from the cache: the same request gets the decisions Redis
+// gave, their waits shortened by the time since (Remaining is as of the
+// denial); another request denied by the same check gets that check's
+// decision and, for its other checks, not consulted, their full quota.
+// Times are the caller's with WithCallerTime, else the Store's clock.
+func WithDenyCache(entries int) Option {
+	return func(s *Store) error { s.cacheMax = max(entries, 0); return nil }
+}
+
+// WithBreaker sets the circuit breaker: after failures consecutive
+// failed calls it fails every call at once for cooldown, then lets one
+// probe through. The default is 5 failures and 1s; 0 failures turns the
+// breaker off.
+func WithBreaker(failures int, cooldown time.Duration) Option {
+	return func(s *Store) error {
+		s.br.threshold, s.br.cooldown = int64(max(failures, 0)), max(cooldown, 0)
+		return nil
+	}
+}
+
+// WithClock sets the clock the circuit breaker and, at Redis TIME, the
+// denial cache read. The default is sluice.SystemClock.
+func WithClock(c sluice.Clock) Option {
+	return func(s *Store) error {
+		if c != nil {
+			s.br.clock = c
+		}
+		return nil
+	}
+}
+
+// WithoutAutoPipeline sends each script run on a connection of its own
+// instead of through the client's autopipeliner, which a Store uses only
+// when it does not batch: on a Cluster or a Ring, or WithoutBatching.
+func WithoutAutoPipeline() Option { return func(s *Store) error { s.noPipe = true; return nil } }
+
+// WithoutBatching sends each request in a script run of its own. By
+// default, on a single Redis (not a Cluster or a Ring), requests that
+// arrive while a run is out are decided together in the next run, each
+// all-or-nothing and in order.
+func WithoutBatching() Option { return func(s *Store) error { s.noBatch = true; return nil } }

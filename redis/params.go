@@ -1,0 +1,150 @@
+package redis
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// ErrOutOfRange is wrapped by the error for a limit or a time the script
+// cannot hold exactly in the doubles of Redis's Lua. It wraps
+// sluice.ErrLimitTooLarge too, so errors.Is finds either. See the package
+// documentation for the range.
+var ErrOutOfRange = fmt.Errorf("redis: out of the exact range: %w", sluice.ErrLimitTooLarge)
+
+// The script's numbers are doubles, exact for integers up to 2^53. These
+// bounds leave room for the sums and the 2^26-limb products it makes.
+const (
+	maxSpan     = 1 << 51 // a full bucket's debt, in units
+	maxTickRate = 1 << 52 // 1000·q: units of h/q ns in a µs, times h
+	maxRate     = 1e12    // a window's Rate: 1000·Rate stays exact
+	maxPeriodUS = 1 << 51 // a window's Period in µs (71 years)
+	maxNowUS    = 1 << 52 // |now| in µs since the epoch (year 2112)
+)
+
+// kinds of state, as the script numbers them.
+const (
+	kindBucket  = 1
+	kindFixed   = 2
+	kindCounter = 3
+	kindLog     = 4
+)
+
+// params is a rule made ready for the script: its ARGV values, computed
+// once per rule.
+type params struct {
+	kind  int
+	code  string // the key suffix naming the state's layout
+	args  [8]any // kind, shadow, a1..a6, as strings boxed once
+	quota int64
+	rule  sluice.Rule // the rule these were made from, to notice a change
+}
+
+// newParams validates r and prepares its arguments.
+//
+// Buckets: with Period/Rate = p/q in lowest terms (p ns per q units), the
+// algorithms count time in ticks of 1/q ns. At whole-µs times every debt is
+// a multiple of h = gcd(1000, p) ticks, so the script counts units of h/q
+// ns: a request unit costs pt = p/h, a µs is m = 1000q/h, a full bucket is
+// span = Burst·pt. A duration of x units is ⌊x/m⌋ µs plus ⌈(x mod m)·h/q⌉
+// ns: exactly the algorithms' ⌈x·h/q⌉ ns. The bounds keep every sum of
+// debts (at most 2·span + m) and every product in the script below 2^53.
+func newParams(r *sluice.Rule) (*params, error) {
+	if err := r.Validate(); err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	l := r.Limit
+	p := &params{rule: *r, quota: r.Quota()}
+	var a [6]int64
+	switch r.Algorithm {
+	case sluice.AlgoTokenBucket, sluice.AlgoLeakyBucket, sluice.AlgoGCRA:
+		p.kind, p.code = kindBucket, "b"
+		burst := l.Capacity()
+		pp, q, h := int64(1), int64(0), int64(1)
+		if l.Rate > 0 {
+			g := gcd(int64(l.Period), l.Rate)
+			pp, q = int64(l.Period)/g, l.Rate/g
+			h = gcd(1000, pp)
+		}
+		pt := pp / h
+		if q > maxTickRate/1000 {
+			return nil, fmt.Errorf("%w: rule %q: %v is more than 2^52 ticks per µs", ErrOutOfRange, r.Name, l)
+		}
+		m := 1000 * q / h
+		if burst > 0 && pt > maxSpan/burst {
+			return nil, fmt.Errorf("%w: rule %q: a bucket of %v is more than 2^51 units of %d/%d ns", ErrOutOfRange, r.Name, l, h, max(q, 1))
+		}
+		a = [6]int64{burst * pt, pt, m, h, q, burst}
+	case sluice.AlgoFixedWindow, sluice.AlgoSlidingCounter, sluice.AlgoSlidingLog:
+		switch r.Algorithm {
+		case sluice.AlgoFixedWindow:
+			p.kind, p.code = kindFixed, "f"
+		case sluice.AlgoSlidingCounter:
+			p.kind, p.code = kindCounter, "c"
+		default:
+			p.kind, p.code = kindLog, "l"
+		}
+		if l.Period%time.Microsecond != 0 {
+			return nil, fmt.Errorf("%w: rule %q: a window's period must be whole microseconds, not %v", ErrOutOfRange, r.Name, l.Period)
+		}
+		us := int64(l.Period / time.Microsecond)
+		if us > maxPeriodUS {
+			return nil, fmt.Errorf("%w: rule %q: period %v is more than 2^51 µs", ErrOutOfRange, r.Name, l.Period)
+		}
+		if l.Rate > maxRate {
+			return nil, fmt.Errorf("%w: rule %q: rate %d is more than 10^12 per window", ErrOutOfRange, r.Name, l.Rate)
+		}
+		a = [6]int64{l.Rate, us}
+	default:
+		return nil, fmt.Errorf("redis: rule %q: %w %q", r.Name, sluice.ErrUnknownAlgo, r.Algorithm)
+	}
+	p.args[0] = strconv.Itoa(p.kind)
+	p.args[1] = "0"
+	if r.Shadow {
+		p.args[1] = "1"
+	}
+	for i, v := range a {
+		p.args[2+i] = strconv.FormatInt(v, 10)
+	}
+	return p, nil
+}
+
+func (p *params) nkeys() int {
+	if p.kind == kindLog {
+		return 2
+	}
+	return 1
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// errNowRange is returned for a caller's time the script cannot hold.
+var errNowRange = errors.New("time outside ±2^52 µs of the Unix epoch")
+
+// micros is t in whole µs since the epoch, rounded down.
+func micros(t time.Time) (int64, error) {
+	s := t.Unix()
+	if s > maxNowUS/1_000_000 || s < -maxNowUS/1_000_000 {
+		return 0, fmt.Errorf("%w: %v: %w", ErrOutOfRange, t, errNowRange)
+	}
+	return s*1e6 + int64(t.Nanosecond()/1000), nil
+}
+
+// duration turns the script's µs and ns into a duration; -1 µs is Never.
+func duration(us, ns int64) time.Duration {
+	if us < 0 {
+		return sluice.Never
+	}
+	if us > (int64(sluice.Never)-1000)/1000 {
+		return sluice.Never
+	}
+	return time.Duration(us*1000 + ns)
+}

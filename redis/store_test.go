@@ -1,0 +1,295 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/redis"
+)
+
+func newStore(t testing.TB, c goredis.UniversalClient, opts ...redis.Option) *redis.Store {
+	t.Helper()
+	s, err := redis.New(c, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func take(t testing.TB, s *redis.Store, now time.Time, n int64, checks ...sluice.Check) []sluice.Decision {
+	t.Helper()
+	out := make([]sluice.Decision, len(checks))
+	if err := s.Take(context.Background(), now, n, checks, out); err != nil {
+		t.Fatalf("Take(%d): %v", n, err)
+	}
+	return out
+}
+
+// scanKeys lists the keys under prefix p.
+func scanKeys(t testing.TB, c goredis.UniversalClient, p string) []string {
+	t.Helper()
+	var keys []string
+	var mu sync.Mutex // ForEachMaster scans the masters at once
+	scan := func(ctx context.Context, c *goredis.Client) error {
+		it := c.Scan(ctx, 0, p+"*", 1000).Iterator()
+		for it.Next(ctx) {
+			mu.Lock()
+			keys = append(keys, it.Val())
+			mu.Unlock()
+		}
+		return it.Err()
+	}
+	ctx := context.Background()
+	var err error
+	switch c := c.(type) {
+	case *goredis.ClusterClient:
+		err = c.ForEachMaster(ctx, func(ctx context.Context, n *goredis.Client) error { return scan(ctx, n) })
+	case *goredis.Client:
+		err = scan(ctx, c)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// TestRedisTime decides at Redis TIME, the default.
+func TestRedisTime(t *testing.T) {
+	srv := startRedis(t)
+	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)))
+	rule := &sluice.Rule{Name: "daily", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)}
+	c := sluice.Check{Rule: rule, Key: "alice"}
+	for i := range int64(5) {
+		d := take(t, s, time.Time{}, 1, c)[0]
+		if !d.Allowed || d.Remaining != 4-i || d.Limit != 5 {
+			t.Fatalf("take %d = %+v, want allowed with %d left", i, d, 4-i)
+		}
+	}
+	d := take(t, s, time.Time{}, 1, c)[0]
+	if d.Allowed || d.RetryAfter <= 0 || d.RetryAfter > 24*time.Hour/5 || d.ResetAfter > 24*time.Hour {
+		t.Fatalf("6th take = %+v, want denied for at most 24h/5", d)
+	}
+}
+
+// TestTTL checks that every key expires no later than its ResetAfter,
+// rounded up to the millisecond.
+func TestTTL(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	for _, alg := range sluice.Algos {
+		t.Run(string(alg), func(t *testing.T) {
+			p := prefix(t)
+			s := newStore(t, rc, redis.WithPrefix(p))
+			rule := &sluice.Rule{Name: "r", Algorithm: alg, Limit: sluice.Limit{Rate: 10, Period: 90 * time.Second}}
+			d := take(t, s, time.Time{}, 3, sluice.Check{Rule: rule, Key: "k"})[0]
+			keys := scanKeys(t, rc, p)
+			want := 1
+			if alg == sluice.AlgoSlidingLog {
+				want = 2
+			}
+			if len(keys) != want {
+				t.Fatalf("keys %v, want %d", keys, want)
+			}
+			limit := (d.ResetAfter + time.Millisecond - 1).Truncate(time.Millisecond)
+			for _, k := range keys {
+				ttl, err := rc.PTTL(context.Background(), k).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ttl <= 0 || ttl > limit {
+					t.Errorf("PTTL %s = %v, want in (0, %v] (ResetAfter %v)", k, ttl, limit, d.ResetAfter)
+				}
+			}
+		})
+	}
+}
+
+// TestIdleKeyDeleted: a key whose state is back to idle is deleted, not
+// left to expire.
+func TestIdleKeyDeleted(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	for _, alg := range sluice.Algos {
+		t.Run(string(alg), func(t *testing.T) {
+			p := prefix(t)
+			s := newCallerStore(t, srv, redis.WithPrefix(p))
+			c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: alg, Limit: sluice.PerSecond(4)}, Key: "k"}
+			d := take(t, s, t0, 2, c)[0]
+			if len(scanKeys(t, rc, p)) == 0 {
+				t.Fatal("no key after a charge")
+			}
+			d = take(t, s, t0.Add(d.ResetAfter), 0, c)[0]
+			if d.ResetAfter != 0 {
+				t.Fatalf("peek at ResetAfter = %+v, want idle", d)
+			}
+			if keys := scanKeys(t, rc, p); len(keys) != 0 {
+				t.Fatalf("keys %v left after idle", keys)
+			}
+		})
+	}
+}
+
+// TestNoKeyWithoutTTL decides random requests on many keys and finds
+// every key with a TTL.
+func TestNoKeyWithoutTTL(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	p := prefix(t)
+	s := newStore(t, rc, redis.WithPrefix(p), redis.WithDenyCache(0), redis.WithTimeout(5*time.Second))
+	rng := rand.New(rand.NewPCG(1, 2))
+	var rules []*sluice.Rule
+	for _, alg := range sluice.Algos {
+		rules = append(rules, &sluice.Rule{Name: "a" + string(alg), Algorithm: alg, Limit: sluice.Limit{Rate: 3, Period: time.Minute}})
+		rules = append(rules, &sluice.Rule{Name: "b" + string(alg), Algorithm: alg, Limit: sluice.Limit{Rate: 1 + rng.Int64N(9), Period: time.Duration(1+rng.IntN(100)) * time.Second, Burst: rng.Int64N(5)}})
+	}
+	for range 2000 {
+		r := rules[rng.IntN(len(rules))]
+		take(t, s, time.Time{}, rng.Int64N(4), sluice.Check{Rule: r, Key: fmt.Sprint(rng.IntN(300))})
+	}
+	keys := scanKeys(t, rc, p)
+	if len(keys) < 300 {
+		t.Fatalf("only %d keys", len(keys))
+	}
+	for _, k := range keys {
+		ttl, err := rc.PTTL(context.Background(), k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl <= 0 {
+			t.Fatalf("%s has PTTL %v", k, ttl)
+		}
+	}
+}
+
+// TestScriptFlush: after SCRIPT FLUSH the script is loaded again, once,
+// and the request is charged once.
+func TestScriptFlush(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	s := newStore(t, rc, redis.WithPrefix(prefix(t)))
+	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerDay(10)}, Key: "k"}
+	if d := take(t, s, time.Time{}, 1, c)[0]; d.Remaining != 9 {
+		t.Fatalf("first take = %+v", d)
+	}
+	if got := s.Stats().Reloads; got != 1 { // the first call loads it
+		t.Fatalf("reloads = %d, want 1", got)
+	}
+	if d := take(t, s, time.Time{}, 1, c)[0]; d.Remaining != 8 {
+		t.Fatalf("second take = %+v", d)
+	}
+	if err := rc.ScriptFlush(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d := take(t, s, time.Time{}, 1, c)[0]; d.Remaining != 7 {
+		t.Fatalf("take after SCRIPT FLUSH = %+v, want 7 left: charged once", d)
+	}
+	if got := s.Stats().Reloads; got != 2 {
+		t.Fatalf("reloads = %d, want 2", got)
+	}
+}
+
+// TestOutOfRange: limits the script cannot hold exactly are refused
+// before any call.
+func TestOutOfRange(t *testing.T) {
+	srv := startRedis(t)
+	s := newCallerStore(t, srv)
+	for _, r := range []sluice.Rule{
+		{Name: "prime per day", Algorithm: sluice.AlgoGCRA, Limit: sluice.Limit{Rate: 40009, Period: 24 * time.Hour}},
+		{Name: "ns window", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 10, Period: 1500 * time.Nanosecond}},
+		{Name: "huge window", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.Limit{Rate: 2e12, Period: time.Second}},
+	} {
+		err := s.Take(context.Background(), t0, 1, []sluice.Check{{Rule: &r, Key: "k"}}, make([]sluice.Decision, 1))
+		if !errors.Is(err, redis.ErrOutOfRange) || !errors.Is(err, sluice.ErrLimitTooLarge) {
+			t.Errorf("%s: err = %v, want ErrOutOfRange", r.Name, err)
+		}
+	}
+	ok := &sluice.Rule{Name: "ok", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)}
+	err := s.Take(context.Background(), time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC), 1, []sluice.Check{{Rule: ok, Key: "k"}}, make([]sluice.Decision, 1))
+	if !errors.Is(err, redis.ErrOutOfRange) {
+		t.Errorf("year 2200: err = %v, want ErrOutOfRange", err)
+	}
+	bad := &sluice.Rule{Name: "bad", Algorithm: "nope", Limit: sluice.PerSecond(1)}
+	if err := s.Take(context.Background(), t0, 1, []sluice.Check{{Rule: bad, Key: "k"}}, make([]sluice.Decision, 1)); !errors.Is(err, sluice.ErrUnknownAlgo) {
+		t.Errorf("unknown algorithm: err = %v", err)
+	}
+	dup := []sluice.Check{{Rule: ok, Key: "k"}, {Rule: ok, Key: "k"}}
+	if err := s.Take(context.Background(), t0, 1, dup, make([]sluice.Decision, 2)); err == nil {
+		t.Errorf("two checks on one key: no error")
+	}
+}
+
+// TestKeys: escaped values cannot collide or move a key out of its slot.
+func TestKeys(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	p := prefix(t)
+	s := newStore(t, rc, redis.WithPrefix(p), redis.WithCallerTime())
+	log := &sluice.Rule{Name: "a:b}", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(5)}
+	log2 := &sluice.Rule{Name: "a", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(5)}
+	for _, c := range []sluice.Check{
+		{Rule: log, Key: "x"}, {Rule: log, Key: "{x}"}, {Rule: log, Key: "x}:"}, {Rule: log, Key: ""},
+		{Rule: log, Key: "%7B"}, {Rule: log2, Key: "b}:x"}, {Rule: log2, Key: "x:b}"},
+	} {
+		take(t, s, t0, 1, c)
+	}
+	keys := scanKeys(t, rc, p)
+	if len(keys) != 14 {
+		t.Fatalf("%d keys, want 14 (7 checks, 2 keys each): %q", len(keys), keys)
+	}
+	for _, k := range keys {
+		rest := strings.TrimPrefix(k, p)
+		if !strings.HasPrefix(rest, "{") || strings.Count(rest, "{") != 1 || strings.Count(rest, "}") != 1 {
+			t.Errorf("key %q: want exactly one hash tag, first", k)
+		}
+	}
+}
+
+// TestConcurrent: many callers at once, their requests batched: exactly
+// the limit is allowed, and a request denied by one rule charges no other.
+func TestConcurrent(t *testing.T) {
+	srv := startRedis(t)
+	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithDenyCache(0), redis.WithTimeout(5*time.Second))
+	wide := &sluice.Rule{Name: "wide", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerDay(1000)}
+	narrow := &sluice.Rule{Name: "narrow", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(300)}
+	checks := []sluice.Check{{Rule: wide, Key: "k"}, {Rule: narrow, Key: "k"}}
+	var allowed, denied atomic.Int64
+	var wg sync.WaitGroup
+	for range 48 {
+		wg.Go(func() {
+			out := make([]sluice.Decision, 2)
+			for range 10 {
+				if err := s.Take(context.Background(), time.Time{}, 1, checks, out); err != nil {
+					t.Error(err)
+					return
+				}
+				if out[0].Allowed && out[1].Allowed {
+					allowed.Add(1)
+				} else {
+					denied.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if allowed.Load() != 300 || denied.Load() != 180 {
+		t.Fatalf("%d allowed, %d denied; want 300 and 180", allowed.Load(), denied.Load())
+	}
+	if d := take(t, s, time.Time{}, 0, checks[0])[0]; d.Remaining != 700 {
+		t.Fatalf("wide rule after = %+v, want 700 left: charged only with narrow", d)
+	}
+	st := s.Stats()
+	t.Logf("%+v", st)
+	if st.Runs >= st.Calls {
+		t.Errorf("no batching: %d runs for %d requests", st.Runs, st.Calls)
+	}
+}
