@@ -1,0 +1,78 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "shop.yaml")
+	if err := os.WriteFile(good, []byte(serveYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runArgs(t, "check", good)
+	if code != exitOK || stdout != "ok: 1 domain, 1 rule\n  shop\n" || stderr != "" {
+		t.Errorf("sluice check %s: exit %d, stdout %q, stderr %q", good, code, stdout, stderr)
+	}
+	code, stdout, _ = runArgs(t, "check", "../../examples/config", "../../examples/nginx/sluice.yaml")
+	if code != exitOK || !strings.Contains(stdout, "nginx  forward_auth: deny 403;") {
+		t.Errorf("sluice check on the examples: exit %d, stdout %q", code, stdout)
+	}
+}
+
+func TestCheckErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	text := "domain: shop\ndescriptors:\n  - key: user\n    ratelimit:\n      unit: minute\n  - key: ip\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 2\n"
+	if err := os.WriteFile(bad, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runArgs(t, "check", bad)
+	want := bad + `:4: descriptors[0]: unknown key "ratelimit" (did you mean "rate_limit"?)` + "\n" +
+		bad + `:8: descriptors[1].rate_limit.unit: unknown unit "fortnight" (want second, minute, hour, day, week, month or year, or a period such as 30s)` + "\n"
+	if code != exitFail || stdout != "" || stderr != want {
+		t.Errorf("sluice check %s: exit %d, stdout %q, stderr\n%s\nwant exit 1 and\n%s", bad, code, stdout, stderr, want)
+	}
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, exitUsage, "no config given"},
+		{[]string{filepath.Join(dir, "missing.yaml")}, exitFail, "no such file"},
+		{[]string{"-x", bad}, exitUsage, "flag provided but not defined: -x"},
+	} {
+		code, _, stderr := runArgs(t, append([]string{"check"}, tt.args...)...)
+		if code != tt.code || !strings.Contains(stderr, tt.want) {
+			t.Errorf("sluice check %v: exit %d, stderr %q; want %d saying %q", tt.args, code, stderr, tt.code, tt.want)
+		}
+	}
+}
+
+func TestServeCheckHelpGolden(t *testing.T) {
+	for _, name := range []string{"serve", "check"} {
+		code, stdout, stderr := runArgs(t, "help", name)
+		if code != exitOK || stderr != "" {
+			t.Fatalf("sluice help %s: exit %d, stderr %q", name, code, stderr)
+		}
+		path := filepath.Join("testdata", "help_"+name+".golden")
+		if *update {
+			if err := os.WriteFile(path, []byte(stdout), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run go test -update to create it)", err)
+		}
+		if stdout != string(want) {
+			t.Errorf("sluice help %s differs from %s (go test -update rewrites it):\n%s", name, path, stdout)
+		}
+		if _, out, _ := runArgs(t, name, "-h"); out != stdout {
+			t.Errorf("sluice %s -h differs from sluice help %s", name, name)
+		}
+	}
+}

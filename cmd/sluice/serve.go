@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memory"
+	"github.com/sluicehq/sluice/redis"
+	"github.com/sluicehq/sluice/server"
+)
+
+func serveHelp(w io.Writer) {
+	fmt.Fprint(w, `Usage: sluice serve [flags]
+
+Runs the rate-limit service: Envoy's rate limit service (RLS v3) over gRPC,
+the same as JSON over HTTP (POST /json), forward auth for nginx, Traefik and
+Envoy's ext_authz (GET /v1/auth), Prometheus metrics (/metrics) and health
+checks (/healthz, /readyz; gRPC health). With no flags it serves the
+built-in policy from memory at once: 'sluice serve --help' lists it below.
+
+The config files are checked for changes every second and reloaded, and
+reloaded at once on SIGHUP; a config that does not load is logged and the
+last good one keeps serving. On SIGTERM or SIGINT the service reports
+itself not ready, waits -drain, stops accepting, lets the requests in
+flight finish, and exits 0.
+
+Flags:
+  -config FILE|DIR     the config: a YAML file, or a directory of them
+                       (envoyproxy/ratelimit's format; see 'sluice check').
+                       May be repeated. Default: the built-in policy
+  -redis URL           keep the counts in Redis, e.g. redis://host:6379/0
+                       or rediss://user:pass@host:6380 (go-redis's URL
+                       format). Default: in this process's memory
+  -http ADDR           the HTTP address (default :8080)
+  -grpc ADDR           the gRPC address (default :8081)
+  -shadow              shadow mode for every rule: decide and count, never
+                       deny
+  -drain DURATION      how long to keep serving after reporting not ready
+                       on shutdown, for load balancers to notice (default 0)
+  -poll DURATION       how often to check the config files for changes;
+                       0 turns polling off, leaving SIGHUP (default 1s)
+  -trusted-proxies CIDR,...
+                       peers whose X-Forwarded-For and X-Real-IP forward
+                       auth believes; "" trusts none (default 127.0.0.0/8,::1)
+
+The built-in policy, for domain "sluice":
+  remote_address  10 a second with bursts of 20, and 1000 an hour
+  api_key         50 a second with bursts of 100, and 100000 a day
+  forward auth    by client address, and by the X-API-Key header when
+                  present; a denial answers 429
+`)
+}
+
+// runServe is "sluice serve".
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c, _ := lookup("serve")
+	var (
+		configs  listFlag
+		trusted  prefixFlag
+		redisURL string
+		httpAddr string
+		grpcAddr string
+		shadow   bool
+		drain    time.Duration
+		poll     time.Duration
+	)
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.Var(&configs, "config", "")
+	fs.StringVar(&redisURL, "redis", "", "")
+	fs.StringVar(&httpAddr, "http", server.DefaultHTTPAddr, "")
+	fs.StringVar(&grpcAddr, "grpc", server.DefaultGRPCAddr, "")
+	fs.BoolVar(&shadow, "shadow", false, "")
+	fs.DurationVar(&drain, "drain", 0, "")
+	fs.DurationVar(&poll, "poll", server.DefaultReloadInterval, "")
+	fs.Var(&trusted, "trusted-proxies", "")
+	rest, code, ok := parseFlags(c, fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "sluice serve: "+format+"\nRun 'sluice help serve' for usage.\n", a...)
+		return exitUsage
+	}
+	switch {
+	case len(rest) > 0:
+		return usageErr("unexpected argument %q; the config goes in -config", rest[0])
+	case drain < 0:
+		return usageErr("-drain %v must not be negative", drain)
+	case poll < 0:
+		return usageErr("-poll %v must not be negative", poll)
+	}
+	if poll == 0 {
+		poll = -1 // server.Config: negative is off
+	}
+
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	st, err := openStore(ctx, redisURL, log)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	defer st.close()
+	cfg := server.Config{
+		Paths:     configs,
+		Store:     st.store,
+		Fallback:  st.fallback,
+		StoreName: st.name,
+		// The memory store never waits, and the Redis store bounds its
+		// own calls (50ms): a second deadline would only cost a timer
+		// per request.
+		StoreTimeout:   -1,
+		Shadow:         shadow,
+		HTTPAddr:       httpAddr,
+		GRPCAddr:       grpcAddr,
+		ReloadInterval: poll,
+		DrainDelay:     drain,
+		Logger:         log,
+	}
+	if trusted.set {
+		cfg.TrustedProxies = trusted.prefixes
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: the config does not load:\n%v\n", err)
+		return exitFail
+	}
+	var lc net.ListenConfig
+	hl, err := lc.Listen(ctx, "tcp", httpAddr)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: -http: %v\n", err)
+		return exitFail
+	}
+	gl, err := lc.Listen(ctx, "tcp", grpcAddr)
+	if err != nil {
+		hl.Close()
+		fmt.Fprintf(stderr, "sluice serve: -grpc: %v\n", err)
+		return exitFail
+	}
+
+	// SIGHUP reloads the config. The handler is in place before the
+	// banner says the service is up.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	hupCtx, stopHup := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stopHup()
+	wg.Go(func() {
+		for {
+			select {
+			case <-hupCtx.Done():
+				return
+			case <-hup:
+				log.InfoContext(hupCtx, "SIGHUP: reloading the config")
+				// The server logs and counts the outcome.
+				if err := srv.Reload(hupCtx); err != nil && len(configs) == 0 {
+					log.WarnContext(hupCtx, "nothing to reload: serving the built-in policy")
+				}
+			}
+		}
+	})
+
+	printBanner(stdout, hl.Addr(), gl.Addr(), configs, srv.Domains(), st.name, shadow)
+	if err := srv.Serve(ctx, hl, gl); err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+func printBanner(w io.Writer, httpAddr, grpcAddr net.Addr, configs, domains []string, store string, shadow bool) {
+	cfg := "the built-in policy"
+	if len(configs) > 0 {
+		cfg = strings.Join(configs, ", ") + " (reloaded on change and on SIGHUP)"
+	}
+	mode := "off"
+	if shadow {
+		mode = "on: every rule decides and counts, none denies"
+	}
+	fmt.Fprintf(w, `sluice serve: the rate-limit service is up
+  grpc     %s  envoy.service.ratelimit.v3.RateLimitService, grpc.health.v1.Health, reflection
+  http     %s  POST /json, GET /v1/auth, /metrics, /healthz, /readyz
+  config   %s
+  domains  %s
+  store    %s
+  shadow   %s
+`, grpcAddr, httpAddr, cfg, strings.Join(domains, ", "), store, mode)
+}
+
+// openedStore is the store the service counts in.
+type openedStore struct {
+	store    sluice.Store
+	fallback sluice.Store // for rules that fail "local", beside Redis
+	name     string
+	close    func()
+}
+
+// openStore opens Redis at rawURL, or a memory store when it is empty.
+// Redis is not required to be up: until it answers, each rule's failure
+// mode decides.
+func openStore(ctx context.Context, rawURL string, log *slog.Logger) (*openedStore, error) {
+	mem, err := memory.New()
+	if err != nil {
+		return nil, err
+	}
+	if rawURL == "" {
+		return &openedStore{store: mem, name: "memory", close: func() { mem.Close() }}, nil
+	}
+	opts, err := goredis.ParseURL(rawURL)
+	if err != nil {
+		mem.Close()
+		return nil, fmt.Errorf("-redis: %v", err)
+	}
+	client := goredis.NewClient(opts)
+	rs, err := redis.New(client)
+	if err != nil {
+		client.Close()
+		mem.Close()
+		return nil, fmt.Errorf("-redis: %v", err)
+	}
+	name := "redis " + redactURL(rawURL)
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := client.Ping(pctx).Err(); err != nil {
+		log.WarnContext(ctx, "redis does not answer yet; until it does, each rule's failure mode decides", "redis", redactURL(rawURL), "err", err)
+	}
+	return &openedStore{store: rs, fallback: mem, name: name, close: func() {
+		client.Close()
+		mem.Close()
+	}}, nil
+}
+
+// redactURL hides a URL's password.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (f *listFlag) String() string { return strings.Join(*f, ",") }
+
+func (f *listFlag) Set(s string) error {
+	if s == "" {
+		return errors.New("want a file or directory")
+	}
+	*f = append(*f, s)
+	return nil
+}
+
+// prefixFlag is a comma-separated list of CIDR prefixes or addresses.
+type prefixFlag struct {
+	prefixes []netip.Prefix
+	set      bool
+}
+
+func (f *prefixFlag) String() string {
+	var s []string
+	for _, p := range f.prefixes {
+		s = append(s, p.String())
+	}
+	return strings.Join(s, ",")
+}
+
+func (f *prefixFlag) Set(s string) error {
+	f.prefixes, f.set = []netip.Prefix{}, true
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			a, aerr := netip.ParseAddr(part)
+			if aerr != nil {
+				return fmt.Errorf("%q: want a CIDR prefix such as 10.0.0.0/8, or an address", part)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		f.prefixes = append(f.prefixes, p)
+	}
+	return nil
+}

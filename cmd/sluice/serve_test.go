@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	ratelimitpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// serving is a "sluice serve" running in the test's process.
+type serving struct {
+	banner map[string]string // "http", "grpc", "store", ... from stdout
+	logs   chan string       // stderr, line by line
+	cancel context.CancelFunc
+	code   chan int
+}
+
+// startServe runs sluice serve with args on loopback ports until its
+// banner is printed.
+func startServe(t *testing.T, args ...string) *serving {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	s := &serving{banner: map[string]string{}, logs: make(chan string, 1000), cancel: cancel, code: make(chan int, 1)}
+	args = append([]string{"serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0"}, args...)
+	go func() {
+		s.code <- run(ctx, args, outW, errW)
+		outW.Close()
+		errW.Close()
+	}()
+	go func() {
+		sc := bufio.NewScanner(errR)
+		for sc.Scan() {
+			select {
+			case s.logs <- sc.Text():
+			default: // a test that does not read the log does not block the server
+			}
+		}
+		close(s.logs)
+	}()
+	sc := bufio.NewScanner(outR)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 2 {
+			s.banner[f[0]] = strings.Join(f[1:], " ")
+		}
+		if len(f) > 0 && f[0] == "shadow" {
+			break // the banner's last line
+		}
+	}
+	go io.Copy(io.Discard, outR)
+	if s.banner["http"] == "" {
+		cancel()
+		t.Fatalf("sluice serve printed no banner; exit %d", <-s.code)
+	}
+	t.Cleanup(func() { s.stop(t) })
+	return s
+}
+
+// stop cancels the context (SIGTERM) and checks that serve exits 0.
+func (s *serving) stop(t *testing.T) {
+	t.Helper()
+	s.cancel()
+	if code, ok := <-s.code; ok {
+		close(s.code)
+		if code != exitOK {
+			t.Errorf("sluice serve exited %d, want 0", code)
+		}
+	}
+}
+
+// waitLog reads the log until a line contains want.
+func (s *serving) waitLog(t *testing.T, want string) {
+	t.Helper()
+	for line := range s.logs {
+		if strings.Contains(line, want) {
+			return
+		}
+	}
+	t.Fatalf("the log ended without %q", want)
+}
+
+func (s *serving) addr(name string) string { return strings.Fields(s.banner[name])[0] }
+
+// postJSON posts a one-descriptor request and returns the status.
+func (s *serving) postJSON(t *testing.T, domain, key, value string) (int, string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"domain":%q,"descriptors":[{"entries":[{"key":%q,"value":%q}]}]}`, domain, key, value)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+s.addr("http")+"/json", strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func writeConfig(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "limits.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const serveYAML = `domain: shop
+descriptors:
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: 2
+`
+
+// With no flags but the addresses, serve starts at once on the built-in
+// policy and the memory store, and says so.
+func TestServeDefault(t *testing.T) {
+	s := startServe(t)
+	for k, want := range map[string]string{"config": "the built-in policy", "domains": "sluice", "store": "memory", "shadow": "off"} {
+		if s.banner[k] != want {
+			t.Errorf("banner %s: %q, want %q", k, s.banner[k], want)
+		}
+	}
+	resp, err := http.Get("http://" + s.addr("http") + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/healthz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if code, body := s.postJSON(t, "sluice", "remote_address", "192.0.2.1"); code != 200 || !strings.Contains(body, `"per_ip"`) {
+		t.Errorf("/json: %d %s", code, body)
+	}
+	conn, err := grpc.NewClient(s.addr("grpc"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r, err := rlspb.NewRateLimitServiceClient(conn).ShouldRateLimit(t.Context(), &rlspb.RateLimitRequest{
+		Domain: "sluice",
+		Descriptors: []*ratelimitpb.RateLimitDescriptor{{
+			Entries: []*ratelimitpb.RateLimitDescriptor_Entry{{Key: "api_key", Value: "k"}},
+		}},
+	})
+	if err != nil || r.GetOverallCode() != rlspb.RateLimitResponse_OK || r.GetStatuses()[0].GetLimitRemaining() != 99 {
+		t.Errorf("ShouldRateLimit: %v, %v; want OK with 99 left", r, err)
+	}
+}
+
+func TestServeConfig(t *testing.T) {
+	s := startServe(t, "-config", writeConfig(t, serveYAML), "-shadow")
+	if s.banner["domains"] != "shop" || !strings.HasPrefix(s.banner["shadow"], "on") {
+		t.Errorf("banner: %v", s.banner)
+	}
+	for range 3 {
+		if code, body := s.postJSON(t, "shop", "user", "u"); code != 200 {
+			t.Errorf("shadow mode: %d %s, want 200", code, body)
+		}
+	}
+}
+
+// SIGHUP reloads the config at once.
+func TestServeSIGHUP(t *testing.T) {
+	path := writeConfig(t, serveYAML)
+	s := startServe(t, "-config", path, "-poll", "0")
+	s.postJSON(t, "shop", "user", "u")
+	s.postJSON(t, "shop", "user", "u")
+	if code, _ := s.postJSON(t, "shop", "user", "u"); code != 429 {
+		t.Fatalf("3rd request: %d, want 429", code)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(serveYAML, "unit: minute", "unit: second", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	s.waitLog(t, "config reloaded")
+	if code, body := s.postJSON(t, "shop", "user", "u"); code != 200 || !strings.Contains(body, `"SECOND"`) {
+		t.Errorf("after SIGHUP: %d %s, want 200 under the per-second limit", code, body)
+	}
+}
+
+func TestServeErrors(t *testing.T) {
+	bad := writeConfig(t, "domain: shop\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 2\n")
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-config", bad}, exitFail, bad + ":5: descriptors[0].rate_limit.unit: unknown unit \"fortnight\""},
+		{[]string{"-config", filepath.Join(t.TempDir(), "missing.yaml")}, exitFail, "no such file"},
+		{[]string{"-http", busy.Addr().String()}, exitFail, "-http:"},
+		{[]string{"-http", "127.0.0.1:0", "-grpc", busy.Addr().String()}, exitFail, "-grpc:"},
+		{[]string{"limits.yaml"}, exitUsage, `unexpected argument "limits.yaml"`},
+		{[]string{"-drain", "-1s"}, exitUsage, "-drain -1s must not be negative"},
+		{[]string{"-poll", "-1s"}, exitUsage, "-poll -1s must not be negative"},
+		{[]string{"-redis", "http://nowhere"}, exitUsage, "-redis:"},
+		{[]string{"-trusted-proxies", "10.0.0.0/33"}, exitUsage, `"10.0.0.0/33": want a CIDR prefix`},
+		{[]string{"-config"}, exitUsage, "flag needs an argument: -config"},
+		{[]string{"-verbose"}, exitUsage, "flag provided but not defined: -verbose"},
+	}
+	for _, tt := range tests {
+		name := strings.Join(tt.args, " ")
+		t.Run(name, func(t *testing.T) {
+			code, stdout, stderr := runArgs(t, append([]string{"serve"}, tt.args...)...)
+			if code != tt.code || !strings.Contains(stderr, tt.want) || stdout != "" {
+				t.Errorf("sluice serve %s: exit %d, stdout %q, stderr %q; want exit %d saying %q", name, code, stdout, stderr, tt.code, tt.want)
+			}
+		})
+	}
+}
+
+// With -redis the counts are in a real Redis, which the test starts.
+func TestServeRedis(t *testing.T) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server is not installed (Debian: apt-get install redis-server; scripts/test installs it): skipping")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	cmd := exec.CommandContext(t.Context(), bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", "127.0.0.1:"+port)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server does not listen after 10s: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // redis starts on its own time
+	}
+	url := "redis://:secret-not-shown@127.0.0.1:" + port + "/0"
+	s := startServe(t, "-config", writeConfig(t, serveYAML), "-redis", url)
+	if want := "redis redis://:xxxxx@127.0.0.1:" + port + "/0"; s.banner["store"] != want {
+		t.Errorf("banner store %q, want %q", s.banner["store"], want)
+	}
+	// redis-server has no password: AUTH fails, and the rules fail open.
+	// That is the failure path; the next server counts for real.
+	if code, _ := s.postJSON(t, "shop", "user", "u"); code != 200 {
+		t.Errorf("store failing, fail-open rule: %d, want 200", code)
+	}
+	s.stop(t)
+
+	s = startServe(t, "-config", writeConfig(t, serveYAML), "-redis", "redis://127.0.0.1:"+port+"/0")
+	user := fmt.Sprintf("u%d", time.Now().UnixNano()) // the window may hold another run's counts
+	for i, want := range []int{200, 200, 429} {
+		if code, body := s.postJSON(t, "shop", "user", user); code != want {
+			t.Errorf("request %d: %d %s, want %d", i+1, code, body, want)
+		}
+	}
+}

@@ -1,0 +1,184 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+)
+
+// Config configures a Server. Only Store is required: with nothing else
+// set, the Server serves the built-in policy (config.Default) on :8080 and
+// :8081. The value is copied by New; changing it afterwards has no effect.
+type Config struct {
+	// Paths are the config files or directories to load (see
+	// config.Load), watched for changes. Empty means Policy.
+	Paths []string
+	// Policy is the config served when Paths is empty. The default is
+	// config.Default(), the built-in example policy.
+	Policy *config.Config
+
+	// Store keeps the counts. It is required: the command passes a
+	// memory.Store or a redis.Store. The Server does not close it.
+	Store sluice.Store
+	// StoreName describes the store in the startup log ("memory",
+	// "redis://host:6379/0"), without credentials. The default is the
+	// store's type.
+	StoreName string
+	// Fallback, when set, decides the rules whose failure mode is "local"
+	// while Store fails: typically a memory.Store beside a Redis one (see
+	// sluice.WithFallback). Without one such rules fail closed.
+	Fallback sluice.Store
+	// StoreTimeout bounds each call to the store, far below a proxy's
+	// own timeout for the rate-limit call (Envoy's default is 20ms), so
+	// that a slow store meets the rules' failure modes rather than the
+	// proxy's. The default is 50ms; negative means no bound but the
+	// caller's.
+	StoreTimeout time.Duration
+
+	// Shadow puts every rule in shadow mode: requests are decided and
+	// counted, and denials reported in metrics and in the descriptor
+	// statuses, but the overall answer is always OK. Rules with
+	// shadow_mode in the config are in shadow mode regardless.
+	Shadow bool
+
+	// HTTPAddr and GRPCAddr are where ListenAndServe listens. The
+	// defaults are ":8080" and ":8081".
+	HTTPAddr string
+	GRPCAddr string
+
+	// ReloadInterval is how often the config files are checked for a
+	// change of content (a hash of their bytes, which also sees a
+	// Kubernetes ConfigMap's symlink swap). The default is one second;
+	// negative turns polling off, leaving Reload (SIGHUP in the command).
+	ReloadInterval time.Duration
+
+	// DrainDelay is how long the server keeps serving after it has
+	// started to shut down and reported itself not ready (/readyz 503,
+	// gRPC health NOT_SERVING), so that load balancers stop sending it
+	// new requests first. The default is 0.
+	DrainDelay time.Duration
+	// ShutdownTimeout bounds the wait for in-flight requests once the
+	// listeners are closed; past it, the remaining connections are cut.
+	// The default is 10s.
+	ShutdownTimeout time.Duration
+
+	// TrustedProxies are the peers whose X-Forwarded-For and X-Real-IP
+	// the forward-auth endpoint believes about the client's address. nil
+	// means the loopback addresses (a proxy on the same host); an empty,
+	// non-nil slice trusts no one.
+	TrustedProxies []netip.Prefix
+
+	// MaxHitsAddend is the largest hits_addend a request may carry, in
+	// the request or in a descriptor; more is InvalidArgument. The
+	// default is DefaultMaxHitsAddend.
+	MaxHitsAddend uint64
+	// MaxBodyBytes bounds the body of POST /json and the size of a gRPC
+	// message. The default is DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+
+	// Clock is the time the limiter decides at. The default is
+	// sluice.SystemClock.
+	Clock sluice.Clock
+	// Logger receives the server's log: start, reloads, shutdown, store
+	// failures. The default discards it.
+	Logger *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	DefaultHTTPAddr        = ":8080"
+	DefaultGRPCAddr        = ":8081"
+	DefaultReloadInterval  = time.Second
+	DefaultShutdownTimeout = 10 * time.Second
+	DefaultStoreTimeout    = 50 * time.Millisecond
+	// DefaultMaxHitsAddend is the default bound on hits_addend: a
+	// request worth more than a million hits is a bug, not traffic.
+	DefaultMaxHitsAddend = 1_000_000
+	// DefaultMaxBodyBytes is the default bound on a request body: a
+	// rate-limit request is a few hundred bytes.
+	DefaultMaxBodyBytes = 1 << 20
+)
+
+// Bounds on the shape of one request, so that no request costs more than
+// a fixed amount of work.
+const (
+	// MaxDescriptors is the most descriptors one request may carry.
+	MaxDescriptors = 64
+	// MaxEntries is the most entries one descriptor may carry.
+	MaxEntries = 64
+)
+
+// loopback is the default TrustedProxies.
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
+// withDefaults returns c with its defaults filled in, or an error for a
+// value that cannot be used.
+func (c Config) withDefaults() (Config, error) {
+	if c.Store == nil {
+		return c, errors.New("server: Config.Store is required")
+	}
+	if len(c.Paths) == 0 && c.Policy == nil {
+		c.Policy = config.Default()
+	}
+	if c.StoreName == "" {
+		c.StoreName = fmt.Sprintf("%T", c.Store)
+	}
+	if c.StoreTimeout == 0 {
+		c.StoreTimeout = DefaultStoreTimeout
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = DefaultHTTPAddr
+	}
+	if c.GRPCAddr == "" {
+		c.GRPCAddr = DefaultGRPCAddr
+	}
+	if c.ReloadInterval == 0 {
+		c.ReloadInterval = DefaultReloadInterval
+	}
+	if c.DrainDelay < 0 {
+		return c, fmt.Errorf("server: DrainDelay %v must not be negative", c.DrainDelay)
+	}
+	if c.ShutdownTimeout < 0 {
+		return c, fmt.Errorf("server: ShutdownTimeout %v must not be negative", c.ShutdownTimeout)
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.TrustedProxies == nil {
+		c.TrustedProxies = loopback
+	}
+	trusted := make([]netip.Prefix, len(c.TrustedProxies))
+	for i, p := range c.TrustedProxies {
+		if !p.IsValid() {
+			return c, fmt.Errorf("server: TrustedProxies[%d] is not a valid prefix", i)
+		}
+		// Compared with normalised addresses: an IPv4-mapped prefix is
+		// its IPv4 prefix.
+		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+		}
+		trusted[i] = p.Masked()
+	}
+	c.TrustedProxies = trusted
+	if c.MaxHitsAddend == 0 {
+		c.MaxHitsAddend = DefaultMaxHitsAddend
+	}
+	if c.MaxBodyBytes < 0 {
+		return c, fmt.Errorf("server: MaxBodyBytes %d must not be negative", c.MaxBodyBytes)
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.Clock == nil {
+		c.Clock = sluice.SystemClock
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}

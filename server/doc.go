@@ -1,0 +1,133 @@
+// Package server is the sluice rate-limit service that `sluice serve`
+// runs: Envoy's rate limit service (RLS v3) over gRPC, the same as JSON
+// over HTTP, a forward-auth endpoint for nginx, Traefik and Envoy's
+// ext_authz, Prometheus metrics and health checks, with a config that
+// reloads while it serves.
+//
+//	srv, err := server.New(server.Config{Paths: []string{"/etc/sluice"}, Store: store})
+//	if err != nil {
+//		return err // names each problem's file, line and field
+//	}
+//	return srv.ListenAndServe(ctx) // until ctx ends, then a graceful shutdown
+//
+// # Endpoints
+//
+// gRPC (Config.GRPCAddr, :8081):
+//
+//   - envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit, on
+//     go-control-plane's types, for Envoy, Istio and Envoy Gateway;
+//   - grpc.health.v1.Health, "" and the RLS service: SERVING while the
+//     server serves, NOT_SERVING once it shuts down;
+//   - server reflection, for grpcurl.
+//
+// HTTP (Config.HTTPAddr, :8080):
+//
+//   - POST /json: a RateLimitRequest in proto3 JSON; the RateLimitResponse
+//     in proto3 JSON, 200 when OK and 429 when over the limit, as
+//     envoyproxy/ratelimit's /json;
+//   - GET /v1/auth: forward auth (see below);
+//   - GET /metrics: Prometheus;
+//   - GET /healthz: 200 while the process runs;
+//   - GET /readyz: 200 while serving, 503 once shutdown has begun.
+//
+// # Deciding a request
+//
+// Each descriptor of a request is matched against its domain's config
+// (config.Config.Match, envoyproxy/ratelimit's matching), limits named in
+// another matched limit's replaces are dropped (config.ApplyReplaces), and
+// every limit left is decided together, all-or-nothing, by one
+// sluice.Limiter.Take: if any enforced limit denies, no limit is charged.
+// Each request costs hits_addend (0 means 1); a descriptor's own
+// hits_addend, if set, is its cost, and may be 0 to check without
+// charging. Descriptors whose costs differ cannot share one Take: they are
+// decided in one Take per cost, and once one denies the rest are only
+// peeked at, but what the earlier ones were charged stays charged.
+//
+// The answer has one status per descriptor:
+//
+//   - a descriptor no limit applies to, or a request for a domain the
+//     config lacks: OK, with no current_limit and limit_remaining 0, as
+//     envoyproxy/ratelimit answers;
+//   - an unlimited one: OK, limit_remaining 4294967295;
+//   - otherwise OVER_LIMIT if one of its enforced limits denied, else OK,
+//     with the limit that denied with the longest wait, or else the one
+//     with the least left: current_limit (requests_per_unit per unit,
+//     with unit_multiplier for periods such as 30s; UNKNOWN for periods
+//     not a whole number of seconds), limit_remaining, and
+//     duration_until_reset, the time until that limit is back to idle.
+//
+// overall_code is OVER_LIMIT if any enforced limit denied. The
+// response_headers_to_add carry the IETF RateLimit fields
+// (draft-ietf-httpapi-ratelimit-headers) for the enforced limits, in the
+// format of package httplimit, and Retry-After in whole seconds, rounded
+// up, on a denial:
+//
+//	RateLimit-Policy: "per_ip";q=20;w=2, "per_ip_hourly";q=1000;w=3600
+//	RateLimit: "per_ip";r=0;t=1, "per_ip_hourly";r=979;t=1
+//	Retry-After: 1
+//
+// Shadow mode, per limit (shadow_mode in the config) or for the whole
+// server (Config.Shadow, --shadow), decides and counts but never denies.
+// A limit in shadow mode by the config reports OK for its descriptor; under
+// global shadow mode a descriptor over its limit says OVER_LIMIT while
+// overall_code stays OK, as in envoyproxy/ratelimit. Limits in shadow mode
+// are left out of the RateLimit fields.
+//
+// A malformed request is refused whole, before anything is charged, with
+// gRPC InvalidArgument or HTTP 400 and a message naming the field: an
+// empty domain, no descriptors or more than MaxDescriptors, a descriptor
+// without entries or with more than MaxEntries, an entry with an empty key,
+// a hits_addend above Config.MaxHitsAddend, a request limit override or
+// negative hits (neither is supported), malformed JSON, or a body over
+// Config.MaxBodyBytes (413).
+//
+// When the store fails, each rule's failure mode (open, closed or local)
+// decides; the RateLimit field is then left out, since what is left is not
+// known, and sluice_store_errors_total counts the failure.
+//
+// # Forward auth
+//
+// /v1/auth decides the original request of an auth subrequest. Its
+// domain is the query parameter "domain", or else the one domain whose
+// config has a forward_auth section, which says how to build descriptors
+// from the request (config.ForwardAuth). The client's address is taken
+// from X-Forwarded-For (the right-most address that is not a trusted
+// proxy) or X-Real-IP, only when the peer is in Config.TrustedProxies
+// (by default the loopback addresses), and is the peer otherwise. The
+// original URI comes from X-Original-URI (nginx) or X-Forwarded-Uri
+// (Traefik), the method from X-Original-Method or X-Forwarded-Method, the
+// host from X-Forwarded-Host or Host; for Envoy's ext_authz, which sends
+// the original method and appends the original path to /v1/auth, from the
+// request itself. Allowed: 200. Denied: the section's deny_status, 429 or
+// 403 (nginx's auth_request passes only 401 and 403 through; map 403 back
+// to 429, see examples/nginx), with Retry-After. Both carry the RateLimit
+// fields.
+//
+// # Metrics
+//
+//	sluice_decisions_total{domain,rule,result}  result: within, over, shadow_over
+//	sluice_store_errors_total
+//	sluice_decision_duration_seconds{endpoint}  endpoint: grpc, json, auth
+//	sluice_config_reloads_total{result}         result: success, failure
+//	sluice_config_rules
+//
+// Labels come from the config only, so no request can add a series:
+// domains the config lacks count as "(unknown)", descriptors no limit
+// applies to as rule "(none)", and no key, descriptor value or address is
+// ever a label (detailed_metric is accepted and has no effect here).
+//
+// # Reloading and shutting down
+//
+// The config files are polled every Config.ReloadInterval for a change of
+// content, which also sees a Kubernetes ConfigMap's ..data symlink swap,
+// and Reload loads them at once (SIGHUP in the command). A config that
+// loads replaces the one served atomically: requests in flight finish with
+// the config they started with, and unchanged rules keep their counts. One
+// that does not is logged with its errors and the last good config keeps
+// serving. sluice_config_reloads_total counts both.
+//
+// When the context given to Serve ends, the server reports itself not
+// ready, waits Config.DrainDelay, stops accepting, lets the requests in
+// flight finish (for at most Config.ShutdownTimeout), and Serve returns
+// nil.
+package server

@@ -1,0 +1,117 @@
+package server
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Label values that stand for what the config does not name, so that a
+// request can never add a series: every other domain and rule label comes
+// from the config.
+const (
+	labelUnknownDomain = "(unknown)" // a domain no config file defines
+	labelNoRule        = "(none)"    // a descriptor no limit applies to
+)
+
+// Results of sluice_decisions_total.
+const (
+	resultWithin     = "within"
+	resultOver       = "over"
+	resultShadowOver = "shadow_over"
+)
+
+// Endpoints of sluice_decision_duration_seconds.
+const (
+	endpointGRPC = "grpc"
+	endpointJSON = "json"
+	endpointAuth = "auth"
+)
+
+// metrics are the server's Prometheus collectors, on a registry of its
+// own so that two servers in one process (tests) do not collide.
+type metrics struct {
+	reg         *prometheus.Registry
+	decisions   *prometheus.CounterVec
+	storeErrors prometheus.Counter
+	duration    *prometheus.HistogramVec
+	reloads     *prometheus.CounterVec
+	rules       prometheus.Gauge
+	endpoints   map[string]prometheus.Observer // duration, by endpoint
+}
+
+// ruleCounters are one rule's series of sluice_decisions_total, looked up
+// once: a rule is matched only in its own domain.
+type ruleCounters struct {
+	within, over, shadowOver prometheus.Counter
+}
+
+// count counts one decision of li's rule in domain.
+func (m *metrics) count(li *limitInfo, domain, result string) {
+	rc := li.counters.Load()
+	if rc == nil {
+		name := li.rule.Name
+		rc = &ruleCounters{
+			within:     m.decisions.WithLabelValues(domain, name, resultWithin),
+			over:       m.decisions.WithLabelValues(domain, name, resultOver),
+			shadowOver: m.decisions.WithLabelValues(domain, name, resultShadowOver),
+		}
+		li.counters.Store(rc)
+	}
+	switch result {
+	case resultWithin:
+		rc.within.Inc()
+	case resultOver:
+		rc.over.Inc()
+	default:
+		rc.shadowOver.Inc()
+	}
+}
+
+// observe records how long a request to endpoint took.
+func (m *metrics) observe(endpoint string, d time.Duration) {
+	m.endpoints[endpoint].Observe(d.Seconds())
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_decisions_total",
+			Help: "Rate-limit decisions, one per limit applied to a request descriptor, by domain, rule and result " +
+				"(within, over, or shadow_over for a denial not enforced). " +
+				`Descriptors no limit applies to count under rule "(none)", domains the config lacks under domain "(unknown)".`,
+		}, []string{"domain", "rule", "result"}),
+		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_store_errors_total",
+			Help: "Requests the store could not decide, which the rules' failure modes decided instead.",
+		}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sluice_decision_duration_seconds",
+			Help: "Time to decide one rate-limit request, from its arrival to its answer, by endpoint (grpc, json, auth).",
+			// 25µs to about 0.8s: an in-memory decision takes microseconds,
+			// a Redis one a network round trip.
+			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16),
+		}, []string{"endpoint"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_config_reloads_total",
+			Help: "Config reloads by result: success (the new config serves) or failure (the last good one keeps serving).",
+		}, []string{"result"}),
+		rules: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_config_rules",
+			Help: "Rules in the config being served.",
+		}),
+	}
+	m.reg.MustRegister(m.decisions, m.storeErrors, m.duration, m.reloads, m.rules,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Both results exist from the start, so that a rate() over them is
+	// defined before the first reload.
+	m.reloads.WithLabelValues("success")
+	m.reloads.WithLabelValues("failure")
+	m.endpoints = make(map[string]prometheus.Observer)
+	for _, e := range []string{endpointGRPC, endpointJSON, endpointAuth} {
+		m.endpoints[e] = m.duration.WithLabelValues(e)
+	}
+	return m
+}

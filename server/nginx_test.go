@@ -1,0 +1,198 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The example's files, as committed.
+const (
+	nginxConf  = "../examples/nginx/nginx.conf"
+	nginxRules = "../examples/nginx/sluice.yaml"
+)
+
+// findNginx returns the nginx binary, or skips the test without one.
+func findNginx(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("nginx"); err == nil {
+		return p
+	}
+	for _, p := range []string{"/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Skip("nginx is not installed (Debian: apt-get install nginx; scripts/test installs it): skipping the real-nginx test")
+	return ""
+}
+
+// freePort returns a loopback address with a port free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l := listen(t)
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// renderNginx returns the example nginx.conf with its addresses replaced
+// and everything nginx writes kept under prefix.
+func renderNginx(t *testing.T, prefix, sluiceAddr, appAddr, listenAddr string) string {
+	t.Helper()
+	b, err := os.ReadFile(nginxConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := string(b)
+	replace := func(old, new string) {
+		t.Helper()
+		if n := strings.Count(conf, old); n != 1 {
+			t.Fatalf("%s holds %q %d times, want once: the test and the example disagree", nginxConf, old, n)
+		}
+		conf = strings.Replace(conf, old, new, 1)
+	}
+	replace("server 127.0.0.1:8080;", "server "+sluiceAddr+";")
+	replace("server 127.0.0.1:3000;", "server "+appAddr+";")
+	replace("listen 8000;", "listen "+listenAddr+";")
+	var paths strings.Builder
+	fmt.Fprintf(&paths, "http {\n    access_log %s;\n", filepath.Join(prefix, "access.log"))
+	for _, d := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
+		fmt.Fprintf(&paths, "    %s_temp_path %s;\n", d, filepath.Join(prefix, d))
+	}
+	replace("http {\n", paths.String())
+	head := fmt.Sprintf("pid %s;\nerror_log %s info;\n", filepath.Join(prefix, "nginx.pid"), filepath.Join(prefix, "error.log"))
+	if os.Geteuid() == 0 {
+		// As root, workers would run as nobody, who cannot enter the
+		// test's private temporary directory.
+		head += "user root;\n"
+	}
+	return head + conf
+}
+
+// The committed example is valid nginx as it stands.
+func TestNginxConfValid(t *testing.T) {
+	bin := findNginx(t)
+	conf, err := filepath.Abs(nginxConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := t.TempDir()
+	out, err := exec.CommandContext(t.Context(), bin, "-t", "-q", "-p", prefix, "-c", conf,
+		"-g", fmt.Sprintf("pid %s; error_log stderr;", filepath.Join(prefix, "nginx.pid"))).CombinedOutput()
+	if err != nil {
+		t.Errorf("nginx -t %s: %v\n%s", nginxConf, err, out)
+	}
+}
+
+// A real nginx in front of an application, with auth_request to sluice as
+// examples/nginx shows: the client gets its burst, then 429 with
+// Retry-After.
+func TestNginx(t *testing.T) {
+	bin := findNginx(t)
+	var hits atomic.Int64
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprintf(w, "hello from %s\n", r.URL.Path)
+	}))
+	t.Cleanup(app.Close)
+	e := start(t, Config{Paths: []string{nginxRules}}) // the test clock stands still
+
+	prefix := t.TempDir()
+	addr := freePort(t)
+	conf := filepath.Join(prefix, "nginx.conf")
+	rendered := renderNginx(t, prefix, strings.TrimPrefix(e.base, "http://"), strings.TrimPrefix(app.URL, "http://"), addr)
+	if err := os.WriteFile(conf, []byte(rendered), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cmd := exec.CommandContext(ctx, bin, "-p", prefix, "-c", conf, "-g", "daemon off;")
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		cmd.Wait() // SIGTERM: nginx exits; the status says so
+		if t.Failed() {
+			if b, err := os.ReadFile(filepath.Join(prefix, "error.log")); err == nil {
+				t.Logf("nginx error.log:\n%s", b)
+			}
+		}
+	})
+	waitListening(t, addr)
+
+	client := &http.Client{Timeout: 10 * time.Second}
+	fetch := func(path string) (*http.Response, string) {
+		t.Helper()
+		resp, err := client.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, string(body)
+	}
+	const burst = 20 // examples/nginx/sluice.yaml
+	for i := range burst {
+		resp, body := fetch(fmt.Sprintf("/items/%d", i))
+		if resp.StatusCode != 200 || body != fmt.Sprintf("hello from /items/%d\n", i) {
+			t.Fatalf("request %d: %d %q, want the application's 200", i+1, resp.StatusCode, body)
+		}
+		if got, want := resp.Header.Get("RateLimit"), fmt.Sprintf(`"per_ip";r=%d;t=`, burst-1-i); !strings.HasPrefix(got, want) {
+			t.Errorf("request %d: RateLimit %q, want %s...", i+1, got, want)
+		}
+	}
+	resp, body := fetch("/items/over")
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" || body != "Too Many Requests\n" {
+		t.Errorf("request %d: %d, Retry-After %q, body %q; want 429, Retry-After 1", burst+1, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	if got := resp.Header.Get("RateLimit-Policy"); got != `"per_ip";q=20;w=2` {
+		t.Errorf("denied: RateLimit-Policy %q", got)
+	}
+	if n := hits.Load(); n != burst {
+		t.Errorf("the application saw %d requests, want %d", n, burst)
+	}
+	if got := counter(t, e.srv, "sluice_decisions_total", "domain", "nginx", "rule", "per_ip", "result", "over"); got != 1 {
+		t.Errorf("sluice counted %v denials, want 1", got)
+	}
+	// Time passes: the client is let through again.
+	e.clock.Advance(time.Second)
+	if resp, _ := fetch("/items/later"); resp.StatusCode != 200 {
+		t.Errorf("a second later: %d, want 200", resp.StatusCode)
+	}
+}
+
+// waitListening waits for addr to accept connections: nginx starts on its
+// own time, which no fake clock drives.
+func waitListening(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nginx does not listen on %s after 10s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

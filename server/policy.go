@@ -1,0 +1,191 @@
+package server
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+)
+
+// snapshot is one loaded config made ready to serve. It never changes; a
+// reload swaps the Server's pointer to a new one.
+type snapshot struct {
+	cfg   *config.Config
+	rules map[*sluice.Rule]*limitInfo
+	// authDomain is the domain GET /v1/auth serves when the request
+	// names none: the only domain with a forward_auth section, or "".
+	authDomain  string
+	authDomains []string // every domain with a forward_auth section
+	hash        string   // of the config files' names and bytes; "" for a Policy
+	loaded      time.Time
+}
+
+// limitInfo is what a response says about one rule, made once per rule.
+type limitInfo struct {
+	// rule is what is checked: the config's rule, or under global shadow
+	// mode a copy in shadow mode, made once so that a store keeping state
+	// per rule keeps it across reloads.
+	rule *sluice.Rule
+	// shadow is the config's own shadow_mode for the rule.
+	shadow  bool
+	sf      string // the name as an RFC 8941 string
+	policy  string // the RateLimit-Policy member
+	current *rlspb.RateLimitResponse_RateLimit
+	// counters are the rule's metric series, set on first use.
+	counters atomic.Pointer[ruleCounters]
+}
+
+// compile prepares cfg. Rules unchanged since old (config.Reload keeps
+// their pointers) keep their limitInfo, and so their shadow copies.
+func compile(cfg *config.Config, old *snapshot, shadow bool, hash string, now time.Time) *snapshot {
+	s := &snapshot{cfg: cfg, rules: make(map[*sluice.Rule]*limitInfo), hash: hash, loaded: now}
+	for _, r := range cfg.Rules() {
+		if old != nil {
+			if li := old.rules[r]; li != nil {
+				s.rules[r] = li
+				continue
+			}
+		}
+		s.rules[r] = newLimitInfo(r, shadow)
+	}
+	for _, d := range cfg.Domains() {
+		if cfg.ForwardAuth(d) != nil {
+			s.authDomains = append(s.authDomains, d)
+		}
+	}
+	if len(s.authDomains) == 1 {
+		s.authDomain = s.authDomains[0]
+	}
+	return s
+}
+
+func newLimitInfo(r *sluice.Rule, globalShadow bool) *limitInfo {
+	li := &limitInfo{rule: r, shadow: r.Shadow}
+	if globalShadow && !r.Shadow {
+		c := *r
+		c.Shadow = true
+		li.rule = &c
+	}
+	li.sf, li.policy = policyOf(r)
+	li.current = currentLimit(r)
+	return li
+}
+
+// units are the RLS units, longest first, with their lengths as the config
+// reads them (a month is 30 days, a year 365).
+var units = []struct {
+	d time.Duration
+	u rlspb.RateLimitResponse_RateLimit_Unit
+}{
+	{365 * 24 * time.Hour, rlspb.RateLimitResponse_RateLimit_YEAR},
+	{30 * 24 * time.Hour, rlspb.RateLimitResponse_RateLimit_MONTH},
+	{7 * 24 * time.Hour, rlspb.RateLimitResponse_RateLimit_WEEK},
+	{24 * time.Hour, rlspb.RateLimitResponse_RateLimit_DAY},
+	{time.Hour, rlspb.RateLimitResponse_RateLimit_HOUR},
+	{time.Minute, rlspb.RateLimitResponse_RateLimit_MINUTE},
+	{time.Second, rlspb.RateLimitResponse_RateLimit_SECOND},
+}
+
+// currentLimit is a rule as RLS reports it: requests_per_unit per unit,
+// times unit_multiplier when the period is a multiple of a unit ("30s" is
+// 30 SECOND). A period that is not a whole number of seconds has no RLS
+// unit: it is UNKNOWN, and the name still tells the rule.
+func currentLimit(r *sluice.Rule) *rlspb.RateLimitResponse_RateLimit {
+	cl := &rlspb.RateLimitResponse_RateLimit{
+		Name:            r.Name,
+		RequestsPerUnit: uint32(min(max(r.Limit.Rate, 0), 1<<32-1)),
+	}
+	p := r.Limit.Period
+	for _, u := range units {
+		if p%u.d != 0 {
+			continue
+		}
+		cl.Unit = u.u
+		if k := p / u.d; k != 1 {
+			if k > 1<<32-1 {
+				cl.Unit = rlspb.RateLimitResponse_RateLimit_UNKNOWN
+				break
+			}
+			cl.UnitMultiplier = wrapperspb.UInt32(uint32(k))
+		}
+		break
+	}
+	return cl
+}
+
+// hashFiles hashes the names and bytes of the files paths stand for, as
+// config.Load lists them: a file, or a directory's *.yaml and *.yml files
+// that do not start with a dot, symlinks followed. A path that cannot be
+// read hashes as its error, so that a broken path is reported once, not
+// at every poll.
+func hashFiles(paths []string) string {
+	h := sha256.New()
+	for _, p := range paths {
+		files, err := listFiles(p)
+		if err != nil {
+			fmt.Fprintf(h, "error %s\x00", err)
+			continue
+		}
+		for _, f := range files {
+			fmt.Fprintf(h, "file %s\x00", f)
+			if err := hashFile(h, f); err != nil {
+				fmt.Fprintf(h, "error %s\x00", err)
+			}
+		}
+	}
+	return string(h.Sum(nil))
+}
+
+func hashFile(w io.Writer, name string) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// A config file is small; a huge one is refused by config.Load, and
+	// hashing past the bound tells no more.
+	_, err = io.Copy(w, io.LimitReader(f, maxHashBytes))
+	return err
+}
+
+const maxHashBytes = 16 << 20
+
+func listFiles(path string) ([]string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return []string{path}, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, e := range entries {
+		name := e.Name()
+		ext := strings.ToLower(filepath.Ext(name))
+		if strings.HasPrefix(name, ".") || ext != ".yaml" && ext != ".yml" {
+			continue
+		}
+		files = append(files, filepath.Join(path, name))
+	}
+	slices.Sort(files)
+	return files, nil
+}
+
+// errNoPaths is Reload's error for a server that serves a Policy.
+var errNoPaths = errors.New("server: no config files to reload: the server serves a config given in code")

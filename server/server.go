@@ -1,0 +1,240 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/httplimit"
+)
+
+// rlsService is the gRPC service name health reports on, beside "".
+const rlsService = "envoy.service.ratelimit.v3.RateLimitService"
+
+// Server is the rate-limit service: Envoy's RLS v3 over gRPC, the same as
+// JSON over HTTP, forward auth, metrics and health. Make one with New and
+// run it with Serve or ListenAndServe. Its methods are safe for concurrent
+// use.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	limiter *sluice.Limiter
+	m       *metrics
+	cur     atomic.Pointer[snapshot]
+	health  *health.Server
+	ready   atomic.Bool
+	handler http.Handler
+	xff     httplimit.KeyFunc // the client's address behind trusted proxies
+
+	reloadMu sync.Mutex
+	badHash  string // the content of the last config that failed to load
+
+	served   atomic.Bool
+	draining chan struct{} // closed when shutdown begins
+}
+
+// New returns a Server for cfg, with its config loaded: a config that does
+// not load is an error naming each problem's file, line and field. New
+// starts nothing; Serve does.
+func New(cfg Config) (*Server, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Paths = append([]string(nil), cfg.Paths...)
+	opts := []sluice.LimiterOption{sluice.WithLimiterClock(cfg.Clock)}
+	if cfg.StoreTimeout > 0 {
+		opts = append(opts, sluice.WithTimeout(cfg.StoreTimeout))
+	}
+	if cfg.Fallback != nil {
+		opts = append(opts, sluice.WithFallback(cfg.Fallback))
+	}
+	lim, err := sluice.NewLimiter(cfg.Store, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s := &Server{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		limiter:  lim,
+		m:        newMetrics(),
+		health:   health.NewServer(),
+		xff:      httplimit.ClientIP(cfg.TrustedProxies...),
+		draining: make(chan struct{}),
+	}
+	c, hash := cfg.Policy, ""
+	if len(cfg.Paths) > 0 {
+		hash = hashFiles(cfg.Paths)
+		if c, err = config.Load(cfg.Paths...); err != nil {
+			return nil, err
+		}
+	}
+	s.install(compile(c, nil, cfg.Shadow, hash, cfg.Clock.Now()))
+	s.handler = s.routes()
+	// Not serving until Serve.
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	s.health.SetServingStatus(rlsService, healthpb.HealthCheckResponse_NOT_SERVING)
+	return s, nil
+}
+
+// install makes snap the config being served.
+func (s *Server) install(snap *snapshot) {
+	s.cur.Store(snap)
+	s.m.rules.Set(float64(len(snap.rules)))
+}
+
+// Domains lists the domains of the config being served, sorted.
+func (s *Server) Domains() []string { return s.cur.Load().cfg.Domains() }
+
+// Handler returns the HTTP API: POST /json, GET /v1/auth, /metrics,
+// /healthz and /readyz.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// ListenAndServe listens on Config.HTTPAddr and Config.GRPCAddr and
+// serves until ctx ends, as Serve does.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	var lc net.ListenConfig
+	hl, err := lc.Listen(ctx, "tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("server: http: %w", err)
+	}
+	gl, err := lc.Listen(ctx, "tcp", s.cfg.GRPCAddr)
+	if err != nil {
+		hl.Close()
+		return fmt.Errorf("server: grpc: %w", err)
+	}
+	return s.Serve(ctx, hl, gl)
+}
+
+// Serve serves HTTP on httpLn and gRPC on grpcLn, and watches the config
+// files, until ctx ends; then it shuts down gracefully and returns nil:
+// it reports itself not ready (/readyz 503, gRPC health NOT_SERVING),
+// keeps serving for Config.DrainDelay, closes the listeners, and lets the
+// requests in flight finish, for at most Config.ShutdownTimeout. It
+// returns early with an error if a listener fails. Serve closes the
+// listeners; it may be called only once.
+func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
+	if s.served.Swap(true) {
+		httpLn.Close()
+		grpcLn.Close()
+		return errors.New("server: Serve called twice")
+	}
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(int(s.cfg.MaxBodyBytes)))
+	rlspb.RegisterRateLimitServiceServer(gs, rls{s: s})
+	healthpb.RegisterHealthServer(gs, s.health)
+	reflection.Register(gs)
+
+	errc := make(chan error, 2)
+	go func() {
+		if err := hs.Serve(httpLn); !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("server: http: %w", err)
+			return
+		}
+		errc <- nil
+	}()
+	go func() {
+		if err := gs.Serve(grpcLn); err != nil {
+			errc <- fmt.Errorf("server: grpc: %w", err)
+			return
+		}
+		errc <- nil
+	}()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	if len(s.cfg.Paths) > 0 && s.cfg.ReloadInterval > 0 {
+		wg.Go(func() { s.watch(watchCtx) })
+	}
+	s.ready.Store(true)
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(rlsService, healthpb.HealthCheckResponse_SERVING)
+	s.log.InfoContext(ctx, "serving", "http", httpLn.Addr().String(), "grpc", grpcLn.Addr().String(),
+		"domains", s.Domains(), "store", s.cfg.StoreName, "shadow", s.cfg.Shadow)
+
+	var err error
+	pending := 2
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		pending--
+		if err == nil {
+			err = errors.New("server: a listener stopped")
+		}
+	}
+	s.shutdown(ctx, hs, gs)
+	stopWatch()
+	wg.Wait()
+	for ; pending > 0; pending-- {
+		if e := <-errc; err == nil {
+			err = e
+		}
+	}
+	s.log.InfoContext(ctx, "stopped")
+	return err
+}
+
+// shutdown stops the servers gracefully: see Serve.
+func (s *Server) shutdown(ctx context.Context, hs *http.Server, gs *grpc.Server) {
+	s.ready.Store(false)
+	s.health.Shutdown() // NOT_SERVING, for good
+	close(s.draining)
+	s.log.InfoContext(ctx, "shutting down: not ready", "drain", s.cfg.DrainDelay, "timeout", s.cfg.ShutdownTimeout)
+	if s.cfg.DrainDelay > 0 {
+		t := time.NewTimer(s.cfg.DrainDelay)
+		<-t.C
+	}
+	// ctx has ended: the shutdown gets a bounded context of its own.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := hs.Shutdown(sctx); err != nil {
+			s.log.WarnContext(ctx, "http: requests still in flight at the shutdown timeout were cut", "err", err)
+			hs.Close()
+		}
+	})
+	wg.Go(func() {
+		done := make(chan struct{})
+		go func() {
+			gs.GracefulStop()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-sctx.Done():
+			s.log.WarnContext(ctx, "grpc: calls still in flight at the shutdown timeout were cut")
+			gs.Stop()
+			<-done
+		}
+	})
+	wg.Wait()
+}
+
+// rls is the gRPC face of the Server.
+type rls struct {
+	rlspb.UnimplementedRateLimitServiceServer
+	s *Server
+}
+
+func (r rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	return r.s.ShouldRateLimit(ctx, req)
+}
