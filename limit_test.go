@@ -210,3 +210,23 @@ func TestLimitTooLargeMessage(t *testing.T) {
 		t.Errorf("NewTokenBucket(burst MaxInt64) = %v, want an error prefixed sluice: wrapping ErrLimitTooLarge", err)
 	}
 }
+
+func TestRuleValidateAllocatesNoLimiter(t *testing.T) {
+	r := Rule{Name: "log", Algorithm: AlgoSlidingLog, Limit: PerSecond(1 << 20)}
+	if err := r.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if a := testing.AllocsPerRun(10, func() { _ = r.Validate() }); a != 0 {
+		t.Errorf("Validate of a sliding log of 2^20 allocates %v times, want 0", a)
+	}
+	for _, bad := range []Rule{
+		{Name: "x", Algorithm: AlgoSlidingLog, Limit: PerSecond(1<<20 + 1)},
+		{Name: "x", Algorithm: "nope", Limit: PerSecond(1)},
+		{Name: "x", Algorithm: AlgoGCRA, Limit: Limit{Rate: 1, Period: 0}},
+		{Name: "", Algorithm: AlgoGCRA, Limit: PerSecond(1)},
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("Validate(%+v) = nil, want an error", bad)
+		}
+	}
+}

@@ -2,6 +2,8 @@ package sluice
 
 import (
 	"fmt"
+
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // Algo names one of the six algorithms, as configuration spells it.
@@ -106,10 +108,32 @@ func (r *Rule) Validate() error {
 	if r.Failure > FailLocal {
 		return fmt.Errorf("sluice: rule %q: unknown failure mode %d", r.Name, r.Failure)
 	}
-	if _, err := r.Algorithm.New(r.Limit); err != nil {
+	if err := r.Algorithm.check(r.Limit); err != nil {
 		return fmt.Errorf("rule %q: %w", r.Name, err)
 	}
 	return nil
+}
+
+// check reports whether the algorithm can hold l, as New would, without
+// building a limiter: a sliding log's ring can be megabytes.
+func (a Algo) check(l Limit) error {
+	switch a {
+	case AlgoTokenBucket, AlgoLeakyBucket, AlgoGCRA:
+		_, err := l.tat()
+		return err
+	case AlgoFixedWindow, AlgoSlidingCounter:
+		return l.Validate()
+	case AlgoSlidingLog:
+		if err := l.Validate(); err != nil {
+			return err
+		}
+		if _, err := algo.NewLog(l.Rate, l.Period); err != nil {
+			return fmt.Errorf("sluice: %w", err)
+		}
+		return nil
+	}
+	_, err := ParseAlgo(string(a))
+	return err
 }
 
 // Quota is the rule's advertised quota: Burst (or Rate) for the buckets and
