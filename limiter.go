@@ -80,8 +80,9 @@ func NewLimiter(store Store, opts ...LimiterOption) (*Limiter, error) {
 // if it has room, receives the per-check decisions and becomes
 // Result.Decisions, so that a caller can reuse it; nil is fine.
 //
-// The error is for bad input and for ctx; a store failure is handled by
-// each rule's Failure and reported in Result.Err.
+// The error is for bad input (a check without a rule or with an invalid
+// one) and for ctx; a store failure is handled by each rule's Failure and
+// reported in Result.Err.
 func (l *Limiter) Take(ctx context.Context, n int64, checks []Check, out []Decision) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
@@ -89,6 +90,11 @@ func (l *Limiter) Take(ctx context.Context, n int64, checks []Check, out []Decis
 	for i := range checks {
 		if checks[i].Rule == nil {
 			return Result{}, fmt.Errorf("sluice: check %d has no rule", i)
+		}
+		// An invalid rule is bad input: the store would refuse it, and a
+		// fail-open rule would turn that refusal into an allowed request.
+		if err := checks[i].Rule.Validate(); err != nil {
+			return Result{}, fmt.Errorf("sluice: check %d: %w", i, err)
 		}
 	}
 	if cap(out) < len(checks) {

@@ -106,3 +106,21 @@ func TestDenyCacheRedisTime(t *testing.T) {
 		t.Fatalf("at RetryAfter the cache still answered: %+v", s.Stats())
 	}
 }
+
+// TestDenyCacheSubMicrosecond: with WithCallerTime, Redis decides at the
+// caller's time truncated to the µs; a denial at t0+900ns is Redis's at
+// t0, so at t0+RetryAfter (as Redis counts it) the request is allowed and
+// the cache must not deny it.
+func TestDenyCacheSubMicrosecond(t *testing.T) {
+	srv := startRedis(t)
+	s := newCallerStore(t, srv, redis.WithDenyCache(100))
+	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(2)}, Key: "k"}
+	at := t0.Add(900 * time.Nanosecond)
+	take(t, s, at, 2, c)
+	if d := take(t, s, at, 1, c)[0]; d.Allowed || d.RetryAfter != 500*time.Millisecond {
+		t.Fatalf("denial = %+v", d)
+	}
+	if d := take(t, s, t0.Add(500*time.Millisecond), 1, c)[0]; !d.Allowed {
+		t.Fatalf("Take(t0+500ms, 1) = %+v, want allowed (Redis decides at t0+500ms, 500ms after its denial at t0)", d)
+	}
+}

@@ -13,7 +13,9 @@ import "strings"
 //
 // code names the state's layout ("b" bucket, "f" fixed window, "c" sliding
 // counter, "l" and "l:e" the sliding log's meta and entries): changing a
-// rule's algorithm starts afresh rather than misreading the old state.
+// rule's algorithm starts afresh rather than misreading the old state. A
+// bucket whose debt is not counted in µs adds its unit, "b1000/3" for
+// units of 1000/3 ns, so that a limit with other units starts afresh too.
 // Values are escaped so that no key, tag or rule name can end a tag or
 // forge a separator: '%', '{', '}' and ':' become %25, %7B, %7D and %3A.
 

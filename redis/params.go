@@ -78,6 +78,15 @@ func newParams(r *sluice.Rule) (*params, error) {
 			return nil, fmt.Errorf("%w: rule %q: a bucket of %v is more than 2^51 units of %d/%d ns", ErrOutOfRange, r.Name, l, h, max(q, 1))
 		}
 		a = [6]int64{burst * pt, pt, m, h, q, burst}
+		// The debt is kept in units of h/q ns (h/q in lowest terms), or
+		// of requests at Rate 0: a limit with other units must not read
+		// it as its own, so they name the state ("b" for the common µs).
+		switch {
+		case q == 0:
+			p.code = "b0"
+		case h != 1000 || q != 1:
+			p.code = "b" + strconv.FormatInt(h, 10) + "/" + strconv.FormatInt(q, 10)
+		}
 	case sluice.AlgoFixedWindow, sluice.AlgoSlidingCounter, sluice.AlgoSlidingLog:
 		switch r.Algorithm {
 		case sluice.AlgoFixedWindow:

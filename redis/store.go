@@ -218,10 +218,11 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	if err := s.sameNode(keys, checks); err != nil {
 		return err
 	}
-	// The denial cache's time: the caller's when it decides, else this
-	// process's clock, read before sending, so no later than Redis's
-	// decision.
-	cnow := now
+	// The denial cache's time: the caller's when it decides, truncated to
+	// the µs as the script reads it (a denial's RetryAfter counts from
+	// there), else this process's clock, read before sending, so no later
+	// than Redis's decision.
+	cnow := now.Truncate(time.Microsecond)
 	if s.cache != nil && !s.caller {
 		cnow = s.br.clock.Now()
 	}

@@ -293,3 +293,29 @@ func TestConcurrent(t *testing.T) {
 		t.Errorf("no batching: %d runs for %d requests", st.Runs, st.Calls)
 	}
 }
+
+// TestBucketLimitChange: a bucket rule whose limit changes under the same
+// name (a config reload) must not read the old state in the new limit's
+// units. PerSecond(3) keeps its debt in units of 1000/3 ns, PerSecond(10)
+// in µs: the old debt of a just emptied bucket, a second, must not become
+// three seconds. Fresh or carried over as time, the new bucket of 10 a
+// second is at most 100ms from allowing one more.
+func TestBucketLimitChange(t *testing.T) {
+	srv := startRedis(t)
+	s := newCallerStore(t, srv)
+	for _, alg := range []sluice.Algo{sluice.AlgoTokenBucket, sluice.AlgoLeakyBucket, sluice.AlgoGCRA} {
+		t.Run(string(alg), func(t *testing.T) {
+			r := &sluice.Rule{Name: "r" + string(alg), Algorithm: alg, Limit: sluice.PerSecond(3)}
+			c := sluice.Check{Rule: r, Key: "k"}
+			if d := take(t, s, t0, 3, c)[0]; !d.Allowed {
+				t.Fatalf("Take(t0, 3) = %+v", d)
+			}
+			r2 := *r
+			r2.Limit = sluice.PerSecond(10)
+			d := take(t, s, t0, 1, sluice.Check{Rule: &r2, Key: "k"})[0]
+			if !d.Allowed && d.RetryAfter > 100*time.Millisecond {
+				t.Fatalf("after the change to %v: Take(t0, 1) = %+v, want allowed or a RetryAfter of at most 100ms", r2.Limit, d)
+			}
+		})
+	}
+}

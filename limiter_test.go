@@ -1,0 +1,53 @@
+package sluice_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// strictStore validates rules as the real stores do, and counts its calls.
+type strictStore struct{ calls int }
+
+func (s *strictStore) Take(_ context.Context, _ time.Time, _ int64, checks []sluice.Check, out []sluice.Decision) error {
+	s.calls++
+	for i, c := range checks {
+		if err := c.Rule.Validate(); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		out[i] = sluice.Decision{Allowed: true, Limit: c.Rule.Quota(), Remaining: c.Rule.Quota()}
+	}
+	return nil
+}
+
+// TestLimiterInvalidRule: a rule that is not valid is bad input, an
+// error, not a store failure that a fail-open rule turns into an allowed
+// request.
+func TestLimiterInvalidRule(t *testing.T) {
+	for _, r := range []sluice.Rule{
+		{Name: "zero period", Algorithm: sluice.AlgoGCRA, Limit: sluice.Limit{Rate: 1}},
+		{Name: "negative rate", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: -1, Period: time.Second}},
+		{Name: "no algorithm", Limit: sluice.PerSecond(1)},
+		{Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)},
+	} {
+		t.Run(r.Name, func(t *testing.T) {
+			st := &strictStore{}
+			lim, err := sluice.NewLimiter(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok := &sluice.Rule{Name: "ok", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)}
+			res, err := lim.Take(context.Background(), 1, []sluice.Check{{Rule: ok, Key: "k"}, {Rule: &r, Key: "k"}}, nil)
+			if err == nil {
+				t.Fatalf("Take with rule %+v = %+v, nil; want an error", r, res)
+			}
+			if errors.Is(err, context.Canceled) || st.calls != 0 {
+				t.Fatalf("Take = %v after %d store calls; want the rule's error and no call", err, st.calls)
+			}
+		})
+	}
+}
