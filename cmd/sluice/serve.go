@@ -227,6 +227,10 @@ func openStore(ctx context.Context, rawURL string, log *slog.Logger) (*openedSto
 		mem.Close()
 		return nil, fmt.Errorf("-redis: %v", err)
 	}
+	// A retry after a lost reply would run the script, and charge, twice;
+	// and the store's own deadline should bound a call.
+	opts.MaxRetries = -1
+	opts.ContextTimeoutEnabled = true
 	client := goredis.NewClient(opts)
 	rs, err := redis.New(client)
 	if err != nil {
