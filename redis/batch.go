@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Batching. Concurrent Takes on one Redis are decided together: while a
@@ -29,6 +30,9 @@ type pending struct {
 	err   error
 	state atomic.Int32
 	wake  chan struct{} // receives once: leader or done
+	// deadline is its caller's, zero for none: a run serving several
+	// callers is bounded by the latest of theirs, not by its leader's.
+	deadline time.Time
 }
 
 // pending states
@@ -49,6 +53,7 @@ type batcher struct {
 
 // take decides p, alone or with others, within ctx.
 func (b *batcher) take(ctx context.Context, p *pending) ([]int64, error) {
+	p.deadline, _ = ctx.Deadline()
 	b.mu.Lock()
 	if b.running < leaders {
 		b.running++
@@ -73,9 +78,14 @@ func (b *batcher) take(ctx context.Context, p *pending) ([]int64, error) {
 }
 
 // lead sends p and as much of the queue as fits in one run, then hands
-// the rest of the queue to its oldest live waiter.
+// the rest of the queue to its oldest live waiter. A leader whose own
+// caller has given up still sends the others' requests, without its own.
 func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
-	batch := []*pending{p}
+	self := ctx.Err() == nil
+	var batch []*pending
+	if self {
+		batch = append(batch, p)
+	}
 	b.mu.Lock()
 	for len(b.queue) > 0 && len(batch) < maxBatch {
 		q := b.queue[0]
@@ -87,24 +97,32 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 	}
 	b.mu.Unlock()
 
-	// The run serves every request in it: the caller giving up must not
-	// cancel it, but its deadline, the earliest (it waited longest),
-	// bounds it.
-	rctx := ctx
-	if len(batch) > 1 {
-		rctx = context.WithoutCancel(ctx)
-		if dl, ok := ctx.Deadline(); ok {
+	var replies [][]int64
+	var err error
+	switch {
+	case len(batch) == 0:
+	case len(batch) == 1 && self:
+		replies, err = b.s.run(ctx, batch)
+	default:
+		// The run serves every request in it: no one caller giving up may
+		// cancel it, and it lasts until the latest deadline among them
+		// (each caller still stops waiting at its own).
+		rctx := context.WithoutCancel(ctx)
+		if dl, ok := latest(batch); ok {
 			var cancel context.CancelFunc
 			rctx, cancel = context.WithDeadline(rctx, dl)
 			defer cancel()
 		}
+		replies, err = b.s.run(rctx, batch)
 	}
-	replies, err := b.s.run(rctx, batch)
-	for i, q := range batch[1:] {
+	for i, q := range batch {
+		if q == p {
+			continue
+		}
 		if err != nil {
 			q.err = err
 		} else {
-			q.reply = replies[i+1]
+			q.reply = replies[i]
 		}
 		if q.state.CompareAndSwap(claimed, done) {
 			q.wake <- struct{}{}
@@ -119,11 +137,34 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 		if q.state.CompareAndSwap(waiting, leading) {
 			b.mu.Unlock()
 			q.wake <- struct{}{}
-			return ownReply(replies, err)
+			return b.own(ctx, self, replies, err)
 		}
 	}
 	b.running--
 	b.mu.Unlock()
+	return b.own(ctx, self, replies, err)
+}
+
+// latest is the latest deadline in batch, if every request has one.
+func latest(batch []*pending) (time.Time, bool) {
+	var dl time.Time
+	for _, q := range batch {
+		if q.deadline.IsZero() {
+			return time.Time{}, false
+		}
+		if q.deadline.After(dl) {
+			dl = q.deadline
+		}
+	}
+	return dl, true
+}
+
+// own is the leader's answer: its reply, first in the batch, or its
+// caller's error when it sent the run without its own request.
+func (b *batcher) own(ctx context.Context, self bool, replies [][]int64, err error) ([]int64, error) {
+	if !self {
+		return nil, ctx.Err()
+	}
 	return ownReply(replies, err)
 }
 

@@ -1,6 +1,9 @@
 package redis
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // WithTTLSlack adds d to every TTL. Tests that drive the time with
 // WithCallerTime faster or slower than Redis's clock use it so that a key
@@ -14,4 +17,34 @@ func (s *Store) CacheLen() int {
 		return 0
 	}
 	return s.cache.len()
+}
+
+// HoldLeaders takes every leader slot of s's batcher, so that Takes queue
+// until a test leads them; release gives the slots back.
+func HoldLeaders(s *Store) (release func()) {
+	s.batch.mu.Lock()
+	held := leaders - s.batch.running
+	s.batch.running = leaders
+	s.batch.mu.Unlock()
+	return func() {
+		s.batch.mu.Lock()
+		s.batch.running -= held - 1 // lead gave one back
+		s.batch.mu.Unlock()
+	}
+}
+
+// Queued is the number of requests waiting in s's batcher.
+func Queued(s *Store) int {
+	s.batch.mu.Lock()
+	defer s.batch.mu.Unlock()
+	return len(s.batch.queue)
+}
+
+// LeadAs makes a caller with ctx, and no request of its own to speak of,
+// lead the queued requests, as a waiter handed the queue does.
+func LeadAs(ctx context.Context, s *Store) error {
+	p := &pending{args: []any{"0", int64(0), 0}}
+	p.deadline, _ = ctx.Deadline()
+	_, err := s.batch.lead(ctx, p)
+	return err
 }

@@ -1,0 +1,51 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/redis"
+)
+
+// A run serving several callers must not be cut short by its leader's
+// deadline: here the leader's has passed, the others have a second, and
+// their requests are decided.
+func TestBatchOutlivesLeaderDeadline(t *testing.T) {
+	srv := startRedis(t)
+	s := newStore(t, srv.client(t), redis.WithCallerTime(), redis.WithTimeout(0))
+	release := redis.HoldLeaders(s)
+	rule := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(10)}
+	now := time.Unix(1_700_000_000, 0)
+
+	const members = 3
+	var wg sync.WaitGroup
+	errs := make([]error, members)
+	outs := make([][]sluice.Decision, members)
+	for i := range members {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			outs[i] = make([]sluice.Decision, 1)
+			errs[i] = s.Take(ctx, now, 1, []sluice.Check{{Rule: rule, Key: "k"}}, outs[i])
+		})
+	}
+	for redis.Queued(s) < members {
+		time.Sleep(time.Millisecond) // wait for the goroutines to queue, not for time to pass
+	}
+	past, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	if err := redis.LeadAs(past, s); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the expired leader got %v, want its own context's error", err)
+	}
+	wg.Wait()
+	release()
+	for i := range members {
+		if errs[i] != nil || !outs[i][0].Allowed {
+			t.Errorf("member %d: Take = %v, %+v; want allowed", i, errs[i], outs[i][0])
+		}
+	}
+}
