@@ -53,20 +53,28 @@ func (b *bucket) init(l Limit) error {
 // AllowN decides a request of cost n at now. See Algorithm.
 func (b *bucket) AllowN(now time.Time, n int64) Decision {
 	ns := now.UnixNano()
-	if w := b.wide; w != nil {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		d, next := b.t.Step(w.x, w.enter(&b.t, ns), n)
-		w.x = next
-		return decision(d)
+	if b.wide != nil {
+		return b.allowWide(ns, n)
 	}
 	for {
 		x := b.x.Load()
-		d, next := b.t.Step(x, ns, n)
+		next, debt, ok := b.t.Take(x, ns, n)
 		if next == x || b.x.CompareAndSwap(x, next) {
-			return decision(d)
+			remaining, retry, reset := b.t.Fields(debt, n, ok)
+			return Decision{Allowed: ok, Limit: b.t.Burst(), Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 		}
 	}
+}
+
+// allowWide is AllowN on the wide state. It is a function of its own so
+// that its lock and defer do not slow the lock-free path.
+func (b *bucket) allowWide(ns int64, n int64) Decision {
+	w := b.wide
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d, next := b.t.Step(w.x, w.enter(&b.t, ns), n)
+	w.x = next
+	return decision(d)
 }
 
 // reserve is AllowN for the leaky queue: it also says how long the request

@@ -3,6 +3,7 @@ package algo
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"time"
 )
 
@@ -27,6 +28,7 @@ type TAT struct {
 	p     uint64 // ticks per unit
 	span  uint64 // burst*p: the debt of an empty bucket
 	burst int64
+	pinv  uint64 // ⌊(2^64-1)/p⌋, so that x/p is a multiply, not a divide
 }
 
 // maxSpan keeps debts and their sums far from overflow in uint64 and int64.
@@ -58,7 +60,32 @@ func NewTAT(rate int64, period time.Duration, burst int64) (TAT, error) {
 		return TAT{}, fmt.Errorf("%w: refilling %d units at %d per %v does not fit in 2^62 ticks", ErrTooLarge, burst, rate, period)
 	}
 	t.span = uint64(span)
+	t.pinv = ^uint64(0) / t.p
 	return t, nil
+}
+
+// divP is x/p by multiplying with the reciprocal. The estimate is x/p or
+// one less (for x < 2^63 the reciprocal's error stays under one unit), so
+// one correction makes it exact. A hardware divide costs several times as
+// much, and every decision reports Remaining.
+func (t *TAT) divP(x uint64) uint64 {
+	q, _ := bits.Mul64(x, t.pinv)
+	if x-q*t.p >= t.p {
+		q++
+	}
+	return q
+}
+
+// ticksToNs is ⌈x/q⌉ ns: for the common q = 1 (the rate divides its
+// period) it is x itself, with no divide.
+func (t *TAT) ticksToNs(x uint64) time.Duration {
+	if t.q == 1 {
+		if x >= uint64(Never) {
+			return Never
+		}
+		return time.Duration(x)
+	}
+	return ceilDiv(x, t.q)
 }
 
 // Burst is the capacity in units.
@@ -83,45 +110,67 @@ func (t *TAT) debt(x, nowq uint64) uint64 {
 // returns the decision and the next state. The next state equals x when
 // nothing changed but the passage of time.
 func (t *TAT) Step(x uint64, now int64, n int64) (Decision, uint64) {
+	next, debt, ok := t.Take(x, now, n)
+	return t.Decide(debt, n, ok), next
+}
+
+// Take is the part of Step a compare-and-swap loop must redo when it
+// loses a race: whether n units fit at now, the next state, and the debt
+// after the decision. Decide turns the debt into a Decision once, after
+// the swap.
+func (t *TAT) Take(x uint64, now int64, n int64) (next, debt uint64, allowed bool) {
 	nowq := uint64(now) * t.q
-	debt := t.debt(x, nowq)
-	d := Decision{Limit: t.burst}
+	debt = t.debt(x, nowq)
 	switch {
-	case n < 0:
-		d.RetryAfter = Never
-	case n > t.burst:
-		d.RetryAfter = Never
+	case n < 0 || n > t.burst:
 	case n == 0:
-		d.Allowed = true // a peek: nothing to take, even from an empty bucket
+		allowed = true // a peek: nothing to take, even from an empty bucket
 	default:
-		need := uint64(n) * t.p
-		if debt+need <= t.span {
-			d.Allowed = true
+		if need := uint64(n) * t.p; debt+need <= t.span {
+			allowed = true
 			debt += need
-		} else if t.q == 0 {
-			d.RetryAfter = Never
-		} else {
-			d.RetryAfter = ceilDiv(debt+need-t.span, t.q)
 		}
-	}
-	if debt <= t.span {
-		d.Remaining = int64((t.span - debt) / t.p)
-	}
-	switch {
-	case debt == 0:
-	case t.q == 0:
-		d.ResetAfter = Never
-	default:
-		d.ResetAfter = ceilDiv(debt, t.q)
 	}
 	// Even a peek at an unused bucket records now: a later request stamped
 	// earlier must be charged as if at now, or it would be given back the
 	// refill between its time and now.
-	next := nowq + debt + origin
+	next = nowq + debt + origin
 	if next == 0 && debt != 0 {
 		next = 1 // see origin
 	}
-	return d, next
+	return next, debt, allowed
+}
+
+// Decide is the Decision for a request of cost n that Take answered with
+// debt and allowed.
+func (t *TAT) Decide(debt uint64, n int64, allowed bool) Decision {
+	remaining, retry, reset := t.Fields(debt, n, allowed)
+	return Decision{Allowed: allowed, Limit: t.burst, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
+}
+
+// Fields are Decide's numbers, as three results rather than a struct: Go
+// keeps a struct of five fields in memory, and on the lock-free path the
+// copies of it cost more than the decision itself. Callers build their
+// Decision once, from these.
+func (t *TAT) Fields(debt uint64, n int64, allowed bool) (remaining int64, retry, reset time.Duration) {
+	switch {
+	case allowed:
+	case n < 0 || n > t.burst || t.q == 0:
+		retry = Never
+	default:
+		retry = t.ticksToNs(debt + uint64(n)*t.p - t.span)
+	}
+	if debt <= t.span {
+		remaining = int64(t.divP(t.span - debt))
+	}
+	switch {
+	case debt == 0:
+	case t.q == 0:
+		reset = Never
+	default:
+		reset = t.ticksToNs(debt)
+	}
+	return remaining, retry, reset
 }
 
 // Idle reports whether state x is back to a full bucket at now: a key in
