@@ -1,0 +1,182 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice"
+	sredis "github.com/sluicehq/sluice/redis"
+)
+
+// BenchmarkRedis compares the Redis store with go-redis/redis_rate v10 on
+// one local redis-server the benchmark starts: GCRA, one check per
+// request, keys spread over 10000 entities so that nearly every request is
+// allowed, at 1, 32 and 256 concurrent callers. Besides ns/op it reports
+// decisions/s and the callers' p50 and p99 latency. peer=sluice is the
+// default store (requests batched into script runs); sluice-nobatch sends
+// a script run per request through go-redis's autopipeliner, as the store
+// does on a Cluster. Both clients have ContextTimeoutEnabled, so that the
+// store's deadline holds without a goroutine per call.
+//
+//	go test -run '^$' -bench '^BenchmarkRedis$' -benchtime 5s
+func BenchmarkRedis(b *testing.B) {
+	addr := startBenchRedis(b)
+	limit := sluice.PerSecond(1000)
+	rule := &sluice.Rule{Name: "bench", Algorithm: sluice.AlgoGCRA, Limit: limit}
+	for _, callers := range []int{1, 32, 256} {
+		b.Run(fmt.Sprintf("peer=sluice/callers=%d", callers), func(b *testing.B) {
+			rc := benchClient(b, addr, callers)
+			s, err := sredis.New(rc, sredis.WithPrefix(fmt.Sprintf("b%d:", time.Now().UnixNano())), sredis.WithTimeout(time.Second))
+			if err != nil {
+				b.Fatal(err)
+			}
+			runRedis(b, callers, func() func(key string) bool {
+				checks := []sluice.Check{{Rule: rule}}
+				out := make([]sluice.Decision, 1)
+				return func(key string) bool {
+					checks[0].Key = key
+					if err := s.Take(context.Background(), time.Now(), 1, checks, out); err != nil {
+						b.Error(err)
+					}
+					return out[0].Allowed
+				}
+			})
+		})
+		b.Run(fmt.Sprintf("peer=sluice-nobatch/callers=%d", callers), func(b *testing.B) {
+			rc := benchClient(b, addr, callers)
+			s, err := sredis.New(rc, sredis.WithPrefix(fmt.Sprintf("b%d:", time.Now().UnixNano())), sredis.WithTimeout(time.Second), sredis.WithoutBatching())
+			if err != nil {
+				b.Fatal(err)
+			}
+			runRedis(b, callers, func() func(key string) bool {
+				checks := []sluice.Check{{Rule: rule}}
+				out := make([]sluice.Decision, 1)
+				return func(key string) bool {
+					checks[0].Key = key
+					if err := s.Take(context.Background(), time.Now(), 1, checks, out); err != nil {
+						b.Error(err)
+					}
+					return out[0].Allowed
+				}
+			})
+		})
+		b.Run(fmt.Sprintf("peer=redis_rate/callers=%d", callers), func(b *testing.B) {
+			rc := benchClient(b, addr, callers)
+			l := redis_rate.NewLimiter(rc)
+			rl := redis_rate.PerSecond(int(limit.Rate))
+			runRedis(b, callers, func() func(key string) bool {
+				return func(key string) bool {
+					res, err := l.Allow(context.Background(), key, rl)
+					if err != nil {
+						b.Error(err)
+						return false
+					}
+					return res.Allowed > 0
+				}
+			})
+		})
+	}
+}
+
+// runRedis runs b.N decisions over callers goroutines, each with its own
+// decide from mk, and reports throughput, latency percentiles and the
+// fraction allowed.
+func runRedis(b *testing.B, callers int, mk func() func(key string) bool) {
+	b.ReportAllocs()
+	keys := make([]string, 10000)
+	for i := range keys {
+		keys[i] = "user" + strconv.Itoa(i)
+	}
+	lat := make([][]time.Duration, callers)
+	var next, allowed atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := range callers {
+		decide := mk()
+		wg.Go(func() {
+			own := make([]time.Duration, 0, b.N/callers+1)
+			<-start
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(b.N) {
+					break
+				}
+				t := time.Now()
+				if decide(keys[i%int64(len(keys))]) {
+					allowed.Add(1)
+				}
+				own = append(own, time.Since(t))
+			}
+			lat[g] = own
+		})
+	}
+	b.ResetTimer()
+	t := time.Now()
+	close(start)
+	wg.Wait()
+	el := time.Since(t)
+	b.StopTimer()
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	if len(all) > 0 {
+		b.ReportMetric(all[len(all)/2].Seconds()*1e6, "p50-µs")
+		b.ReportMetric(all[len(all)*99/100].Seconds()*1e6, "p99-µs")
+	}
+	b.ReportMetric(float64(b.N)/el.Seconds(), "decisions/s")
+	b.ReportMetric(float64(allowed.Load())/float64(b.N), "allowed/op")
+}
+
+// benchClient is a go-redis client whose pool can serve every caller.
+func benchClient(b *testing.B, addr string, callers int) *goredis.Client {
+	rc := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: max(callers, 10), ContextTimeoutEnabled: true})
+	b.Cleanup(func() { rc.Close() })
+	return rc
+}
+
+// startBenchRedis starts a redis-server on a free port for the benchmark.
+func startBenchRedis(b *testing.B) string {
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		b.Fatal("redis-server not found: install it (Debian: apt-get install redis-server redis-tools), or run scripts/test, which does")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", b.TempDir())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "Ready to accept connections") {
+			go func() {
+				for sc.Scan() {
+				}
+			}()
+			return "127.0.0.1:" + strconv.Itoa(port)
+		}
+	}
+	b.Fatalf("redis-server on port %d did not start", port)
+	return ""
+}
