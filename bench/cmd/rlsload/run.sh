@@ -11,6 +11,7 @@
 #
 #	bench/cmd/rlsload/run.sh               # D=10s C=32 T=2
 #	D=5s C=64 bench/cmd/rlsload/run.sh
+#	REDIS_URL=redis://127.0.0.1:6379/0 bench/cmd/rlsload/run.sh   # sluice on the Redis store
 set -euo pipefail
 cd "$(dirname "$0")"
 export PATH="$PATH:/usr/local/go/bin"
@@ -34,7 +35,7 @@ go build -o "$tmp/rlsload" .
 
 sl_http=127.0.0.1:$base sl_grpc=127.0.0.1:$((base + 1))
 bare_http=127.0.0.1:$((base + 2)) bare_grpc=127.0.0.1:$((base + 3))
-"$tmp/sluice" serve --config bench.yaml --http "$sl_http" --grpc "$sl_grpc" --poll 0 >"$tmp/sluice.out" 2>"$tmp/sluice.err" &
+"$tmp/sluice" serve --config bench.yaml --http "$sl_http" --grpc "$sl_grpc" --poll 0 ${REDIS_URL:+--redis "$REDIS_URL"} >"$tmp/sluice.out" 2>"$tmp/sluice.err" &
 pids+=($!)
 "$tmp/rlsload" bare-http -addr "$bare_http" &
 pids+=($!)
