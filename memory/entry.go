@@ -101,10 +101,13 @@ func (e *entry) step(now, n int64) sluice.Decision {
 	sp := e.sp
 	if sp.kind == kindBucket {
 		for {
+			// Decide with scalars inside the loop and build the Decision once
+			// after the swap: see the root package's bucket.AllowN.
 			x := e.x.Load()
-			d, next := sp.tat.Step(x, now, n)
+			next, debt, ok := sp.tat.Take(x, now, n)
 			if next == x || e.x.CompareAndSwap(x, next) {
-				return sluice.Decision(d)
+				rem, retry, reset := sp.tat.Fields(debt, n, ok)
+				return sluice.Decision{Allowed: ok, Limit: sp.tat.Burst(), Remaining: rem, RetryAfter: retry, ResetAfter: reset}
 			}
 		}
 	}
