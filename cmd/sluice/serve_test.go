@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -230,7 +231,9 @@ func TestServeErrors(t *testing.T) {
 }
 
 // With -redis the counts are in a real Redis, which the test starts.
-func TestServeRedis(t *testing.T) {
+// startRedis starts a redis-server of the test's own on a free port.
+func startRedis(t *testing.T) (port string) {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Skip("redis-server is not installed (Debian: apt-get install redis-server; scripts/test installs it): skipping")
@@ -239,7 +242,7 @@ func TestServeRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
+	port = fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
 	l.Close()
 	cmd := exec.CommandContext(t.Context(), bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
 	if err := cmd.Start(); err != nil {
@@ -254,13 +257,17 @@ func TestServeRedis(t *testing.T) {
 		c, err := net.Dial("tcp", "127.0.0.1:"+port)
 		if err == nil {
 			c.Close()
-			break
+			return port
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("redis-server does not listen after 10s: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond) // redis starts on its own time
 	}
+}
+
+func TestServeRedis(t *testing.T) {
+	port := startRedis(t)
 	url := "redis://:secret-not-shown@127.0.0.1:" + port + "/0"
 	s := startServe(t, "-config", writeConfig(t, serveYAML), "-redis", url)
 	if want := "redis redis://:xxxxx@127.0.0.1:" + port + "/0"; s.banner["store"] != want {
@@ -279,5 +286,80 @@ func TestServeRedis(t *testing.T) {
 		if code, body := s.postJSON(t, "shop", "user", user); code != want {
 			t.Errorf("request %d: %d %s, want %d", i+1, code, body, want)
 		}
+	}
+}
+
+// serveArgsEnv makes the test binary run "sluice serve" instead of the
+// tests: TestServeTwoProcesses starts real processes that way.
+const serveArgsEnv = "SLUICE_TEST_SERVE_ARGS"
+
+func TestMain(m *testing.M) {
+	if args := os.Getenv(serveArgsEnv); args != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		os.Exit(run(ctx, strings.Split(args, "\n"), os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// Two sluice serve processes on one redis-server enforce one limit between
+// them: requests alternate between the two, and exactly the limit passes.
+func TestServeTwoProcesses(t *testing.T) {
+	port := startRedis(t)
+	cfg := writeConfig(t, `domain: shop
+descriptors:
+  - key: user
+    rate_limit:
+      unit: hour
+      requests_per_unit: 7
+`)
+	var addrs []string
+	for range 2 {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run", "^$")
+		cmd.Env = append(os.Environ(), serveArgsEnv+"="+strings.Join([]string{
+			"serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-config", cfg, "-redis", "redis://127.0.0.1:" + port + "/0",
+		}, "\n"))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			cmd.Wait()
+		})
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "http" {
+				addrs = append(addrs, f[1])
+				break
+			}
+		}
+		go io.Copy(io.Discard, out)
+	}
+	if len(addrs) != 2 {
+		t.Fatalf("got the HTTP addresses %v of two processes, want 2", addrs)
+	}
+	user := fmt.Sprintf("u%d", time.Now().UnixNano())
+	body := fmt.Sprintf(`{"domain":"shop","descriptors":[{"entries":[{"key":"user","value":%q}]}]}`, user)
+	allowed := 0
+	for i := range 20 {
+		resp, err := http.Post("http://"+addrs[i%2]+"/json", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusOK:
+			allowed++
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("request %d to process %d: status %d", i, i%2, resp.StatusCode)
+		}
+	}
+	if allowed != 7 {
+		t.Errorf("two processes allowed %d of 20 requests, want exactly the limit, 7", allowed)
 	}
 }
