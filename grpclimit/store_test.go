@@ -2,6 +2,7 @@ package grpclimit_test
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/internal/testclock"
 	"sync"
 	"testing"
 	"time"
@@ -45,23 +46,8 @@ func (s *flakyStore) Take(ctx context.Context, now time.Time, n int64, checks []
 }
 
 // fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type fakeClock = testclock.Clock
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+	return testclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 }

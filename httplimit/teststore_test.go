@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/internal/testclock"
 	"sync"
 	"testing"
 	"time"
@@ -15,24 +16,9 @@ import (
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 123_456_789, time.UTC)
 
 // fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type fakeClock = testclock.Clock
 
-func newClock(t time.Time) *fakeClock { return &fakeClock{t: t} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock(t time.Time) *fakeClock { return testclock.New(t) }
 
 // testStore is the memory store, with what the tests need around it: it
 // fails on demand, and records the keys it is asked about.

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"github.com/sluicehq/sluice/internal/testclock"
 	"io"
 	"log/slog"
 	"net"
@@ -85,24 +86,9 @@ forward_auth:
 `
 
 // testClock is a clock the test moves.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type testClock = testclock.Clock
 
-func newClock() *testClock { return &testClock{t: t0} }
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock() *testClock { return testclock.New(t0) }
 
 // writeFile writes a config file and returns its path.
 func writeFile(t testing.TB, dir, name, text string) string {
