@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -133,7 +130,7 @@ func currentLimit(r *sluice.Rule) *rlspb.RateLimitResponse_RateLimit {
 func hashFiles(paths []string) string {
 	h := sha256.New()
 	for _, p := range paths {
-		files, err := listFiles(p)
+		files, err := config.Files(p)
 		if err != nil {
 			fmt.Fprintf(h, "error %s\x00", err)
 			continue
@@ -161,31 +158,6 @@ func hashFile(w io.Writer, name string) error {
 }
 
 const maxHashBytes = 16 << 20
-
-func listFiles(path string) ([]string, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.IsDir() {
-		return []string{path}, nil
-	}
-	entries, err := os.ReadDir(path)
-	if err != nil {
-		return nil, err
-	}
-	var files []string
-	for _, e := range entries {
-		name := e.Name()
-		ext := strings.ToLower(filepath.Ext(name))
-		if strings.HasPrefix(name, ".") || ext != ".yaml" && ext != ".yml" {
-			continue
-		}
-		files = append(files, filepath.Join(path, name))
-	}
-	slices.Sort(files)
-	return files, nil
-}
 
 // errNoPaths is Reload's error for a server that serves a Policy.
 var errNoPaths = errors.New("server: no config files to reload: the server serves a config given in code")
