@@ -25,7 +25,9 @@ const leaders = 2
 // pending is one request, queued or in a run.
 type pending struct {
 	keys  []string
-	args  []any // now, n, number of checks, 8 per check
+	now   float64   // µs, or redisTime
+	n     int64     // cost
+	ps    []*params // one per check
 	reply []int64
 	err   error
 	state atomic.Int32

@@ -43,7 +43,7 @@ func Queued(s *Store) int {
 // LeadAs makes a caller with ctx, and no request of its own to speak of,
 // lead the queued requests, as a waiter handed the queue does.
 func LeadAs(ctx context.Context, s *Store) error {
-	p := &pending{args: []any{"0", int64(0), 0}}
+	p := &pending{}
 	p.deadline, _ = ctx.Deadline()
 	_, err := s.batch.lead(ctx, p)
 	return err

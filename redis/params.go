@@ -1,8 +1,10 @@
 package redis
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -37,8 +39,8 @@ const (
 // once per rule.
 type params struct {
 	kind  int
-	code  string // the key suffix naming the state's layout
-	args  [8]any // kind, shadow, a1..a6, as strings boxed once
+	code  string      // the key suffix naming the state's layout
+	enc   [8 * 8]byte // kind, shadow, a1..a6 as the script reads them (appendF64)
 	quota int64
 	rule  sluice.Rule // the rule these were made from, to notice a change
 }
@@ -110,15 +112,21 @@ func newParams(r *sluice.Rule) (*params, error) {
 	default:
 		return nil, fmt.Errorf("redis: rule %q: %w %q", r.Name, sluice.ErrUnknownAlgo, r.Algorithm)
 	}
-	p.args[0] = strconv.Itoa(p.kind)
-	p.args[1] = "0"
+	shadow := 0.0
 	if r.Shadow {
-		p.args[1] = "1"
+		shadow = 1
 	}
-	for i, v := range a {
-		p.args[2+i] = strconv.FormatInt(v, 10)
+	b := appendF64(p.enc[:0], float64(p.kind))
+	b = appendF64(b, shadow)
+	for _, v := range a {
+		b = appendF64(b, float64(v)) // exact: every bound above is below 2^53
 	}
 	return p, nil
+}
+
+// appendF64 appends v as the script unpacks it: a little-endian double.
+func appendF64(b []byte, v float64) []byte {
+	return binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
 }
 
 func (p *params) nkeys() int {

@@ -4,10 +4,11 @@ import (
 	"context"
 	"crypto/sha1"
 	_ "embed"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -230,19 +231,15 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 		s.st.hits.Add(1)
 		return nil
 	}
-	nowArg := ""
+	nowUS := float64(redisTime)
 	if s.caller {
 		us, err := micros(now)
 		if err != nil {
 			return err
 		}
-		nowArg = strconv.FormatInt(us, 10)
+		nowUS = float64(us) // exact: within 2^52
 	}
-	p := &pending{keys: keys, args: make([]any, 0, 3+8*len(checks))}
-	p.args = append(p.args, nowArg, n, len(checks))
-	for _, pp := range ps {
-		p.args = append(p.args, pp.args[:]...)
-	}
+	p := &pending{keys: keys, now: nowUS, n: n, ps: ps}
 
 	ok, probe := s.br.allow()
 	if !ok {
@@ -301,22 +298,23 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 // again. A NOSCRIPT answer means the script did not run, so nothing is
 // charged twice. It returns each request's reply.
 func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
-	nkeys, nargs := 0, 2
+	nkeys, size := 0, 0
 	for _, p := range batch {
 		nkeys += len(p.keys)
-		nargs += len(p.args)
+		size += 8 * (3 + 8*len(p.ps))
 	}
-	args := make([]any, 0, 3+nkeys+nargs)
+	args := make([]any, 0, 3+nkeys+3)
 	args = append(args, "evalsha", takeSHAArg, nkeys)
 	for _, p := range batch {
 		for _, k := range p.keys {
 			args = append(args, k)
 		}
 	}
-	args = append(args, s.ttlSlack.Milliseconds(), len(batch))
+	req := make([]byte, 0, size)
 	for _, p := range batch {
-		args = append(args, p.args...)
+		req = p.appendTo(req)
 	}
+	args = append(args, s.ttlSlack.Milliseconds(), len(batch), req)
 	s.st.runs.Add(1)
 	reply, err := s.do(ctx, args)
 	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -329,7 +327,7 @@ func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
 	}
 	replies := make([][]int64, len(batch))
 	for i, p := range batch {
-		m := 6 * p.args[2].(int)
+		m := 6 * len(p.ps)
 		if len(reply) < m {
 			return nil, fmt.Errorf("redis: script answered %d values short", m-len(reply))
 		}
@@ -339,6 +337,23 @@ func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
 		return nil, fmt.Errorf("redis: script answered %d values too many", len(reply))
 	}
 	return replies, nil
+}
+
+// redisTime as a request's now has the script read Redis TIME: 2^53 µs,
+// outside the range micros allows.
+const redisTime = 1 << 53
+
+// appendTo appends p's values as the script unpacks them: now, n, the
+// number of checks, then each check's params. n is a double there as it
+// was when the script read it as a decimal: float64(n) rounds alike.
+func (p *pending) appendTo(b []byte) []byte {
+	b = appendF64(b, p.now)
+	b = appendF64(b, float64(p.n))
+	b = appendF64(b, float64(len(p.ps)))
+	for _, pp := range p.ps {
+		b = append(b, pp.enc[:]...)
+	}
+	return b
 }
 
 // do sends one command and waits for its answer or the end of ctx.
@@ -365,7 +380,18 @@ func (s *Store) do(ctx context.Context, args []any) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	return cmd.Int64Slice()
+	b, err := cmd.Text()
+	if err != nil {
+		return nil, err
+	}
+	if len(b)%8 != 0 {
+		return nil, fmt.Errorf("redis: script answered %d bytes, not whole doubles", len(b))
+	}
+	reply := make([]int64, len(b)/8)
+	for i := range reply {
+		reply[i] = int64(math.Float64frombits(binary.LittleEndian.Uint64([]byte(b[8*i : 8*i+8]))))
+	}
+	return reply, nil
 }
 
 // sameNode checks that the keys of one request live on one node, so that

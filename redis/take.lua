@@ -4,16 +4,21 @@
 -- in the range where the doubles below are exact integers.
 --
 -- ARGV[1] ms added to every TTL: 0 but in tests
--- ARGV[2] the number of requests; then for each request:
---   now in microseconds, or "" for Redis TIME; n; the number of checks;
---   then 8 values per check: kind, shadow, a1..a6
+-- ARGV[2] the number of requests
+-- ARGV[3] the requests, little-endian doubles as struct.pack('<d...') makes
+--   them; for each request: now in microseconds, or 2^53 for Redis TIME; n;
+--   the number of checks; then 8 per check: kind, shadow (1 or 0), a1..a6.
+--   One string rather than an argument per number spares Redis an argument,
+--   and Lua a string and a tonumber, each.
 --     kind 1 bucket  (a1..a6 = span, pt, m, h, q, burst)
 --     kind 2 fixed   (a1, a2 = rate, period in µs)
 --     kind 3 counter (a1, a2 = rate, period in µs)
 --     kind 4 log     (a1, a2 = rate, period in µs), two keys: meta and entries
 -- KEYS: each check's key (two for the log), in order.
--- Reply: 6 integers per check: allowed, remaining, retry µs, retry ns,
--- reset µs, reset ns; a µs of -1 is Never.
+-- Reply: one string, 6 little-endian doubles per check, all integers:
+-- allowed, remaining, retry µs, retry ns, reset µs, reset ns; a µs of -1 is
+-- Never. One string rather than an array spares Redis and the client a
+-- value each.
 
 local P26 = 67108864 -- 2^26
 local P52 = 4503599627370496 -- 2^52
@@ -365,33 +370,35 @@ local steps = {bucket, fixed, counter, slog}
 local unpackfmt = {'dd', 'ddd', 'dddd', 'dd'}
 local out = {}
 local ki = 1 -- next key
-local ai = 3 -- next argument
+local reqs = ARGV[3]
+local pos = 1 -- in reqs, of the next request
 local redisnow = nil
+local REDISTIME = 9007199254740992 -- 2^53 as now: read Redis TIME
+-- checks[1..k] are the current request's checks, their tables reused
+-- from one request to the next.
+local checks = {}
 
--- decide runs one request: its checks start at ARGV[ai] and KEYS[ki].
+-- decide runs one request: reqs from pos, its checks' keys from KEYS[ki].
 local function decide()
-  local now = ARGV[ai]
-  if now == '' then
+  local now, n, k
+  now, n, k, pos = sunpack('<ddd', reqs, pos)
+  if now == REDISTIME then
     if not redisnow then
       local t = redis.call('TIME')
       redisnow = tonumber(t[1]) * 1000000 + tonumber(t[2])
     end
     now = redisnow
-  else
-    now = tonumber(now)
   end
-  local n = tonumber(ARGV[ai + 1])
-  local k = tonumber(ARGV[ai + 2])
-  ai = ai + 3
-  local checks = {}
   for i = 1, k do
-    local c = {
-      kind = tonumber(ARGV[ai]), shadow = ARGV[ai + 1] == '1',
-      a1 = tonumber(ARGV[ai + 2]), a2 = tonumber(ARGV[ai + 3]), a3 = tonumber(ARGV[ai + 4]),
-      a4 = tonumber(ARGV[ai + 5]), a5 = tonumber(ARGV[ai + 6]), a6 = tonumber(ARGV[ai + 7]),
-      key = KEYS[ki], key2 = false, st = false, d = false,
-    }
-    ai = ai + 8
+    local c = checks[i]
+    if not c then
+      c = {}
+      checks[i] = c
+    end
+    local shadow
+    c.kind, shadow, c.a1, c.a2, c.a3, c.a4, c.a5, c.a6, pos = sunpack('<dddddddd', reqs, pos)
+    c.shadow = shadow == 1
+    c.key, c.key2, c.st, c.d = KEYS[ki], false, false, false
     ki = ki + 1
     if c.kind == 4 then
       c.key2 = KEYS[ki]
@@ -399,7 +406,6 @@ local function decide()
     end
     local raw = redis.call('GET', c.key)
     if raw then c.st = {sunpack(unpackfmt[c.kind], raw)} end
-    checks[i] = c
   end
 
   -- Phase 1: decide every check as if it were charged; the request passes
@@ -429,8 +435,7 @@ local function decide()
     elseif w == 3 then
       logcommit(c, d, cost)
     end
-    local o = #out
-    for j = 1, 6 do out[o + j] = d[j] end
+    out[#out + 1] = spack('<dddddd', d[1], d[2], d[3], d[4], d[5], d[6])
   end
 end
 
@@ -438,4 +443,4 @@ end
 -- and refuses writes after TIME; later ones replicate effects anyway.
 if redis.replicate_commands then redis.replicate_commands() end
 for _ = 1, tonumber(ARGV[2]) do decide() end
-return out
+return table.concat(out)
