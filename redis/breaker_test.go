@@ -1,30 +1,13 @@
 package redis
 
 import (
-	"sync"
+	"github.com/sluicehq/sluice/internal/testclock"
 	"testing"
 	"time"
 )
 
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 func TestBreaker(t *testing.T) {
-	clk := &testClock{now: time.Unix(1e9, 0)}
+	clk := testclock.New(time.Unix(1e9, 0))
 	b := &breaker{threshold: 3, cooldown: time.Second, clock: clk}
 	type step struct {
 		advance     time.Duration
@@ -47,7 +30,7 @@ func TestBreaker(t *testing.T) {
 		{fail: true, ok: true, state: "closed"},
 	}
 	for i, s := range steps {
-		clk.advance(s.advance)
+		clk.Advance(s.advance)
 		ok, probe := b.allow()
 		if ok != s.ok || probe != s.probe {
 			t.Fatalf("step %d (%s): allow = %v, %v; want %v, %v", i, s.description, ok, probe, s.ok, s.probe)
@@ -63,10 +46,10 @@ func TestBreaker(t *testing.T) {
 
 // TestBreakerOneProbe: while a probe is out, the others are refused.
 func TestBreakerOneProbe(t *testing.T) {
-	clk := &testClock{now: time.Unix(1e9, 0)}
+	clk := testclock.New(time.Unix(1e9, 0))
 	b := &breaker{threshold: 1, cooldown: time.Second, clock: clk}
 	b.done(false, true)
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	if ok, probe := b.allow(); !ok || !probe {
 		t.Fatalf("first call after the cooldown: %v, %v; want the probe", ok, probe)
 	}

@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"fmt"
+	"github.com/sluicehq/sluice/internal/testclock"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -87,7 +88,7 @@ func TestDenyCacheBounded(t *testing.T) {
 // store's clock.
 func TestDenyCacheRedisTime(t *testing.T) {
 	srv := startRedis(t)
-	clk := &fakeClock{now: t0}
+	clk := testclock.New(t0)
 	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithClock(clk))
 	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1)}, Key: "k"}
 	take(t, s, time.Time{}, 1, c)

@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testclock"
 	"github.com/sluicehq/sluice/redis"
 )
 
@@ -21,24 +22,6 @@ import (
 // machine. It only catches a call that hangs (go-redis's own timeouts are
 // seconds); it measures nothing.
 const slack = 700 * time.Millisecond
-
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 var daily = &sluice.Rule{Name: "daily", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1_000_000)}
 
@@ -108,7 +91,7 @@ func TestKilled(t *testing.T) {
 // through, decisions resume and the script is loaded again.
 func TestRestart(t *testing.T) {
 	srv := startRedis(t)
-	clk := &fakeClock{now: t0}
+	clk := testclock.New(t0)
 	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithBreaker(2, time.Second), redis.WithClock(clk))
 	c := sluice.Check{Rule: daily, Key: "k"}
 	take(t, s, time.Time{}, 1, c)
