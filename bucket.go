@@ -15,26 +15,21 @@ import (
 //
 // Ticks are read exactly only within a horizon of 2^62 ticks, 146 years
 // for a rate that divides its period but hours for an odd high rate
-// (999983 per day). When the horizon is under wideHorizon, the bucket keeps
-// its state under a mutex instead, relative to an origin it moves forward,
-// with the last time seen: exact for any idle time, at the cost of a lock.
+// (49999 per day). When the horizon is under ten years, the bucket keeps
+// its state as an algo.Wide under a mutex instead: relative to an origin it
+// moves forward, with the last time seen, exact for any idle time, at the
+// cost of a lock.
 type bucket struct {
 	t    algo.TAT
 	x    atomic.Uint64
 	wide *wideState // non-nil when the horizon is short
 }
 
-// wideHorizon is the least horizon for which the lock-free state is used.
-const wideHorizon = 10 * 365 * 24 * time.Hour
-
+// wideState is the bucket's state when its horizon is short: algo.Wide,
+// which stays exact however long it sits untouched, under a lock.
 type wideState struct {
-	mu     sync.Mutex
-	origin int64 // Unix ns that x's ticks count from
-	last   int64 // the latest time seen, Unix ns
-	used   bool
-	x      uint64
-	rebase int64 // move origin when now is this far past it: a quarter horizon
-	refill int64 // an untouched state is full after this long
+	mu sync.Mutex
+	s  algo.Wide
 }
 
 // init prepares b in place (it holds an atomic, so it is not copied).
@@ -44,8 +39,8 @@ func (b *bucket) init(l Limit) error {
 		return err
 	}
 	b.t = t
-	if t.Horizon() < wideHorizon {
-		b.wide = &wideState{rebase: int64(t.Horizon() / 4), refill: int64(t.RefillTime())}
+	if t.NeedsWide() {
+		b.wide = new(wideState)
 	}
 	return nil
 }
@@ -72,8 +67,8 @@ func (b *bucket) allowWide(ns int64, n int64) Decision {
 	w := b.wide
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	d, next := b.t.Step(w.x, w.enter(&b.t, ns), n)
-	w.x = next
+	d, next := b.t.Step(w.s.X, b.t.Enter(&w.s, ns), n)
+	w.s.X = next
 	return decision(d)
 }
 
@@ -84,8 +79,8 @@ func (b *bucket) reserve(now time.Time, n int64) (Decision, time.Duration, uint6
 	if w := b.wide; w != nil {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		d, wait, next := b.t.Release(w.x, w.enter(&b.t, ns), n)
-		w.x = next
+		d, wait, next := b.t.Release(w.s.X, b.t.Enter(&w.s, ns), n)
+		w.s.X = next
 		return decision(d), wait, next
 	}
 	for {
@@ -103,33 +98,12 @@ func (b *bucket) refund(end uint64, n int64) {
 	if w := b.wide; w != nil {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if next, ok := b.t.Refund(w.x, end, n); ok {
-			w.x = next
+		if next, ok := b.t.Refund(w.s.X, end, n); ok {
+			w.s.X = next
 		}
 		return
 	}
 	if next, ok := b.t.Refund(b.x.Load(), end, n); ok {
 		b.x.CompareAndSwap(end, next)
 	}
-}
-
-// enter clamps ns to the last time seen (a clock that goes back is read as
-// the last time seen), moves the origin so that times stay far inside the
-// horizon, and returns ns relative to the origin. w.mu is held.
-func (w *wideState) enter(t *algo.TAT, ns int64) int64 {
-	if w.used && ns < w.last {
-		ns = w.last
-	}
-	// Differences in uint64: ns >= last >= origin, and an int64 difference
-	// of two hostile times could overflow.
-	switch {
-	case !w.used || uint64(ns)-uint64(w.last) >= uint64(w.refill):
-		// First use, or untouched for a whole refill: the bucket is full.
-		w.x, w.origin = 0, ns
-	case uint64(ns)-uint64(w.origin) > uint64(w.rebase):
-		w.x = t.Shift(w.x, ns-w.origin)
-		w.origin = ns
-	}
-	w.last, w.used = ns, true
-	return ns - w.origin
 }

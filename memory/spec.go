@@ -19,6 +19,7 @@ const (
 	kindFixed               // fixed window, under the entry's lock
 	kindCounter             // sliding window counter, under the entry's lock
 	kindLog                 // sliding log, under the entry's lock
+	kindWide                // a bucket whose tick horizon is short: algo.Wide, under the entry's lock
 )
 
 // specKey is what identifies a rule's state: two rules with the same name,
@@ -91,6 +92,11 @@ func newSpec(r *sluice.Rule) (*spec, error) {
 			return nil, fmt.Errorf("memory: rule %q: %w", r.Name, err)
 		}
 		s.kind, s.tat = kindBucket, t
+		if t.NeedsWide() {
+			// Its bare state would misread after the horizon if the key sat
+			// untouched and unswept that long (a shard with no traffic).
+			s.kind = kindWide
+		}
 	case sluice.AlgoFixedWindow:
 		s.kind, s.win = kindFixed, algo.NewWindow(l.Rate, l.Period)
 	case sluice.AlgoSlidingCounter:

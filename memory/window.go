@@ -12,7 +12,9 @@ import (
 // The three algorithms' states share its fields, so that one small type
 // (64 bytes) serves them all: the fixed window keeps its count in a; the
 // sliding counter its previous and current counts in a and b; the sliding
-// log its count in a and its entries in ring.
+// log its count in a and its entries in ring. A bucket of short horizon
+// (kindWide) keeps its algo.Wide here too: the origin in win, the state in
+// a.
 type window struct {
 	mu   sync.Mutex
 	ring *ring.Buffer[algo.Entry]
@@ -53,6 +55,11 @@ func (w *window) step(sp *spec, now, n int64) sluice.Decision {
 		s := algo.LogState{Ring: w.ring, Count: w.a, Last: w.last, Used: w.used}
 		d = sp.log.Step(&s, now, n)
 		w.a, w.last, w.used = s.Count, s.Last, s.Used
+	case kindWide:
+		s := w.wide()
+		var next uint64
+		d, next = sp.tat.Step(s.X, sp.tat.Enter(&s, now), n)
+		w.win, w.a, w.last, w.used = s.Origin, int64(next), s.Last, s.Used
 	}
 	return sluice.Decision(d)
 }
@@ -100,8 +107,16 @@ func (w *window) idle(sp *spec, now int64) bool {
 	case kindLog:
 		s := algo.LogState{Ring: w.ring, Count: w.a, Last: w.last, Used: w.used}
 		return sp.log.Idle(&s, now)
+	case kindWide:
+		s := w.wide()
+		return sp.tat.WideIdle(&s, now)
 	}
 	return true
+}
+
+// wide reads a kindWide state out of w's fields.
+func (w *window) wide() algo.Wide {
+	return algo.Wide{Origin: w.win, Last: w.last, Used: w.used, X: uint64(w.a)}
 }
 
 // snapshot is a state saved before a multi-check charges it tentatively.
@@ -151,7 +166,7 @@ func dropNewest(r *ring.Buffer[algo.Entry], k int) {
 // computed without making one.
 func freshDecision(sp *spec, now, n int64) sluice.Decision {
 	switch sp.kind {
-	case kindBucket:
+	case kindBucket, kindWide:
 		d, _ := sp.tat.Step(0, now, n)
 		return sluice.Decision(d)
 	case kindLog:

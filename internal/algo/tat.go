@@ -238,3 +238,60 @@ func (t *TAT) Shift(x uint64, ns int64) uint64 {
 	}
 	return next
 }
+
+// wideHorizon is the least horizon for which a holder may keep the bare
+// uint64 state without promising to touch or drop it in time.
+const wideHorizon = 10 * 365 * 24 * time.Hour
+
+// NeedsWide reports whether the tick horizon is short enough (under ten
+// years: odd high rates such as 12347 per second) that a state which may
+// sit untouched should be kept as a Wide rather than a bare uint64.
+func (t *TAT) NeedsWide() bool { return t.Horizon() < wideHorizon }
+
+// Wide is a bucket state that stays exact however long it sits untouched:
+// the uint64 state X counts ticks from its own Origin, which moves forward
+// before times grow near the horizon, and Last, the latest time seen,
+// lets a clock that goes back be read exactly as that time. It needs its
+// holder's lock; the bare uint64 state does not.
+type Wide struct {
+	Origin int64 // Unix ns that X's ticks count from
+	Last   int64 // the latest time seen, Unix ns
+	Used   bool
+	X      uint64
+}
+
+// Enter prepares s for a step at now (Unix ns): it reads a time before
+// Last as Last, forgets a state untouched for a whole refill (the bucket is
+// full), moves the origin when now is a quarter horizon past it, records
+// now, and returns now relative to the origin, the time to pass Step or
+// Release with s.X.
+func (t *TAT) Enter(s *Wide, now int64) int64 {
+	if s.Used && now < s.Last {
+		now = s.Last
+	}
+	// Differences in uint64: now >= Last >= Origin, and an int64 difference
+	// of two hostile times could overflow.
+	switch {
+	case !s.Used || uint64(now)-uint64(s.Last) >= uint64(t.RefillTime()):
+		s.X, s.Origin = 0, now
+	case uint64(now)-uint64(s.Origin) > uint64(t.Horizon()/4):
+		s.X = t.Shift(s.X, now-s.Origin)
+		s.Origin = now
+	}
+	s.Last, s.Used = now, true
+	return now - s.Origin
+}
+
+// WideIdle reports whether s no longer affects any decision at now or
+// later. A time before Last is never idle: the state still holds it back.
+func (t *TAT) WideIdle(s *Wide, now int64) bool {
+	switch {
+	case !s.Used:
+		return true
+	case now < s.Last:
+		return false
+	case uint64(now)-uint64(s.Last) >= uint64(t.RefillTime()):
+		return true
+	}
+	return t.Idle(s.X, now-s.Origin)
+}
