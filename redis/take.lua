@@ -34,43 +34,6 @@ local function fdiv(a, b)
   return q
 end
 
--- a*b for 0 <= a, b < 2^52 as hi*2^52 + lo, 0 <= lo < 2^52.
-local function mul(a, b)
-  local a1 = floor(a / P26)
-  local a0 = a - a1 * P26
-  local b1 = floor(b / P26)
-  local b0 = b - b1 * P26
-  local mid = a1 * b0 + a0 * b1
-  local m1 = floor(mid / P26)
-  local lo = a0 * b0 + (mid - m1 * P26) * P26
-  local hi = a1 * b1 + m1
-  if lo >= P52 then
-    lo = lo - P52
-    hi = hi + 1
-  end
-  return hi, lo
-end
-
-local function less(h1, l1, h2, l2)
-  return h1 < h2 or (h1 == h2 and l1 < l2)
-end
-
--- floor(a*b/c) and the remainder, for a, b, c < 2^52 and a quotient < 2^51.
-local function muldiv(a, b, c)
-  local hi, lo = mul(a, b)
-  local q = floor((hi * P52 + lo) / c)
-  while true do
-    local qh, ql = mul(q, c)
-    if less(hi, lo, qh, ql) then
-      q = q - 1
-    else
-      local r = (hi - qh) * P52 + (lo - ql)
-      if r < c then return q, r end
-      q = q + 1
-    end
-  end
-end
-
 -- ttl in ms of a duration of us µs and ns extra nanoseconds, rounded up.
 local slack = tonumber(ARGV[1])
 local function ttl(us, ns)
@@ -78,305 +41,422 @@ local function ttl(us, ns)
   return fdiv(us + 999, 1000) + slack
 end
 
-local function put(key, state, us, ns)
-  if us < 0 then
-    redis.call('SET', key, state)
-  else
-    redis.call('SET', key, state, 'PX', ttl(us, ns))
-  end
-end
-
----------------------------------------------------------------------------
--- Each step decides a check c at now for cost n without writing, and
--- returns d: the decision in d[1..6], as replied, and what to write in
--- d[7..]: d[7] 0 nothing, 1 SET d[8] with a TTL of d[9] µs d[10] ns,
--- 2 DEL, 3 the log's writes (logcommit).
-
 ---------------------------------------------------------------------------
 -- Bucket (token, leaky, GCRA). State: the last time seen, in µs, and the
 -- debt then, in units of h/q ns. m units make a µs; a request unit costs pt
 -- units; span is a full bucket's debt. A time before the last one seen is
 -- read as the last one seen.
-
-local function bucket(c, now, n)
-  local span, pt, m, h, q, burst = c.a1, c.a2, c.a3, c.a4, c.a5, c.a6
-  local st = c.st
+--
+-- bcore decides without tables: has, t0, D0 the state if any (the last
+-- time seen and the debt then). It returns the decision's six values, the
+-- write (0 nothing, 1 SET the state (now, after) with the reset as TTL,
+-- 2 DEL), the time and the debt after.
+local function bcore(span, pt, m, h, q, burst, has, t0, D0, now, n)
   local D = 0
-  if st then
-    if now < st[1] then now = st[1] end
+  if has then
+    if now < t0 then now = t0 end
     if q == 0 then
-      D = st[2]
+      D = D0
     else
-      local el = now - st[1]
-      if el < st[2] / m + 1 then -- else el*m might not be exact: D is 0
-        D = st[2] - el * m
+      local el = now - t0
+      if el < D0 / m + 1 then -- else el*m might not be exact: D is 0
+        D = D0 - el * m
         if D < 0 then D = 0 end
       end
     end
   end
-  local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
+  local ok, rem, rus, rns, zus, zns = 0, 0, 0, 0, 0, 0
   local after = D
   if n < 0 or n > burst then
-    d[3] = -1
+    rus = -1
   elseif n == 0 then
-    d[1] = 1 -- a peek: nothing to take, even from an empty bucket
+    ok = 1 -- a peek: nothing to take, even from an empty bucket
   else
     local need = n * pt
     if D + need <= span then
-      d[1] = 1
+      ok = 1
       after = D + need
     elseif q == 0 then
-      d[3] = -1
+      rus = -1
     else
       -- (D + need - span) units as µs and ns
       local y = D + need - span
-      local cq = fdiv(y, m)
-      d[3] = cq
-      d[4] = -fdiv(-(y - cq * m) * h, q)
+      local cq = floor(y / m)
+      local r = y - cq * m
+      if r < 0 then cq = cq - 1 elseif r >= m then cq = cq + 1 end
+      rus = cq
+      rns = -fdiv(-(y - cq * m) * h, q)
     end
   end
-  if after <= span then d[2] = fdiv(span - after, pt) end
+  if after <= span then rem = fdiv(span - after, pt) end
   if after == 0 then
-    if st then d[7] = 2 end -- idle: forget it
-    return d
+    if has then return ok, rem, rus, rns, 0, 0, 2, now, 0 end -- idle: forget it
+    return ok, rem, rus, rns, 0, 0, 0, now, 0
   end
   if q == 0 then
-    d[5] = -1
+    zus = -1
   else
-    local cq = fdiv(after, m)
-    d[5] = cq
-    d[6] = -fdiv(-(after - cq * m) * h, q)
+    local cq = floor(after / m)
+    local r = after - cq * m
+    if r < 0 then cq = cq - 1 elseif r >= m then cq = cq + 1 end
+    zus = cq
+    zns = -fdiv(-(after - cq * m) * h, q)
   end
-  if not st or st[1] ~= now or st[2] ~= after then
-    d[7], d[8], d[9], d[10] = 1, spack('dd', now, after), d[5], d[6]
+  if not has or t0 ~= now or D0 ~= after then
+    return ok, rem, rus, rns, zus, zns, 1, now, after
   end
-  return d
+  return ok, rem, rus, rns, zus, zns, 0, now, after
 end
 
----------------------------------------------------------------------------
--- Windows, in µs: [k*P, (k+1)*P) from the Unix epoch.
-
-local function locate(now, p)
-  local k = fdiv(now, p)
-  return k, now - k * p
-end
-
--- Fixed window. State: window, count, last.
-local function fixed(c, now, n)
-  local rate, p = c.a1, c.a2
-  local st = c.st
-  local win, count = nil, 0
-  if st then
-    if now < st[3] then now = st[3] end
-    win, count = st[1], st[2]
-  end
-  local k, off = locate(now, p)
-  if k ~= win then count = 0 end
-  local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
-  if n < 0 or n > rate then
-    d[3] = -1
-  elseif n <= rate - count then
-    d[1] = 1
-    count = count + n
-  else
-    d[3] = p - off
-  end
-  d[2] = rate - count
-  if count > 0 then
-    d[5] = p - off
-    if not st or st[1] ~= k or st[2] ~= count or st[3] ~= now then
-      d[7], d[8], d[9] = 1, spack('ddd', k, count, now), d[5]
-    end
-  elseif st then
-    d[7] = 2
-  end
-  return d
-end
-
--- The least offset into a window after one of prev at which n more fit,
--- as µs and ns (ns in [0, 1000)); nil when no offset in the window does.
--- n fit at off iff prev*(P-off) < (rate-curr-n+1)*P; over ns offsets that
--- is off = floor(1000*P*(prev-m)/prev) + 1.
-local function firstfit(rate, p, prev, curr, n)
-  local m = rate - curr - n + 1
-  if m <= 0 then return nil end
-  if prev < m then return 0, 0 end
-  local Q, R = muldiv(p, prev - m, prev)
-  local s = fdiv(1000 * R, prev) + 1
-  if s == 1000 then
-    Q = Q + 1
-    s = 0
-  end
-  if Q >= p then return nil end
-  return Q, s
-end
-
--- prev*r < m*p, exactly.
-local function fits(prev, r, m, p)
-  local h1, l1 = mul(prev, r)
-  local h2, l2 = mul(m, p)
-  return less(h1, l1, h2, l2)
-end
-
--- Sliding window counter. State: window, prev, curr, last.
-local function counter(c, now, n)
-  local rate, p = c.a1, c.a2
-  local st = c.st
-  local win, prev, curr = nil, 0, 0
-  if st then
-    if now < st[4] then now = st[4] end
-    win, prev, curr = st[1], st[2], st[3]
-  end
-  local k, off = locate(now, p)
-  if win == nil then
-    prev, curr = 0, 0
-  elseif k == win + 1 then
-    prev, curr = curr, 0
-  elseif k ~= win then
-    prev, curr = 0, 0
-  end
-  local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
-  local m = rate - curr - n + 1
-  if n < 0 or n > rate then
-    d[3] = -1
-  elseif n == 0 or (m > 0 and fits(prev, p - off, m, p)) then
-    d[1] = 1
-    curr = curr + n
-  else
-    local us, ns = firstfit(rate, p, prev, curr, n)
-    if us then
-      d[3], d[4] = us - off, ns
-    else
-      us, ns = firstfit(rate, p, curr, 0, n)
-      if us then
-        d[3], d[4] = p - off + us, ns
-      else
-        d[3] = 2 * p - off
-      end
-    end
-  end
-  local est = 0
-  if prev > 0 then est = muldiv(prev, p - off, p) end
-  local rem = rate - curr - est
-  if rem < 0 then rem = 0 end
-  d[2] = rem
-  if curr > 0 then
-    d[5] = 2 * p - off
-  elseif prev > 0 then
-    d[5] = p - off
-  end
-  if d[5] > 0 then
-    if not st or st[1] ~= k or st[2] ~= prev or st[3] ~= curr or st[4] ~= now then
-      d[7], d[8], d[9] = 1, spack('dddd', k, prev, curr, now), d[5]
-    end
-  elseif st then
-    d[7] = 2
-  end
-  return d
-end
-
----------------------------------------------------------------------------
--- Sliding log. Meta: count, last. Entries, oldest first: at µs, units; at
--- most rate of them, as each holds at least one unit. Entries of one µs are
--- merged, which changes no decision.
-
-local function slog(c, now, n)
-  local rate, p = c.a1, c.a2
-  local st = c.st
-  local count = 0
-  if st then
-    if now < st[2] then now = st[2] end
-    count = st[1]
-  end
-  local lkey = c.key2
-  -- entries at or before now-p leave the window
-  local drop, len = 0, 0
-  if count > 0 then
-    len = redis.call('LLEN', lkey)
-    while drop < len do
-      local batch = redis.call('LRANGE', lkey, drop, drop + 31)
-      local stop = false
-      for i = 1, #batch do
-        local at, u = sunpack('dd', batch[i])
-        if now - at < p then
-          stop = true
-          break
-        end
-        drop = drop + 1
-        count = count - u
-      end
-      if stop or #batch == 0 then break end
-    end
-  end
-  local newest = nil
-  if drop < len then
-    newest = sunpack('dd', redis.call('LINDEX', lkey, -1))
-  end
-  local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
-  local push = false
-  if n < 0 or n > rate then
-    d[3] = -1
-  elseif n == 0 then
-    d[1] = 1
-  elseif count + n <= rate then
-    d[1] = 1
-    push = true
-    count = count + n
-  else
-    local need = count + n - rate
-    local entries = redis.call('LRANGE', lkey, drop, drop + need - 1)
-    for i = 1, #entries do
-      local at, u = sunpack('dd', entries[i])
-      need = need - u
-      if need <= 0 then
-        d[3] = at + p - now
-        break
-      end
-    end
-  end
-  d[2] = rate - count
-  if push then newest = now end
-  if newest then d[5] = newest + p - now end
-  if count > 0 then
-    d[7], d[8], d[9] = 3, spack('dd', count, now), d[5]
-    d[11], d[12], d[13], d[14] = drop, push, len - drop, now
-  elseif st then
-    d[7] = 2
-  end
-  return d
-end
-
--- logcommit writes what slog decided (d) for a request of cost n.
-local function logcommit(c, d, n)
-  local lkey = c.key2
-  if d[11] > 0 then redis.call('LTRIM', lkey, d[11], -1) end
-  if d[12] then
-    local at, u = nil, 0
-    if d[13] > 0 then at, u = sunpack('dd', redis.call('LINDEX', lkey, -1)) end
-    if at == d[14] then
-      redis.call('LSET', lkey, -1, spack('dd', at, u + n))
-    else
-      redis.call('RPUSH', lkey, spack('dd', d[14], n))
-    end
-  end
-  local ms = ttl(d[9], 0)
-  redis.call('SET', c.key, d[8], 'PX', ms)
-  redis.call('PEXPIRE', lkey, ms)
-end
-
----------------------------------------------------------------------------
-
-local steps = {bucket, fixed, counter, slog}
-local unpackfmt = {'dd', 'ddd', 'dddd', 'dd'}
 local out = {}
+local nout = 0
 local ki = 1 -- next key
 local reqs = ARGV[3]
 local pos = 1 -- in reqs, of the next request
 local redisnow = nil
 local REDISTIME = 9007199254740992 -- 2^53 as now: read Redis TIME
--- checks[1..k] are the current request's checks, their tables reused
--- from one request to the next.
-local checks = {}
+
+-- loadgeneral defines what requests other than one bucket check need,
+-- in the runs that have any: closures are made at every run, so the
+-- common run makes only those of the bucket path. It returns the general
+-- decision of a request: now, n, k read; its checks from pos.
+local function loadgeneral()
+  -- a*b for 0 <= a, b < 2^52 as hi*2^52 + lo, 0 <= lo < 2^52.
+  local function mul(a, b)
+    local a1 = floor(a / P26)
+    local a0 = a - a1 * P26
+    local b1 = floor(b / P26)
+    local b0 = b - b1 * P26
+    local mid = a1 * b0 + a0 * b1
+    local m1 = floor(mid / P26)
+    local lo = a0 * b0 + (mid - m1 * P26) * P26
+    local hi = a1 * b1 + m1
+    if lo >= P52 then
+      lo = lo - P52
+      hi = hi + 1
+    end
+    return hi, lo
+  end
+
+  local function less(h1, l1, h2, l2)
+    return h1 < h2 or (h1 == h2 and l1 < l2)
+  end
+
+  -- floor(a*b/c) and the remainder, for a, b, c < 2^52 and a quotient < 2^51.
+  local function muldiv(a, b, c)
+    local hi, lo = mul(a, b)
+    local q = floor((hi * P52 + lo) / c)
+    while true do
+      local qh, ql = mul(q, c)
+      if less(hi, lo, qh, ql) then
+        q = q - 1
+      else
+        local r = (hi - qh) * P52 + (lo - ql)
+        if r < c then return q, r end
+        q = q + 1
+      end
+    end
+  end
+
+  local function put(key, state, us, ns)
+    if us < 0 then
+      redis.call('SET', key, state)
+    else
+      redis.call('SET', key, state, 'PX', ttl(us, ns))
+    end
+  end
+
+  ---------------------------------------------------------------------------
+  -- Each step decides a check c at now for cost n without writing, and
+  -- returns d: the decision in d[1..6], as replied, and what to write in
+  -- d[7..]: d[7] 0 nothing, 1 SET d[8] with a TTL of d[9] µs d[10] ns,
+  -- 2 DEL, 3 the log's writes (logcommit).
+
+  -- Bucket: bcore as a step.
+  local function bucket(c, now, n)
+    local st = c.st
+    local has, t0, D0 = false, 0, 0
+    if st then has, t0, D0 = true, st[1], st[2] end
+    local ok, rem, rus, rns, zus, zns, w, t, after =
+      bcore(c.a1, c.a2, c.a3, c.a4, c.a5, c.a6, has, t0, D0, now, n)
+    local d = {ok, rem, rus, rns, zus, zns, w, false, zus, zns}
+    if w == 1 then d[8] = spack('dd', t, after) end
+    return d
+  end
+
+  ---------------------------------------------------------------------------
+  -- Windows, in µs: [k*P, (k+1)*P) from the Unix epoch.
+
+  local function locate(now, p)
+    local k = fdiv(now, p)
+    return k, now - k * p
+  end
+
+  -- Fixed window. State: window, count, last.
+  local function fixed(c, now, n)
+    local rate, p = c.a1, c.a2
+    local st = c.st
+    local win, count = nil, 0
+    if st then
+      if now < st[3] then now = st[3] end
+      win, count = st[1], st[2]
+    end
+    local k, off = locate(now, p)
+    if k ~= win then count = 0 end
+    local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
+    if n < 0 or n > rate then
+      d[3] = -1
+    elseif n <= rate - count then
+      d[1] = 1
+      count = count + n
+    else
+      d[3] = p - off
+    end
+    d[2] = rate - count
+    if count > 0 then
+      d[5] = p - off
+      if not st or st[1] ~= k or st[2] ~= count or st[3] ~= now then
+        d[7], d[8], d[9] = 1, spack('ddd', k, count, now), d[5]
+      end
+    elseif st then
+      d[7] = 2
+    end
+    return d
+  end
+
+  -- The least offset into a window after one of prev at which n more fit,
+  -- as µs and ns (ns in [0, 1000)); nil when no offset in the window does.
+  -- n fit at off iff prev*(P-off) < (rate-curr-n+1)*P; over ns offsets that
+  -- is off = floor(1000*P*(prev-m)/prev) + 1.
+  local function firstfit(rate, p, prev, curr, n)
+    local m = rate - curr - n + 1
+    if m <= 0 then return nil end
+    if prev < m then return 0, 0 end
+    local Q, R = muldiv(p, prev - m, prev)
+    local s = fdiv(1000 * R, prev) + 1
+    if s == 1000 then
+      Q = Q + 1
+      s = 0
+    end
+    if Q >= p then return nil end
+    return Q, s
+  end
+
+  -- prev*r < m*p, exactly.
+  local function fits(prev, r, m, p)
+    local h1, l1 = mul(prev, r)
+    local h2, l2 = mul(m, p)
+    return less(h1, l1, h2, l2)
+  end
+
+  -- Sliding window counter. State: window, prev, curr, last.
+  local function counter(c, now, n)
+    local rate, p = c.a1, c.a2
+    local st = c.st
+    local win, prev, curr = nil, 0, 0
+    if st then
+      if now < st[4] then now = st[4] end
+      win, prev, curr = st[1], st[2], st[3]
+    end
+    local k, off = locate(now, p)
+    if win == nil then
+      prev, curr = 0, 0
+    elseif k == win + 1 then
+      prev, curr = curr, 0
+    elseif k ~= win then
+      prev, curr = 0, 0
+    end
+    local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
+    local m = rate - curr - n + 1
+    if n < 0 or n > rate then
+      d[3] = -1
+    elseif n == 0 or (m > 0 and fits(prev, p - off, m, p)) then
+      d[1] = 1
+      curr = curr + n
+    else
+      local us, ns = firstfit(rate, p, prev, curr, n)
+      if us then
+        d[3], d[4] = us - off, ns
+      else
+        us, ns = firstfit(rate, p, curr, 0, n)
+        if us then
+          d[3], d[4] = p - off + us, ns
+        else
+          d[3] = 2 * p - off
+        end
+      end
+    end
+    local est = 0
+    if prev > 0 then est = muldiv(prev, p - off, p) end
+    local rem = rate - curr - est
+    if rem < 0 then rem = 0 end
+    d[2] = rem
+    if curr > 0 then
+      d[5] = 2 * p - off
+    elseif prev > 0 then
+      d[5] = p - off
+    end
+    if d[5] > 0 then
+      if not st or st[1] ~= k or st[2] ~= prev or st[3] ~= curr or st[4] ~= now then
+        d[7], d[8], d[9] = 1, spack('dddd', k, prev, curr, now), d[5]
+      end
+    elseif st then
+      d[7] = 2
+    end
+    return d
+  end
+
+  ---------------------------------------------------------------------------
+  -- Sliding log. Meta: count, last. Entries, oldest first: at µs, units; at
+  -- most rate of them, as each holds at least one unit. Entries of one µs are
+  -- merged, which changes no decision.
+
+  local function slog(c, now, n)
+    local rate, p = c.a1, c.a2
+    local st = c.st
+    local count = 0
+    if st then
+      if now < st[2] then now = st[2] end
+      count = st[1]
+    end
+    local lkey = c.key2
+    -- entries at or before now-p leave the window
+    local drop, len = 0, 0
+    if count > 0 then
+      len = redis.call('LLEN', lkey)
+      while drop < len do
+        local batch = redis.call('LRANGE', lkey, drop, drop + 31)
+        local stop = false
+        for i = 1, #batch do
+          local at, u = sunpack('dd', batch[i])
+          if now - at < p then
+            stop = true
+            break
+          end
+          drop = drop + 1
+          count = count - u
+        end
+        if stop or #batch == 0 then break end
+      end
+    end
+    local newest = nil
+    if drop < len then
+      newest = sunpack('dd', redis.call('LINDEX', lkey, -1))
+    end
+    local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
+    local push = false
+    if n < 0 or n > rate then
+      d[3] = -1
+    elseif n == 0 then
+      d[1] = 1
+    elseif count + n <= rate then
+      d[1] = 1
+      push = true
+      count = count + n
+    else
+      local need = count + n - rate
+      local entries = redis.call('LRANGE', lkey, drop, drop + need - 1)
+      for i = 1, #entries do
+        local at, u = sunpack('dd', entries[i])
+        need = need - u
+        if need <= 0 then
+          d[3] = at + p - now
+          break
+        end
+      end
+    end
+    d[2] = rate - count
+    if push then newest = now end
+    if newest then d[5] = newest + p - now end
+    if count > 0 then
+      d[7], d[8], d[9] = 3, spack('dd', count, now), d[5]
+      d[11], d[12], d[13], d[14] = drop, push, len - drop, now
+    elseif st then
+      d[7] = 2
+    end
+    return d
+  end
+
+  -- logcommit writes what slog decided (d) for a request of cost n.
+  local function logcommit(c, d, n)
+    local lkey = c.key2
+    if d[11] > 0 then redis.call('LTRIM', lkey, d[11], -1) end
+    if d[12] then
+      local at, u = nil, 0
+      if d[13] > 0 then at, u = sunpack('dd', redis.call('LINDEX', lkey, -1)) end
+      if at == d[14] then
+        redis.call('LSET', lkey, -1, spack('dd', at, u + n))
+      else
+        redis.call('RPUSH', lkey, spack('dd', d[14], n))
+      end
+    end
+    local ms = ttl(d[9], 0)
+    redis.call('SET', c.key, d[8], 'PX', ms)
+    redis.call('PEXPIRE', lkey, ms)
+  end
+
+  ---------------------------------------------------------------------------
+
+  local steps = {bucket, fixed, counter, slog}
+  local unpackfmt = {'dd', 'ddd', 'dddd', 'dd'}
+  -- checks[1..k] are the current request's checks, their tables reused
+  -- from one request to the next.
+  local checks = {}
+
+  return function(now, n, k)
+    for i = 1, k do
+      local c = checks[i]
+      if not c then
+        c = {}
+        checks[i] = c
+      end
+      local shadow
+      c.kind, shadow, c.a1, c.a2, c.a3, c.a4, c.a5, c.a6, pos = sunpack('<dddddddd', reqs, pos)
+      c.shadow = shadow == 1
+      c.key, c.key2, c.st, c.d = KEYS[ki], false, false, false
+      ki = ki + 1
+      if c.kind == 4 then
+        c.key2 = KEYS[ki]
+        ki = ki + 1
+      end
+      local raw = redis.call('GET', c.key)
+      if raw then c.st = {sunpack(unpackfmt[c.kind], raw)} end
+    end
+
+    -- Phase 1: decide every check as if it were charged; the request passes
+    -- iff every check not in shadow mode allows.
+    local ok = true
+    for i = 1, k do
+      local c = checks[i]
+      c.d = steps[c.kind](c, now, n)
+      if c.d[1] == 0 and not c.shadow then ok = false end
+    end
+
+    -- Phase 2: charge the allowing checks if the request passes; if not, a
+    -- check that would allow, shadow or not, reports a peek and is not
+    -- charged.
+    for i = 1, k do
+      local c = checks[i]
+      local d, cost = c.d, n
+      if not ok and d[1] == 1 then
+        cost = 0
+        d = steps[c.kind](c, now, 0)
+      end
+      local w = d[7]
+      if w == 1 then
+        put(c.key, d[8], d[9], d[10])
+      elseif w == 2 then
+        if c.key2 then redis.call('DEL', c.key, c.key2) else redis.call('DEL', c.key) end
+      elseif w == 3 then
+        logcommit(c, d, cost)
+      end
+      nout = nout + 1
+      out[nout] = spack('<dddddd', d[1], d[2], d[3], d[4], d[5], d[6])
+    end
+  end
+end
+
+local general -- loadgeneral(), once a run needs it
 
 -- decide runs one request: reqs from pos, its checks' keys from KEYS[ki].
 local function decide()
@@ -389,54 +469,38 @@ local function decide()
     end
     now = redisnow
   end
-  for i = 1, k do
-    local c = checks[i]
-    if not c then
-      c = {}
-      checks[i] = c
-    end
-    local shadow
-    c.kind, shadow, c.a1, c.a2, c.a3, c.a4, c.a5, c.a6, pos = sunpack('<dddddddd', reqs, pos)
-    c.shadow = shadow == 1
-    c.key, c.key2, c.st, c.d = KEYS[ki], false, false, false
-    ki = ki + 1
-    if c.kind == 4 then
-      c.key2 = KEYS[ki]
+  if k == 1 then
+    -- One check: no peeks, as it is charged iff it allows.
+    local kind, _, a1, a2, a3, a4, a5, a6
+    kind, _, a1, a2, a3, a4, a5, a6, pos = sunpack('<dddddddd', reqs, pos)
+    if kind == 1 then
+      local key = KEYS[ki]
       ki = ki + 1
+      local raw = redis.call('GET', key)
+      local has, t0, D0 = false, 0, 0
+      if raw then
+        has = true
+        t0, D0 = sunpack('dd', raw)
+      end
+      local ok, rem, rus, rns, zus, zns, w, t, after =
+        bcore(a1, a2, a3, a4, a5, a6, has, t0, D0, now, n)
+      if w == 1 then
+        if zus < 0 then
+          redis.call('SET', key, spack('dd', t, after))
+        else
+          redis.call('SET', key, spack('dd', t, after), 'PX', ttl(zus, zns))
+        end
+      elseif w == 2 then
+        redis.call('DEL', key)
+      end
+      nout = nout + 1
+      out[nout] = spack('<dddddd', ok, rem, rus, rns, zus, zns)
+      return
     end
-    local raw = redis.call('GET', c.key)
-    if raw then c.st = {sunpack(unpackfmt[c.kind], raw)} end
+    pos = pos - 64 -- the general path reads the check again
   end
-
-  -- Phase 1: decide every check as if it were charged; the request passes
-  -- iff every check not in shadow mode allows.
-  local ok = true
-  for i = 1, k do
-    local c = checks[i]
-    c.d = steps[c.kind](c, now, n)
-    if c.d[1] == 0 and not c.shadow then ok = false end
-  end
-
-  -- Phase 2: charge the allowing checks if the request passes; if not, a
-  -- check that would allow, shadow or not, reports a peek and is not
-  -- charged.
-  for i = 1, k do
-    local c = checks[i]
-    local d, cost = c.d, n
-    if not ok and d[1] == 1 then
-      cost = 0
-      d = steps[c.kind](c, now, 0)
-    end
-    local w = d[7]
-    if w == 1 then
-      put(c.key, d[8], d[9], d[10])
-    elseif w == 2 then
-      if c.key2 then redis.call('DEL', c.key, c.key2) else redis.call('DEL', c.key) end
-    elseif w == 3 then
-      logcommit(c, d, cost)
-    end
-    out[#out + 1] = spack('<dddddd', d[1], d[2], d[3], d[4], d[5], d[6])
-  end
+  if not general then general = loadgeneral() end
+  general(now, n, k)
 end
 
 -- Redis before 5 replicates a script by its text unless told otherwise,
