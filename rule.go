@@ -119,8 +119,15 @@ func (r *Rule) Validate() error {
 func (a Algo) check(l Limit) error {
 	switch a {
 	case AlgoTokenBucket, AlgoLeakyBucket, AlgoGCRA:
-		_, err := l.tat()
-		return err
+		// The Limiter validates every check of every request: this must
+		// not prepare the arithmetic as l.tat() does.
+		if err := l.Validate(); err != nil {
+			return err
+		}
+		if err := algo.Check(l.Rate, l.Period, l.Capacity()); err != nil {
+			return fmt.Errorf("sluice: %w", err)
+		}
+		return nil
 	case AlgoFixedWindow, AlgoSlidingCounter:
 		return l.Validate()
 	case AlgoSlidingLog:
