@@ -37,42 +37,35 @@ func BenchmarkRedis(b *testing.B) {
 	limit := sluice.PerSecond(1000)
 	rule := &sluice.Rule{Name: "bench", Algorithm: sluice.AlgoGCRA, Limit: limit}
 	for _, callers := range []int{1, 32, 256} {
-		b.Run(fmt.Sprintf("peer=sluice/callers=%d", callers), func(b *testing.B) {
-			rc := benchClient(b, addr, callers)
-			s, err := sredis.New(rc, sredis.WithPrefix(fmt.Sprintf("b%d:", time.Now().UnixNano())), sredis.WithTimeout(time.Second))
-			if err != nil {
-				b.Fatal(err)
-			}
-			runRedis(b, callers, func() func(key string) bool {
-				checks := []sluice.Check{{Rule: rule}}
-				out := make([]sluice.Decision, 1)
-				return func(key string) bool {
-					checks[0].Key = key
-					if err := s.Take(context.Background(), time.Now(), 1, checks, out); err != nil {
-						b.Error(err)
-					}
-					return out[0].Allowed
+		// sluice with batching (the default), and with one script run per
+		// request.
+		for _, v := range []struct {
+			peer string
+			opts []sredis.Option
+		}{
+			{"sluice", nil},
+			{"sluice-nobatch", []sredis.Option{sredis.WithoutBatching()}},
+		} {
+			b.Run(fmt.Sprintf("peer=%s/callers=%d", v.peer, callers), func(b *testing.B) {
+				rc := benchClient(b, addr, callers)
+				opts := append([]sredis.Option{sredis.WithPrefix(fmt.Sprintf("b%d:", time.Now().UnixNano())), sredis.WithTimeout(time.Second)}, v.opts...)
+				s, err := sredis.New(rc, opts...)
+				if err != nil {
+					b.Fatal(err)
 				}
-			})
-		})
-		b.Run(fmt.Sprintf("peer=sluice-nobatch/callers=%d", callers), func(b *testing.B) {
-			rc := benchClient(b, addr, callers)
-			s, err := sredis.New(rc, sredis.WithPrefix(fmt.Sprintf("b%d:", time.Now().UnixNano())), sredis.WithTimeout(time.Second), sredis.WithoutBatching())
-			if err != nil {
-				b.Fatal(err)
-			}
-			runRedis(b, callers, func() func(key string) bool {
-				checks := []sluice.Check{{Rule: rule}}
-				out := make([]sluice.Decision, 1)
-				return func(key string) bool {
-					checks[0].Key = key
-					if err := s.Take(context.Background(), time.Now(), 1, checks, out); err != nil {
-						b.Error(err)
+				runRedis(b, callers, func() func(key string) bool {
+					checks := []sluice.Check{{Rule: rule}}
+					out := make([]sluice.Decision, 1)
+					return func(key string) bool {
+						checks[0].Key = key
+						if err := s.Take(context.Background(), time.Now(), 1, checks, out); err != nil {
+							b.Error(err)
+						}
+						return out[0].Allowed
 					}
-					return out[0].Allowed
-				}
+				})
 			})
-		})
+		}
 		b.Run(fmt.Sprintf("peer=redis_rate/callers=%d", callers), func(b *testing.B) {
 			rc := benchClient(b, addr, callers)
 			l := redis_rate.NewLimiter(rc)
