@@ -25,7 +25,9 @@ import (
 // one local redis-server the benchmark starts: GCRA, one check per
 // request, keys spread over 10000 entities so that nearly every request is
 // allowed, at 1, 32 and 256 concurrent callers. Besides ns/op it reports
-// decisions/s and the callers' p50 and p99 latency. peer=sluice is the
+// decisions/s, the callers' p50 and p99 latency, the CPU time per decision
+// of each side (see runRedis) and, for sluice, the requests per script run
+// (reqs/run). peer=sluice is the
 // default store (requests batched into script runs); sluice-nobatch sends
 // a script run per request through go-redis's autopipeliner, as the store
 // does on a Cluster. Both clients have ContextTimeoutEnabled, so that the
@@ -53,7 +55,7 @@ func BenchmarkRedis(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				runRedis(b, callers, func() func(key string) bool {
+				runRedis(b, rc, callers, func() func(key string) bool {
 					checks := []sluice.Check{{Rule: rule}}
 					out := make([]sluice.Decision, 1)
 					return func(key string) bool {
@@ -64,13 +66,16 @@ func BenchmarkRedis(b *testing.B) {
 						return out[0].Allowed
 					}
 				})
+				if st := s.Stats(); st.Runs > 0 {
+					b.ReportMetric(float64(st.Calls)/float64(st.Runs), "reqs/run")
+				}
 			})
 		}
 		b.Run(fmt.Sprintf("peer=redis_rate/callers=%d", callers), func(b *testing.B) {
 			rc := benchClient(b, addr, callers)
 			l := redis_rate.NewLimiter(rc)
 			rl := redis_rate.PerSecond(int(limit.Rate))
-			runRedis(b, callers, func() func(key string) bool {
+			runRedis(b, rc, callers, func() func(key string) bool {
 				return func(key string) bool {
 					res, err := l.Allow(context.Background(), key, rl)
 					if err != nil {
@@ -85,9 +90,13 @@ func BenchmarkRedis(b *testing.B) {
 }
 
 // runRedis runs b.N decisions over callers goroutines, each with its own
-// decide from mk, and reports throughput, latency percentiles and the
-// fraction allowed.
-func runRedis(b *testing.B, callers int, mk func() func(key string) bool) {
+// decide from mk, and reports throughput, latency percentiles, the
+// fraction allowed, and the CPU time per decision of the benchmark process
+// (client-cpu-µs, the callers and the client library) and of the
+// redis-server (server-cpu-µs, from INFO cpu): where the time went, and
+// how much of the machine each side used (decisions/s × cpu-µs / 10^6 is
+// cores busy).
+func runRedis(b *testing.B, rc *goredis.Client, callers int, mk func() func(key string) bool) {
 	b.ReportAllocs()
 	keys := make([]string, 10000)
 	for i := range keys {
@@ -116,12 +125,16 @@ func runRedis(b *testing.B, callers int, mk func() func(key string) bool) {
 			lat[g] = own
 		})
 	}
+	server0 := serverCPU(b, rc)
+	client0, clientOK := processCPU()
 	b.ResetTimer()
 	t := time.Now()
 	close(start)
 	wg.Wait()
 	el := time.Since(t)
 	b.StopTimer()
+	client1, _ := processCPU()
+	server1 := serverCPU(b, rc)
 	all := slices.Concat(lat...)
 	slices.Sort(all)
 	if len(all) > 0 {
@@ -130,6 +143,31 @@ func runRedis(b *testing.B, callers int, mk func() func(key string) bool) {
 	}
 	b.ReportMetric(float64(b.N)/el.Seconds(), "decisions/s")
 	b.ReportMetric(float64(allowed.Load())/float64(b.N), "allowed/op")
+	b.ReportMetric((server1-server0).Seconds()*1e6/float64(b.N), "server-cpu-µs")
+	if clientOK {
+		b.ReportMetric((client1-client0).Seconds()*1e6/float64(b.N), "client-cpu-µs")
+	}
+}
+
+// serverCPU is the CPU time redis-server has used, user and system, from
+// INFO cpu.
+func serverCPU(b *testing.B, rc *goredis.Client) time.Duration {
+	info, err := rc.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("INFO cpu: %s: %v", line, err)
+			}
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second))
 }
 
 // benchClient is a go-redis client whose pool can serve every caller.

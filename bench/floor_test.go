@@ -1,0 +1,69 @@
+package bench
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// BenchmarkFloor measures, in the same run as BenchmarkKeyed, the two
+// costs no keyed store can avoid on this machine, so that its figures can
+// be read against them:
+//
+//   - op=clock: one time.Now, which every contender pays per request.
+//   - op=miss: one read of a random cache line of a table of the given
+//     size, each read's address depending on the last, as one request
+//     follows another: the memory latency a lookup pays once its table no
+//     longer fits in cache. 96 MB is about what sluice's memory store
+//     holds for 1,000,000 keys, 10 MB for 100,000.
+//
+// A store that found its key with one such read and did nothing else
+// would take op=clock + op=miss per request.
+func BenchmarkFloor(b *testing.B) {
+	b.Run("op=clock", func(b *testing.B) {
+		var last time.Time
+		for range b.N {
+			last = time.Now()
+		}
+		sinkTime = last
+	})
+	for _, mb := range []int{10, 96} {
+		b.Run(fmt.Sprintf("op=miss/MB=%d", mb), func(b *testing.B) {
+			if testing.Short() && mb > 10 {
+				b.Skip("-short")
+			}
+			const line = 8 // uint64s per 64-byte line
+			lines := uint64(mb << 20 / 64)
+			tab := make([]uint64, lines*line)
+			// A random cycle through every line (Sattolo's shuffle), so that
+			// each read depends on the last and the prefetcher cannot guess.
+			perm := make([]uint64, lines)
+			for i := range perm {
+				perm[i] = uint64(i)
+			}
+			x := uint64(0x9E3779B97F4A7C15)
+			for i := len(perm) - 1; i > 0; i-- {
+				x ^= x << 13
+				x ^= x >> 7
+				x ^= x << 17
+				j := x % uint64(i)
+				perm[i], perm[j] = perm[j], perm[i]
+			}
+			for i, p := range perm {
+				tab[uint64(i)*line] = p * line
+			}
+			perm = nil
+			b.ResetTimer()
+			at := uint64(0)
+			for range b.N {
+				at = tab[at]
+			}
+			sinkUint = at
+		})
+	}
+}
+
+var (
+	sinkTime time.Time
+	sinkUint uint64
+)
