@@ -32,9 +32,16 @@ type pending struct {
 	err   error
 	state atomic.Int32
 	wake  chan struct{} // receives once: leader or done
-	// deadline is its caller's, zero for none: a run serving several
-	// callers is bounded by the latest of theirs, not by its leader's.
+	// deadline is when its caller stops waiting: the Store's timeout or
+	// the caller's context's deadline, whichever is sooner; zero for none.
+	// A run serving several callers is bounded by the latest of theirs,
+	// not by its leader's.
 	deadline time.Time
+	// expires is when the Store's timeout runs out, zero for none. A
+	// queued caller waits on a timer for it rather than on a context of
+	// its own: a context and its timer per call cost more CPU than the
+	// rest of the call on the client's side.
+	expires time.Time
 }
 
 // pending states
@@ -53,9 +60,8 @@ type batcher struct {
 	running int
 }
 
-// take decides p, alone or with others, within ctx.
+// take decides p, alone or with others, within ctx and p's deadlines.
 func (b *batcher) take(ctx context.Context, p *pending) ([]int64, error) {
-	p.deadline, _ = ctx.Deadline()
 	b.mu.Lock()
 	if b.running < leaders {
 		b.running++
@@ -65,13 +71,24 @@ func (b *batcher) take(ctx context.Context, p *pending) ([]int64, error) {
 	p.wake = make(chan struct{}, 1)
 	b.queue = append(b.queue, p)
 	b.mu.Unlock()
+	var expired <-chan time.Time
+	if !p.expires.IsZero() {
+		t := getTimer(time.Until(p.expires))
+		defer putTimer(t)
+		expired = t.C
+	}
 	select {
 	case <-p.wake:
 	case <-ctx.Done():
-		if p.state.CompareAndSwap(waiting, abandoned) || p.state.CompareAndSwap(claimed, abandoned) {
+		if p.abandon() {
 			return nil, ctx.Err()
 		}
 		<-p.wake // made leader or done just now
+	case <-expired:
+		if p.abandon() {
+			return nil, context.DeadlineExceeded
+		}
+		<-p.wake
 	}
 	if p.state.Load() == leading {
 		return b.lead(ctx, p)
@@ -79,11 +96,47 @@ func (b *batcher) take(ctx context.Context, p *pending) ([]int64, error) {
 	return p.reply, p.err
 }
 
+// abandon marks p given up by its caller, unless it was just made leader
+// or done.
+func (p *pending) abandon() bool {
+	return p.state.CompareAndSwap(waiting, abandoned) || p.state.CompareAndSwap(claimed, abandoned)
+}
+
+// gaveUp reports whether p's caller no longer waits: its context is done
+// or the Store's timeout has run out.
+func (p *pending) gaveUp(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !p.expires.IsZero() && !time.Now().Before(p.expires) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// timers are reusable timers for queued callers: Go's timers (since 1.23)
+// deliver nothing stale after Stop, so one can serve call after call.
+var timers sync.Pool
+
+func getTimer(d time.Duration) *time.Timer {
+	if t, ok := timers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+func putTimer(t *time.Timer) {
+	t.Stop()
+	timers.Put(t)
+}
+
 // lead sends p and as much of the queue as fits in one run, then hands
 // the rest of the queue to its oldest live waiter. A leader whose own
 // caller has given up still sends the others' requests, without its own.
 func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
-	self := ctx.Err() == nil
+	gaveUp := p.gaveUp(ctx)
+	self := gaveUp == nil
 	var batch []*pending
 	if self {
 		batch = append(batch, p)
@@ -101,15 +154,15 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 
 	var replies [][]int64
 	var err error
-	switch {
-	case len(batch) == 0:
-	case len(batch) == 1 && self:
-		replies, err = b.s.run(ctx, batch)
-	default:
-		// The run serves every request in it: no one caller giving up may
-		// cancel it, and it lasts until the latest deadline among them
-		// (each caller still stops waiting at its own).
-		rctx := context.WithoutCancel(ctx)
+	if len(batch) > 0 {
+		// A run serving others besides its leader's caller must not be
+		// cancelled by that one caller giving up, and it lasts until the
+		// latest deadline among them (each caller still stops waiting at
+		// its own).
+		rctx := ctx
+		if len(batch) > 1 || !self {
+			rctx = context.WithoutCancel(ctx)
+		}
 		if dl, ok := latest(batch); ok {
 			var cancel context.CancelFunc
 			rctx, cancel = context.WithDeadline(rctx, dl)
@@ -139,12 +192,12 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 		if q.state.CompareAndSwap(waiting, leading) {
 			b.mu.Unlock()
 			q.wake <- struct{}{}
-			return b.own(ctx, self, replies, err)
+			return b.own(gaveUp, replies, err)
 		}
 	}
 	b.running--
 	b.mu.Unlock()
-	return b.own(ctx, self, replies, err)
+	return b.own(gaveUp, replies, err)
 }
 
 // latest is the latest deadline in batch, if every request has one.
@@ -161,11 +214,11 @@ func latest(batch []*pending) (time.Time, bool) {
 	return dl, true
 }
 
-// own is the leader's answer: its reply, first in the batch, or its
-// caller's error when it sent the run without its own request.
-func (b *batcher) own(ctx context.Context, self bool, replies [][]int64, err error) ([]int64, error) {
-	if !self {
-		return nil, ctx.Err()
+// own is the leader's answer: its reply, first in the batch, or why its
+// caller gave up when it sent the run without its own request.
+func (b *batcher) own(gaveUp error, replies [][]int64, err error) ([]int64, error) {
+	if gaveUp != nil {
+		return nil, gaveUp
 	}
 	return ownReply(replies, err)
 }

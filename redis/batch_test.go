@@ -49,3 +49,29 @@ func TestBatchOutlivesLeaderDeadline(t *testing.T) {
 		}
 	}
 }
+
+// A queued caller stops waiting when the Store's timeout runs out, with
+// ErrTimeout, on its own timer; its request is never sent, so the key is
+// not charged.
+func TestQueuedCallerTimesOut(t *testing.T) {
+	srv := startRedis(t)
+	s := newStore(t, srv.client(t), redis.WithCallerTime(), redis.WithTimeout(20*time.Millisecond))
+	release := redis.HoldLeaders(s)
+	rule := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)}
+	now := time.Unix(1_700_000_000, 0)
+	checks := []sluice.Check{{Rule: rule, Key: "k"}}
+	out := make([]sluice.Decision, 1)
+	if err := s.Take(context.Background(), now, 1, checks, out); !errors.Is(err, redis.ErrTimeout) {
+		t.Fatalf("queued past the timeout: Take = %v, want ErrTimeout", err)
+	}
+	if st := s.Stats(); st.Timeouts != 1 || st.Errors != 1 {
+		t.Errorf("Stats = %+v, want one timeout counted as one error", st)
+	}
+	release()
+	if err := s.Take(context.Background(), now, 1, checks, out); err != nil || !out[0].Allowed {
+		t.Fatalf("after the timeout: Take = %v, %+v; want the key uncharged, allowed", err, out[0])
+	}
+	if redis.Queued(s) != 0 {
+		t.Errorf("%d requests still queued", redis.Queued(s))
+	}
+}

@@ -247,17 +247,24 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 		return ErrCircuitOpen
 	}
 	s.st.calls.Add(1)
-	cctx := ctx
 	if s.timeout > 0 {
-		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeout(ctx, s.timeout)
-		defer cancel()
+		p.expires = time.Now().Add(s.timeout)
+		p.deadline = p.expires
+	}
+	if dl, ok := ctx.Deadline(); ok && (p.deadline.IsZero() || dl.Before(p.deadline)) {
+		p.deadline = dl
 	}
 	var reply []int64
 	var err error
 	if s.batch != nil {
-		reply, err = s.batch.take(cctx, p)
+		reply, err = s.batch.take(ctx, p)
 	} else {
+		cctx := ctx
+		if !p.expires.IsZero() {
+			var cancel context.CancelFunc
+			cctx, cancel = context.WithDeadline(ctx, p.expires)
+			defer cancel()
+		}
 		var replies [][]int64
 		if replies, err = s.run(cctx, []*pending{p}); err == nil {
 			reply = replies[0]
