@@ -42,6 +42,9 @@ type pending struct {
 	// its own: a context and its timer per call cost more CPU than the
 	// rest of the call on the client's side.
 	expires time.Time
+	// room for the ps and keys of a request of up to two checks
+	psBuf  [2]*params
+	keyBuf [2]string
 }
 
 // pending states

@@ -191,20 +191,30 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	ps := make([]*params, len(checks))
+	// The request, with room for the parameters and keys of a few checks
+	// inside it: one allocation instead of three.
+	p := &pending{n: n}
+	ps := p.psBuf[:]
+	if len(checks) > len(ps) {
+		ps = make([]*params, len(checks))
+	}
+	ps = ps[:len(checks)]
 	nkeys := 0
 	for i := range checks {
 		if checks[i].Rule == nil {
 			return fmt.Errorf("redis: check %d has no rule", i)
 		}
-		p, err := s.paramsFor(checks[i].Rule)
+		pr, err := s.paramsFor(checks[i].Rule)
 		if err != nil {
 			return err
 		}
-		ps[i] = p
-		nkeys += p.nkeys()
+		ps[i] = pr
+		nkeys += pr.nkeys()
 	}
-	keys := make([]string, 0, nkeys)
+	keys := p.keyBuf[:0]
+	if nkeys > len(p.keyBuf) {
+		keys = make([]string, 0, nkeys)
+	}
 	for i, c := range checks {
 		tag := c.Key
 		if s.tag != nil {
@@ -239,7 +249,7 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 		}
 		nowUS = float64(us) // exact: within 2^52
 	}
-	p := &pending{keys: keys, now: nowUS, n: n, ps: ps}
+	p.keys, p.now, p.ps = keys, nowUS, ps
 
 	ok, probe := s.br.allow()
 	if !ok {
