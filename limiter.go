@@ -76,9 +76,10 @@ func NewLimiter(store Store, opts ...LimiterOption) (*Limiter, error) {
 	return l, nil
 }
 
-// Take decides a request of cost n against checks at the clock's now. out,
-// if it has room, receives the per-check decisions and becomes
-// Result.Decisions, so that a caller can reuse it; nil is fine.
+// Take decides a request of cost n against checks at the clock's now (a
+// check with a Cost of its own costs that instead). out, if it has room,
+// receives the per-check decisions and becomes Result.Decisions, so that
+// a caller can reuse it; nil is fine.
 //
 // The error is for bad input (a check without a rule or with an invalid
 // one) and for ctx; a store failure is handled by each rule's Failure and
@@ -152,6 +153,9 @@ func (l *Limiter) degrade(ctx context.Context, now time.Time, n int64, checks []
 	ld := make([]Decision, len(local))
 	for j, i := range local {
 		lc[j] = checks[i]
+		if closed {
+			lc[j].Cost = 0
+		}
 	}
 	if closed {
 		n = 0 // the request is denied anyway: report the local state, charge nothing

@@ -10,6 +10,20 @@ import (
 type Check struct {
 	Rule *Rule
 	Key  string
+	// Cost, if not zero, is what this check costs in place of the
+	// request's cost: for a request counted in different units by
+	// different rules, one per request and one per token, say. Zero
+	// means the request's cost; a negative Cost is refused as a negative
+	// cost is.
+	Cost int64
+}
+
+// CostFor is the check's cost in a request of cost n: its Cost, or n.
+func (c *Check) CostFor(n int64) int64 {
+	if c.Cost != 0 {
+		return c.Cost
+	}
+	return n
 }
 
 // Store keeps per-key state and decides checks against it. The memory
@@ -19,11 +33,12 @@ type Check struct {
 type Store interface {
 	// Take decides a request of cost n against checks together, writing
 	// check i's decision to out[i]; len(out) must be at least len(checks).
-	// If every check allows, each is charged n; if any denies, none is
+	// Each check costs its CostFor(n): n, or its own Cost. If every check
+	// allows, each is charged its cost; if any denies, none is
 	// (all-or-nothing). A check whose rule is in shadow mode never blocks
 	// the others: its own decision is reported, and it is charged only
-	// when it allows. n = 0 peeks; a negative n is refused and charges
-	// nothing.
+	// when it allows. A cost of 0 peeks; a negative cost is refused (the
+	// check denies, Never) and the request charges nothing.
 	//
 	// now is the caller's time; a store with a clock of its own (Redis
 	// TIME) may use that instead. The error is for the store and ctx only:

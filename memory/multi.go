@@ -40,11 +40,11 @@ func (s *Store) takeMulti(now, n int64, checks []sluice.Check, out []sluice.Deci
 		}
 		hs = append(hs, held{sp: sp})
 	}
-	if n <= 0 {
+	if !charges(n, checks) {
 		// Nothing will be charged: each check is decided on its own, as a
 		// read, with no exclusive lock.
 		for i := range checks {
-			d, err := s.take1(hs[i].sp, &checks[i], now, n)
+			d, err := s.take1(hs[i].sp, &checks[i], now, checks[i].CostFor(n))
 			if err != nil {
 				return err
 			}
@@ -142,7 +142,7 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 			if checks[i].Rule.Shadow != shadow {
 				continue
 			}
-			out[i] = hs[i].e.step(now, n)
+			out[i] = hs[i].e.step(now, checks[i].CostFor(n))
 			allowed = allowed && (shadow || out[i].Allowed)
 		}
 	}
@@ -184,6 +184,17 @@ func (s *Store) unpin(now int64, checks []sluice.Check, hs []held) {
 			e.used.Store(st)
 		}
 	}
+}
+
+// charges reports whether a request of cost n could charge any of checks:
+// whether any costs more than 0.
+func charges(n int64, checks []sluice.Check) bool {
+	for i := range checks {
+		if checks[i].CostFor(n) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // addSorted adds id to the sorted set ids.

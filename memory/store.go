@@ -92,12 +92,12 @@ func New(opts ...Option) (*Store, error) {
 // writes check i's decision to out[i]. See sluice.Store for the contract.
 //
 // If every check not in shadow mode allows, each check that allows is
-// charged n; otherwise none is, and a check that would have allowed
-// reports its state uncharged (the decision of a peek). Checks are decided
-// in order, those not in shadow mode first; a key named twice is charged
-// twice. Under any interleaving of concurrent calls the decisions are
-// those of some serial order of the calls: nothing is over-admitted and
-// nothing is denied that a serial order would allow.
+// charged its cost (CostFor(n)); otherwise none is, and a check that would
+// have allowed reports its state uncharged (the decision of a peek).
+// Checks are decided in order, those not in shadow mode first; a key named
+// twice is charged twice. Under any interleaving of concurrent calls the
+// decisions are those of some serial order of the calls: nothing is
+// over-admitted and nothing is denied that a serial order would allow.
 //
 // It errs, charging nothing, if ctx is done, the store closed, out too
 // short, or a check has no rule or a rule that is invalid. It does not
@@ -122,7 +122,7 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 		if err != nil {
 			return err
 		}
-		out[0], err = s.take1(sp, c, ns, n)
+		out[0], err = s.take1(sp, c, ns, c.CostFor(n))
 		return err
 	}
 	return s.takeMulti(ns, n, checks, out)
@@ -134,7 +134,7 @@ func (s *Store) hash(sp *spec, key string) uint64 { return maphash.String(s.seed
 
 func (s *Store) shard(h uint64) *shard { return &s.shards[h>>s.shift] }
 
-// take1 decides one check whose rule resolved to sp.
+// take1 decides one check whose rule resolved to sp, at cost n.
 func (s *Store) take1(sp *spec, c *sluice.Check, now, n int64) (sluice.Decision, error) {
 	h := s.hash(sp, c.Key)
 	sh := s.shard(h)

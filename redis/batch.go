@@ -26,7 +26,7 @@ const leaders = 2
 type pending struct {
 	keys  []string
 	now   float64   // µs, or redisTime
-	n     int64     // cost
+	costs []int64   // one per check: its CostFor the request's cost
 	ps    []*params // one per check
 	reply []int64
 	err   error
@@ -42,9 +42,10 @@ type pending struct {
 	// its own: a context and its timer per call cost more CPU than the
 	// rest of the call on the client's side.
 	expires time.Time
-	// room for the ps and keys of a request of up to two checks
-	psBuf  [2]*params
-	keyBuf [2]string
+	// room for the ps, costs and keys of a request of up to two checks
+	psBuf   [2]*params
+	costBuf [2]int64
+	keyBuf  [2]string
 }
 
 // pending states

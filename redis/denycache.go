@@ -45,7 +45,7 @@ type denyEntry struct {
 	until time.Time       // at + RetryAfter
 	n     int64           // the denied cost
 	d     sluice.Decision // the check's decision
-	sig   uint64          // the whole request's checks and cost
+	sig   uint64          // the whole request's checks and costs
 	all   []sluice.Decision
 }
 
@@ -134,18 +134,20 @@ func since(d sluice.Decision, elapsed time.Duration) sluice.Decision {
 	return d
 }
 
-// signature identifies a request: its keys and cost.
-func signature(keys []string, n int64) uint64 {
+// signature identifies a request: its keys and its checks' costs.
+func signature(keys []string, costs []int64) uint64 {
 	h := fnv.New64a()
 	for _, k := range keys {
 		h.Write([]byte(k))
 		h.Write([]byte{0})
 	}
 	var b [8]byte
-	for i := range b {
-		b[i] = byte(n >> (8 * i))
+	for _, n := range costs {
+		for i := range b {
+			b[i] = byte(n >> (8 * i))
+		}
+		h.Write(b[:])
 	}
-	h.Write(b[:])
 	return h.Sum64()
 }
 
@@ -162,17 +164,17 @@ func keyIndex(ps []*params, i int) int {
 // enforced checks, if there is one. The same request gets the decisions
 // Redis gave, shifted in time; another one gets the denying check's
 // decision and, for the checks not consulted, their full quota.
-func (s *Store) cached(now time.Time, n int64, checks []sluice.Check, ps []*params, keys []string, out []sluice.Decision) bool {
+func (s *Store) cached(now time.Time, costs []int64, checks []sluice.Check, ps []*params, keys []string, out []sluice.Decision) bool {
 	for i, c := range checks {
 		if c.Rule.Shadow {
 			continue
 		}
-		e := s.cache.get(denyKey{keys[keyIndex(ps, i)], c.Rule.Limit}, now, n)
+		e := s.cache.get(denyKey{keys[keyIndex(ps, i)], c.Rule.Limit}, now, costs[i])
 		if e == nil {
 			continue
 		}
 		el := now.Sub(e.at)
-		if len(e.all) == len(checks) && e.sig == signature(keys, n) {
+		if len(e.all) == len(checks) && e.sig == signature(keys, costs) {
 			for j := range checks {
 				out[j] = since(e.all[j], el)
 			}
@@ -189,7 +191,7 @@ func (s *Store) cached(now time.Time, n int64, checks []sluice.Check, ps []*para
 }
 
 // remember caches the denials of a request's enforced checks.
-func (s *Store) remember(now time.Time, n int64, checks []sluice.Check, ps []*params, keys []string, out []sluice.Decision) {
+func (s *Store) remember(now time.Time, costs []int64, checks []sluice.Check, ps []*params, keys []string, out []sluice.Decision) {
 	var all []sluice.Decision
 	var sig uint64
 	for i, c := range checks {
@@ -202,10 +204,10 @@ func (s *Store) remember(now time.Time, n int64, checks []sluice.Check, ps []*pa
 		}
 		if all == nil {
 			all = append([]sluice.Decision(nil), out[:len(checks)]...)
-			sig = signature(keys, n)
+			sig = signature(keys, costs)
 		}
 		s.cache.put(denyKey{keys[keyIndex(ps, i)], c.Rule.Limit}, &denyEntry{
-			at: now, until: now.Add(d.RetryAfter), n: n, d: d, sig: sig, all: all,
+			at: now, until: now.Add(d.RetryAfter), n: costs[i], d: d, sig: sig, all: all,
 		})
 	}
 }

@@ -191,15 +191,16 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// The request, with room for the parameters and keys of a few checks
-	// inside it: one allocation instead of three.
-	p := &pending{n: n}
-	ps := p.psBuf[:]
+	// The request, with room for the parameters, costs and keys of a few
+	// checks inside it: one allocation instead of four.
+	p := &pending{}
+	ps, costs := p.psBuf[:], p.costBuf[:]
 	if len(checks) > len(ps) {
-		ps = make([]*params, len(checks))
+		ps, costs = make([]*params, len(checks)), make([]int64, len(checks))
 	}
-	ps = ps[:len(checks)]
+	ps, costs = ps[:len(checks)], costs[:len(checks)]
 	nkeys := 0
+	charges := true // every check costs more than 0: denials may be cached
 	for i := range checks {
 		if checks[i].Rule == nil {
 			return fmt.Errorf("redis: check %d has no rule", i)
@@ -210,6 +211,8 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 		}
 		ps[i] = pr
 		nkeys += pr.nkeys()
+		costs[i] = checks[i].CostFor(n)
+		charges = charges && costs[i] > 0
 	}
 	keys := p.keyBuf[:0]
 	if nkeys > len(p.keyBuf) {
@@ -237,7 +240,7 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	if s.cache != nil && !s.caller {
 		cnow = s.br.clock.Now()
 	}
-	if s.cache != nil && n > 0 && s.cached(cnow, n, checks, ps, keys, out) {
+	if s.cache != nil && charges && s.cached(cnow, costs, checks, ps, keys, out) {
 		s.st.hits.Add(1)
 		return nil
 	}
@@ -249,7 +252,7 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 		}
 		nowUS = float64(us) // exact: within 2^52
 	}
-	p.keys, p.now, p.ps = keys, nowUS, ps
+	p.keys, p.now, p.ps, p.costs = keys, nowUS, ps, costs
 
 	ok, probe := s.br.allow()
 	if !ok {
@@ -304,8 +307,8 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 			ResetAfter: duration(r[4], r[5]),
 		}
 	}
-	if s.cache != nil && n > 0 {
-		s.remember(cnow, n, checks, ps, keys, out)
+	if s.cache != nil && charges {
+		s.remember(cnow, costs, checks, ps, keys, out)
 	}
 	return nil
 }
@@ -318,7 +321,7 @@ func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
 	nkeys, size := 0, 0
 	for _, p := range batch {
 		nkeys += len(p.keys)
-		size += 8 * (3 + 8*len(p.ps))
+		size += 8 * (2 + 9*len(p.ps))
 	}
 	args := make([]any, 0, 3+nkeys+3)
 	args = append(args, "evalsha", takeSHAArg, nkeys)
@@ -360,15 +363,16 @@ func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
 // outside the range micros allows.
 const redisTime = 1 << 53
 
-// appendTo appends p's values as the script unpacks them: now, n, the
-// number of checks, then each check's params. n is a double there as it
-// was when the script read it as a decimal: float64(n) rounds alike.
+// appendTo appends p's values as the script unpacks them: now, the
+// number of checks, then each check's params and cost. A cost is a double
+// there as it was when the script read it as a decimal: float64 rounds
+// alike.
 func (p *pending) appendTo(b []byte) []byte {
 	b = appendF64(b, p.now)
-	b = appendF64(b, float64(p.n))
 	b = appendF64(b, float64(len(p.ps)))
-	for _, pp := range p.ps {
+	for i, pp := range p.ps {
 		b = append(b, pp.enc[:]...)
+		b = appendF64(b, float64(p.costs[i]))
 	}
 	return b
 }

@@ -6,8 +6,9 @@
 -- ARGV[1] ms added to every TTL: 0 but in tests
 -- ARGV[2] the number of requests
 -- ARGV[3] the requests, little-endian doubles as struct.pack('<d...') makes
---   them; for each request: now in microseconds, or 2^53 for Redis TIME; n;
---   the number of checks; then 8 per check: kind, shadow (1 or 0), a1..a6.
+--   them; for each request: now in microseconds, or 2^53 for Redis TIME;
+--   the number of checks; then 9 per check: kind, shadow (1 or 0), a1..a6,
+--   and the check's cost n.
 --   One string rather than an argument per number spares Redis an argument,
 --   and Lua a string and a tonumber, each.
 --     kind 1 bucket  (a1..a6 = span, pt, m, h, q, burst)
@@ -119,7 +120,8 @@ local REDISTIME = 9007199254740992 -- 2^53 as now: read Redis TIME
 -- loadgeneral defines what requests other than one bucket check need,
 -- in the runs that have any: closures are made at every run, so the
 -- common run makes only those of the bucket path. It returns the general
--- decision of a request: now, n, k read; its checks from pos.
+-- decision of a request: now and k read; its checks, with their costs,
+-- from pos.
 local function loadgeneral()
   -- a*b for 0 <= a, b < 2^52 as hi*2^52 + lo, 0 <= lo < 2^52.
   local function mul(a, b)
@@ -403,7 +405,7 @@ local function loadgeneral()
   -- from one request to the next.
   local checks = {}
 
-  return function(now, n, k)
+  return function(now, k)
     for i = 1, k do
       local c = checks[i]
       if not c then
@@ -411,7 +413,7 @@ local function loadgeneral()
         checks[i] = c
       end
       local shadow
-      c.kind, shadow, c.a1, c.a2, c.a3, c.a4, c.a5, c.a6, pos = sunpack('<dddddddd', reqs, pos)
+      c.kind, shadow, c.a1, c.a2, c.a3, c.a4, c.a5, c.a6, c.n, pos = sunpack('<ddddddddd', reqs, pos)
       c.shadow = shadow == 1
       c.key, c.key2, c.st, c.d = KEYS[ki], false, false, false
       ki = ki + 1
@@ -428,7 +430,7 @@ local function loadgeneral()
     local ok = true
     for i = 1, k do
       local c = checks[i]
-      c.d = steps[c.kind](c, now, n)
+      c.d = steps[c.kind](c, now, c.n)
       if c.d[1] == 0 and not c.shadow then ok = false end
     end
 
@@ -437,7 +439,7 @@ local function loadgeneral()
     -- charged.
     for i = 1, k do
       local c = checks[i]
-      local d, cost = c.d, n
+      local d, cost = c.d, c.n
       if not ok and d[1] == 1 then
         cost = 0
         d = steps[c.kind](c, now, 0)
@@ -460,8 +462,8 @@ local general -- loadgeneral(), once a run needs it
 
 -- decide runs one request: reqs from pos, its checks' keys from KEYS[ki].
 local function decide()
-  local now, n, k
-  now, n, k, pos = sunpack('<ddd', reqs, pos)
+  local now, k
+  now, k, pos = sunpack('<dd', reqs, pos)
   if now == REDISTIME then
     if not redisnow then
       local t = redis.call('TIME')
@@ -471,8 +473,8 @@ local function decide()
   end
   if k == 1 then
     -- One check: no peeks, as it is charged iff it allows.
-    local kind, _, a1, a2, a3, a4, a5, a6
-    kind, _, a1, a2, a3, a4, a5, a6, pos = sunpack('<dddddddd', reqs, pos)
+    local kind, _, a1, a2, a3, a4, a5, a6, n
+    kind, _, a1, a2, a3, a4, a5, a6, n, pos = sunpack('<ddddddddd', reqs, pos)
     if kind == 1 then
       local key = KEYS[ki]
       ki = ki + 1
@@ -497,10 +499,10 @@ local function decide()
       out[nout] = spack('<dddddd', ok, rem, rus, rns, zus, zns)
       return
     end
-    pos = pos - 64 -- the general path reads the check again
+    pos = pos - 72 -- the general path reads the check again
   end
   if not general then general = loadgeneral() end
-  general(now, n, k)
+  general(now, k)
 end
 
 -- Redis before 5 replicates a script by its text unless told otherwise,

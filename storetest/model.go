@@ -60,14 +60,14 @@ func (h *history) decide(at time.Time, n int64) sluice.Decision {
 func (h *history) record(at time.Time, n int64) { h.ops = append(h.ops, op{at, n}) }
 
 // take is the reference decision for a request of cost n against checks
-// at now, which it records.
+// at now, which it records. Each check costs its CostFor(n).
 func (m *model) take(now time.Time, n int64, checks []sluice.Check) []sluice.Decision {
 	hs := make([]*history, len(checks))
 	ds := make([]sluice.Decision, len(checks))
 	allowed := true
 	for i, c := range checks {
 		hs[i] = m.history(c)
-		ds[i] = hs[i].decide(now, n)
+		ds[i] = hs[i].decide(now, c.CostFor(n))
 		if !c.Rule.Shadow && !ds[i].Allowed {
 			allowed = false
 		}
@@ -75,7 +75,7 @@ func (m *model) take(now time.Time, n int64, checks []sluice.Check) []sluice.Dec
 	for i := range checks {
 		switch {
 		case allowed || !ds[i].Allowed:
-			hs[i].record(now, n) // charged if it allows, nothing if not
+			hs[i].record(now, checks[i].CostFor(n)) // charged if it allows, nothing if not
 		default:
 			ds[i] = hs[i].decide(now, 0) // would allow, not charged: a peek
 			hs[i].record(now, 0)

@@ -179,6 +179,9 @@ func describe(checks []sluice.Check) string {
 		if c.Rule.Shadow {
 			s += "(shadow)"
 		}
+		if c.Cost != 0 {
+			s += fmt.Sprintf("(cost %d)", c.Cost)
+		}
 	}
 	return s + "]"
 }

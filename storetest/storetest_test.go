@@ -52,7 +52,14 @@ func (s *naive) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 		for i, c := range checks {
 			r := *c.Rule
 			r.Shadow = false
-			cs[i] = sluice.Check{Rule: &r, Key: c.Key}
+			cs[i] = sluice.Check{Rule: &r, Key: c.Key, Cost: c.Cost}
+		}
+		copy(out, s.m.take(now, n, cs))
+		return nil
+	case "no-cost": // every check charged the request's cost
+		cs := make([]sluice.Check, len(checks))
+		for i, c := range checks {
+			cs[i] = sluice.Check{Rule: c.Rule, Key: c.Key}
 		}
 		copy(out, s.m.take(now, n, cs))
 		return nil
@@ -103,6 +110,7 @@ func TestBroken(t *testing.T) {
 		{"charge-all", []string{"Policy", "AllOrNothing", "Shadow", "ConcurrentPolicy"}},
 		{"shadow-blocks", []string{"Policy", "Shadow"}},
 		{"retry-early", []string{"Trace", "Policy"}},
+		{"no-cost", []string{"Policy"}},
 	}
 	for _, c := range cases {
 		t.Run(c.broken, func(t *testing.T) {

@@ -110,7 +110,7 @@ const (
 
 // testPolicy checks requests against two or three rules at once, one of
 // them in shadow mode in every other trace, against the all-or-nothing
-// model.
+// model. Now and then a check has a cost of its own (Check.Cost).
 func (s *suite) testPolicy(t *testing.T) {
 	for seed := range uint64(policySeeds) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
@@ -138,6 +138,9 @@ func (s *suite) testPolicy(t *testing.T) {
 				now = now.Add(g.step(emit, period))
 				for j, r := range rules {
 					checks[j] = sluice.Check{Rule: r, Key: traceKeys[g.rnd.IntN(2)]}
+					if g.rnd.IntN(3) == 0 {
+						checks[j].Cost = g.cost(r.Quota()) // 0 now and then: the request's
+					}
 				}
 				n := g.cost(quota)
 				got := take(t, st, now, n, checks...)
