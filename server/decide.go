@@ -202,65 +202,23 @@ func (s *Server) describe(st *rlspb.RateLimitResponse_DescriptorStatus, domain s
 // returns the combined decision and the store's error if the failure
 // modes decided. The error is the context's.
 //
-// When every descriptor costs the same, which is the rule (one
-// hits_addend per request), the checks are decided in one Limiter.Take:
-// all-or-nothing. Descriptors with hits_addends of their own that differ
-// are decided in one Take per cost, in the order the costs first appear;
-// once one denies, the rest are only peeked at (cost 0), but what the
-// earlier ones were charged stays charged.
+// The checks are decided in one Limiter.Take, all-or-nothing, each at its
+// descriptor's hits (Check.Cost), so that descriptors with hits_addends
+// of their own are charged together or not at all. The request's cost is
+// 0: a descriptor whose hits are 0 is a peek.
 func (s *Server) take(ctx context.Context, checks []check, keys []string, ds []sluice.Decision) (sluice.Decision, error, error) {
 	if len(checks) == 0 {
 		return sluice.Decision{Allowed: true}, nil, nil
 	}
 	sc := make([]sluice.Check, len(checks))
-	same := true
 	for j := range checks {
-		sc[j] = sluice.Check{Rule: checks[j].lim.rule, Key: keys[j]}
-		same = same && checks[j].n == checks[0].n
+		sc[j] = sluice.Check{Rule: checks[j].lim.rule, Key: keys[j], Cost: checks[j].n}
 	}
-	if same {
-		res, err := s.limiter.Take(ctx, checks[0].n, sc, ds)
-		if err != nil {
-			return sluice.Decision{}, nil, err
-		}
-		return res.Decision, res.Err, nil
+	res, err := s.limiter.Take(ctx, 0, sc, ds)
+	if err != nil {
+		return sluice.Decision{}, nil, err
 	}
-	var (
-		storeErr error
-		denied   bool
-		idx      []int
-		group    []sluice.Check
-		out      []sluice.Decision
-	)
-	done := make([]bool, len(checks))
-	for j := range checks {
-		if done[j] {
-			continue
-		}
-		cost := checks[j].n
-		idx, group = idx[:0], group[:0]
-		for k := j; k < len(checks); k++ {
-			if !done[k] && checks[k].n == cost {
-				idx, group, done[k] = append(idx, k), append(group, sc[k]), true
-			}
-		}
-		if denied {
-			cost = 0
-		}
-		res, err := s.limiter.Take(ctx, cost, group, out)
-		if err != nil {
-			return sluice.Decision{}, nil, err
-		}
-		out = res.Decisions
-		for x, k := range idx {
-			ds[k] = res.Decisions[x]
-		}
-		denied = denied || !res.Allowed
-		if res.Err != nil {
-			storeErr = res.Err
-		}
-	}
-	return sluice.Combine(sc, ds), storeErr, nil
+	return res.Decision, res.Err, nil
 }
 
 // validate checks the shape of req and returns each descriptor's hits.

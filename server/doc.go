@@ -38,10 +38,9 @@
 // every limit left is decided together, all-or-nothing, by one
 // sluice.Limiter.Take: if any enforced limit denies, no limit is charged.
 // Each request costs hits_addend (0 means 1); a descriptor's own
-// hits_addend, if set, is its cost, and may be 0 to check without
-// charging. Descriptors whose costs differ cannot share one Take: they are
-// decided in one Take per cost, and once one denies the rest are only
-// peeked at, but what the earlier ones were charged stays charged.
+// hits_addend, if set, is its cost (sluice.Check.Cost), and may be 0 to
+// check without charging. Descriptors of different costs are still
+// decided together: if one denies, none is charged.
 //
 // The answer has one status per descriptor:
 //

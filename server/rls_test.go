@@ -99,6 +99,32 @@ func TestHitsAddend(t *testing.T) {
 	}
 }
 
+// Descriptors with hits_addends of their own that differ are still
+// decided together: when one denies, the others are not charged.
+func TestHitsAddendPerDescriptorAllOrNothing(t *testing.T) {
+	e := start(t, Config{})
+	ctx := t.Context()
+	steps := []struct {
+		ipHits           uint64
+		code             rlspb.RateLimitResponse_Code
+		userLeft, ipLeft uint32
+	}{
+		{600, ok, 2, 400},
+		{600, over, 2, 400}, // per_ip denies 600 of 400: per_user is not charged either
+		{400, ok, 1, 0},
+	}
+	for i, st := range steps {
+		resp, err := e.rls.ShouldRateLimit(ctx, withHits(rlReq("test", 1, "user=erin", "ip=192.0.2.9"), 1, st.ipHits))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss := resp.GetStatuses()
+		if resp.GetOverallCode() != st.code || ss[0].GetLimitRemaining() != st.userLeft || ss[1].GetLimitRemaining() != st.ipLeft {
+			t.Errorf("step %d: %v, want %v with %d and %d left", i, resp, st.code, st.userLeft, st.ipLeft)
+		}
+	}
+}
+
 func TestNestedDescriptors(t *testing.T) {
 	e := start(t, Config{})
 	ctx := t.Context()
