@@ -118,8 +118,8 @@ func (p *pending) gaveUp(ctx context.Context) error {
 	return nil
 }
 
-// timers are reusable timers for queued callers: Go's timers (since 1.23)
-// deliver nothing stale after Stop, so one can serve call after call.
+// timers are reusable timers for queued callers, stopped and drained
+// before they go back: one serves call after call.
 var timers sync.Pool
 
 func getTimer(d time.Duration) *time.Timer {
@@ -131,7 +131,15 @@ func getTimer(d time.Duration) *time.Timer {
 }
 
 func putTimer(t *time.Timer) {
-	t.Stop()
+	if !t.Stop() {
+		// It fired unread. Since Go 1.23 Stop drops that, but not under
+		// GODEBUG=asynctimerchan=1, where the next caller to get this
+		// timer would time out at once.
+		select {
+		case <-t.C:
+		default:
+		}
+	}
 	timers.Put(t)
 }
 

@@ -43,6 +43,9 @@ func TestBatchOutlivesLeaderDeadline(t *testing.T) {
 	}
 	wg.Wait()
 	release()
+	if n := redis.Running(s); n != 0 {
+		t.Errorf("%d leader slots still taken", n)
+	}
 	for i := range members {
 		if errs[i] != nil || !outs[i][0].Allowed {
 			t.Errorf("member %d: Take = %v, %+v; want allowed", i, errs[i], outs[i][0])
@@ -73,5 +76,8 @@ func TestQueuedCallerTimesOut(t *testing.T) {
 	}
 	if redis.Queued(s) != 0 {
 		t.Errorf("%d requests still queued", redis.Queued(s))
+	}
+	if n := redis.Running(s); n != 0 {
+		t.Errorf("%d leader slots still taken", n)
 	}
 }

@@ -28,9 +28,16 @@ func HoldLeaders(s *Store) (release func()) {
 	s.batch.mu.Unlock()
 	return func() {
 		s.batch.mu.Lock()
-		s.batch.running -= held - 1 // lead gave one back
+		s.batch.running -= held
 		s.batch.mu.Unlock()
 	}
+}
+
+// Running is the number of leader slots in use in s's batcher.
+func Running(s *Store) int {
+	s.batch.mu.Lock()
+	defer s.batch.mu.Unlock()
+	return s.batch.running
 }
 
 // Queued is the number of requests waiting in s's batcher.
@@ -45,6 +52,9 @@ func Queued(s *Store) int {
 func LeadAs(ctx context.Context, s *Store) error {
 	p := &pending{}
 	p.deadline, _ = ctx.Deadline()
+	s.batch.mu.Lock()
+	s.batch.running++ // the slot lead gives back or hands on, as take takes it
+	s.batch.mu.Unlock()
 	_, err := s.batch.lead(ctx, p)
 	return err
 }
