@@ -20,6 +20,8 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice/internal/testredis"
 )
 
 // serving is a "sluice serve" running in the test's process.
@@ -234,36 +236,8 @@ func TestServeErrors(t *testing.T) {
 // startRedis starts a redis-server of the test's own on a free port.
 func startRedis(t *testing.T) (port string) {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server is not installed (Debian: apt-get install redis-server; scripts/test installs it): skipping")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port = fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
-	cmd := exec.CommandContext(t.Context(), bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("tcp", "127.0.0.1:"+port)
-		if err == nil {
-			c.Close()
-			return port
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server does not listen after 10s: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond) // redis starts on its own time
-	}
+	_, port, _ = strings.Cut(testredis.Start(t), ":")
+	return port
 }
 
 func TestServeRedis(t *testing.T) {
