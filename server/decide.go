@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -205,18 +206,32 @@ func (s *Server) describe(st *rlspb.RateLimitResponse_DescriptorStatus, domain s
 // The checks are decided in one Limiter.Take, all-or-nothing, each at its
 // descriptor's hits (Check.Cost), so that descriptors with hits_addends
 // of their own are charged together or not at all. The request's cost is
-// 0: a descriptor whose hits are 0 is a peek.
+// 0: a descriptor whose hits are 0 is a peek. Descriptors that come to
+// the same limit and key are one check costing their hits together (a
+// store may refuse a key named twice in one request, as Redis does), and
+// each of them reports its decision.
 func (s *Server) take(ctx context.Context, checks []check, keys []string, ds []sluice.Decision) (sluice.Decision, error, error) {
 	if len(checks) == 0 {
 		return sluice.Decision{Allowed: true}, nil, nil
 	}
-	sc := make([]sluice.Check, len(checks))
+	sc := make([]sluice.Check, 0, len(checks))
+	at := make([]int, len(checks)) // check j is decided as sc[at[j]]
 	for j := range checks {
-		sc[j] = sluice.Check{Rule: checks[j].lim.rule, Key: keys[j], Cost: checks[j].n}
+		c := sluice.Check{Rule: checks[j].lim.rule, Key: keys[j], Cost: checks[j].n}
+		at[j] = slices.IndexFunc(sc, func(d sluice.Check) bool { return d.Rule == c.Rule && d.Key == c.Key })
+		if at[j] >= 0 {
+			sc[at[j]].Cost += c.Cost
+			continue
+		}
+		at[j] = len(sc)
+		sc = append(sc, c)
 	}
-	res, err := s.limiter.Take(ctx, 0, sc, ds)
+	res, err := s.limiter.Take(ctx, 0, sc, nil)
 	if err != nil {
 		return sluice.Decision{}, nil, err
+	}
+	for j := range checks {
+		ds[j] = res.Decisions[at[j]]
 	}
 	return res.Decision, res.Err, nil
 }
