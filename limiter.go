@@ -64,6 +64,15 @@ func WithFailClosedRetry(d time.Duration) LimiterOption {
 // ErrNoStore is returned by NewLimiter without a store.
 var ErrNoStore = errors.New("sluice: limiter needs a store")
 
+// ErrRefused is wrapped by a store's error for a request it will not
+// decide as given: a limit outside the range it can hold, a key named
+// twice where it cannot charge it twice, checks it cannot decide together.
+// The Limiter returns such an error as bad input, from Take, rather than
+// applying the rules' failure modes, which are for a store that fails: a
+// refusal would be the same on every try, and failing open on it would
+// let every request through unseen.
+var ErrRefused = errors.New("sluice: refused by the store")
+
 // NewLimiter returns a Limiter over store.
 func NewLimiter(store Store, opts ...LimiterOption) (*Limiter, error) {
 	if store == nil {
@@ -82,8 +91,8 @@ func NewLimiter(store Store, opts ...LimiterOption) (*Limiter, error) {
 // a caller can reuse it; nil is fine.
 //
 // The error is for bad input (a check without a rule or with an invalid
-// one) and for ctx; a store failure is handled by each rule's Failure and
-// reported in Result.Err.
+// one, or a request the store refuses: ErrRefused) and for ctx; a store
+// failure is handled by each rule's Failure and reported in Result.Err.
 func (l *Limiter) Take(ctx context.Context, n int64, checks []Check, out []Decision) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
@@ -108,6 +117,9 @@ func (l *Limiter) Take(ctx context.Context, n int64, checks []Check, out []Decis
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return Result{}, cerr
+		}
+		if errors.Is(err, ErrRefused) {
+			return Result{}, err
 		}
 		res.Err = err
 		l.degrade(ctx, now, n, checks, out)

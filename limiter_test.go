@@ -51,3 +51,23 @@ func TestLimiterInvalidRule(t *testing.T) {
 		})
 	}
 }
+
+type refusingStore struct{}
+
+func (refusingStore) Take(context.Context, time.Time, int64, []sluice.Check, []sluice.Decision) error {
+	return fmt.Errorf("store: limit out of range: %w", sluice.ErrRefused)
+}
+
+// TestLimiterRefused: a store's refusal is returned as an error; the
+// rules' failure modes, even fail-open, are for a store that fails.
+func TestLimiterRefused(t *testing.T) {
+	lim, err := sluice.NewLimiter(refusingStore{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := &sluice.Rule{Name: "open", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)}
+	res, err := lim.Take(context.Background(), 1, []sluice.Check{{Rule: open, Key: "k"}}, nil)
+	if !errors.Is(err, sluice.ErrRefused) || res.Allowed {
+		t.Errorf("Take = %+v, %v; want the refusal as an error", res, err)
+	}
+}

@@ -66,7 +66,10 @@
 // # Failure
 //
 // Each call has a deadline (WithTimeout, 50ms). Errors are returned, and
-// the sluice.Limiter applies each rule's Failure (open, closed, local).
+// the sluice.Limiter applies each rule's Failure (open, closed, local),
+// except to a request the store refuses as given, which it returns as an
+// error (ErrOutOfRange, ErrCrossSlot and two checks of one request on one
+// key wrap sluice.ErrRefused): a refusal is not an outage.
 // After consecutive failures a circuit breaker fails calls at once, then
 // probes (WithBreaker). Stats counts calls, errors and reloads. Denials
 // are remembered locally until their RetryAfter (WithDenyCache), so that a

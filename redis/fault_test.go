@@ -274,3 +274,29 @@ func TestLimiterFailOpen(t *testing.T) {
 		t.Errorf("fail-closed: %+v, %v", res, err)
 	}
 }
+
+// TestLimiterRefused: a request the store refuses as given is bad input,
+// returned by the Limiter, not an outage that a fail-open rule lets
+// through: a limit outside the exact range, and one key named twice.
+func TestLimiterRefused(t *testing.T) {
+	srv := startRedis(t)
+	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)))
+	lim, err := sluice.NewLimiter(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := &sluice.Rule{Name: "ok", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)}
+	huge := &sluice.Rule{Name: "prime per day", Algorithm: sluice.AlgoGCRA, Limit: sluice.Limit{Rate: 40009, Period: 24 * time.Hour}}
+	for name, checks := range map[string][]sluice.Check{
+		"out of range": {{Rule: huge, Key: "k"}},
+		"key twice":    {{Rule: ok, Key: "k"}, {Rule: ok, Key: "k"}},
+	} {
+		res, err := lim.Take(context.Background(), 1, checks, nil)
+		if !errors.Is(err, sluice.ErrRefused) || res.Allowed {
+			t.Errorf("%s: Take = %+v, %v; want an error wrapping ErrRefused", name, res, err)
+		}
+	}
+	if st := s.Stats(); st.Calls != 0 || st.Errors != 0 {
+		t.Errorf("Stats = %+v: a refusal reached Redis or was counted as a failure", st)
+	}
+}

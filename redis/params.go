@@ -13,9 +13,10 @@ import (
 
 // ErrOutOfRange is wrapped by the error for a limit or a time the script
 // cannot hold exactly in the doubles of Redis's Lua. It wraps
-// sluice.ErrLimitTooLarge too, so errors.Is finds either. See the package
-// documentation for the range.
-var ErrOutOfRange = fmt.Errorf("redis: out of the exact range: %w", sluice.ErrLimitTooLarge)
+// sluice.ErrLimitTooLarge and sluice.ErrRefused too, so errors.Is finds
+// any of them, and a sluice.Limiter returns it rather than failing open.
+// See the package documentation for the range.
+var ErrOutOfRange = fmt.Errorf("redis: out of the exact range: %w (%w)", sluice.ErrLimitTooLarge, sluice.ErrRefused)
 
 // The script's numbers are doubles, exact for integers up to 2^53. These
 // bounds leave room for the sums and the 2^26-limb products it makes.

@@ -36,8 +36,9 @@ var (
 	ErrCircuitOpen = errors.New("redis: circuit open: recent calls failed")
 	// ErrCrossSlot is returned for a request whose checks hash to more
 	// than one Redis Cluster slot: they cannot be decided atomically, so
-	// none is decided. Give them a common hash tag with WithHashTag.
-	ErrCrossSlot = errors.New("redis: checks of one request in different cluster slots")
+	// none is decided. Give them a common hash tag with WithHashTag. It
+	// wraps sluice.ErrRefused.
+	ErrCrossSlot = fmt.Errorf("redis: checks of one request in different cluster slots: %w", sluice.ErrRefused)
 	// ErrTimeout is returned when Redis did not answer within the
 	// deadline set by WithTimeout. It wraps context.DeadlineExceeded.
 	ErrTimeout = fmt.Errorf("redis: no answer in time: %w", context.DeadlineExceeded)
@@ -421,7 +422,7 @@ func (s *Store) sameNode(keys []string, checks []sluice.Check) error {
 	for i := 1; i < len(keys); i++ {
 		for j := range i {
 			if keys[i] == keys[j] {
-				return fmt.Errorf("redis: two checks of one request on %q", keys[i])
+				return fmt.Errorf("redis: two checks of one request on %q: %w", keys[i], sluice.ErrRefused)
 			}
 		}
 	}

@@ -201,7 +201,9 @@ func (s *Server) describe(st *rlspb.RateLimitResponse_DescriptorStatus, domain s
 
 // take decides the checks, writing check j's decision to ds[j], and
 // returns the combined decision and the store's error if the failure
-// modes decided. The error is the context's.
+// modes decided. The error is the context's, or the store's refusal of
+// the request as given (sluice.ErrRefused: a limit outside the Redis
+// store's range, say), which the client sees as Internal.
 //
 // The checks are decided in one Limiter.Take, all-or-nothing, each at its
 // descriptor's hits (Check.Cost), so that descriptors with hits_addends
