@@ -45,3 +45,12 @@ type Store interface {
 	// a denial is a decision.
 	Take(ctx context.Context, now time.Time, n int64, checks []Check, out []Decision) error
 }
+
+// RuleChecker is implemented by a store that cannot hold every rule the
+// algorithms can (the Redis store, whose arithmetic must stay exact in
+// Lua's doubles). CheckRule reports, deciding nothing, whether the store
+// can hold r: nil, or an error wrapping ErrRefused, the error a Take with
+// r would return. A service checks its rules with it when it loads them.
+type RuleChecker interface {
+	CheckRule(r *Rule) error
+}

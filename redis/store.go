@@ -155,6 +155,16 @@ func (s *Store) Stats() Stats {
 	}
 }
 
+// CheckRule reports whether the store can hold r (see sluice.RuleChecker):
+// nil, or the error a Take with r would return, which wraps ErrOutOfRange
+// (and so sluice.ErrRefused) for a limit outside the exact range.
+func (s *Store) CheckRule(r *sluice.Rule) error {
+	_, err := newParams(r)
+	return err
+}
+
+var _ sluice.RuleChecker = (*Store)(nil)
+
 // paramsFor returns r's prepared arguments, computing them on first use
 // and again if r changed.
 func (s *Store) paramsFor(r *sluice.Rule) (*params, error) {

@@ -1,26 +1,65 @@
 package server
 
 import (
+	"errors"
+	"path/filepath"
 	"testing"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testredis"
 	sredis "github.com/sluicehq/sluice/redis"
 )
 
-// On the Redis store, which refuses a key named twice in one request, the
-// same descriptor twice is one check costing both its hits: charged, and
-// denied once over the limit (it failed open, uncharged, before).
-func TestSameDescriptorTwiceRedis(t *testing.T) {
+// newRedisStore is a Redis store on a redis-server of the test's own.
+func newRedisStore(t *testing.T) *sredis.Store {
+	t.Helper()
 	c := goredis.NewClient(&goredis.Options{Addr: testredis.Start(t), MaxRetries: -1})
 	t.Cleanup(func() { c.Close() })
 	st, err := sredis.New(c, sredis.WithCallerTime())
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := start(t, Config{Store: st})
+	return st
+}
+
+// A rule the Redis store cannot hold (a prime rate per day, beyond its
+// exact range) is a config error on that store: New refuses the config,
+// and a reload to it keeps the last good one, instead of every request
+// that reaches the rule failing.
+func TestRuleOutOfStoreRange(t *testing.T) {
+	const bad = `domain: test
+descriptors:
+  - key: user
+    rate_limit:
+      name: per_user_daily
+      algorithm: gcra
+      unit: day
+      requests_per_unit: 40009
+`
+	st := newRedisStore(t)
+	_, err := New(Config{Store: st, Paths: []string{writeFile(t, t.TempDir(), "bad.yaml", bad)}})
+	if !errors.Is(err, sluice.ErrRefused) || !errors.Is(err, sredis.ErrOutOfRange) {
+		t.Fatalf("New with a rule out of the store's range = %v, want ErrRefused", err)
+	}
+	path := writeFile(t, t.TempDir(), "test.yaml", testYAML)
+	s, _ := newServer(t, Config{Store: st, Paths: []string{path}, ReloadInterval: -1})
+	writeFile(t, filepath.Dir(path), "test.yaml", bad)
+	if err := s.Reload(t.Context()); !errors.Is(err, sluice.ErrRefused) {
+		t.Errorf("Reload to a rule out of the store's range = %v, want ErrRefused", err)
+	}
+	if st := limitOf(t, s, "user=a"); st.GetCurrentLimit().GetName() != "per_user" {
+		t.Errorf("after the refused reload: %v, want the last good config", st)
+	}
+}
+
+// On the Redis store, which refuses a key named twice in one request, the
+// same descriptor twice is one check costing both its hits: charged, and
+// denied once over the limit (it failed open, uncharged, before).
+func TestSameDescriptorTwiceRedis(t *testing.T) {
+	e := start(t, Config{Store: newRedisStore(t)})
 	ctx := t.Context()
 	steps := []struct {
 		a, b uint64 // the two descriptors' hits

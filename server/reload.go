@@ -52,6 +52,9 @@ func (s *Server) poll(ctx context.Context) {
 func (s *Server) reload(ctx context.Context, h string) error {
 	old := s.cur.Load()
 	c, err := old.cfg.Reload(s.cfg.Paths...)
+	if err == nil {
+		err = s.checkRules(c)
+	}
 	if err != nil {
 		s.badHash = h
 		s.m.reloads.WithLabelValues("failure").Inc()

@@ -83,12 +83,32 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	if err := s.checkRules(c); err != nil {
+		return nil, err
+	}
 	s.install(compile(c, nil, cfg.Shadow, hash, cfg.Clock.Now()))
 	s.handler = s.routes()
 	// Not serving until Serve.
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	s.health.SetServingStatus(rlsService, healthpb.HealthCheckResponse_NOT_SERVING)
 	return s, nil
+}
+
+// checkRules asks the store, if it is a sluice.RuleChecker, whether it can
+// hold every rule of c: a rule it would refuse at every request (a limit
+// outside the Redis store's exact range) is a config error, found when
+// the config loads rather than as an error on every request.
+func (s *Server) checkRules(c *config.Config) error {
+	rc, ok := s.cfg.Store.(sluice.RuleChecker)
+	if !ok {
+		return nil
+	}
+	for _, r := range c.Rules() {
+		if err := rc.CheckRule(r); err != nil {
+			return fmt.Errorf("server: the store cannot hold rule %q: %w", r.Name, err)
+		}
+	}
+	return nil
 }
 
 // install makes snap the config being served.
