@@ -1,11 +1,8 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testredis"
 	sredis "github.com/sluicehq/sluice/redis"
 )
 
@@ -35,7 +33,7 @@ import (
 //
 //	go test -run '^$' -bench '^BenchmarkRedis$' -benchtime 5s
 func BenchmarkRedis(b *testing.B) {
-	addr := startBenchRedis(b)
+	addr := testredis.Start(b)
 	limit := sluice.PerSecond(1000)
 	rule := &sluice.Rule{Name: "bench", Algorithm: sluice.AlgoGCRA, Limit: limit}
 	for _, callers := range []int{1, 32, 256} {
@@ -175,39 +173,4 @@ func benchClient(b *testing.B, addr string, callers int) *goredis.Client {
 	rc := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: max(callers, 10), ContextTimeoutEnabled: true})
 	b.Cleanup(func() { rc.Close() })
 	return rc
-}
-
-// startBenchRedis starts a redis-server on a free port for the benchmark.
-func startBenchRedis(b *testing.B) string {
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
-		b.Fatal("redis-server not found: install it (Debian: apt-get install redis-server redis-tools), or run scripts/test, which does")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", b.TempDir())
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), "Ready to accept connections") {
-			go func() {
-				for sc.Scan() {
-				}
-			}()
-			return "127.0.0.1:" + strconv.Itoa(port)
-		}
-	}
-	b.Fatalf("redis-server on port %d did not start", port)
-	return ""
 }
