@@ -85,6 +85,20 @@ func NewLimiter(store Store, opts ...LimiterOption) (*Limiter, error) {
 	return l, nil
 }
 
+// CheckRule reports whether the Limiter can decide r: r.Validate's error,
+// or, if the store is a RuleChecker, its error (wrapping ErrRefused) for a
+// rule it would refuse at every request. Middleware checks its rules with
+// it when it is made.
+func (l *Limiter) CheckRule(r *Rule) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	if rc, ok := l.store.(RuleChecker); ok {
+		return rc.CheckRule(r)
+	}
+	return nil
+}
+
 // Take decides a request of cost n against checks at the clock's now (a
 // check with a Cost of its own costs that instead). out, if it has room,
 // receives the per-check decisions and becomes Result.Decisions, so that

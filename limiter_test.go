@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/teststore"
 )
 
 // strictStore validates rules as the real stores do, and counts its calls.
@@ -52,16 +53,10 @@ func TestLimiterInvalidRule(t *testing.T) {
 	}
 }
 
-type refusingStore struct{}
-
-func (refusingStore) Take(context.Context, time.Time, int64, []sluice.Check, []sluice.Decision) error {
-	return fmt.Errorf("store: limit out of range: %w", sluice.ErrRefused)
-}
-
 // TestLimiterRefused: a store's refusal is returned as an error; the
 // rules' failure modes, even fail-open, are for a store that fails.
 func TestLimiterRefused(t *testing.T) {
-	lim, err := sluice.NewLimiter(refusingStore{})
+	lim, err := sluice.NewLimiter(teststore.Refusing{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,5 +64,27 @@ func TestLimiterRefused(t *testing.T) {
 	res, err := lim.Take(context.Background(), 1, []sluice.Check{{Rule: open, Key: "k"}}, nil)
 	if !errors.Is(err, sluice.ErrRefused) || res.Allowed {
 		t.Errorf("Take = %+v, %v; want the refusal as an error", res, err)
+	}
+}
+
+func TestLimiterCheckRule(t *testing.T) {
+	near := &sluice.Rule{Name: "near", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)}
+	far := &sluice.Rule{Name: "far", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1)}
+	invalid := &sluice.Rule{Name: "invalid", Algorithm: "nope", Limit: sluice.PerSecond(1)}
+	checking, _ := sluice.NewLimiter(teststore.Narrow{})
+	plain, _ := sluice.NewLimiter(&strictStore{})
+	for _, c := range []struct {
+		lim  *sluice.Limiter
+		r    *sluice.Rule
+		want error
+	}{
+		{checking, near, nil},
+		{checking, far, sluice.ErrRefused},
+		{checking, invalid, sluice.ErrUnknownAlgo},
+		{plain, far, nil}, // a store that checks nothing holds anything valid
+	} {
+		if err := c.lim.CheckRule(c.r); !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
+			t.Errorf("CheckRule(%s) = %v, want %v", c.r.Name, err, c.want)
+		}
 	}
 }

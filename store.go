@@ -49,8 +49,10 @@ type Store interface {
 // RuleChecker is implemented by a store that cannot hold every rule the
 // algorithms can (the Redis store, whose arithmetic must stay exact in
 // Lua's doubles). CheckRule reports, deciding nothing, whether the store
-// can hold r: nil, or an error wrapping ErrRefused, the error a Take with
-// r would return. A service checks its rules with it when it loads them.
+// can hold r: nil, or the error a Take with r would return — for a valid
+// rule out of the store's range, one wrapping ErrRefused. Limiter.CheckRule
+// asks it; the middleware and the service check their rules so when they
+// are made or load a config.
 type RuleChecker interface {
 	CheckRule(r *Rule) error
 }

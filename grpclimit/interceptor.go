@@ -130,7 +130,7 @@ func New(l *sluice.Limiter, opts ...Option) (*Interceptor, error) {
 	}
 	names := make(map[string]bool, len(i.rules))
 	for _, x := range i.rules {
-		if err := x.r.Validate(); err != nil {
+		if err := l.CheckRule(&x.r); err != nil {
 			return nil, fmt.Errorf("grpclimit: %w", err)
 		}
 		if names[x.r.Name] {
@@ -225,7 +225,7 @@ func (i *Interceptor) limit(ctx context.Context, method string, setHeader func(m
 	}
 	res, err := i.l.Take(ctx, 1, checks, nil)
 	if err != nil {
-		if ctx.Err() != nil {
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 			return status.FromContextError(err).Err()
 		}
 		return status.Errorf(codes.Internal, "grpclimit: %v", err)

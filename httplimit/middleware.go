@@ -75,7 +75,7 @@ func New(l *sluice.Limiter, opts ...Option) (*Middleware, error) {
 		if rk.key == nil {
 			return nil, fmt.Errorf("httplimit: rule %q has no key function", name)
 		}
-		if err := rk.rule.Validate(); err != nil {
+		if err := l.CheckRule(&rk.rule); err != nil {
 			return nil, fmt.Errorf("httplimit: %w", err)
 		}
 		if names[name] {

@@ -79,8 +79,8 @@ func TestCluster(t *testing.T) {
 	ip := &sluice.Rule{Name: "ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)}
 	user := &sluice.Rule{Name: "user", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)}
 	two := []sluice.Check{{Rule: ip, Key: "203.0.113.7"}, {Rule: user, Key: "bob"}}
-	if err := s.Take(ctx, time.Time{}, 1, two, make([]sluice.Decision, 2)); !errors.Is(err, redis.ErrCrossSlot) {
-		t.Fatalf("two entities: err = %v, want ErrCrossSlot", err)
+	if err := s.Take(ctx, time.Time{}, 1, two, make([]sluice.Decision, 2)); !errors.Is(err, redis.ErrCrossSlot) || !errors.Is(err, sluice.ErrRefused) {
+		t.Fatalf("two entities: err = %v, want ErrCrossSlot, a refusal", err)
 	}
 	tagged := newStore(t, cc, redis.WithPrefix(p), redis.WithHashTag(func(c sluice.Check) string { return "bob" }))
 	out := make([]sluice.Decision, 2)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -40,6 +41,10 @@ type check struct {
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
 	resp, err := s.decide(ctx, s.cur.Load(), req, endpointGRPC)
 	if err != nil {
+		var bad *badRequest
+		if !errors.As(err, &bad) && ctx.Err() == nil {
+			s.log.ErrorContext(ctx, "deciding a request", "err", err) // as writeDecideError does
+		}
 		return nil, grpcError(err)
 	}
 	return resp, nil

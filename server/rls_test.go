@@ -14,6 +14,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	ratelimitpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/internal/teststore"
 )
 
 const (
@@ -352,5 +354,20 @@ func TestMixedHits(t *testing.T) {
 	resp, _ = e.rls.ShouldRateLimit(ctx, req())
 	if resp.GetOverallCode() != over || resp.GetStatuses()[1].GetCode() != over {
 		t.Errorf("second: %v, want OVER_LIMIT by org_user", resp)
+	}
+}
+
+// A request the store refuses as given (teststore.Refusing, as Redis
+// refuses checks in different Cluster slots) is Internal on gRPC and
+// logged, as on HTTP: not a silent pass.
+func TestRefusedLoggedOnGRPC(t *testing.T) {
+	var logs logBuffer
+	e := start(t, Config{Store: teststore.Refusing{}, Logger: logs.logger()})
+	_, err := e.rls.ShouldRateLimit(t.Context(), rlReq("test", 1, "user=ida"))
+	if status.Code(err) != codes.Internal {
+		t.Errorf("ShouldRateLimit = %v, want Internal", err)
+	}
+	if !strings.Contains(logs.String(), "deciding a request") || !strings.Contains(logs.String(), "refused") {
+		t.Errorf("log = %q, want the refusal", logs.String())
 	}
 }

@@ -94,17 +94,13 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// checkRules asks the store, if it is a sluice.RuleChecker, whether it can
-// hold every rule of c: a rule it would refuse at every request (a limit
-// outside the Redis store's exact range) is a config error, found when
-// the config loads rather than as an error on every request.
+// checkRules asks the Limiter whether it can decide every rule of c: a
+// rule the store would refuse at every request (a limit outside the Redis
+// store's exact range) is a config error, found when the config loads
+// rather than as an error on every request.
 func (s *Server) checkRules(c *config.Config) error {
-	rc, ok := s.cfg.Store.(sluice.RuleChecker)
-	if !ok {
-		return nil
-	}
 	for _, r := range c.Rules() {
-		if err := rc.CheckRule(r); err != nil {
+		if err := s.limiter.CheckRule(r); err != nil {
 			return fmt.Errorf("server: the store cannot hold rule %q: %w", r.Name, err)
 		}
 	}

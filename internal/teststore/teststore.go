@@ -1,0 +1,39 @@
+// Package teststore has a small sluice.Store for tests of what sits on
+// top of a store.
+package teststore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Narrow allows every request with its full quota left, and, as a
+// sluice.RuleChecker, refuses rules whose period is longer than an hour,
+// as the Redis store refuses limits outside its exact range.
+type Narrow struct{}
+
+func (Narrow) Take(_ context.Context, _ time.Time, _ int64, checks []sluice.Check, out []sluice.Decision) error {
+	for i, c := range checks {
+		out[i] = sluice.Decision{Allowed: true, Limit: c.Rule.Quota(), Remaining: c.Rule.Quota()}
+	}
+	return nil
+}
+
+func (Narrow) CheckRule(r *sluice.Rule) error {
+	if r.Limit.Period > time.Hour {
+		return fmt.Errorf("teststore: rule %q: a period over an hour: %w", r.Name, sluice.ErrRefused)
+	}
+	return nil
+}
+
+// Refusing refuses every request as given, as the Redis store refuses the
+// checks of one request in different Cluster slots: its errors wrap
+// sluice.ErrRefused. It checks no rule in advance.
+type Refusing struct{}
+
+func (Refusing) Take(context.Context, time.Time, int64, []sluice.Check, []sluice.Decision) error {
+	return fmt.Errorf("teststore: refused: %w", sluice.ErrRefused)
+}
