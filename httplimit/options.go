@@ -75,7 +75,8 @@ func WithDeniedHandler(h func(w http.ResponseWriter, r *http.Request, res sluice
 // exempt requests without a key from one rule, wrap its key in Optional.
 //
 // A failing store is not such an error: the rule's sluice.Failure decides
-// (see WithFailureHook).
+// (see WithFailureHook). A store's refusal of the request as given
+// (sluice.ErrRefused: checks it cannot decide together, say) is.
 func WithErrorHandler(h func(w http.ResponseWriter, r *http.Request, err error)) Option {
 	return func(o *options) { o.onError = h }
 }

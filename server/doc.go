@@ -82,7 +82,11 @@
 //
 // When the store fails, each rule's failure mode (open, closed or local)
 // decides; the RateLimit field is then left out, since what is left is not
-// known, and sluice_store_errors_total counts the failure.
+// known, and sluice_store_errors_total counts the failure. A request the
+// store refuses as given (sluice.ErrRefused: checks in different Redis
+// Cluster slots) is no failure: it is logged and answered Internal (500
+// on HTTP). A rule the store cannot hold at all (a limit outside the Redis
+// store's exact range) is refused when the config loads.
 //
 // # Forward auth
 //
