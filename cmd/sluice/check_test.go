@@ -44,11 +44,32 @@ func TestCheckErrors(t *testing.T) {
 		{nil, exitUsage, "no config given"},
 		{[]string{filepath.Join(dir, "missing.yaml")}, exitFail, "no such file"},
 		{[]string{"-x", bad}, exitUsage, "flag provided but not defined: -x"},
+		{[]string{"-store", "etcd", bad}, exitUsage, `-store "etcd": want memory or redis`},
 	} {
 		code, _, stderr := runArgs(t, append([]string{"check"}, tt.args...)...)
 		if code != tt.code || !strings.Contains(stderr, tt.want) {
 			t.Errorf("sluice check %v: exit %d, stderr %q; want %d saying %q", tt.args, code, stderr, tt.code, tt.want)
 		}
+	}
+}
+
+// -store redis checks the rules against the Redis store's exact range, as
+// sluice serve -redis does, without a Redis.
+func TestCheckStoreRedis(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "daily.yaml")
+	text := "domain: shop\ndescriptors:\n  - key: user\n    rate_limit:\n      name: daily\n      algorithm: gcra\n      unit: day\n      requests_per_unit: 40009\n"
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runArgs(t, "check", path); code != exitOK {
+		t.Errorf("sluice check %s: exit %d, stderr %q; want 0 (the memory store holds it)", path, code, stderr)
+	}
+	code, stdout, stderr := runArgs(t, "check", "-store", "redis", path)
+	if code != exitFail || stdout != "" || !strings.HasPrefix(stderr, "rule daily: ") || !strings.Contains(stderr, "exact range") {
+		t.Errorf("sluice check -store redis %s: exit %d, stdout %q, stderr %q; want 1 naming rule daily", path, code, stdout, stderr)
+	}
+	if code, _, stderr := runArgs(t, "check", "-store", "redis", "../../examples/config"); code != exitOK {
+		t.Errorf("sluice check -store redis on the examples: exit %d, stderr %q", code, stderr)
 	}
 }
 
