@@ -215,6 +215,28 @@ func (c *Config) Rules() []*sluice.Rule {
 	return rs
 }
 
+// CheckRules calls check on every rule of Rules and returns its errors,
+// joined, each as an *Error at the limit that holds the rule: for checks
+// a config cannot make by itself, such as whether a store can hold the
+// rule (sluice.Limiter.CheckRule).
+func (c *Config) CheckRules(check func(*sluice.Rule) error) error {
+	if c == nil {
+		return nil
+	}
+	var errs []error
+	for _, name := range c.names {
+		for _, l := range c.domains[name].limits {
+			if l.unlimited {
+				continue
+			}
+			if err := check(l.rule); err != nil {
+				errs = append(errs, &Error{File: l.file, Line: l.line, Field: l.field, Err: err})
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // ForwardAuth returns the forward_auth section of domain, or nil if it has
 // none.
 func (c *Config) ForwardAuth(domain string) *ForwardAuth {

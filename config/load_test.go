@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 func writeFile(t *testing.T, path, text string) {
@@ -222,4 +225,42 @@ func mustRead(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// CheckRules reports a rule a check refuses at the limit that holds it.
+func TestCheckRules(t *testing.T) {
+	text := `domain: shop
+descriptors:
+  - key: user
+    rate_limit:
+      name: per_user
+      unit: second
+      requests_per_unit: 10
+  - key: ip
+    rate_limits:
+      - name: per_ip
+        unit: minute
+        requests_per_unit: 100
+      - name: per_ip_daily
+        unit: day
+        requests_per_unit: 1000
+`
+	c, err := Parse("shop.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errDaily := errors.New("no daily limits here")
+	err = c.CheckRules(func(r *sluice.Rule) error {
+		if r.Limit.Period >= 24*time.Hour {
+			return errDaily
+		}
+		return nil
+	})
+	var ce *Error
+	if !errors.Is(err, errDaily) || !errors.As(err, &ce) || ce.File != "shop.yaml" || ce.Line != 13 || ce.Field != "descriptors[1].rate_limits[1]" {
+		t.Errorf("CheckRules = %v (%+v), want shop.yaml:13: descriptors[1].rate_limits[1]", err, ce)
+	}
+	if err := c.CheckRules(func(*sluice.Rule) error { return nil }); err != nil {
+		t.Errorf("CheckRules with nothing to refuse = %v", err)
+	}
 }

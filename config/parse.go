@@ -49,6 +49,10 @@ type limit struct {
 	unlimited bool
 	replaces  []string
 	key       string // identifies the limit across reloads: node path and rule name
+	// where it is written, for errors found after parsing (CheckRules)
+	file  string
+	line  int
+	field string
 }
 
 // The keys each level allows.
@@ -272,7 +276,7 @@ func (w *walker) limit(n *yaml.Node, f string, i int, nd *node, def defaults) (l
 		return limit{}, false
 	}
 	typo := len(w.errs) > nerr // a misspelt key: "missing" would only repeat it
-	l := limit{}
+	l := limit{file: w.file, line: n.Line, field: f}
 	l.name, _ = w.str(m["name"], join(f, "name"))
 	if l.name != "" && !validName(l.name) {
 		w.errorf(m["name"], join(f, "name"), "%q: a name cannot hold control characters, quotes, backslashes or braces", l.name)

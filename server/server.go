@@ -99,12 +99,7 @@ func New(cfg Config) (*Server, error) {
 // store's exact range) is a config error, found when the config loads
 // rather than as an error on every request.
 func (s *Server) checkRules(c *config.Config) error {
-	for _, r := range c.Rules() {
-		if err := s.limiter.CheckRule(r); err != nil {
-			return fmt.Errorf("server: the store cannot hold rule %q: %w", r.Name, err)
-		}
-	}
-	return nil
+	return c.CheckRules(s.limiter.CheckRule)
 }
 
 // install makes snap the config being served.

@@ -25,8 +25,7 @@ and exits 1.
 
   -store redis   also check every rule against what the Redis store can
                  hold, as 'sluice serve -redis' does when it loads the
-                 config (no connection is made); a rule it cannot hold
-                 is printed as "rule NAME: what is wrong"
+                 config (no connection is made)
 `)
 }
 
@@ -56,9 +55,9 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	if *store == "redis" {
-		if problems := checkRedis(cfg); len(problems) > 0 {
-			for _, p := range problems {
-				fmt.Fprintln(stderr, p)
+		if err := checkRedis(cfg); err != nil {
+			for _, e := range flatten(err) {
+				fmt.Fprintln(stderr, e)
 			}
 			return exitFail
 		}
@@ -75,22 +74,16 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// checkRedis lists the rules of cfg the Redis store cannot hold. The
-// store checks a rule without contacting Redis.
-func checkRedis(cfg *config.Config) []string {
+// checkRedis returns where cfg has rules the Redis store cannot hold, as
+// config errors. The store checks a rule without contacting Redis.
+func checkRedis(cfg *config.Config) error {
 	client := goredis.NewClient(&goredis.Options{})
 	defer client.Close()
 	rs, err := redis.New(client)
 	if err != nil {
-		return []string{err.Error()}
+		return err
 	}
-	var problems []string
-	for _, r := range cfg.Rules() {
-		if err := rs.CheckRule(r); err != nil {
-			problems = append(problems, fmt.Sprintf("rule %s: %v", r.Name, err))
-		}
-	}
-	return problems
+	return cfg.CheckRules(rs.CheckRule)
 }
 
 // flatten lists the errors errors.Join joined.

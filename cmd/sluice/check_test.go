@@ -65,8 +65,8 @@ func TestCheckStoreRedis(t *testing.T) {
 		t.Errorf("sluice check %s: exit %d, stderr %q; want 0 (the memory store holds it)", path, code, stderr)
 	}
 	code, stdout, stderr := runArgs(t, "check", "-store", "redis", path)
-	if code != exitFail || stdout != "" || !strings.HasPrefix(stderr, "rule daily: ") || !strings.Contains(stderr, "exact range") {
-		t.Errorf("sluice check -store redis %s: exit %d, stdout %q, stderr %q; want 1 naming rule daily", path, code, stdout, stderr)
+	if code != exitFail || stdout != "" || !strings.HasPrefix(stderr, path+":5: descriptors[0].rate_limit: ") || !strings.Contains(stderr, "exact range") {
+		t.Errorf("sluice check -store redis %s: exit %d, stdout %q, stderr %q; want 1 at line 5, the limit", path, code, stdout, stderr)
 	}
 	if code, _, stderr := runArgs(t, "check", "-store", "redis", "../../examples/config"); code != exitOK {
 		t.Errorf("sluice check -store redis on the examples: exit %d, stderr %q", code, stderr)
