@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -52,13 +51,7 @@ func BenchmarkFloor(b *testing.B) {
 		for i := range reqs {
 			reqs[i] = keyedKey(rnd.IntN(keys))
 		}
-		checks := make([]sluice.Check, 1)
-		out := make([]sluice.Decision, 1)
-		ctx := context.Background()
-		take := func(key string) bool {
-			checks[0] = sluice.Check{Rule: rule, Key: key}
-			return s.Take(ctx, time.Now(), 1, checks, out) == nil && out[0].Allowed
-		}
+		take := sluiceTaker(s, rule)
 		for i := range keys {
 			if !take(keyedKey(i)) {
 				b.Fatalf("the first request for key %d was denied", i)

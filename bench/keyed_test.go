@@ -76,17 +76,8 @@ var keyedContenders = []keyedContender{
 		}
 		rule := &sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(keyedRate)}
 		return keyedStore{
-			newTaker: func() keyedTaker {
-				checks := make([]sluice.Check, 1)
-				out := make([]sluice.Decision, 1)
-				ctx := context.Background()
-				return func(key string) bool {
-					checks[0] = sluice.Check{Rule: rule, Key: key}
-					err := s.Take(ctx, time.Now(), 1, checks, out)
-					return err == nil && out[0].Allowed
-				}
-			},
-			close: func() { s.Close() },
+			newTaker: func() keyedTaker { return sluiceTaker(s, rule) },
+			close:    func() { s.Close() },
 		}, nil
 	}},
 	{"sethvargo", func(keys int) (keyedStore, error) {
@@ -125,6 +116,19 @@ var keyedContenders = []keyedContender{
 			close: func() {},
 		}, nil
 	}},
+}
+
+// sluiceTaker decides one request for a key against rule in s, at
+// time.Now, as the peers read the clock inside.
+func sluiceTaker(s *memory.Store, rule *sluice.Rule) keyedTaker {
+	checks := make([]sluice.Check, 1)
+	out := make([]sluice.Decision, 1)
+	ctx := context.Background()
+	return func(key string) bool {
+		checks[0] = sluice.Check{Rule: rule, Key: key}
+		err := s.Take(ctx, time.Now(), 1, checks, out)
+		return err == nil && out[0].Allowed
+	}
 }
 
 // keyedKey names key i with 16 bytes, as an API key or an address might.
