@@ -2,12 +2,12 @@ package grpclimit_test
 
 import (
 	"context"
-	"github.com/sluicehq/sluice/internal/testclock"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testclock"
 	"github.com/sluicehq/sluice/memory"
 )
 

@@ -1,9 +1,10 @@
 package redis
 
 import (
-	"github.com/sluicehq/sluice/internal/testclock"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testclock"
 )
 
 func TestBreaker(t *testing.T) {

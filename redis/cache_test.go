@@ -2,12 +2,12 @@ package redis_test
 
 import (
 	"fmt"
-	"github.com/sluicehq/sluice/internal/testclock"
 	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testclock"
 	"github.com/sluicehq/sluice/redis"
 )
 

@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"github.com/sluicehq/sluice/internal/testclock"
 	"io"
 	"log/slog"
 	"net"
@@ -23,6 +22,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice/internal/testclock"
 	"github.com/sluicehq/sluice/memory"
 )
 
