@@ -81,6 +81,16 @@
 //	                         # default), closed (deny) or local (decide in
 //	                         # this process alone)
 //
+// On a descriptor, secret: true keys its values by their digest (128
+// bits of SHA-256), so that an API key or a session token never reaches a
+// store, its keys or its logs. The value is digested after matching, in
+// [Config.Match], so it is one key however the request arrives (RLS,
+// POST /json or forward auth), and the same key on every instance:
+//
+//	- key: api_key
+//	  secret: true
+//	  rate_limit: {unit: second, requests_per_unit: 50}
+//
 // A descriptor may have several limits, all of which must allow a request,
 // as a list; each may have a name:
 //
@@ -100,11 +110,12 @@
 //
 // # Forward auth
 //
-// The forward_auth section of a domain says how GET /v1/auth (nginx
-// auth_request, Traefik ForwardAuth, Caddy forward_auth) builds request
+// The forward_auth section of a domain says how /v1/auth (nginx
+// auth_request, Traefik ForwardAuth, Envoy ext_authz) builds request
 // descriptors from an HTTP request:
 //
 //	forward_auth:
+//	  proxy: nginx              # required: nginx, traefik or envoy
 //	  deny_status: 429          # or 403: nginx auth_request passes only
 //	                            # 401 and 403 on, and makes others a 500
 //	  descriptors:              # each becomes one request descriptor
@@ -118,15 +129,14 @@
 //	        - key: tier
 //	          value: public     # a literal value, instead of from
 //
-// A descriptor whose value is missing from the request (no such header,
-// say) is not sent, as Envoy skips a descriptor whose header is missing.
-// A forward_auth descriptor that could never reach a limit of its domain
-// (a misspelt key, most likely) is an error.
-// The sources are those of the original request, which the server learns
-// from the proxy (X-Forwarded-* from Traefik, X-Original-* as nginx is
-// usually configured); see [Request]. A server with several domains that
-// have forward_auth should let the request name one (such as
-// /v1/auth?domain=NAME); [Default] has exactly one.
+// proxy names the proxy that calls /v1/auth for this domain. It has no
+// default: every one of these proxies passes the client's own headers on
+// to the auth request, so the server believes only the headers the named
+// proxy sets, and only from a trusted peer (see package server for the
+// table of headers). A descriptor whose value is missing from the request
+// (no such header, say) is not sent, as Envoy skips a descriptor whose
+// header is missing. A forward_auth descriptor that could never reach a
+// limit of its domain (a misspelt key, most likely) is an error.
 //
 // # Matching
 //

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -15,6 +16,7 @@ import (
 // into request descriptors for its domain, and what it answers on a
 // denial. It is read-only and safe for concurrent use.
 type ForwardAuth struct {
+	proxy       Proxy
 	denyStatus  int
 	descriptors [][]authEntry
 	lines       []int // of each descriptor, for errors
@@ -53,6 +55,42 @@ type Request struct {
 	Header   http.Header // the original request's headers
 	Query    url.Values  // the original request's query parameters
 }
+
+// Proxy is the proxy that calls the forward-auth endpoint for this
+// domain. The server believes only that proxy's headers, and only from a
+// trusted peer: each proxy passes the client's own headers through, so a
+// header another proxy would set is the client's to choose.
+type Proxy uint8
+
+// The proxies a forward_auth section can name.
+const (
+	// Nginx is nginx's auth_request: the client's address in
+	// X-Real-IP, the original URI and method in X-Original-URI and
+	// X-Original-Method, the host in the subrequest's Host.
+	Nginx Proxy = iota + 1
+	// Traefik is Traefik's ForwardAuth middleware: X-Forwarded-For,
+	// X-Forwarded-Uri, X-Forwarded-Method and X-Forwarded-Host.
+	Traefik
+	// Envoy is Envoy's ext_authz filter with an HTTP service: the
+	// original path after /v1/auth/{domain}, the method and host of the
+	// check request itself, the address in X-Forwarded-For.
+	Envoy
+)
+
+var proxyNames = [...]string{Nginx: "nginx", Traefik: "traefik", Envoy: "envoy"}
+
+const proxyList = "nginx, traefik or envoy"
+
+// String is the proxy's name as the config spells it.
+func (p Proxy) String() string {
+	if int(p) < len(proxyNames) && proxyNames[p] != "" {
+		return proxyNames[p]
+	}
+	return fmt.Sprintf("Proxy(%d)", uint8(p))
+}
+
+// Proxy is the proxy the section names.
+func (f *ForwardAuth) Proxy() Proxy { return f.proxy }
 
 // DenyStatus is the status to answer a denied request with: 429 (the
 // default), or 403 for nginx auth_request, which passes only 401 and 403
@@ -104,7 +142,7 @@ func (e *authEntry) valueOf(r *Request) string {
 }
 
 var (
-	authKeys           = []string{"deny_status", "descriptors"}
+	authKeys           = []string{"proxy", "deny_status", "descriptors"}
 	authDescriptorKeys = []string{"entries"}
 	authEntryKeys      = []string{"key", "from", "value"}
 )
@@ -117,6 +155,18 @@ func (w *walker) forwardAuth(n *yaml.Node, field string) *ForwardAuth {
 		return nil
 	}
 	fa := &ForwardAuth{denyStatus: http.StatusTooManyRequests}
+	// No default proxy: a wrong guess would believe headers the client
+	// chose.
+	pf := join(field, "proxy")
+	if pn := m["proxy"]; pn == nil {
+		w.errorf(n, pf, "missing: name the proxy that calls /v1/auth, %s", proxyList)
+	} else if p, ok := w.str(pn, pf); ok {
+		if i := slices.Index(proxyNames[:], p); i > 0 {
+			fa.proxy = Proxy(i)
+		} else {
+			w.errorf(pn, pf, "unknown proxy %q (want %s)", p, proxyList)
+		}
+	}
 	if sn := m["deny_status"]; sn != nil {
 		if s, ok := w.integer(sn, join(field, "deny_status")); ok {
 			if s != http.StatusTooManyRequests && s != http.StatusForbidden {
@@ -258,7 +308,7 @@ func validToken(s string) bool {
 // String describes the forward-auth policy, for logs.
 func (f *ForwardAuth) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "deny %d;", f.denyStatus)
+	fmt.Fprintf(&b, "%s, deny %d;", f.proxy, f.denyStatus)
 	for _, d := range f.descriptors {
 		b.WriteString(" [")
 		for i, e := range d {

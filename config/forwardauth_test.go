@@ -28,6 +28,7 @@ descriptors:
     value: acme*
     rate_limit: {unit: second, requests_per_unit: 1000}
 forward_auth:
+  proxy: nginx
   descriptors:
     - entries:
         - {key: remote_address, from: client_ip}
@@ -91,7 +92,7 @@ forward_auth:
 		})
 	}
 
-	want := `deny 429; [remote_address=client_ip] [route="login", method=method, path=path] [host=host, api_key=header:X-Api-Key] [tenant=query:tenant]`
+	want := `nginx, deny 429; [remote_address=client_ip] [route="login", method=method, path=path] [host=host, api_key=header:X-Api-Key] [tenant=query:tenant]`
 	if got := fa.String(); got != want {
 		t.Errorf("String() = %s\nwant %s", got, want)
 	}

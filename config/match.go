@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/keys"
 )
 
 // Entry is one key and value of a request descriptor, such as
@@ -23,7 +24,8 @@ type Match struct {
 	// not to be checked.
 	Rule *sluice.Rule
 	// Key is the counting key: the domain and the descriptor's entries,
-	// escaped so that different descriptors never share a key. It holds
+	// escaped so that different descriptors never share a key; the value
+	// of an entry landing on a descriptor marked secret is its digest. It holds
 	// only printable ASCII and no braces, so a store may wrap it in a
 	// Redis Cluster hash tag. A store counts per (Rule, Key).
 	Key string
@@ -74,9 +76,12 @@ func (c *Config) Match(domain string, entries []Entry) ([]Match, error) {
 		key.WriteByte('|')
 		escape(&key, e.Key)
 		key.WriteByte('=')
-		if next.pattern != "" {
+		switch {
+		case next.pattern != "":
 			escape(&key, next.pattern) // share_threshold: one count for every value
-		} else {
+		case next.secret:
+			escape(&key, keys.Digest(e.Value)) // an API key never reaches a store
+		default:
 			escape(&key, e.Value)
 		}
 		if i == len(entries)-1 {

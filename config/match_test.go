@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -337,5 +338,60 @@ func BenchmarkMatch(b *testing.B) {
 		if ms, _ := c.Match("test-domain", es); len(ms) != 1 {
 			b.Fatal("no match")
 		}
+	}
+}
+
+// A descriptor marked secret keys its values by their digest: the value
+// itself is in no key, equal values share one key, and a config value
+// still matches the raw value.
+func TestMatchSecret(t *testing.T) {
+	c := mustParse(t, `
+domain: api
+descriptors:
+  - key: api_key
+    secret: true
+    rate_limit: {unit: second, requests_per_unit: 5}
+    descriptors:
+      - key: path
+        rate_limit: {unit: second, requests_per_unit: 1}
+  - key: plan
+    value: gold
+    secret: true
+    rate_limit: {unit: second, requests_per_unit: 9}
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 3}
+`)
+	const raw = "sk_live_51HqLyjWDarjtT1zdp7dc"
+	key := func(es ...Entry) string {
+		t.Helper()
+		ms, err := c.Match("api", es)
+		if err != nil || len(ms) != 1 {
+			t.Fatalf("Match(%v) = %v, %v; want one match", es, ms, err)
+		}
+		return ms[0].Key
+	}
+	k1 := key(Entry{"api_key", raw})
+	if strings.Contains(k1, raw) || strings.Contains(k1, "sk_live") {
+		t.Errorf("key %q holds the secret", k1)
+	}
+	if k2 := key(Entry{"api_key", raw}); k2 != k1 {
+		t.Errorf("the same secret keys as %q and %q", k1, k2)
+	}
+	if k3 := key(Entry{"api_key", raw + "x"}); k3 == k1 {
+		t.Errorf("two secrets share the key %q", k1)
+	}
+	if k := key(Entry{"api_key", raw}, Entry{"path", "/login"}); strings.Contains(k, raw) || !strings.Contains(k, "/login") {
+		t.Errorf("nested key %q: want the secret digested and the path as it is", k)
+	}
+	if k := key(Entry{"plan", "gold"}); strings.Contains(k, "gold") {
+		t.Errorf("secret literal value in key %q", k)
+	}
+	// A digest is not a value a client can send to pose as another's key:
+	// a raw value that is some key's digest is digested again.
+	if k := key(Entry{"api_key", strings.TrimPrefix(k1, "api|api_key=")}); k == k1 {
+		t.Errorf("a digest sent as the secret keys as the secret itself: %q", k)
+	}
+	if k := key(Entry{"user", "alice"}); k != "api|user=alice" {
+		t.Errorf("non-secret key %q, want api|user=alice", k)
 	}
 }

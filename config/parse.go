@@ -32,6 +32,7 @@ type node struct {
 	limits   []limit
 	detailed bool   // detailed_metric
 	pattern  string // share_threshold: the wildcard value that all matching values count under
+	secret   bool   // the value is keyed by its digest: it never reaches a store
 }
 
 type wildcard struct {
@@ -58,7 +59,7 @@ type limit struct {
 // The keys each level allows.
 var (
 	rootKeys       = []string{"domain", "descriptors", "shadow_mode", "failure", "forward_auth"}
-	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "detailed_metric", "share_threshold"}
+	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "detailed_metric", "share_threshold", "secret"}
 	limitKeys      = []string{"name", "replaces", "unit", "unit_multiplier", "requests_per_unit", "unlimited", "algorithm", "period", "burst", "failure"}
 	replacesKeys   = []string{"name"}
 )
@@ -198,11 +199,12 @@ func (w *walker) descriptors(n *yaml.Node, field string, d *domainConfig, parent
 		shadow, _ := w.boolean(m["shadow_mode"], join(f, "shadow_mode"))
 		detailed, _ := w.boolean(m["detailed_metric"], join(f, "detailed_metric"))
 		share, _ := w.boolean(m["share_threshold"], join(f, "share_threshold"))
+		secret, _ := w.boolean(m["secret"], join(f, "secret"))
 		seg := key
 		if value != "" {
 			seg += "_" + value
 		}
-		child := &node{path: parent.path + "." + seg, detailed: detailed}
+		child := &node{path: parent.path + "." + seg, detailed: detailed, secret: secret}
 		if share {
 			if wild {
 				child.pattern = value

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -14,43 +15,53 @@ import (
 	"github.com/sluicehq/sluice/internal/keys"
 )
 
-// authPrefix is the forward-auth endpoint. Envoy's ext_authz sends the
-// original path after it.
+// authPrefix is the forward-auth endpoint: exactly this path for nginx and
+// Traefik, this path, the domain and the original path for Envoy's
+// ext_authz.
 const authPrefix = "/v1/auth"
 
-// serveAuth is the forward-auth endpoint: GET /v1/auth for nginx
-// auth_request and Traefik ForwardAuth, and any method on /v1/auth/PATH for
-// Envoy's ext_authz. It builds the request descriptors from the original
-// request as its domain's forward_auth section says, decides them as one
-// request, and answers 200 when allowed, or the section's deny_status
-// (429, or 403 for nginx) with Retry-After when not. Both carry the
-// RateLimit and RateLimit-Policy fields.
-//
-// The domain is the query parameter "domain", or else the only domain
-// with a forward_auth section.
+// isAuthPath reports whether the request is for the forward-auth
+// endpoint. The router sends such requests to serveAuth before
+// http.ServeMux, which would answer a path holding "//" or ".." (the
+// original path Envoy appends) with a redirect.
+func isAuthPath(p string) bool {
+	return p == authPrefix || strings.HasPrefix(p, authPrefix+"/")
+}
+
+// serveAuth is the forward-auth endpoint: see the package documentation.
+// It finds the domain in the URL, builds the request descriptors from the
+// original request as the domain's forward_auth section says, decides
+// them as one request, and answers 200 when allowed, or the section's
+// deny_status (429, or 403 for nginx) with Retry-After when not. Both
+// carry the RateLimit and RateLimit-Policy fields.
 func (s *Server) serveAuth(w http.ResponseWriter, r *http.Request) {
 	snap := s.cur.Load()
-	domain := r.URL.Query().Get("domain")
-	if domain == "" {
-		domain = snap.authDomain
-	}
-	if domain == "" {
-		httpError(w, http.StatusBadRequest, fmt.Sprintf(
-			"domain: name it with ?domain=; the domains with a forward_auth section are %q", snap.authDomains))
+	t, err := authTargetOf(r, snap.authDomain)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	fa := snap.cfg.ForwardAuth(domain)
+	fa := snap.cfg.ForwardAuth(t.domain)
 	if fa == nil {
-		httpError(w, http.StatusBadRequest, fmt.Sprintf(
-			"domain %q has no forward_auth section; those that do are %q", domain, snap.authDomains))
+		// Names no other domain: the client may be the one asking.
+		httpError(w, http.StatusBadRequest, fmt.Sprintf("domain %q has no forward_auth section", keys.Clip(t.domain)))
 		return
 	}
-	descs := fa.Descriptors(s.authRequest(r))
+	if want := fa.Proxy() == config.Envoy; t.envoy != want {
+		httpError(w, http.StatusBadRequest, formMismatch(t.domain, fa.Proxy()))
+		return
+	}
+	fr, err := s.authRequest(r, fa.Proxy(), t.original)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	descs := fa.Descriptors(fr)
 	if len(descs) == 0 {
 		w.WriteHeader(http.StatusOK) // nothing to limit the request by
 		return
 	}
-	req := &rlspb.RateLimitRequest{Domain: domain, Descriptors: make([]*ratelimitpb.RateLimitDescriptor, len(descs))}
+	req := &rlspb.RateLimitRequest{Domain: t.domain, Descriptors: make([]*ratelimitpb.RateLimitDescriptor, len(descs))}
 	for i, d := range descs {
 		es := make([]*ratelimitpb.RateLimitDescriptor_Entry, len(d))
 		for k, e := range d {
@@ -74,62 +85,135 @@ func (s *Server) serveAuth(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// authRequest is what the forward-auth endpoint knows of the original
-// request. The client's address comes from X-Forwarded-For (its right-most
-// untrusted entry) or X-Real-IP, and only when the peer is a trusted
-// proxy; else it is the peer. The method, URI and host come from the
-// headers nginx (X-Original-Method, X-Original-URI), Traefik
-// (X-Forwarded-Method, X-Forwarded-Uri, X-Forwarded-Host) or Envoy (the
-// request itself) send.
-func (s *Server) authRequest(r *http.Request) *config.Request {
-	fr := &config.Request{
-		ClientIP: s.clientIP(r),
-		Method:   firstHeader(r.Header, "X-Original-Method", "X-Forwarded-Method"),
-		Host:     firstHeader(r.Header, "X-Forwarded-Host"),
-		Header:   r.Header,
-	}
-	if fr.Method == "" {
-		fr.Method = r.Method
-	}
-	if fr.Host == "" {
-		fr.Host = r.Host
-	}
-	uri := firstHeader(r.Header, "X-Original-Uri", "X-Forwarded-Uri")
-	if uri == "" {
-		// Envoy's ext_authz: the original path follows the prefix.
-		uri = strings.TrimPrefix(r.URL.RequestURI(), authPrefix)
-		if uri == "" || uri[0] == '?' {
-			uri = "/" + uri
-		}
-	}
-	path, rawQuery, _ := strings.Cut(uri, "?")
-	if u, err := url.ParseRequestURI(uri); err == nil {
-		path = u.Path
-	}
-	fr.Path = path
-	fr.Query, _ = url.ParseQuery(rawQuery) // what parses is kept
-	return fr
+// authTarget is what the URL of a forward-auth request says.
+type authTarget struct {
+	domain string
+	// envoy is the form /v1/auth/{domain}/…, the one Envoy's ext_authz
+	// calls; else the URL is exactly /v1/auth.
+	envoy bool
+	// original is, in the envoy form, the original request's target: the
+	// path after the domain segment and the query.
+	original string
 }
 
-// clientIP is the client's address, keyed as httplimit.ClientIP keys it
-// (IPv6 by /64), or "" when there is none.
-func (s *Server) clientIP(r *http.Request) string {
+// authTargetOf reads the domain from the URL the proxy is configured
+// with, never from anything the client sends: in the envoy form it is the
+// segment after /v1/auth, and the query is the client's; at exactly
+// /v1/auth (nginx and Traefik, whose auth URL the client cannot touch) it
+// is the query parameter domain, or else the only domain with a
+// forward_auth section (only, when one has one).
+func authTargetOf(r *http.Request, only string) (authTarget, error) {
+	p := r.URL.EscapedPath()
+	if p == authPrefix {
+		d := r.URL.Query().Get("domain")
+		if d == "" {
+			d = only
+		}
+		if d == "" {
+			return authTarget{}, errors.New("domain: name it in the URL, /v1/auth?domain=NAME (nginx, Traefik) or /v1/auth/NAME/ (Envoy)")
+		}
+		return authTarget{domain: d}, nil
+	}
+	seg, rest, _ := strings.Cut(strings.TrimPrefix(p, authPrefix+"/"), "/")
+	d, err := url.PathUnescape(seg)
+	if err != nil || d == "" {
+		return authTarget{}, fmt.Errorf("domain: want /v1/auth/DOMAIN/PATH, got an empty or malformed domain segment %q", keys.Clip(seg))
+	}
+	t := authTarget{domain: d, envoy: true, original: "/" + rest}
+	if r.URL.RawQuery != "" {
+		t.original += "?" + r.URL.RawQuery
+	}
+	return t, nil
+}
+
+// formMismatch explains a forward-auth URL that does not fit the proxy
+// its domain names.
+func formMismatch(domain string, p config.Proxy) string {
+	if p == config.Envoy {
+		return fmt.Sprintf("domain %q is for Envoy's ext_authz: set its http_service path_prefix to /v1/auth/%s", domain, url.PathEscape(domain))
+	}
+	return fmt.Sprintf("domain %q is for %s: call exactly /v1/auth (with ?domain=%s when several domains have forward_auth)", domain, p, url.QueryEscape(domain))
+}
+
+// The headers each proxy sets on the auth request: see authRequest.
+const (
+	hdrRealIP         = "X-Real-Ip"
+	hdrOriginalURI    = "X-Original-Uri"
+	hdrOriginalMethod = "X-Original-Method"
+	hdrForwardedFor   = "X-Forwarded-For"
+	hdrForwardedURI   = "X-Forwarded-Uri"
+	hdrForwardedMeth  = "X-Forwarded-Method"
+	hdrForwardedHost  = "X-Forwarded-Host"
+)
+
+// authRequest is what the forward-auth endpoint knows of the original
+// request. Each proxy passes the client's own headers on to the auth
+// request, so only the headers that proxy sets are read, and only when the
+// peer is a trusted proxy:
+//
+//	proxy    client address                  method              path                      host
+//	nginx    X-Real-IP                       X-Original-Method   X-Original-URI            Host
+//	traefik  X-Forwarded-For (right-most)    X-Forwarded-Method  X-Forwarded-Uri           X-Forwarded-Host
+//	envoy    X-Forwarded-For (right-most)    the request's       after /v1/auth/{domain}   Host
+//
+// A trusted peer that leaves out the address header is a misconfigured
+// proxy, an error: keyed by the proxy's address, every client would share
+// one bucket. From an untrusted peer no header is believed: the client is
+// the peer, and the method and path are the auth request's own. The path
+// is normalised (cleanPath) before it is matched.
+func (s *Server) authRequest(r *http.Request, p config.Proxy, envoyTarget string) (*config.Request, error) {
 	peer, ok := parseAddr(r.RemoteAddr)
-	if !ok {
-		return ""
+	fr := &config.Request{Method: r.Method, Host: r.Host, Header: r.Header}
+	if ok {
+		fr.ClientIP = keys.IP(peer)
 	}
-	if !s.trusted(peer) {
-		return keys.IP(peer)
+	target := envoyTarget
+	if p != config.Envoy {
+		target = r.URL.RequestURI()
 	}
-	if len(r.Header["X-Forwarded-For"]) > 0 {
-		if k, err := s.xff(r); err == nil {
-			return k
+	if ok && s.trusted(peer) {
+		switch p {
+		case config.Nginx:
+			a, err := realIP(r.Header)
+			if err != nil {
+				return nil, err
+			}
+			fr.ClientIP = keys.IP(a)
+			fr.Method = headerOr(r.Header, hdrOriginalMethod, fr.Method)
+			target = headerOr(r.Header, hdrOriginalURI, target)
+		case config.Traefik, config.Envoy:
+			if len(r.Header[hdrForwardedFor]) == 0 {
+				return nil, fmt.Errorf("%s: missing; the %s proxy must set it to the client's address", hdrForwardedFor, p)
+			}
+			k, err := s.xff(r)
+			if err != nil {
+				return nil, err
+			}
+			fr.ClientIP = k
+			if p == config.Traefik {
+				fr.Method = headerOr(r.Header, hdrForwardedMeth, fr.Method)
+				target = headerOr(r.Header, hdrForwardedURI, target)
+				fr.Host = headerOr(r.Header, hdrForwardedHost, fr.Host)
+			}
 		}
 	}
-	if a, ok := parseAddr(strings.TrimSpace(r.Header.Get("X-Real-Ip"))); ok {
-		return keys.IP(a)
+	path, rawQuery, _ := strings.Cut(target, "?")
+	fr.Path = cleanPath(path)
+	fr.Query, _ = url.ParseQuery(rawQuery) // what parses is kept
+	return fr, nil
+}
+
+// realIP is the address in nginx's X-Real-IP, which must be one address.
+func realIP(h http.Header) (netip.Addr, error) {
+	vs := h[hdrRealIP]
+	if len(vs) == 0 {
+		return netip.Addr{}, fmt.Errorf("%s: missing; nginx must set it to the client's address (proxy_set_header X-Real-IP $remote_addr)", hdrRealIP)
 	}
-	return keys.IP(peer)
+	a, ok := parseAddr(strings.TrimSpace(vs[0]))
+	if len(vs) > 1 || !ok {
+		return netip.Addr{}, fmt.Errorf("%s: %q is not one address", hdrRealIP, keys.Clip(strings.Join(vs, ", ")))
+	}
+	return a, nil
 }
 
 func (s *Server) trusted(a netip.Addr) bool {
@@ -153,11 +237,10 @@ func parseAddr(s string) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-func firstHeader(h http.Header, names ...string) string {
-	for _, n := range names {
-		if v := strings.TrimSpace(h.Get(n)); v != "" {
-			return v
-		}
+// headerOr is the header's value, or def when it is absent or empty.
+func headerOr(h http.Header, name, def string) string {
+	if v := strings.TrimSpace(h.Get(name)); v != "" {
+		return v
 	}
-	return ""
+	return def
 }

@@ -20,6 +20,7 @@ descriptors:
       unit: second
       requests_per_unit: 1000000000
 forward_auth:
+  proxy: nginx
   descriptors:
     - entries:
         - key: user

@@ -75,6 +75,7 @@ descriptors:
       unit: minute
       requests_per_unit: 1000
 forward_auth:
+  proxy: nginx
   deny_status: 429
   descriptors:
     - entries:

@@ -17,18 +17,22 @@ import (
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /json", s.serveJSON)
-	// GET for nginx auth_request and Traefik; any method and a path
-	// suffix for Envoy's ext_authz, which sends the original request's
-	// method and its path after the prefix.
-	mux.HandleFunc("/v1/auth", s.serveAuth)
-	mux.HandleFunc("/v1/auth/", s.serveAuth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{ErrorLog: errorLogger{s}}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", s.serveReady)
-	return mux
+	// Forward auth takes any method (Envoy's ext_authz sends the original
+	// one) and, for Envoy, any path after the prefix, which it reads as
+	// sent: ServeMux would redirect one holding "//" or "..".
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isAuthPath(r.URL.Path) {
+			s.serveAuth(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // serveReady answers 200 while the server serves, and 503 before Serve

@@ -125,7 +125,7 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	postJSON(t, e, `{"domain": "test", "descriptors": [{"entries": [{"key": "path", "value": "/free"}]}]}`)
-	get(t, e.base+"/v1/auth", "X-User", "secret-user")
+	get(t, e.base+"/v1/auth", "X-User", "secret-user", "X-Real-IP", testClient)
 	code, _, text := get(t, e.base+"/metrics")
 	if code != 200 {
 		t.Fatalf("GET /metrics: %d", code)

@@ -55,7 +55,7 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 			errs <- nil
 		})
 		wg.Go(func() {
-			code, _, body := get(t, e.base+"/v1/auth", "X-User", "auth"+string(rune('a'+i)))
+			code, _, body := get(t, e.base+"/v1/auth", "X-User", "auth"+string(rune('a'+i)), "X-Real-IP", testClient)
 			if code != 200 {
 				errs <- errors.New("/v1/auth: " + body)
 				return

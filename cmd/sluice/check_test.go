@@ -18,7 +18,7 @@ func TestCheck(t *testing.T) {
 		t.Errorf("sluice check %s: exit %d, stdout %q, stderr %q", good, code, stdout, stderr)
 	}
 	code, stdout, _ = runArgs(t, "check", "../../examples/config", "../../examples/nginx/sluice.yaml")
-	if code != exitOK || !strings.Contains(stdout, "nginx  forward_auth: deny 403;") {
+	if code != exitOK || !strings.Contains(stdout, "nginx  forward_auth: nginx, deny 403;") {
 		t.Errorf("sluice check on the examples: exit %d, stdout %q", code, stdout)
 	}
 }
