@@ -81,8 +81,8 @@ func ExampleFirst() {
 	k, _ = key(ctx, "/shop.Cart/Add")
 	fmt.Println(k)
 	// Output:
-	// 2001:db8:7:8::/64
-	// acme
+	// 1:2001:db8:7:8::/64
+	// 0:acme
 }
 
 // One limit per method and client.
