@@ -193,9 +193,9 @@ func Join(parts ...KeyFunc) KeyFunc {
 // moves on to the next; any other error is First's error. When no part
 // has a key, First fails with the last part's error.
 //
-// The key is the part's index, ':' and the part's key: "0:#Qm9v..." for
-// the API key of First(APIKey("x-api-key"), PeerIP()), "1:203.0.113.7"
-// for a call without one. Each part counts in its own namespace, since a
+// The key is the part's index, ':' and the part's key: with
+// First(APIKey("x-api-key"), PeerIP()), "0:" and the digest of the API
+// key, or "1:203.0.113.7" for a call without one. Each part counts in its own namespace, since a
 // client that can choose one part's key could otherwise choose another
 // part's: with untagged keys, a call sending x-api-key: 203.0.113.7 to
 // First(Metadata("x-api-key"), PeerIP()) would spend the quota of the
