@@ -7,12 +7,14 @@
 //
 //   - PeerIP: the caller's address, IPv6 grouped by /64. The default choice
 //     for a public server.
-//   - Metadata: a metadata value such as an API key. The rule is skipped for
-//     calls without it, so pair it with a PeerIP rule, or use
-//     First(Metadata("x-api-key"), PeerIP()).
+//   - APIKey: a secret, such as an API key or a bearer token, counted by
+//     its digest so that no secret reaches the store. A call without one
+//     fails the rule: wrap it in Optional and pair it with a PeerIP rule,
+//     or use First(APIKey("x-api-key"), PeerIP()).
+//   - Metadata: a value that is not a secret, such as a tenant.
 //   - Method and Static: the method, or one key for all calls.
 //   - Join combines keys ("per method per IP"); First picks the first that
-//     applies.
+//     applies, each part counting apart from the others.
 //
 // A call passes only if every rule covering it allows it (all-or-nothing,
 // as sluice.Limiter decides). When the store fails, each rule's

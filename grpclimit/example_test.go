@@ -69,20 +69,23 @@ func Example() {
 	// ResourceExhausted, retry in 30s
 }
 
-// Keys: an API key when the call has one, the caller's /64 otherwise.
+// Keys: an API key when the call has one, the caller's /64 otherwise. The
+// API key is counted by its digest, and each part apart from the other: a
+// client cannot send an address as its API key to spend that address's
+// quota.
 func ExampleFirst() {
-	key := grpclimit.First(grpclimit.Metadata("x-tenant"), grpclimit.PeerIP())
+	key := grpclimit.First(grpclimit.APIKey("x-api-key"), grpclimit.PeerIP())
 
 	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP("2001:db8:7:8::42"), Port: 50000}})
 	k, _ := key(ctx, "/shop.Cart/Add")
 	fmt.Println(k)
 
-	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs("x-tenant", "acme"))
+	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs("x-api-key", "2001:db8:7:8::42"))
 	k, _ = key(ctx, "/shop.Cart/Add")
 	fmt.Println(k)
 	// Output:
-	// 2001:db8:7:8::/64
-	// acme
+	// 1:2001:db8:7:8::/64
+	// 0:#cWDfmXof_eIm5bqKXyXlVg
 }
 
 // One limit per method and client.

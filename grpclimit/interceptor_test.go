@@ -34,6 +34,7 @@ type env struct {
 	clock  *fakeClock
 	store  *flakyStore
 	health *health.Server
+	srv    *grpc.Server
 	client healthpb.HealthClient
 }
 
@@ -48,16 +49,29 @@ func start(t *testing.T, opts ...grpclimit.Option) *env {
 	if err != nil {
 		t.Fatalf("grpclimit.New: %v", err)
 	}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(ic.Unary), grpc.ChainStreamInterceptor(ic.Stream))
-	healthpb.RegisterHealthServer(srv, e.health)
+	e.srv = grpc.NewServer(grpc.ChainUnaryInterceptor(ic.Unary), grpc.ChainStreamInterceptor(ic.Stream))
+	healthpb.RegisterHealthServer(e.srv, e.health)
+	e.client = e.clientOn(t, nil)
+	return e
+}
+
+// clientOn serves e on a new loopback listener and returns a client of it.
+// When peer is set, the server sees the client's connections as coming
+// from peer instead of 127.0.0.1, as it would on a real network.
+func (e *env) clientOn(t *testing.T, peer net.Addr) healthpb.HealthClient {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var srvLn net.Listener = ln
+	if peer != nil {
+		srvLn = peerListener{ln, peer}
+	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- e.srv.Serve(srvLn) }()
 	t.Cleanup(func() {
-		srv.Stop()
+		e.srv.Stop() // stops every listener; a second Stop does nothing
 		if err := <-served; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
@@ -67,9 +81,30 @@ func start(t *testing.T, opts ...grpclimit.Option) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	e.client = healthpb.NewHealthClient(conn)
-	return e
+	return healthpb.NewHealthClient(conn)
 }
+
+// peerListener accepts connections that report addr as their remote
+// address: the peer address gRPC hands to the interceptor.
+type peerListener struct {
+	net.Listener
+	addr net.Addr
+}
+
+func (l peerListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return peerConn{c, l.addr}, nil
+}
+
+type peerConn struct {
+	net.Conn
+	addr net.Addr
+}
+
+func (c peerConn) RemoteAddr() net.Addr { return c.addr }
 
 func (e *env) check(ctx context.Context, opts ...grpc.CallOption) error {
 	_, err := e.client.Check(ctx, &healthpb.HealthCheckRequest{}, opts...)
@@ -294,6 +329,52 @@ func TestMetadataKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCode(t, e.check(withMD("x-tenant", "a")), codes.ResourceExhausted)
+}
+
+// TestFirstKeepsPartsApart: with First(APIKey("x-api-key"), PeerIP()), or
+// the Metadata the docs once suggested, a client that sends an address as
+// its API key spends its own quota, not that of the keyless callers at
+// that address.
+func TestFirstKeepsPartsApart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		key  grpclimit.KeyFunc
+	}{
+		{"Metadata", grpclimit.First(grpclimit.Metadata("x-api-key"), grpclimit.PeerIP())},
+		{"APIKey", grpclimit.First(grpclimit.APIKey("x-api-key"), grpclimit.PeerIP())},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var o observed
+			e := start(t, grpclimit.WithRule(gcra("per-client", 2), tc.key), o.observer())
+			victim := e.clientOn(t, &net.TCPAddr{IP: net.ParseIP("203.0.113.7"), Port: 50000})
+			// The attacker, at 127.0.0.1, poses as the address.
+			forged := metadata.AppendToOutgoingContext(t.Context(), "x-api-key", "203.0.113.7")
+			for i := range 2 {
+				if err := e.check(forged); err != nil {
+					t.Fatalf("forged call %d: %v", i+1, err)
+				}
+			}
+			forgedKey := o.last(t).keys["per-client"]
+			wantCode(t, e.check(forged), codes.ResourceExhausted)
+
+			// The keyless caller at 203.0.113.7 still has its quota.
+			for i := range 2 {
+				if _, err := victim.Check(t.Context(), &healthpb.HealthCheckRequest{}); err != nil {
+					t.Fatalf("call %d of the caller at 203.0.113.7, after the forged calls: %v (forged key %q, its key %q)",
+						i+1, err, forgedKey, o.last(t).keys["per-client"])
+				}
+			}
+			if k := o.last(t).keys["per-client"]; k != "1:203.0.113.7" {
+				t.Fatalf("keyless caller keyed %q, want 1:203.0.113.7", k)
+			}
+			_, err := victim.Check(t.Context(), &healthpb.HealthCheckRequest{})
+			wantCode(t, err, codes.ResourceExhausted)
+			// And the caller at 127.0.0.1, keyless, is a third client.
+			if err := e.check(t.Context()); err != nil {
+				t.Fatalf("keyless call from 127.0.0.1: %v", err)
+			}
+		})
+	}
 }
 
 func TestHeaders(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/metadata"
@@ -191,8 +192,24 @@ func Join(parts ...KeyFunc) KeyFunc {
 // key, else the peer's IP": a part's error wrapping ErrNoKey or ErrSkip
 // moves on to the next; any other error is First's error. When no part
 // has a key, First fails with the last part's error.
+//
+// The key is the part's index, ':' and the part's key: with
+// First(APIKey("x-api-key"), PeerIP()), "0:" and the digest of the API
+// key, or "1:203.0.113.7" for a call without one. Each part counts in its own namespace, since a
+// client that can choose one part's key could otherwise choose another
+// part's: with untagged keys, a call sending x-api-key: 203.0.113.7 to
+// First(Metadata("x-api-key"), PeerIP()) would spend the quota of the
+// keyless callers at 203.0.113.7. An index has no ':', so no two parts
+// ever make the same key, whatever their keys contain. This holds for
+// parts of the same kind too: a client whose secret two parts accept
+// (First(APIKey("authorization"), APIKey("x-api-key"))) has a quota in
+// each.
 func First(parts ...KeyFunc) KeyFunc {
 	parts = append([]KeyFunc(nil), parts...)
+	tags := make([]string, len(parts))
+	for i := range parts {
+		tags[i] = strconv.Itoa(i) + ":"
+	}
 	return func(ctx context.Context, method string) (string, error) {
 		err := fmt.Errorf("%w: First of no keys", ErrNoKey)
 		for i, k := range parts {
@@ -202,7 +219,7 @@ func First(parts ...KeyFunc) KeyFunc {
 			var v string
 			v, err = k(ctx, method)
 			if err == nil {
-				return v, nil
+				return tags[i] + v, nil
 			}
 			if !errors.Is(err, ErrNoKey) && !errors.Is(err, ErrSkip) {
 				return "", err

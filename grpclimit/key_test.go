@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -84,7 +85,7 @@ func TestKeyFuncs(t *testing.T) {
 		key     grpclimit.KeyFunc
 		ctx     context.Context
 		method  string
-		want    string // "#" alone: any digest
+		want    string // ending in "#": that prefix and any digest
 		wantErr error
 	}{
 		{"metadata", grpclimit.Metadata("X-Tenant"), incoming("x-tenant", "acme"), "", "acme", nil},
@@ -107,8 +108,9 @@ func TestKeyFuncs(t *testing.T) {
 		{"join none", grpclimit.Join(), nil, "", "", nil},
 		{"join failing part", grpclimit.Join(grpclimit.Static("a"), grpclimit.Metadata("x")), incoming(), "", "", grpclimit.ErrNoKey},
 		{"join nil part", grpclimit.Join(nil), nil, "", "", errAny},
-		{"first falls back", grpclimit.First(grpclimit.Metadata("x"), grpclimit.Optional(grpclimit.Metadata("y")), grpclimit.Static("z")), incoming(), "", "z", nil},
-		{"first takes first", grpclimit.First(grpclimit.Metadata("x"), grpclimit.Static("z")), incoming("x", "1"), "", "1", nil},
+		{"first falls back", grpclimit.First(grpclimit.Metadata("x"), grpclimit.Optional(grpclimit.Metadata("y")), grpclimit.Static("z")), incoming(), "", "2:z", nil},
+		{"first takes first", grpclimit.First(grpclimit.Metadata("x"), grpclimit.Static("z")), incoming("x", "1"), "", "0:1", nil},
+		{"first tags a digest", grpclimit.First(grpclimit.APIKey("x-api-key"), grpclimit.PeerIP()), incoming("x-api-key", "203.0.113.7"), "", "0:#", nil},
 		{"first none", grpclimit.First(grpclimit.Metadata("x")), incoming(), "", "", grpclimit.ErrNoKey},
 		{"first of nothing", grpclimit.First(), nil, "", "", grpclimit.ErrNoKey},
 		{"first stops at other errors", grpclimit.First(fail, grpclimit.Static("z")), nil, "", "", errAny},
@@ -132,9 +134,10 @@ func TestKeyFuncs(t *testing.T) {
 				}
 			case err != nil:
 				t.Fatalf("key: %v", err)
-			case tc.want == "#":
-				if len(got) != 23 || got[0] != '#' {
-					t.Fatalf("key = %q, want a digest", got)
+			case strings.HasSuffix(tc.want, "#"):
+				tag := strings.TrimSuffix(tc.want, "#")
+				if d, ok := strings.CutPrefix(got, tag); !ok || len(d) != 23 || d[0] != '#' {
+					t.Fatalf("key = %q, want %q and a digest", got, tag)
 				}
 			case got != tc.want:
 				t.Fatalf("key = %q, want %q", got, tc.want)
@@ -162,6 +165,94 @@ func FuzzMetadata(f *testing.F) {
 		}
 		if err != nil || len(k) > grpclimit.MaxKeyLen || k == "" {
 			t.Fatalf("Metadata(%q) = %q, %v", v, k, err)
+		}
+	})
+}
+
+// chosen is the context value that picks which part of pickFirst has a key,
+// and what the key is.
+type chosen struct {
+	part int
+	key  string
+}
+
+type chosenKey struct{}
+
+// pickFirst is First over n parts, of which only the one the context
+// chooses has a key; the others have none, half by ErrNoKey and half by
+// ErrSkip.
+func pickFirst(n int) grpclimit.KeyFunc {
+	parts := make([]grpclimit.KeyFunc, n)
+	for i := range parts {
+		parts[i] = func(ctx context.Context, _ string) (string, error) {
+			if c, _ := ctx.Value(chosenKey{}).(chosen); c.part == i {
+				return c.key, nil
+			}
+			if i%2 == 1 {
+				return "", grpclimit.ErrSkip
+			}
+			return "", grpclimit.ErrNoKey
+		}
+	}
+	return grpclimit.First(parts...)
+}
+
+func firstKey(t *testing.T, key grpclimit.KeyFunc, part int, v string) string {
+	t.Helper()
+	k, err := key(context.WithValue(context.Background(), chosenKey{}, chosen{part, v}), "/a.B/C")
+	if err != nil {
+		t.Fatalf("First with part %d = %q: %v", part, v, err)
+	}
+	return k
+}
+
+// TestFirstInjective: no two parts, and no two keys of one part, make the
+// same key, whatever the keys contain (tags, digests, separators), and
+// the tag adds only the index and ':'.
+func TestFirstInjective(t *testing.T) {
+	var strs []string
+	var gen func(prefix string, n int)
+	gen = func(prefix string, n int) {
+		strs = append(strs, prefix)
+		if n == 0 {
+			return
+		}
+		for _, c := range []string{"0", "1", ":", "#"} {
+			gen(prefix+c, n-1)
+		}
+	}
+	gen("", 3) // 85 strings, "" and "1:0" and "#:" among them
+	// Two-digit indices: part 1 with "0:x" against part 10 with ":x".
+	const n = 12
+	key := pickFirst(n)
+	seen := map[string]chosen{}
+	for i := range n {
+		for _, v := range strs {
+			k := firstKey(t, key, i, v)
+			if prev, ok := seen[k]; ok {
+				t.Fatalf("part %d with %q and part %d with %q both make %q", i, v, prev.part, prev.key, k)
+			}
+			seen[k] = chosen{i, v}
+			if extra := len(k) - len(v); extra != len(strconv.Itoa(i))+1 {
+				t.Fatalf("part %d with %q makes %q: %d bytes longer", i, v, k, extra)
+			}
+		}
+	}
+}
+
+// FuzzFirst: two choices make the same key only if they are the same
+// choice.
+func FuzzFirst(f *testing.F) {
+	f.Add(uint8(1), "0:x", uint8(10), ":x")
+	f.Add(uint8(0), "1:203.0.113.7", uint8(1), "203.0.113.7")
+	f.Add(uint8(0), "", uint8(1), "")
+	const n = 12
+	key := pickFirst(n)
+	f.Fuzz(func(t *testing.T, i uint8, v string, j uint8, w string) {
+		a, b := int(i%n), int(j%n)
+		ka, kb := firstKey(t, key, a, v), firstKey(t, key, b, w)
+		if (ka == kb) != (a == b && v == w) {
+			t.Fatalf("part %d with %q makes %q, part %d with %q makes %q", a, v, ka, b, w, kb)
 		}
 	})
 }

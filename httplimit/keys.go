@@ -39,7 +39,8 @@ const MaxKeyLen = keys.MaxLen
 
 // Header keys a request by the first value of the named header field. A
 // missing or empty field is an error wrapping ErrNoKey. Long values are
-// hashed (see MaxKeyLen).
+// hashed (see MaxKeyLen); other values are keys as they are, so for
+// secrets use APIKey.
 func Header(name string) KeyFunc {
 	name = textproto.CanonicalMIMEHeaderKey(name)
 	return func(r *http.Request) (string, error) {
