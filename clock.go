@@ -1,6 +1,9 @@
 package sluice
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Clock tells the time. Only the edges of sluice read one (Wait, the keyed
 // limiter, middleware, the server); tests pass a clock they drive.
@@ -8,12 +11,79 @@ type Clock interface {
 	Now() time.Time
 }
 
-// SystemClock is the wall clock, time.Now, with its monotonic reading.
-var SystemClock Clock = systemClock{}
+// SystemClock is the default clock of every edge: the wall clock at the
+// start of the process plus the monotonic time elapsed since, following
+// the wall clock when it steps forward but never when it steps back. Its
+// times never go back, across goroutines too, and run at the monotonic
+// clock's rate, so a wall clock stepped back an hour (by NTP, or by hand)
+// denies nothing extra: the buckets keep refilling and the windows keep
+// rolling. With time.Now, the memory store would take the earlier times
+// as lag, and every key used in the last hour would be denied for up to
+// an hour. Until the wall clock steps forward again, SystemClock then
+// stays ahead of it by the step.
+//
+// Processes that must agree on the time, as those sharing a Redis store
+// WithCallerTime do, want the wall clock itself: ClockFunc(time.Now).
+// Inside a testing/synctest bubble, where time.Now has no monotonic
+// reading, SystemClock is time.Now.
+//
+// A read costs one time.Now and an atomic load.
+var SystemClock Clock = newSteadyClock(systemReading)
 
-type systemClock struct{}
+// monoBase is the origin of systemReading's monotonic time.
+var monoBase = time.Now()
 
-func (systemClock) Now() time.Time { return time.Now() }
+// systemReading reads the wall clock and the monotonic clock together;
+// ok is false when there is no monotonic reading (in a synctest bubble).
+// Go reads the wall clock first (on Linux), so a delay between the two
+// readings makes the wall clock look behind, never ahead: it does not
+// pass for a step forward.
+func systemReading() (wall, mono int64, ok bool) {
+	t := time.Now()
+	// == compares the monotonic readings, and Round(0) strips t's.
+	return t.UnixNano(), int64(t.Sub(monoBase)), t != t.Round(0)
+}
+
+// steadyClock is a Clock that reads mono + offset, where offset is the
+// largest wall - mono read so far: the offset only grows, so the time
+// never goes back, and it grows when, and only when, the wall clock is
+// ahead, so forward steps are followed. It is lock-free.
+type steadyClock struct {
+	read   func() (wall, mono int64, ok bool) // the clocks; the seam tests drive
+	offset atomic.Int64
+}
+
+func newSteadyClock(read func() (wall, mono int64, ok bool)) *steadyClock {
+	c := &steadyClock{read: read}
+	wall, mono, _ := read()
+	c.offset.Store(wall - mono)
+	return c
+}
+
+// Now returns the steady time.
+func (c *steadyClock) Now() time.Time {
+	wall, mono, ok := c.read()
+	if !ok {
+		return time.Unix(0, wall)
+	}
+	// A call that begins after another ended reads a monotonic time and
+	// an offset no smaller than the other's, so its time is no earlier.
+	off := c.offset.Load()
+	if d := wall - mono; d > off {
+		off = c.raise(off, d)
+	}
+	return time.Unix(0, mono+off)
+}
+
+// raise makes the offset at least d, from old, and returns it.
+func (c *steadyClock) raise(old, d int64) int64 {
+	for !c.offset.CompareAndSwap(old, d) {
+		if old = c.offset.Load(); old >= d {
+			return old
+		}
+	}
+	return d
+}
 
 // ClockFunc adapts a function to Clock.
 type ClockFunc func() time.Time

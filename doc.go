@@ -19,8 +19,9 @@
 //
 // So a test replays any history exactly and without sleeping, and a server
 // may decide with the request's own timestamp; in a handler, most callers
-// pass time.Now(). Only the edges read a clock, through the Clock
-// interface: LeakyQueue.Wait and Limiter.
+// pass SystemClock.Now(), a time that does not go back when the wall clock
+// does. Only the edges read a clock, through the Clock interface:
+// LeakyQueue.Wait and Limiter, both SystemClock by default.
 //
 // Time is kept in integer nanoseconds, with no float tokens, so nothing
 // drifts after a billion calls. A time earlier than one already seen never

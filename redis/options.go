@@ -26,8 +26,11 @@ func WithPrefix(p string) Option {
 
 // WithCallerTime decides at the now passed to Take, truncated to the
 // microsecond, instead of Redis TIME. Every process must then agree on
-// the time. Keys still expire in Redis time: a caller whose clock runs
-// slower than Redis's may find a key gone before its ResetAfter.
+// the time, so their Limiters should read the wall clock,
+// sluice.ClockFunc(time.Now): sluice.SystemClock, the default, stays
+// ahead of it after it steps back. Keys still expire in Redis time: a
+// caller whose clock runs slower than Redis's may find a key gone before
+// its ResetAfter.
 func WithCallerTime() Option { return func(s *Store) error { s.caller = true; return nil } }
 
 // WithTimeout bounds each call to Redis, whatever the caller's context
