@@ -20,13 +20,14 @@ import (
 // Time is a parameter, as for the rate limiters: Acquire takes now, and a
 // lease is counted until Release or until now reaches its expiry.
 //
-// Memory is bounded: at most WithMaxKeys keys (a key with no lease held is
-// not kept), each with at most limit leases. When a new key needs room,
-// its shard drops one of its least recently used keys whose leases have
-// all expired or, failing that, its least recently used key, whose leases
-// are then forgotten: size the bound above the number of keys with
-// requests in flight at once. Leases that expire are dropped when their key is next
-// used, by the background sweeper (WithSweepInterval), or by Sweep.
+// Memory is bounded: at most WithMaxKeys keys and WithMaxBytes bytes (a
+// key with no lease held is not kept), each key with at most limit leases.
+// When a new key needs room, its shard drops one of its least recently
+// used keys whose leases have all expired or, failing that, its least
+// recently used key, whose leases are then forgotten, until the new key
+// fits: size the bounds above the keys with requests in flight at once.
+// Leases that expire are dropped when their key is next used, by the
+// background sweeper (WithSweepInterval), or by Sweep.
 //
 // A Concurrency is safe for concurrent use and exact: however calls
 // interleave, no key ever has more than limit unexpired leases.
@@ -48,7 +49,7 @@ type cshard struct {
 	mu    sync.Mutex
 	keys  map[string]*holder
 	lru   holder // sentinel: lru.next is the most recently used
-	bound *bound // the limiter's key count, shared by its shards
+	bound *bound // the limiter's counts, shared by its shards
 	ids   uint64 // the last lease id given out: ids are unique per shard, so per key
 	last  int64  // latest time seen, Unix ns: the sweeper's now
 	_     [64]byte
@@ -56,10 +57,19 @@ type cshard struct {
 
 // holder is one key's leases, sorted by expiry.
 type holder struct {
-	key        string
+	key        string // a copy of the caller's
+	size       int64  // the key's copy's size, as allocated
 	grants     []grant
 	prev, next *holder
 }
+
+// holderBytes is what a key costs a Concurrency besides its key's copy,
+// for the byte bound: its holder (64 bytes), its first lease (16) and its
+// share of the shard's map, which varies as the map grows: 115 to 135
+// bytes in all, measured (TestConcurrencyBytesPerKey).
+const holderBytes = 128
+
+func (h *holder) bytes() int64 { return holderBytes + h.size }
 
 type grant struct {
 	id  uint64
@@ -91,8 +101,8 @@ func (l Lease) Expires() time.Time {
 var ErrInvalidRequest = fmt.Errorf("invalid request")
 
 // NewConcurrency returns an empty Concurrency limiter. WithMaxKeys,
-// WithShards and WithSweepInterval apply as for New; Close stops the
-// sweeper.
+// WithMaxBytes, WithShards and WithSweepInterval apply as for New; Close
+// stops the sweeper.
 func NewConcurrency(opts ...Option) (*Concurrency, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
@@ -102,7 +112,7 @@ func NewConcurrency(opts ...Option) (*Concurrency, error) {
 		shards: make([]cshard, cfg.shards),
 		shift:  64 - cfg.shardBits(),
 		seed:   maphash.MakeSeed(),
-		bound:  cfg.bound(),
+		bound:  cfg.bound(0),
 	}
 	for i := range c.shards {
 		sh := &c.shards[i]
@@ -117,9 +127,9 @@ func NewConcurrency(opts ...Option) (*Concurrency, error) {
 	return c, nil
 }
 
-func (c *Concurrency) shard(key string) *cshard {
-	return &c.shards[maphash.String(c.seed, key)>>c.shift]
-}
+func (c *Concurrency) shard(key string) *cshard { return &c.shards[c.index(key)] }
+
+func (c *Concurrency) index(key string) int { return int(maphash.String(c.seed, key) >> c.shift) }
 
 // Acquire asks for one of limit places of key at now, to be held for at
 // most ttl. If fewer than limit unexpired leases of key are held, it
@@ -130,7 +140,8 @@ func (c *Concurrency) shard(key string) *cshard {
 //
 // The decision's Limit is limit, Remaining the places left, ResetAfter the
 // wait until every lease held has expired. It errs, changing nothing, for
-// a negative limit, a ttl that is not positive, or a closed limiter.
+// a negative limit, a ttl that is not positive, a closed limiter, or a key
+// that could never fit in the byte bound (ErrTooLarge).
 func (c *Concurrency) Acquire(now time.Time, key string, limit int64, ttl time.Duration) (Lease, sluice.Decision, error) {
 	switch {
 	case limit < 0:
@@ -140,14 +151,28 @@ func (c *Concurrency) Acquire(now time.Time, key string, limit int64, ttl time.D
 	case c.closed.Load():
 		return Lease{}, sluice.Decision{}, ErrClosed
 	}
+	if err := c.bound.fits(holderBytes + int64(len(key))); err != nil {
+		return Lease{}, sluice.Decision{}, err
+	}
 	ns := now.UnixNano()
 	exp := ns + int64(ttl)
 	if ns > 0 && exp < ns {
 		exp = math.MaxInt64
 	}
-	sh := c.shard(key)
+	i := c.index(key)
+	sh := &c.shards[i]
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
+	l, d, added := sh.acquire(ns, key, limit, exp)
+	sh.mu.Unlock()
+	if added && c.bound.over() {
+		c.relieve(ns, i)
+	}
+	return l, d, nil
+}
+
+// acquire is Acquire's body under sh.mu. It reports whether it added a
+// key, which may take the limiter past its bounds (see bound).
+func (sh *cshard) acquire(ns int64, key string, limit, exp int64) (Lease, sluice.Decision, bool) {
 	sh.last = max(sh.last, ns)
 	h := sh.keys[key]
 	held := 0
@@ -157,7 +182,8 @@ func (c *Concurrency) Acquire(now time.Time, key string, limit int64, ttl time.D
 	}
 	d := sluice.Decision{Limit: limit}
 	if int64(held) < limit {
-		if h == nil {
+		added := h == nil
+		if added {
 			h = sh.add(key, ns)
 		}
 		sh.ids++
@@ -167,7 +193,7 @@ func (c *Concurrency) Acquire(now time.Time, key string, limit int64, ttl time.D
 		d.Allowed = true
 		d.Remaining = limit - int64(held) - 1
 		d.ResetAfter = time.Duration(h.grants[len(h.grants)-1].exp - ns)
-		return Lease{key: h.key, id: g.id, exp: exp}, d, nil
+		return Lease{key: h.key, id: g.id, exp: exp}, d, added
 	}
 	// Denied: held - limit + 1 leases must go before one fits.
 	d.RetryAfter = sluice.Never
@@ -182,7 +208,29 @@ func (c *Concurrency) Acquire(now time.Time, key string, limit int64, ttl time.D
 			sh.touch(h)
 		}
 	}
-	return Lease{}, d, nil
+	return Lease{}, d, false
+}
+
+// relieve evicts from the shards, shard first last, while the limiter is
+// over its bounds: a shard that had nothing to evict for a new key took it
+// past them (see bound). It spares each shard's most recently used key,
+// the caller's among them, unless there is no other way. The caller holds
+// no shard's lock.
+func (c *Concurrency) relieve(now int64, first int) {
+	for _, spare := range [2]bool{true, false} {
+		for i := 1; i <= len(c.shards) && c.bound.over(); i++ {
+			sh := &c.shards[(first+i)%len(c.shards)]
+			sh.mu.Lock()
+			for c.bound.over() {
+				v := sh.victim(now)
+				if v == nil || spare && v == sh.lru.next {
+					break
+				}
+				sh.drop(v)
+			}
+			sh.mu.Unlock()
+		}
+	}
 }
 
 // Release gives back the place l holds and reports whether it was still
@@ -234,6 +282,10 @@ func (c *Concurrency) InFlight(now time.Time, key string) int64 {
 // and not yet dropped).
 func (c *Concurrency) Len() int { return int(c.bound.n.Load()) }
 
+// Bytes returns the bytes counted against the byte bound (see
+// WithMaxBytes).
+func (c *Concurrency) Bytes() int64 { return c.bound.bytes.Load() }
+
 // Sweep drops the leases expired at now, and the keys left with none, and
 // returns how many keys it dropped.
 func (c *Concurrency) Sweep(now time.Time) int {
@@ -284,28 +336,42 @@ func (sh *cshard) sweep(now int64) int {
 	return n
 }
 
-// lruScan is how far from the cold end of the list add looks for a key
-// with nothing in flight before it evicts the coldest key outright.
+// lruScan is how far from the cold end of the list victim looks for a key
+// with nothing in flight before it picks the coldest key outright.
 const lruScan = 8
 
-// add makes a holder for key, counted in the bound, making room in the
-// shard first if the limiter is at its bound (see bound). The caller holds
-// sh.mu.
-func (sh *cshard) add(key string, now int64) *holder {
-	if !sh.bound.reserve() {
-		if victim := sh.lru.prev; victim != &sh.lru {
-			for h, i := sh.lru.prev, 0; h != &sh.lru && i < lruScan; h, i = h.prev, i+1 {
-				if h.expire(now); len(h.grants) == 0 {
-					victim = h
-					break
-				}
-			}
-			sh.unlink(victim) // the new key takes over its count
-		} else {
-			sh.bound.n.Add(1)
+// victim picks the key to evict: of the lruScan least recently used, the
+// coldest with no lease unexpired at now, else the coldest; nil if the
+// shard holds none. The caller holds sh.mu.
+func (sh *cshard) victim(now int64) *holder {
+	if sh.lru.prev == &sh.lru {
+		return nil
+	}
+	for h, i := sh.lru.prev, 0; h != &sh.lru && i < lruScan; h, i = h.prev, i+1 {
+		if h.expire(now); len(h.grants) == 0 {
+			return h
 		}
 	}
-	h := &holder{key: key}
+	return sh.lru.prev
+}
+
+// add makes a holder for key, counted in the bound, making room in the
+// shard first, until the key fits, if the limiter is at its bounds; a
+// shard with nothing left to evict adds it over them (see bound). The
+// caller holds sh.mu.
+func (sh *cshard) add(key string, now int64) *holder {
+	key, size := copyKey(key)
+	h := &holder{key: key, size: size}
+	dk, db := int64(1), h.bytes()
+	for !sh.bound.take(dk, db) {
+		v := sh.victim(now)
+		if v == nil {
+			sh.bound.force(dk, db)
+			break
+		}
+		dk, db = dk-1, db-v.bytes()
+		sh.unlink(v) // the new key takes over its counts
+	}
 	sh.keys[key] = h
 	h.prev, h.next = &sh.lru, sh.lru.next
 	h.next.prev, sh.lru.next = h, h
@@ -322,7 +388,7 @@ func (sh *cshard) touch(h *holder) {
 // drop forgets h and uncounts it.
 func (sh *cshard) drop(h *holder) {
 	sh.unlink(h)
-	sh.bound.n.Add(-1)
+	sh.bound.force(-1, -h.bytes())
 }
 
 func (sh *cshard) unlink(h *holder) {

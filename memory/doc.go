@@ -12,6 +12,7 @@
 //     released expires.
 //
 // Both take the time as a parameter, are safe for concurrent use, and hold
-// at most WithMaxKeys keys, however many distinct keys arrive. Both start
+// at most WithMaxKeys keys and WithMaxBytes bytes, whichever binds first,
+// however many distinct keys arrive and however long they are. Both start
 // a goroutine that drops idle keys (WithSweepInterval); Close stops it.
 package memory

@@ -1,8 +1,8 @@
 package memory
 
 import (
+	"encoding/binary"
 	"math"
-	"strings"
 	"sync/atomic"
 	"unsafe"
 
@@ -13,13 +13,14 @@ import (
 // bytes, one cache line, plus a copy of a key longer than 16 bytes and,
 // for the window algorithms, a window. A key of up to 16 bytes is kept in
 // the entry itself, so that finding a key reads one line of the table,
-// and the line after it now and then.
+// and the line after it now and then; for a longer key, inl holds the
+// size of its copy, as allocated, for the byte bound.
 type entry struct {
-	sp  *spec         // nil for an empty cell
-	x   atomic.Uint64 // the bucket algorithms' state (algo.TAT)
-	w   *window       // the window algorithms' state
-	key string        // the key: its bytes are inl's, or a copy of the caller's
-	inl [inlineKey]byte
+	sp  *spec           // nil for an empty cell
+	x   atomic.Uint64   // the bucket algorithms' state (algo.TAT)
+	w   *window         // the window algorithms' state
+	key string          // the key: its bytes are inl's, or a copy of the caller's
+	inl [inlineKey]byte // a short key's bytes, or a long key's copy's size
 	// hash is the low half of the key's hash: a tag that spares most key
 	// comparisons, and the entry's home in the table.
 	hash uint32
@@ -31,16 +32,50 @@ type entry struct {
 // inlineKey is the longest key kept inside its entry.
 const inlineKey = 16
 
-// setKey makes e's key a copy of key: never the caller's string, which may
-// pin a larger buffer. A short key's string points into e.inl, so an entry
-// moves only with moveTo.
-func (e *entry) setKey(key string) {
+// cloneKey returns the key an entry keeps and what it costs beyond the
+// entry: key itself for a key of up to 16 bytes, which setKey copies into
+// the entry, else a copy (never the caller's string, which may pin a
+// larger buffer) and its size as allocated.
+func cloneKey(key string) (string, int64) {
+	if len(key) <= inlineKey {
+		return key, 0
+	}
+	return copyKey(key)
+}
+
+// copyKey returns a copy of key and its size as allocated: append rounds
+// the capacity up to the allocator's size class, which reports it.
+func copyKey(key string) (string, int64) {
+	if key == "" {
+		return "", 0
+	}
+	b := append([]byte(nil), key...)
+	return unsafe.String(unsafe.SliceData(b), len(b)), int64(cap(b))
+}
+
+// setKey makes e's key key, from cloneKey with its size. A short key's
+// string points into e.inl, so an entry moves only with moveTo.
+func (e *entry) setKey(key string, size int64) {
 	if len(key) > inlineKey {
-		e.key = strings.Clone(key)
+		e.key = key
+		binary.LittleEndian.PutUint64(e.inl[:], uint64(size))
 		return
 	}
 	n := copy(e.inl[:], key)
 	e.key = unsafe.String(&e.inl[0], n)
+}
+
+// bytes is what e counts against the byte bound: its cell, the copy of a
+// long key, and the window and its ring.
+func (e *entry) bytes() int64 {
+	b := e.sp.bytes
+	if len(e.key) > inlineKey {
+		b += int64(binary.LittleEndian.Uint64(e.inl[:]))
+	}
+	if e.sp.kind == kindLog {
+		b += int64(e.w.ring.Cap()-e.sp.firstRing()) * ringCellBytes
+	}
+	return b
 }
 
 // moveTo moves e to dst, an empty cell, and empties e. The caller holds
@@ -53,10 +88,10 @@ func (e *entry) moveTo(dst *entry) {
 // copyTo makes dst, an empty cell, a copy of e, for a table about to be
 // dropped. The caller holds the exclusive lock.
 func (e *entry) copyTo(dst *entry) {
+	dst.inl = e.inl // a fixed-size copy: no call, unlike copy()
 	if len(e.key) > inlineKey {
 		dst.key = e.key // the copy setKey made: share it
 	} else {
-		dst.inl = e.inl // a fixed-size copy: no call, unlike copy()
 		dst.key = unsafe.String(&dst.inl[0], len(e.key))
 	}
 	dst.sp, dst.w, dst.hash = e.sp, e.w, e.hash
@@ -96,8 +131,10 @@ func (e *entry) touch(st uint32) {
 
 // step decides n units at now against e: lock-free for the bucket
 // algorithms (one CAS on one uint64), under e's own lock for the windows.
-// The caller holds the shard's lock, shared or exclusive.
-func (e *entry) step(now, n int64) sluice.Decision {
+// A sliding log's ring that grows is counted in b, past its bounds if need
+// be: the caller then relieves the store. The caller holds the shard's
+// lock, shared or exclusive.
+func (e *entry) step(now, n int64, b *bound) sluice.Decision {
 	sp := e.sp
 	if sp.kind == kindBucket {
 		for {
@@ -112,7 +149,11 @@ func (e *entry) step(now, n int64) sluice.Decision {
 		}
 	}
 	e.w.mu.Lock()
+	c := e.w.ringCap()
 	d := e.w.step(sp, now, n)
+	if grown := e.w.ringCap() - c; grown > 0 {
+		b.force(0, int64(grown)*ringCellBytes)
+	}
 	e.w.mu.Unlock()
 	return d
 }

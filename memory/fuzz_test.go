@@ -60,5 +60,6 @@ func FuzzTake(f *testing.F) {
 			}
 		}
 		s.shards[0].check(t)
+		s.checkBytes(t, DefaultMaxBytes)
 	})
 }

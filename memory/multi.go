@@ -52,7 +52,28 @@ func (s *Store) takeMulti(now, n int64, checks []sluice.Check, out []sluice.Deci
 		}
 		return nil
 	}
-	for !s.charge(now, n, checks, out, hs) {
+	// Could the keys fit together, were they all new? A request that could
+	// not is refused, rather than evicting every other key only to evict
+	// its own. (Keys are counted at their lengths here; insert counts each
+	// key's copy as allocated, a little more, and refuses one that alone
+	// could never fit.)
+	var size int64
+	for i := range hs {
+		size += hs[i].sp.bytes + int64(len(checks[i].Key))
+	}
+	if err := s.bound.fits(size); err != nil {
+		return err
+	}
+	defer func() {
+		if s.bound.over() { // adding keys to pinned or empty shards
+			s.relieve(now, hs[0].h)
+		}
+	}()
+	for {
+		done, err := s.charge(now, n, checks, out, hs)
+		if done || err != nil {
+			return err
+		}
 		// A spec was retired while the shards were unlocked; it had no
 		// entries, so its rule's fresh spec stands in.
 		for i := range hs {
@@ -65,12 +86,12 @@ func (s *Store) takeMulti(now, n int64, checks []sluice.Check, out []sluice.Deci
 			}
 		}
 	}
-	return nil
 }
 
 // charge is takeMulti's body under the shards' locks. It returns false,
-// having charged nothing, if it found a spec retired.
-func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decision, hs []held) bool {
+// having charged nothing, if it found a spec retired, or with an error if
+// a key could never fit (ErrTooLarge).
+func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decision, hs []held) (bool, error) {
 	var ibuf [maxInline]int
 	ids := ibuf[:0]
 	for i := range hs {
@@ -84,9 +105,7 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 	}
 	defer func() {
 		for k := len(ids) - 1; k >= 0; k-- {
-			sh := &s.shards[ids[k]]
-			sh.trim(now)
-			sh.mu.Unlock()
+			s.shards[ids[k]].mu.Unlock()
 		}
 	}()
 
@@ -106,9 +125,10 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 		sh := s.shard(hs[i].h)
 		e := sh.find(hs[i].h, hs[i].sp, checks[i].Key) // added for an earlier check?
 		if e == nil {
-			if e = sh.insert(hs[i].h, hs[i].sp, checks[i].Key, now); e == nil {
+			var err error
+			if e, err = sh.insert(hs[i].h, hs[i].sp, checks[i].Key, now); e == nil {
 				s.unpin(now, checks, hs)
-				return false
+				return false, err
 			}
 		}
 		e.used.Store(pinned)
@@ -129,7 +149,7 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 			}
 		}
 		if hs[i].first == i {
-			hs[i].peek = hs[i].e.step(now, 0)
+			hs[i].peek = hs[i].e.step(now, 0, s.bound)
 			hs[i].saved = hs[i].e.save()
 		}
 	}
@@ -142,7 +162,7 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 			if checks[i].Rule.Shadow != shadow {
 				continue
 			}
-			out[i] = hs[i].e.step(now, checks[i].CostFor(n))
+			out[i] = hs[i].e.step(now, checks[i].CostFor(n), s.bound)
 			allowed = allowed && (shadow || out[i].Allowed)
 		}
 	}
@@ -159,7 +179,7 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 		}
 	}
 	s.unpin(now, checks, hs)
-	return true
+	return true, nil
 }
 
 // unpin releases the entries of a multi-check, dropping those that are

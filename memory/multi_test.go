@@ -263,6 +263,7 @@ func TestChurn(t *testing.T) {
 	for i := range s.shards {
 		s.shards[i].check(t)
 	}
+	s.checkBytes(t, DefaultMaxBytes)
 }
 
 // TestPinnedOverflow: a policy of more new keys than the store may hold

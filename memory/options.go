@@ -5,13 +5,22 @@ import (
 	"fmt"
 	"math/bits"
 	"runtime"
-	"sync/atomic"
 	"time"
 )
 
 // DefaultMaxKeys is the most keys a Store or a Concurrency limiter holds
-// unless WithMaxKeys says otherwise: 80 to 100 MB of GCRA keys.
+// unless WithMaxKeys says otherwise: 80 to 100 MB of GCRA keys of up to 16
+// bytes. Longer keys cost more, and DefaultMaxBytes binds first.
 const DefaultMaxKeys = 1 << 20
+
+// DefaultMaxBytes is the most bytes a Store or a Concurrency limiter
+// counts (see WithMaxBytes) unless WithMaxBytes says otherwise: 256 MiB.
+// With DefaultMaxKeys, a Store of GCRA keys is bound by the key count for
+// keys of up to about 128 bytes (1,048,576 keys of 16 bytes hold 80 to
+// 100 MB of heap), and by the bytes beyond: it holds about 420,000 keys of
+// 490 to 512 bytes, the longest the service (sluice serve) hands it, in
+// about 250 MB (240 MiB) of heap.
+const DefaultMaxBytes = 256 << 20
 
 // DefaultSweepInterval is how often the background sweeper drops idle keys
 // unless WithSweepInterval says otherwise.
@@ -25,6 +34,14 @@ const maxShards = 1 << 12
 // and each shard's eviction samples a fair share of the keys.
 const minShardKeys = 64
 
+// minShardBytes is the fewest bytes per shard the default shard count
+// allows: 64 keys of 128 bytes.
+const minShardBytes = 8 << 10
+
+// minShardRoom is the fewest bytes per shard WithShards and WithMaxBytes
+// allow: the shard's empty table and as much again for keys.
+const minShardRoom = 2 * emptyTableBytes
+
 // ErrInvalidOption is wrapped by the error New and NewConcurrency return
 // for an option with a value they cannot use.
 var ErrInvalidOption = errors.New("invalid option")
@@ -34,9 +51,10 @@ var ErrInvalidOption = errors.New("invalid option")
 type Option func(*config)
 
 type config struct {
-	maxKeys int
-	shards  int // 0: chosen from GOMAXPROCS and maxKeys
-	sweep   time.Duration
+	maxKeys  int
+	maxBytes int64
+	shards   int // 0: chosen from GOMAXPROCS, maxKeys and maxBytes
+	sweep    time.Duration
 }
 
 // WithMaxKeys bounds the number of keys held. Once the store holds nearly
@@ -45,11 +63,35 @@ type config struct {
 // Store). n must be positive. The default is DefaultMaxKeys.
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
+// WithMaxBytes bounds the bytes held for keys, whichever of it and
+// WithMaxKeys binds first. A Store counts, for each key, 128 bytes for its
+// table cell (64 bytes, in a table kept at least half full), the copy of
+// the key if longer than 16 bytes, at the size the allocator gives it (512
+// bytes for a key of 490 to 512), and for the window algorithms the
+// window (64 bytes; the sliding log's ring 48 more, and 16 a cell as it
+// grows); and 1 KB a shard for its first table. That is never less than
+// the heap the Store holds, and at most 10% more for keys of 490 bytes or
+// more (tables are mostly 16/25 to 4/5 full: 80 to 100 bytes a cell). A
+// Concurrency limiter counts 128 bytes a key (its holder, its first lease
+// and its share of the map: 115 to 135 bytes measured) and the copy of
+// the key; further leases, at most the limit of each key, are not
+// counted. Neither counts the rules or its fixed structures, a few KB.
+// The package's tests measure these (TestBytesPerKey,
+// TestConcurrencyBytesPerKey).
+//
+// Adding a key when the bytes are at n evicts keys as WithMaxKeys does,
+// until the new key fits: from the key's shard first, from the others if
+// that shard has nothing left to evict. A request whose new keys could
+// never fit is refused (ErrTooLarge). n must leave each shard room for its
+// first table and as much again (2 KB); the default is DefaultMaxBytes.
+func WithMaxBytes(n int64) Option { return func(c *config) { c.maxBytes = n } }
+
 // WithShards sets the number of shards the keys are spread over, each with
 // its own lock and its own eviction order. n is rounded up to a
-// power of two, must be positive, and may not exceed 4096 or the key bound.
+// power of two, must be positive, and may not exceed 4096, the key bound,
+// or the byte bound over 2 KB.
 // The default is 16 per CPU (GOMAXPROCS), at least 16, reduced so that each
-// shard holds at least 64 keys. One shard makes eviction follow the
+// shard holds at least 64 keys and 8 KB. One shard makes eviction follow the
 // least-recently-used order of the whole store most closely.
 func WithShards(n int) Option { return func(c *config) { c.shards = n } }
 
@@ -62,7 +104,7 @@ func WithSweepInterval(d time.Duration) Option { return func(c *config) { c.swee
 
 // newConfig applies opts over the defaults and checks the result.
 func newConfig(opts []Option) (config, error) {
-	c := config{maxKeys: DefaultMaxKeys, sweep: DefaultSweepInterval}
+	c := config{maxKeys: DefaultMaxKeys, maxBytes: DefaultMaxBytes, sweep: DefaultSweepInterval}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -71,21 +113,25 @@ func newConfig(opts []Option) (config, error) {
 	switch {
 	case c.maxKeys <= 0:
 		return c, fmt.Errorf("memory: %w: max keys %d must be positive", ErrInvalidOption, c.maxKeys)
+	case c.maxBytes < minShardRoom:
+		return c, fmt.Errorf("memory: %w: max bytes %d must be at least %d", ErrInvalidOption, c.maxBytes, minShardRoom)
 	case c.shards < 0 || c.shards > maxShards:
 		return c, fmt.Errorf("memory: %w: shards %d must be between 1 and %d", ErrInvalidOption, c.shards, maxShards)
 	case c.shards > c.maxKeys:
 		return c, fmt.Errorf("memory: %w: %d shards for %d keys leaves a shard with none", ErrInvalidOption, c.shards, c.maxKeys)
+	case int64(c.shards) > c.maxBytes/minShardRoom:
+		return c, fmt.Errorf("memory: %w: %d shards for %d bytes leaves a shard less than %d", ErrInvalidOption, c.shards, c.maxBytes, minShardRoom)
 	case c.sweep < 0:
 		return c, fmt.Errorf("memory: %w: sweep interval %v must not be negative", ErrInvalidOption, c.sweep)
 	}
 	if c.shards == 0 {
 		c.shards = max(16, 16*runtime.GOMAXPROCS(0))
-		for c.shards > 1 && c.maxKeys/c.shards < minShardKeys {
+		for c.shards > 1 && (c.maxKeys/c.shards < minShardKeys || c.maxBytes/int64(c.shards) < minShardBytes) {
 			c.shards /= 2
 		}
 	}
-	c.shards = 1 << bits.Len(uint(c.shards-1)) // round up to a power of two
-	for c.shards > c.maxKeys {                 // rounding up may pass the bound
+	c.shards = 1 << bits.Len(uint(c.shards-1))                              // round up to a power of two
+	for c.shards > c.maxKeys || int64(c.shards) > c.maxBytes/minShardRoom { // rounding up may pass the bounds
 		c.shards /= 2
 	}
 	return c, nil
@@ -93,37 +139,3 @@ func newConfig(opts []Option) (config, error) {
 
 // shardBits is log2 of the shard count, a power of two.
 func (c *config) shardBits() uint { return uint(bits.TrailingZeros(uint(c.shards))) }
-
-// bound counts the keys of all shards against the store's bound. A shard
-// that adds a key when the count has reached soft makes room in itself;
-// a shard with nothing to evict (empty, or every key pinned by a
-// multi-check) adds it anyway. With soft = maxKeys - shards + 1, the empty
-// shards cannot take the count past maxKeys, the hard bound; a multi-check
-// that pinned its shard past it trims back on its way out.
-//
-// One count for the store, not a share per shard: keys do not spread
-// evenly over shards, and a shard that filled its share first would evict
-// while the store still had room.
-type bound struct {
-	n    atomic.Int64
-	soft int64
-	hard int64
-	_    [64]byte // n is written by every shard
-}
-
-func (c *config) bound() *bound {
-	return &bound{soft: int64(c.maxKeys - c.shards + 1), hard: int64(c.maxKeys)}
-}
-
-// reserve counts one more key if the count is below soft.
-func (b *bound) reserve() bool {
-	for {
-		n := b.n.Load()
-		if n >= b.soft {
-			return false
-		}
-		if b.n.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
-}

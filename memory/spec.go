@@ -44,6 +44,9 @@ type spec struct {
 	log  algo.Log
 	rate int64 // for the sliding log's ring
 	per  int64 // Period in ns, for the sliding log's ring
+	// bytes is what a fresh key costs besides the copy of its key, for
+	// the byte bound: its cell, and its window and first ring, if any.
+	bytes int64
 
 	_ [64]byte // keep refs, written on every insert and removal, off the read path's line
 	// refs counts the entries that use the spec; -1 once the registry has
@@ -111,8 +114,19 @@ func newSpec(r *sluice.Rule) (*spec, error) {
 		_, err := sluice.ParseAlgo(string(r.Algorithm))
 		return nil, fmt.Errorf("memory: rule %q: %w", r.Name, err)
 	}
+	s.bytes = keyCellBytes
+	switch s.kind {
+	case kindBucket:
+	case kindLog:
+		s.bytes += windowBytes + ringBytes + int64(s.firstRing())*ringCellBytes
+	default:
+		s.bytes += windowBytes
+	}
 	return s, nil
 }
+
+// firstRing is the capacity of a new key's sliding log ring.
+func (s *spec) firstRing() int { return int(min(s.rate, minLogRing)) }
 
 // cacheBits sizes the registry's cache of rule pointers.
 const cacheBits = 10

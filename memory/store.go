@@ -35,15 +35,18 @@ var ErrShortOut = errors.New("out shorter than checks")
 // its keys afresh, as new keys (the old states are never read with the new
 // arithmetic; they go when idle or evicted).
 //
-// Memory is bounded by WithMaxKeys. A key whose state is back to idle
-// (its ResetAfter has passed) is dropped without loss: by the background
-// sweeper, by Sweep, or when room is needed. When the store is full and a
-// new key arrives, the new key's shard evicts an idle key if it finds one
-// among those it samples, else the least recently used of them (sampled
-// LRU, as Redis does; see shard), whose state is then forgotten: the key
-// starts afresh if it comes back. A GCRA key costs 80 to 100 bytes, plus a
-// copy of its key if longer than 16 bytes; a window key 64 bytes more; a
-// sliding log key also 16 bytes per request in its window, up to Rate.
+// Memory is bounded by WithMaxKeys and WithMaxBytes, whichever binds
+// first. A key whose state is back to idle (its ResetAfter has passed) is
+// dropped without loss: by the background sweeper, by Sweep, or when room
+// is needed. When the store is full and a new key arrives, the new key's
+// shard evicts an idle key if it finds one among those it samples, else
+// the least recently used of them (sampled LRU, as Redis does; see
+// shard), whose state is then forgotten: the key starts afresh if it comes
+// back. A GCRA key costs 80 to 100 bytes, plus a copy of its key if longer
+// than 16 bytes (512 bytes for a key of 490 to 512); a window key 64 bytes
+// more; a sliding log key also 16 bytes per request in its window, up to
+// Rate. The byte bound counts all of these, the cell at 128 bytes (see
+// WithMaxBytes).
 //
 // Times are the callers': a request stamped earlier than one already
 // decided for its key is decided as if at the later time, as the
@@ -76,8 +79,10 @@ func New(opts ...Option) (*Store, error) {
 		shift:  64 - c.shardBits(),
 		seed:   maphash.MakeSeed(),
 		specs:  newRegistry(),
-		bound:  c.bound(),
 	}
+	tables := int64(c.shards) * emptyTableBytes
+	s.bound = c.bound(tables)
+	s.bound.bytes.Store(tables)
 	for i := range s.shards {
 		s.shards[i].init(s.bound)
 	}
@@ -100,8 +105,10 @@ func New(opts ...Option) (*Store, error) {
 // over-admitted and nothing is denied that a serial order would allow.
 //
 // It errs, charging nothing, if ctx is done, the store closed, out too
-// short, or a check has no rule or a rule that is invalid. It does not
-// allocate for existing keys and up to 8 checks.
+// short, a check has no rule or a rule that is invalid, or the keys it
+// would add could never fit in the byte bound (ErrTooLarge, which wraps
+// sluice.ErrRefused). It does not allocate for existing keys and up to 8
+// checks.
 func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluice.Check, out []sluice.Decision) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -142,8 +149,11 @@ func (s *Store) take1(sp *spec, c *sluice.Check, now, n int64) (sluice.Decision,
 	sh.mu.RLock()
 	if e := sh.find(h, sp, c.Key); e != nil {
 		e.touch(stampOf(now))
-		d := e.step(now, n)
+		d := e.step(now, n, s.bound)
 		sh.mu.RUnlock()
+		if sp.kind == kindLog && s.bound.over() { // its ring grew
+			s.relieve(now, h)
+		}
 		return d, nil
 	}
 	sh.mu.RUnlock()
@@ -156,20 +166,24 @@ func (s *Store) take1(sp *spec, c *sluice.Check, now, n int64) (sluice.Decision,
 	for {
 		sh.mu.Lock()
 		e := sh.find(h, sp, c.Key)
+		var err error
 		if e != nil {
 			e.touch(stampOf(now))
-		} else {
-			e = sh.insert(h, sp, c.Key, now)
+		} else if e, err = sh.insert(h, sp, c.Key, now); err != nil {
+			sh.mu.Unlock()
+			return sluice.Decision{}, err
 		}
 		if e != nil {
-			d := e.step(now, n)
+			d := e.step(now, n, s.bound)
 			sh.mu.Unlock()
+			if s.bound.over() {
+				s.relieve(now, h)
+			}
 			return d, nil
 		}
 		// sp was retired between the lookup and the insert: it has no
 		// entries, so the rule's fresh spec decides.
 		sh.mu.Unlock()
-		var err error
 		if sp, err = s.specs.refresh(c.Rule); err != nil {
 			return sluice.Decision{}, err
 		}
@@ -178,8 +192,30 @@ func (s *Store) take1(sp *spec, c *sluice.Check, now, n int64) (sluice.Decision,
 	}
 }
 
+// relieve evicts from the shards, the one of hash h last, while the store
+// is over its bounds: keys added to shards with nothing to evict (empty,
+// or pinned by a multi-check), or a sliding log's ring that grew, took it
+// past them (see bound). It spares the keys used at now, the caller's
+// among them, unless there is no other way. The caller holds no shard's
+// lock.
+func (s *Store) relieve(now int64, h uint64) {
+	first := int(h >> s.shift)
+	for _, spare := range [2]bool{true, false} {
+		for i := 1; i <= len(s.shards) && s.bound.over(); i++ {
+			sh := &s.shards[(first+i)%len(s.shards)]
+			sh.mu.Lock()
+			sh.trim(now, spare)
+			sh.mu.Unlock()
+		}
+	}
+}
+
 // Len returns the number of keys held.
 func (s *Store) Len() int { return int(s.bound.n.Load()) }
+
+// Bytes returns the bytes counted against the byte bound (see
+// WithMaxBytes).
+func (s *Store) Bytes() int64 { return s.bound.bytes.Load() }
 
 // Sweep drops the keys whose state is idle at now, as the background
 // sweeper does, and returns how many it dropped. now should be no later

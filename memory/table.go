@@ -3,6 +3,7 @@ package memory
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // shard is one part of the store: an open-addressing table of entries,
@@ -14,10 +15,13 @@ import (
 // lookup reads the line of the key's home cell and, when the key was
 // pushed along, the next lines, which the processor fetches ahead. It is
 // at most 4/5 full and grows by a quarter at a time, which keeps it at
-// least 3/5 full once grown: 64 bytes a cell make about 80 a key. A
-// dropped entry is filled by backward-shift deletion: no tombstones. The
-// table's size need not be a power of two: a hash is mapped to a cell by
-// multiplying (h·size >> 32).
+// least 16/25 full once grown: 64 bytes a cell make 80 to 100 a key. A
+// table that dropped or evicted keys leave less than half full is
+// compacted, so that the byte bound may count 128 bytes a key for its
+// cell (keyCellBytes) and no more than that is held. A dropped entry is
+// filled by backward-shift deletion: no tombstones. The table's size need
+// not be a power of two: a hash is mapped to a cell by multiplying
+// (h·size >> 32).
 //
 // Eviction is sampled least-recently-used, as Redis does it: each entry
 // keeps when it was last used (a stamp of the request's time, about a
@@ -31,13 +35,24 @@ type shard struct {
 	last  atomic.Int64 // latest time a request brought, Unix ns: the sweeper's now
 	tab   []entry
 	n     int    // live entries
-	bound *bound // the store's key count, shared by its shards
+	bound *bound // the store's counts, shared by its shards
 	hand  int
 	_     [64]byte // keep shards apart in memory: each is written on every call
 }
 
 const minTable = 16
 
+// The bytes of a table, for the byte bound: a cell is 64 bytes, and a key
+// is counted 128 for its cell, what a cell costs in a table half full, the
+// emptiest that compact leaves one; a shard's first, empty table is
+// counted once for all.
+const (
+	cellBytes       = int64(unsafe.Sizeof(entry{}))
+	keyCellBytes    = 2 * cellBytes
+	emptyTableBytes = minTable * cellBytes
+)
+
+// init makes the shard's first table, which the caller has counted.
 func (sh *shard) init(b *bound) {
 	sh.bound = b
 	sh.tab = make([]entry, minTable)
@@ -84,21 +99,34 @@ func (sh *shard) find(h uint64, sp *spec, key string) *entry {
 
 // insert adds key under sp, which the caller has found missing, with a
 // fresh state: a zero word for the buckets, a new window for the others.
-// It makes room first: when the store is at its bound, by evicting a key
-// of this shard, whose count the new key takes over; a shard with nothing
-// to evict adds the key over the soft bound (see bound). It returns nil if
-// sp was retired meanwhile. The caller holds the exclusive lock; the entry
-// stays where it is until the table next changes.
-func (sh *shard) insert(h uint64, sp *spec, key string, now int64) *entry {
-	if !sp.acquire() {
-		return nil
+// It makes room first: when the store is at its bounds, by evicting keys
+// of this shard, whose counts the new key takes over, until the key fits;
+// a shard with nothing left to evict adds the key over the bounds (see
+// bound), and the caller relieves the store once it has let go of the
+// shard. It returns nil if sp was retired meanwhile, and an error wrapping
+// ErrTooLarge, adding nothing, for a key that could never fit. The caller
+// holds the exclusive lock; the entry stays where it is until the table
+// next changes.
+func (sh *shard) insert(h uint64, sp *spec, key string, now int64) (*entry, error) {
+	key, size := cloneKey(key)
+	dk, db := int64(1), sp.bytes+size
+	if err := sh.bound.fits(db); err != nil {
+		return nil, err
 	}
-	if !sh.bound.reserve() {
-		if v, ok := sh.victim(now); ok {
-			sh.delete(v)
-		} else {
-			sh.bound.n.Add(1)
+	if !sp.acquire() {
+		return nil, nil
+	}
+	for !sh.bound.take(dk, db) {
+		v, ok := sh.victim(now)
+		if !ok {
+			sh.bound.force(dk, db)
+			break
 		}
+		dk, db = dk-1, db-sh.tab[v].bytes()
+		sh.delete(v)
+	}
+	if dk < 0 { // evicted more than one: a long key in place of short ones
+		sh.compact()
 	}
 	if 5*(sh.n+1) > 4*len(sh.tab) {
 		sh.resize(len(sh.tab) + len(sh.tab)/4)
@@ -111,7 +139,7 @@ func (sh *shard) insert(h uint64, sp *spec, key string, now int64) *entry {
 		}
 	}
 	e := &sh.tab[i]
-	e.setKey(key)
+	e.setKey(key, size)
 	e.sp = sp
 	e.hash = hash
 	e.x.Store(0)
@@ -120,7 +148,7 @@ func (sh *shard) insert(h uint64, sp *spec, key string, now int64) *entry {
 		e.w = newWindow(sp)
 	}
 	sh.n++
-	return e
+	return e, nil
 }
 
 // sample is how many keys victim compares.
@@ -156,26 +184,30 @@ func (sh *shard) victim(now int64) (int, bool) {
 	return best, best >= 0
 }
 
-// trim evicts from the shard while the store is over its hard bound, as
-// a multi-check that pinned every key of its shard can leave it.
-func (sh *shard) trim(now int64) {
-	for sh.bound.n.Load() > sh.bound.hard {
+// trim evicts from the shard while the store is over its bounds (see
+// Store.relieve), sparing, if spare is set, the keys used at now or
+// later. The caller holds the exclusive lock.
+func (sh *shard) trim(now int64, spare bool) {
+	st := stampOf(now)
+	for sh.bound.over() {
 		v, ok := sh.victim(now)
-		if !ok {
+		if !ok || spare && sh.tab[v].age(st) == 0 && !sh.tab[v].idle(now) {
 			return
 		}
 		sh.remove(v)
 	}
+	sh.compact()
 }
 
 // remove drops the entry in cell i and uncounts it. The caller holds the
 // exclusive lock.
 func (sh *shard) remove(i int) {
+	b := sh.tab[i].bytes()
 	sh.delete(i)
-	sh.bound.n.Add(-1)
+	sh.bound.force(-1, -b)
 }
 
-// delete drops the entry in cell i, whose count the caller takes over or
+// delete drops the entry in cell i, whose counts the caller takes over or
 // uncounts, and moves the entries after it back where they can be found
 // (backward-shift deletion): each entry of the run after the hole moves
 // into it unless its home lies cyclically in (hole, entry].
@@ -199,6 +231,15 @@ func (sh *shard) delete(i int) {
 		i = j
 	}
 	sh.n--
+}
+
+// compact shrinks a table less than half full, whose keys' keyCellBytes
+// would not pay for it, to 3/4 full, giving back the memory of keys
+// dropped or evicted. The caller holds the exclusive lock.
+func (sh *shard) compact() {
+	if len(sh.tab) > minTable && 2*sh.n < len(sh.tab) {
+		sh.resize(sh.n*4/3 + 1)
+	}
 }
 
 // resize moves the entries to a new table of size cells and drops the old
@@ -227,16 +268,14 @@ func (sh *shard) resize(size int) {
 // sweep.
 const sweepBatch = 1024
 
-// sweep drops the keys idle at now and returns how many. A table at most
-// a quarter full is then shrunk, to give the memory back.
+// sweep drops the keys idle at now and returns how many, and compacts the
+// table.
 func (sh *shard) sweep(now int64) int {
 	dropped := 0
 	for start := 0; ; start += sweepBatch {
 		sh.mu.Lock()
 		if start >= len(sh.tab) {
-			if len(sh.tab) > minTable && 4*sh.n <= len(sh.tab) {
-				sh.resize(2 * sh.n)
-			}
+			sh.compact()
 			sh.mu.Unlock()
 			return dropped
 		}

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"sync"
+	"unsafe"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
@@ -32,9 +33,26 @@ const minLogRing = 4
 func newWindow(sp *spec) *window {
 	w := new(window)
 	if sp.kind == kindLog {
-		w.ring = ring.New[algo.Entry](int(min(sp.rate, minLogRing)))
+		w.ring = ring.New[algo.Entry](sp.firstRing())
 	}
 	return w
+}
+
+// The bytes a window costs, for the byte bound: the window (56 bytes, in
+// the allocator's class of 64), and for the sliding log its ring (48) and
+// each of the ring's cells.
+const (
+	windowBytes   = 64
+	ringBytes     = 48
+	ringCellBytes = int64(unsafe.Sizeof(algo.Entry{}))
+)
+
+// ringCap is the capacity of w's ring, 0 if it has none.
+func (w *window) ringCap() int {
+	if w.ring == nil {
+		return 0
+	}
+	return w.ring.Cap()
 }
 
 // step decides n units at now. The caller holds w.mu or the shard's
