@@ -70,19 +70,34 @@ type Config struct {
 	// The default is 10s.
 	ShutdownTimeout time.Duration
 
-	// TrustedProxies are the peers whose X-Forwarded-For and X-Real-IP
-	// the forward-auth endpoint believes about the client's address. nil
-	// means the loopback addresses (a proxy on the same host); an empty,
-	// non-nil slice trusts no one.
+	// TrustedProxies are the peers whose headers the forward-auth
+	// endpoint believes about the original request: the client's address,
+	// method, path and host, each from the headers that the proxy named in
+	// the domain's forward_auth section sets. nil means the loopback
+	// addresses (a proxy on the same host); an empty, non-nil slice trusts
+	// no one.
 	TrustedProxies []netip.Prefix
 
 	// MaxHitsAddend is the largest hits_addend a request may carry, in
 	// the request or in a descriptor; more is InvalidArgument. The
-	// default is DefaultMaxHitsAddend.
+	// default is DefaultMaxHitsAddend; more than MaxCost is an error.
 	MaxHitsAddend uint64
 	// MaxBodyBytes bounds the body of POST /json and the size of a gRPC
 	// message. The default is DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+
+	// ReadTimeout bounds the reading of one HTTP request, its header and
+	// body, so that a client that sends slowly or stalls cannot hold a
+	// connection and its buffer. IdleTimeout closes a keep-alive
+	// connection that has sent nothing for that long: a proxy keeping a
+	// pool of connections to the server should time its own out sooner
+	// (nginx: keepalive_timeout in the upstream block). The defaults are
+	// DefaultReadTimeout and DefaultIdleTimeout.
+	ReadTimeout time.Duration
+	IdleTimeout time.Duration
+	// MaxConcurrentStreams bounds the gRPC calls one connection may have
+	// in flight. The default is DefaultMaxConcurrentStreams.
+	MaxConcurrentStreams uint32
 
 	// Clock is the time the limiter decides at. The default is
 	// sluice.SystemClock.
@@ -104,7 +119,16 @@ const (
 	DefaultMaxHitsAddend = 1_000_000
 	// DefaultMaxBodyBytes is the default bound on a request body: a
 	// rate-limit request is a few hundred bytes.
-	DefaultMaxBodyBytes = 1 << 20
+	DefaultMaxBodyBytes = 64 << 10
+	// MaxCost is the most hits one request may charge one limit and key,
+	// its descriptors' hits added together: 2^53, the largest count the
+	// Redis store keeps exactly, and far from int64's overflow however
+	// many descriptors add up.
+	MaxCost = 1 << 53
+
+	DefaultReadTimeout          = 5 * time.Second
+	DefaultIdleTimeout          = 10 * time.Second
+	DefaultMaxConcurrentStreams = 1024
 )
 
 // Bounds on the shape of one request, so that no request costs more than
@@ -170,6 +194,24 @@ func (c Config) withDefaults() (Config, error) {
 	c.TrustedProxies = trusted
 	if c.MaxHitsAddend == 0 {
 		c.MaxHitsAddend = DefaultMaxHitsAddend
+	}
+	if c.MaxHitsAddend > MaxCost {
+		return c, fmt.Errorf("server: MaxHitsAddend %d is more than MaxCost, 2^53", c.MaxHitsAddend)
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{{"ReadTimeout", &c.ReadTimeout, DefaultReadTimeout}, {"IdleTimeout", &c.IdleTimeout, DefaultIdleTimeout}} {
+		switch {
+		case *d.v < 0:
+			return c, fmt.Errorf("server: %s %v must not be negative", d.name, *d.v)
+		case *d.v == 0:
+			*d.v = d.def
+		}
+	}
+	if c.MaxConcurrentStreams == 0 {
+		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
 	if c.MaxBodyBytes < 0 {
 		return c, fmt.Errorf("server: MaxBodyBytes %d must not be negative", c.MaxBodyBytes)

@@ -227,7 +227,12 @@ func (s *Server) take(ctx context.Context, checks []check, keys []string, ds []s
 		c := sluice.Check{Rule: checks[j].lim.rule, Key: keys[j], Cost: checks[j].n}
 		at[j] = slices.IndexFunc(sc, func(d sluice.Check) bool { return d.Rule == c.Rule && d.Key == c.Key })
 		if at[j] >= 0 {
-			sc[at[j]].Cost += c.Cost
+			// Each cost is at most MaxCost and a request has at most
+			// MaxDescriptors of them: the sum cannot overflow.
+			if sc[at[j]].Cost += c.Cost; sc[at[j]].Cost > MaxCost {
+				return sluice.Decision{}, nil, badf("%s.hits_addend: the descriptors that come to limit %q and one key add up to more than 2^53 hits",
+					descField(checks[j].desc), checks[j].lim.rule.Name)
+			}
 			continue
 		}
 		at[j] = len(sc)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/sluicehq/sluice"
@@ -24,6 +25,10 @@ import (
 
 // rlsService is the gRPC service name health reports on, beside "".
 const rlsService = "envoy.service.ratelimit.v3.RateLimitService"
+
+// maxHeaderBytes bounds an HTTP request's header: forward auth carries
+// the client's headers, which nginx bounds at 32 KB by default.
+const maxHeaderBytes = 64 << 10
 
 // Server is the rate-limit service: Envoy's RLS v3 over gRPC, the same as
 // JSON over HTTP, forward auth, metrics and health. Make one with New and
@@ -145,12 +150,21 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		return errors.New("server: Serve called twice")
 	}
 	hs := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		Handler:        s.handler,
+		ReadTimeout:    s.cfg.ReadTimeout,
+		IdleTimeout:    s.cfg.IdleTimeout,
+		MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(int(s.cfg.MaxBodyBytes)))
+	gs := grpc.NewServer(
+		grpc.MaxRecvMsgSize(int(s.cfg.MaxBodyBytes)),
+		grpc.MaxConcurrentStreams(s.cfg.MaxConcurrentStreams),
+		grpc.ConnectionTimeout(s.cfg.ReadTimeout),
+		// A client may ping (HTTP/2 PING) at most every 10s, with or
+		// without calls in flight; one that pings more often is sent
+		// GOAWAY. Envoy sends no pings unless configured to.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	)
 	rlspb.RegisterRateLimitServiceServer(gs, rls{s: s})
 	healthpb.RegisterHealthServer(gs, s.health)
 	reflection.Register(gs)

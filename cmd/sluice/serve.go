@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,7 +32,7 @@ func serveHelp(w io.Writer) {
 
 Runs the rate-limit service: Envoy's rate limit service (RLS v3) over gRPC,
 the same as JSON over HTTP (POST /json), forward auth for nginx, Traefik and
-Envoy's ext_authz (GET /v1/auth), Prometheus metrics (/metrics) and health
+Envoy's ext_authz (/v1/auth), Prometheus metrics (/metrics) and health
 checks (/healthz, /readyz; gRPC health). With no flags it serves the
 built-in policy from memory at once: 'sluice serve --help' lists it below.
 
@@ -56,14 +58,26 @@ Flags:
   -poll DURATION       how often to check the config files for changes;
                        0 turns polling off, leaving SIGHUP (default 1s)
   -trusted-proxies CIDR,...
-                       peers whose X-Forwarded-For and X-Real-IP forward
-                       auth believes; "" trusts none (default 127.0.0.0/8,::1)
+                       the proxies whose headers forward auth believes
+                       (only those its config's proxy: sets); "" trusts
+                       none (default 127.0.0.0/8,::1)
+  -read-timeout DURATION
+                       the longest an HTTP request's header and body may
+                       take to arrive (default 5s)
+  -idle-timeout DURATION
+                       how long an idle keep-alive connection stays open
+                       (default 10s); a proxy's pool should close sooner
+  -max-memory BYTES    the memory store's bound on what its keys hold, in
+                       bytes, KiB, MiB or GiB (default 256MiB); the least
+                       recently used keys go first past it
 
 The built-in policy, for domain "sluice":
   remote_address  10 a second with bursts of 20, and 1000 an hour
   api_key         50 a second with bursts of 100, and 100000 a day
-  forward auth    by client address, and by the X-API-Key header when
-                  present; a denial answers 429
+  forward auth    for nginx's auth_request (X-Real-IP, X-Original-URI,
+                  X-Original-Method): by client address, and by the
+                  X-API-Key header when present; a denial answers 429
+API keys are keyed by their digest: no key reaches the store.
 `)
 }
 
@@ -79,6 +93,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		shadow   bool
 		drain    time.Duration
 		poll     time.Duration
+		readTO   time.Duration
+		idleTO   time.Duration
+		maxMem   = bytesFlag(memory.DefaultMaxBytes)
 	)
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.Var(&configs, "config", "")
@@ -89,6 +106,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&drain, "drain", 0, "")
 	fs.DurationVar(&poll, "poll", server.DefaultReloadInterval, "")
 	fs.Var(&trusted, "trusted-proxies", "")
+	fs.DurationVar(&readTO, "read-timeout", server.DefaultReadTimeout, "")
+	fs.DurationVar(&idleTO, "idle-timeout", server.DefaultIdleTimeout, "")
+	fs.Var(&maxMem, "max-memory", "")
 	rest, code, ok := parseFlags(c, fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -104,13 +124,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return usageErr("-drain %v must not be negative", drain)
 	case poll < 0:
 		return usageErr("-poll %v must not be negative", poll)
+	case readTO <= 0:
+		return usageErr("-read-timeout %v must be positive", readTO)
+	case idleTO <= 0:
+		return usageErr("-idle-timeout %v must be positive", idleTO)
 	}
 	if poll == 0 {
 		poll = -1 // server.Config: negative is off
 	}
 
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	st, err := openStore(ctx, redisURL, log)
+	st, err := openStore(ctx, redisURL, int64(maxMem), log)
 	if err != nil {
 		return usageErr("%v", err)
 	}
@@ -129,6 +153,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		GRPCAddr:       grpcAddr,
 		ReloadInterval: poll,
 		DrainDelay:     drain,
+		ReadTimeout:    readTO,
+		IdleTimeout:    idleTO,
 		Logger:         log,
 	}
 	if trusted.set {
@@ -214,10 +240,10 @@ type openedStore struct {
 // openStore opens Redis at rawURL, or a memory store when it is empty.
 // Redis is not required to be up: until it answers, each rule's failure
 // mode decides.
-func openStore(ctx context.Context, rawURL string, log *slog.Logger) (*openedStore, error) {
-	mem, err := memory.New()
+func openStore(ctx context.Context, rawURL string, maxMem int64, log *slog.Logger) (*openedStore, error) {
+	mem, err := memory.New(memory.WithMaxBytes(maxMem))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("-max-memory: %v", err)
 	}
 	if rawURL == "" {
 		return &openedStore{store: mem, name: "memory", close: func() { mem.Close() }}, nil
@@ -270,6 +296,33 @@ func (f *listFlag) Set(s string) error {
 	}
 	*f = append(*f, s)
 	return nil
+}
+
+// bytesFlag is a size in bytes: a whole number, or one with the suffix
+// KiB, MiB or GiB.
+type bytesFlag int64
+
+var byteUnits = []struct {
+	suffix string
+	shift  uint
+}{{"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}, {"", 0}}
+
+func (f *bytesFlag) String() string { return strconv.FormatInt(int64(*f), 10) }
+
+func (f *bytesFlag) Set(s string) error {
+	for _, u := range byteUnits {
+		num, ok := strings.CutSuffix(s, u.suffix)
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+		if err != nil || n <= 0 || n > math.MaxInt64>>u.shift {
+			break
+		}
+		*f = bytesFlag(n << u.shift)
+		return nil
+	}
+	return fmt.Errorf("%q: want a positive size such as 268435456, 512MiB or 1GiB", s)
 }
 
 // prefixFlag is a comma-separated list of CIDR prefixes or addresses.

@@ -219,6 +219,13 @@ func TestServeErrors(t *testing.T) {
 		{[]string{"-redis", "http://nowhere"}, exitUsage, "-redis:"},
 		{[]string{"-trusted-proxies", "10.0.0.0/33"}, exitUsage, `"10.0.0.0/33": want a CIDR prefix`},
 		{[]string{"-config"}, exitUsage, "flag needs an argument: -config"},
+		{[]string{"-read-timeout", "0s"}, exitUsage, "-read-timeout 0s must be positive"},
+		{[]string{"-idle-timeout", "-5s"}, exitUsage, "-idle-timeout -5s must be positive"},
+		{[]string{"-max-memory", "0"}, exitUsage, `"0": want a positive size`},
+		{[]string{"-max-memory", "lots"}, exitUsage, `"lots": want a positive size`},
+		{[]string{"-max-memory", "-1MiB"}, exitUsage, `"-1MiB": want a positive size`},
+		{[]string{"-max-memory", "99999999999GiB"}, exitUsage, `"99999999999GiB": want a positive size`},
+		{[]string{"-max-memory", "1KiB"}, exitUsage, "-max-memory: memory:"},
 		{[]string{"-verbose"}, exitUsage, "flag provided but not defined: -verbose"},
 	}
 	for _, tt := range tests {
