@@ -25,7 +25,7 @@
 //   - POST /json: a RateLimitRequest in proto3 JSON; the RateLimitResponse
 //     in proto3 JSON, 200 when OK and 429 when over the limit, as
 //     envoyproxy/ratelimit's /json;
-//   - GET /v1/auth: forward auth (see below);
+//   - /v1/auth and /v1/auth/DOMAIN/…: forward auth (see below);
 //   - GET /metrics: Prometheus;
 //   - GET /healthz: 200 while the process runs;
 //   - GET /readyz: 200 while serving, 503 once shutdown has begun.
@@ -90,21 +90,42 @@
 //
 // # Forward auth
 //
-// /v1/auth decides the original request of an auth subrequest. Its
-// domain is the query parameter "domain", or else the one domain whose
-// config has a forward_auth section, which says how to build descriptors
-// from the request (config.ForwardAuth). The client's address is taken
-// from X-Forwarded-For (the right-most address that is not a trusted
-// proxy) or X-Real-IP, only when the peer is in Config.TrustedProxies
-// (by default the loopback addresses), and is the peer otherwise. The
-// original URI comes from X-Original-URI (nginx) or X-Forwarded-Uri
-// (Traefik), the method from X-Original-Method or X-Forwarded-Method, the
-// host from X-Forwarded-Host or Host; for Envoy's ext_authz, which sends
-// the original method and appends the original path to /v1/auth, from the
-// request itself. Allowed: 200. Denied: the section's deny_status, 429 or
-// 403 (nginx's auth_request passes only 401 and 403 through; map 403 back
-// to 429, see examples/nginx), with Retry-After. Both carry the RateLimit
-// fields.
+// /v1/auth decides the original request of an auth subrequest, for the
+// domain the URL names: exactly /v1/auth takes the query parameter
+// "domain", or else the one domain with a forward_auth section (nginx
+// and Traefik, whose auth URL the client cannot touch); /v1/auth/DOMAIN/…
+// is Envoy's ext_authz, which appends the original path and the client's
+// query to its path_prefix, and whose query is never read for the
+// domain. A URL form that does not fit the domain's proxy, or a domain
+// without forward_auth, is a 400 that names no other domain.
+//
+// The domain's forward_auth section names the proxy, and only that
+// proxy's headers are read, only from a peer in Config.TrustedProxies
+// (by default the loopback addresses); from another peer the client is
+// the peer and the method and path are the auth request's own:
+//
+//	proxy    client address                  method              path                      host
+//	nginx    X-Real-IP                       X-Original-Method   X-Original-URI            Host
+//	traefik  X-Forwarded-For (right-most)    X-Forwarded-Method  X-Forwarded-Uri           X-Forwarded-Host
+//	envoy    X-Forwarded-For (right-most)    the request's       after /v1/auth/DOMAIN     Host
+//
+// A trusted peer without its proxy's address header is a 400 naming the
+// header. Paths are normalised before they are matched (see cleanPath:
+// dot segments and repeated slashes removed, unreserved escapes decoded,
+// path parameters and a trailing slash dropped, "%2F" kept). Allowed:
+// 200. Denied: the section's deny_status, 429 or 403 (nginx's
+// auth_request passes only 401 and 403 through; map 403 back to 429, see
+// examples/nginx), with Retry-After. Both carry the RateLimit fields.
+//
+// # Input bounds
+//
+// An HTTP request must arrive within Config.ReadTimeout and an idle
+// connection is closed after Config.IdleTimeout; a header is at most 64
+// KiB and a body Config.MaxBodyBytes. A gRPC connection may carry
+// Config.MaxConcurrentStreams calls at once and ping at most every 10s.
+// hits_addend is at most Config.MaxHitsAddend, itself at most MaxCost
+// (2^53), which also bounds the hits of descriptors that come to one
+// limit and key, added together.
 //
 // # Metrics
 //

@@ -2,11 +2,14 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
 
 	bootstrappb "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -18,13 +21,16 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// No envoy binary is available to the tests, so the example is checked
-// against Envoy's API instead: it must parse as a v3 Bootstrap, every
-// typed_config must name a known type and parse as it, and every message
-// must pass the API's validation rules (protoc-gen-validate), as Envoy
-// checks them at startup. Its RLS settings must match the server.
-func TestEnvoyExample(t *testing.T) {
-	data, err := os.ReadFile("../examples/envoy/envoy.yaml")
+// loadBootstrap loads an Envoy config file of the examples as Envoy's API
+// types, and returns it as JSON. No envoy binary is available to the
+// tests, so the examples are checked against Envoy's API instead: each
+// must parse as a v3 Bootstrap, every typed_config must name a known type
+// and parse as it, and every message must pass the API's validation rules
+// (protoc-gen-validate), as Envoy checks them at startup. wantAnys is the
+// number of typed configs it must hold.
+func loadBootstrap(t *testing.T, path string, wantAnys int) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,20 +44,64 @@ func TestEnvoyExample(t *testing.T) {
 	}
 	var b bootstrappb.Bootstrap
 	if err := protojson.Unmarshal(js, &b); err != nil {
-		t.Fatalf("examples/envoy/envoy.yaml is not a valid Envoy v3 bootstrap: %v", err)
+		t.Fatalf("%s is not a valid Envoy v3 bootstrap: %v", path, err)
 	}
 	var anys int
 	validate(t, b.ProtoReflect(), "bootstrap", true, &anys)
-	if anys != 4 {
-		t.Errorf("checked %d typed configs, want 4 (connection manager, rate limit, router, and the cluster's HTTP/2 options)", anys)
+	if anys != wantAnys {
+		t.Errorf("%s: checked %d typed configs, want %d", path, anys, wantAnys)
 	}
+	return string(js)
+}
+
+// The RLS example: its settings must match the server's.
+func TestEnvoyExample(t *testing.T) {
+	// The connection manager, rate limit, router, and the cluster's
+	// HTTP/2 options.
+	js := loadBootstrap(t, "../examples/envoy/envoy.yaml", 4)
 	// What ties it to sluice: the domain of the built-in policy, and
-	// the health service name the server reports on.
-	for _, want := range []string{`"domain":"sluice"`, `"service_name":"` + rlsService + `"`, `"descriptor_key":"api_key"`} {
-		if !strings.Contains(string(js), want) {
+	// the health service name the server reports on; and the client's
+	// address from the connection, not from its X-Forwarded-For.
+	for _, want := range []string{`"domain":"sluice"`, `"service_name":"` + rlsService + `"`, `"descriptor_key":"api_key"`, `"use_remote_address":true`} {
+		if !strings.Contains(js, want) {
 			t.Errorf("examples/envoy/envoy.yaml lacks %s", want)
 		}
 	}
+}
+
+// The ext_authz example calls the domain of the sluice config beside it,
+// in the URL, and sends the headers that config's forward_auth reads.
+func TestEnvoyExtAuthzExample(t *testing.T) {
+	// The connection manager, ext_authz and router.
+	js := loadBootstrap(t, "../examples/envoy/ext_authz.yaml", 3)
+	for _, want := range []string{`"path_prefix":"/v1/auth/edge"`, `"use_remote_address":true`, `{"exact":"x-forwarded-for"}`, `{"exact":"x-api-key"}`} {
+		if !strings.Contains(js, want) {
+			t.Errorf("examples/envoy/ext_authz.yaml lacks %s", want)
+		}
+	}
+	e := start(t, Config{Paths: []string{"../examples/envoy/sluice.yaml"}})
+	if got := e.srv.Domains(); len(got) != 1 || got[0] != "edge" {
+		t.Fatalf("examples/envoy/sluice.yaml has domains %q, want edge", got)
+	}
+	// Requests as the filter sends them: the original method, path and
+	// query after the prefix, X-Forwarded-For with Envoy's peer appended
+	// to what the client sent.
+	check := func(method, target, xff string, want int) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, e.base+"/v1/auth/edge"+target, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Forwarded-For", xff)
+		if code, _, body := do(t, req); code != want {
+			t.Errorf("%s %s (X-Forwarded-For %s): %d %q, want %d", method, target, xff, code, body, want)
+		}
+	}
+	for i := range 5 {
+		check(http.MethodPost, "/login", fmt.Sprintf("6.6.6.%d, 198.51.100.4", i), 200)
+	}
+	check(http.MethodPost, "//login?domain=other", "6.6.6.9, 198.51.100.4", http.StatusTooManyRequests)
+	check(http.MethodPost, "/login", "198.51.100.5", 200) // another client
 }
 
 // validate runs the validation rules of m, which cover the messages in it

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -96,23 +97,30 @@ func TestNginxConfValid(t *testing.T) {
 	}
 }
 
-// A real nginx in front of an application, with auth_request to sluice as
-// examples/nginx shows: the client gets its burst, then 429 with
-// Retry-After.
-func TestNginx(t *testing.T) {
+// runNginx starts a real nginx on the example's nginx.conf, edited by
+// edits (old, new pairs), in front of a test application and the sluice
+// of e, and returns nginx's address and a count of the requests the
+// application saw.
+func runNginx(t *testing.T, e *env, edits ...string) (string, *atomic.Int64) {
+	t.Helper()
 	bin := findNginx(t)
-	var hits atomic.Int64
+	hits := new(atomic.Int64)
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		fmt.Fprintf(w, "hello from %s\n", r.URL.Path)
 	}))
 	t.Cleanup(app.Close)
-	e := start(t, Config{Paths: []string{nginxRules}}) // the test clock stands still
 
 	prefix := t.TempDir()
 	addr := freePort(t)
 	conf := filepath.Join(prefix, "nginx.conf")
 	rendered := renderNginx(t, prefix, strings.TrimPrefix(e.base, "http://"), strings.TrimPrefix(app.URL, "http://"), addr)
+	for i := 0; i+1 < len(edits); i += 2 {
+		if strings.Count(rendered, edits[i]) != 1 {
+			t.Fatalf("%s does not hold %q once", nginxConf, edits[i])
+		}
+		rendered = strings.Replace(rendered, edits[i], edits[i+1], 1)
+	}
 	if err := os.WriteFile(conf, []byte(rendered), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -134,20 +142,50 @@ func TestNginx(t *testing.T) {
 		}
 	})
 	waitListening(t, addr)
+	return addr, hits
+}
 
-	client := &http.Client{Timeout: 10 * time.Second}
+// nginxGet sends one request to nginx at addr exactly as written: the
+// request target and the headers go on the wire unchanged, as an
+// attacker's would.
+func nginxGet(t *testing.T, addr, target string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "GET %s HTTP/1.1\r\nHost: app.example\r\nConnection: close\r\n", target)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		fmt.Fprintf(&b, "%s: %s\r\n", hdr[i], hdr[i+1])
+	}
+	b.WriteString("\r\n")
+	if _, err := io.WriteString(c, b.String()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("GET %s: %v", target, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(body)
+}
+
+// A real nginx in front of an application, with auth_request to sluice as
+// examples/nginx shows: the client gets its burst, then 429 with
+// Retry-After.
+func TestNginx(t *testing.T) {
+	e := start(t, Config{Paths: []string{nginxRules}}) // the test clock stands still
+	addr, hits := runNginx(t, e)
 	fetch := func(path string) (*http.Response, string) {
 		t.Helper()
-		resp, err := client.Get("http://" + addr + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp, string(body)
+		return nginxGet(t, addr, path)
 	}
 	const burst = 20 // examples/nginx/sluice.yaml
 	for i := range burst {
@@ -176,6 +214,80 @@ func TestNginx(t *testing.T) {
 	e.clock.Advance(time.Second)
 	if resp, _ := fetch("/items/later"); resp.StatusCode != 200 {
 		t.Errorf("a second later: %d, want 200", resp.StatusCode)
+	}
+}
+
+// hostileRules is the example's per-address limit, a limit on /login, and
+// a second, lax domain with forward auth of its own.
+const hostileRules = `domain: nginx
+descriptors:
+  - key: remote_address
+    rate_limit: {name: per_ip, algorithm: token_bucket, unit: second, requests_per_unit: 10, burst: 20}
+  - key: path
+    value: /login
+    rate_limit: {name: login, unit: minute, requests_per_unit: 3}
+forward_auth:
+  proxy: nginx
+  deny_status: 403
+  descriptors:
+    - entries: [{key: remote_address, from: client_ip}]
+    - entries: [{key: path, from: path}]
+`
+
+const laxRules = `domain: lax
+descriptors:
+  - key: path
+    rate_limit: {name: lax, unit: minute, requests_per_unit: 1000}
+forward_auth:
+  proxy: nginx
+  descriptors:
+    - entries: [{key: path, from: path}]
+`
+
+// Through a real nginx set up as examples/nginx shows, a client cannot
+// leave its limits by what it sends: not by X-Forwarded-For or X-Real-IP
+// of its own, nor by a path spelt another way, nor by X-Original-URI, nor
+// by naming another domain in its query.
+func TestNginxHostileClient(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "nginx.yaml", hostileRules)
+	writeFile(t, dir, "lax.yaml", laxRules)
+	e := start(t, Config{Paths: []string{dir}})
+	// Two domains have forward_auth: nginx names its own in the URL it
+	// calls, which no client can touch.
+	addr, hits := runNginx(t, e, "proxy_pass http://sluice/v1/auth;", "proxy_pass http://sluice/v1/auth?domain=nginx;")
+
+	// A fresh X-Forwarded-For and X-Real-IP on every request: the
+	// per-address limit still holds at its burst of 20.
+	for i := range 25 {
+		resp, _ := nginxGet(t, addr, fmt.Sprintf("/items/%d", i),
+			"X-Forwarded-For", fmt.Sprintf("6.6.6.%d", i), "X-Real-IP", fmt.Sprintf("7.7.7.%d", i))
+		if want := i < 20; (resp.StatusCode == 200) != want {
+			t.Fatalf("request %d with a forged address: %d, want allowed %v", i+1, resp.StatusCode, want)
+		}
+	}
+	e.clock.Advance(3 * time.Second) // the bucket refills; the minute goes on
+
+	// /login, three times a minute however it is written.
+	logins := []string{
+		"/login", "/login?domain=lax", "/login",
+		"//login", "/x/../login", "/./login", "/%6Cogin", "/login/", "/login;jsessionid=1",
+		"/%2e%2e/login", "http://app.example/login", "/login?domain=lax",
+	}
+	for i, target := range logins {
+		resp, _ := nginxGet(t, addr, target, "X-Original-URI", "/elsewhere", "X-Forwarded-Uri", "/elsewhere")
+		if want := i < 3; (resp.StatusCode == 200) != want {
+			t.Errorf("GET %s (login %d): %d, want allowed %v", target, i+1, resp.StatusCode, want)
+		}
+	}
+	if resp, _ := nginxGet(t, addr, "/items/x?domain=lax"); resp.StatusCode != 200 {
+		t.Errorf("another path, naming domain lax: %d, want 200", resp.StatusCode)
+	}
+	if got := counter(t, e.srv, "sluice_decisions_total", "domain", "lax", "rule", "lax", "result", "within"); got != 0 {
+		t.Errorf("domain lax decided %v requests; no client can choose it", got)
+	}
+	if n := hits.Load(); n != 20+3+1 {
+		t.Errorf("the application saw %d requests, want %d", n, 20+3+1)
 	}
 }
 
