@@ -87,9 +87,10 @@
 // [Config.Match], so it is one key however the request arrives (RLS,
 // POST /json or forward auth), and the same key on every instance:
 //
-//	- key: api_key
-//	  secret: true
-//	  rate_limit: {unit: second, requests_per_unit: 50}
+//	descriptors:
+//	  - key: api_key
+//	    secret: true
+//	    rate_limit: {unit: second, requests_per_unit: 50}
 //
 // A descriptor may have several limits, all of which must allow a request,
 // as a list; each may have a name:
