@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -146,6 +147,9 @@ func configFiles(path string) ([]string, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	if !fi.IsDir() {
+		if err := regular(path, fi); err != nil {
+			return nil, err
+		}
 		return []string{path}, nil
 	}
 	entries, err := os.ReadDir(path)
@@ -165,9 +169,13 @@ func configFiles(path string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
-		if fi.Mode().IsRegular() {
-			files = append(files, f)
+		if fi.IsDir() {
+			continue
 		}
+		if err := regular(f, fi); err != nil {
+			return nil, err
+		}
+		files = append(files, f)
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("config: %s: no *.yaml or *.yml files in the directory", path)
@@ -175,16 +183,87 @@ func configFiles(path string) ([]string, error) {
 	return files, nil // ReadDir sorts by name
 }
 
-// readFile reads a config file, refusing one too large to be a config.
-func readFile(name string) ([]byte, error) {
-	f, err := os.Open(name)
+// regular refuses what is not a regular file, symlinks followed: reading a
+// named pipe waits for a writer that may never come, and a device may
+// never end.
+func regular(name string, fi fs.FileInfo) error {
+	if fi.Mode().IsRegular() {
+		return nil
+	}
+	what := "not a regular file"
+	switch m := fi.Mode(); {
+	case m.IsDir():
+		what = "a directory, not a file"
+	case m&fs.ModeNamedPipe != 0:
+		what = "a named pipe, not a regular file"
+	case m&fs.ModeSocket != 0:
+		what = "a socket, not a regular file"
+	case m&fs.ModeDevice != 0:
+		what = "a device, not a regular file"
+	}
+	return &Error{File: name, Err: errors.New(what)}
+}
+
+// OpenFile opens a config file for reading as Load reads it: symlinks
+// followed, it must be a regular file of at most MaxFileSize bytes. It
+// never waits on the file: a named pipe, which blocks an ordinary open
+// until a writer comes, is refused, even one swapped in for the file
+// just before the open. The caller closes the file, and reads at most
+// MaxFileSize+1 bytes of it: it may have grown since it was looked at.
+func OpenFile(name string) (*os.File, error) {
+	fi, err := os.Stat(name)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err := checkFile(name, fi); err != nil {
+		return nil, err
+	}
+	f, err := openNonblocking(name)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
+	}
+	// What was opened may not be what was looked at.
+	if fi, err = f.Stat(); err == nil {
+		err = checkFile(name, fi)
+	}
+	if err == nil {
+		err = setBlocking(f)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// checkFile refuses what OpenFile does not read.
+func checkFile(name string, fi fs.FileInfo) error {
+	if err := regular(name, fi); err != nil {
+		return err
+	}
+	if fi.Size() > MaxFileSize {
+		return errTooLarge(name)
+	}
+	return nil
+}
+
+func errTooLarge(name string) error {
+	return &Error{File: name, Err: fmt.Errorf("larger than %d MiB, the most a config file may hold", MaxFileSize>>20)}
+}
+
+// readFile reads a config file, as OpenFile allows.
+func readFile(name string) ([]byte, error) {
+	f, err := OpenFile(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, errTooLarge(name)
 	}
 	return data, nil
 }

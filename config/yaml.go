@@ -18,13 +18,20 @@ import (
 // and duplicate keys are caught at every level with one message format,
 // and a misplaced or misspelled key gets a hint.
 
+// MaxFileSize is the most bytes a config file may hold: 4 MiB, four
+// times what a Kubernetes ConfigMap can. A file is read into memory whole
+// and parsed into yaml.v3's node tree, some 200 bytes a node, before a
+// word of it is checked.
+const MaxFileSize = 4 << 20
+
+const maxFileSize = MaxFileSize // parse.go's name for it
+
 // Bounds on the work one file can cause. Aliases let a few bytes stand
 // for an exponential number of nodes, and may even form a cycle; so the
 // walk counts the nodes it visits, aliases and merges included, and stops
 // at a budget in proportion to the file's size, which a file without
 // aliases never reaches (each node takes at least a byte).
 const (
-	maxFileSize   = 8 << 20
 	visitsPerByte = 4
 	minVisits     = 4096
 	maxDepth      = 64 // nested descriptors
