@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -83,5 +84,35 @@ func TestParseRefusesAliasesPastMaxNodes(t *testing.T) {
 	c, err := Parse("fan.yaml", []byte(fanOut(100, 20, 0)))
 	if err != nil || len(c.Rules()) != 100*21 {
 		t.Errorf("Parse(a modest fan-out) = %d rules, %v; want %d", len(c.Rules()), err, 100*21)
+	}
+}
+
+// A directory may hold any number of files, each within the caps: the
+// config as a whole holds at most MaxItems descriptors and limits, and
+// Load stops reading at the file that passes it.
+func TestLoadRefusesTooManyItems(t *testing.T) {
+	dir := t.TempDir()
+	// Each file: a list of 1000 descriptors, and 90 more copies of it
+	// through an alias, 91,092 descriptors in all; and a comment, for a
+	// size that allows for that much aliasing.
+	for f := range 4 {
+		var b strings.Builder
+		fmt.Fprintf(&b, "# %s\n", strings.Repeat("x", 64<<10))
+		fmt.Fprintf(&b, "domain: d%d\ndescriptors:\n  - key: list\n    descriptors: &list\n", f)
+		for i := range 1000 {
+			fmt.Fprintf(&b, "      - {key: k%d}\n", i)
+		}
+		for i := range 90 {
+			fmt.Fprintf(&b, "  - {key: p%d, descriptors: *list}\n", i)
+		}
+		writeFile(t, filepath.Join(dir, fmt.Sprintf("%d.yaml", f)), b.String())
+	}
+	if _, err := Load(filepath.Join(dir, "0.yaml"), filepath.Join(dir, "1.yaml")); err != nil {
+		t.Fatalf("Load(two files) = %v", err)
+	}
+	_, err := Load(dir)
+	want := filepath.Join(dir, "2.yaml") + ": too many descriptors and limits: with this file, the config holds more than 262144"
+	if err == nil || err.Error() != want {
+		t.Errorf("Load(four files) = %v, want %q", err, want)
 	}
 }

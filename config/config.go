@@ -39,8 +39,9 @@ func Load(paths ...string) (*Config, error) {
 		return nil, err
 	}
 	var (
-		ds   []*domainConfig
-		errs []error
+		ds    []*domainConfig
+		errs  []error
+		items int // descriptors and limits so far
 	)
 	for _, f := range files {
 		data, err := readFile(f)
@@ -51,6 +52,12 @@ func Load(paths ...string) (*Config, error) {
 		d, derrs := parseDomain(f, data)
 		if d != nil {
 			ds = append(ds, d)
+			// Each file is within the caps, but a directory may hold
+			// any number of files: stop reading them at the cap.
+			if err := countItems(d, &items); err != nil {
+				errs = append(errs, err)
+				break
+			}
 		}
 		errs = append(errs, derrs...)
 	}
@@ -61,11 +68,38 @@ func Load(paths ...string) (*Config, error) {
 	return c, nil
 }
 
+// countItems adds d's descriptors and limits to *items, and refuses more
+// than MaxItems.
+func countItems(d *domainConfig, items *int) error {
+	if *items += d.root.size(); *items > MaxItems {
+		return &Error{File: d.file, Err: fmt.Errorf("too many descriptors and limits: with this file, the config holds more than %d", MaxItems)}
+	}
+	return nil
+}
+
+// size counts the descriptors and limits at and under n.
+func (n *node) size() int {
+	c := 1 + len(n.limits)
+	for _, k := range n.exact {
+		c += k.size()
+	}
+	for _, w := range n.wild {
+		c += w.node.size()
+	}
+	for _, k := range n.any {
+		c += k.size()
+	}
+	return c
+}
+
 // Parse reads one file's content, named name in errors.
 func Parse(name string, data []byte) (*Config, error) {
 	d, errs := parseDomain(name, data)
 	if len(errs) > 0 {
 		return nil, joinErrors(errs)
+	}
+	if err := countItems(d, new(int)); err != nil {
+		return nil, err
 	}
 	c, errs := build([]*domainConfig{d})
 	if len(errs) > 0 {

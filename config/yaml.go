@@ -32,6 +32,10 @@ const (
 	// a config file may hold, counted with its aliases expanded: 2^20,
 	// some 40,000 descriptors with a limit each, written out in full.
 	MaxNodes = 1 << 20
+	// MaxItems is the most descriptors and limits a config may hold, in
+	// all its files together: 2^18, some 64 MB of them. A directory may
+	// hold any number of files.
+	MaxItems = 1 << 18
 )
 
 const maxFileSize = MaxFileSize // parse.go's name for it
