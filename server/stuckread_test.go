@@ -41,27 +41,36 @@ func wait(t *testing.T, c <-chan struct{}, what string) {
 // Serve's shutdown does not wait on a read of the config files that
 // does not return.
 func TestShutdownDoesNotWaitOnRead(t *testing.T) {
-	entered, _ := stuckReads(t)
+	entered, release := stuckReads(t)
 	e := start(t, Config{ReloadInterval: 10 * time.Millisecond})
 	wait(t, entered, "a poll's read")
 
 	// Reload waits for the read in flight only as long as its context.
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	if err := e.srv.Reload(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Reload while a read is stuck = %v, want its context's error", err)
+	errc := make(chan error, 1)
+	go func() { errc <- e.srv.Reload(ctx) }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Reload while a read is stuck = %v, want its context's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("Reload did not return within 10s of its context's end: it waits on the read")
 	}
 
 	e.cancel()
 	select {
 	case err := <-e.done:
-		close(e.done)
 		if err != nil {
 			t.Errorf("Serve = %v", err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not return within 10s of the shutdown: it waits on the read")
+		t.Error("Serve did not return within 10s of the shutdown: it waits on the read")
+		release()
+		<-e.done
 	}
+	close(e.done)
 }
 
 // A Reload whose context ends while it reads returns at once and changes
