@@ -22,8 +22,8 @@ import (
 // into yaml.v3's node tree, some 200 bytes a node, before a word of it is
 // checked; so a file larger than MaxFileSize, or whose words and
 // punctuation could make more than MaxNodes nodes, is refused before it
-// is parsed. A config at the caps costs at most some 256 MB and a second
-// to load.
+// is parsed. A config at the caps takes some 250 MB and a second to load
+// (300 MB for a directory of files each near the caps).
 const (
 	// MaxFileSize is the most bytes a config file may hold: 4 MiB,
 	// four times what a Kubernetes ConfigMap can.
@@ -33,9 +33,9 @@ const (
 	// some 40,000 descriptors with a limit each, written out in full.
 	MaxNodes = 1 << 20
 	// MaxItems is the most descriptors and limits a config may hold, in
-	// all its files together: 2^18, some 64 MB of them. A directory may
+	// all its files together: 2^17, some 32 MB of them. A directory may
 	// hold any number of files.
-	MaxItems = 1 << 18
+	MaxItems = 1 << 17
 )
 
 const maxFileSize = MaxFileSize // parse.go's name for it
