@@ -26,7 +26,8 @@ type Config struct {
 // defined twice is an error. In a directory, entries whose names start
 // with a dot are skipped, and so are subdirectories: a Kubernetes ConfigMap
 // mounted as a volume then reads right, its files being symlinks through
-// the hidden ..data directory.
+// the hidden ..data directory. Each file must be a regular file, symlinks
+// followed, within the caps (MaxFileSize, MaxNodes, MaxItems).
 //
 // Every problem found is reported, each as an *Error naming its file,
 // line and field, joined with errors.Join. On error the Config is nil.
@@ -161,7 +162,8 @@ func build(ds []*domainConfig) (*Config, []error) {
 
 // Files lists the files Load reads for paths, in the order it reads them,
 // for a watcher that wants to know when they change. The error is for a
-// path that cannot be read or a directory with no config file.
+// path that cannot be read, a directory with no config file, or a file
+// that is not a regular file (a named pipe, say), which Load refuses.
 func Files(paths ...string) ([]string, error) {
 	var files []string
 	for _, p := range paths {
