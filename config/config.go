@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,7 +26,8 @@ type Config struct {
 // defined twice is an error. In a directory, entries whose names start
 // with a dot are skipped, and so are subdirectories: a Kubernetes ConfigMap
 // mounted as a volume then reads right, its files being symlinks through
-// the hidden ..data directory.
+// the hidden ..data directory. Each file must be a regular file, symlinks
+// followed, within the caps (MaxFileSize, MaxNodes, MaxItems).
 //
 // Every problem found is reported, each as an *Error naming its file,
 // line and field, joined with errors.Join. On error the Config is nil.
@@ -38,8 +40,9 @@ func Load(paths ...string) (*Config, error) {
 		return nil, err
 	}
 	var (
-		ds   []*domainConfig
-		errs []error
+		ds    []*domainConfig
+		errs  []error
+		items int // descriptors and limits so far
 	)
 	for _, f := range files {
 		data, err := readFile(f)
@@ -50,6 +53,12 @@ func Load(paths ...string) (*Config, error) {
 		d, derrs := parseDomain(f, data)
 		if d != nil {
 			ds = append(ds, d)
+			// Each file is within the caps, but a directory may hold
+			// any number of files: stop reading them at the cap.
+			if err := countItems(d, &items); err != nil {
+				errs = append(errs, err)
+				break
+			}
 		}
 		errs = append(errs, derrs...)
 	}
@@ -60,11 +69,38 @@ func Load(paths ...string) (*Config, error) {
 	return c, nil
 }
 
+// countItems adds d's descriptors and limits to *items, and refuses more
+// than MaxItems.
+func countItems(d *domainConfig, items *int) error {
+	if *items += d.root.size(); *items > MaxItems {
+		return &Error{File: d.file, Err: fmt.Errorf("too many descriptors and limits: with this file, the config holds more than %d", MaxItems)}
+	}
+	return nil
+}
+
+// size counts the descriptors and limits at and under n.
+func (n *node) size() int {
+	c := 1 + len(n.limits)
+	for _, k := range n.exact {
+		c += k.size()
+	}
+	for _, w := range n.wild {
+		c += w.node.size()
+	}
+	for _, k := range n.any {
+		c += k.size()
+	}
+	return c
+}
+
 // Parse reads one file's content, named name in errors.
 func Parse(name string, data []byte) (*Config, error) {
 	d, errs := parseDomain(name, data)
 	if len(errs) > 0 {
 		return nil, joinErrors(errs)
+	}
+	if err := countItems(d, new(int)); err != nil {
+		return nil, err
 	}
 	c, errs := build([]*domainConfig{d})
 	if len(errs) > 0 {
@@ -126,7 +162,8 @@ func build(ds []*domainConfig) (*Config, []error) {
 
 // Files lists the files Load reads for paths, in the order it reads them,
 // for a watcher that wants to know when they change. The error is for a
-// path that cannot be read or a directory with no config file.
+// path that cannot be read, a directory with no config file, or a file
+// that is not a regular file (a named pipe, say), which Load refuses.
 func Files(paths ...string) ([]string, error) {
 	var files []string
 	for _, p := range paths {
@@ -146,6 +183,9 @@ func configFiles(path string) ([]string, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	if !fi.IsDir() {
+		if err := regular(path, fi); err != nil {
+			return nil, err
+		}
 		return []string{path}, nil
 	}
 	entries, err := os.ReadDir(path)
@@ -165,9 +205,13 @@ func configFiles(path string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
-		if fi.Mode().IsRegular() {
-			files = append(files, f)
+		if fi.IsDir() {
+			continue
 		}
+		if err := regular(f, fi); err != nil {
+			return nil, err
+		}
+		files = append(files, f)
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("config: %s: no *.yaml or *.yml files in the directory", path)
@@ -175,16 +219,87 @@ func configFiles(path string) ([]string, error) {
 	return files, nil // ReadDir sorts by name
 }
 
-// readFile reads a config file, refusing one too large to be a config.
-func readFile(name string) ([]byte, error) {
-	f, err := os.Open(name)
+// regular refuses what is not a regular file, symlinks followed: reading a
+// named pipe waits for a writer that may never come, and a device may
+// never end.
+func regular(name string, fi fs.FileInfo) error {
+	if fi.Mode().IsRegular() {
+		return nil
+	}
+	what := "not a regular file"
+	switch m := fi.Mode(); {
+	case m.IsDir():
+		what = "a directory, not a file"
+	case m&fs.ModeNamedPipe != 0:
+		what = "a named pipe, not a regular file"
+	case m&fs.ModeSocket != 0:
+		what = "a socket, not a regular file"
+	case m&fs.ModeDevice != 0:
+		what = "a device, not a regular file"
+	}
+	return &Error{File: name, Err: errors.New(what)}
+}
+
+// OpenFile opens a config file for reading as Load reads it: symlinks
+// followed, it must be a regular file of at most MaxFileSize bytes. It
+// never waits on the file: a named pipe, which blocks an ordinary open
+// until a writer comes, is refused, even one swapped in for the file
+// just before the open. The caller closes the file, and reads at most
+// MaxFileSize+1 bytes of it: it may have grown since it was looked at.
+func OpenFile(name string) (*os.File, error) {
+	fi, err := os.Stat(name)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err := checkFile(name, fi); err != nil {
+		return nil, err
+	}
+	f, err := openNonblocking(name)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
+	}
+	// What was opened may not be what was looked at.
+	if fi, err = f.Stat(); err == nil {
+		err = checkFile(name, fi)
+	}
+	if err == nil {
+		err = setBlocking(f)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// checkFile refuses what OpenFile does not read.
+func checkFile(name string, fi fs.FileInfo) error {
+	if err := regular(name, fi); err != nil {
+		return err
+	}
+	if fi.Size() > MaxFileSize {
+		return errTooLarge(name)
+	}
+	return nil
+}
+
+func errTooLarge(name string) error {
+	return &Error{File: name, Err: fmt.Errorf("larger than %d MiB, the most a config file may hold", MaxFileSize>>20)}
+}
+
+// readFile reads a config file, as OpenFile allows.
+func readFile(name string) ([]byte, error) {
+	f, err := OpenFile(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, errTooLarge(name)
 	}
 	return data, nil
 }

@@ -179,13 +179,24 @@
 // Load reads files and directories; a directory's *.yaml and *.yml files
 // are read in name order, skipping names that start with a dot and
 // subdirectories, which is what a Kubernetes ConfigMap mounted as a
-// volume needs (its files are symlinks through ..data). Every problem is
-// reported as an [*Error], "FILE:LINE: FIELD: what is wrong": unknown,
-// misplaced and duplicate keys; a descriptor without a key; a duplicate
-// descriptor; an unknown unit or algorithm; a negative, fractional,
-// quoted or missing count; both unit and period; a burst for an
-// algorithm without one; a limit its algorithm cannot hold; a domain
+// volume needs (its files are symlinks through ..data). A config file is
+// a regular file, symlinks followed: a named pipe or a device is refused
+// without being read, as a read could wait for ever.
+//
+// Every problem is reported as an [*Error], "FILE:LINE: FIELD: what is
+// wrong": unknown, misplaced and duplicate keys; a descriptor without a
+// key; a duplicate descriptor; an unknown unit or algorithm; a negative,
+// fractional, quoted or missing count; both unit and period; a burst for
+// an algorithm without one; a limit its algorithm cannot hold; a domain
 // defined twice; and more (see testdata/).
+//
+// A config costs memory in proportion to its YAML nodes, and so has caps,
+// each refused with an error naming the file: a file holds at most
+// [MaxFileSize] bytes (4 MiB) and [MaxNodes] nodes (2^20, counted with
+// aliases expanded; some 40,000 descriptors written out in full), and a
+// config, all its files together, at most [MaxItems] descriptors and
+// limits (2^17). A file over the size or node cap is refused before it is
+// parsed. A config at the caps takes some 250 MB and a second to load.
 //
 // # Differences from envoyproxy/ratelimit
 //

@@ -10,7 +10,8 @@ import (
 
 // FuzzParse holds Parse to its promises on any input: no panic, an error
 // made of *Error values or a Config whose rules are all valid, and a Config
-// that answers Match and forward auth without panicking.
+// that answers Match and forward auth without panicking; and nodeBound to
+// its bound.
 func FuzzParse(f *testing.F) {
 	for _, pattern := range []string{"testdata/*.yaml", "testdata/*/*.yaml", examplesDir + "/*.yaml", "default.yaml"} {
 		files, _ := filepath.Glob(pattern)
@@ -25,6 +26,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("domain: d\ndescriptors:\n  - {key: k, value: v*, share_threshold: true, rate_limit: {unit: second, requests_per_unit: 1}}\n"))
 	f.Add([]byte("domain: d\nx: &a {key: k}\ndescriptors: [*a, {<<: *a, value: v}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkNodeBound(t, data)
 		c, err := Parse("fuzz.yaml", data)
 		if err != nil {
 			if c != nil {

@@ -142,11 +142,26 @@ func TestLoadReportsEveryFile(t *testing.T) {
 	}
 }
 
+// A file over MaxFileSize is refused with its name and the cap, even one
+// that is all comment.
 func TestLoadRefusesHugeFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "huge.yaml")
-	writeFile(t, path, "domain: d\n# "+strings.Repeat("x", maxFileSize)+"\n")
-	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "larger than") {
-		t.Errorf("Load(huge file) = %v, want a size error", err)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "huge.yaml")
+	text := domainFile("d") + "# " + strings.Repeat("x", MaxFileSize-len(domainFile("d"))-3) + "\n"
+	writeFile(t, path, text)
+	if _, err := Load(path); err != nil {
+		t.Fatalf("Load(a file of exactly MaxFileSize bytes) = %v", err)
+	}
+	writeFile(t, path, text+"\n")
+	want := path + ": larger than 4 MiB, the most a config file may hold"
+	if _, err := Load(path); err == nil || err.Error() != want {
+		t.Errorf("Load(a byte over MaxFileSize) = %v, want %q", err, want)
+	}
+	if _, err := Load(dir); err == nil || err.Error() != want {
+		t.Errorf("Load(its directory) = %v, want %q", err, want)
+	}
+	if _, err := Parse("huge.yaml", []byte(text+"\n")); err == nil || !strings.Contains(err.Error(), "huge.yaml: ") {
+		t.Errorf("Parse(a byte over MaxFileSize) = %v, want a size error", err)
 	}
 }
 

@@ -18,13 +18,34 @@ import (
 // and duplicate keys are caught at every level with one message format,
 // and a misplaced or misspelled key gets a hint.
 
-// Bounds on the work one file can cause. Aliases let a few bytes stand
-// for an exponential number of nodes, and may even form a cycle; so the
-// walk counts the nodes it visits, aliases and merges included, and stops
-// at a budget in proportion to the file's size, which a file without
-// aliases never reaches (each node takes at least a byte).
+// The caps on a config. A file is read into memory whole and parsed
+// into yaml.v3's node tree, some 200 bytes a node, before a word of it is
+// checked; so a file larger than MaxFileSize, or whose words and
+// punctuation could make more than MaxNodes nodes, is refused before it
+// is parsed. A config at the caps takes some 250 MB and a second to load
+// (300 MB for a directory of files each near the caps).
 const (
-	maxFileSize   = 8 << 20
+	// MaxFileSize is the most bytes a config file may hold: 4 MiB,
+	// four times what a Kubernetes ConfigMap can.
+	MaxFileSize = 4 << 20
+	// MaxNodes is the most YAML nodes (keys, values, lists and mappings)
+	// a config file may hold, counted with its aliases expanded: 2^20,
+	// some 40,000 descriptors with a limit each, written out in full.
+	MaxNodes = 1 << 20
+	// MaxItems is the most descriptors and limits a config may hold, in
+	// all its files together: 2^17, some 32 MB of them. A directory may
+	// hold any number of files.
+	MaxItems = 1 << 17
+)
+
+const maxFileSize = MaxFileSize // parse.go's name for it
+
+// Aliases let a few bytes stand for an exponential number of nodes, and
+// may even form a cycle; so the walk counts the nodes it visits, aliases
+// and merges included, and stops at a budget in proportion to the
+// file's size, which a file without aliases never reaches (it has at
+// most two nodes a byte), and at MaxNodes.
+const (
 	visitsPerByte = 4
 	minVisits     = 4096
 	maxDepth      = 64 // nested descriptors
@@ -39,7 +60,7 @@ type walker struct {
 }
 
 func newWalker(file string, size int) *walker {
-	return &walker{file: file, budget: minVisits + visitsPerByte*size}
+	return &walker{file: file, budget: min(minVisits+visitsPerByte*size, MaxNodes)}
 }
 
 func (w *walker) errorf(n *yaml.Node, field, format string, args ...any) {
@@ -90,6 +111,9 @@ func parseYAML(file string, data []byte) (doc *yaml.Node, err error) {
 			doc, err = nil, &Error{File: file, Err: fmt.Errorf("invalid YAML (%v)", r)}
 		}
 	}()
+	if n := nodeBound(data); n > MaxNodes {
+		return nil, &Error{File: file, Err: fmt.Errorf("too many YAML nodes: the file's words and punctuation allow for %d, and a config file may hold %d", n, MaxNodes)}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var root yaml.Node
 	if err := dec.Decode(&root); err != nil {
@@ -107,6 +131,35 @@ func parseYAML(file string, data []byte) (doc *yaml.Node, err error) {
 		return nil, &Error{File: file, Line: next.Line, Err: errors.New("a file holds one YAML document, one domain")}
 	}
 	return &root, nil
+}
+
+// nodeBound bounds from above the number of nodes yaml.v3 makes of data,
+// without parsing it: one for each run of characters that are neither
+// blank nor YAML punctuation, two for each punctuation character (":"
+// alone is an empty key and an empty value; "-" an empty item and maybe
+// a list), and two for the document. It knows nothing of quotes and
+// comments, so that it can count what they hide but never miss what they
+// do not: words in a comment or a quoted string count as if they were
+// values. yaml.v3 takes the UTF-8 forms of NEL, LS and PS for line breaks,
+// so a run ends at their last byte. TestNodeBound holds it to the bound.
+func nodeBound(data []byte) int {
+	n := 2
+	inRun := false
+	for _, c := range data {
+		switch c {
+		case ' ', '\t', '\r', '\n', 0x85, 0xa8, 0xa9:
+			inRun = false
+		case '-', '?', ':', ',', '[', ']', '{', '}', '#', '&', '*', '!', '|', '>', '\'', '"', '%', '@', '`':
+			n += 2
+			inRun = false
+		default:
+			if !inRun {
+				n++
+				inRun = true
+			}
+		}
+	}
+	return n
 }
 
 var wholeNumber = regexp.MustCompile(`^[-+]?[0-9][0-9_]*$`)

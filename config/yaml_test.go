@@ -1,9 +1,12 @@
 package config
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // YAML spells the same config many ways; envoyproxy/ratelimit's reader
@@ -69,5 +72,50 @@ descriptors:
 		if err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("Parse(%q) = %v, want an error containing %q", bad.text, err, bad.want)
 		}
+	}
+}
+
+// countNodes counts the nodes of a yaml.v3 tree, each alias once.
+func countNodes(n *yaml.Node) int {
+	c := 1
+	for _, k := range n.Content {
+		c += countNodes(k)
+	}
+	return c
+}
+
+// checkNodeBound fails if yaml.v3 makes more nodes of data than nodeBound
+// allows for.
+func checkNodeBound(t *testing.T, data []byte) {
+	t.Helper()
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return // the parser's own limits and errors are not the bound's business
+	}
+	if got, bound := countNodes(&root), nodeBound(data); got > bound {
+		t.Fatalf("yaml.v3 makes %d nodes of %q, more than nodeBound's %d", got, data, bound)
+	}
+}
+
+// nodeBound is an upper bound, never an estimate: the densest YAML there
+// is, at random, never beats it.
+func TestNodeBound(t *testing.T) {
+	for _, text := range []string{
+		"", "a", "-", "?", ":", "---", "- - - -\n", "?\n?\n?\n", "[a:,b:,c:]", "{? ,? ,? }",
+		"{a,b,c}", "[[],[],{}]", "[&a ,&b ,*a]", "x: !t\ny: &a\n", "- :\n- :\n", "a\u2028- b\u2028- c",
+		"a\u0085b: c", "\"a\\\n,b\": [x]",
+	} {
+		checkNodeBound(t, []byte(text))
+	}
+	// YAML's punctuation, blanks and breaks, a word, and nothing else.
+	alphabet := []string{"a", "bc", " ", "  ", "\n", "\t", "-", "- ", "?", "? ", ":", ": ", ",", "[", "]", "{", "}",
+		"#", "&a", "&a ", "*a", "!t ", "!!str ", "|", ">", "'", "\"", "\\", "%", "@", "---\n", "\u2028", "\u0085", "é"}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 50_000 {
+		var b strings.Builder
+		for range 1 + r.IntN(16) {
+			b.WriteString(alphabet[r.IntN(len(alphabet))])
+		}
+		checkNodeBound(t, []byte(b.String()))
 	}
 }

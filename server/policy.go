@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -123,10 +122,11 @@ func currentLimit(r *sluice.Rule) *rlspb.RateLimitResponse_RateLimit {
 }
 
 // hashFiles hashes the names and bytes of the files paths stand for, as
-// config.Load lists them: a file, or a directory's *.yaml and *.yml files
-// that do not start with a dot, symlinks followed. A path that cannot be
-// read hashes as its error, so that a broken path is reported once, not
-// at every poll.
+// config.Load lists and opens them: a file, or a directory's *.yaml and
+// *.yml files that do not start with a dot, symlinks followed, each a
+// regular file (a named pipe is refused, not waited on). A path or file
+// that cannot be read hashes as its error, so that a broken path is
+// reported once, not at every poll.
 func hashFiles(paths []string) string {
 	h := sha256.New()
 	for _, p := range paths {
@@ -146,18 +146,16 @@ func hashFiles(paths []string) string {
 }
 
 func hashFile(w io.Writer, name string) error {
-	f, err := os.Open(name)
+	f, err := config.OpenFile(name)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	// A config file is small; a huge one is refused by config.Load, and
-	// hashing past the bound tells no more.
-	_, err = io.Copy(w, io.LimitReader(f, maxHashBytes))
+	// Past the cap, config.Load refuses the file; hashing further tells
+	// no more.
+	_, err = io.Copy(w, io.LimitReader(f, config.MaxFileSize+1))
 	return err
 }
-
-const maxHashBytes = 16 << 20
 
 // errNoPaths is Reload's error for a server that serves a Policy.
 var errNoPaths = errors.New("server: no config files to reload: the server serves a config given in code")

@@ -206,3 +206,22 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A config over the caps is refused on reload, naming the file, and the
+// last good config keeps serving.
+func TestReloadOverCaps(t *testing.T) {
+	path := writeFile(t, t.TempDir(), "test.yaml", testYAML)
+	s, _ := newServer(t, Config{Paths: []string{path}, ReloadInterval: -1})
+	for _, tt := range []struct{ name, text, want string }{
+		{"over MaxFileSize", testYAML + "# " + strings.Repeat("x", config.MaxFileSize) + "\n", "test.yaml: larger than 4 MiB"},
+		{"over MaxNodes", testYAML + "x: [" + strings.Repeat("a,", 3<<19) + "a]\n", "test.yaml: too many YAML nodes"},
+	} {
+		writeFile(t, filepath.Dir(path), "test.yaml", tt.text)
+		if err := s.Reload(t.Context()); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Reload(%s) = %v, want an error containing %q", tt.name, err, tt.want)
+		}
+		if st := limitOf(t, s, "user=a"); st.GetCurrentLimit().GetName() != "per_user" {
+			t.Errorf("after Reload(%s): %v, want the last good config", tt.name, st)
+		}
+	}
+}

@@ -45,7 +45,7 @@ type Server struct {
 	handler http.Handler
 	xff     httplimit.KeyFunc // the client's address behind trusted proxies
 
-	reloadMu sync.Mutex
+	reloadMu reloadLock
 	badHash  string // the content of the last config that failed to load
 
 	served   atomic.Bool

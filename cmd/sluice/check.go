@@ -23,6 +23,10 @@ exits 0, or prints every problem as
 
 and exits 1.
 
+A config file is a regular file (symlinks followed; a named pipe or a
+device is refused) of at most 4 MiB and 2^20 YAML nodes, aliases expanded;
+a config holds at most 2^17 descriptors and limits in all its files.
+
   -store redis   also check every rule against what the Redis store can
                  hold, as 'sluice serve -redis' does when it loads the
                  config (no connection is made)

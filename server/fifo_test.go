@@ -1,0 +1,112 @@
+//go:build unix
+
+package server
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// letThrough opens path, a named pipe, for writing and closes it again
+// and again until stop is called: code blocked reading the pipe then
+// reads an empty file, so that a test of code that waits on the pipe
+// fails rather than hangs.
+func letThrough(path string) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			if f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				f.Close()
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}
+
+// A config path that is a named pipe is refused at start, not waited on.
+func TestNewRefusesNamedPipe(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pipe.yaml")
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := New(Config{Paths: []string{path}, Store: newStore(t)})
+		done <- err
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Error("New waited on a named pipe")
+		defer letThrough(path)()
+		err = <-done
+	}
+	if err == nil || !strings.Contains(err.Error(), "pipe.yaml: a named pipe, not a regular file") {
+		t.Errorf("New(a named pipe) = %v, want it refused", err)
+	}
+}
+
+// A config file replaced by a named pipe while serving: the reload fails
+// and says why, the last good config keeps serving, and the shutdown
+// does not wait on the pipe.
+func TestReloadNamedPipe(t *testing.T) {
+	path := writeFile(t, t.TempDir(), "test.yaml", testYAML)
+	logs := &logBuffer{}
+	e := start(t, Config{Paths: []string{path}, ReloadInterval: 10 * time.Millisecond, Logger: logs.logger()})
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	for deadline := time.Now().Add(10 * time.Second); counter(t, e.srv, "sluice_config_reloads_total", "result", "failure") == 0; {
+		if time.Now().After(deadline) {
+			t.Error("no failed reload within 10s: the watcher waits on the named pipe")
+			defer letThrough(path)()
+			e.stop(t)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if l := logs.String(); !strings.Contains(l, "test.yaml: a named pipe, not a regular file") {
+		t.Errorf("the log does not say why the reload failed:\n%s", l)
+	}
+	resp, err := e.rls.ShouldRateLimit(t.Context(), rlReq("test", 0, "user=a"))
+	if err != nil || resp.GetStatuses()[0].GetCurrentLimit().GetName() != "per_user" {
+		t.Errorf("after the failed reload: %v, %v; want the last good config", resp, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	if err := e.srv.Reload(ctx); err == nil || !strings.Contains(err.Error(), "a named pipe") {
+		t.Errorf("Reload = %v, want the named pipe refused", err)
+	}
+
+	e.cancel()
+	select {
+	case err := <-e.done:
+		if err != nil {
+			t.Errorf("Serve = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("Serve did not return within 10s of the shutdown: it waits on the named pipe")
+		defer letThrough(path)()
+		<-e.done
+	}
+	close(e.done)
+}
