@@ -87,8 +87,9 @@ func NewLimiter(store Store, opts ...LimiterOption) (*Limiter, error) {
 
 // CheckRule reports whether the Limiter can decide r: r.Validate's error,
 // or, if the store is a RuleChecker, its error (wrapping ErrRefused) for a
-// rule it would refuse at every request. Middleware checks its rules with
-// it when it is made.
+// rule it would refuse at every request. Like Validate, it prepares r.
+// Middleware checks its rules with it when it is made, and the service
+// when it loads a config.
 func (l *Limiter) CheckRule(r *Rule) error {
 	if err := r.Validate(); err != nil {
 		return err
@@ -117,7 +118,8 @@ func (l *Limiter) Take(ctx context.Context, n int64, checks []Check, out []Decis
 		}
 		// An invalid rule is bad input: the store would refuse it, and a
 		// fail-open rule would turn that refusal into an allowed request.
-		if err := checks[i].Rule.Validate(); err != nil {
+		// A prepared rule only compares itself with its preparation here.
+		if _, err := checks[i].Rule.Spec(); err != nil {
 			return Result{}, fmt.Errorf("sluice: check %d: %w", i, err)
 		}
 	}

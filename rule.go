@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/sluicehq/sluice/internal/algo"
 )
@@ -85,6 +86,18 @@ func (f Failure) String() string {
 
 // Rule is a named limit with its algorithm: "10 per second per IP, token
 // bucket". The key it applies to comes with each request, in a Check.
+//
+// A rule prepares itself once: on first use, or when Validate is called
+// (where it is loaded), it is validated and its arithmetic compiled, and
+// the result is kept with it, so that deciding a request neither
+// validates nor compiles anything. A copy of a prepared Rule carries its
+// preparation. A Rule whose Name, Algorithm, Limit or Failure has changed
+// since is noticed at its next use, by one comparison, and prepared again:
+// a rule reloaded in place keeps working. It must not be changed while a
+// request uses it, as any value shared between goroutines; to change the
+// rules being served, make new ones and swap them in. As the preparation
+// is part of the value, == may tell apart two rules with the same fields
+// (one prepared, or each prepared on its own): use Equal.
 type Rule struct {
 	// Name identifies the rule in keys, headers and metrics. It must be
 	// non-empty.
@@ -97,50 +110,99 @@ type Rule struct {
 	// Failure is what the rule decides when the store errs. The default
 	// is FailOpen.
 	Failure Failure
+
+	// prepared holds the *prepared made by the latest preparation. It is
+	// an atomic.Value, not an atomic.Pointer, so that a Rule may still be
+	// copied (go vet's copylocks check flags atomic.Pointer).
+	prepared atomic.Value
+}
+
+// Equal reports whether r and o have the same fields. Their preparations
+// are not compared: equal rules have equal Specs.
+func (r *Rule) Equal(o *Rule) bool {
+	return r.Name == o.Name && r.Algorithm == o.Algorithm && r.Limit == o.Limit && r.Shadow == o.Shadow && r.Failure == o.Failure
+}
+
+// prepared is what a Rule made of itself: the fields it was made from, to
+// notice a change, and the result, a Spec or why there is none.
+type prepared struct {
+	key     algo.Key
+	failure Failure
+	spec    *algo.Spec
+	err     error
+}
+
+func (r *Rule) key() algo.Key {
+	return algo.Key{Name: r.Name, Algo: string(r.Algorithm), Rate: r.Limit.Rate, Period: r.Limit.Period, Burst: r.Limit.Burst}
 }
 
 // Validate reports whether the rule is usable: a name, a known algorithm,
-// a valid limit the algorithm can hold, and a known failure mode.
+// a valid limit the algorithm can hold, and a known failure mode. It
+// prepares the rule (see Rule): call it where the rule is loaded.
 func (r *Rule) Validate() error {
-	if r.Name == "" {
-		return fmt.Errorf("sluice: rule has no name")
-	}
-	if r.Failure > FailLocal {
-		return fmt.Errorf("sluice: rule %q: unknown failure mode %d", r.Name, r.Failure)
-	}
-	if err := r.Algorithm.check(r.Limit); err != nil {
-		return fmt.Errorf("rule %q: %w", r.Name, err)
-	}
-	return nil
+	_, err := r.Spec()
+	return err
 }
 
-// check reports whether the algorithm can hold l, as New would, without
-// building a limiter: a sliding log's ring can be megabytes.
-func (a Algo) check(l Limit) error {
+// Spec returns the rule's compiled arithmetic, for the stores: the memory
+// and Redis stores read it on every request instead of keeping a cache of
+// rules. It prepares the rule on first use and after a change (see Rule),
+// and otherwise only compares the rule with what it was prepared from. The
+// error is Validate's. The type is internal to this module and may change
+// with it: code outside this repository has no use for it.
+func (r *Rule) Spec() (*algo.Spec, error) {
+	p, _ := r.prepared.Load().(*prepared)
+	if p == nil || p.key != r.key() || p.failure != r.Failure {
+		p = r.prepare()
+	}
+	return p.spec, p.err
+}
+
+// prepare validates and compiles r and keeps the result with it. Racing
+// first uses may each prepare r: the results are equivalent.
+func (r *Rule) prepare() *prepared {
+	p := &prepared{key: r.key(), failure: r.Failure}
+	p.spec, p.err = compile(p.key, p.failure)
+	r.prepared.Store(p)
+	return p
+}
+
+// compile validates the rule k with failure mode f and compiles it.
+func compile(k algo.Key, f Failure) (*algo.Spec, error) {
+	if k.Name == "" {
+		return nil, fmt.Errorf("sluice: rule has no name")
+	}
+	if f > FailLocal {
+		return nil, fmt.Errorf("sluice: rule %q: unknown failure mode %d", k.Name, f)
+	}
+	kind, err := Algo(k.Algo).kind()
+	if err != nil {
+		return nil, fmt.Errorf("rule %q: %w", k.Name, err)
+	}
+	if err := (Limit{Rate: k.Rate, Period: k.Period, Burst: k.Burst}).Validate(); err != nil {
+		return nil, fmt.Errorf("rule %q: %w", k.Name, err)
+	}
+	sp, err := algo.NewSpec(k, kind)
+	if err != nil {
+		return nil, fmt.Errorf("rule %q: sluice: %w", k.Name, err)
+	}
+	return sp, nil
+}
+
+// kind is the state the algorithm keeps.
+func (a Algo) kind() (algo.Kind, error) {
 	switch a {
 	case AlgoTokenBucket, AlgoLeakyBucket, AlgoGCRA:
-		// The Limiter validates every check of every request: this must
-		// not prepare the arithmetic as l.tat() does.
-		if err := l.Validate(); err != nil {
-			return err
-		}
-		if err := algo.Check(l.Rate, l.Period, l.Capacity()); err != nil {
-			return fmt.Errorf("sluice: %w", err)
-		}
-		return nil
-	case AlgoFixedWindow, AlgoSlidingCounter:
-		return l.Validate()
+		return algo.KindBucket, nil
+	case AlgoFixedWindow:
+		return algo.KindFixed, nil
+	case AlgoSlidingCounter:
+		return algo.KindCounter, nil
 	case AlgoSlidingLog:
-		if err := l.Validate(); err != nil {
-			return err
-		}
-		if _, err := algo.NewLog(l.Rate, l.Period); err != nil {
-			return fmt.Errorf("sluice: %w", err)
-		}
-		return nil
+		return algo.KindLog, nil
 	}
 	_, err := ParseAlgo(string(a))
-	return err
+	return 0, err
 }
 
 // Quota is the rule's advertised quota: Burst (or Rate) for the buckets and

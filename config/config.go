@@ -137,7 +137,7 @@ func (c *Config) adopt(old *Config) {
 			prev[l.key] = l.rule
 		}
 		for _, l := range d.limits {
-			if r := prev[l.key]; r != nil && *r == *l.rule {
+			if r := prev[l.key]; r != nil && r.Equal(l.rule) {
 				l.rule = r
 			}
 		}

@@ -195,8 +195,8 @@ descriptors:
 	ms, _ = c.Match("d", []Entry{{"sluice", "x"}})
 	got["sluice[0]"], got["sluice[1]"] = *ms[0].Rule, *ms[1].Rule
 	for k, w := range want {
-		if got[k] != w {
-			t.Errorf("%s: rule %+v, want %+v", k, got[k], w)
+		if g := got[k]; !g.Equal(&w) {
+			t.Errorf("%s: rule %+v, want %+v", k, &g, &w)
 		}
 	}
 	if n := len(c.Rules()); n != 4 {

@@ -4,6 +4,9 @@
 // allocates. The public types in package sluice and the memory store wrap
 // these with their own synchronisation, so one piece of arithmetic serves a
 // single limiter and millions of keys alike.
+//
+// A rule's arithmetic is compiled once, into a Spec, which the rule keeps
+// (sluice.Rule.Spec) and every store reads.
 package algo
 
 import (

@@ -64,18 +64,6 @@ func NewTAT(rate int64, period time.Duration, burst int64) (TAT, error) {
 	return t, nil
 }
 
-// Check reports NewTAT's error without preparing the arithmetic, for a
-// caller that validates on every request: burst·period bounds the span
-// (the gcd only shrinks it), so one multiplication settles almost every
-// limit, and only a span near the bound needs the gcd.
-func Check(rate int64, period time.Duration, burst int64) error {
-	if span, ok := mulOK(burst, int64(period)); ok && span <= maxSpan {
-		return nil
-	}
-	_, err := NewTAT(rate, period, burst)
-	return err
-}
-
 // divP is x/p by multiplying with the reciprocal. The estimate is x/p or
 // one less (for x < 2^63 the reciprocal's error stays under one unit), so
 // one correction makes it exact. A hardware divide costs several times as

@@ -115,30 +115,3 @@ func TestTATNeverZero(t *testing.T) {
 		t.Errorf("the bucket read as never used after it was emptied: %+v", d)
 	}
 }
-
-// Check agrees with NewTAT on which limits fit, near the bound and far
-// from it.
-func TestCheckAgreesWithNewTAT(t *testing.T) {
-	for _, c := range []struct {
-		rate   int64
-		period time.Duration
-		burst  int64
-	}{
-		{1000, time.Second, 1000},
-		{3, time.Second, 4611686018},
-		{3, time.Second, 4611686019},
-		{1e9, time.Second, 4611686018},
-		{1e9, time.Second, 4611686019},
-		{999983, 24 * time.Hour, 999983},
-		{49999, 24 * time.Hour, 49999},
-		{0, time.Hour, 1 << 62},
-		{0, time.Hour, 1<<62 + 1},
-		{1, 365 * 24 * time.Hour, 146},
-		{1, 365 * 24 * time.Hour, 147},
-	} {
-		_, want := NewTAT(c.rate, c.period, c.burst)
-		if got := Check(c.rate, c.period, c.burst); (got == nil) != (want == nil) {
-			t.Errorf("Check(%d, %v, %d) = %v, NewTAT says %v", c.rate, c.period, c.burst, got, want)
-		}
-	}
-}

@@ -1,0 +1,119 @@
+package algo
+
+import (
+	"hash/maphash"
+	"sync/atomic"
+	"time"
+	"unique"
+)
+
+// Kind is how a rule's state is kept, and so which arithmetic reads it.
+type Kind uint8
+
+// The kinds of state. They are numbered from 1 so that the zero Kind is
+// no kind at all.
+const (
+	KindBucket  Kind = iota + 1 // token bucket, leaky bucket, GCRA: one uint64, by compare-and-swap
+	KindWide                    // a bucket whose tick horizon is short: a Wide, under a lock
+	KindFixed                   // fixed window: Window.Fixed
+	KindCounter                 // sliding window counter: Window.Counter
+	KindLog                     // sliding log: Log.Step
+)
+
+// Key is what identifies a rule's state: two rules with the same name,
+// algorithm and limit share their keys' states, so that a configuration
+// reloaded with the same rules keeps every count, and a rule whose
+// algorithm or limit changes starts its keys afresh. A rule's shadow and
+// failure modes are not part of it: they change what is done with a
+// decision, not the state behind it.
+type Key struct {
+	Name   string
+	Algo   string
+	Rate   int64
+	Period time.Duration
+	Burst  int64
+}
+
+// Spec is a rule compiled once: its identity and its arithmetic, shared by
+// every key of the rule and every request. sluice.Rule makes it (Rule.Spec)
+// and the stores read it; nothing in it changes after NewSpec but the
+// values stores derive from it (Derived).
+type Spec struct {
+	Key Key
+	// Ident is Key interned: equal Keys have equal Idents, so that a store
+	// tells whether two Specs share a state with one comparison.
+	Ident unique.Handle[Key]
+	// Hash is a hash of Key, equal for equal Keys within a process: a
+	// store mixes it into its hashes of keys, so that each rule's keys
+	// spread on their own.
+	Hash   uint64
+	Kind   Kind
+	TAT    TAT    // KindBucket, KindWide
+	Window Window // KindFixed, KindCounter
+	Log    Log    // KindLog
+
+	derived [numExt]atomic.Value
+}
+
+// Ext names the slot of a Spec where a store keeps what it derives from
+// it, computed on first use: it is then made once per rule, and made again
+// for a rule that changed, which is a new Spec, with no cache of the
+// store's own.
+type Ext int
+
+// The stores' slots.
+const (
+	ExtRedis Ext = iota // the Redis store's script parameters
+	numExt
+)
+
+// specSeed seeds Spec.Hash: one seed per process, so that equal Keys hash
+// alike in every store.
+var specSeed = maphash.MakeSeed()
+
+// NewSpec compiles the rule k whose state is of kind (KindBucket for the
+// bucket algorithms, which NewSpec turns into KindWide when their horizon
+// is short). The caller has validated k's limit: Period > 0, Rate >= 0,
+// Burst >= 0. It errs (ErrTooLarge) for a limit whose state cannot be kept
+// exactly.
+func NewSpec(k Key, kind Kind) (*Spec, error) {
+	s := &Spec{Key: k, Ident: unique.Make(k), Hash: maphash.Comparable(specSeed, k), Kind: kind}
+	var err error
+	switch kind {
+	case KindBucket, KindWide:
+		burst := k.Burst
+		if burst == 0 {
+			burst = k.Rate
+		}
+		if s.TAT, err = NewTAT(k.Rate, k.Period, burst); err != nil {
+			return nil, err
+		}
+		s.Kind = KindBucket
+		if s.TAT.NeedsWide() {
+			s.Kind = KindWide
+		}
+	case KindFixed, KindCounter:
+		s.Window = NewWindow(k.Rate, k.Period)
+	case KindLog:
+		if s.Log, err = NewLog(k.Rate, k.Period); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Quota is the rule's advertised quota: the capacity for the buckets, Rate
+// for the windows.
+func (s *Spec) Quota() int64 {
+	if s.Kind == KindBucket || s.Kind == KindWide {
+		return s.TAT.Burst()
+	}
+	return s.Key.Rate
+}
+
+// Derived returns the value a store kept in slot e with SetDerived, or nil.
+func (s *Spec) Derived(e Ext) any { return s.derived[e].Load() }
+
+// SetDerived keeps v in slot e. Racing first uses may each compute and set
+// a value: every value set in one slot must be of one type and equivalent.
+func (s *Spec) SetDerived(e Ext, v any) { s.derived[e].Store(v) }

@@ -1,0 +1,62 @@
+package algo
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// Specs of equal Keys share an Ident and a Hash; a Key that differs in
+// any field has another Ident.
+func TestSpecIdent(t *testing.T) {
+	k := Key{Name: "api", Algo: "gcra", Rate: 10, Period: time.Second}
+	a, err := NewSpec(k, KindBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewSpec(k, KindBucket)
+	if a == b || a.Ident != b.Ident || a.Hash != b.Hash {
+		t.Errorf("two Specs of %+v: Ident %v and %v, Hash %x and %x; want one of each", k, a.Ident, b.Ident, a.Hash, b.Hash)
+	}
+	for _, o := range []Key{
+		{Name: "web", Algo: "gcra", Rate: 10, Period: time.Second},
+		{Name: "api", Algo: "token_bucket", Rate: 10, Period: time.Second},
+		{Name: "api", Algo: "gcra", Rate: 11, Period: time.Second},
+		{Name: "api", Algo: "gcra", Rate: 10, Period: time.Minute},
+		{Name: "api", Algo: "gcra", Rate: 10, Period: time.Second, Burst: 10},
+	} {
+		c, _ := NewSpec(o, KindBucket)
+		if c.Ident == a.Ident {
+			t.Errorf("%+v has the Ident of %+v", o, k)
+		}
+	}
+}
+
+// NewSpec picks the wide state for a short horizon, and refuses what
+// cannot be kept exactly.
+func TestNewSpec(t *testing.T) {
+	for _, c := range []struct {
+		k     Key
+		kind  Kind
+		want  Kind
+		quota int64
+		err   error
+	}{
+		{Key{Rate: 10, Period: time.Second, Burst: 20}, KindBucket, KindBucket, 20, nil},
+		{Key{Rate: 49999, Period: 24 * time.Hour}, KindBucket, KindWide, 49999, nil},
+		{Key{Rate: 3, Period: time.Second, Burst: 1 << 40}, KindBucket, 0, 0, ErrTooLarge},
+		{Key{Rate: 7, Period: time.Minute, Burst: 9}, KindFixed, KindFixed, 7, nil},
+		{Key{Rate: 7, Period: time.Minute}, KindCounter, KindCounter, 7, nil},
+		{Key{Rate: 7, Period: time.Minute}, KindLog, KindLog, 7, nil},
+		{Key{Rate: MaxLogRate + 1, Period: time.Minute}, KindLog, 0, 0, ErrTooLarge},
+	} {
+		s, err := NewSpec(c.k, c.kind)
+		if !errors.Is(err, c.err) || (err == nil) != (c.err == nil) {
+			t.Errorf("NewSpec(%+v, %d) = %v, want %v", c.k, c.kind, err, c.err)
+			continue
+		}
+		if err == nil && (s.Kind != c.want || s.Quota() != c.quota) {
+			t.Errorf("NewSpec(%+v, %d): Kind %d, Quota %d; want %d, %d", c.k, c.kind, s.Kind, s.Quota(), c.want, c.quota)
+		}
+	}
+}
