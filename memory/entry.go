@@ -7,16 +7,17 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
-// entry is one key's state under one spec, kept in its shard's table: 64
+// entry is one key's state under one rule, kept in its shard's table: 64
 // bytes, one cache line, plus a copy of a key longer than 16 bytes and,
 // for the window algorithms, a window. A key of up to 16 bytes is kept in
 // the entry itself, so that finding a key reads one line of the table,
 // and the line after it now and then; for a longer key, inl holds the
 // size of its copy, as allocated, for the byte bound.
 type entry struct {
-	sp  *spec           // nil for an empty cell
+	sp  *algo.Spec      // the rule's arithmetic; nil for an empty cell
 	x   atomic.Uint64   // the bucket algorithms' state (algo.TAT)
 	w   *window         // the window algorithms' state
 	key string          // the key: its bytes are inl's, or a copy of the caller's
@@ -68,12 +69,12 @@ func (e *entry) setKey(key string, size int64) {
 // bytes is what e counts against the byte bound: its cell, the copy of a
 // long key, and the window and its ring.
 func (e *entry) bytes() int64 {
-	b := e.sp.bytes
+	b := specBytes(e.sp)
 	if len(e.key) > inlineKey {
 		b += int64(binary.LittleEndian.Uint64(e.inl[:]))
 	}
-	if e.sp.kind == kindLog {
-		b += int64(e.w.ring.Cap()-e.sp.firstRing()) * ringCellBytes
+	if e.sp.Kind == algo.KindLog {
+		b += int64(e.w.ring.Cap()-firstRing(e.sp)) * ringCellBytes
 	}
 	return b
 }
@@ -136,15 +137,15 @@ func (e *entry) touch(st uint32) {
 // lock, shared or exclusive.
 func (e *entry) step(now, n int64, b *bound) sluice.Decision {
 	sp := e.sp
-	if sp.kind == kindBucket {
+	if sp.Kind == algo.KindBucket {
 		for {
 			// Decide with scalars inside the loop and build the Decision once
 			// after the swap: see the root package's bucket.AllowN.
 			x := e.x.Load()
-			next, debt, ok := sp.tat.Take(x, now, n)
+			next, debt, ok := sp.TAT.Take(x, now, n)
 			if next == x || e.x.CompareAndSwap(x, next) {
-				rem, retry, reset := sp.tat.Fields(debt, n, ok)
-				return sluice.Decision{Allowed: ok, Limit: sp.tat.Burst(), Remaining: rem, RetryAfter: retry, ResetAfter: reset}
+				rem, retry, reset := sp.TAT.Fields(debt, n, ok)
+				return sluice.Decision{Allowed: ok, Limit: sp.TAT.Burst(), Remaining: rem, RetryAfter: retry, ResetAfter: reset}
 			}
 		}
 	}
@@ -161,21 +162,21 @@ func (e *entry) step(now, n int64, b *bound) sluice.Decision {
 // idle reports whether e's state no longer affects any decision at now or
 // later. The caller holds the shard's exclusive lock.
 func (e *entry) idle(now int64) bool {
-	if e.sp.kind == kindBucket {
-		return e.sp.tat.Idle(e.x.Load(), now)
+	if e.sp.Kind == algo.KindBucket {
+		return e.sp.TAT.Idle(e.x.Load(), now)
 	}
 	return e.w.idle(e.sp, now)
 }
 
 func (e *entry) save() snapshot {
-	if e.sp.kind == kindBucket {
+	if e.sp.Kind == algo.KindBucket {
 		return snapshot{x: e.x.Load()}
 	}
 	return e.w.save()
 }
 
 func (e *entry) restore(s snapshot) {
-	if e.sp.kind == kindBucket {
+	if e.sp.Kind == algo.KindBucket {
 		e.x.Store(s.x)
 		return
 	}

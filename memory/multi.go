@@ -2,6 +2,7 @@ package memory
 
 import (
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // maxInline is how many checks a Take handles without allocating.
@@ -9,7 +10,7 @@ const maxInline = 8
 
 // held is one check of a multi-check while its shards are locked.
 type held struct {
-	sp    *spec
+	sp    *algo.Spec
 	h     uint64
 	e     *entry // valid while the table does not change
 	first int    // the first check on the same entry: a key named twice is one state
@@ -30,11 +31,7 @@ func (s *Store) takeMulti(now, n int64, checks []sluice.Check, out []sluice.Deci
 		hs = make([]held, 0, len(checks))
 	}
 	for i := range checks {
-		r := checks[i].Rule
-		if r == nil {
-			return errNoRule(i)
-		}
-		sp, err := s.specs.get(r)
+		sp, err := specOf(i, checks[i].Rule)
 		if err != nil {
 			return err
 		}
@@ -44,7 +41,7 @@ func (s *Store) takeMulti(now, n int64, checks []sluice.Check, out []sluice.Deci
 		// Nothing will be charged: each check is decided on its own, as a
 		// read, with no exclusive lock.
 		for i := range checks {
-			d, err := s.take1(hs[i].sp, &checks[i], now, checks[i].CostFor(n))
+			d, err := s.take1(hs[i].sp, checks[i].Key, now, checks[i].CostFor(n))
 			if err != nil {
 				return err
 			}
@@ -59,7 +56,7 @@ func (s *Store) takeMulti(now, n int64, checks []sluice.Check, out []sluice.Deci
 	// could never fit.)
 	var size int64
 	for i := range hs {
-		size += hs[i].sp.bytes + int64(len(checks[i].Key))
+		size += specBytes(hs[i].sp) + int64(len(checks[i].Key))
 	}
 	if err := s.bound.fits(size); err != nil {
 		return err
@@ -69,29 +66,12 @@ func (s *Store) takeMulti(now, n int64, checks []sluice.Check, out []sluice.Deci
 			s.relieve(now, hs[0].h)
 		}
 	}()
-	for {
-		done, err := s.charge(now, n, checks, out, hs)
-		if done || err != nil {
-			return err
-		}
-		// A spec was retired while the shards were unlocked; it had no
-		// entries, so its rule's fresh spec stands in.
-		for i := range hs {
-			if hs[i].sp.refs.Load() < 0 {
-				sp, err := s.specs.refresh(checks[i].Rule)
-				if err != nil {
-					return err
-				}
-				hs[i].sp = sp
-			}
-		}
-	}
+	return s.charge(now, n, checks, out, hs)
 }
 
-// charge is takeMulti's body under the shards' locks. It returns false,
-// having charged nothing, if it found a spec retired, or with an error if
-// a key could never fit (ErrTooLarge).
-func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decision, hs []held) (bool, error) {
+// charge is takeMulti's body under the shards' locks. It errs, having
+// charged nothing, if a key could never fit (ErrTooLarge).
+func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decision, hs []held) error {
 	var ibuf [maxInline]int
 	ids := ibuf[:0]
 	for i := range hs {
@@ -126,9 +106,9 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 		e := sh.find(hs[i].h, hs[i].sp, checks[i].Key) // added for an earlier check?
 		if e == nil {
 			var err error
-			if e, err = sh.insert(hs[i].h, hs[i].sp, checks[i].Key, now); e == nil {
+			if e, err = sh.insert(hs[i].h, hs[i].sp, checks[i].Key, now); err != nil {
 				s.unpin(now, checks, hs)
-				return false, err
+				return err
 			}
 		}
 		e.used.Store(pinned)
@@ -179,7 +159,7 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 		}
 	}
 	s.unpin(now, checks, hs)
-	return true, nil
+	return nil
 }
 
 // unpin releases the entries of a multi-check, dropping those that are
@@ -192,7 +172,7 @@ func (s *Store) unpin(now int64, checks []sluice.Check, hs []held) {
 		sh := s.shard(hs[i].h)
 		j := sh.lookup(hs[i].h, hs[i].sp, checks[i].Key)
 		if j < 0 {
-			continue // not reached before a retired spec stopped the call
+			continue // not reached before a key too large stopped the call
 		}
 		e := &sh.tab[j]
 		if e.used.Load() != pinned {

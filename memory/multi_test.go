@@ -142,7 +142,7 @@ func TestLogRing(t *testing.T) {
 		t.Fatal(err)
 	}
 	ringCap := func() int {
-		sp, _ := s.specs.get(r)
+		sp, _ := r.Spec()
 		h := s.hash(sp, "k")
 		return s.shard(h).find(h, sp, "k").w.ring.Cap()
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // ErrClosed is returned by the methods of a closed Store or Concurrency
@@ -56,7 +57,6 @@ type Store struct {
 	shards []shard
 	shift  uint // 64 - log2(len(shards)): the hash's top bits pick the shard
 	seed   maphash.Seed
-	specs  *registry
 	bound  *bound
 
 	closed atomic.Bool
@@ -78,7 +78,6 @@ func New(opts ...Option) (*Store, error) {
 		shards: make([]shard, c.shards),
 		shift:  64 - c.shardBits(),
 		seed:   maphash.MakeSeed(),
-		specs:  newRegistry(),
 	}
 	tables := int64(c.shards) * emptyTableBytes
 	s.bound = c.bound(tables)
@@ -122,36 +121,31 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	ns := now.UnixNano()
 	if len(checks) == 1 {
 		c := &checks[0]
-		if c.Rule == nil {
-			return errNoRule(0)
-		}
-		sp, err := s.specs.get(c.Rule)
+		sp, err := specOf(0, c.Rule)
 		if err != nil {
 			return err
 		}
-		out[0], err = s.take1(sp, c, ns, c.CostFor(n))
+		out[0], err = s.take1(sp, c.Key, ns, c.CostFor(n))
 		return err
 	}
 	return s.takeMulti(ns, n, checks, out)
 }
 
-func errNoRule(i int) error { return fmt.Errorf("memory: check %d has no rule", i) }
-
-func (s *Store) hash(sp *spec, key string) uint64 { return maphash.String(s.seed, key) ^ sp.salt }
+func (s *Store) hash(sp *algo.Spec, key string) uint64 { return maphash.String(s.seed, key) ^ sp.Hash }
 
 func (s *Store) shard(h uint64) *shard { return &s.shards[h>>s.shift] }
 
-// take1 decides one check whose rule resolved to sp, at cost n.
-func (s *Store) take1(sp *spec, c *sluice.Check, now, n int64) (sluice.Decision, error) {
-	h := s.hash(sp, c.Key)
+// take1 decides key under sp at cost n.
+func (s *Store) take1(sp *algo.Spec, key string, now, n int64) (sluice.Decision, error) {
+	h := s.hash(sp, key)
 	sh := s.shard(h)
 	sh.observe(now)
 	sh.mu.RLock()
-	if e := sh.find(h, sp, c.Key); e != nil {
+	if e := sh.find(h, sp, key); e != nil {
 		e.touch(stampOf(now))
 		d := e.step(now, n, s.bound)
 		sh.mu.RUnlock()
-		if sp.kind == kindLog && s.bound.over() { // its ring grew
+		if sp.Kind == algo.KindLog && s.bound.over() { // its ring grew
 			s.relieve(now, h)
 		}
 		return d, nil
@@ -163,33 +157,23 @@ func (s *Store) take1(sp *spec, c *sluice.Check, now, n int64) (sluice.Decision,
 	if d := freshDecision(sp, now, n); !d.Allowed || n <= 0 {
 		return d, nil
 	}
-	for {
-		sh.mu.Lock()
-		e := sh.find(h, sp, c.Key)
+	sh.mu.Lock()
+	e := sh.find(h, sp, key)
+	if e != nil {
+		e.touch(stampOf(now))
+	} else {
 		var err error
-		if e != nil {
-			e.touch(stampOf(now))
-		} else if e, err = sh.insert(h, sp, c.Key, now); err != nil {
+		if e, err = sh.insert(h, sp, key, now); err != nil {
 			sh.mu.Unlock()
 			return sluice.Decision{}, err
 		}
-		if e != nil {
-			d := e.step(now, n, s.bound)
-			sh.mu.Unlock()
-			if s.bound.over() {
-				s.relieve(now, h)
-			}
-			return d, nil
-		}
-		// sp was retired between the lookup and the insert: it has no
-		// entries, so the rule's fresh spec decides.
-		sh.mu.Unlock()
-		if sp, err = s.specs.refresh(c.Rule); err != nil {
-			return sluice.Decision{}, err
-		}
-		h = s.hash(sp, c.Key)
-		sh = s.shard(h)
 	}
+	d := e.step(now, n, s.bound)
+	sh.mu.Unlock()
+	if s.bound.over() {
+		s.relieve(now, h)
+	}
+	return d, nil
 }
 
 // relieve evicts from the shards, the one of hash h last, while the store

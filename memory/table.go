@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // shard is one part of the store: an open-addressing table of entries,
@@ -69,9 +71,9 @@ func (sh *shard) observe(now int64) {
 	}
 }
 
-// lookup returns the cell of key under sp, or -1. The caller holds the
-// lock, shared or exclusive.
-func (sh *shard) lookup(h uint64, sp *spec, key string) int {
+// lookup returns the cell of key under sp (or a Spec sharing its states),
+// or -1. The caller holds the lock, shared or exclusive.
+func (sh *shard) lookup(h uint64, sp *algo.Spec, key string) int {
 	tab := sh.tab
 	hash := uint32(h)
 	for i := sh.home(hash); ; {
@@ -79,7 +81,7 @@ func (sh *shard) lookup(h uint64, sp *spec, key string) int {
 		if e.sp == nil {
 			return -1
 		}
-		if e.hash == hash && e.sp == sp && e.key == key {
+		if e.hash == hash && sameState(e.sp, sp) && e.key == key {
 			return i
 		}
 		if i++; i == len(tab) {
@@ -90,7 +92,7 @@ func (sh *shard) lookup(h uint64, sp *spec, key string) int {
 
 // find returns the entry of key under sp, or nil. The caller holds the
 // lock, and the entry stays where it is until the table next changes.
-func (sh *shard) find(h uint64, sp *spec, key string) *entry {
+func (sh *shard) find(h uint64, sp *algo.Spec, key string) *entry {
 	if i := sh.lookup(h, sp, key); i >= 0 {
 		return &sh.tab[i]
 	}
@@ -103,18 +105,14 @@ func (sh *shard) find(h uint64, sp *spec, key string) *entry {
 // of this shard, whose counts the new key takes over, until the key fits;
 // a shard with nothing left to evict adds the key over the bounds (see
 // bound), and the caller relieves the store once it has let go of the
-// shard. It returns nil if sp was retired meanwhile, and an error wrapping
-// ErrTooLarge, adding nothing, for a key that could never fit. The caller
-// holds the exclusive lock; the entry stays where it is until the table
-// next changes.
-func (sh *shard) insert(h uint64, sp *spec, key string, now int64) (*entry, error) {
+// shard. It returns an error wrapping ErrTooLarge, adding nothing, for a
+// key that could never fit. The caller holds the exclusive lock; the entry
+// stays where it is until the table next changes.
+func (sh *shard) insert(h uint64, sp *algo.Spec, key string, now int64) (*entry, error) {
 	key, size := cloneKey(key)
-	dk, db := int64(1), sp.bytes+size
+	dk, db := int64(1), specBytes(sp)+size
 	if err := sh.bound.fits(db); err != nil {
 		return nil, err
-	}
-	if !sp.acquire() {
-		return nil, nil
 	}
 	for !sh.bound.take(dk, db) {
 		v, ok := sh.victim(now)
@@ -144,7 +142,7 @@ func (sh *shard) insert(h uint64, sp *spec, key string, now int64) (*entry, erro
 	e.hash = hash
 	e.x.Store(0)
 	e.used.Store(stampOf(now))
-	if sp.kind != kindBucket {
+	if sp.Kind != algo.KindBucket {
 		e.w = newWindow(sp)
 	}
 	sh.n++
@@ -213,7 +211,6 @@ func (sh *shard) remove(i int) {
 // into it unless its home lies cyclically in (hole, entry].
 func (sh *shard) delete(i int) {
 	tab := sh.tab
-	tab[i].sp.release()
 	tab[i] = entry{} // let the key and the window go
 	for j := i; ; {
 		if j++; j == len(tab) {

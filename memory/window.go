@@ -14,7 +14,7 @@ import (
 // (64 bytes) serves them all: the fixed window keeps its count in a; the
 // sliding counter its previous and current counts in a and b; the sliding
 // log its count in a and its entries in ring. A bucket of short horizon
-// (kindWide) keeps its algo.Wide here too: the origin in win, the state in
+// (algo.KindWide) keeps its algo.Wide here too: the origin in win, the state in
 // a.
 type window struct {
 	mu   sync.Mutex
@@ -30,10 +30,10 @@ type window struct {
 // key with few requests does not pay for Rate cells.
 const minLogRing = 4
 
-func newWindow(sp *spec) *window {
+func newWindow(sp *algo.Spec) *window {
 	w := new(window)
-	if sp.kind == kindLog {
-		w.ring = ring.New[algo.Entry](sp.firstRing())
+	if sp.Kind == algo.KindLog {
+		w.ring = ring.New[algo.Entry](firstRing(sp))
 	}
 	return w
 }
@@ -57,26 +57,26 @@ func (w *window) ringCap() int {
 
 // step decides n units at now. The caller holds w.mu or the shard's
 // exclusive lock.
-func (w *window) step(sp *spec, now, n int64) sluice.Decision {
+func (w *window) step(sp *algo.Spec, now, n int64) sluice.Decision {
 	var d algo.Decision
-	switch sp.kind {
-	case kindFixed:
+	switch sp.Kind {
+	case algo.KindFixed:
 		s := algo.FixedState{Window: w.win, Count: w.a, Last: w.last, Used: w.used}
-		d = sp.win.Fixed(&s, now, n)
+		d = sp.Window.Fixed(&s, now, n)
 		w.win, w.a, w.last, w.used = s.Window, s.Count, s.Last, s.Used
-	case kindCounter:
+	case algo.KindCounter:
 		s := algo.CounterState{Window: w.win, Prev: w.a, Curr: w.b, Last: w.last, Used: w.used}
-		d = sp.win.Counter(&s, now, n)
+		d = sp.Window.Counter(&s, now, n)
 		w.win, w.a, w.b, w.last, w.used = s.Window, s.Prev, s.Curr, s.Last, s.Used
-	case kindLog:
+	case algo.KindLog:
 		w.makeRoom(sp, now, n)
 		s := algo.LogState{Ring: w.ring, Count: w.a, Last: w.last, Used: w.used}
-		d = sp.log.Step(&s, now, n)
+		d = sp.Log.Step(&s, now, n)
 		w.a, w.last, w.used = s.Count, s.Last, s.Used
-	case kindWide:
+	case algo.KindWide:
 		s := w.wide()
 		var next uint64
-		d, next = sp.tat.Step(s.X, sp.tat.Enter(&s, now), n)
+		d, next = sp.TAT.Step(s.X, sp.TAT.Enter(&s, now), n)
 		w.win, w.a, w.last, w.used = s.Origin, int64(next), s.Last, s.Used
 	}
 	return sluice.Decision(d)
@@ -85,18 +85,18 @@ func (w *window) step(sp *spec, now, n int64) sluice.Decision {
 // makeRoom grows the sliding log's ring when a push of n units at now
 // would find it full of live entries. The log never has more entries than
 // Rate, each of at least one unit, so Rate cells are the most it needs.
-func (w *window) makeRoom(sp *spec, now, n int64) {
+func (w *window) makeRoom(sp *algo.Spec, now, n int64) {
 	r := w.ring
-	if n <= 0 || n > sp.rate || r.Len() < r.Cap() || int64(r.Cap()) >= sp.rate {
+	if n <= 0 || n > sp.Key.Rate || r.Len() < r.Cap() || int64(r.Cap()) >= sp.Key.Rate {
 		return
 	}
 	if w.used && now < w.last {
 		now = w.last // as the log reads it
 	}
-	if e, ok := r.PeekOldest(); ok && expired(now, e.At, sp.per) {
+	if e, ok := r.PeekOldest(); ok && expired(now, e.At, int64(sp.Key.Period)) {
 		return // the log drops it before pushing
 	}
-	nr := ring.New[algo.Entry](int(min(2*int64(r.Cap()), sp.rate)))
+	nr := ring.New[algo.Entry](int(min(2*int64(r.Cap()), sp.Key.Rate)))
 	for e := range r.All() {
 		nr.Push(e)
 	}
@@ -111,28 +111,28 @@ func expired(now, at, per int64) bool {
 // idle reports whether the state no longer affects a decision at now or
 // later. A time before the latest seen is never idle: the state still
 // holds that time back.
-func (w *window) idle(sp *spec, now int64) bool {
+func (w *window) idle(sp *algo.Spec, now int64) bool {
 	if w.used && now < w.last {
 		return false
 	}
-	switch sp.kind {
-	case kindFixed:
+	switch sp.Kind {
+	case algo.KindFixed:
 		s := algo.FixedState{Window: w.win, Count: w.a, Last: w.last, Used: w.used}
-		return sp.win.FixedIdle(&s, now)
-	case kindCounter:
+		return sp.Window.FixedIdle(&s, now)
+	case algo.KindCounter:
 		s := algo.CounterState{Window: w.win, Prev: w.a, Curr: w.b, Last: w.last, Used: w.used}
-		return sp.win.CounterIdle(&s, now)
-	case kindLog:
+		return sp.Window.CounterIdle(&s, now)
+	case algo.KindLog:
 		s := algo.LogState{Ring: w.ring, Count: w.a, Last: w.last, Used: w.used}
-		return sp.log.Idle(&s, now)
-	case kindWide:
+		return sp.Log.Idle(&s, now)
+	case algo.KindWide:
 		s := w.wide()
-		return sp.tat.WideIdle(&s, now)
+		return sp.TAT.WideIdle(&s, now)
 	}
 	return true
 }
 
-// wide reads a kindWide state out of w's fields.
+// wide reads an algo.KindWide state out of w's fields.
 func (w *window) wide() algo.Wide {
 	return algo.Wide{Origin: w.win, Last: w.last, Used: w.used, X: uint64(w.a)}
 }
@@ -182,21 +182,21 @@ func dropNewest(r *ring.Buffer[algo.Entry], k int) {
 
 // freshDecision is the decision for n units at now on a key with no state,
 // computed without making one.
-func freshDecision(sp *spec, now, n int64) sluice.Decision {
-	switch sp.kind {
-	case kindBucket, kindWide:
-		d, _ := sp.tat.Step(0, now, n)
+func freshDecision(sp *algo.Spec, now, n int64) sluice.Decision {
+	switch sp.Kind {
+	case algo.KindBucket, algo.KindWide:
+		d, _ := sp.TAT.Step(0, now, n)
 		return sluice.Decision(d)
-	case kindLog:
-		if n > 0 && n <= sp.rate {
+	case algo.KindLog:
+		if n > 0 && n <= sp.Key.Rate {
 			break // it would push: use a ring
 		}
 		var r ring.Buffer[algo.Entry] // capacity 0: holds nothing, and nothing is pushed
 		s := algo.LogState{Ring: &r}
-		return sluice.Decision(sp.log.Step(&s, now, n))
+		return sluice.Decision(sp.Log.Step(&s, now, n))
 	}
 	w := window{}
-	if sp.kind == kindLog {
+	if sp.Kind == algo.KindLog {
 		w.ring = ring.New[algo.Entry](1)
 	}
 	return w.step(sp, now, n)
