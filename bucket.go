@@ -51,14 +51,8 @@ func (b *bucket) AllowN(now time.Time, n int64) Decision {
 	if b.wide != nil {
 		return b.allowWide(ns, n)
 	}
-	for {
-		x := b.x.Load()
-		next, debt, ok := b.t.Take(x, ns, n)
-		if next == x || b.x.CompareAndSwap(x, next) {
-			remaining, retry, reset := b.t.Fields(debt, n, ok)
-			return Decision{Allowed: ok, Limit: b.t.Burst(), Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
-		}
-	}
+	ok, remaining, retry, reset := b.t.Allow(&b.x, ns, n)
+	return Decision{Allowed: ok, Limit: b.t.Burst(), Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 }
 
 // allowWide is AllowN on the wide state. It is a function of its own so

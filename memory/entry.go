@@ -138,16 +138,8 @@ func (e *entry) touch(st uint32) {
 func (e *entry) step(now, n int64, b *bound) sluice.Decision {
 	sp := e.sp
 	if sp.Kind == algo.KindBucket {
-		for {
-			// Decide with scalars inside the loop and build the Decision once
-			// after the swap: see the root package's bucket.AllowN.
-			x := e.x.Load()
-			next, debt, ok := sp.TAT.Take(x, now, n)
-			if next == x || e.x.CompareAndSwap(x, next) {
-				rem, retry, reset := sp.TAT.Fields(debt, n, ok)
-				return sluice.Decision{Allowed: ok, Limit: sp.TAT.Burst(), Remaining: rem, RetryAfter: retry, ResetAfter: reset}
-			}
-		}
+		ok, rem, retry, reset := sp.TAT.Allow(&e.x, now, n)
+		return sluice.Decision{Allowed: ok, Limit: sp.TAT.Burst(), Remaining: rem, RetryAfter: retry, ResetAfter: reset}
 	}
 	e.w.mu.Lock()
 	c := e.w.ringCap()

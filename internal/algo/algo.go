@@ -3,7 +3,8 @@
 // and the next state come out. Nothing here locks, reads a clock or
 // allocates. The public types in package sluice and the memory store wrap
 // these with their own synchronisation, so one piece of arithmetic serves a
-// single limiter and millions of keys alike.
+// single limiter and millions of keys alike; the one lock-free step, a
+// bucket's compare-and-swap (TAT.Allow), is here too, for both of them.
 //
 // A rule's arithmetic is compiled once, into a Spec, which the rule keeps
 // (sluice.Rule.Spec) and every store reads.

@@ -13,7 +13,7 @@ type Kind uint8
 // The kinds of state. They are numbered from 1 so that the zero Kind is
 // no kind at all.
 const (
-	KindBucket  Kind = iota + 1 // token bucket, leaky bucket, GCRA: one uint64, by compare-and-swap
+	KindBucket  Kind = iota + 1 // token bucket, leaky bucket, GCRA: one uint64, TAT.Allow
 	KindWide                    // a bucket whose tick horizon is short: a Wide, under a lock
 	KindFixed                   // fixed window: Window.Fixed
 	KindCounter                 // sliding window counter: Window.Counter

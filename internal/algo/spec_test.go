@@ -2,6 +2,8 @@ package algo
 
 import (
 	"errors"
+	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -57,6 +59,28 @@ func TestNewSpec(t *testing.T) {
 		}
 		if err == nil && (s.Kind != c.want || s.Quota() != c.quota) {
 			t.Errorf("NewSpec(%+v, %d): Kind %d, Quota %d; want %d, %d", c.k, c.kind, s.Kind, s.Quota(), c.want, c.quota)
+		}
+	}
+}
+
+// Allow makes Step's decisions on an atomic word.
+func TestAllowIsStep(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	tt, err := NewTAT(3, time.Second, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var x atomic.Uint64
+	var y uint64
+	now := int64(1e18)
+	for i := range 1000 {
+		now += r.Int64N(int64(time.Second))
+		n := r.Int64N(7) - 1
+		ok, rem, retry, reset := tt.Allow(&x, now, n)
+		var want Decision
+		want, y = tt.Step(y, now, n)
+		if got := (Decision{ok, tt.Burst(), rem, retry, reset}); got != want || x.Load() != y {
+			t.Fatalf("step %d: Allow(t+%d, %d) = %+v, state %d; Step says %+v, %d", i, now, n, got, x.Load(), want, y)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"sync/atomic"
 	"time"
 )
 
@@ -112,6 +113,21 @@ func (t *TAT) debt(x, nowq uint64) uint64 {
 func (t *TAT) Step(x uint64, now int64, n int64) (Decision, uint64) {
 	next, debt, ok := t.Take(x, now, n)
 	return t.Decide(debt, n, ok), next
+}
+
+// Allow is Step on a state kept in one atomic word, for a holder with no
+// lock of its own (the single-key buckets, the memory store's keys): it
+// takes n units at now by compare-and-swap, redoing Take when it loses a
+// race, and returns Decide's numbers (see Fields for why not a Decision).
+func (t *TAT) Allow(x *atomic.Uint64, now int64, n int64) (allowed bool, remaining int64, retry, reset time.Duration) {
+	for {
+		old := x.Load()
+		next, debt, ok := t.Take(old, now, n)
+		if next == old || x.CompareAndSwap(old, next) {
+			remaining, retry, reset = t.Fields(debt, n, ok)
+			return ok, remaining, retry, reset
+		}
+	}
 }
 
 // Take is the part of Step a compare-and-swap loop must redo when it
