@@ -24,10 +24,9 @@ const leaders = 2
 
 // pending is one request, queued or in a run.
 type pending struct {
-	keys  []string
-	now   float64   // µs, or redisTime
-	costs []int64   // one per check: its CostFor the request's cost
-	ps    []*params // one per check
+	keys  []string    // each check's keys, in order
+	now   float64     // µs, or redisTime
+	args  []checkArgs // one per check
 	reply []int64
 	err   error
 	state atomic.Int32
@@ -42,10 +41,18 @@ type pending struct {
 	// its own: a context and its timer per call cost more CPU than the
 	// rest of the call on the client's side.
 	expires time.Time
-	// room for the ps, costs and keys of a request of up to two checks
-	psBuf   [2]*params
-	costBuf [2]int64
-	keyBuf  [2]string
+	// room for the args and keys of a request of up to two checks
+	argBuf [2]checkArgs
+	keyBuf [2]string
+}
+
+// checkArgs is one check of a request, as the script and the denial cache
+// read it.
+type checkArgs struct {
+	p      *params
+	cost   int64 // its CostFor the request's cost
+	shadow bool
+	key    int // the index in keys of its first key
 }
 
 // pending states

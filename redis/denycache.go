@@ -135,53 +135,63 @@ func since(d sluice.Decision, elapsed time.Duration) sluice.Decision {
 }
 
 // signature identifies a request: its keys and its checks' costs.
-func signature(keys []string, costs []int64) uint64 {
+func signature(p *pending) uint64 {
 	h := fnv.New64a()
-	for _, k := range keys {
+	for _, k := range p.keys {
 		h.Write([]byte(k))
 		h.Write([]byte{0})
 	}
 	var b [8]byte
-	for _, n := range costs {
+	for _, a := range p.args {
 		for i := range b {
-			b[i] = byte(n >> (8 * i))
+			b[i] = byte(a.cost >> (8 * i))
 		}
 		h.Write(b[:])
 	}
 	return h.Sum64()
 }
 
-// keyIndex is the index in keys of check i's first key.
-func keyIndex(ps []*params, i int) int {
-	k := 0
-	for _, p := range ps[:i] {
-		k += p.nkeys()
+// cacheable reports whether the denial cache may answer or learn from p:
+// whether the cache is on and every check of p costs more than 0 (a peek
+// is never denied, and a denial of cost 0 would say nothing).
+func (s *Store) cacheable(p *pending) bool {
+	if s.cache == nil {
+		return false
 	}
-	return k
+	for _, a := range p.args {
+		if a.cost <= 0 {
+			return false
+		}
+	}
+	return true
 }
 
-// cached answers the request from a remembered denial of one of its
+// cached answers the request p from a remembered denial of one of its
 // enforced checks, if there is one. The same request gets the decisions
 // Redis gave, shifted in time; another one gets the denying check's
 // decision and, for the checks not consulted, their full quota.
-func (s *Store) cached(now time.Time, costs []int64, checks []sluice.Check, ps []*params, keys []string, out []sluice.Decision) bool {
-	for i, c := range checks {
-		if c.Rule.Shadow {
+func (s *Store) cached(now time.Time, p *pending, checks []sluice.Check, out []sluice.Decision) bool {
+	if !s.cacheable(p) {
+		return false
+	}
+	for i, a := range p.args {
+		if a.shadow {
 			continue
 		}
-		e := s.cache.get(denyKey{keys[keyIndex(ps, i)], c.Rule.Limit}, now, costs[i])
+		e := s.cache.get(denyKey{p.keys[a.key], checks[i].Rule.Limit}, now, a.cost)
 		if e == nil {
 			continue
 		}
+		s.st.hits.Add(1)
 		el := now.Sub(e.at)
-		if len(e.all) == len(checks) && e.sig == signature(keys, costs) {
+		if len(e.all) == len(checks) && e.sig == signature(p) {
 			for j := range checks {
 				out[j] = since(e.all[j], el)
 			}
 			return true
 		}
 		for j := range checks {
-			q := ps[j].quota
+			q := p.args[j].p.quota
 			out[j] = sluice.Decision{Allowed: true, Limit: q, Remaining: q}
 		}
 		out[i] = since(e.d, el)
@@ -190,24 +200,28 @@ func (s *Store) cached(now time.Time, costs []int64, checks []sluice.Check, ps [
 	return false
 }
 
-// remember caches the denials of a request's enforced checks.
-func (s *Store) remember(now time.Time, costs []int64, checks []sluice.Check, ps []*params, keys []string, out []sluice.Decision) {
+// remember caches the denials of the request p's enforced checks.
+func (s *Store) remember(now time.Time, p *pending, checks []sluice.Check, out []sluice.Decision) {
+	if !s.cacheable(p) {
+		return
+	}
 	var all []sluice.Decision
 	var sig uint64
-	for i, c := range checks {
+	for i, a := range p.args {
 		d := out[i]
+		k := denyKey{p.keys[a.key], checks[i].Rule.Limit}
 		if d.Allowed {
-			s.cache.drop(denyKey{keys[keyIndex(ps, i)], c.Rule.Limit})
+			s.cache.drop(k)
 		}
-		if c.Rule.Shadow || d.Allowed || d.RetryAfter <= 0 || d.RetryAfter == sluice.Never {
+		if a.shadow || d.Allowed || d.RetryAfter <= 0 || d.RetryAfter == sluice.Never {
 			continue
 		}
 		if all == nil {
 			all = append([]sluice.Decision(nil), out[:len(checks)]...)
-			sig = signature(keys, costs)
+			sig = signature(p)
 		}
-		s.cache.put(denyKey{keys[keyIndex(ps, i)], c.Rule.Limit}, &denyEntry{
-			at: now, until: now.Add(d.RetryAfter), n: costs[i], d: d, sig: sig, all: all,
+		s.cache.put(k, &denyEntry{
+			at: now, until: now.Add(d.RetryAfter), n: a.cost, d: d, sig: sig, all: all,
 		})
 	}
 }

@@ -9,7 +9,9 @@ import (
 // WithCallerTime faster or slower than Redis's clock use it so that a key
 // does not expire, in Redis time, while its state still matters at the
 // caller's time.
-func WithTTLSlack(d time.Duration) Option { return func(s *Store) error { s.ttlSlack = d; return nil } }
+func WithTTLSlack(d time.Duration) Option {
+	return func(o *options) error { o.ttlSlack = d; return nil }
+}
 
 // CacheLen is the number of denials cached.
 func (s *Store) CacheLen() int {

@@ -1,6 +1,11 @@
 package redis
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/sluicehq/sluice"
+)
 
 // Keys. A check's state lives at
 //
@@ -41,6 +46,61 @@ func escape(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// keyScheme names the checks' keys, and knows what the keys of one
+// request must share for one script run to decide them.
+type keyScheme struct {
+	prefix string
+	tag    func(sluice.Check) string // nil: the check's key is its tag
+	share  share
+}
+
+// share is what the keys of one request must have in common.
+type share uint8
+
+const (
+	shareNothing share = iota // a single Redis (node or Sentinel): nothing
+	shareSlot                 // a Cluster: a hash slot
+	shareTag                  // a Ring: a hash tag, which picks the shard
+)
+
+// key is the key of check c's state, of layout code.
+func (k *keyScheme) key(c sluice.Check, code string) string {
+	tag := c.Key
+	if k.tag != nil {
+		tag = k.tag(c)
+	}
+	return stateKey(k.prefix, tag, c.Key, c.Rule.Name, code, k.tag != nil)
+}
+
+// together checks that one script run can decide keys, the keys of one
+// request: no key twice, and on a Cluster or a Ring, one node.
+func (k *keyScheme) together(keys []string) error {
+	for i := 1; i < len(keys); i++ {
+		for j := range i {
+			if keys[i] == keys[j] {
+				return fmt.Errorf("redis: two checks of one request on %q: %w", keys[i], sluice.ErrRefused)
+			}
+		}
+	}
+	switch k.share {
+	case shareSlot:
+		sl := slot(keys[0])
+		for _, key := range keys[1:] {
+			if slot(key) != sl {
+				return fmt.Errorf("%w: %q and %q (use WithHashTag)", ErrCrossSlot, keys[0], key)
+			}
+		}
+	case shareTag:
+		t := tagOf(keys[0])
+		for _, key := range keys[1:] {
+			if tagOf(key) != t {
+				return fmt.Errorf("%w: %q and %q (use WithHashTag)", ErrCrossSlot, keys[0], key)
+			}
+		}
+	}
+	return nil
 }
 
 // stateKey is the key of check (rule, key) with hash tag tag; tagged says
@@ -99,4 +159,18 @@ func crc16(s string) uint16 {
 		}
 	}
 	return crc
+}
+
+// tagOf is key's hash tag, or key if it has none.
+func tagOf(key string) string {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '{' {
+			for j := i + 1; j < len(key); j++ {
+				if key[j] == '}' {
+					return key[i+1 : j]
+				}
+			}
+		}
+	}
+	return key
 }

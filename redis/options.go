@@ -8,18 +8,48 @@ import (
 )
 
 // Option configures a Store.
-type Option func(*Store) error
+type Option func(*options) error
+
+// options is what the Options set, for New.
+type options struct {
+	prefix       string
+	tag          func(sluice.Check) string
+	callerTime   bool
+	timeout      time.Duration
+	denyCache    int
+	failures     int64
+	cooldown     time.Duration
+	clock        sluice.Clock
+	autoPipeline bool
+	batching     bool
+	ttlSlack     time.Duration
+}
+
+// defaults is the options of a Store that was given none: each Option
+// says its default.
+func defaults() options {
+	return options{
+		prefix:       "sluice:",
+		timeout:      50 * time.Millisecond,
+		denyCache:    10000,
+		failures:     5,
+		cooldown:     time.Second,
+		clock:        sluice.SystemClock,
+		autoPipeline: true,
+		batching:     true,
+	}
+}
 
 // WithPrefix sets the prefix of every key. The default is "sluice:". It
 // must not contain '{' or '}', which would take the hash tag's place.
 func WithPrefix(p string) Option {
-	return func(s *Store) error {
+	return func(o *options) error {
 		for i := 0; i < len(p); i++ {
 			if p[i] == '{' || p[i] == '}' {
 				return fmt.Errorf("redis: prefix %q has a brace", p)
 			}
 		}
-		s.prefix = p
+		o.prefix = p
 		return nil
 	}
 }
@@ -31,12 +61,12 @@ func WithPrefix(p string) Option {
 // ahead of it after it steps back. Keys still expire in Redis time: a
 // caller whose clock runs slower than Redis's may find a key gone before
 // its ResetAfter.
-func WithCallerTime() Option { return func(s *Store) error { s.caller = true; return nil } }
+func WithCallerTime() Option { return func(o *options) error { o.callerTime = true; return nil } }
 
 // WithTimeout bounds each call to Redis, whatever the caller's context
 // allows. The default is 50ms; 0 leaves it to the context.
 func WithTimeout(d time.Duration) Option {
-	return func(s *Store) error { s.timeout = max(d, 0); return nil }
+	return func(o *options) error { o.timeout = max(d, 0); return nil }
 }
 
 // WithHashTag sets the Redis Cluster hash tag of a check's keys. The
@@ -47,7 +77,7 @@ func WithTimeout(d time.Duration) Option {
 // atomic; a constant tag puts every key in one slot. Outside a cluster the
 // tag only names keys. The function must be deterministic per check.
 func WithHashTag(f func(sluice.Check) string) Option {
-	return func(s *Store) error { s.tag = f; return nil }
+	return func(o *options) error { o.tag = f; return nil }
 }
 
 // WithDenyCache sets how many denials are remembered locally until their
@@ -59,7 +89,7 @@ func WithHashTag(f func(sluice.Check) string) Option {
 // decision and, for its other checks, not consulted, their full quota.
 // Times are the caller's with WithCallerTime, else the Store's clock.
 func WithDenyCache(entries int) Option {
-	return func(s *Store) error { s.cacheMax = max(entries, 0); return nil }
+	return func(o *options) error { o.denyCache = max(entries, 0); return nil }
 }
 
 // WithBreaker sets the circuit breaker: after failures consecutive
@@ -67,8 +97,8 @@ func WithDenyCache(entries int) Option {
 // probe through. The default is 5 failures and 1s; 0 failures turns the
 // breaker off.
 func WithBreaker(failures int, cooldown time.Duration) Option {
-	return func(s *Store) error {
-		s.br.threshold, s.br.cooldown = int64(max(failures, 0)), max(cooldown, 0)
+	return func(o *options) error {
+		o.failures, o.cooldown = int64(max(failures, 0)), max(cooldown, 0)
 		return nil
 	}
 }
@@ -76,9 +106,9 @@ func WithBreaker(failures int, cooldown time.Duration) Option {
 // WithClock sets the clock the circuit breaker and, at Redis TIME, the
 // denial cache read. The default is sluice.SystemClock.
 func WithClock(c sluice.Clock) Option {
-	return func(s *Store) error {
+	return func(o *options) error {
 		if c != nil {
-			s.br.clock = c
+			o.clock = c
 		}
 		return nil
 	}
@@ -87,10 +117,12 @@ func WithClock(c sluice.Clock) Option {
 // WithoutAutoPipeline sends each script run on a connection of its own
 // instead of through the client's autopipeliner, which a Store uses only
 // when it does not batch: on a Cluster or a Ring, or WithoutBatching.
-func WithoutAutoPipeline() Option { return func(s *Store) error { s.noPipe = true; return nil } }
+func WithoutAutoPipeline() Option {
+	return func(o *options) error { o.autoPipeline = false; return nil }
+}
 
 // WithoutBatching sends each request in a script run of its own. By
 // default, on a single Redis (not a Cluster or a Ring), requests that
 // arrive while a run is out are decided together in the next run, each
 // all-or-nothing and in order.
-func WithoutBatching() Option { return func(s *Store) error { s.noBatch = true; return nil } }
+func WithoutBatching() Option { return func(o *options) error { o.batching = false; return nil } }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // ErrOutOfRange is wrapped by the error for a limit or a time the script
@@ -28,7 +29,7 @@ const (
 	maxNowUS    = 1 << 52 // |now| in µs since the epoch (year 2112)
 )
 
-// kinds of state, as the script numbers them.
+// kinds of state, as the script numbers them (ARGV, in take.lua).
 const (
 	kindBucket  = 1
 	kindFixed   = 2
@@ -37,16 +38,32 @@ const (
 )
 
 // params is a rule made ready for the script: its ARGV values, computed
-// once per rule.
+// once per rule and kept with the rule's compiled arithmetic (see
+// paramsOf).
 type params struct {
 	kind  int
-	code  string      // the key suffix naming the state's layout
-	enc   [8 * 8]byte // kind, shadow, a1..a6 as the script reads them (appendF64)
+	code  string         // the key suffix naming the state's layout
+	enc   [2][8 * 8]byte // kind, shadow, a1..a6 as the script reads them (appendF64), without and with shadow
 	quota int64
-	rule  sluice.Rule // the rule these were made from, to notice a change
+	err   error // why the store cannot hold the rule (ErrOutOfRange), or nil
 }
 
-// newParams validates r and prepares its arguments.
+// paramsOf returns the params of a rule compiled into sp, computing them
+// on first use and keeping them with sp: a rule that changes is compiled
+// into a new Spec, whose params are computed afresh, so the store keeps no
+// cache of rules. The error wraps ErrOutOfRange for a rule outside the
+// script's exact range.
+func paramsOf(sp *algo.Spec) (*params, error) {
+	p, ok := sp.Derived(algo.ExtRedis).(*params)
+	if !ok {
+		p = newParams(sp)
+		sp.SetDerived(algo.ExtRedis, p)
+	}
+	return p, p.err
+}
+
+// newParams prepares the arguments of the rule compiled into sp, or the
+// error that says why the script cannot hold it.
 //
 // Buckets: with Period/Rate = p/q in lowest terms (p ns per q units), the
 // algorithms count time in ticks of 1/q ns. At whole-µs times every debt is
@@ -55,15 +72,12 @@ type params struct {
 // span = Burst·pt. A duration of x units is ⌊x/m⌋ µs plus ⌈(x mod m)·h/q⌉
 // ns: exactly the algorithms' ⌈x·h/q⌉ ns. The bounds keep every sum of
 // debts (at most 2·span + m) and every product in the script below 2^53.
-func newParams(r *sluice.Rule) (*params, error) {
-	if err := r.Validate(); err != nil {
-		return nil, fmt.Errorf("redis: %w", err)
-	}
-	l := r.Limit
-	p := &params{rule: *r, quota: r.Quota()}
+func newParams(sp *algo.Spec) *params {
+	name, l := sp.Key.Name, sluice.Limit{Rate: sp.Key.Rate, Period: sp.Key.Period, Burst: sp.Key.Burst}
+	p := &params{quota: sp.Quota()}
 	var a [6]int64
-	switch r.Algorithm {
-	case sluice.AlgoTokenBucket, sluice.AlgoLeakyBucket, sluice.AlgoGCRA:
+	switch sp.Kind {
+	case algo.KindBucket, algo.KindWide:
 		p.kind, p.code = kindBucket, "b"
 		burst := l.Capacity()
 		pp, q, h := int64(1), int64(0), int64(1)
@@ -74,11 +88,13 @@ func newParams(r *sluice.Rule) (*params, error) {
 		}
 		pt := pp / h
 		if q > maxTickRate/1000 {
-			return nil, fmt.Errorf("%w: rule %q: %v is more than 2^52 ticks per µs", ErrOutOfRange, r.Name, l)
+			p.err = fmt.Errorf("%w: rule %q: %v is more than 2^52 ticks per µs", ErrOutOfRange, name, l)
+			return p
 		}
 		m := 1000 * q / h
 		if burst > 0 && pt > maxSpan/burst {
-			return nil, fmt.Errorf("%w: rule %q: a bucket of %v is more than 2^51 units of %d/%d ns", ErrOutOfRange, r.Name, l, h, max(q, 1))
+			p.err = fmt.Errorf("%w: rule %q: a bucket of %v is more than 2^51 units of %d/%d ns", ErrOutOfRange, name, l, h, max(q, 1))
+			return p
 		}
 		a = [6]int64{burst * pt, pt, m, h, q, burst}
 		// The debt is kept in units of h/q ns (h/q in lowest terms), or
@@ -90,39 +106,38 @@ func newParams(r *sluice.Rule) (*params, error) {
 		case h != 1000 || q != 1:
 			p.code = "b" + strconv.FormatInt(h, 10) + "/" + strconv.FormatInt(q, 10)
 		}
-	case sluice.AlgoFixedWindow, sluice.AlgoSlidingCounter, sluice.AlgoSlidingLog:
-		switch r.Algorithm {
-		case sluice.AlgoFixedWindow:
+	default:
+		switch sp.Kind {
+		case algo.KindFixed:
 			p.kind, p.code = kindFixed, "f"
-		case sluice.AlgoSlidingCounter:
+		case algo.KindCounter:
 			p.kind, p.code = kindCounter, "c"
 		default:
 			p.kind, p.code = kindLog, "l"
 		}
 		if l.Period%time.Microsecond != 0 {
-			return nil, fmt.Errorf("%w: rule %q: a window's period must be whole microseconds, not %v", ErrOutOfRange, r.Name, l.Period)
+			p.err = fmt.Errorf("%w: rule %q: a window's period must be whole microseconds, not %v", ErrOutOfRange, name, l.Period)
+			return p
 		}
 		us := int64(l.Period / time.Microsecond)
 		if us > maxPeriodUS {
-			return nil, fmt.Errorf("%w: rule %q: period %v is more than 2^51 µs", ErrOutOfRange, r.Name, l.Period)
+			p.err = fmt.Errorf("%w: rule %q: period %v is more than 2^51 µs", ErrOutOfRange, name, l.Period)
+			return p
 		}
 		if l.Rate > maxRate {
-			return nil, fmt.Errorf("%w: rule %q: rate %d is more than 10^12 per window", ErrOutOfRange, r.Name, l.Rate)
+			p.err = fmt.Errorf("%w: rule %q: rate %d is more than 10^12 per window", ErrOutOfRange, name, l.Rate)
+			return p
 		}
 		a = [6]int64{l.Rate, us}
-	default:
-		return nil, fmt.Errorf("redis: rule %q: %w %q", r.Name, sluice.ErrUnknownAlgo, r.Algorithm)
 	}
-	shadow := 0.0
-	if r.Shadow {
-		shadow = 1
+	for shadow := range p.enc {
+		b := appendF64(p.enc[shadow][:0], float64(p.kind))
+		b = appendF64(b, float64(shadow))
+		for _, v := range a {
+			b = appendF64(b, float64(v)) // exact: every bound above is below 2^53
+		}
 	}
-	b := appendF64(p.enc[:0], float64(p.kind))
-	b = appendF64(b, shadow)
-	for _, v := range a {
-		b = appendF64(b, float64(v)) // exact: every bound above is below 2^53
-	}
-	return p, nil
+	return p
 }
 
 // appendF64 appends v as the script unpacks it: a little-endian double.

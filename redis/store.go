@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,29 +46,27 @@ var (
 // Store is a sluice.Store in Redis. It is safe for concurrent use. It
 // keeps no goroutine running: see New for the one a call may wait in.
 type Store struct {
-	client   goredis.UniversalClient
-	ap       *goredis.AutoPipeliner // nil without autopipelining
-	cluster  bool                   // checks must share a slot
-	ring     bool                   // checks must share a tag
-	prefix   string
-	tag      func(sluice.Check) string
-	timeout  time.Duration
-	caller   bool
-	cacheMax int
-	cache    *denyCache
-	br       breaker
-	noPipe   bool
-	// ctxTimeouts: the client honours a context's deadline itself
-	ctxTimeouts bool
-	noBatch     bool
-	batch       *batcher      // nil without batching
-	ttlSlack    time.Duration // tests only, see export_test.go
-
-	mu     sync.RWMutex
-	params map[*sluice.Rule]*params
-
-	st counters
+	client     goredis.UniversalClient
+	via        via                    // how a script run goes to Redis
+	ap         *goredis.AutoPipeliner // for viaPipeline
+	batch      *batcher               // nil without batching
+	keys       keyScheme
+	callerTime bool          // decide at the caller's now, not Redis TIME
+	timeout    time.Duration // the store's bound on a call
+	cache      *denyCache    // nil without the deny cache
+	br         breaker
+	ttlSlack   time.Duration // tests only, see export_test.go
+	st         counters
 }
+
+// via is how a script run goes to Redis.
+type via uint8
+
+const (
+	viaAside    via = iota // in a goroutine, so that the call's deadline holds whatever the client does
+	viaDirect              // directly: the client honours a context's deadline itself
+	viaPipeline            // through the client's autopipeliner
+)
 
 var _ sluice.Store = (*Store)(nil)
 
@@ -86,41 +83,46 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redis: nil client")
 	}
-	s := &Store{
-		client:   client,
-		prefix:   "sluice:",
-		timeout:  50 * time.Millisecond,
-		cacheMax: 10000,
-		br:       breaker{threshold: 5, cooldown: time.Second, clock: sluice.SystemClock},
-		params:   make(map[*sluice.Rule]*params),
-	}
-	for _, o := range opts {
-		if err := o(s); err != nil {
+	o := defaults()
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
 			return nil, err
 		}
 	}
+	s := &Store{
+		client:     client,
+		keys:       keyScheme{prefix: o.prefix, tag: o.tag},
+		callerTime: o.callerTime,
+		timeout:    o.timeout,
+		br:         breaker{threshold: o.failures, cooldown: o.cooldown, clock: o.clock},
+		ttlSlack:   o.ttlSlack,
+	}
+	ctxTimeouts := false
 	switch c := client.(type) {
 	case *goredis.Client:
-		s.ctxTimeouts = c.Options().ContextTimeoutEnabled
+		ctxTimeouts = c.Options().ContextTimeoutEnabled
 	case *goredis.ClusterClient:
-		s.cluster = true
-		s.ctxTimeouts = c.Options().ContextTimeoutEnabled
+		s.keys.share = shareSlot
+		ctxTimeouts = c.Options().ContextTimeoutEnabled
 	case *goredis.Ring:
-		s.ring = true
-		s.ctxTimeouts = c.Options().ContextTimeoutEnabled
+		s.keys.share = shareTag
+		ctxTimeouts = c.Options().ContextTimeoutEnabled
 	}
-	if s.cacheMax > 0 {
-		s.cache = newDenyCache(s.cacheMax)
+	if ctxTimeouts {
+		s.via = viaDirect
 	}
-	if !s.noBatch && !s.cluster && !s.ring {
+	if o.denyCache > 0 {
+		s.cache = newDenyCache(o.denyCache)
+	}
+	if o.batching && s.keys.share == shareNothing {
 		s.batch = &batcher{s: s}
 	}
-	if s.batch == nil && !s.noPipe {
+	if s.batch == nil && o.autoPipeline {
 		ap, err := client.AsyncAutoPipeline()
 		if err != nil {
 			return nil, fmt.Errorf("redis: autopipeline: %w", err)
 		}
-		s.ap = ap
+		s.ap, s.via = ap, viaPipeline
 	}
 	return s, nil
 }
@@ -157,41 +159,28 @@ func (s *Store) Stats() Stats {
 
 // CheckRule reports whether the store can hold r (see sluice.RuleChecker):
 // nil, or the error a Take with r would return, which wraps ErrOutOfRange
-// (and so sluice.ErrRefused) for a limit outside the exact range.
+// (and so sluice.ErrRefused) for a limit outside the exact range. It
+// prepares r, as r.Validate does.
 func (s *Store) CheckRule(r *sluice.Rule) error {
-	_, err := newParams(r)
+	sp, err := r.Spec()
+	if err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	_, err = paramsOf(sp)
 	return err
 }
 
 var _ sluice.RuleChecker = (*Store)(nil)
-
-// paramsFor returns r's prepared arguments, computing them on first use
-// and again if r changed.
-func (s *Store) paramsFor(r *sluice.Rule) (*params, error) {
-	s.mu.RLock()
-	p := s.params[r]
-	s.mu.RUnlock()
-	if p != nil && p.rule == *r {
-		return p, nil
-	}
-	p, err := newParams(r)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	if len(s.params) >= 4096 {
-		clear(s.params) // rules are few; a flood of new ones must not grow this
-	}
-	s.params[r] = p
-	s.mu.Unlock()
-	return p, nil
-}
 
 // Take decides a request of cost n against checks, all-or-nothing, in one
 // script run: see sluice.Store. The time is Redis TIME unless
 // WithCallerTime. Errors are Redis's, ErrTimeout, ErrCircuitOpen,
 // ErrCrossSlot, ErrOutOfRange, or the context's; a failed Take charged
 // nothing, unless the script ran and its answer was lost.
+//
+// It goes in four steps: the request's arguments and keys (request), the
+// denial cache (cached), Redis behind the circuit breaker and the
+// deadlines (send), and the answer (decode, remember).
 func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluice.Check, out []sluice.Decision) error {
 	if len(out) < len(checks) {
 		return fmt.Errorf("redis: %d decisions for %d checks", len(out), len(checks))
@@ -202,75 +191,117 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// The request, with room for the parameters, costs and keys of a few
-	// checks inside it: one allocation instead of four.
-	p := &pending{}
-	ps, costs := p.psBuf[:], p.costBuf[:]
-	if len(checks) > len(ps) {
-		ps, costs = make([]*params, len(checks)), make([]int64, len(checks))
-	}
-	ps, costs = ps[:len(checks)], costs[:len(checks)]
-	nkeys := 0
-	charges := true // every check costs more than 0: denials may be cached
-	for i := range checks {
-		if checks[i].Rule == nil {
-			return fmt.Errorf("redis: check %d has no rule", i)
-		}
-		pr, err := s.paramsFor(checks[i].Rule)
-		if err != nil {
-			return err
-		}
-		ps[i] = pr
-		nkeys += pr.nkeys()
-		costs[i] = checks[i].CostFor(n)
-		charges = charges && costs[i] > 0
-	}
-	keys := p.keyBuf[:0]
-	if nkeys > len(p.keyBuf) {
-		keys = make([]string, 0, nkeys)
-	}
-	for i, c := range checks {
-		tag := c.Key
-		if s.tag != nil {
-			tag = s.tag(c)
-		}
-		k := stateKey(s.prefix, tag, c.Key, c.Rule.Name, ps[i].code, s.tag != nil)
-		keys = append(keys, k)
-		if ps[i].kind == kindLog {
-			keys = append(keys, k+":e")
-		}
-	}
-	if err := s.sameNode(keys, checks); err != nil {
+	p, err := s.request(now, n, checks)
+	if err != nil {
 		return err
 	}
-	// The denial cache's time: the caller's when it decides, truncated to
-	// the µs as the script reads it (a denial's RetryAfter counts from
-	// there), else this process's clock, read before sending, so no later
-	// than Redis's decision.
-	cnow := now.Truncate(time.Microsecond)
-	if s.cache != nil && !s.caller {
-		cnow = s.br.clock.Now()
-	}
-	if s.cache != nil && charges && s.cached(cnow, costs, checks, ps, keys, out) {
-		s.st.hits.Add(1)
+	cnow := s.cacheNow(now)
+	if s.cached(cnow, p, checks, out) {
 		return nil
 	}
-	nowUS := float64(redisTime)
-	if s.caller {
+	reply, err := s.send(ctx, p)
+	if err != nil {
+		return err
+	}
+	p.decode(reply, out)
+	s.remember(cnow, p, checks, out)
+	return nil
+}
+
+// request makes the script's request for checks at cost n and now: each
+// check's parameters, cost and keys, and the time. It errs for a check the
+// store cannot decide and for keys that one script run cannot decide
+// together.
+func (s *Store) request(now time.Time, n int64, checks []sluice.Check) (*pending, error) {
+	// The request, with room for the arguments and keys of a few checks
+	// inside it: one allocation instead of three.
+	p := &pending{now: redisTime}
+	p.args = p.argBuf[:0]
+	if len(checks) > len(p.argBuf) {
+		p.args = make([]checkArgs, 0, len(checks))
+	}
+	nkeys := 0
+	for i := range checks {
+		a, err := argsOf(i, &checks[i], n)
+		if err != nil {
+			return nil, err
+		}
+		a.key = nkeys
+		nkeys += a.p.nkeys()
+		p.args = append(p.args, a)
+	}
+	p.keys = p.keyBuf[:0]
+	if nkeys > len(p.keyBuf) {
+		p.keys = make([]string, 0, nkeys)
+	}
+	for i, c := range checks {
+		k := s.keys.key(c, p.args[i].p.code)
+		p.keys = append(p.keys, k)
+		if p.args[i].p.kind == kindLog {
+			p.keys = append(p.keys, k+":e")
+		}
+	}
+	if err := s.keys.together(p.keys); err != nil {
+		return nil, err
+	}
+	if s.callerTime {
 		us, err := micros(now)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		nowUS = float64(us) // exact: within 2^52
+		p.now = float64(us) // exact: within 2^52
 	}
-	p.keys, p.now, p.ps, p.costs = keys, nowUS, ps, costs
+	return p, nil
+}
 
+// argsOf is check i's arguments in a request of cost n, its key aside.
+func argsOf(i int, c *sluice.Check, n int64) (checkArgs, error) {
+	if c.Rule == nil {
+		return checkArgs{}, fmt.Errorf("redis: check %d has no rule", i)
+	}
+	sp, err := c.Rule.Spec()
+	if err != nil {
+		return checkArgs{}, fmt.Errorf("redis: check %d: %w", i, err)
+	}
+	pr, err := paramsOf(sp)
+	if err != nil {
+		return checkArgs{}, err
+	}
+	return checkArgs{p: pr, cost: c.CostFor(n), shadow: c.Rule.Shadow}, nil
+}
+
+// cacheNow is the denial cache's time for a request at now: the caller's
+// when it decides, truncated to the µs as the script reads it (a denial's
+// RetryAfter counts from there), else the Store's clock, read before
+// sending, so no later than Redis's decision.
+func (s *Store) cacheNow(now time.Time) time.Time {
+	if s.cache == nil || s.callerTime {
+		return now.Truncate(time.Microsecond)
+	}
+	return s.br.clock.Now()
+}
+
+// send has Redis decide p, through the circuit breaker and within p's
+// deadlines, and returns the script's reply for p.
+func (s *Store) send(ctx context.Context, p *pending) ([]int64, error) {
 	ok, probe := s.br.allow()
 	if !ok {
 		s.st.rejected.Add(1)
-		return ErrCircuitOpen
+		return nil, ErrCircuitOpen
 	}
 	s.st.calls.Add(1)
+	s.deadlines(ctx, p)
+	reply, err := s.call(ctx, p)
+	if err != nil {
+		return nil, s.failed(ctx, err, probe)
+	}
+	s.br.done(probe, false)
+	return reply, nil
+}
+
+// deadlines sets when p's caller stops waiting: when the store's timeout
+// runs out, or ctx's deadline, whichever is sooner.
+func (s *Store) deadlines(ctx context.Context, p *pending) {
 	if s.timeout > 0 {
 		p.expires = time.Now().Add(s.timeout)
 		p.deadline = p.expires
@@ -278,50 +309,55 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	if dl, ok := ctx.Deadline(); ok && (p.deadline.IsZero() || dl.Before(p.deadline)) {
 		p.deadline = dl
 	}
-	var reply []int64
-	var err error
+}
+
+// call sends p in the next batch, or alone in a run of its own.
+func (s *Store) call(ctx context.Context, p *pending) ([]int64, error) {
 	if s.batch != nil {
-		reply, err = s.batch.take(ctx, p)
-	} else {
-		cctx := ctx
-		if !p.expires.IsZero() {
-			var cancel context.CancelFunc
-			cctx, cancel = context.WithDeadline(ctx, p.expires)
-			defer cancel()
-		}
-		var replies [][]int64
-		if replies, err = s.run(cctx, []*pending{p}); err == nil {
-			reply = replies[0]
-		}
+		return s.batch.take(ctx, p)
 	}
+	if !p.expires.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, p.expires)
+		defer cancel()
+	}
+	replies, err := s.run(ctx, []*pending{p})
 	if err != nil {
-		if ctx.Err() != nil { // the caller gave up: nothing learnt of Redis
-			s.br.abort(probe)
-			return ctx.Err()
-		}
-		s.st.errors.Add(1)
-		if errors.Is(err, context.DeadlineExceeded) && s.timeout > 0 {
-			s.st.timeouts.Add(1)
-			err = fmt.Errorf("%w (%v)", ErrTimeout, s.timeout)
-		}
-		s.br.done(probe, true)
-		return err
+		return nil, err
 	}
-	s.br.done(probe, false)
-	for i := range checks {
+	return replies[0], nil
+}
+
+// failed is the error of a call that failed with err, counted and told to
+// the breaker. A caller that gave up taught nothing about Redis: its
+// context's error is returned, uncounted.
+func (s *Store) failed(ctx context.Context, err error, probe bool) error {
+	if ctx.Err() != nil {
+		s.br.abort(probe)
+		return ctx.Err()
+	}
+	s.st.errors.Add(1)
+	if errors.Is(err, context.DeadlineExceeded) && s.timeout > 0 {
+		s.st.timeouts.Add(1)
+		err = fmt.Errorf("%w (%v)", ErrTimeout, s.timeout)
+	}
+	s.br.done(probe, true)
+	return err
+}
+
+// decode writes the checks' decisions from the script's reply for p: six
+// numbers a check.
+func (p *pending) decode(reply []int64, out []sluice.Decision) {
+	for i := range p.args {
 		r := reply[6*i : 6*i+6]
 		out[i] = sluice.Decision{
 			Allowed:    r[0] == 1,
-			Limit:      ps[i].quota,
+			Limit:      p.args[i].p.quota,
 			Remaining:  r[1],
 			RetryAfter: duration(r[2], r[3]),
 			ResetAfter: duration(r[4], r[5]),
 		}
 	}
-	if s.cache != nil && charges {
-		s.remember(cnow, costs, checks, ps, keys, out)
-	}
-	return nil
 }
 
 // run decides a batch of requests in one script run: EVALSHA, and on
@@ -332,7 +368,7 @@ func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
 	nkeys, size := 0, 0
 	for _, p := range batch {
 		nkeys += len(p.keys)
-		size += 8 * (2 + 9*len(p.ps))
+		size += 8 * (2 + 9*len(p.args))
 	}
 	args := make([]any, 0, 3+nkeys+3)
 	args = append(args, "evalsha", takeSHAArg, nkeys)
@@ -358,7 +394,7 @@ func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
 	}
 	replies := make([][]int64, len(batch))
 	for i, p := range batch {
-		m := 6 * len(p.ps)
+		m := 6 * len(p.args)
 		if len(reply) < m {
 			return nil, fmt.Errorf("redis: script answered %d values short", m-len(reply))
 		}
@@ -380,10 +416,14 @@ const redisTime = 1 << 53
 // alike.
 func (p *pending) appendTo(b []byte) []byte {
 	b = appendF64(b, p.now)
-	b = appendF64(b, float64(len(p.ps)))
-	for i, pp := range p.ps {
-		b = append(b, pp.enc[:]...)
-		b = appendF64(b, float64(p.costs[i]))
+	b = appendF64(b, float64(len(p.args)))
+	for _, a := range p.args {
+		shadow := 0
+		if a.shadow {
+			shadow = 1
+		}
+		b = append(b, a.p.enc[shadow][:]...)
+		b = appendF64(b, float64(a.cost))
 	}
 	return b
 }
@@ -392,10 +432,10 @@ func (p *pending) appendTo(b []byte) []byte {
 func (s *Store) do(ctx context.Context, args []any) ([]int64, error) {
 	cmd := goredis.NewCmd(ctx, args...)
 	var err error
-	switch {
-	case s.ap != nil:
+	switch s.via {
+	case viaPipeline:
 		err = s.ap.Submit(ctx, cmd).WaitContext(ctx)
-	case s.ctxTimeouts:
+	case viaDirect:
 		err = s.client.Process(ctx, cmd)
 	default:
 		// The client's own timeouts (ReadTimeout, 3s by default) bound
@@ -424,46 +464,4 @@ func (s *Store) do(ctx context.Context, args []any) ([]int64, error) {
 		reply[i] = int64(math.Float64frombits(binary.LittleEndian.Uint64([]byte(b[8*i : 8*i+8]))))
 	}
 	return reply, nil
-}
-
-// sameNode checks that the keys of one request live on one node, so that
-// one script can decide them.
-func (s *Store) sameNode(keys []string, checks []sluice.Check) error {
-	for i := 1; i < len(keys); i++ {
-		for j := range i {
-			if keys[i] == keys[j] {
-				return fmt.Errorf("redis: two checks of one request on %q: %w", keys[i], sluice.ErrRefused)
-			}
-		}
-	}
-	switch {
-	case s.cluster:
-		sl := slot(keys[0])
-		for _, k := range keys[1:] {
-			if slot(k) != sl {
-				return fmt.Errorf("%w: %q and %q (use WithHashTag)", ErrCrossSlot, keys[0], k)
-			}
-		}
-	case s.ring:
-		t := tagOf(keys[0])
-		for _, k := range keys[1:] {
-			if tagOf(k) != t {
-				return fmt.Errorf("%w: %q and %q (use WithHashTag)", ErrCrossSlot, keys[0], k)
-			}
-		}
-	}
-	return nil
-}
-
-func tagOf(key string) string {
-	for i := 0; i < len(key); i++ {
-		if key[i] == '{' {
-			for j := i + 1; j < len(key); j++ {
-				if key[j] == '}' {
-					return key[i+1 : j]
-				}
-			}
-		}
-	}
-	return key
 }
