@@ -89,7 +89,7 @@ func TestDenyCacheBounded(t *testing.T) {
 func TestDenyCacheRedisTime(t *testing.T) {
 	srv := startRedis(t)
 	clk := testclock.New(t0)
-	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithClock(clk))
+	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithBreakerClock(clk))
 	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1)}, Key: "k"}
 	take(t, s, time.Time{}, 1, c)
 	d := take(t, s, time.Time{}, 1, c)[0]

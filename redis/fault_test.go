@@ -92,7 +92,7 @@ func TestKilled(t *testing.T) {
 func TestRestart(t *testing.T) {
 	srv := startRedis(t)
 	clk := testclock.New(t0)
-	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithBreaker(2, time.Second), redis.WithClock(clk))
+	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithBreaker(2, time.Second), redis.WithBreakerClock(clk))
 	c := sluice.Check{Rule: daily, Key: "k"}
 	take(t, s, time.Time{}, 1, c)
 	srv.kill()

@@ -87,7 +87,8 @@ func WithHashTag(f func(sluice.Check) string) Option {
 // gave, their waits shortened by the time since (Remaining is as of the
 // denial); another request denied by the same check gets that check's
 // decision and, for its other checks, not consulted, their full quota.
-// Times are the caller's with WithCallerTime, else the Store's clock.
+// Times are the caller's with WithCallerTime, else the breaker's clock
+// (WithBreakerClock).
 func WithDenyCache(entries int) Option {
 	return func(o *options) error { o.denyCache = max(entries, 0); return nil }
 }
@@ -103,9 +104,11 @@ func WithBreaker(failures int, cooldown time.Duration) Option {
 	}
 }
 
-// WithClock sets the clock the circuit breaker and, at Redis TIME, the
-// denial cache read. The default is sluice.SystemClock.
-func WithClock(c sluice.Clock) Option {
+// WithBreakerClock sets the clock of the circuit breaker's cooldown,
+// which, at Redis TIME, the denial cache reads too. The default is
+// sluice.SystemClock. It is not the time of decisions: that is Redis TIME,
+// or with WithCallerTime the caller's.
+func WithBreakerClock(c sluice.Clock) Option {
 	return func(o *options) error {
 		if c != nil {
 			o.clock = c

@@ -272,7 +272,7 @@ func argsOf(i int, c *sluice.Check, n int64) (checkArgs, error) {
 
 // cacheNow is the denial cache's time for a request at now: the caller's
 // when it decides, truncated to the µs as the script reads it (a denial's
-// RetryAfter counts from there), else the Store's clock, read before
+// RetryAfter counts from there), else the breaker's clock, read before
 // sending, so no later than Redis's decision.
 func (s *Store) cacheNow(now time.Time) time.Time {
 	if s.cache == nil || s.callerTime {
