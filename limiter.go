@@ -51,9 +51,20 @@ func WithLimiterClock(c Clock) LimiterOption {
 // fail closed.
 func WithFallback(s Store) LimiterOption { return func(l *Limiter) { l.fallback = s } }
 
-// WithTimeout bounds each call to the store. The default, 0, leaves it to
-// the store and the caller's context.
+// WithTimeout bounds each call to the store: when d runs out, the
+// context the store was given is done, and its cause (context.Cause) is
+// ErrTimeout, so that the store can tell this bound from the caller's
+// giving up. The default, 0, leaves it to the store and the caller's
+// context. A store with a bound of its own, as the Redis store has (50ms
+// by default), is held to the shorter of the two and counts either as its
+// own timeout: neither hides the other. The Redis store's documentation
+// sets out the whole chain, under Deadlines and clocks.
 func WithTimeout(d time.Duration) LimiterOption { return func(l *Limiter) { l.timeout = max(d, 0) } }
+
+// ErrTimeout is the cause (context.Cause) of the context a Limiter gives
+// its store when the call outlasts WithTimeout. It wraps
+// context.DeadlineExceeded, the context's Err.
+var ErrTimeout = fmt.Errorf("sluice: the store's call outlasted the Limiter's timeout: %w", context.DeadlineExceeded)
 
 // WithFailClosedRetry sets the RetryAfter of a request denied because the
 // store failed and its rule fails closed. The default is one second.
@@ -147,7 +158,7 @@ func (l *Limiter) Take(ctx context.Context, n int64, checks []Check, out []Decis
 func (l *Limiter) take(ctx context.Context, s Store, now time.Time, n int64, checks []Check, out []Decision) error {
 	if l.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.timeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, l.timeout, ErrTimeout)
 		defer cancel()
 	}
 	return s.Take(ctx, now, n, checks, out)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -87,4 +88,29 @@ func TestLimiterCheckRule(t *testing.T) {
 			t.Errorf("CheckRule(%s) = %v, want %v", c.r.Name, err, c.want)
 		}
 	}
+}
+
+// hangingStore answers nothing until its context ends, and then says why.
+type hangingStore struct{}
+
+func (hangingStore) Take(ctx context.Context, _ time.Time, _ int64, _ []sluice.Check, _ []sluice.Decision) error {
+	<-ctx.Done()
+	return context.Cause(ctx)
+}
+
+// TestLimiterTimeoutCause: when the Limiter's bound on a store call runs
+// out, the store's context ends with the cause ErrTimeout, which a store
+// tells from its caller giving up, and the rule's failure mode decides.
+func TestLimiterTimeoutCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim, err := sluice.NewLimiter(hangingStore{}, sluice.WithTimeout(50*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1), Failure: sluice.FailClosed}
+		res, err := lim.Take(t.Context(), 1, []sluice.Check{{Rule: r, Key: "k"}}, nil)
+		if err != nil || res.Allowed || !errors.Is(res.Err, sluice.ErrTimeout) || !errors.Is(res.Err, context.DeadlineExceeded) {
+			t.Errorf("Take past the Limiter's bound = %+v, %v; want denied (fail closed), Err wrapping ErrTimeout and DeadlineExceeded", res, err)
+		}
+	})
 }

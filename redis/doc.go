@@ -65,7 +65,8 @@
 //
 // # Failure
 //
-// Each call has a deadline (WithTimeout, 50ms). Errors are returned, and
+// Each call has a deadline (WithTimeout, 50ms; see Deadlines and clocks).
+// Errors are returned, and
 // the sluice.Limiter applies each rule's Failure (open, closed, local),
 // except to a request the store refuses as given, which it returns as an
 // error (ErrOutOfRange, ErrCrossSlot and two checks of one request on one
@@ -76,6 +77,43 @@
 // flood against one key does not reach Redis: nothing can make a denied
 // key allowed sooner, so the cache never denies what Redis would allow.
 //
+// # Deadlines and clocks
+//
+// Three bounds can end a call to Redis, and the soonest does:
+//
+//   - the caller's context: its end, a deadline or a cancellation, is the
+//     caller giving up. Take returns the context's error, and the circuit
+//     breaker learns nothing from it.
+//   - the Limiter's bound on each call to its store, sluice.WithTimeout
+//     (none by default; the service's Config.StoreTimeout sets it): its
+//     end is the context's cause sluice.ErrTimeout.
+//   - the store's own bound, WithTimeout (50ms by default).
+//
+// The last two are one thing, a bound on the store's call, set in two
+// places, so that the Limiter can bound any store. Whichever runs out
+// first is a timeout of the store: Take returns ErrTimeout, counted in
+// Stats.Timeouts and towards the circuit breaker. So neither hides the
+// other: a Limiter's bound at or below the store's still lets a Redis
+// that stopped answering open the breaker. One is enough, the store's
+// unless the Limiter fronts other stores too; a second costs a timer per
+// request. Below these, the client's own timeouts (go-redis's
+// ReadTimeout, 3s by default) end a call the store no longer waits for:
+// with ContextTimeoutEnabled, which is also the fastest, the client
+// honours the call's deadline itself; otherwise the call waits aside, in
+// a goroutine that ends when the client's timeouts end the call.
+//
+// Three clocks can take part in a decision:
+//
+//   - Redis TIME is the time of decisions by default, so that the
+//     application servers' clocks do not matter.
+//   - The caller's now, from the Limiter's clock (sluice.WithLimiterClock),
+//     is the time of decisions instead with WithCallerTime, and then also
+//     the denial cache's.
+//   - The breaker's clock, WithBreakerClock (sluice.SystemClock by
+//     default), times the breaker's cooldown and, at Redis TIME, the
+//     denial cache: a denial's RetryAfter counts from when the request was
+//     sent, which this clock reads no later than Redis decides.
+//
 // # Why go-redis
 //
 // go-redis v9 is what the rest of the project and most users already hold.
@@ -83,10 +121,6 @@
 // connection, the store gets from batching, which goes further (one
 // script run for many requests; see bench/redis_test.go for the figures),
 // and on a Cluster from go-redis's own autopipeliner.
-//
-// A call waits at most WithTimeout: directly if the client has
-// ContextTimeoutEnabled, which is also the fastest; otherwise aside, in a
-// goroutine that ends when the client's own timeouts end the call.
 //
 // go-redis retries a command after a network error (Options.MaxRetries,
 // 3 by default). A retry of a script that ran but whose answer was lost

@@ -253,6 +253,47 @@ func TestSlowRedis(t *testing.T) {
 	}
 }
 
+// TestLimiterTimeout: the Limiter's bound on a store call, shorter than
+// the store's own, is a timeout of the store: it counts towards the
+// breaker, which opens, so that it cannot hide the store's bound. A
+// caller's own deadline is the caller giving up, and counts for nothing.
+func TestLimiterTimeout(t *testing.T) {
+	srv := startRedis(t)
+	px := startProxy(t, srv.addr())
+	rc := goredis.NewClient(&goredis.Options{Addr: px.addr(), MaxRetries: -1})
+	t.Cleanup(func() { rc.Close() })
+	s := newStore(t, rc, redis.WithPrefix(prefix(t)), redis.WithTimeout(time.Hour), redis.WithBreaker(3, time.Hour))
+	lim, err := sluice.NewLimiter(s, sluice.WithTimeout(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := []sluice.Check{{Rule: daily, Key: "k"}}
+	take(t, s, time.Time{}, 1, c[0])
+	release := px.hold()
+	defer release()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := s.Take(ctx, time.Time{}, 1, c, make([]sluice.Decision, 1)); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrTimeout) {
+		t.Errorf("Take past the caller's deadline = %v, want the context's error", err)
+	}
+	if st := s.Stats(); st.Errors != 0 || st.Timeouts != 0 {
+		t.Errorf("after the caller's deadline: %+v, want no error counted", st)
+	}
+	for i := range 3 {
+		res, err := lim.Take(context.Background(), 1, c, nil)
+		if err != nil || !errors.Is(res.Err, redis.ErrTimeout) || !errors.Is(res.Err, sluice.ErrTimeout) {
+			t.Fatalf("call %d past the Limiter's bound: %+v, %v; want Err wrapping redis.ErrTimeout and sluice.ErrTimeout", i, res, err)
+		}
+	}
+	if st := s.Stats(); st.Timeouts != 3 || st.Breaker != "open" {
+		t.Errorf("after 3 calls past the Limiter's bound: %+v, want 3 timeouts and the breaker open", st)
+	}
+	if res, _ := lim.Take(context.Background(), 1, c, nil); !errors.Is(res.Err, redis.ErrCircuitOpen) {
+		t.Errorf("next call: Err = %v, want ErrCircuitOpen", res.Err)
+	}
+}
+
 // TestLimiterFailOpen: with Redis down, the Limiter applies the rule's
 // failure mode and reports the store's error.
 func TestLimiterFailOpen(t *testing.T) {

@@ -60,11 +60,13 @@ func WithPrefix(p string) Option {
 // sluice.ClockFunc(time.Now): sluice.SystemClock, the default, stays
 // ahead of it after it steps back. Keys still expire in Redis time: a
 // caller whose clock runs slower than Redis's may find a key gone before
-// its ResetAfter.
+// its ResetAfter. See Deadlines and clocks in the package documentation.
 func WithCallerTime() Option { return func(o *options) error { o.callerTime = true; return nil } }
 
 // WithTimeout bounds each call to Redis, whatever the caller's context
-// allows. The default is 50ms; 0 leaves it to the context.
+// allows. The default is 50ms; 0 leaves it to the context. A Limiter's
+// own bound (sluice.WithTimeout) that runs out first counts as this one
+// would: see Deadlines and clocks in the package documentation.
 func WithTimeout(d time.Duration) Option {
 	return func(o *options) error { o.timeout = max(d, 0); return nil }
 }
@@ -107,7 +109,8 @@ func WithBreaker(failures int, cooldown time.Duration) Option {
 // WithBreakerClock sets the clock of the circuit breaker's cooldown,
 // which, at Redis TIME, the denial cache reads too. The default is
 // sluice.SystemClock. It is not the time of decisions: that is Redis TIME,
-// or with WithCallerTime the caller's.
+// or with WithCallerTime the caller's. See Deadlines and clocks in the
+// package documentation.
 func WithBreakerClock(c sluice.Clock) Option {
 	return func(o *options) error {
 		if c != nil {

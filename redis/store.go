@@ -52,7 +52,7 @@ type Store struct {
 	batch      *batcher               // nil without batching
 	keys       keyScheme
 	callerTime bool          // decide at the caller's now, not Redis TIME
-	timeout    time.Duration // the store's bound on a call
+	timeout    time.Duration // the store's bound on a call; see Deadlines and clocks
 	cache      *denyCache    // nil without the deny cache
 	br         breaker
 	ttlSlack   time.Duration // tests only, see export_test.go
@@ -270,10 +270,11 @@ func argsOf(i int, c *sluice.Check, n int64) (checkArgs, error) {
 	return checkArgs{p: pr, cost: c.CostFor(n), shadow: c.Rule.Shadow}, nil
 }
 
-// cacheNow is the denial cache's time for a request at now: the caller's
-// when it decides, truncated to the µs as the script reads it (a denial's
-// RetryAfter counts from there), else the breaker's clock, read before
-// sending, so no later than Redis's decision.
+// cacheNow is the denial cache's time for a request at now (see Deadlines
+// and clocks in the package documentation): the caller's when it decides,
+// truncated to the µs as the script reads it (a denial's RetryAfter counts
+// from there), else the breaker's clock, read before sending, so no later
+// than Redis's decision.
 func (s *Store) cacheNow(now time.Time) time.Time {
 	if s.cache == nil || s.callerTime {
 		return now.Truncate(time.Microsecond)
@@ -293,14 +294,15 @@ func (s *Store) send(ctx context.Context, p *pending) ([]int64, error) {
 	s.deadlines(ctx, p)
 	reply, err := s.call(ctx, p)
 	if err != nil {
-		return nil, s.failed(ctx, err, probe)
+		return nil, s.failed(ctx, p, err, probe)
 	}
 	s.br.done(probe, false)
 	return reply, nil
 }
 
 // deadlines sets when p's caller stops waiting: when the store's timeout
-// runs out, or ctx's deadline, whichever is sooner.
+// runs out, or ctx's deadline (the caller's, or the Limiter's bound),
+// whichever is sooner.
 func (s *Store) deadlines(ctx context.Context, p *pending) {
 	if s.timeout > 0 {
 		p.expires = time.Now().Add(s.timeout)
@@ -330,14 +332,29 @@ func (s *Store) call(ctx context.Context, p *pending) ([]int64, error) {
 
 // failed is the error of a call that failed with err, counted and told to
 // the breaker. A caller that gave up taught nothing about Redis: its
-// context's error is returned, uncounted.
-func (s *Store) failed(ctx context.Context, err error, probe bool) error {
-	if ctx.Err() != nil {
+// context's error is returned, uncounted. A bound on the store's call that
+// ran out, the store's own or the Limiter's (ctx's cause
+// sluice.ErrTimeout), is a timeout of the store, ErrTimeout, and counts
+// towards the breaker whichever of the two was shorter: see Deadlines and
+// clocks in the package documentation.
+func (s *Store) failed(ctx context.Context, p *pending, err error, probe bool) error {
+	// A run bounded by ctx's deadline, on a context of its own, may end a
+	// moment before ctx does: once that deadline has passed, wait for ctx,
+	// so that the end is put down to ctx and its cause.
+	if dl, ok := ctx.Deadline(); ok && dl.Equal(p.deadline) && !time.Now().Before(dl) {
+		<-ctx.Done()
+	}
+	limiter := errors.Is(context.Cause(ctx), sluice.ErrTimeout)
+	if ctx.Err() != nil && !limiter {
 		s.br.abort(probe)
 		return ctx.Err()
 	}
 	s.st.errors.Add(1)
-	if errors.Is(err, context.DeadlineExceeded) && s.timeout > 0 {
+	switch {
+	case limiter:
+		s.st.timeouts.Add(1)
+		err = fmt.Errorf("%w (%w)", ErrTimeout, context.Cause(ctx))
+	case errors.Is(err, context.DeadlineExceeded) && s.timeout > 0:
 		s.st.timeouts.Add(1)
 		err = fmt.Errorf("%w (%v)", ErrTimeout, s.timeout)
 	}
