@@ -37,10 +37,11 @@ type Config struct {
 	// own timeout for the rate-limit call (Envoy's default is 20ms), so
 	// that a slow store meets the rules' failure modes rather than the
 	// proxy's. The default is 50ms; negative means no bound but the
-	// caller's and the store's own. The Redis store bounds its calls
-	// itself (redis.WithTimeout) and counts its timeouts towards its
-	// circuit breaker only when its own deadline fires first, so with it
-	// set this longer than the store's or negative, as sluice serve does.
+	// caller's and the store's own. It is sluice.WithTimeout: the Redis
+	// store, which bounds its calls itself too (redis.WithTimeout), counts
+	// whichever bound runs out first as its timeout, towards its circuit
+	// breaker (package redis, Deadlines and clocks); with it, negative
+	// spares a timer per request, as sluice serve does.
 	StoreTimeout time.Duration
 
 	// Shadow puts every rule in shadow mode: requests are decided and
