@@ -126,14 +126,20 @@ func (r *Rule) Equal(o *Rule) bool {
 // prepared is what a Rule made of itself: the fields it was made from, to
 // notice a change, and the result, a Spec or why there is none.
 type prepared struct {
-	key     algo.Key
+	name    string
+	algo    Algo
+	limit   Limit
 	failure Failure
 	spec    *algo.Spec
 	err     error
 }
 
-func (r *Rule) key() algo.Key {
-	return algo.Key{Name: r.Name, Algo: string(r.Algorithm), Rate: r.Limit.Rate, Period: r.Limit.Period, Burst: r.Limit.Burst}
+// of reports whether p was made from r's fields as they are. It is the one
+// thing a prepared rule does per use, so it compares field by field, the
+// cheapest first, without building a key.
+func (p *prepared) of(r *Rule) bool {
+	return p.limit.Rate == r.Limit.Rate && p.limit.Period == r.Limit.Period && p.limit.Burst == r.Limit.Burst &&
+		p.failure == r.Failure && p.name == r.Name && p.algo == r.Algorithm
 }
 
 // Validate reports whether the rule is usable: a name, a known algorithm,
@@ -152,7 +158,7 @@ func (r *Rule) Validate() error {
 // with it: code outside this repository has no use for it.
 func (r *Rule) Spec() (*algo.Spec, error) {
 	p, _ := r.prepared.Load().(*prepared)
-	if p == nil || p.key != r.key() || p.failure != r.Failure {
+	if p == nil || !p.of(r) {
 		p = r.prepare()
 	}
 	return p.spec, p.err
@@ -161,8 +167,8 @@ func (r *Rule) Spec() (*algo.Spec, error) {
 // prepare validates and compiles r and keeps the result with it. Racing
 // first uses may each prepare r: the results are equivalent.
 func (r *Rule) prepare() *prepared {
-	p := &prepared{key: r.key(), failure: r.Failure}
-	p.spec, p.err = compile(p.key, p.failure)
+	p := &prepared{name: r.Name, algo: r.Algorithm, limit: r.Limit, failure: r.Failure}
+	p.spec, p.err = compile(algo.Key{Name: p.name, Algo: string(p.algo), Rate: p.limit.Rate, Period: p.limit.Period, Burst: p.limit.Burst}, p.failure)
 	r.prepared.Store(p)
 	return p
 }

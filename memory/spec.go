@@ -19,14 +19,21 @@ import (
 
 // specOf returns the Spec of check i's rule.
 func specOf(i int, r *sluice.Rule) (*algo.Spec, error) {
+	if r != nil {
+		if sp, err := r.Spec(); err == nil {
+			return sp, nil
+		}
+	}
+	return nil, ruleError(i, r)
+}
+
+// ruleError is why check i's rule r has no Spec.
+func ruleError(i int, r *sluice.Rule) error {
 	if r == nil {
-		return nil, fmt.Errorf("memory: check %d has no rule", i)
+		return fmt.Errorf("memory: check %d has no rule", i)
 	}
-	sp, err := r.Spec()
-	if err != nil {
-		return nil, fmt.Errorf("memory: check %d: %w", i, err)
-	}
-	return sp, nil
+	_, err := r.Spec()
+	return fmt.Errorf("memory: check %d: %w", i, err)
 }
 
 // sameState reports whether entries of a and b share their states. The

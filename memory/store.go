@@ -120,13 +120,15 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	}
 	ns := now.UnixNano()
 	if len(checks) == 1 {
+		// specOf, spelt out: the call alone costs a tenth of the decision.
 		c := &checks[0]
-		sp, err := specOf(0, c.Rule)
-		if err != nil {
-			return err
+		if c.Rule != nil {
+			if sp, err := c.Rule.Spec(); err == nil {
+				out[0], err = s.take1(sp, c.Key, ns, c.CostFor(n))
+				return err
+			}
 		}
-		out[0], err = s.take1(sp, c.Key, ns, c.CostFor(n))
-		return err
+		return ruleError(0, c.Rule)
 	}
 	return s.takeMulti(ns, n, checks, out)
 }
