@@ -90,5 +90,7 @@
 // A Rule names an algorithm (Algo) and a Limit; a Check applies a Rule to a
 // key; a Store keeps per-key state; a Limiter decides a request against
 // several checks at once, all-or-nothing, reading its Clock and applying
-// each Rule's failure policy when the store fails.
+// each Rule's failure policy when the store fails. A Rule is validated and
+// compiled once, when it is loaded (Validate, or Limiter.CheckRule) or at
+// its first use, and keeps the result: a request validates nothing.
 package sluice
