@@ -91,13 +91,14 @@ func (f Failure) String() string {
 // (where it is loaded), it is validated and its arithmetic compiled, and
 // the result is kept with it, so that deciding a request neither
 // validates nor compiles anything. A copy of a prepared Rule carries its
-// preparation. A Rule whose Name, Algorithm, Limit or Failure has changed
-// since is noticed at its next use, by one comparison, and prepared again:
-// a rule reloaded in place keeps working. It must not be changed while a
-// request uses it, as any value shared between goroutines; to change the
-// rules being served, make new ones and swap them in. As the preparation
-// is part of the value, == may tell apart two rules with the same fields
-// (one prepared, or each prepared on its own): use Equal.
+// preparation. Each use compares the rule's Name, Algorithm, Limit and
+// Failure with those it was prepared from, and a rule changed since is
+// prepared again: a rule reloaded in place keeps working. It must not be
+// changed while a request uses it, as any value shared between
+// goroutines; to change the rules being served, make new ones and swap
+// them in. As the preparation is part of the value, == may tell apart two
+// rules with the same fields (one prepared, or each prepared on its own):
+// use Equal.
 type Rule struct {
 	// Name identifies the rule in keys, headers and metrics. It must be
 	// non-empty.
@@ -118,7 +119,8 @@ type Rule struct {
 }
 
 // Equal reports whether r and o have the same fields. Their preparations
-// are not compared: equal rules have equal Specs.
+// are not compared: equal rules compile alike, and share their keys'
+// states in a store.
 func (r *Rule) Equal(o *Rule) bool {
 	return r.Name == o.Name && r.Algorithm == o.Algorithm && r.Limit == o.Limit && r.Shadow == o.Shadow && r.Failure == o.Failure
 }
