@@ -38,8 +38,10 @@ var (
 	// none is decided. Give them a common hash tag with WithHashTag. It
 	// wraps sluice.ErrRefused.
 	ErrCrossSlot = fmt.Errorf("redis: checks of one request in different cluster slots: %w", sluice.ErrRefused)
-	// ErrTimeout is returned when Redis did not answer within the
-	// deadline set by WithTimeout. It wraps context.DeadlineExceeded.
+	// ErrTimeout is returned when Redis did not answer within the bound
+	// set by WithTimeout, or by the Limiter's sluice.WithTimeout, whichever
+	// ran out first (see Deadlines and clocks). It wraps
+	// context.DeadlineExceeded.
 	ErrTimeout = fmt.Errorf("redis: no answer in time: %w", context.DeadlineExceeded)
 )
 
