@@ -178,7 +178,8 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		errc <- nil
 	}()
 	go func() {
-		if err := gs.Serve(grpcLn); err != nil {
+		// ErrServerStopped: the shutdown came before Serve started.
+		if err := gs.Serve(grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			errc <- fmt.Errorf("server: grpc: %w", err)
 			return
 		}
