@@ -157,7 +157,22 @@ func build(ds []*domainConfig) (*Config, []error) {
 		c.names = append(c.names, d.name)
 	}
 	slices.Sort(c.names)
+	c.number()
 	return c, errs
+}
+
+// number gives each limit its index in Rules, and unlimited ones -1.
+func (c *Config) number() {
+	id := 0
+	for _, name := range c.names {
+		for _, l := range c.domains[name].limits {
+			l.id = -1
+			if !l.unlimited {
+				l.id = id
+				id++
+			}
+		}
+	}
 }
 
 // Files lists the files Load reads for paths, in the order it reads them,
@@ -315,6 +330,8 @@ func (c *Config) Domains() []string {
 // Rules lists the rules to check, domain by domain in the order of
 // Domains, each domain's in file order. Unlimited limits have no rule to
 // check and are not listed. The rules are shared: do not modify them.
+//
+// A Match's ID is its rule's index here.
 func (c *Config) Rules() []*sluice.Rule {
 	if c == nil {
 		return nil

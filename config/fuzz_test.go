@@ -71,7 +71,7 @@ func FuzzParse(f *testing.F) {
 			}
 			ApplyReplaces(per)
 			if fa := c.ForwardAuth(domain); fa != nil {
-				_ = fa.Descriptors(&Request{ClientIP: "192.0.2.1", Method: "GET", Path: "/", Host: "h"})
+				_ = fa.Descriptors(values{{Kind: ClientIP}: "192.0.2.1", {Kind: Method}: "GET", {Kind: Path}: "/", {Kind: Host}: "h"}.of)
 				_ = fa.String()
 			}
 		}

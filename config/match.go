@@ -40,6 +40,10 @@ type Match struct {
 	// DetailedMetric asks for metrics per descriptor value rather than per
 	// rule; it can make for many series.
 	DetailedMetric bool
+	// ID is the index of Rule in Config.Rules, so that a caller can keep
+	// what it prepares for each rule in a slice rather than a map; -1 for
+	// an unlimited match.
+	ID int
 	// Replaces names the limits this one replaces; see ApplyReplaces.
 	// Shared: do not modify.
 	Replaces []string
@@ -99,6 +103,7 @@ func (c *Config) Match(domain string, entries []Entry) ([]Match, error) {
 	for i, l := range last.limits {
 		ms[i] = Match{
 			Rule:           l.rule,
+			ID:             l.id,
 			Key:            k,
 			Name:           l.name,
 			Unlimited:      l.unlimited,

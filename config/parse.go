@@ -50,6 +50,7 @@ type limit struct {
 	unlimited bool
 	replaces  []string
 	key       string // identifies the limit across reloads: node path and rule name
+	id        int    // its index in Config.Rules; -1 for an unlimited one
 	// where it is written, for errors found after parsing (CheckRules)
 	file  string
 	line  int

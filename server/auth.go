@@ -8,9 +8,6 @@ import (
 	"net/url"
 	"strings"
 
-	ratelimitpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/keys"
 )
@@ -56,29 +53,24 @@ func (s *Server) serveAuth(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	descs := fa.Descriptors(fr)
+	descs := fa.Descriptors(fr.value)
 	if len(descs) == 0 {
 		w.WriteHeader(http.StatusOK) // nothing to limit the request by
 		return
 	}
-	req := &rlspb.RateLimitRequest{Domain: t.domain, Descriptors: make([]*ratelimitpb.RateLimitDescriptor, len(descs))}
-	for i, d := range descs {
-		es := make([]*ratelimitpb.RateLimitDescriptor_Entry, len(d))
-		for k, e := range d {
-			es[k] = &ratelimitpb.RateLimitDescriptor_Entry{Key: e.Key, Value: e.Value}
-		}
-		req.Descriptors[i] = &ratelimitpb.RateLimitDescriptor{Entries: es}
+	req := &request{domain: t.domain, descs: make([]descriptor, len(descs))}
+	for i, es := range descs {
+		req.descs[i] = descriptor{entries: es, hits: 1}
 	}
-	resp, err := s.decide(r.Context(), snap, req, endpointAuth)
+	out, err := s.decide(r.Context(), snap, req, endpointAuth)
 	if err != nil {
 		s.writeDecideError(r.Context(), w, err)
 		return
 	}
-	h := w.Header()
-	for _, hv := range resp.GetResponseHeadersToAdd() {
-		h.Set(hv.GetKey(), hv.GetValue())
+	for _, h := range out.fields.headers() {
+		w.Header().Set(h[0], h[1])
 	}
-	if resp.GetOverallCode() == rlspb.RateLimitResponse_OVER_LIMIT {
+	if !out.allowed {
 		httpError(w, fa.DenyStatus(), "rate limit exceeded")
 		return
 	}
@@ -161,9 +153,9 @@ const (
 // one bucket. From an untrusted peer no header is believed: the client is
 // the peer, and the method and path are the auth request's own. The path
 // is normalised (cleanPath) before it is matched.
-func (s *Server) authRequest(r *http.Request, p config.Proxy, envoyTarget string) (*config.Request, error) {
+func (s *Server) authRequest(r *http.Request, p config.Proxy, envoyTarget string) (*original, error) {
 	peer, ok := parseAddr(r.RemoteAddr)
-	fr := &config.Request{Method: r.Method, Host: r.Host, Header: r.Header}
+	fr := &original{Method: r.Method, Host: r.Host, Header: r.Header}
 	if ok {
 		fr.ClientIP = keys.IP(peer)
 	}
@@ -201,6 +193,36 @@ func (s *Server) authRequest(r *http.Request, p config.Proxy, envoyTarget string
 	fr.Path = cleanPath(path)
 	fr.Query, _ = url.ParseQuery(rawQuery) // what parses is kept
 	return fr, nil
+}
+
+// original is what forward auth knows of the original request: not the
+// auth request itself, but the request the proxy asks about.
+type original struct {
+	ClientIP string      // the client's address, keyed as keys.IP keys it
+	Method   string      // GET, POST, ...
+	Host     string      // as the client sent it
+	Path     string      // normalised (cleanPath), without the query
+	Header   http.Header // the auth request's headers: the client's, as the proxy passed them
+	Query    url.Values  // the original query's parameters
+}
+
+// value is the part of the request a forward_auth entry reads.
+func (o *original) value(src config.Source) string {
+	switch src.Kind {
+	case config.ClientIP:
+		return o.ClientIP
+	case config.Method:
+		return o.Method
+	case config.Path:
+		return o.Path
+	case config.Host:
+		return o.Host
+	case config.Header:
+		return o.Header.Get(src.Name)
+	case config.Query:
+		return o.Query.Get(src.Name)
+	}
+	return ""
 }
 
 // realIP is the address in nginx's X-Real-IP, which must be one address.

@@ -165,7 +165,7 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		// GOAWAY. Envoy sends no pings unless configured to.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	)
-	rlspb.RegisterRateLimitServiceServer(gs, rls{s: s})
+	rlspb.RegisterRateLimitServiceServer(gs, rls{s: s}) // rls.go
 	healthpb.RegisterHealthServer(gs, s.health)
 	reflection.Register(gs)
 
@@ -253,14 +253,4 @@ func (s *Server) shutdown(ctx context.Context, hs *http.Server, gs *grpc.Server)
 		}
 	})
 	wg.Wait()
-}
-
-// rls is the gRPC face of the Server.
-type rls struct {
-	rlspb.UnimplementedRateLimitServiceServer
-	s *Server
-}
-
-func (r rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
-	return r.s.ShouldRateLimit(ctx, req)
 }

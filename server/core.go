@@ -1,0 +1,242 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+)
+
+// A request is what the server decides, whatever protocol brought it:
+// gRPC and POST /json build it from a RateLimitRequest (rls.go), forward
+// auth from an HTTP request (auth.go).
+type request struct {
+	domain string
+	descs  []descriptor
+}
+
+// A descriptor is one request descriptor: its entries, and what it costs.
+type descriptor struct {
+	entries []config.Entry
+	hits    int64 // 0: a peek, charging nothing; at most MaxCost
+}
+
+// An outcome is the answer to a request.
+type outcome struct {
+	allowed  bool
+	statuses []descStatus // one per descriptor
+	fields   rlFields     // the RateLimit fields and Retry-After
+}
+
+// A descStatus is the answer for one descriptor.
+type descStatus struct {
+	over      bool // an enforced limit of its own denied it
+	unlimited bool // explicitly not limited
+	// lim is the limit reported, with its decision d: of the limits that
+	// applied, the one with the least remaining, as sluice.Combine
+	// reports a request's limits. nil when no limit applied.
+	lim *limitInfo
+	d   sluice.Decision
+}
+
+// badRequest is a request the server refuses without deciding or
+// charging anything: gRPC InvalidArgument, HTTP 400.
+type badRequest struct{ msg string }
+
+func (e *badRequest) Error() string { return e.msg }
+
+func badf(format string, args ...any) error { return &badRequest{fmt.Sprintf(format, args...)} }
+
+// check is one limit applied to one descriptor of a request.
+type check struct {
+	desc int // the descriptor's index in the request
+	lim  *limitInfo
+	n    int64 // the descriptor's hits
+	key  string
+}
+
+// decide answers req against snap, and counts it: see the package
+// documentation. The error is a *badRequest for a request of the wrong
+// shape, which changes nothing; the context's; or the store's refusal of
+// the request as given (sluice.ErrRefused).
+func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpoint string) (*outcome, error) {
+	start := time.Now()
+	defer func() { s.m.observe(endpoint, time.Since(start)) }()
+	if err := req.validate(); err != nil {
+		return nil, err
+	}
+	// Match every descriptor first: a request is decided whole or not at
+	// all.
+	domain := req.domain
+	matches := make([][]config.Match, len(req.descs))
+	for i := range req.descs {
+		ms, err := snap.cfg.Match(req.domain, req.descs[i].entries)
+		if err != nil {
+			// An unknown domain: OK, no limit applied, as
+			// envoyproxy/ratelimit answers.
+			domain = labelUnknownDomain
+			clear(matches)
+			break
+		}
+		matches[i] = ms
+	}
+	config.ApplyReplaces(matches)
+
+	checks := make([]check, 0, 2*len(req.descs))
+	for i, ms := range matches {
+		for _, m := range ms {
+			if !m.Unlimited {
+				checks = append(checks, check{desc: i, lim: snap.rules[m.ID], n: req.descs[i].hits, key: boundKey(m.Key)})
+			}
+		}
+	}
+	ds := make([]sluice.Decision, len(checks))
+	res, err := s.take(ctx, checks, ds)
+	if err != nil {
+		return nil, err
+	}
+	if res.Err != nil {
+		s.m.storeErrors.Inc()
+		s.log.DebugContext(ctx, "store failed; the rules' failure modes decided", "domain", req.domain, "err", res.Err)
+	}
+	out := &outcome{allowed: res.Allowed, statuses: make([]descStatus, len(req.descs))}
+	for i, j := 0, 0; i < len(req.descs); i++ {
+		first := j
+		for j < len(checks) && checks[j].desc == i {
+			j++
+		}
+		out.statuses[i] = s.describe(domain, matches[i], checks[first:j], ds[first:j])
+	}
+	out.fields = makeFields(checks, ds, res.Decision, res.Err)
+	return out, nil
+}
+
+// describe answers one descriptor from the decisions of its limits, and
+// counts them. Its status is sluice.Combine's decision over the limits'
+// own shadow modes, as the config sets them: under global shadow mode
+// (Config.Shadow) a descriptor over its limit says so while the request
+// is allowed, as in envoyproxy/ratelimit.
+func (s *Server) describe(domain string, ms []config.Match, cs []check, ds []sluice.Decision) descStatus {
+	if len(cs) == 0 {
+		if len(ms) > 0 && ms[0].Unlimited {
+			s.m.decisions.WithLabelValues(domain, ms[0].Rule.Name, resultWithin).Inc()
+			return descStatus{unlimited: true}
+		}
+		s.m.decisions.WithLabelValues(domain, labelNoRule, resultWithin).Inc()
+		return descStatus{}
+	}
+	own := make([]sluice.Check, len(cs))
+	for k := range cs {
+		c, d := &cs[k], &ds[k]
+		own[k] = sluice.Check{Rule: c.lim.cfgRule}
+		result := resultWithin
+		if !d.Allowed {
+			result = resultOver
+			if c.lim.cfgRule.Shadow || s.cfg.Shadow {
+				result = resultShadowOver
+			}
+		}
+		s.m.count(c.lim, domain, result)
+	}
+	comb := sluice.Combine(own, ds)
+	return descStatus{over: !comb.Allowed, lim: cs[sluice.Tightest(own, ds)].lim, d: comb}
+}
+
+// take decides the checks in one Limiter.Take, writing check j's
+// decision to ds[j]. The error is the context's, a request whose hits add
+// up past MaxCost, or the store's refusal (sluice.ErrRefused); a store
+// that failed is in the result's Err, the failure modes having decided.
+//
+// The request's cost is 0 and each check costs its descriptor's hits
+// (Check.Cost), all-or-nothing across costs; a descriptor whose hits are 0
+// is a peek. Descriptors that come to the same limit and key are one check
+// costing their hits together (a store may refuse a key named twice in
+// one request, as Redis does), and each of them reports its decision.
+func (s *Server) take(ctx context.Context, checks []check, ds []sluice.Decision) (sluice.Result, error) {
+	if len(checks) == 0 {
+		return sluice.Result{Decision: sluice.Decision{Allowed: true}}, nil
+	}
+	sc := make([]sluice.Check, 0, len(checks))
+	at := make([]int, len(checks)) // check j is decided as sc[at[j]]
+	for j := range checks {
+		c := sluice.Check{Rule: checks[j].lim.rule, Key: checks[j].key, Cost: checks[j].n}
+		at[j] = slices.IndexFunc(sc, func(d sluice.Check) bool { return d.Rule == c.Rule && d.Key == c.Key })
+		if at[j] < 0 {
+			at[j] = len(sc)
+			sc = append(sc, c)
+			continue
+		}
+		// Each cost is at most MaxCost and a request has at most
+		// MaxDescriptors of them: the sum cannot overflow.
+		if sc[at[j]].Cost += c.Cost; sc[at[j]].Cost > MaxCost {
+			return sluice.Result{}, badf("%s.hits_addend: the descriptors that come to limit %q and one key add up to more than 2^53 hits",
+				descField(checks[j].desc), checks[j].lim.rule.Name)
+		}
+	}
+	res, err := s.limiter.Take(ctx, 0, sc, nil)
+	if err != nil {
+		return sluice.Result{}, err
+	}
+	for j := range checks {
+		ds[j] = res.Decisions[at[j]]
+	}
+	return res, nil
+}
+
+// validate checks the shape every protocol shares; the adapters check
+// their own fields, and bound the hits, before.
+func (r *request) validate() error {
+	switch {
+	case r.domain == "":
+		return badf("domain: must not be empty")
+	case len(r.descs) == 0:
+		return badf("descriptors: must not be empty")
+	case len(r.descs) > MaxDescriptors:
+		return badf("descriptors: %d of them; at most %d are allowed", len(r.descs), MaxDescriptors)
+	}
+	for i, d := range r.descs {
+		f := descField(i)
+		switch {
+		case len(d.entries) == 0:
+			return badf("%s.entries: must not be empty", f)
+		case len(d.entries) > MaxEntries:
+			return badf("%s.entries: %d of them; at most %d are allowed", f, len(d.entries), MaxEntries)
+		}
+		for k, e := range d.entries {
+			if e.Key == "" {
+				return badf("%s.entries[%d].key: must not be empty", f, k)
+			}
+		}
+	}
+	return nil
+}
+
+// descField names descriptor i in an error message.
+type descField int
+
+func (i descField) String() string { return fmt.Sprintf("descriptors[%d]", int(i)) }
+
+// maxKeyLen bounds the keys handed to the store: a descriptor value can
+// be a whole request path.
+const maxKeyLen = 512
+
+// boundKey returns k, or when it is long its domain and a digest of the
+// rest. Keys from config.Match never hold "%#", so a digest cannot pose as
+// a key.
+func boundKey(k string) string {
+	if len(k) <= maxKeyLen {
+		return k
+	}
+	sum := sha256.Sum256([]byte(k))
+	dom, _, _ := strings.Cut(k, "|")
+	if len(dom) > 128 {
+		dom = ""
+	}
+	return dom + "|%#" + base64.RawURLEncoding.EncodeToString(sum[:18])
+}
