@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/clientip"
 	"github.com/sluicehq/sluice/internal/keys"
 )
 
@@ -154,7 +155,7 @@ const (
 // the peer, and the method and path are the auth request's own. The path
 // is normalised (cleanPath) before it is matched.
 func (s *Server) authRequest(r *http.Request, p config.Proxy, envoyTarget string) (*original, error) {
-	peer, ok := parseAddr(r.RemoteAddr)
+	peer, ok := clientip.Parse(r.RemoteAddr)
 	fr := &original{Method: r.Method, Host: r.Host, Header: r.Header}
 	if ok {
 		fr.ClientIP = keys.IP(peer)
@@ -163,7 +164,7 @@ func (s *Server) authRequest(r *http.Request, p config.Proxy, envoyTarget string
 	if p != config.Envoy {
 		target = r.URL.RequestURI()
 	}
-	if ok && s.trusted(peer) {
+	if ok && s.trust.Contains(peer) {
 		switch p {
 		case config.Nginx:
 			a, err := realIP(r.Header)
@@ -177,11 +178,7 @@ func (s *Server) authRequest(r *http.Request, p config.Proxy, envoyTarget string
 			if len(r.Header[hdrForwardedFor]) == 0 {
 				return nil, fmt.Errorf("%s: missing; the %s proxy must set it to the client's address", hdrForwardedFor, p)
 			}
-			k, err := s.xff(r)
-			if err != nil {
-				return nil, err
-			}
-			fr.ClientIP = k
+			fr.ClientIP = keys.IP(s.trust.Walk(peer, r.Header[hdrForwardedFor]))
 			if p == config.Traefik {
 				fr.Method = headerOr(r.Header, hdrForwardedMeth, fr.Method)
 				target = headerOr(r.Header, hdrForwardedURI, target)
@@ -231,32 +228,11 @@ func realIP(h http.Header) (netip.Addr, error) {
 	if len(vs) == 0 {
 		return netip.Addr{}, fmt.Errorf("%s: missing; nginx must set it to the client's address (proxy_set_header X-Real-IP $remote_addr)", hdrRealIP)
 	}
-	a, ok := parseAddr(strings.TrimSpace(vs[0]))
+	a, ok := clientip.Parse(strings.TrimSpace(vs[0]))
 	if len(vs) > 1 || !ok {
 		return netip.Addr{}, fmt.Errorf("%s: %q is not one address", hdrRealIP, keys.Clip(strings.Join(vs, ", ")))
 	}
 	return a, nil
-}
-
-func (s *Server) trusted(a netip.Addr) bool {
-	for _, p := range s.cfg.TrustedProxies {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// parseAddr parses "ip" or "ip:port" ("[ip]:port" for IPv6) and
-// normalises the address.
-func parseAddr(s string) (netip.Addr, bool) {
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return keys.Addr(ap.Addr()), true
-	}
-	if a, err := netip.ParseAddr(s); err == nil {
-		return keys.Addr(a), true
-	}
-	return netip.Addr{}, false
 }
 
 // headerOr is the header's value, or def when it is absent or empty.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/clientip"
 )
 
 // Config configures a Server. Only Store is required: with nothing else
@@ -179,17 +180,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.TrustedProxies == nil {
 		c.TrustedProxies = loopback
 	}
-	trusted := make([]netip.Prefix, len(c.TrustedProxies))
-	for i, p := range c.TrustedProxies {
-		if !p.IsValid() {
-			return c, fmt.Errorf("server: TrustedProxies[%d] is not a valid prefix", i)
-		}
-		// Compared with normalised addresses: an IPv4-mapped prefix is
-		// its IPv4 prefix.
-		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
-			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
-		}
-		trusted[i] = p.Masked()
+	trusted, err := clientip.Trust(c.TrustedProxies...)
+	if err != nil {
+		return c, fmt.Errorf("server: TrustedProxies: %w", err)
 	}
 	c.TrustedProxies = trusted
 	if c.MaxHitsAddend == 0 {

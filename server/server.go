@@ -20,7 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/clientip"
 )
 
 // rlsService is the gRPC service name health reports on, beside "".
@@ -43,7 +43,7 @@ type Server struct {
 	health  *health.Server
 	ready   atomic.Bool
 	handler http.Handler
-	xff     httplimit.KeyFunc // the client's address behind trusted proxies
+	trust   clientip.Trusted // Config.TrustedProxies
 
 	reloadMu reloadLock
 	badHash  string // the content of the last config that failed to load
@@ -78,7 +78,7 @@ func New(cfg Config) (*Server, error) {
 		limiter:  lim,
 		m:        newMetrics(),
 		health:   health.NewServer(),
-		xff:      httplimit.ClientIP(cfg.TrustedProxies...),
+		trust:    cfg.TrustedProxies, // normalised by withDefaults
 		draining: make(chan struct{}),
 	}
 	c, hash := cfg.Policy, ""
