@@ -106,3 +106,39 @@ func ExampleJoin() {
 	fmt.Println(k)
 	// Output: acme\|eu|POST /upload
 }
+
+// A rule keyed by an API key answers a request without one 400, naming
+// what is missing. Wrap the key in Optional to let such requests through,
+// limited by the other rules (see Optional).
+func ExampleAPIKey() {
+	store, err := memory.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	limiter, err := sluice.NewLimiter(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	perKey := sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(50)}
+	m, err := httplimit.New(limiter, httplimit.WithRule(perKey, httplimit.APIKey("X-API-Key")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+
+	for _, key := range []string{"", "k3y"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		if key != "" {
+			r.Header.Set("X-API-Key", key)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Println(w.Code, w.Header().Get("Content-Type"))
+		fmt.Print(w.Body)
+	}
+	// Output:
+	// 400 application/problem+json
+	// {"type":"about:blank","title":"Bad Request","status":400,"detail":"rule \"per-key\": request has no key: no API key in the X-API-Key header"}
+	// 200
+}
