@@ -253,12 +253,24 @@ func (i *Interceptor) limit(ctx context.Context, method string, setHeader func(m
 	return denial(checks, res)
 }
 
-// keyError is the status of a call whose key could not be found.
+// keyError is the status of a call whose key could not be found: the
+// error's own status if it has one; InvalidArgument, naming the rule and
+// what is missing, for a call without the key (ErrNoKey), as httplimit
+// answers 400; Internal for anything else.
+//
+// InvalidArgument rather than Unauthenticated: a key may be a tenant or an
+// address as well as a credential, and a client told Unauthenticated would
+// look for fault in its credentials. A KeyFunc that wants Unauthenticated
+// returns that status itself.
 func keyError(name string, err error) error {
 	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
 		return st.Err()
 	}
-	return status.Errorf(codes.Internal, "grpclimit: rule %q: %v", name, err)
+	code := codes.Internal
+	if errors.Is(err, ErrNoKey) {
+		code = codes.InvalidArgument
+	}
+	return status.Errorf(code, "grpclimit: rule %q: %s", name, strings.TrimPrefix(err.Error(), "grpclimit: "))
 }
 
 // denial is the ResourceExhausted status of a denied call, naming the rules
