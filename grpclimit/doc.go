@@ -1,6 +1,8 @@
 // Package grpclimit limits the calls of a gRPC server with a
 // sluice.Limiter: unary and stream server interceptors that answer
-// codes.ResourceExhausted with a google.rpc.RetryInfo detail.
+// codes.ResourceExhausted with a google.rpc.RetryInfo detail (httplimit's
+// Retry-After) and a google.rpc.QuotaFailure naming the rules that denied
+// the call (the violated-policies of httplimit's problem body).
 //
 // An Interceptor holds rules, each a sluice.Rule with a KeyFunc that says
 // what it counts by and, optionally, the methods it covers:

@@ -3,7 +3,9 @@ package grpclimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -485,6 +487,56 @@ func TestCanNeverPass(t *testing.T) {
 	e := start(t, grpclimit.WithRule(zero, grpclimit.PeerIP()))
 	if got := denied(t, e.check(t.Context())); got != -1 {
 		t.Fatalf("a call that can never pass has RetryInfo %v, want none", got)
+	}
+}
+
+// quotaFailure returns the QuotaFailure of a denied call's status as
+// "quota_id q=quota_value" lines, or nil without one.
+func quotaFailure(t *testing.T, err error) []string {
+	t.Helper()
+	var out []string
+	for _, d := range status.Convert(err).Details() {
+		if qf, ok := d.(*errdetails.QuotaFailure); ok {
+			out = []string{}
+			for _, v := range qf.GetViolations() {
+				out = append(out, fmt.Sprintf("%s q=%d", v.GetQuotaId(), v.GetQuotaValue()))
+			}
+		}
+	}
+	return out
+}
+
+// A denial's details say what httplimit's 429 says: RetryInfo for
+// Retry-After, and a QuotaFailure naming the violated policies (the
+// enforced rules that denied) with their quotas.
+func TestDenialDetails(t *testing.T) {
+	shadow := gcra("trial", 1)
+	shadow.Shadow = true
+	e := start(t,
+		grpclimit.WithRule(gcra("per-ip", 2), grpclimit.PeerIP()),
+		grpclimit.WithRule(gcra("global", 100), grpclimit.Static("all")),
+		grpclimit.WithRule(shadow, grpclimit.PeerIP()),
+	)
+	for range 2 {
+		if err := e.check(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := e.check(t.Context())
+	if got := denied(t, err); got != 500*time.Millisecond {
+		t.Fatalf("RetryInfo delay = %v, want 500ms", got)
+	}
+	if got, want := quotaFailure(t, err), []string{"per-ip q=2"}; !slices.Equal(got, want) {
+		t.Fatalf("QuotaFailure = %q, want %q", got, want)
+	}
+
+	// A call that can never pass: no RetryInfo, as no Retry-After, but
+	// the violation all the same.
+	zero := sluice.Rule{Name: "none", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(0)}
+	e = start(t, grpclimit.WithRule(zero, grpclimit.PeerIP()))
+	err = e.check(t.Context())
+	if got, want := quotaFailure(t, err), []string{"none q=0"}; denied(t, err) != -1 || !slices.Equal(got, want) {
+		t.Fatalf("never: RetryInfo %v, QuotaFailure %q; want none, %q", denied(t, err), got, want)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/internal/fields"
 )
 
 func (s *Server) routes() http.Handler {
@@ -60,10 +62,27 @@ func (s *Server) writeDecideError(ctx context.Context, w http.ResponseWriter, er
 }
 
 func httpError(w http.ResponseWriter, code int, msg string) {
+	if code == http.StatusTooManyRequests || code == http.StatusForbidden {
+		// Forward auth's deny_status (429, or 403 for nginx): a denial,
+		// whose body is the one httplimit writes.
+		writeDenied(w, code, nil)
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	fmt.Fprintln(w, msg)
+}
+
+// writeDenied answers a denied request with status: the RFC 9457 problem
+// of type quota-exceeded that httplimit writes for a 429, naming the
+// violated rules (JSON strings) when violated is not nil.
+func writeDenied(w http.ResponseWriter, code int, violated []string) {
+	h := w.Header()
+	h.Set("Content-Type", fields.ProblemContentType)
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = w.Write(fields.AppendDenied(nil, code, violated))
 }
 
 // grpcError is the status of a request decide refused.
