@@ -31,9 +31,10 @@ var demoEpoch = time.Date(2025, time.January, 1, 0, 0, 0, 0, time.UTC)
 func demoHelp(w io.Writer) {
 	fmt.Fprintf(w, `Usage: sluice demo [flags] [burst|steady|boundary ...]
 
-Replays the lab's scenarios against every algorithm with explicit times
-(never the clock) and prints what each allowed and denied. With no scenario
-it runs all three. Times are from t=0, which is a fixed-window boundary.
+Replays three scenarios, a burst, a steady stream and a fixed window's
+boundary, against every algorithm with explicit times (never the clock)
+and prints what each allowed and denied. With no scenario it runs all
+three. Times are from t=0, which is a fixed-window boundary.
 
 Scenarios (numbers for the default limit, 5/1s):
   burst     an idle client sends twice its allowance at once (10 at t=0)
@@ -179,7 +180,7 @@ var scenarios = []scenario{
 			return make([]time.Duration, 2*max(l.Rate, l.Capacity()))
 		},
 		describe: func(l sluice.Limit, at []time.Duration) string {
-			return fmt.Sprintf("An idle client sends %d requests at once, at t=0 (the lab's demo_burst).", len(at))
+			return fmt.Sprintf("An idle client sends %d requests at once, at t=0.", len(at))
 		},
 		shows: func(l sluice.Limit, at []time.Duration, rs []result) string {
 			q := find(rs, "leaky queue")
@@ -212,7 +213,7 @@ var scenarios = []scenario{
 			return at
 		},
 		describe: func(l sluice.Limit, at []time.Duration) string {
-			return fmt.Sprintf("A client sends %d requests, one every %s, within the rate (the lab's demo_steady).", len(at), fmtDur(at[1]-at[0]))
+			return fmt.Sprintf("A client sends %d requests, one every %s, within the rate.", len(at), fmtDur(at[1]-at[0]))
 		},
 		shows: func(l sluice.Limit, at []time.Duration, rs []result) string {
 			var deniers []string
