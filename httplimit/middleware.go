@@ -194,27 +194,20 @@ func (m *Middleware) deny(w http.ResponseWriter, s *scratch, res *sluice.Result)
 	}
 	s.names = names
 	s.buf = fields.AppendDenied(s.buf[:0], http.StatusTooManyRequests, names)
-	writeProblem(w, http.StatusTooManyRequests, s.buf)
+	fields.WriteProblem(w, http.StatusTooManyRequests, s.buf)
 }
 
 // answerError is the default error handler. A request without the key a
 // rule needs (ErrNoKey) is the client's to fix: 400 with a problem whose
-// detail names the rule and what is missing ("no API key in X-Api-Key").
+// detail names the rule and what is missing ("no API key in the X-API-Key
+// header").
 // Anything else is 500, without details.
 func answerError(w http.ResponseWriter, _ *http.Request, err error) {
 	if errors.Is(err, ErrNoKey) {
 		// The package's errors all say "httplimit: "; once is enough.
 		detail := strings.ReplaceAll(err.Error(), "httplimit: ", "")
-		writeProblem(w, http.StatusBadRequest, fields.AppendProblem(nil, http.StatusBadRequest, detail))
+		fields.WriteProblem(w, http.StatusBadRequest, fields.AppendProblem(nil, http.StatusBadRequest, detail))
 		return
 	}
 	http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
-}
-
-func writeProblem(w http.ResponseWriter, code int, body []byte) {
-	h := w.Header()
-	h["Content-Type"] = []string{fields.ProblemContentType}
-	h["X-Content-Type-Options"] = []string{"nosniff"}
-	w.WriteHeader(code)
-	_, _ = w.Write(body)
 }

@@ -78,11 +78,7 @@ func httpError(w http.ResponseWriter, code int, msg string) {
 // of type quota-exceeded that httplimit writes for a 429, naming the
 // violated rules (JSON strings) when violated is not nil.
 func writeDenied(w http.ResponseWriter, code int, violated []string) {
-	h := w.Header()
-	h.Set("Content-Type", fields.ProblemContentType)
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(code)
-	_, _ = w.Write(fields.AppendDenied(nil, code, violated))
+	fields.WriteProblem(w, code, fields.AppendDenied(nil, code, violated))
 }
 
 // grpcError is the status of a request decide refused.

@@ -54,6 +54,17 @@ func AppendProblem(b []byte, status int, detail string) []byte {
 	return append(b, "}\n"...)
 }
 
+// WriteProblem answers with status and a problem+json body (from
+// AppendDenied or AppendProblem), marked nosniff.
+func WriteProblem(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	// Set in canonical form without http.Header.Set's canonicalising.
+	h["Content-Type"] = []string{ProblemContentType}
+	h["X-Content-Type-Options"] = []string{"nosniff"}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
 // JSONString returns s as a JSON string, quoted and escaped; a byte
 // sequence that is not UTF-8 becomes U+FFFD, as encoding/json writes it.
 func JSONString(s string) string {
