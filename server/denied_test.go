@@ -49,7 +49,7 @@ func TestAuthDeniedBody(t *testing.T) {
 		w = httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
 	}
-	want := parseProblem(t, w.Header(), w.Body.String())
+	want, w0 := parseProblem(t, w.Header(), w.Body.String()), w.Body.String()
 	if w.Code != 429 || want.ContentType != "application/problem+json" || !strings.HasSuffix(want.Type, "#quota-exceeded") {
 		t.Fatalf("httplimit's denial: %d %+v", w.Code, want)
 	}
@@ -69,6 +69,9 @@ func TestAuthDeniedBody(t *testing.T) {
 		w.Status = status
 		if got != w {
 			t.Errorf("deny_status %d: body %+v, want httplimit's %+v", status, got, w)
+		}
+		if !strings.Contains(body, `"violated-policies":["per_user"]`) || !strings.Contains(w0, `"violated-policies":["per_user"]`) {
+			t.Errorf("deny_status %d: body %s, want the violated rule named as httplimit names it (%s)", status, body, w0)
 		}
 		if hdr.Get("X-Content-Type-Options") != "nosniff" {
 			t.Errorf("deny_status %d: X-Content-Type-Options %q", status, hdr.Get("X-Content-Type-Options"))

@@ -62,12 +62,6 @@ func (s *Server) writeDecideError(ctx context.Context, w http.ResponseWriter, er
 }
 
 func httpError(w http.ResponseWriter, code int, msg string) {
-	if code == http.StatusTooManyRequests || code == http.StatusForbidden {
-		// Forward auth's deny_status (429, or 403 for nginx): a denial,
-		// whose body is the one httplimit writes.
-		writeDenied(w, code, nil)
-		return
-	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
