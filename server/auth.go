@@ -68,9 +68,7 @@ func (s *Server) serveAuth(w http.ResponseWriter, r *http.Request) {
 		s.writeDecideError(r.Context(), w, err)
 		return
 	}
-	for _, h := range out.fields.headers() {
-		w.Header().Set(h[0], h[1])
-	}
+	setHeaders(w, s.headersOf(out, true)) // headers.go
 	if !out.allowed {
 		writeDenied(w, fa.DenyStatus(), out.violated) // httplimit's body
 		return

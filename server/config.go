@@ -99,6 +99,43 @@ type Config struct {
 	// MaxConcurrentStreams bounds the gRPC calls one connection may have
 	// in flight. The default is DefaultMaxConcurrentStreams.
 	MaxConcurrentStreams uint32
+	// MaxConnectionAge, when positive, closes a gRPC connection that old
+	// with a GOAWAY, so that clients resolve the service's addresses
+	// again and spread over new replicas; MaxConnectionAgeGrace then
+	// bounds the calls still in flight on it. The default is 0: no bound
+	// (envoyproxy/ratelimit's GRPC_MAX_CONNECTION_AGE is 24h).
+	MaxConnectionAge      time.Duration
+	MaxConnectionAgeGrace time.Duration
+
+	// GRPCTLS and HTTPTLS, when set, serve the gRPC and HTTP ports over
+	// TLS, with client certificates required when they name a client CA
+	// (mTLS); see TLS. nil serves plain text.
+	GRPCTLS *TLS
+	HTTPTLS *TLS
+
+	// ResponseHeaders chooses the rate-limit headers a response carries:
+	// the RLS response's response_headers_to_add (and POST /json's) and
+	// forward auth's headers. The default, HeadersIETF, is the IETF
+	// RateLimit fields with Retry-After on a denial; HeadersEnvoy is
+	// envoyproxy/ratelimit's three headers, named by HeaderNames;
+	// HeadersNone sends none. Forward auth keeps Retry-After on a denial
+	// whatever the style: nginx's error page needs it.
+	ResponseHeaders HeaderStyle
+	// HeaderNames name HeadersEnvoy's headers. An empty name is
+	// envoyproxy/ratelimit's default: RateLimit-Limit,
+	// RateLimit-Remaining, RateLimit-Reset.
+	HeaderNames HeaderNames
+
+	// StartWithoutConfig starts the server even when the config files do
+	// not load (envoyproxy/ratelimit's FORCE_START_WITHOUT_INITIAL_CONFIG):
+	// it serves no domain, answering every request OK with no limit, until
+	// the files load. The default is to refuse to start, New returning
+	// the config's errors.
+	StartWithoutConfig bool
+	// HealthRequiresConfig makes /healthcheck answer 500 while the config
+	// served has no domain (envoyproxy/ratelimit's
+	// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
+	HealthRequiresConfig bool
 
 	// Clock is the time the limiter decides at. The default is
 	// sluice.SystemClock.
@@ -205,6 +242,24 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxConcurrentStreams == 0 {
 		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	if c.MaxConnectionAge < 0 || c.MaxConnectionAgeGrace < 0 {
+		return c, fmt.Errorf("server: MaxConnectionAge %v and MaxConnectionAgeGrace %v must not be negative", c.MaxConnectionAge, c.MaxConnectionAgeGrace)
+	}
+	for _, t := range []struct {
+		name string
+		tls  *TLS
+	}{{"GRPCTLS", c.GRPCTLS}, {"HTTPTLS", c.HTTPTLS}} {
+		if err := t.tls.validate(); err != nil {
+			return c, fmt.Errorf("server: %s: %w", t.name, err)
+		}
+	}
+	if c.ResponseHeaders < HeadersIETF || c.ResponseHeaders > HeadersNone {
+		return c, fmt.Errorf("server: ResponseHeaders %d is not a HeaderStyle", c.ResponseHeaders)
+	}
+	c.HeaderNames = c.HeaderNames.withDefaults()
+	if err := c.HeaderNames.validate(); err != nil {
+		return c, fmt.Errorf("server: HeaderNames: %w", err)
 	}
 	if c.MaxBodyBytes < 0 {
 		return c, fmt.Errorf("server: MaxBodyBytes %d must not be negative", c.MaxBodyBytes)

@@ -28,7 +28,23 @@
 //   - /v1/auth and /v1/auth/DOMAIN/…: forward auth (see below);
 //   - GET /metrics: Prometheus;
 //   - GET /healthz: 200 while the process runs;
-//   - GET /readyz: 200 while serving, 503 once shutdown has begun.
+//   - GET /readyz: 200 while serving, 503 once shutdown has begun;
+//   - /healthcheck: envoyproxy/ratelimit's, for probes written for it: 200
+//     "OK" while serving, 500 with no body before and once shutdown has
+//     begun (and, with Config.HealthRequiresConfig, while no domain is
+//     loaded).
+//
+// gRPC health also answers for "ratelimit", envoyproxy/ratelimit's name.
+//
+// # TLS
+//
+// Config.GRPCTLS and Config.HTTPTLS serve the ports over TLS, and with a
+// client CA require client certificates (mTLS), optionally naming a SAN:
+// anyone who reaches POST /json can charge or peek any key, so a
+// deployment that authenticates Envoy on the gRPC port may want the same
+// on the HTTP port. The certificate, key and client CA files are checked
+// for a change at most once a second, at a new connection's handshake,
+// and a change that loads is served from then on, without a restart.
 //
 // # Deciding a request
 //
@@ -64,6 +80,12 @@
 //	RateLimit-Policy: "per_ip";q=20;w=2, "per_ip_hourly";q=1000;w=3600
 //	RateLimit: "per_ip";r=0;t=1, "per_ip_hourly";r=979;t=1
 //	Retry-After: 1
+//
+// Config.ResponseHeaders chooses other headers instead: HeadersEnvoy,
+// envoyproxy/ratelimit's RateLimit-Limit, RateLimit-Remaining and
+// RateLimit-Reset (names configurable) for the descriptor nearest its
+// limit, or the one over it; or HeadersNone. Forward auth keeps
+// Retry-After on a denial in every style.
 //
 // Shadow mode, per limit (shadow_mode in the config) or for the whole
 // server (Config.Shadow, --shadow), decides and counts but never denies.

@@ -16,7 +16,9 @@ import (
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /json", s.serveJSON)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{ErrorLog: errorLogger{s}}))
+	s.metricsHandler = promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{ErrorLog: errorLogger{s}})
+	mux.Handle("GET /metrics", s.metricsHandler)
+	mux.HandleFunc("/healthcheck", s.serveHealthcheck) // health.go
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")

@@ -41,7 +41,9 @@ func (s *Server) decideRLS(ctx context.Context, req *rlspb.RateLimitRequest, end
 	if err != nil {
 		return nil, err
 	}
-	return toRLS(out), nil
+	resp := toRLS(out)
+	s.rlsHeaders(resp, out) // headers.go: the configured style
+	return resp, nil
 }
 
 // fromRLS is the request req carries. It checks what only RLS has: the

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -44,6 +46,10 @@ type Server struct {
 	ready   atomic.Bool
 	handler http.Handler
 	trust   clientip.Trusted // Config.TrustedProxies
+	// metricsHandler serves /metrics, also on a listener of its own.
+	metricsHandler http.Handler
+	// grpcTLS and httpTLS serve the ports over TLS; nil for plain text.
+	grpcTLS, httpTLS *tlsFiles
 
 	reloadMu reloadLock
 	badHash  string // the content of the last config that failed to load
@@ -81,11 +87,27 @@ func New(cfg Config) (*Server, error) {
 		trust:    cfg.TrustedProxies, // normalised by withDefaults
 		draining: make(chan struct{}),
 	}
+	if cfg.GRPCTLS != nil {
+		if s.grpcTLS, err = newTLSFiles(*cfg.GRPCTLS, []string{"h2"}, cfg.Logger); err != nil {
+			return nil, fmt.Errorf("server: gRPC: %w", err)
+		}
+	}
+	if cfg.HTTPTLS != nil {
+		if s.httpTLS, err = newTLSFiles(*cfg.HTTPTLS, []string{"http/1.1"}, cfg.Logger); err != nil {
+			return nil, fmt.Errorf("server: HTTP: %w", err)
+		}
+	}
 	c, hash := cfg.Policy, ""
 	if len(cfg.Paths) > 0 {
 		hash = hashFiles(cfg.Paths)
 		if c, err = config.Load(cfg.Paths...); err != nil {
-			return nil, err
+			if !cfg.StartWithoutConfig {
+				return nil, err
+			}
+			// Serve no domain until the files load; the watcher
+			// tries again when they change.
+			cfg.Logger.Error("the config does not load: serving no domain until it does", "paths", cfg.Paths, "err", err)
+			c, s.badHash, hash = new(config.Config), hash, ""
 		}
 	}
 	if err := s.checkRules(c); err != nil {
@@ -94,8 +116,7 @@ func New(cfg Config) (*Server, error) {
 	s.install(compile(c, nil, cfg.Shadow, hash, cfg.Clock.Now()))
 	s.handler = s.routes()
 	// Not serving until Serve.
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	s.health.SetServingStatus(rlsService, healthpb.HealthCheckResponse_NOT_SERVING)
+	s.setServing(healthpb.HealthCheckResponse_NOT_SERVING)
 	return s, nil
 }
 
@@ -156,7 +177,7 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	gs := grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(s.cfg.MaxBodyBytes)),
 		grpc.MaxConcurrentStreams(s.cfg.MaxConcurrentStreams),
 		grpc.ConnectionTimeout(s.cfg.ReadTimeout),
@@ -164,7 +185,15 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		// without calls in flight; one that pings more often is sent
 		// GOAWAY. Envoy sends no pings unless configured to.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	)
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: s.cfg.MaxConnectionAge, MaxConnectionAgeGrace: s.cfg.MaxConnectionAgeGrace}),
+	}
+	if s.grpcTLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.grpcTLS.config())))
+	}
+	if s.httpTLS != nil {
+		httpLn = tls.NewListener(httpLn, s.httpTLS.config())
+	}
+	gs := grpc.NewServer(opts...)
 	rlspb.RegisterRateLimitServiceServer(gs, rls{s: s}) // rls.go
 	healthpb.RegisterHealthServer(gs, s.health)
 	reflection.Register(gs)
@@ -191,8 +220,7 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		wg.Go(func() { s.watch(watchCtx) })
 	}
 	s.ready.Store(true)
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus(rlsService, healthpb.HealthCheckResponse_SERVING)
+	s.setServing(healthpb.HealthCheckResponse_SERVING)
 	s.log.InfoContext(ctx, "serving", "http", httpLn.Addr().String(), "grpc", grpcLn.Addr().String(),
 		"domains", s.Domains(), "store", s.cfg.StoreName, "shadow", s.cfg.Shadow)
 
