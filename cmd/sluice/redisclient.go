@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -123,6 +124,22 @@ func (f *redisFlags) tlsConfig() (*tls.Config, error) {
 	return c, nil
 }
 
+// redisLog is where go-redis's own log lines go (a failed dial, a
+// sentinel's new master): the service's log, at warn, rather than go-redis's
+// default of the standard logger. go-redis has one logger per process, set
+// before any client exists.
+var redisLog atomic.Pointer[slog.Logger]
+
+type redisLogger struct{}
+
+func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	if l := redisLog.Load(); l != nil {
+		l.WarnContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
+	}
+}
+
+func init() { goredis.SetLogger(redisLogger{}) }
+
 // openedStore is the store the service counts in.
 type openedStore struct {
 	store    sluice.Store
@@ -139,6 +156,7 @@ func openStore(ctx context.Context, rf *redisFlags, maxMem int64, log *slog.Logg
 	if err != nil {
 		return nil, fmt.Errorf("-max-memory: %v", err)
 	}
+	redisLog.Store(log)
 	client, name, err := rf.client()
 	if err != nil || client == nil {
 		if err != nil {
