@@ -402,7 +402,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	srv, err := server.New(cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice serve: the config does not load:\n%v\n", err)
+		if strings.HasPrefix(err.Error(), "server: ") { // TLS files, header names: not the config
+			fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		} else {
+			fmt.Fprintf(stderr, "sluice serve: the config does not load:\n%v\n", err)
+		}
 		return exitFail
 	}
 	ls, err := listenAll(ctx, &o, srv)

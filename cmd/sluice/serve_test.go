@@ -227,6 +227,21 @@ func TestServeErrors(t *testing.T) {
 		{[]string{"-max-memory", "99999999999GiB"}, exitUsage, `"99999999999GiB": want a positive size`},
 		{[]string{"-max-memory", "1KiB"}, exitUsage, "-max-memory: memory:"},
 		{[]string{"-verbose"}, exitUsage, "flag provided but not defined: -verbose"},
+		{[]string{"-redis", "redis://a:1", "-redis-cluster", "b:1"}, exitUsage, "-redis and -redis-cluster: name one Redis"},
+		{[]string{"-redis-cluster", "b"}, exitUsage, `-redis-cluster: "b": want host:port`},
+		{[]string{"-redis-sentinel", "s1:26379"}, exitUsage, `-redis-sentinel: "s1:26379": want MASTER@HOST:PORT`},
+		{[]string{"-redis-tls-ca", "ca.pem", "-redis", "redis://a:1"}, exitUsage, "-redis-tls-*: set -redis-tls too"},
+		{[]string{"-redis-prefix", "{x}", "-redis", "redis://a:1"}, exitUsage, "-redis-prefix: redis: prefix"},
+		{[]string{"-grpc-tls-cert", "tls.crt"}, exitUsage, "-grpc-tls-cert and -grpc-tls-key: TLS needs both"},
+		{[]string{"-http-tls-cert", "c", "-http-tls-key", "k", "-http-tls-client-san", "x"}, exitUsage, "-http-tls-client-san needs -http-tls-client-ca"},
+		{[]string{"-grpc-tls-cert", "missing.crt", "-grpc-tls-key", "missing.key"}, exitFail, "server: gRPC: TLS certificate: open missing.crt"},
+		{[]string{"-response-headers", "x-ratelimit"}, exitUsage, `-response-headers: "x-ratelimit": want ietf, envoy or none`},
+		{[]string{"-response-headers", "envoy", "-limit-header", "Bad Name"}, exitFail, `"Bad Name" is not a valid header name`},
+		{[]string{"-log-level", "loud"}, exitUsage, `-log-level "loud"`},
+		{[]string{"-log-format", "xml"}, exitUsage, `-log-format "xml": want text or json`},
+		{[]string{"-metrics-path", "metrics"}, exitUsage, `-metrics-path "metrics": want a path`},
+		{[]string{"-redis-pool-size", "-1"}, exitUsage, "-redis-pool-size -1 must not be negative"},
+		{[]string{"-metrics", busy.Addr().String()}, exitFail, "-metrics:"},
 	}
 	for _, tt := range tests {
 		name := strings.Join(tt.args, " ")
