@@ -12,15 +12,34 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, commandLine(os.Args[0], os.Args[1:]), os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// commandLine is the command line run takes. Installed as "ratelimit",
+// envoyproxy/ratelimit's binary (/bin/ratelimit in its image, which
+// Kubernetes manifests name as the container's command), sluice is
+// "sluice serve" with the arguments given, unless the first of them is
+// one of its commands: an image of sluice then runs a deployment of
+// envoyproxy/ratelimit unchanged, and "ratelimit check DIR" still checks.
+func commandLine(argv0 string, args []string) []string {
+	if strings.TrimSuffix(filepath.Base(argv0), ".exe") != "ratelimit" {
+		return args
+	}
+	if len(args) > 0 {
+		if _, ok := lookup(args[0]); ok {
+			return args
+		}
+	}
+	return append([]string{"serve"}, args...)
 }
 
 // Exit codes.

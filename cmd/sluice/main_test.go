@@ -188,3 +188,25 @@ func TestREADMEDemo(t *testing.T) {
 		t.Errorf("README.md's demo output is not what sluice demo prints:\n%s\n--- sluice demo prints\n%s", want, out)
 	}
 }
+
+// Installed as envoyproxy/ratelimit's binary, sluice serves.
+func TestCommandLine(t *testing.T) {
+	tests := []struct {
+		argv0 string
+		args  []string
+		want  string
+	}{
+		{"sluice", nil, ""},
+		{"/usr/local/bin/sluice", []string{"demo"}, "demo"},
+		{"/bin/ratelimit", nil, "serve"},
+		{"ratelimit", []string{"-print-config"}, "serve -print-config"},
+		{"/bin/ratelimit", []string{"check", "/etc/rl"}, "check /etc/rl"},
+		{"/bin/ratelimit", []string{"serve", "-shadow"}, "serve -shadow"},
+		{"/bin/ratelimit", []string{"limits.yaml"}, "serve limits.yaml"},
+	}
+	for _, tt := range tests {
+		if got := strings.Join(commandLine(tt.argv0, tt.args), " "); got != tt.want {
+			t.Errorf("commandLine(%q, %q) = %q, want %q", tt.argv0, tt.args, got, tt.want)
+		}
+	}
+}
