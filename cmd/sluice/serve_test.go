@@ -359,3 +359,24 @@ descriptors:
 		t.Errorf("two processes allowed %d of 20 requests, want exactly the limit, 7", allowed)
 	}
 }
+
+// -grpc-uds (GRPC_UDS) serves gRPC on a unix socket instead.
+func TestServeGRPCUDS(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "rl.sock")
+	s := startServe(t, "-config", writeConfig(t, serveYAML), "-grpc-uds", sock)
+	if got := s.addr("grpc"); got != sock {
+		t.Errorf("banner grpc %q, want %q", got, sock)
+	}
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r, err := rlspb.NewRateLimitServiceClient(conn).ShouldRateLimit(t.Context(), &rlspb.RateLimitRequest{
+		Domain:      "shop",
+		Descriptors: []*ratelimitpb.RateLimitDescriptor{{Entries: []*ratelimitpb.RateLimitDescriptor_Entry{{Key: "user", Value: "uds"}}}},
+	})
+	if err != nil || r.GetStatuses()[0].GetLimitRemaining() != 1 {
+		t.Errorf("over the unix socket: %v, %v", r, err)
+	}
+}

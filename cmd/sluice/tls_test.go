@@ -9,9 +9,11 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -114,5 +116,85 @@ func TestServeMTLSFromEnv(t *testing.T) {
 	}
 	if err := call(&tls.Config{RootCAs: pool}); err == nil {
 		t.Error("without a client certificate: answered, want refused")
+	}
+}
+
+// tlsRedis is a redis-server that takes only TLS and requires a client
+// certificate, with the files a client needs.
+type tlsRedis struct{ addr, ca, cert, key string }
+
+// startTLSRedis starts one whose certificate names serverName.
+func startTLSRedis(t *testing.T, serverName string) tlsRedis {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server is not installed (scripts/test installs it): skipping")
+	}
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ca, caKey, caPEM, _ := issue(t, nil, nil, "redis CA", true, false)
+	_, _, srvCert, srvKey := issue(t, ca, caKey, serverName, false, false)
+	_, _, cliCert, cliKey := issue(t, ca, caKey, "sluice", false, true)
+	r := tlsRedis{ca: write("ca.crt", caPEM), cert: write("client.crt", cliCert), key: write("client.key", cliKey)}
+	port := freePort(t)
+	r.addr = "127.0.0.1:" + port
+	cmd := exec.Command("redis-server", "--port", "0", "--tls-port", port, "--bind", "127.0.0.1",
+		"--tls-cert-file", write("redis.crt", srvCert), "--tls-key-file", write("redis.key", srvKey),
+		"--tls-ca-cert-file", r.ca, "--tls-auth-clients", "yes", "--save", "", "--appendonly", "no", "--dir", dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	waitFor(t, 10*time.Second, "redis-server listening on its TLS port", func() bool {
+		c, err := net.Dial("tcp", r.addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return r
+}
+
+// sluice serve reaches a Redis that takes only TLS and requires a client
+// certificate, by REDIS_TLS and REDIS_TLS_* (-redis-tls and its flags).
+// A certificate for another name is refused, unless
+// REDIS_TLS_SKIP_HOSTNAME_VERIFICATION, which still checks its chain.
+func TestServeRedisTLS(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		serverName string
+		skip       string
+		counts     bool // else Redis fails and the rule fails open
+	}{
+		{"the right name", "127.0.0.1", "false", true},
+		{"another name", "redis.example", "false", false},
+		{"another name, skip hostname verification", "redis.example", "true", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := startTLSRedis(t, tt.serverName)
+			withEnv(t, "REDIS_SOCKET_TYPE", "tcp", "REDIS_URL", r.addr, "REDIS_TLS", "true",
+				"REDIS_TLS_CACERT", r.ca, "REDIS_TLS_CLIENT_CERT", r.cert, "REDIS_TLS_CLIENT_KEY", r.key,
+				"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", tt.skip, "USE_STATSD", "false")
+			s := startServe(t, "-config", writeConfig(t, serveYAML), "-debug", "")
+			if want := "redis redis://" + r.addr + " (TLS)"; s.banner["store"] != want {
+				t.Errorf("banner store %q, want %q", s.banner["store"], want)
+			}
+			user := fmt.Sprint("tls", time.Now().UnixNano())
+			stableWindow(time.Minute, 5*time.Second)
+			third := map[bool]int{true: 429, false: 200}[tt.counts]
+			for i, want := range []int{200, 200, third} {
+				if code, body := s.postJSON(t, "shop", "user", user); code != want {
+					t.Errorf("request %d: %d %s, want %d", i+1, code, body, want)
+				}
+			}
+		})
 	}
 }
