@@ -296,6 +296,11 @@ func envoySettings(lookup func(string) (string, bool)) ([]envSetting, []envNote,
 
 	if r.getBool("GRPC_SERVER_USE_TLS") {
 		r.source()
+		for _, name := range []string{"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY"} {
+			if _, ok := lookup(name); !ok {
+				r.errs = append(r.errs, "GRPC_SERVER_USE_TLS=true: set "+name+" too")
+			}
+		}
 		addIfSet("grpc-tls-cert", "GRPC_SERVER_TLS_CERT")
 		addIfSet("grpc-tls-key", "GRPC_SERVER_TLS_KEY")
 		addIfSet("grpc-tls-client-ca", "GRPC_CLIENT_TLS_CACERT")

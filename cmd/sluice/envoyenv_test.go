@@ -212,6 +212,7 @@ func TestEnvoyEnvNotesAndErrors(t *testing.T) {
 		{[]string{"SHADOW_MODE", "yes"}, `SHADOW_MODE="yes": want true or false`},
 		{[]string{"GRPC_MAX_CONNECTION_AGE", "1 day"}, `GRPC_MAX_CONNECTION_AGE="1 day": want a duration`},
 		{[]string{"LOG_LEVEL", "loud", "RUNTIME_ROOT", "/x"}, `LOG_LEVEL="loud"`},
+		{[]string{"GRPC_SERVER_USE_TLS", "true", "GRPC_SERVER_TLS_CERT", "/tls.crt"}, "GRPC_SERVER_USE_TLS=true: set GRPC_SERVER_TLS_KEY too"},
 	} {
 		withEnv(t, tt.env...)
 		code, _, stderr := runArgs(t, "serve", "-print-config")
