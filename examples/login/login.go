@@ -100,12 +100,13 @@ func (l *login) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			tooMany(w, res.RetryAfter, "too many failed logins")
 			return
 		}
-		// A failure aged out between the two calls, and this attempt's
-		// has been charged ahead.
+		// A failure aged out between the peek and this call, which was
+		// allowed: it has charged this attempt's failure ahead.
 		charged = true
 	}
 
 	if l.verify(user, password) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintf(w, "welcome, %s\n", user)
 		return
 	}
