@@ -56,10 +56,15 @@
 //	    share_threshold: true    # for a wildcard value: see below
 //	    descriptors: [...]       # nested descriptors
 //
-// A value that ends in * is a wildcard: "foo*" matches any value that
-// starts with "foo", and "*" any value at all. Each value it matches is
-// counted on its own, unless the descriptor sets share_threshold, in
-// which case all the values it matches share one count.
+// A value holding * is a wildcard, each * standing for any run of
+// characters, the empty one too, wherever it is and however many there
+// are: "foo*" matches any value that starts with "foo", "/api/*/users"
+// any that starts with "/api/" and ends with "/users", "svc*ep*rpc" any
+// that has "svc", "ep" and "rpc" in that order, first and last, and "*"
+// any value at all. A * cannot be escaped: it is always a wildcard. Each
+// value a wildcard matches is counted on its own, unless the descriptor
+// sets share_threshold, in which case all the values it matches share one
+// count.
 //
 // A descriptor with neither a limit nor nested descriptors is allowed:
 // a request descriptor that lands on it is explicitly not limited.
@@ -145,7 +150,7 @@
 // walks the domain's descriptors with it, one level per entry, as
 // envoyproxy/ratelimit does: at each level an entry takes the descriptor
 // with its key and value; failing that, the first (in file order) with
-// its key and a wildcard value its value starts with; failing that, the
+// its key and a wildcard value that matches its value; failing that, the
 // one with its key and no value. The limits that apply are those of the
 // descriptor the last entry lands on. If an entry finds nothing, or the
 // request descriptor has more entries than the config has levels, or the
@@ -209,8 +214,9 @@
 //     error; envoyproxy/ratelimit accepts any of its keys anywhere.
 //   - Entries are matched as (key, value) pairs; envoyproxy/ratelimit joins
 //     them as "key_value" strings, so that a key containing _ can match
-//     another descriptor's key and value. A * is a wildcard only at the end
-//     of a value, and is refused elsewhere in values and in keys.
+//     another descriptor's key and value. A * is a wildcard in values
+//     only, and refused in keys, where envoyproxy/ratelimit's joining
+//     makes it match across the key and the value.
 //   - A file holds one YAML document; more is an error, where
 //     envoyproxy/ratelimit reads the first and ignores the rest.
 //   - quota_mode, value_to_metric and metadata are not supported and are

@@ -53,8 +53,10 @@ type Match struct {
 // domain, none if no limit does. The domain's descriptors are walked
 // level by level, one level per entry: at each level an entry takes the
 // descriptor with its key and value, else the first one (in file order)
-// with its key and a wildcard value it starts with ("foo*"), else the one
-// with its key and no value, which stands for any value. The limits of
+// with its key and a wildcard value that matches it ("foo*",
+// "/api/*/users", "svc*ep*rpc": each * stands for any run of bytes, the
+// empty one too), else the one with its key and no value, which stands
+// for any value. The limits of
 // the descriptor the last entry lands on apply; if the walk stops early,
 // or lands on a descriptor without limits, nothing applies. This is
 // envoyproxy/ratelimit's matching.
@@ -162,7 +164,7 @@ func (n *node) child(e Entry) *node {
 		}
 	}
 	for _, w := range n.wild {
-		if w.key == e.Key && strings.HasPrefix(e.Value, w.prefix) {
+		if w.key == e.Key && w.glob.match(e.Value) {
 			return w.node
 		}
 	}

@@ -27,7 +27,7 @@ type domainConfig struct {
 type node struct {
 	path     string           // envoy's full key: domain.key_value.key
 	exact    map[Entry]*node  // children with a literal value
-	wild     []wildcard       // children with a value ending in *, in file order
+	wild     []wildcard       // children with a value holding *, in file order
 	any      map[string]*node // children with no value: any value
 	limits   []limit
 	detailed bool   // detailed_metric
@@ -36,9 +36,46 @@ type node struct {
 }
 
 type wildcard struct {
-	key    string
-	prefix string
-	node   *node
+	key   string
+	value string // as written, * and all
+	glob  glob
+	node  *node
+}
+
+// glob is a value with wildcards, each * standing for any run of bytes,
+// the empty one included: "/api/*/users", "svc*ep*rpc", "files/*". It is
+// split at each * once, when the config loads, so that matching a request
+// value allocates nothing.
+type glob struct {
+	parts []string // the value split at each *: at least two
+	fixed int      // the bytes of parts together
+}
+
+func newGlob(pattern string) glob {
+	g := glob{parts: strings.Split(pattern, "*")}
+	g.fixed = len(pattern) - (len(g.parts) - 1)
+	return g
+}
+
+// match reports whether s is one of the values g stands for: it starts
+// with the first part, ends with the last, and holds the others in order
+// between them, without overlap. Taking each middle part at its first
+// place leaves the most room for the rest, so that is the only place to
+// try.
+func (g glob) match(s string) bool {
+	first, last := g.parts[0], g.parts[len(g.parts)-1]
+	if len(s) < g.fixed || !strings.HasPrefix(s, first) || !strings.HasSuffix(s, last) {
+		return false
+	}
+	mid := s[len(first) : len(s)-len(last)]
+	for _, p := range g.parts[1 : len(g.parts)-1] {
+		i := strings.Index(mid, p)
+		if i < 0 {
+			return false
+		}
+		mid = mid[i+len(p):]
+	}
+	return true
 }
 
 func (n *node) hasChildren() bool { return len(n.exact)+len(n.wild)+len(n.any) > 0 }
@@ -184,13 +221,10 @@ func (w *walker) descriptors(n *yaml.Node, field string, d *domainConfig, parent
 		case key == "":
 			w.errorf(kn, join(f, "key"), "must not be empty")
 		case strings.Contains(key, "*"):
-			w.errorf(kn, join(f, "key"), "%q: a key cannot be a wildcard, only a value can end in *", key)
+			w.errorf(kn, join(f, "key"), "%q: a key cannot be a wildcard, only a value can hold *", key)
 		}
 		value, _ := w.str(m["value"], join(f, "value"))
-		wild := strings.HasSuffix(value, "*")
-		if strings.Contains(strings.TrimSuffix(value, "*"), "*") {
-			w.errorf(m["value"], join(f, "value"), "%q: * is a wildcard only as the last character", value)
-		}
+		wild := strings.Contains(value, "*")
 		e := Entry{Key: key, Value: value}
 		if first, dup := seen[e]; dup && key != "" {
 			w.errorf(item, f, "duplicate descriptor key %q value %q: already defined at line %d", key, value, first)
@@ -210,7 +244,7 @@ func (w *walker) descriptors(n *yaml.Node, field string, d *domainConfig, parent
 			if wild {
 				child.pattern = value
 			} else {
-				w.errorf(m["share_threshold"], join(f, "share_threshold"), "only a wildcard value (ending in *) can share its limit")
+				w.errorf(m["share_threshold"], join(f, "share_threshold"), "only a wildcard value (one holding *) can share its limit")
 			}
 		}
 		w.nodeLimits(m, f, d, child, defaults{shadow: def.shadow || shadow, failure: def.failure})
@@ -221,7 +255,7 @@ func (w *walker) descriptors(n *yaml.Node, field string, d *domainConfig, parent
 			}
 			parent.any[key] = child
 		case wild:
-			parent.wild = append(parent.wild, wildcard{key: key, prefix: strings.TrimSuffix(value, "*"), node: child})
+			parent.wild = append(parent.wild, wildcard{key: key, value: value, glob: newGlob(value), node: child})
 		default:
 			if parent.exact == nil {
 				parent.exact = make(map[Entry]*node)

@@ -1,0 +1,137 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// The fixtures in testdata/envoy each hold one feature of
+// envoyproxy/ratelimit's format, written from its documentation; they load
+// unchanged and mean what they mean there.
+
+func loadEnvoy(t *testing.T, name string) *Config {
+	t.Helper()
+	c, err := Load(filepath.Join("testdata", "envoy", name))
+	if err != nil {
+		t.Fatalf("Load(%s):\n%v", name, err)
+	}
+	return c
+}
+
+// matchOne returns the rate and key of the one limit entries land on, or
+// 0 and "" for none.
+func matchOne(t *testing.T, c *Config, domain string, entries []Entry) (int64, string) {
+	t.Helper()
+	ms, err := c.Match(domain, entries)
+	if err != nil {
+		t.Fatalf("Match(%s, %v) = %v", domain, entries, err)
+	}
+	switch len(ms) {
+	case 0:
+		return 0, ""
+	case 1:
+		return ms[0].Rule.Limit.Rate, ms[0].Key
+	}
+	t.Fatalf("Match(%s, %v) = %d limits, want at most one", domain, entries, len(ms))
+	return 0, ""
+}
+
+func TestEnvoyWildcards(t *testing.T) {
+	c := loadEnvoy(t, "wildcards.yaml")
+	type E = Entry
+	for _, tt := range []struct {
+		entries []Entry
+		rate    int64
+		key     string
+	}{
+		// A * in the middle: the prefix and the suffix must both be there.
+		{[]E{{"path", "/v2/orders/7/items"}}, 11, "wildcards|path=/v2/orders/7/items"},
+		{[]E{{"path", "/v2/orders//items"}}, 11, "wildcards|path=/v2/orders//items"}, // * matches nothing too
+		{[]E{{"path", "/v2/orders/7/items/9"}}, 15, "wildcards|path=/v2/orders/7/items/9"},
+		{[]E{{"path", "/v2/orders/7/item"}}, 15, "wildcards|path=/v2/orders/7/item"},
+		// An exact value beats a wildcard written before it.
+		{[]E{{"path", "/v2/orders/42/items"}}, 14, "wildcards|path=/v2/orders/42/items"},
+		// Two * in one value, with share_threshold: one count for all.
+		{[]E{{"path", "/v2/users/export/all.csv"}}, 12, "wildcards|path=/v2/*/export/*.csv"},
+		{[]E{{"path", "/v2/a/b/export/x/y.csv"}}, 12, "wildcards|path=/v2/*/export/*.csv"},
+		{[]E{{"path", "/v2/export/.csv"}}, 15, "wildcards|path=/v2/export/.csv"}, // the parts would overlap
+		{[]E{{"path", "/v2//export/.csv"}}, 12, "wildcards|path=/v2/*/export/*.csv"},
+		// A leading *; and the first wildcard in file order wins.
+		{[]E{{"path", "logo.png"}}, 13, "wildcards|path=logo.png"},
+		{[]E{{"path", "/v2/orders/x.png/items"}}, 11, "wildcards|path=/v2/orders/x.png/items"},
+		{[]E{{"path", "/v2/orders/1/items.png"}}, 13, "wildcards|path=/v2/orders/1/items.png"},
+		// Nested wildcards, the outer one shared, the inner one not.
+		{[]E{{"tenant", "t-acme-prod"}, {"region", "eu-west-1"}}, 16, "wildcards|tenant=t-*-prod|region=eu-west-1"},
+		{[]E{{"tenant", "t-b-prod"}, {"region", "euwest"}}, 16, "wildcards|tenant=t-*-prod|region=euwest"},
+		{[]E{{"tenant", "t-acme-test"}, {"region", "eu-west-1"}}, 0, ""},
+		{[]E{{"tenant", "t-acme-prod"}, {"region", "us-east-1"}}, 0, ""},
+		{[]E{{"tenant", "t-acme-prod"}}, 0, ""}, // lands on a descriptor without a limit
+	} {
+		t.Run(fmt.Sprint(tt.entries), func(t *testing.T) {
+			rate, key := matchOne(t, c, "wildcards", tt.entries)
+			if rate != tt.rate || key != tt.key {
+				t.Errorf("Match(%v) = %d %q, want %d %q", tt.entries, rate, key, tt.rate, tt.key)
+			}
+		})
+	}
+}
+
+// globRegexp is what a glob means, the slow way.
+func globRegexp(pattern string) *regexp.Regexp {
+	parts := strings.Split(pattern, "*")
+	for i, p := range parts {
+		parts[i] = regexp.QuoteMeta(p)
+	}
+	return regexp.MustCompile(`^(?s:` + strings.Join(parts, ".*") + `)$`)
+}
+
+func TestGlob(t *testing.T) {
+	for _, tt := range []struct {
+		pattern string
+		yes     []string
+		no      []string
+	}{
+		{"*", []string{"", "a", "**"}, nil},
+		{"a*", []string{"a", "abc", "a*"}, []string{"", "ba"}},
+		{"*a", []string{"a", "ba", "aaa"}, []string{"", "ab"}},
+		{"a*a", []string{"aa", "aba", "aaa"}, []string{"a", "ab", "ba"}},
+		{"a*b*c", []string{"abc", "aXbYc", "abbc", "abcbc", "acbc"}, []string{"ac", "acb", "abcd", "bc"}},
+		{"**", []string{"", "x"}, nil},
+		{"a**b", []string{"ab", "axb"}, []string{"a", "ba"}},
+		{"*ab*ab*", []string{"abab", "xabyabz"}, []string{"ab", "aab"}},
+		{"/api/*/v1", []string{"/api//v1", "/api/x/v1", "/api/v1/v1"}, []string{"/api/v1", "/api/x/v2"}},
+	} {
+		g, re := newGlob(tt.pattern), globRegexp(tt.pattern)
+		for _, s := range tt.yes {
+			if !g.match(s) || !re.MatchString(s) {
+				t.Errorf("%q does not match %q (glob %v, regexp %v)", s, tt.pattern, g.match(s), re.MatchString(s))
+			}
+		}
+		for _, s := range tt.no {
+			if g.match(s) || re.MatchString(s) {
+				t.Errorf("%q matches %q (glob %v, regexp %v)", s, tt.pattern, g.match(s), re.MatchString(s))
+			}
+		}
+	}
+}
+
+// FuzzGlob holds the glob to a regular expression's meaning of it.
+func FuzzGlob(f *testing.F) {
+	f.Add("a*b*c", "aXbYc")
+	f.Add("*ab*ab*", "xabyabz")
+	f.Add("a*a", "a")
+	f.Fuzz(func(t *testing.T, pattern, s string) {
+		// The regexp reads runes: keep to valid UTF-8, where bytes and
+		// runes agree.
+		if !strings.Contains(pattern, "*") || len(pattern) > 64 || !utf8.ValidString(pattern) || !utf8.ValidString(s) {
+			return
+		}
+		if got, want := newGlob(pattern).match(s), globRegexp(pattern).MatchString(s); got != want {
+			t.Fatalf("glob %q match(%q) = %v, the regexp says %v", pattern, s, got, want)
+		}
+	})
+}
