@@ -53,6 +53,8 @@
 //	      unlimited: true        # instead of unit and requests_per_unit
 //	    shadow_mode: true        # this descriptor's limits never deny
 //	    detailed_metric: true    # metrics per value; see Match.DetailedMetric
+//	    value_to_metric: true    # the request's value in a metric label,
+//	                             # bounded: see Match.MetricLabel
 //	    share_threshold: true    # for a wildcard value: see below
 //	    descriptors: [...]       # nested descriptors
 //
@@ -219,8 +221,7 @@
 //     makes it match across the key and the value.
 //   - A file holds one YAML document; more is an error, where
 //     envoyproxy/ratelimit reads the first and ignores the rest.
-//   - quota_mode, value_to_metric and metadata are not supported and are
-//     refused by name. A domain defined in two files is an error, as is
+//   - quota_mode and metadata are not supported and are refused by name. A domain defined in two files is an error, as is
 //     envoyproxy/ratelimit's default (it has no MERGE_DOMAIN_CONFIG here).
 //   - Windows of month and year are 30 and 365 days from the Unix epoch,
 //     as envoyproxy/ratelimit's are by default (not calendar months).

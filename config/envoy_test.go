@@ -135,3 +135,70 @@ func FuzzGlob(f *testing.F) {
 		}
 	})
 }
+
+func TestEnvoyValueToMetric(t *testing.T) {
+	c := loadEnvoy(t, "value_to_metric.yaml")
+	type E = Entry
+	for _, tt := range []struct {
+		entries []Entry
+		label   string
+	}{
+		{[]E{{"route", "/api/orders"}, {"method", "GET"}, {"user", "u1"}}, "route=/api/orders|method=GET|user"},
+		{[]E{{"route", "/api/orders"}, {"method", "POST"}, {"user", "u2"}}, "route=/api/orders|method=POST|user"},
+		// The config's own value is in the label with or without the flag.
+		{[]E{{"route", "/x"}, {"method", "DELETE"}}, "route=/x|method=DELETE"},
+		// Through a wildcard: the whole value, not the wildcard.
+		{[]E{{"action", "readfile"}}, "action=readfile"},
+		// A shared threshold: the wildcard, as in the counting key.
+		{[]E{{"bucket", "shared/a"}}, "bucket=shared/*"},
+		{[]E{{"bucket", "shared/b"}}, "bucket=shared/*"},
+		// No value_to_metric on the path: no label at all.
+		{[]E{{"plain", "anything"}}, ""},
+		// Escaped as keys are.
+		{[]E{{"action", "read|x=1\n"}}, "action=read%7Cx%3D1%0A"},
+	} {
+		ms, err := c.Match("labels", tt.entries)
+		if err != nil || len(ms) != 1 {
+			t.Fatalf("Match(%v) = %v, %v; want one match", tt.entries, ms, err)
+		}
+		if got := ms[0].MetricLabel; got != tt.label {
+			t.Errorf("Match(%v).MetricLabel = %q, want %q", tt.entries, got, tt.label)
+		}
+	}
+
+	// A long value is cut, and two long values stay apart.
+	long := strings.Repeat("a", 2*MaxMetricLabel)
+	a, _ := c.Match("labels", []Entry{{"action", "read" + long + "1"}})
+	b, _ := c.Match("labels", []Entry{{"action", "read" + long + "2"}})
+	la, lb := a[0].MetricLabel, b[0].MetricLabel
+	if len(la) > MaxMetricLabel || len(lb) > MaxMetricLabel || la == lb || !strings.HasPrefix(la, "action=readaaa") {
+		t.Errorf("long labels %q and %q: want at most %d bytes each, different, starting with the value", la, lb, MaxMetricLabel)
+	}
+}
+
+// A secret's value is in no label, whatever the levels below it ask.
+func TestValueToMetricBelowSecret(t *testing.T) {
+	c := mustParse(t, `
+domain: api
+descriptors:
+  - key: api_key
+    secret: true
+    descriptors:
+      - key: path
+        value_to_metric: true
+        rate_limit: {unit: second, requests_per_unit: 1}
+  - key: plan
+    value: gold
+    secret: true
+    descriptors:
+      - key: path
+        value_to_metric: true
+        rate_limit: {unit: second, requests_per_unit: 1}
+`)
+	for _, es := range [][]Entry{{{"api_key", "sk_live_1"}, {"path", "/x"}}, {{"plan", "gold"}, {"path", "/x"}}} {
+		ms, _ := c.Match("api", es)
+		if len(ms) != 1 || ms[0].MetricLabel != es[0].Key+"|path=/x" {
+			t.Errorf("Match(%v) = %+v, want the label %s|path=/x", es, ms, es[0].Key)
+		}
+	}
+}

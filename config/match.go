@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -40,6 +42,21 @@ type Match struct {
 	// DetailedMetric asks for metrics per descriptor value rather than per
 	// rule; it can make for many series.
 	DetailedMetric bool
+	// MetricLabel is the request descriptor as a metric label, when the
+	// config sets value_to_metric on the descriptor it lands on or on one
+	// above: "" otherwise. Each level is written as envoyproxy/ratelimit
+	// names it in its statistics, here as "key=value" or "key", joined with
+	// "|": the request's value at a level with value_to_metric (unless it
+	// shares a threshold, where the wildcard stands), the config's value at
+	// a level that gives one, and the key alone at the others, as in
+	//
+	//	route=/api/v1/orders|method=GET|user
+	//
+	// It holds only printable ASCII, escaped as Key is, and at most
+	// MaxMetricLabel bytes. A request's value reaches no other label:
+	// bound how many distinct ones are kept (the server keeps
+	// server.MaxLabelValues per rule).
+	MetricLabel string
 	// ID is the index of Rule in Config.Rules, so that a caller can keep
 	// what it prepares for each rule in a slice rather than a map; -1 for
 	// an unlimited match.
@@ -101,6 +118,10 @@ func (c *Config) Match(domain string, entries []Entry) ([]Match, error) {
 		return nil, nil
 	}
 	k := key.String()
+	var label string
+	if last.labelled {
+		label = d.root.metricLabel(entries)
+	}
 	ms := make([]Match, len(last.limits))
 	for i, l := range last.limits {
 		ms[i] = Match{
@@ -110,10 +131,51 @@ func (c *Config) Match(domain string, entries []Entry) ([]Match, error) {
 			Name:           l.name,
 			Unlimited:      l.unlimited,
 			DetailedMetric: last.detailed,
+			MetricLabel:    label,
 			Replaces:       l.replaces,
 		}
 	}
 	return ms, nil
+}
+
+// MaxMetricLabel is the most bytes of a Match.MetricLabel. A longer one
+// keeps its first bytes and ends in "%#" and a digest of the whole, so
+// that two long labels stay apart.
+const MaxMetricLabel = 256
+
+// metricLabel writes the Match.MetricLabel of entries, which land, from
+// n, on a descriptor with value_to_metric on its path. It walks the
+// entries again rather than slow every Match down for the few
+// descriptors that have a label.
+func (n *node) metricLabel(entries []Entry) string {
+	var b strings.Builder
+	for i, e := range entries {
+		next := n.child(e)
+		if i > 0 {
+			b.WriteByte('|')
+		}
+		escape(&b, e.Key)
+		switch {
+		case next.secret:
+			// A secret is in no label, not even one the config spells out.
+		case next.pattern != "":
+			b.WriteByte('=')
+			escape(&b, next.pattern) // shared: the wildcard, as in the key
+		case next.valueToMetric || next.value != "" && !next.wildcard:
+			b.WriteByte('=')
+			escape(&b, e.Value) // the request's value, or the config's own
+		case next.wildcard:
+			b.WriteByte('=')
+			escape(&b, next.value) // the wildcard that matched
+		}
+		n = next
+	}
+	s := b.String()
+	if len(s) <= MaxMetricLabel {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	return s[:MaxMetricLabel-2-16] + "%#" + hex.EncodeToString(sum[:8])
 }
 
 // canLand reports whether a request descriptor with these keys could land

@@ -33,6 +33,13 @@ type node struct {
 	detailed bool   // detailed_metric
 	pattern  string // share_threshold: the wildcard value that all matching values count under
 	secret   bool   // the value is keyed by its digest: it never reaches a store
+	// valueToMetric is the descriptor's value_to_metric: a request's
+	// value at this level goes into the metric label (Match.MetricLabel).
+	// labelled is valueToMetric here or at a level above, so that Match
+	// knows at once whether a descriptor it lands on has a label.
+	valueToMetric, labelled bool
+	value                   string // as written: "" for any value
+	wildcard                bool   // value holds a *
 }
 
 type wildcard struct {
@@ -97,7 +104,7 @@ type limit struct {
 // The keys each level allows.
 var (
 	rootKeys       = []string{"domain", "descriptors", "shadow_mode", "failure", "forward_auth"}
-	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "detailed_metric", "share_threshold", "secret"}
+	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "share_threshold", "secret"}
 	limitKeys      = []string{"name", "replaces", "unit", "unit_multiplier", "requests_per_unit", "unlimited", "algorithm", "period", "burst", "failure"}
 	replacesKeys   = []string{"name"}
 )
@@ -235,11 +242,16 @@ func (w *walker) descriptors(n *yaml.Node, field string, d *domainConfig, parent
 		detailed, _ := w.boolean(m["detailed_metric"], join(f, "detailed_metric"))
 		share, _ := w.boolean(m["share_threshold"], join(f, "share_threshold"))
 		secret, _ := w.boolean(m["secret"], join(f, "secret"))
+		toMetric, _ := w.boolean(m["value_to_metric"], join(f, "value_to_metric"))
+		if toMetric && secret {
+			w.errorf(m["value_to_metric"], join(f, "value_to_metric"), "a secret value never goes into a metric: give secret or value_to_metric, not both")
+		}
 		seg := key
 		if value != "" {
 			seg += "_" + value
 		}
-		child := &node{path: parent.path + "." + seg, detailed: detailed, secret: secret}
+		child := &node{path: parent.path + "." + seg, detailed: detailed, secret: secret,
+			valueToMetric: toMetric, labelled: toMetric || parent.labelled, value: value, wildcard: wild}
 		if share {
 			if wild {
 				child.pattern = value

@@ -347,6 +347,7 @@ var keyHome = map[string]string{
 	"rate_limit":        "a descriptor",
 	"rate_limits":       "a descriptor",
 	"detailed_metric":   "a descriptor",
+	"value_to_metric":   "a descriptor",
 	"share_threshold":   "a descriptor",
 	"shadow_mode":       "a descriptor or the top level",
 	"failure":           "rate_limit or the top level",
@@ -367,9 +368,8 @@ var keyHome = map[string]string{
 // Keys of envoyproxy/ratelimit's format that sluice does not implement:
 // refused by name rather than silently ignored.
 var unsupported = map[string]string{
-	"quota_mode":      "quota mode",
-	"value_to_metric": "value_to_metric (sluice labels metrics by rule name; see detailed_metric)",
-	"metadata":        "response metadata",
+	"quota_mode": "quota mode",
+	"metadata":   "response metadata",
 }
 
 // unknownKey explains why key is not allowed where known keys are.
