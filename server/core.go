@@ -58,10 +58,11 @@ func badf(format string, args ...any) error { return &badRequest{fmt.Sprintf(for
 
 // check is one limit applied to one descriptor of a request.
 type check struct {
-	desc int // the descriptor's index in the request
-	lim  *limitInfo
-	n    int64 // the descriptor's hits
-	key  string
+	desc  int // the descriptor's index in the request
+	lim   *limitInfo
+	n     int64 // the descriptor's hits
+	key   string
+	label string // config.Match.MetricLabel: value_to_metric's, or ""
 }
 
 // decide answers req against snap, and counts it: see the package
@@ -95,7 +96,7 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 	for i, ms := range matches {
 		for _, m := range ms {
 			if !m.Unlimited {
-				checks = append(checks, check{desc: i, lim: snap.rules[m.ID], n: req.descs[i].hits, key: boundKey(m.Key)})
+				checks = append(checks, check{desc: i, lim: snap.rules[m.ID], n: req.descs[i].hits, key: boundKey(m.Key), label: m.MetricLabel})
 			}
 		}
 	}
@@ -153,6 +154,9 @@ func (s *Server) describe(domain string, ms []config.Match, cs []check, ds []slu
 			}
 		}
 		s.m.count(c.lim, domain, result)
+		if c.label != "" {
+			s.m.countValue(c.lim, domain, c.label, result)
+		}
 	}
 	comb := sluice.Combine(own, ds)
 	return descStatus{over: !comb.Allowed, lim: cs[sluice.Tightest(own, ds)].lim, d: comb}

@@ -133,6 +133,7 @@
 // # Metrics
 //
 //	sluice_decisions_total{domain,rule,result}  result: within, over, shadow_over
+//	sluice_value_decisions_total{domain,rule,descriptor,result}
 //	sluice_store_errors_total
 //	sluice_decision_duration_seconds{endpoint}  endpoint: grpc, json, auth
 //	sluice_config_reloads_total{result}         result: success, failure
@@ -141,7 +142,16 @@
 // Labels come from the config only, so no request can add a series:
 // domains the config lacks count as "(unknown)", descriptors no limit
 // applies to as rule "(none)", and no key, descriptor value or address is
-// ever a label (detailed_metric is accepted and has no effect here).
+// ever a label (detailed_metric is accepted and has no effect here), with
+// one exception the config opts into. A descriptor with value_to_metric
+// (envoyproxy/ratelimit's) counts its limits' decisions again in
+// sluice_value_decisions_total, with the request descriptor as the label
+// "descriptor" (config.Match.MetricLabel: route=/api/orders|user, the
+// values of the levels that ask, never a secret's, at most 256 bytes).
+// It is bounded: each rule counts at most MaxLabelValues (100) descriptors
+// apart, and the ones past that under "(other)", so a flood of values
+// adds no series; a reload that drops or changes the rule drops its
+// series.
 //
 // # Reloading and shutting down
 //
