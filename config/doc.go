@@ -52,6 +52,9 @@
 //	        - name: other_limit
 //	      unlimited: true        # instead of unit and requests_per_unit
 //	    shadow_mode: true        # this descriptor's limits never deny
+//	    quota_mode: true         # over these limits fails a request only
+//	                             # if all its quota_mode descriptors are
+//	                             # over; see Match.QuotaMode
 //	    detailed_metric: true    # metrics per value; see Match.DetailedMetric
 //	    value_to_metric: true    # the request's value in a metric label,
 //	                             # bounded: see Match.MetricLabel
@@ -221,7 +224,7 @@
 //     makes it match across the key and the value.
 //   - A file holds one YAML document; more is an error, where
 //     envoyproxy/ratelimit reads the first and ignores the rest.
-//   - quota_mode and metadata are not supported and are refused by name. A domain defined in two files is an error, as is
+//   - metadata is not supported and is refused by name. A domain defined in two files is an error, as is
 //     envoyproxy/ratelimit's default (it has no MERGE_DOMAIN_CONFIG here).
 //   - Windows of month and year are 30 and 365 days from the Unix epoch,
 //     as envoyproxy/ratelimit's are by default (not calendar months).

@@ -202,3 +202,24 @@ descriptors:
 		}
 	}
 }
+
+func TestEnvoyQuotaMode(t *testing.T) {
+	c := loadEnvoy(t, "quota_mode.yaml")
+	for _, tt := range []struct {
+		entries []Entry
+		quota   bool
+	}{
+		{[]Entry{{"service", "search"}}, true},
+		{[]Entry{{"service", "index"}}, true},
+		{[]Entry{{"team", "a"}, {"member", "b"}}, false}, // not inherited
+		{[]Entry{{"remote_address", "192.0.2.1"}}, false},
+	} {
+		ms, err := c.Match("quotas", tt.entries)
+		if err != nil || len(ms) != 1 {
+			t.Fatalf("Match(%v) = %v, %v; want one match", tt.entries, ms, err)
+		}
+		if ms[0].QuotaMode != tt.quota {
+			t.Errorf("Match(%v).QuotaMode = %v, want %v", tt.entries, ms[0].QuotaMode, tt.quota)
+		}
+	}
+}

@@ -53,7 +53,6 @@ var badConfigs = []struct {
 	{"wildcard_key.yaml", `wildcard_key.yaml:3: descriptors[0].key: "header_*": a key cannot be a wildcard`},
 	{"share_threshold_without_wildcard.yaml", `share_threshold_without_wildcard.yaml:5: descriptors[0].share_threshold: only a wildcard value (one holding *) can share its limit`},
 	{"value_to_metric_secret.yaml", `value_to_metric_secret.yaml:5: descriptors[0].value_to_metric: a secret value never goes into a metric`},
-	{"unsupported_quota_mode.yaml", `unsupported_quota_mode.yaml:5: descriptors[0]: "quota_mode": sluice does not support quota mode`},
 	{"non_map_list.yaml", `non_map_list.yaml:3: descriptors[0]: want a mapping of keys to values, got "a"`},
 	{"non_string_key.yaml", `non_string_key.yaml:4: descriptors[0]: keys must be plain names, got a list`},
 	{"bad_bool.yaml", `bad_bool.yaml:4: descriptors[0].shadow_mode: want true or false, got "sometimes"`},

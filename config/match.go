@@ -39,6 +39,12 @@ type Match struct {
 	// without asking the store (envoyproxy/ratelimit reports the
 	// remaining quota as the largest uint32).
 	Unlimited bool
+	// QuotaMode is envoyproxy/ratelimit's quota_mode, set on the
+	// descriptor the request descriptor lands on: a request descriptor
+	// over such a limit fails the request only when every request
+	// descriptor in quota mode is over its limits. Deciding that is the
+	// caller's (package server does, and has a global quota mode too).
+	QuotaMode bool
 	// DetailedMetric asks for metrics per descriptor value rather than per
 	// rule; it can make for many series.
 	DetailedMetric bool
@@ -132,6 +138,7 @@ func (c *Config) Match(domain string, entries []Entry) ([]Match, error) {
 			Unlimited:      l.unlimited,
 			DetailedMetric: last.detailed,
 			MetricLabel:    label,
+			QuotaMode:      last.quota,
 			Replaces:       l.replaces,
 		}
 	}

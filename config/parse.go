@@ -40,6 +40,7 @@ type node struct {
 	valueToMetric, labelled bool
 	value                   string // as written: "" for any value
 	wildcard                bool   // value holds a *
+	quota                   bool   // quota_mode: see Match.QuotaMode
 }
 
 type wildcard struct {
@@ -104,7 +105,7 @@ type limit struct {
 // The keys each level allows.
 var (
 	rootKeys       = []string{"domain", "descriptors", "shadow_mode", "failure", "forward_auth"}
-	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "share_threshold", "secret"}
+	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "secret"}
 	limitKeys      = []string{"name", "replaces", "unit", "unit_multiplier", "requests_per_unit", "unlimited", "algorithm", "period", "burst", "failure"}
 	replacesKeys   = []string{"name"}
 )
@@ -242,6 +243,7 @@ func (w *walker) descriptors(n *yaml.Node, field string, d *domainConfig, parent
 		detailed, _ := w.boolean(m["detailed_metric"], join(f, "detailed_metric"))
 		share, _ := w.boolean(m["share_threshold"], join(f, "share_threshold"))
 		secret, _ := w.boolean(m["secret"], join(f, "secret"))
+		quota, _ := w.boolean(m["quota_mode"], join(f, "quota_mode"))
 		toMetric, _ := w.boolean(m["value_to_metric"], join(f, "value_to_metric"))
 		if toMetric && secret {
 			w.errorf(m["value_to_metric"], join(f, "value_to_metric"), "a secret value never goes into a metric: give secret or value_to_metric, not both")
@@ -251,7 +253,7 @@ func (w *walker) descriptors(n *yaml.Node, field string, d *domainConfig, parent
 			seg += "_" + value
 		}
 		child := &node{path: parent.path + "." + seg, detailed: detailed, secret: secret,
-			valueToMetric: toMetric, labelled: toMetric || parent.labelled, value: value, wildcard: wild}
+			valueToMetric: toMetric, labelled: toMetric || parent.labelled, value: value, wildcard: wild, quota: quota}
 		if share {
 			if wild {
 				child.pattern = value
@@ -274,8 +276,8 @@ func (w *walker) descriptors(n *yaml.Node, field string, d *domainConfig, parent
 			}
 			parent.exact[e] = child
 		}
-		// shadow_mode is the descriptor's own: its children do not inherit
-		// it, as in envoyproxy/ratelimit.
+		// shadow_mode and quota_mode are the descriptor's own: its children
+		// do not inherit them, as in envoyproxy/ratelimit.
 		w.descriptors(m["descriptors"], join(f, "descriptors"), d, child, def, depth+1)
 	}
 }

@@ -348,6 +348,7 @@ var keyHome = map[string]string{
 	"rate_limits":       "a descriptor",
 	"detailed_metric":   "a descriptor",
 	"value_to_metric":   "a descriptor",
+	"quota_mode":        "a descriptor",
 	"share_threshold":   "a descriptor",
 	"shadow_mode":       "a descriptor or the top level",
 	"failure":           "rate_limit or the top level",
@@ -368,8 +369,7 @@ var keyHome = map[string]string{
 // Keys of envoyproxy/ratelimit's format that sluice does not implement:
 // refused by name rather than silently ignored.
 var unsupported = map[string]string{
-	"quota_mode": "quota mode",
-	"metadata":   "response metadata",
+	"metadata": "response metadata",
 }
 
 // unknownKey explains why key is not allowed where known keys are.
