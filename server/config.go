@@ -49,6 +49,13 @@ type Config struct {
 	// statuses, but the overall answer is always OK. Rules with
 	// shadow_mode in the config are in shadow mode regardless.
 	Shadow bool
+	// QuotaMode puts every descriptor of every request in quota mode, as
+	// envoyproxy/ratelimit's QUOTA_MODE does: a request is denied only
+	// when each of its descriptors, unlimited ones aside, is over a limit
+	// (a descriptor no limit applies to never is). Descriptors with
+	// quota_mode in the config are in quota mode regardless. See the
+	// package documentation.
+	QuotaMode bool
 
 	// HTTPAddr and GRPCAddr are where ListenAndServe listens. The
 	// defaults are ":8080" and ":8081".

@@ -65,6 +65,21 @@
 //	RateLimit: "per_ip";r=0;t=1, "per_ip_hourly";r=979;t=1
 //	Retry-After: 1
 //
+// Quota mode, per descriptor (quota_mode in the config) or for every
+// descriptor (Config.QuotaMode, --quota-mode, envoyproxy/ratelimit's
+// QUOTA_MODE), is envoyproxy/ratelimit's: a descriptor in quota mode over
+// its limit fails the request only when every descriptor in quota mode
+// is over. A request with some quota descriptors over and the others
+// within is allowed; the ones over say OVER_LIMIT in their statuses and
+// are not charged, the rest are. Descriptors not in quota mode stay all
+// or nothing: if one of them denies, the request is denied and nothing is
+// charged, quota descriptors included. A request denied because all its
+// quota descriptors are over charges nothing either, and its Retry-After
+// is the wait for the first of them to allow. (To charge the quota
+// descriptors within and leave out the ones over, the request is taken
+// again without them; a descriptor seen over is not charged even if
+// another request made room in between.)
+//
 // Shadow mode, per limit (shadow_mode in the config) or for the whole
 // server (Config.Shadow, --shadow), decides and counts but never denies.
 // A limit in shadow mode by the config reports OK for its descriptor; under

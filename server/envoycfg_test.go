@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -138,5 +140,139 @@ descriptors:
 	}
 	if got := counter(t, s, "sluice_value_decisions_total", "rule", "per_route_user", "descriptor", "route=/orders|user", "result", resultWithin); got != 1 {
 		t.Errorf("the changed rule counts afresh: %v, want 1", got)
+	}
+}
+
+const quotaYAML = `domain: models
+descriptors:
+  - key: model
+    value: small
+    quota_mode: true
+    rate_limit: {name: small, unit: minute, requests_per_unit: 1}
+  - key: model
+    value: large
+    quota_mode: true
+    rate_limit: {name: large, unit: minute, requests_per_unit: 2}
+  - key: user
+    rate_limit: {name: per_user, unit: minute, requests_per_unit: 2}
+  - key: free
+    rate_limit: {unlimited: true}
+`
+
+// answer is a response in short: the overall code, then each
+// descriptor's code and remaining, as "OK small=OK/0 large=OVER/0".
+func answer(t *testing.T, s *Server, req *rlspb.RateLimitRequest) string {
+	t.Helper()
+	resp, err := s.ShouldRateLimit(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := func(c rlspb.RateLimitResponse_Code) string {
+		if c == rlspb.RateLimitResponse_OVER_LIMIT {
+			return "OVER"
+		}
+		return c.String()
+	}
+	out := code(resp.GetOverallCode())
+	for i, st := range resp.GetStatuses() {
+		name := st.GetCurrentLimit().GetName()
+		if name == "" {
+			name = fmt.Sprint(i)
+		}
+		out += fmt.Sprintf(" %s=%s/%d", name, code(st.GetCode()), st.GetLimitRemaining())
+	}
+	return out
+}
+
+// A quota descriptor over its limit fails the request only when every
+// quota descriptor is over; an over one in an allowed request says so
+// and is not charged; a denied request charges nothing; descriptors not
+// in quota mode are all or nothing as always.
+func TestQuotaMode(t *testing.T) {
+	path := writeFile(t, t.TempDir(), "models.yaml", quotaYAML)
+	s, clock := newServer(t, Config{Paths: []string{path}})
+	both := func() *rlspb.RateLimitRequest { return rlReq("models", 0, "model=small", "model=large") }
+	peek := func(desc string) string {
+		return answer(t, s, withHits(rlReq("models", 0, desc), 0, 0))
+	}
+	steps := []struct {
+		req  *rlspb.RateLimitRequest
+		want string
+	}{
+		{both(), "OK small=OK/0 large=OK/1"},
+		// small is over, large is not: allowed, small reports its
+		// denial, and only large is charged.
+		{both(), "OK small=OVER/0 large=OK/0"},
+		// Both over: denied.
+		{both(), "OVER small=OVER/0 large=OVER/0"},
+	}
+	for i, st := range steps {
+		if got := answer(t, s, st.req); got != st.want {
+			t.Fatalf("step %d: %s, want %s", i, got, st.want)
+		}
+	}
+	resp, _ := s.ShouldRateLimit(t.Context(), both())
+	if got := header(resp, fieldRetryAfter); got != "50" {
+		t.Errorf("all quotas over: Retry-After %q, want 50 (the minute's window ends in 50s)", got)
+	}
+	if got := counter(t, s, "sluice_decisions_total", "rule", "small", "result", resultOver); got != 3 {
+		t.Errorf("small counted over %v times, want 3", got)
+	}
+
+	// The only quota descriptor over denies the request, and the user's
+	// limit, within, is not charged: a denied request's other limits
+	// report what they have left, uncharged.
+	if got, want := answer(t, s, rlReq("models", 0, "model=small", "user=u1")), "OVER small=OVER/0 per_user=OK/2"; got != want {
+		t.Errorf("one quota descriptor, over, and a user within: %s, want %s", got, want)
+	}
+	if got, want := peek("user=u1"), "OK per_user=OK/2"; got != want {
+		t.Errorf("after a denied request: %s, want %s (nothing charged)", got, want)
+	}
+	// An unlimited descriptor is no quota descriptor.
+	if got, want := answer(t, s, rlReq("models", 0, "model=small", "free=x")), "OVER small=OVER/0 1=OK/4294967295"; got != want {
+		t.Errorf("a quota descriptor over beside an unlimited one: %s, want %s", got, want)
+	}
+
+	// A new window: a limit not in quota mode denies whatever the quotas
+	// say, and charges nothing.
+	clock.Advance(time.Minute)
+	answer(t, s, rlReq("models", 0, "user=u2"))
+	answer(t, s, rlReq("models", 0, "user=u2"))
+	if got, want := answer(t, s, rlReq("models", 0, "model=small", "model=large", "user=u2")), "OVER small=OK/1 large=OK/2 per_user=OVER/0"; got != want {
+		t.Errorf("user over, quotas within: %s, want %s", got, want)
+	}
+	if got, want := peek("model=small"), "OK small=OK/1"; got != want {
+		t.Errorf("after the denied request: %s, want %s (nothing charged)", got, want)
+	}
+	// With the user within, one quota over: allowed, user and large
+	// charged.
+	answer(t, s, rlReq("models", 0, "model=small"))
+	if got, want := answer(t, s, rlReq("models", 0, "model=small", "model=large", "user=u3")), "OK small=OVER/0 large=OK/1 per_user=OK/1"; got != want {
+		t.Errorf("small over, large and user within: %s, want %s", got, want)
+	}
+	if got, want := peek("user=u3"), "OK per_user=OK/1"; got != want {
+		t.Errorf("the user after an allowed request: %s, want %s", got, want)
+	}
+}
+
+// Under global quota mode every descriptor is a quota descriptor: one of
+// two over lets the request through, both over deny it, and a
+// descriptor no limit applies to is never over.
+func TestGlobalQuotaMode(t *testing.T) {
+	path := writeFile(t, t.TempDir(), "models.yaml", quotaYAML)
+	s, _ := newServer(t, Config{Paths: []string{path}, QuotaMode: true})
+	for i, st := range []struct {
+		req  *rlspb.RateLimitRequest
+		want string
+	}{
+		{rlReq("models", 0, "user=a", "user=b"), "OK per_user=OK/1 per_user=OK/1"},
+		{rlReq("models", 0, "user=a", "user=b"), "OK per_user=OK/0 per_user=OK/0"},
+		{rlReq("models", 0, "user=a", "user=c"), "OK per_user=OVER/0 per_user=OK/1"},
+		{rlReq("models", 0, "user=a", "user=b"), "OVER per_user=OVER/0 per_user=OVER/0"},
+		{rlReq("models", 0, "user=a", "nolimit=x"), "OK per_user=OVER/0 1=OK/0"},
+	} {
+		if got := answer(t, s, st.req); got != st.want {
+			t.Errorf("step %d: %s, want %s", i, got, st.want)
+		}
 	}
 }

@@ -53,6 +53,9 @@ Flags:
   -grpc ADDR           the gRPC address (default :8081)
   -shadow              shadow mode for every rule: decide and count, never
                        deny
+  -quota-mode          quota mode for every descriptor, as
+                       envoyproxy/ratelimit's QUOTA_MODE: a request is
+                       denied only when all its descriptors are over
   -drain DURATION      how long to keep serving after reporting not ready
                        on shutdown, for load balancers to notice (default 0)
   -poll DURATION       how often to check the config files for changes;
@@ -91,6 +94,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		httpAddr string
 		grpcAddr string
 		shadow   bool
+		quota    bool
 		drain    time.Duration
 		poll     time.Duration
 		readTO   time.Duration
@@ -103,6 +107,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&httpAddr, "http", server.DefaultHTTPAddr, "")
 	fs.StringVar(&grpcAddr, "grpc", server.DefaultGRPCAddr, "")
 	fs.BoolVar(&shadow, "shadow", false, "")
+	fs.BoolVar(&quota, "quota-mode", false, "")
 	fs.DurationVar(&drain, "drain", 0, "")
 	fs.DurationVar(&poll, "poll", server.DefaultReloadInterval, "")
 	fs.Var(&trusted, "trusted-proxies", "")
@@ -149,6 +154,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		// per request.
 		StoreTimeout:   -1,
 		Shadow:         shadow,
+		QuotaMode:      quota,
 		HTTPAddr:       httpAddr,
 		GRPCAddr:       grpcAddr,
 		ReloadInterval: poll,
