@@ -59,6 +59,8 @@
 //	    value_to_metric: true    # the request's value in a metric label,
 //	                             # bounded: see Match.MetricLabel
 //	    share_threshold: true    # for a wildcard value: see below
+//	    metadata: {owner: team}  # any mapping, returned as the response's
+//	                             # dynamic metadata; see Match.Metadata
 //	    descriptors: [...]       # nested descriptors
 //
 // A value holding * is a wildcard, each * standing for any run of
@@ -224,7 +226,7 @@
 //     makes it match across the key and the value.
 //   - A file holds one YAML document; more is an error, where
 //     envoyproxy/ratelimit reads the first and ignores the rest.
-//   - metadata is not supported and is refused by name. A domain defined in two files is an error, as is
+//   - A domain defined in two files is an error, as is
 //     envoyproxy/ratelimit's default (it has no MERGE_DOMAIN_CONFIG here).
 //   - Windows of month and year are 30 and 365 days from the Unix epoch,
 //     as envoyproxy/ratelimit's are by default (not calendar months).

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -221,5 +222,73 @@ func TestEnvoyQuotaMode(t *testing.T) {
 		if ms[0].QuotaMode != tt.quota {
 			t.Errorf("Match(%v).QuotaMode = %v, want %v", tt.entries, ms[0].QuotaMode, tt.quota)
 		}
+	}
+}
+
+func TestEnvoyMetadata(t *testing.T) {
+	c := loadEnvoy(t, "metadata.yaml")
+	ms, err := c.Match("meta", []Entry{{"service", "billing"}})
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("Match(billing) = %v, %v; want one match", ms, err)
+	}
+	want := map[string]any{
+		"owner": "payments", "tier": int64(1), "weight": 0.5, "enabled": true, "nothing": nil,
+		"tags": []any{"pci", "eu"}, "limits": map[string]any{"burst": int64(20)},
+	}
+	if got := ms[0].Metadata; !reflect.DeepEqual(got, want) {
+		t.Errorf("billing's Metadata = %#v, want %#v", got, want)
+	}
+	ms, _ = c.Match("meta", []Entry{{"service", "other"}})
+	if len(ms) != 1 || ms[0].Metadata != nil {
+		t.Errorf("Match(other) = %+v, want one match without metadata", ms)
+	}
+
+	// Anchors, aliases and merge keys read as YAML has them.
+	c = mustParse(t, `
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 1}
+    metadata: &base {team: core, limits: {burst: 2}}
+  - key: b
+    rate_limit: {unit: second, requests_per_unit: 1}
+    metadata:
+      <<: *base
+      team: edge
+`)
+	ms, _ = c.Match("d", []Entry{{"b", "x"}})
+	if want := map[string]any{"team": "edge", "limits": map[string]any{"burst": int64(2)}}; !reflect.DeepEqual(ms[0].Metadata, want) {
+		t.Errorf("merged metadata = %#v, want %#v", ms[0].Metadata, want)
+	}
+}
+
+func TestRedacted(t *testing.T) {
+	c := mustParse(t, `
+domain: api
+descriptors:
+  - key: api_key
+    secret: true
+    descriptors:
+      - key: path
+        rate_limit: {unit: second, requests_per_unit: 1}
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 1}
+`)
+	in := []Entry{{"api_key", "sk_live_1"}, {"path", "/x"}}
+	got := c.Redacted("api", in)
+	if got[0].Value == "sk_live_1" || got[1].Value != "/x" || in[0].Value != "sk_live_1" {
+		t.Errorf("Redacted(%v) = %v: want the key digested, the path kept, the input untouched", in, got)
+	}
+	ms, _ := c.Match("api", in)
+	if want := "api|api_key=" + got[0].Value + "|path=/x"; ms[0].Key != want {
+		t.Errorf("the digest %q is not Match's: key %q", got[0].Value, ms[0].Key)
+	}
+	for _, es := range [][]Entry{{{"user", "alice"}}, {{"nope", "x"}}} {
+		if got := c.Redacted("api", es); !reflect.DeepEqual(got, es) {
+			t.Errorf("Redacted(%v) = %v, want it unchanged", es, got)
+		}
+	}
+	if got := c.Redacted("other", in); !reflect.DeepEqual(got, in) {
+		t.Errorf("Redacted(unknown domain) = %v, want it unchanged", got)
 	}
 }

@@ -53,6 +53,8 @@ var badConfigs = []struct {
 	{"wildcard_key.yaml", `wildcard_key.yaml:3: descriptors[0].key: "header_*": a key cannot be a wildcard`},
 	{"share_threshold_without_wildcard.yaml", `share_threshold_without_wildcard.yaml:5: descriptors[0].share_threshold: only a wildcard value (one holding *) can share its limit`},
 	{"value_to_metric_secret.yaml", `value_to_metric_secret.yaml:5: descriptors[0].value_to_metric: a secret value never goes into a metric`},
+	{"metadata_not_mapping.yaml", `metadata_not_mapping.yaml:7: descriptors[0].metadata: want a mapping of keys to values, got a list`},
+	{"metadata_infinite.yaml", `metadata_infinite.yaml:9: descriptors[0].metadata.limits.weight: .inf: metadata numbers must be finite`},
 	{"non_map_list.yaml", `non_map_list.yaml:3: descriptors[0]: want a mapping of keys to values, got "a"`},
 	{"non_string_key.yaml", `non_string_key.yaml:4: descriptors[0]: keys must be plain names, got a list`},
 	{"bad_bool.yaml", `bad_bool.yaml:4: descriptors[0].shadow_mode: want true or false, got "sometimes"`},

@@ -45,6 +45,12 @@ type Match struct {
 	// descriptor in quota mode is over its limits. Deciding that is the
 	// caller's (package server does, and has a global quota mode too).
 	QuotaMode bool
+	// Metadata is the metadata of the descriptor the request descriptor
+	// lands on, nil if it has none: envoyproxy/ratelimit's, which its
+	// server returns as the response's dynamic metadata. It holds what
+	// JSON does: map[string]any, []any, string, int64, float64, bool and
+	// nil. Shared: do not modify.
+	Metadata map[string]any
 	// DetailedMetric asks for metrics per descriptor value rather than per
 	// rule; it can make for many series.
 	DetailedMetric bool
@@ -139,10 +145,38 @@ func (c *Config) Match(domain string, entries []Entry) ([]Match, error) {
 			DetailedMetric: last.detailed,
 			MetricLabel:    label,
 			QuotaMode:      last.quota,
+			Metadata:       last.metadata,
 			Replaces:       l.replaces,
 		}
 	}
 	return ms, nil
+}
+
+// Redacted returns entries with the value of each entry that lands on a
+// descriptor marked secret replaced by its digest, as in Match.Key: for
+// showing a request descriptor where a secret must not go (a log line, a
+// response's metadata). The entries past where the walk stops, and all of
+// them for a domain c lacks, land on no descriptor and are returned as
+// they are. entries is not modified.
+func (c *Config) Redacted(domain string, entries []Entry) []Entry {
+	out, copied := entries, false
+	var cur *node
+	if c != nil && c.domains[domain] != nil {
+		cur = c.domains[domain].root
+	}
+	for i, e := range entries {
+		if cur == nil {
+			break
+		}
+		cur = cur.child(e)
+		if cur != nil && cur.secret {
+			if !copied {
+				out, copied = append([]Entry(nil), entries...), true
+			}
+			out[i].Value = keys.Digest(e.Value)
+		}
+	}
+	return out
 }
 
 // MaxMetricLabel is the most bytes of a Match.MetricLabel. A longer one

@@ -41,6 +41,7 @@ type node struct {
 	value                   string // as written: "" for any value
 	wildcard                bool   // value holds a *
 	quota                   bool   // quota_mode: see Match.QuotaMode
+	metadata                map[string]any
 }
 
 type wildcard struct {
@@ -105,7 +106,7 @@ type limit struct {
 // The keys each level allows.
 var (
 	rootKeys       = []string{"domain", "descriptors", "shadow_mode", "failure", "forward_auth"}
-	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "secret"}
+	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "secret", "metadata"}
 	limitKeys      = []string{"name", "replaces", "unit", "unit_multiplier", "requests_per_unit", "unlimited", "algorithm", "period", "burst", "failure"}
 	replacesKeys   = []string{"name"}
 )
@@ -253,7 +254,8 @@ func (w *walker) descriptors(n *yaml.Node, field string, d *domainConfig, parent
 			seg += "_" + value
 		}
 		child := &node{path: parent.path + "." + seg, detailed: detailed, secret: secret,
-			valueToMetric: toMetric, labelled: toMetric || parent.labelled, value: value, wildcard: wild, quota: quota}
+			valueToMetric: toMetric, labelled: toMetric || parent.labelled, value: value, wildcard: wild, quota: quota,
+			metadata: w.metadata(m["metadata"], join(f, "metadata"))}
 		if share {
 			if wild {
 				child.pattern = value
