@@ -56,6 +56,12 @@ type Config struct {
 	// quota_mode in the config are in quota mode regardless. See the
 	// package documentation.
 	QuotaMode bool
+	// DynamicMetadata fills each RLS response's dynamic_metadata as
+	// envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA does: the domain,
+	// the request's descriptors, and the merged metadata (metadata: in the
+	// config) of the descriptors within their limits; see the package
+	// documentation. The default is to leave it empty.
+	DynamicMetadata bool
 
 	// HTTPAddr and GRPCAddr are where ListenAndServe listens. The
 	// defaults are ":8080" and ":8081".

@@ -46,6 +46,9 @@ type descStatus struct {
 	// reports a request's limits. nil when no limit applied.
 	lim *limitInfo
 	d   sluice.Decision
+	// meta is the config's metadata of the descriptor it lands on, nil
+	// if none; shared with the config: do not modify.
+	meta map[string]any
 }
 
 // badRequest is a request the server refuses without deciding or
@@ -116,6 +119,9 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 			j++
 		}
 		out.statuses[i] = s.describe(domain, matches[i], checks[first:j], ds[first:j])
+		if len(matches[i]) > 0 {
+			out.statuses[i].meta = matches[i][0].Metadata // the same for all: one descriptor's
+		}
 	}
 	out.fields = makeFields(checks, ds, res.Decision, res.Err)
 	if !out.allowed {

@@ -80,6 +80,16 @@
 // again without them; a descriptor seen over is not charged even if
 // another request made room in between.)
 //
+// With Config.DynamicMetadata (--dynamic-metadata, envoyproxy/ratelimit's
+// RESPONSE_DYNAMIC_METADATA) the response's dynamic_metadata holds, as
+// envoyproxy/ratelimit's does, the domain, the request's descriptors
+// ("entries": ["key=value", ...], a secret's value as its digest; the
+// descriptor's hitsAddend if set) and hitsAddend if set, and under
+// "metadata" the config's metadata of the descriptors within their limits
+// (not over, not unlimited), merged: where two descriptors give a key, the
+// first one's value stays, and two mappings merge the same way. Envoy
+// hands it to the filters after the rate limit filter.
+//
 // Shadow mode, per limit (shadow_mode in the config) or for the whole
 // server (Config.Shadow, --shadow), decides and counts but never denies.
 // A limit in shadow mode by the config reports OK for its descriptor; under

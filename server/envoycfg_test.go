@@ -2,12 +2,17 @@ package server
 
 import (
 	"fmt"
+	"net/http"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluicehq/sluice/internal/keys"
 )
 
 // Tests of envoyproxy/ratelimit's config features as the server answers
@@ -274,5 +279,95 @@ func TestGlobalQuotaMode(t *testing.T) {
 		if got := answer(t, s, st.req); got != st.want {
 			t.Errorf("step %d: %s, want %s", i, got, st.want)
 		}
+	}
+}
+
+const metadataYAML = `domain: meta
+descriptors:
+  - key: service
+    value: billing
+    rate_limit: {unit: minute, requests_per_unit: 10}
+    metadata:
+      owner: payments
+      tags: [pci]
+      limits: {burst: 20}
+  - key: service
+    value: search
+    rate_limit: {unit: minute, requests_per_unit: 5}
+    metadata:
+      owner: discovery
+      limits: {burst: 3, window: 1m}
+  - key: service
+    value: closed
+    rate_limit: {unit: minute, requests_per_unit: 0}
+    metadata:
+      closed: true
+  - key: service
+    value: free
+    rate_limit: {unlimited: true}
+    metadata:
+      free: true
+  - key: api_key
+    secret: true
+    rate_limit: {unit: minute, requests_per_unit: 10}
+`
+
+// With DynamicMetadata the response carries the domain, the descriptors
+// (secrets digested) and the metadata of those that passed, merged,
+// the first descriptor's value winning; without, nothing.
+func TestDynamicMetadata(t *testing.T) {
+	path := writeFile(t, t.TempDir(), "meta.yaml", metadataYAML)
+	req := withHits(rlReq("meta", 2, "service=billing", "service=search", "service=closed", "service=free", "api_key=sk_live_9"), 1, 1)
+
+	off, _ := newServer(t, Config{Paths: []string{path}})
+	resp, err := off.ShouldRateLimit(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetDynamicMetadata() != nil {
+		t.Errorf("DynamicMetadata off: dynamic_metadata %v, want none", resp.GetDynamicMetadata())
+	}
+
+	e := start(t, Config{Paths: []string{path}, DynamicMetadata: true})
+	resp, err = e.rls.ShouldRateLimit(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetOverallCode() != rlspb.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("overall %v, want OVER_LIMIT (closed allows nothing)", resp.GetOverallCode())
+	}
+	got := resp.GetDynamicMetadata().AsMap()
+	want := map[string]any{
+		"domain":     "meta",
+		"hitsAddend": 2.0,
+		"descriptors": []any{
+			map[string]any{"entries": []any{"service=billing"}},
+			map[string]any{"entries": []any{"service=search"}, "hitsAddend": 1.0},
+			map[string]any{"entries": []any{"service=closed"}},
+			map[string]any{"entries": []any{"service=free"}},
+			map[string]any{"entries": []any{"api_key=" + keys.Digest("sk_live_9")}},
+		},
+		// billing's and search's, billing first; not closed's (over) nor
+		// free's (unlimited).
+		"metadata": map[string]any{
+			"owner":  "payments",
+			"tags":   []any{"pci"},
+			"limits": map[string]any{"burst": 20.0, "window": "1m"},
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("dynamic_metadata =\n%v\nwant\n%v", got, want)
+	}
+
+	// The merge copied: a second response is the same.
+	resp, _ = e.rls.ShouldRateLimit(t.Context(), rlReq("meta", 0, "service=search"))
+	if got, want := resp.GetDynamicMetadata().AsMap()["metadata"], any(map[string]any{"owner": "discovery", "limits": map[string]any{"burst": 3.0, "window": "1m"}}); !reflect.DeepEqual(got, want) {
+		t.Errorf("search alone: metadata %v, want %v", got, want)
+	}
+
+	// POST /json carries it too.
+	code, body := postJSON(t, e, `{"domain":"meta","descriptors":[{"entries":[{"key":"service","value":"billing"}]}]}`)
+	if code != http.StatusOK || !strings.Contains(body, `"dynamicMetadata":{`) || !strings.Contains(body, `"owner":"payments"`) {
+		t.Errorf("POST /json: %d %s, want 200 with the dynamic metadata", code, body)
 	}
 }

@@ -56,6 +56,9 @@ Flags:
   -quota-mode          quota mode for every descriptor, as
                        envoyproxy/ratelimit's QUOTA_MODE: a request is
                        denied only when all its descriptors are over
+  -dynamic-metadata    return the descriptors and their config metadata
+                       in each RLS response's dynamic_metadata, as
+                       envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA
   -drain DURATION      how long to keep serving after reporting not ready
                        on shutdown, for load balancers to notice (default 0)
   -poll DURATION       how often to check the config files for changes;
@@ -95,6 +98,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		grpcAddr string
 		shadow   bool
 		quota    bool
+		dynMeta  bool
 		drain    time.Duration
 		poll     time.Duration
 		readTO   time.Duration
@@ -108,6 +112,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&grpcAddr, "grpc", server.DefaultGRPCAddr, "")
 	fs.BoolVar(&shadow, "shadow", false, "")
 	fs.BoolVar(&quota, "quota-mode", false, "")
+	fs.BoolVar(&dynMeta, "dynamic-metadata", false, "")
 	fs.DurationVar(&drain, "drain", 0, "")
 	fs.DurationVar(&poll, "poll", server.DefaultReloadInterval, "")
 	fs.Var(&trusted, "trusted-proxies", "")
@@ -154,7 +159,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		// per request.
 		StoreTimeout:   -1,
 		Shadow:         shadow,
-		QuotaMode:      quota,
 		HTTPAddr:       httpAddr,
 		GRPCAddr:       grpcAddr,
 		ReloadInterval: poll,
@@ -166,6 +170,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if trusted.set {
 		cfg.TrustedProxies = trusted.prefixes
 	}
+	cfg.QuotaMode, cfg.DynamicMetadata = quota, dynMeta
 	srv, err := server.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: the config does not load:\n%v\n", err)
