@@ -38,7 +38,8 @@
 //
 // One file is one domain:
 //
-//	domain: messaging            # required, unique across files
+//	domain: messaging            # required, unique across files unless
+//	                             # merged (Options.MergeDomains)
 //	descriptors:                 # the descriptors, nested up to 64 deep
 //	  - key: to_number           # required
 //	    value: "2061111111"      # optional: without it, any value matches
@@ -195,6 +196,12 @@
 // a regular file, symlinks followed: a named pipe or a device is refused
 // without being read, as a read could wait for ever.
 //
+// A domain defined in two files is an error, as in envoyproxy/ratelimit,
+// unless the files are merged ([Options].MergeDomains, which is its
+// MERGE_DOMAIN_CONFIG and sluice serve's -merge-domains): the domain is
+// then its files' top-level descriptors together, a descriptor at the
+// top level of two files being an error that names both.
+//
 // Every problem is reported as an [*Error], "FILE:LINE: FIELD: what is
 // wrong": unknown, misplaced and duplicate keys; a descriptor without a
 // key; a duplicate descriptor; an unknown unit or algorithm; a negative,
@@ -226,8 +233,6 @@
 //     makes it match across the key and the value.
 //   - A file holds one YAML document; more is an error, where
 //     envoyproxy/ratelimit reads the first and ignores the rest.
-//   - A domain defined in two files is an error, as is
-//     envoyproxy/ratelimit's default (it has no MERGE_DOMAIN_CONFIG here).
 //   - Windows of month and year are 30 and 365 days from the Unix epoch,
 //     as envoyproxy/ratelimit's are by default (not calendar months).
 //   - sluice's fixed window does not count a denied request, where

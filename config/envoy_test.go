@@ -292,3 +292,70 @@ descriptors:
 		t.Errorf("Redacted(unknown domain) = %v, want it unchanged", got)
 	}
 }
+
+func TestMergeDomains(t *testing.T) {
+	dir := filepath.Join("testdata", "envoy", "merge")
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), `"shop" is already defined in`) {
+		t.Fatalf("Load(%s) without MergeDomains = %v, want the domain defined twice", dir, err)
+	}
+	c, err := Options{MergeDomains: true}.Load(dir)
+	if err != nil {
+		t.Fatalf("Load(%s) with MergeDomains:\n%v", dir, err)
+	}
+	if got := c.Domains(); len(got) != 1 || got[0] != "shop" {
+		t.Errorf("Domains() = %v, want [shop]", got)
+	}
+	if got := len(c.Rules()); got != 4 {
+		t.Errorf("%d rules, want the 4 of both files", got)
+	}
+	for _, tt := range []struct {
+		path   string
+		rate   int64
+		shadow bool
+	}{
+		{"/search", 5, true},
+		// The first file's wildcard comes first, in the order files are read.
+		{"/cart/checkout", 3, false},
+		{"/cart/x", 3, false},
+	} {
+		ms, err := c.Match("shop", []Entry{{"path", tt.path}})
+		if err != nil || len(ms) != 1 || ms[0].Rule.Limit.Rate != tt.rate || ms[0].Rule.Shadow != tt.shadow {
+			t.Errorf("Match(path=%s) = %+v, %v; want %d a second, shadow %v", tt.path, ms, err, tt.rate, tt.shadow)
+		}
+	}
+	if fa := c.ForwardAuth("shop"); fa == nil || fa.Proxy() != Nginx {
+		t.Errorf("ForwardAuth(shop) = %v, want the second file's, whose descriptor reaches the first's limit", fa)
+	}
+	// Reload keeps the options.
+	n, err := c.Reload(dir)
+	if err != nil {
+		t.Fatalf("Reload of a merged config: %v", err)
+	}
+	if len(n.Rules()) != 4 || n.Rules()[0] != c.Rules()[0] {
+		t.Error("Reload of a merged config did not keep its rules")
+	}
+
+	for _, tt := range []struct {
+		dir  string
+		want []string
+	}{
+		{"merge_conflict", []string{
+			`merge_conflict/b.yaml:6: descriptors[1]: duplicate descriptor key "path" value "/search" in domain "shop": already defined at testdata/merge_conflict/a.yaml:3`,
+			`merge_conflict/b.yaml:9: descriptors[2]: duplicate descriptor key "user" value "" in domain "shop": already defined at testdata/merge_conflict/a.yaml:6`,
+		}},
+		{"merge_two_auth", []string{
+			`merge_two_auth/b.yaml:6: forward_auth: domain "shop" already has a forward_auth section, at testdata/merge_two_auth/a.yaml:6`,
+		}},
+	} {
+		_, err := Options{MergeDomains: true}.Load(filepath.Join("testdata", tt.dir))
+		if err == nil {
+			t.Errorf("Load(%s) with MergeDomains succeeded, want an error", tt.dir)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), filepath.FromSlash("testdata/"+w)) {
+				t.Errorf("Load(%s) error:\n%v\nwant it to hold\n%s", tt.dir, err, w)
+			}
+		}
+	}
+}

@@ -42,6 +42,10 @@ type node struct {
 	wildcard                bool   // value holds a *
 	quota                   bool   // quota_mode: see Match.QuotaMode
 	metadata                map[string]any
+	// where it is written, for the errors of a domain merged from
+	// several files
+	file, field string
+	line        int
 }
 
 type wildcard struct {
@@ -180,8 +184,7 @@ func (w *walker) domain(n *yaml.Node) *domainConfig {
 	d.root = &node{path: d.name}
 	w.descriptors(m["descriptors"], "descriptors", d, d.root, def, 1)
 	if fa := m["forward_auth"]; fa != nil {
-		d.auth = w.forwardAuth(fa, "forward_auth")
-		w.checkForwardAuth(d)
+		d.auth = w.forwardAuth(fa, "forward_auth") // checked by build
 	}
 	return d
 }
@@ -255,7 +258,8 @@ func (w *walker) descriptors(n *yaml.Node, field string, d *domainConfig, parent
 		}
 		child := &node{path: parent.path + "." + seg, detailed: detailed, secret: secret,
 			valueToMetric: toMetric, labelled: toMetric || parent.labelled, value: value, wildcard: wild, quota: quota,
-			metadata: w.metadata(m["metadata"], join(f, "metadata"))}
+			metadata: w.metadata(m["metadata"], join(f, "metadata")),
+			file:     w.file, field: f, line: line}
 		if share {
 			if wild {
 				child.pattern = value
