@@ -22,6 +22,10 @@ type Config struct {
 	// Policy is the config served when Paths is empty. The default is
 	// config.Default(), the built-in example policy.
 	Policy *config.Config
+	// MergeDomains lets several files of Paths define one domain, as
+	// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG does (see
+	// config.Options). The default refuses a domain defined twice.
+	MergeDomains bool
 
 	// Store keeps the counts. It is required: the command passes a
 	// memory.Store or a redis.Store. The Server does not close it.

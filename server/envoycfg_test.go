@@ -371,3 +371,31 @@ func TestDynamicMetadata(t *testing.T) {
 		t.Errorf("POST /json: %d %s, want 200 with the dynamic metadata", code, body)
 	}
 }
+
+// MergeDomains loads a domain split across files, and keeps doing so on
+// reload; without it the second definition is an error.
+func TestMergeDomainsSetting(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "a.yaml", "domain: shop\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n")
+	writeFile(t, dir, "b.yaml", "domain: shop\ndescriptors:\n  - key: team\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")
+	if _, err := New(Config{Paths: []string{dir}, Store: newStore(t)}); err == nil {
+		t.Fatal("New without MergeDomains loaded a domain defined twice")
+	}
+	s, _ := newServer(t, Config{Paths: []string{dir}, MergeDomains: true, ReloadInterval: -1})
+	check := func(when string) {
+		t.Helper()
+		for _, tt := range []struct{ desc, want string }{{"user=u", "OK shop.user=OK/1"}, {"team=t", "OK shop.team=OK/0"}} {
+			if got := answer(t, s, rlReq("shop", 0, tt.desc)); got != tt.want {
+				t.Errorf("%s: %s: %s, want %s", when, tt.desc, got, tt.want)
+			}
+		}
+	}
+	check("loaded")
+	writeFile(t, dir, "b.yaml", "domain: shop\ndescriptors:\n  - key: team\n    rate_limit: {unit: minute, requests_per_unit: 1}\n  - key: org\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")
+	if err := s.Reload(t.Context()); err != nil {
+		t.Fatalf("Reload of the merged files: %v", err)
+	}
+	if got, want := answer(t, s, rlReq("shop", 0, "org=o")), "OK shop.org=OK/0"; got != want {
+		t.Errorf("after the reload: org=o: %s, want %s", got, want)
+	}
+}
