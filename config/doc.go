@@ -233,6 +233,13 @@
 //     makes it match across the key and the value.
 //   - A file holds one YAML document; more is an error, where
 //     envoyproxy/ratelimit reads the first and ignores the rest.
+//   - Numbers in metadata must be finite: .inf and .nan are refused, as
+//     the JSON of POST /json cannot hold them. Keys in metadata are plain
+//     scalars, taken as written (1.0 stays "1.0").
+//   - detailed_metric is accepted and makes no metric of its own: a
+//     request's value reaches a label only through value_to_metric, which
+//     stands where envoyproxy/ratelimit would let detailed_metric
+//     override it.
 //   - Windows of month and year are 30 and 365 days from the Unix epoch,
 //     as envoyproxy/ratelimit's are by default (not calendar months).
 //   - sluice's fixed window does not count a denied request, where
