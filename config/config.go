@@ -209,7 +209,7 @@ func (d *domainConfig) merge(o *domainConfig) []error {
 		d.root.exact[e] = n
 	}
 	for _, w := range o.root.wild {
-		if i := slices.IndexFunc(d.root.wild, func(x wildcard) bool { return x.key == w.key && x.value == w.value }); i >= 0 {
+		if i := slices.IndexFunc(d.root.wild, func(x wildcard) bool { return x.key == w.key && x.node.value == w.node.value }); i >= 0 {
 			dup(w.key, w.node, d.root.wild[i].node)
 			continue
 		}

@@ -342,6 +342,7 @@ func TestMergeDomains(t *testing.T) {
 		{"merge_conflict", []string{
 			`merge_conflict/b.yaml:6: descriptors[1]: duplicate descriptor key "path" value "/search" in domain "shop": already defined at testdata/merge_conflict/a.yaml:3`,
 			`merge_conflict/b.yaml:9: descriptors[2]: duplicate descriptor key "user" value "" in domain "shop": already defined at testdata/merge_conflict/a.yaml:6`,
+			`merge_conflict/b.yaml:11: descriptors[3]: duplicate descriptor key "path" value "/cart/*" in domain "shop": already defined at testdata/merge_conflict/a.yaml:8`,
 		}},
 		{"merge_two_auth", []string{
 			`merge_two_auth/b.yaml:6: forward_auth: domain "shop" already has a forward_auth section, at testdata/merge_two_auth/a.yaml:6`,

@@ -49,10 +49,9 @@ type node struct {
 }
 
 type wildcard struct {
-	key   string
-	value string // as written, * and all
-	glob  glob
-	node  *node
+	key  string
+	glob glob // node.value's
+	node *node
 }
 
 // glob is a value with wildcards, each * standing for any run of bytes,
@@ -275,7 +274,7 @@ func (w *walker) descriptors(n *yaml.Node, field string, d *domainConfig, parent
 			}
 			parent.any[key] = child
 		case wild:
-			parent.wild = append(parent.wild, wildcard{key: key, value: value, glob: newGlob(value), node: child})
+			parent.wild = append(parent.wild, wildcard{key: key, glob: newGlob(value), node: child})
 		default:
 			if parent.exact == nil {
 				parent.exact = make(map[Entry]*node)
