@@ -113,7 +113,7 @@ func (s *Server) read(old *snapshot, bad string, force bool) readResult {
 	if !force && (h == old.hash || h == bad) {
 		return readResult{hash: h, same: true}
 	}
-	c, err := old.cfg.Reload(s.cfg.Paths...)
+	c, err := old.cfg.Reload(s.cfg.Paths...) // with the options it was loaded with
 	if err == nil {
 		err = s.checkRules(c)
 	}

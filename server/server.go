@@ -84,7 +84,7 @@ func New(cfg Config) (*Server, error) {
 	c, hash := cfg.Policy, ""
 	if len(cfg.Paths) > 0 {
 		hash = hashFiles(cfg.Paths)
-		if c, err = config.Load(cfg.Paths...); err != nil {
+		if c, err = (config.Options{MergeDomains: cfg.MergeDomains}).Load(cfg.Paths...); err != nil {
 			return nil, err
 		}
 	}

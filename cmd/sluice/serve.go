@@ -46,6 +46,10 @@ Flags:
   -config FILE|DIR     the config: a YAML file, or a directory of them
                        (envoyproxy/ratelimit's format; see 'sluice check').
                        May be repeated. Default: the built-in policy
+  -merge-domains       let several config files define one domain, their
+                       descriptors merged, as envoyproxy/ratelimit's
+                       MERGE_DOMAIN_CONFIG (default: a domain defined
+                       twice is an error)
   -redis URL           keep the counts in Redis, e.g. redis://host:6379/0
                        or rediss://user:pass@host:6380 (go-redis's URL
                        format). Default: in this process's memory
@@ -53,6 +57,12 @@ Flags:
   -grpc ADDR           the gRPC address (default :8081)
   -shadow              shadow mode for every rule: decide and count, never
                        deny
+  -quota-mode          quota mode for every descriptor, as
+                       envoyproxy/ratelimit's QUOTA_MODE: a request is
+                       denied only when all its descriptors are over
+  -dynamic-metadata    return the descriptors and their config metadata
+                       in each RLS response's dynamic_metadata, as
+                       envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA
   -drain DURATION      how long to keep serving after reporting not ready
                        on shutdown, for load balancers to notice (default 0)
   -poll DURATION       how often to check the config files for changes;
@@ -91,6 +101,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		httpAddr string
 		grpcAddr string
 		shadow   bool
+		quota    bool
+		dynMeta  bool
+		merge    bool
 		drain    time.Duration
 		poll     time.Duration
 		readTO   time.Duration
@@ -103,6 +116,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&httpAddr, "http", server.DefaultHTTPAddr, "")
 	fs.StringVar(&grpcAddr, "grpc", server.DefaultGRPCAddr, "")
 	fs.BoolVar(&shadow, "shadow", false, "")
+	fs.BoolVar(&quota, "quota-mode", false, "")
+	fs.BoolVar(&dynMeta, "dynamic-metadata", false, "")
+	fs.BoolVar(&merge, "merge-domains", false, "")
 	fs.DurationVar(&drain, "drain", 0, "")
 	fs.DurationVar(&poll, "poll", server.DefaultReloadInterval, "")
 	fs.Var(&trusted, "trusted-proxies", "")
@@ -160,6 +176,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if trusted.set {
 		cfg.TrustedProxies = trusted.prefixes
 	}
+	cfg.QuotaMode, cfg.DynamicMetadata, cfg.MergeDomains = quota, dynMeta, merge
 	srv, err := server.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: the config does not load:\n%v\n", err)
