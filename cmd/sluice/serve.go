@@ -51,6 +51,14 @@ Flags:
                        format). Default: in this process's memory
   -http ADDR           the HTTP address (default :8080)
   -grpc ADDR           the gRPC address (default :8081)
+  -admin ADDR          the admin address: the console at /ui/, and its
+                       JSON, /v1/stats and /v1/policy (default
+                       127.0.0.1:6070, this host only); "" turns it off
+  -ui                  serve the console and its playground on the admin
+                       address (default true; -ui=false leaves the JSON)
+  -key-lookup          let the console look up a key's state (a peek that
+                       charges nothing). Off by default: it shows any
+                       key's state to whoever reaches the admin address
   -shadow              shadow mode for every rule: decide and count, never
                        deny
   -drain DURATION      how long to keep serving after reporting not ready
@@ -90,6 +98,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		redisURL string
 		httpAddr string
 		grpcAddr string
+		admin    string
+		ui       bool
+		keyPeek  bool
 		shadow   bool
 		drain    time.Duration
 		poll     time.Duration
@@ -102,6 +113,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&redisURL, "redis", "", "")
 	fs.StringVar(&httpAddr, "http", server.DefaultHTTPAddr, "")
 	fs.StringVar(&grpcAddr, "grpc", server.DefaultGRPCAddr, "")
+	fs.StringVar(&admin, "admin", defaultAdminAddr, "")
+	fs.BoolVar(&ui, "ui", true, "")
+	fs.BoolVar(&keyPeek, "key-lookup", false, "")
 	fs.BoolVar(&shadow, "shadow", false, "")
 	fs.DurationVar(&drain, "drain", 0, "")
 	fs.DurationVar(&poll, "poll", server.DefaultReloadInterval, "")
@@ -177,6 +191,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "sluice serve: -grpc: %v\n", err)
 		return exitFail
 	}
+	var al net.Listener
+	if admin != "" {
+		if al, err = lc.Listen(ctx, "tcp", admin); err != nil {
+			hl.Close()
+			gl.Close()
+			fmt.Fprintf(stderr, "sluice serve: -admin: %v\n", err)
+			return exitFail
+		}
+	}
 
 	// SIGHUP reloads the config. The handler is in place before the
 	// banner says the service is up.
@@ -202,15 +225,66 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	})
 
-	printBanner(stdout, hl.Addr(), gl.Addr(), configs, srv.Domains(), st.name, shadow)
-	if err := srv.Serve(ctx, hl, gl); err != nil {
+	// The admin listener lives as long as the service: it stops when
+	// Serve returns, whatever the reason.
+	adminCtx, stopAdmin := context.WithCancel(ctx)
+	defer stopAdmin()
+	adminErr := make(chan error, 1)
+	if al != nil {
+		opts := server.AdminOptions{UI: ui, Lookup: keyPeek, Hosts: adminHosts(admin)}
+		wg.Go(func() { adminErr <- srv.ServeAdmin(adminCtx, al, opts) })
+	}
+
+	adminLine := ""
+	if al != nil {
+		adminLine = adminBanner(al.Addr(), ui, keyPeek)
+	}
+	printBanner(stdout, hl.Addr(), gl.Addr(), adminLine, configs, srv.Domains(), st.name, shadow)
+	err = srv.Serve(ctx, hl, gl)
+	stopAdmin()
+	if al != nil {
+		if aerr := <-adminErr; err == nil {
+			err = aerr
+		}
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return exitFail
 	}
 	return exitOK
 }
 
-func printBanner(w io.Writer, httpAddr, grpcAddr net.Addr, configs, domains []string, store string, shadow bool) {
+// defaultAdminAddr is where the console listens: this host only, on the
+// port envoyproxy/ratelimit gives its debug listener.
+const defaultAdminAddr = "127.0.0.1:6070"
+
+// adminHosts is the host name of -admin when it is a name, which the
+// admin listener then answers to besides IP addresses and localhost.
+func adminHosts(addr string) []string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || net.ParseIP(host) != nil {
+		return nil
+	}
+	return []string{host}
+}
+
+// adminBanner is the banner's admin line.
+func adminBanner(addr net.Addr, ui, lookup bool) string {
+	what := "GET /v1/stats, GET /v1/policy"
+	if ui {
+		host, port, _ := net.SplitHostPort(addr.String())
+		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+			host = "localhost"
+		}
+		what = "console http://" + net.JoinHostPort(host, port) + "/ui/, " + what + ", POST /v1/simulate"
+	}
+	if lookup {
+		what += ", POST /v1/lookup (key lookup on)"
+	}
+	return fmt.Sprintf("  admin    %s  %s\n", addr, what)
+}
+
+func printBanner(w io.Writer, httpAddr, grpcAddr net.Addr, adminLine string, configs, domains []string, store string, shadow bool) {
 	cfg := "the built-in policy"
 	if len(configs) > 0 {
 		cfg = strings.Join(configs, ", ") + " (reloaded on change and on SIGHUP)"
@@ -222,11 +296,11 @@ func printBanner(w io.Writer, httpAddr, grpcAddr net.Addr, configs, domains []st
 	fmt.Fprintf(w, `sluice serve: the rate-limit service is up
   grpc     %s  envoy.service.ratelimit.v3.RateLimitService, grpc.health.v1.Health, reflection
   http     %s  POST /json, GET /v1/auth, /metrics, /healthz, /readyz
-  config   %s
+%s  config   %s
   domains  %s
   store    %s
   shadow   %s
-`, grpcAddr, httpAddr, cfg, strings.Join(domains, ", "), store, mode)
+`, grpcAddr, httpAddr, adminLine, cfg, strings.Join(domains, ", "), store, mode)
 }
 
 // openedStore is the store the service counts in.
