@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"math/big"
 	"net/http"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/sim"
 )
 
 // lookupRequest is the body of POST /v1/lookup: a domain and its
@@ -128,7 +130,7 @@ func (s *Server) serveLookup(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			li := where[m.ID]
-			ll.Algorithm, ll.Limit, ll.File, ll.Line = string(m.Rule.Algorithm), m.Rule.Limit.String(), li.File, li.Line
+			ll.Algorithm, ll.Limit, ll.File, ll.Line = string(m.Rule.Algorithm), limitString(m.Rule.Limit), li.File, li.Line
 			if j < len(checks) && checks[j].desc == i && checks[j].lim.cfgRule == m.Rule {
 				d := ds[j]
 				j++
@@ -171,4 +173,14 @@ func retryOne(r *sluice.Rule, d sluice.Decision) (time.Duration, bool) {
 		return d.ResetAfter, true
 	}
 	return d.ResetAfter, false
+}
+
+// limitString is "10/1s burst 20", with sluice demo's durations (1m, not
+// 1m0s).
+func limitString(l sluice.Limit) string {
+	s := fmt.Sprintf("%d/%s", l.Rate, sim.FmtDur(l.Period))
+	if l.Burst != 0 {
+		s += fmt.Sprintf(" burst %d", l.Burst)
+	}
+	return s
 }

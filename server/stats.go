@@ -367,6 +367,7 @@ func (r *statsRing) report(s *Server, opts AdminOptions) *statsReport {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out.Seconds = make([]int64, r.n)
+	out.Rules = []ruleReport{} // [], not null, before the first decision
 	rows := make([]*ruleReport, len(r.series))
 	row := func(i int32) *ruleReport {
 		if rows[i] == nil {
