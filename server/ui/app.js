@@ -375,14 +375,16 @@ function renderPlayground(r) {
   const bars = uPlot.paths.bars({ size: [0.9, 30], align: 1 });
   const target = $("#play-charts");
   const peak = Math.max(1, ...r.counts);
+  const count = r.results.length + 1;
   const make = (title, series, data, range) => {
     const box = el("div", { class: "chart small-chart" });
     target.append(box);
+    const lastChart = playCharts.length === count - 1;
     playCharts.push(new uPlot({
-      title, width: chartWidth(target), height: 150, cursor: { sync: { key: "play" } },
+      title, width: chartWidth(target), height: lastChart ? 150 : 115, cursor: { sync: { key: "play" } }, legend: { show: false },
       plugins: [boundaries(r.period_ms / 1000)],
       scales: { x: { time: false, range: (u, min, max) => [0, Math.max(max + r.bin_ms / 1000, r.period_ms / 1000)] }, y: { range } },
-      axes: [{ label: "t (s), from a fixed-window boundary" }, { size: 50 }],
+      axes: [lastChart ? { label: "t (s), from a fixed-window boundary" } : {}, { size: 50 }],
       series: [{ label: "t", value: (u, v) => (v === null ? "–" : `${+v.toFixed(6)}s`) }, ...series],
     }, data, box));
   };
