@@ -72,7 +72,7 @@ func (s *Server) serveAuth(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(h[0], h[1])
 	}
 	if !out.allowed {
-		httpError(w, fa.DenyStatus(), "rate limit exceeded")
+		writeDenied(w, fa.DenyStatus(), out.violated) // httplimit's body
 		return
 	}
 	w.WriteHeader(http.StatusOK)

@@ -27,7 +27,7 @@ func TestAuth(t *testing.T) {
 		}
 	}
 	code, h, body := get(t, e.base+"/v1/auth", "X-User", "alice", "X-Real-IP", testClient)
-	if code != http.StatusTooManyRequests || h.Get("Retry-After") != "50" || !strings.Contains(body, "rate limit exceeded") {
+	if code != http.StatusTooManyRequests || h.Get("Retry-After") != "50" || !strings.Contains(body, "quota-exceeded") {
 		t.Errorf("4th: %d, Retry-After %q, body %q; want 429, 50", code, h.Get("Retry-After"), body)
 	}
 	if got := h.Get("RateLimit"); got != `"per_user";r=0;t=50, "per_ip";r=997;t=50` {

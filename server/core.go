@@ -32,6 +32,9 @@ type outcome struct {
 	allowed  bool
 	statuses []descStatus // one per descriptor
 	fields   rlFields     // the RateLimit fields and Retry-After
+	// violated names the enforced limits that denied, as JSON strings,
+	// when the request is denied.
+	violated []string
 }
 
 // A descStatus is the answer for one descriptor.
@@ -114,6 +117,13 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 		out.statuses[i] = s.describe(domain, matches[i], checks[first:j], ds[first:j])
 	}
 	out.fields = makeFields(checks, ds, res.Decision, res.Err)
+	if !out.allowed {
+		for j := range checks {
+			if li := checks[j].lim; !ds[j].Allowed && !li.rule.Shadow && !slices.Contains(out.violated, li.jsonName) {
+				out.violated = append(out.violated, li.jsonName)
+			}
+		}
+	}
 	return out, nil
 }
 

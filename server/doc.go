@@ -137,7 +137,10 @@
 // path parameters and a trailing slash dropped, "%2F" kept). Allowed:
 // 200. Denied: the section's deny_status, 429 or 403 (nginx's
 // auth_request passes only 401 and 403 through; map 403 back to 429, see
-// examples/nginx), with Retry-After. Both carry the RateLimit fields.
+// examples/nginx), with Retry-After and the RFC 9457 problem body that
+// httplimit writes for a 429 (application/problem+json, type
+// https://iana.org/assignments/http-problem-types#quota-exceeded). Both
+// carry the RateLimit fields.
 //
 // # Input bounds
 //

@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/internal/fields"
 )
 
 func (s *Server) routes() http.Handler {
@@ -64,6 +66,13 @@ func httpError(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	fmt.Fprintln(w, msg)
+}
+
+// writeDenied answers a denied request with status: the RFC 9457 problem
+// of type quota-exceeded that httplimit writes for a 429, naming the
+// violated rules (JSON strings) when violated is not nil.
+func writeDenied(w http.ResponseWriter, code int, violated []string) {
+	fields.WriteProblem(w, code, fields.AppendDenied(nil, code, violated))
 }
 
 // grpcError is the status of a request decide refused.

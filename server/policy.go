@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/fields"
 )
 
 // snapshot is one loaded config made ready to serve. It never changes; a
@@ -33,10 +34,11 @@ type limitInfo struct {
 	rule *sluice.Rule
 	// cfgRule is the config's rule, with the config's own shadow_mode,
 	// by which a descriptor's status is decided.
-	cfgRule *sluice.Rule
-	sf      string    // the name as an RFC 8941 string
-	policy  string    // the RateLimit-Policy member
-	current *rlsLimit // as RLS reports it
+	cfgRule  *sluice.Rule
+	sf       string    // the name as an RFC 8941 string
+	jsonName string    // the name as a JSON string, for a denial's body
+	policy   string    // the RateLimit-Policy member
+	current  *rlsLimit // as RLS reports it
 	// counters are the rule's metric series, set on first use.
 	counters atomic.Pointer[ruleCounters]
 }
@@ -77,6 +79,7 @@ func newLimitInfo(r *sluice.Rule, globalShadow bool) *limitInfo {
 		li.rule = &c
 	}
 	li.sf, li.policy = policyOf(r)
+	li.jsonName = fields.JSONString(r.Name)
 	li.current = currentLimit(r)
 	return li
 }

@@ -27,9 +27,10 @@ const (
 func demoHelp(w io.Writer) {
 	fmt.Fprintf(w, `Usage: sluice demo [flags] [burst|steady|boundary ...]
 
-Replays the lab's scenarios against every algorithm with explicit times
-(never the clock) and prints what each allowed and denied. With no scenario
-it runs all three. Times are from t=0, which is a fixed-window boundary.
+Replays three scenarios, a burst, a steady stream and a fixed window's
+boundary, against every algorithm with explicit times (never the clock)
+and prints what each allowed and denied. With no scenario it runs all
+three. Times are from t=0, which is a fixed-window boundary.
 
 Scenarios (numbers for the default limit, 5/1s):
   burst     an idle client sends twice its allowance at once (10 at t=0)

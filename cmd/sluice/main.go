@@ -1,6 +1,7 @@
-// Command sluice is the command-line face of sluice: demo replays the lab's
-// scenarios against every algorithm, serve runs the rate-limit service, and
-// check validates its config; run "sluice help" for the list.
+// Command sluice is the command-line face of sluice: demo replays a burst,
+// a steady stream and a fixed window's boundary against every algorithm,
+// serve runs the rate-limit service, and check validates its config; run
+// "sluice help" for the list.
 package main
 
 import (
@@ -48,7 +49,7 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{name: "demo", summary: "replay the lab's scenarios against every algorithm", run: runDemo, help: demoHelp},
+		{name: "demo", summary: "replay burst, steady and boundary scenarios against every algorithm", run: runDemo, help: demoHelp},
 		{name: "serve", summary: "run the rate-limit service (Envoy RLS, JSON, forward auth)", run: runServe, help: serveHelp},
 		{name: "check", summary: "validate a config file or directory", run: runCheck, help: checkHelp},
 		{name: "help", summary: "show help for sluice or for a command", run: runHelp, help: helpHelp},

@@ -1,6 +1,6 @@
 // Package sim replays a list of arrivals through the exact algorithms,
 // with explicit times, for `sluice demo` and the console's playground
-// (POST /v1/simulate), so that both show the same answers: the lab's
+// (POST /v1/simulate), so that both show the same answers: the demo's three
 // scenarios (Scenarios), a Poisson stream (Poisson), and the replay
 // itself (Run), which never reads the clock.
 //

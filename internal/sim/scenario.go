@@ -19,7 +19,7 @@ func Start(period time.Duration) time.Time {
 	return time.Unix(0, ns-ns%int64(period)).UTC()
 }
 
-// A Scenario is one of the lab's traffic patterns: requests of cost 1, as
+// A Scenario is one of the demo's traffic patterns: requests of cost 1, as
 // offsets from t=0, made for a limit.
 type Scenario struct {
 	Name string
@@ -29,7 +29,8 @@ type Scenario struct {
 	Describe func(l sluice.Limit, at []time.Duration) string
 }
 
-// Scenarios are the lab's three: burst, steady and boundary.
+// Scenarios are the demo's three: a burst, a steady stream and a fixed
+// window's boundary.
 var Scenarios = []Scenario{
 	{
 		Name: "burst",
@@ -37,7 +38,7 @@ var Scenarios = []Scenario{
 			return make([]time.Duration, 2*max(l.Rate, l.Capacity()))
 		},
 		Describe: func(l sluice.Limit, at []time.Duration) string {
-			return fmt.Sprintf("An idle client sends %d requests at once, at t=0 (the lab's demo_burst).", len(at))
+			return fmt.Sprintf("An idle client sends %d requests at once, at t=0.", len(at))
 		},
 	},
 	{
@@ -52,7 +53,7 @@ var Scenarios = []Scenario{
 			return at
 		},
 		Describe: func(l sluice.Limit, at []time.Duration) string {
-			return fmt.Sprintf("A client sends %d requests, one every %s, within the rate (the lab's demo_steady).", len(at), FmtDur(at[1]-at[0]))
+			return fmt.Sprintf("A client sends %d requests, one every %s, within the rate.", len(at), FmtDur(at[1]-at[0]))
 		},
 	},
 	{
