@@ -30,6 +30,28 @@
 //   - GET /healthz: 200 while the process runs;
 //   - GET /readyz: 200 while serving, 503 once shutdown has begun.
 //
+// Admin (ServeAdmin, on a listener of its own: sluice serve puts it on
+// 127.0.0.1:6070), with AdminOptions saying what it serves:
+//
+//   - GET /ui/ (UI): the console, from the binary: live decisions, the
+//     policy, a key lookup and the playground;
+//   - GET /v1/stats: per second over the last five minutes, per domain and
+//     rule, the decisions allowed, denied and denied in shadow mode, the
+//     decision latency and the store's errors and health; this process's
+//     own, read from the metrics, with no key, value or address;
+//   - GET /v1/policy: every limit with its file:line, and the last reload;
+//   - POST /v1/simulate (UI): arrivals replayed through the exact
+//     algorithms (package internal/sim, as sluice demo), bounded: 100,000
+//     arrivals, three algorithms, a sliding log of MaxSimStateBytes, two
+//     seconds;
+//   - POST /v1/lookup (Lookup): a key's state under each limit that
+//     applies, from a request of cost 0: it charges and counts nothing.
+//
+// The admin handler answers only to IP addresses, localhost and
+// AdminOptions.Hosts in the Host header, takes only JSON in a POST, and
+// sends a Content-Security-Policy that lets a page load nothing from
+// elsewhere.
+//
 // # Deciding a request
 //
 // Each descriptor of a request is matched against its domain's config

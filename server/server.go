@@ -50,6 +50,8 @@ type Server struct {
 
 	served   atomic.Bool
 	draining chan struct{} // closed when shutdown begins
+
+	console console // the admin listener's: admin.go, stats.go
 }
 
 // New returns a Server for cfg, with its config loaded: a config that does
@@ -81,6 +83,7 @@ func New(cfg Config) (*Server, error) {
 		trust:    cfg.TrustedProxies, // normalised by withDefaults
 		draining: make(chan struct{}),
 	}
+	s.console.started = cfg.Clock.Now()
 	c, hash := cfg.Policy, ""
 	if len(cfg.Paths) > 0 {
 		hash = hashFiles(cfg.Paths)

@@ -55,6 +55,14 @@ Flags:
                        format). Default: in this process's memory
   -http ADDR           the HTTP address (default :8080)
   -grpc ADDR           the gRPC address (default :8081)
+  -admin ADDR          the admin address: the console at /ui/, and its
+                       JSON, /v1/stats and /v1/policy (default
+                       127.0.0.1:6070, this host only); "" turns it off
+  -ui                  serve the console and its playground on the admin
+                       address (default true; -ui=false leaves the JSON)
+  -key-lookup          let the console look up a key's state (a peek that
+                       charges nothing). Off by default: it shows any
+                       key's state to whoever reaches the admin address
   -shadow              shadow mode for every rule: decide and count, never
                        deny
   -quota-mode          quota mode for every descriptor, as
@@ -100,6 +108,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		redisURL string
 		httpAddr string
 		grpcAddr string
+		admin    string
+		ui       bool
+		keyPeek  bool
 		shadow   bool
 		quota    bool
 		dynMeta  bool
@@ -115,6 +126,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&redisURL, "redis", "", "")
 	fs.StringVar(&httpAddr, "http", server.DefaultHTTPAddr, "")
 	fs.StringVar(&grpcAddr, "grpc", server.DefaultGRPCAddr, "")
+	fs.StringVar(&admin, "admin", defaultAdminAddr, "")
+	fs.BoolVar(&ui, "ui", true, "")
+	fs.BoolVar(&keyPeek, "key-lookup", false, "")
 	fs.BoolVar(&shadow, "shadow", false, "")
 	fs.BoolVar(&quota, "quota-mode", false, "")
 	fs.BoolVar(&dynMeta, "dynamic-metadata", false, "")
@@ -194,6 +208,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "sluice serve: -grpc: %v\n", err)
 		return exitFail
 	}
+	var al net.Listener
+	if admin != "" {
+		if al, err = lc.Listen(ctx, "tcp", admin); err != nil {
+			hl.Close()
+			gl.Close()
+			fmt.Fprintf(stderr, "sluice serve: -admin: %v\n", err)
+			return exitFail
+		}
+	}
 
 	// SIGHUP reloads the config. The handler is in place before the
 	// banner says the service is up.
@@ -219,15 +242,66 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	})
 
-	printBanner(stdout, hl.Addr(), gl.Addr(), configs, srv.Domains(), st.name, shadow)
-	if err := srv.Serve(ctx, hl, gl); err != nil {
+	// The admin listener lives as long as the service: it stops when
+	// Serve returns, whatever the reason.
+	adminCtx, stopAdmin := context.WithCancel(ctx)
+	defer stopAdmin()
+	adminErr := make(chan error, 1)
+	if al != nil {
+		opts := server.AdminOptions{UI: ui, Lookup: keyPeek, Hosts: adminHosts(admin)}
+		wg.Go(func() { adminErr <- srv.ServeAdmin(adminCtx, al, opts) })
+	}
+
+	adminLine := ""
+	if al != nil {
+		adminLine = adminBanner(al.Addr(), ui, keyPeek)
+	}
+	printBanner(stdout, hl.Addr(), gl.Addr(), adminLine, configs, srv.Domains(), st.name, shadow)
+	err = srv.Serve(ctx, hl, gl)
+	stopAdmin()
+	if al != nil {
+		if aerr := <-adminErr; err == nil {
+			err = aerr
+		}
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return exitFail
 	}
 	return exitOK
 }
 
-func printBanner(w io.Writer, httpAddr, grpcAddr net.Addr, configs, domains []string, store string, shadow bool) {
+// defaultAdminAddr is where the console listens: this host only, on the
+// port envoyproxy/ratelimit gives its debug listener.
+const defaultAdminAddr = "127.0.0.1:6070"
+
+// adminHosts is the host name of -admin when it is a name, which the
+// admin listener then answers to besides IP addresses and localhost.
+func adminHosts(addr string) []string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || net.ParseIP(host) != nil {
+		return nil
+	}
+	return []string{host}
+}
+
+// adminBanner is the banner's admin line.
+func adminBanner(addr net.Addr, ui, lookup bool) string {
+	what := "GET /v1/stats, GET /v1/policy"
+	if ui {
+		host, port, _ := net.SplitHostPort(addr.String())
+		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+			host = "localhost"
+		}
+		what = "console http://" + net.JoinHostPort(host, port) + "/ui/, " + what + ", POST /v1/simulate"
+	}
+	if lookup {
+		what += ", POST /v1/lookup (key lookup on)"
+	}
+	return fmt.Sprintf("  admin    %s  %s\n", addr, what)
+}
+
+func printBanner(w io.Writer, httpAddr, grpcAddr net.Addr, adminLine string, configs, domains []string, store string, shadow bool) {
 	cfg := "the built-in policy"
 	if len(configs) > 0 {
 		cfg = strings.Join(configs, ", ") + " (reloaded on change and on SIGHUP)"
@@ -239,11 +313,11 @@ func printBanner(w io.Writer, httpAddr, grpcAddr net.Addr, configs, domains []st
 	fmt.Fprintf(w, `sluice serve: the rate-limit service is up
   grpc     %s  envoy.service.ratelimit.v3.RateLimitService, grpc.health.v1.Health, reflection
   http     %s  POST /json, GET /v1/auth, /metrics, /healthz, /readyz
-  config   %s
+%s  config   %s
   domains  %s
   store    %s
   shadow   %s
-`, grpcAddr, httpAddr, cfg, strings.Join(domains, ", "), store, mode)
+`, grpcAddr, httpAddr, adminLine, cfg, strings.Join(domains, ", "), store, mode)
 }
 
 // openedStore is the store the service counts in.
