@@ -65,7 +65,7 @@ func (n *node) entries(path []Entry, out map[*limit][]Entry) {
 		walk(e, child)
 	}
 	for _, w := range n.wild {
-		walk(Entry{Key: w.key, Value: w.prefix + "*"}, w.node)
+		walk(Entry{Key: w.key, Value: w.node.value}, w.node)
 	}
 	for k, child := range n.any {
 		walk(Entry{Key: k}, child)
