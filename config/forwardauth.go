@@ -18,7 +18,9 @@ type ForwardAuth struct {
 	proxy       Proxy
 	denyStatus  int
 	descriptors [][]authEntry
-	lines       []int // of each descriptor, for errors
+	file        string // where the section is, for errors
+	line        int
+	lines       []int // of each descriptor
 }
 
 // authEntry is one entry of a forward_auth descriptor: its key, and where
@@ -151,7 +153,7 @@ func (w *walker) forwardAuth(n *yaml.Node, field string) *ForwardAuth {
 	if m == nil {
 		return nil
 	}
-	fa := &ForwardAuth{denyStatus: http.StatusTooManyRequests}
+	fa := &ForwardAuth{denyStatus: http.StatusTooManyRequests, file: w.file, line: n.Line}
 	// No default proxy: a wrong guess would believe headers the client
 	// chose.
 	pf := join(field, "proxy")
@@ -266,11 +268,14 @@ func (w *walker) authEntry(n *yaml.Node, field string) (authEntry, bool) {
 
 // checkForwardAuth refuses a forward_auth descriptor that can land on no
 // limit of the domain, most likely a misspelt key: it would never limit
-// anything, silently. It runs only on an otherwise sound file.
-func (w *walker) checkForwardAuth(d *domainConfig) {
-	if d.auth == nil || len(w.errs) > 0 {
-		return
+// anything, silently. It runs on sound files only, once the domain is
+// whole: with Options.MergeDomains, the descriptors of every file of the
+// domain count.
+func checkForwardAuth(d *domainConfig) []error {
+	if d.auth == nil {
+		return nil
 	}
+	var errs []error
 	for i, es := range d.auth.descriptors {
 		keys := make([]string, len(es))
 		lits := make([]string, len(es))
@@ -282,10 +287,11 @@ func (w *walker) checkForwardAuth(d *domainConfig) {
 			}
 		}
 		if !d.root.canLand(keys, lits) {
-			w.errs = append(w.errs, &Error{File: w.file, Line: d.auth.lines[i], Field: index("forward_auth.descriptors", i),
+			errs = append(errs, &Error{File: d.auth.file, Line: d.auth.lines[i], Field: index("forward_auth.descriptors", i),
 				Err: fmt.Errorf("(%s) can reach no limit of domain %q", strings.Join(shown, ", "), d.name)})
 		}
 	}
+	return errs
 }
 
 // validToken reports whether s is an HTTP header field name (RFC 9110's

@@ -22,6 +22,10 @@ type Config struct {
 	// Policy is the config served when Paths is empty. The default is
 	// config.Default(), the built-in example policy.
 	Policy *config.Config
+	// MergeDomains lets several files of Paths define one domain, as
+	// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG does (see
+	// config.Options). The default refuses a domain defined twice.
+	MergeDomains bool
 
 	// Store keeps the counts. It is required: the command passes a
 	// memory.Store or a redis.Store. The Server does not close it.
@@ -49,6 +53,19 @@ type Config struct {
 	// statuses, but the overall answer is always OK. Rules with
 	// shadow_mode in the config are in shadow mode regardless.
 	Shadow bool
+	// QuotaMode puts every descriptor of every request in quota mode, as
+	// envoyproxy/ratelimit's QUOTA_MODE does: a request is denied only
+	// when each of its descriptors, unlimited ones aside, is over a limit
+	// (a descriptor no limit applies to never is). Descriptors with
+	// quota_mode in the config are in quota mode regardless. See the
+	// package documentation.
+	QuotaMode bool
+	// DynamicMetadata fills each RLS response's dynamic_metadata as
+	// envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA does: the domain,
+	// the request's descriptors, and the merged metadata (metadata: in the
+	// config) of the descriptors within their limits; see the package
+	// documentation. The default is to leave it empty.
+	DynamicMetadata bool
 
 	// HTTPAddr and GRPCAddr are where ListenAndServe listens. The
 	// defaults are ":8080" and ":8081".

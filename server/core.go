@@ -46,6 +46,9 @@ type descStatus struct {
 	// reports a request's limits. nil when no limit applied.
 	lim *limitInfo
 	d   sluice.Decision
+	// meta is the config's metadata of the descriptor it lands on, nil
+	// if none; shared with the config: do not modify.
+	meta map[string]any
 }
 
 // badRequest is a request the server refuses without deciding or
@@ -58,10 +61,11 @@ func badf(format string, args ...any) error { return &badRequest{fmt.Sprintf(for
 
 // check is one limit applied to one descriptor of a request.
 type check struct {
-	desc int // the descriptor's index in the request
-	lim  *limitInfo
-	n    int64 // the descriptor's hits
-	key  string
+	desc  int // the descriptor's index in the request
+	lim   *limitInfo
+	n     int64 // the descriptor's hits
+	key   string
+	label string // config.Match.MetricLabel: value_to_metric's, or ""
 }
 
 // decide answers req against snap, and counts it: see the package
@@ -95,12 +99,12 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 	for i, ms := range matches {
 		for _, m := range ms {
 			if !m.Unlimited {
-				checks = append(checks, check{desc: i, lim: snap.rules[m.ID], n: req.descs[i].hits, key: boundKey(m.Key)})
+				checks = append(checks, check{desc: i, lim: snap.rules[m.ID], n: req.descs[i].hits, key: boundKey(m.Key), label: m.MetricLabel})
 			}
 		}
 	}
 	ds := make([]sluice.Decision, len(checks))
-	res, err := s.take(ctx, checks, ds)
+	res, err := s.takeQuota(ctx, checks, s.quotaDescriptors(matches), ds)
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +119,9 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 			j++
 		}
 		out.statuses[i] = s.describe(domain, matches[i], checks[first:j], ds[first:j])
+		if len(matches[i]) > 0 {
+			out.statuses[i].meta = matches[i][0].Metadata // the same for all: one descriptor's
+		}
 	}
 	out.fields = makeFields(checks, ds, res.Decision, res.Err)
 	if !out.allowed {
@@ -153,6 +160,9 @@ func (s *Server) describe(domain string, ms []config.Match, cs []check, ds []slu
 			}
 		}
 		s.m.count(c.lim, domain, result)
+		if c.label != "" {
+			s.m.countValue(c.lim, domain, c.label, result)
+		}
 	}
 	comb := sluice.Combine(own, ds)
 	return descStatus{over: !comb.Allowed, lim: cs[sluice.Tightest(own, ds)].lim, d: comb}
@@ -197,6 +207,130 @@ func (s *Server) take(ctx context.Context, checks []check, ds []sluice.Decision)
 		ds[j] = res.Decisions[at[j]]
 	}
 	return res, nil
+}
+
+// quotaDescriptors says which descriptors of a request are in quota mode,
+// as envoyproxy/ratelimit tells them: under global quota mode
+// (Config.QuotaMode) every descriptor but the unlimited ones, those no
+// limit applies to included; otherwise those whose limits the config puts
+// in quota_mode. It is nil when none is.
+func (s *Server) quotaDescriptors(matches [][]config.Match) []bool {
+	var quota []bool
+	for i, ms := range matches {
+		q := s.cfg.QuotaMode
+		for _, m := range ms {
+			if m.Unlimited {
+				q = false
+				break
+			}
+			q = q || m.QuotaMode
+		}
+		if q {
+			if quota == nil {
+				quota = make([]bool, len(matches))
+			}
+			quota[i] = true
+		}
+	}
+	return quota
+}
+
+// takeQuota decides the checks as take does, but for the descriptors in
+// quota mode (quota[i], nil for none), which fail the request only when
+// every one of them is over, as envoyproxy/ratelimit decides:
+//
+//   - an enforced limit of a descriptor not in quota mode denies: the
+//     request is denied;
+//   - every descriptor in quota mode has an enforced limit that denies:
+//     the request is denied, and may retry when the first of them would
+//     be allowed;
+//   - otherwise the request is allowed, and the quota descriptors over
+//     their limits are left out of it: they report their denial and are
+//     not charged.
+//
+// A denied request charges nothing, and an allowed one charges every
+// check that allows, all or nothing as take does: when only quota
+// descriptors denied and not all of them, the request is taken again
+// without them, at most once per quota descriptor. A quota descriptor
+// found over is not charged even if, by the time the request is taken
+// again, another request has made room under its limit.
+func (s *Server) takeQuota(ctx context.Context, checks []check, quota []bool, ds []sluice.Decision) (sluice.Result, error) {
+	if quota == nil {
+		return s.take(ctx, checks, ds)
+	}
+	left := 0 // quota descriptors not found over
+	for _, q := range quota {
+		if q {
+			left++
+		}
+	}
+	over := make([]bool, len(quota))
+	active := checks
+	at := make([]int, len(checks)) // active[k] is checks[at[k]]
+	for j := range at {
+		at[j] = j
+	}
+	var storeErr error
+	for {
+		sub := make([]sluice.Decision, len(active))
+		res, err := s.take(ctx, active, sub)
+		if err != nil {
+			return res, err
+		}
+		if storeErr == nil {
+			storeErr = res.Err
+		}
+		res.Err = storeErr
+		for k := range active {
+			ds[at[k]] = sub[k]
+		}
+		if res.Allowed {
+			return res, nil
+		}
+		for k := range active {
+			if sub[k].Allowed || active[k].lim.rule.Shadow {
+				continue
+			}
+			d := active[k].desc
+			if !quota[d] {
+				return res, nil // a limit not in quota mode denied
+			}
+			if !over[d] {
+				over[d] = true
+				left--
+			}
+		}
+		if left == 0 {
+			res.Decision.RetryAfter = quotaRetry(checks, ds, over)
+			return res, nil
+		}
+		var kept []check
+		at = at[:0]
+		for j := range checks {
+			if !over[checks[j].desc] {
+				kept = append(kept, checks[j])
+				at = append(at, j)
+			}
+		}
+		active = kept
+	}
+}
+
+// quotaRetry is the Retry-After of a request denied because every quota
+// descriptor is over (over[i]): the least wait for one of them to be
+// allowed, each waiting for the longest of its denials.
+func quotaRetry(checks []check, ds []sluice.Decision, over []bool) time.Duration {
+	wait := make(map[int]time.Duration)
+	for j := range checks {
+		if d := checks[j].desc; over[d] && !ds[j].Allowed && !checks[j].lim.rule.Shadow {
+			wait[d] = max(wait[d], ds[j].RetryAfter)
+		}
+	}
+	least := sluice.Never
+	for _, w := range wait {
+		least = min(least, w)
+	}
+	return least
 }
 
 // validate checks the shape every protocol shares; the adapters check

@@ -46,6 +46,28 @@
 // for a change at most once a second, at a new connection's handshake,
 // and a change that loads is served from then on, without a restart.
 //
+// Admin (ServeAdmin, on a listener of its own: sluice serve puts it on
+// 127.0.0.1:6070), with AdminOptions saying what it serves:
+//
+//   - GET /ui/ (UI): the console, from the binary: live decisions, the
+//     policy, a key lookup and the playground;
+//   - GET /v1/stats: per second over the last five minutes, per domain and
+//     rule, the decisions allowed, denied and denied in shadow mode, the
+//     decision latency and the store's errors and health; this process's
+//     own, read from the metrics, with no key, value or address;
+//   - GET /v1/policy: every limit with its file:line, and the last reload;
+//   - POST /v1/simulate (UI): arrivals replayed through the exact
+//     algorithms (package internal/sim, as sluice demo), bounded: 100,000
+//     arrivals, three algorithms, a sliding log of MaxSimStateBytes, two
+//     seconds;
+//   - POST /v1/lookup (Lookup): a key's state under each limit that
+//     applies, from a request of cost 0: it charges and counts nothing.
+//
+// The admin handler answers only to IP addresses, localhost and
+// AdminOptions.Hosts in the Host header, takes only JSON in a POST, and
+// sends a Content-Security-Policy that lets a page load nothing from
+// elsewhere.
+//
 // # Deciding a request
 //
 // Each descriptor of a request is matched against its domain's config
@@ -86,6 +108,31 @@
 // RateLimit-Reset (names configurable) for the descriptor nearest its
 // limit, or the one over it; or HeadersNone. Forward auth keeps
 // Retry-After on a denial in every style.
+//
+// Quota mode, per descriptor (quota_mode in the config) or for every
+// descriptor (Config.QuotaMode, --quota-mode, envoyproxy/ratelimit's
+// QUOTA_MODE), is envoyproxy/ratelimit's: a descriptor in quota mode over
+// its limit fails the request only when every descriptor in quota mode
+// is over. A request with some quota descriptors over and the others
+// within is allowed; the ones over say OVER_LIMIT in their statuses and
+// are not charged, the rest are. Descriptors not in quota mode stay all
+// or nothing: if one of them denies, the request is denied and nothing is
+// charged, quota descriptors included. A request denied because all its
+// quota descriptors are over charges nothing either, and its Retry-After
+// is the wait for the first of them to allow. (To charge the quota
+// descriptors within and leave out the ones over, the request is taken
+// again without them; a descriptor seen over is not charged even if
+// another request made room in between.)
+//
+// With Config.DynamicMetadata (--dynamic-metadata, envoyproxy/ratelimit's
+// RESPONSE_DYNAMIC_METADATA) the response's dynamic_metadata holds, as
+// envoyproxy/ratelimit's does, the domain, the request's descriptors
+// ("entries": ["key=value", ...], a secret's value as its digest; the
+// descriptor's hitsAddend if set) and hitsAddend if set, and under
+// "metadata" the config's metadata of the descriptors within their limits
+// (not over, not unlimited), merged: where two descriptors give a key, the
+// first one's value stays, and two mappings merge the same way. Envoy
+// hands it to the filters after the rate limit filter.
 //
 // Shadow mode, per limit (shadow_mode in the config) or for the whole
 // server (Config.Shadow, --shadow), decides and counts but never denies.
@@ -155,6 +202,7 @@
 // # Metrics
 //
 //	sluice_decisions_total{domain,rule,result}  result: within, over, shadow_over
+//	sluice_value_decisions_total{domain,rule,descriptor,result}
 //	sluice_store_errors_total
 //	sluice_decision_duration_seconds{endpoint}  endpoint: grpc, json, auth
 //	sluice_config_reloads_total{result}         result: success, failure
@@ -163,7 +211,16 @@
 // Labels come from the config only, so no request can add a series:
 // domains the config lacks count as "(unknown)", descriptors no limit
 // applies to as rule "(none)", and no key, descriptor value or address is
-// ever a label (detailed_metric is accepted and has no effect here).
+// ever a label (detailed_metric is accepted and has no effect here), with
+// one exception the config opts into. A descriptor with value_to_metric
+// (envoyproxy/ratelimit's) counts its limits' decisions again in
+// sluice_value_decisions_total, with the request descriptor as the label
+// "descriptor" (config.Match.MetricLabel: route=/api/orders|user, the
+// values of the levels that ask, never a secret's, at most 256 bytes).
+// It is bounded: each rule counts at most MaxLabelValues (100) descriptors
+// apart, and the ones past that under "(other)", so a flood of values
+// adds no series; a reload that drops or changes the rule drops its
+// series.
 //
 // # Reloading and shutting down
 //

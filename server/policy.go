@@ -41,6 +41,8 @@ type limitInfo struct {
 	current  *rlsLimit // as RLS reports it
 	// counters are the rule's metric series, set on first use.
 	counters atomic.Pointer[ruleCounters]
+	// values are its value_to_metric series, made as descriptors come.
+	values labelSeries
 }
 
 // compile prepares cfg. Rules unchanged since old (config.Reload keeps
@@ -59,6 +61,13 @@ func compile(cfg *config.Config, old *snapshot, shadow bool, hash string, now ti
 		if s.rules[i] = kept[r]; s.rules[i] == nil {
 			s.rules[i] = newLimitInfo(r, shadow)
 		}
+		delete(kept, r)
+	}
+	// What is left of old is gone from the config: so are its
+	// value_to_metric series, which would otherwise pile up reload after
+	// reload.
+	for _, li := range kept {
+		li.values.drop(li.rule.Name)
 	}
 	for _, d := range cfg.Domains() {
 		if cfg.ForwardAuth(d) != nil {

@@ -9,6 +9,7 @@ import (
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice"
@@ -37,13 +38,100 @@ func (s *Server) decideRLS(ctx context.Context, req *rlspb.RateLimitRequest, end
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.decide(ctx, s.cur.Load(), r, endpoint)
+	snap := s.cur.Load()
+	out, err := s.decide(ctx, snap, r, endpoint)
 	if err != nil {
 		return nil, err
 	}
 	resp := toRLS(out)
 	s.rlsHeaders(resp, out) // headers.go: the configured style
+	if s.cfg.DynamicMetadata {
+		resp.DynamicMetadata = dynamicMetadata(snap.cfg, req, out)
+	}
 	return resp, nil
+}
+
+// dynamicMetadata is a response's dynamic_metadata as
+// envoyproxy/ratelimit fills it when RESPONSE_DYNAMIC_METADATA is set:
+//
+//	domain       the request's domain
+//	descriptors  each request descriptor: entries, as "key=value" strings
+//	             (a secret's value as its digest, see config.Redacted),
+//	             and its limit and hitsAddend if the request sets them
+//	hitsAddend   the request's hits_addend, if not 0
+//	metadata     the config's metadata of the descriptors that passed
+//	             (not over their limits, not unlimited), merged: of two
+//	             values under one key the first descriptor's stays, and
+//	             two mappings under one key are merged the same way
+//
+// Envoy puts it in the filter's dynamic metadata, for other filters,
+// routes and access logs.
+func dynamicMetadata(cfg *config.Config, req *rlspb.RateLimitRequest, out *outcome) *structpb.Struct {
+	descs := make([]*structpb.Value, 0, len(req.GetDescriptors()))
+	for _, d := range req.GetDescriptors() {
+		es := make([]config.Entry, len(d.GetEntries()))
+		for k, e := range d.GetEntries() {
+			es[k] = config.Entry{Key: e.GetKey(), Value: e.GetValue()}
+		}
+		es = cfg.Redacted(req.GetDomain(), es)
+		list := make([]*structpb.Value, len(es))
+		for k, e := range es {
+			list[k] = structpb.NewStringValue(e.Key + "=" + e.Value)
+		}
+		f := map[string]*structpb.Value{"entries": structpb.NewListValue(&structpb.ListValue{Values: list})}
+		if l := d.GetLimit(); l != nil {
+			f["limit"] = structpb.NewStringValue(l.String())
+		}
+		if h := d.GetHitsAddend(); h != nil {
+			f["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
+		}
+		descs = append(descs, structpb.NewStructValue(&structpb.Struct{Fields: f}))
+	}
+	fields := map[string]*structpb.Value{
+		"domain":      structpb.NewStringValue(req.GetDomain()),
+		"descriptors": structpb.NewListValue(&structpb.ListValue{Values: descs}),
+	}
+	if h := req.GetHitsAddend(); h != 0 {
+		fields["hitsAddend"] = structpb.NewNumberValue(float64(h))
+	}
+	var passed map[string]any
+	for _, st := range out.statuses {
+		if st.over || st.unlimited || len(st.meta) == 0 {
+			continue
+		}
+		if passed == nil {
+			passed = make(map[string]any)
+		}
+		mergeMetadata(passed, st.meta)
+	}
+	// The config's metadata holds only what a Struct can (config checks
+	// it when it loads): the error cannot happen.
+	if m, err := structpb.NewStruct(passed); err == nil && len(passed) > 0 {
+		fields["metadata"] = structpb.NewStructValue(m)
+	}
+	return &structpb.Struct{Fields: fields}
+}
+
+// mergeMetadata adds src's keys to dst: a key dst has keeps its value,
+// but for two mappings, which are merged likewise. The mappings it adds
+// are copies, so that a later merge into them leaves the config's alone.
+func mergeMetadata(dst, src map[string]any) {
+	for k, v := range src {
+		if have, ok := dst[k]; ok {
+			hm, ok1 := have.(map[string]any)
+			vm, ok2 := v.(map[string]any)
+			if ok1 && ok2 {
+				mergeMetadata(hm, vm)
+			}
+			continue
+		}
+		if vm, ok := v.(map[string]any); ok {
+			c := make(map[string]any, len(vm))
+			mergeMetadata(c, vm)
+			v = c
+		}
+		dst[k] = v
+	}
 }
 
 // fromRLS is the request req carries. It checks what only RLS has: the

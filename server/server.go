@@ -56,6 +56,8 @@ type Server struct {
 
 	served   atomic.Bool
 	draining chan struct{} // closed when shutdown begins
+
+	console console // the admin listener's: admin.go, stats.go
 }
 
 // New returns a Server for cfg, with its config loaded: a config that does
@@ -97,10 +99,11 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("server: HTTP: %w", err)
 		}
 	}
+	s.console.started = cfg.Clock.Now()
 	c, hash := cfg.Policy, ""
 	if len(cfg.Paths) > 0 {
 		hash = hashFiles(cfg.Paths)
-		if c, err = config.Load(cfg.Paths...); err != nil {
+		if c, err = (config.Options{MergeDomains: cfg.MergeDomains}).Load(cfg.Paths...); err != nil {
 			if !cfg.StartWithoutConfig {
 				return nil, err
 			}

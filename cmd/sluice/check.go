@@ -16,7 +16,7 @@ import (
 )
 
 func checkHelp(w io.Writer) {
-	fmt.Fprint(w, `Usage: sluice check [-store redis] FILE|DIR...
+	fmt.Fprint(w, `Usage: sluice check [-store redis] [-merge-domains] FILE|DIR...
 
 Loads a config as 'sluice serve -config' would, without serving it. A
 directory stands for its *.yaml and *.yml files; a file named that is not
@@ -35,6 +35,8 @@ a config holds at most 2^17 descriptors and limits in all its files.
   -store redis   also check every rule against what the Redis store can
                  hold, as 'sluice serve -redis' does when it loads the
                  config (no connection is made)
+  -merge-domains let several files define one domain, as 'sluice serve
+                 -merge-domains' does
 `)
 }
 
@@ -43,6 +45,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	c, _ := lookup("check")
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	store := fs.String("store", "memory", "")
+	merge := fs.Bool("merge-domains", false, "")
 	paths, code, ok := parseFlags(c, fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -59,7 +62,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, "sluice check: no YAML file or directory given: nothing to check\nRun 'sluice help check' for usage.\n")
 		return exitUsage
 	}
-	cfg, err := config.Load(paths...)
+	cfg, err := config.Options{MergeDomains: *merge}.Load(paths...)
 	if err != nil {
 		// One line per problem, each "file:line: field: what".
 		for _, e := range flatten(err) {

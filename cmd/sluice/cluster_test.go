@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -41,8 +43,15 @@ func TestServeCluster(t *testing.T) {
 	if want := "redis cluster " + strings.Join(addrs, ","); s.banner["store"] != want {
 		t.Errorf("banner store %q, want %q", s.banner["store"], want)
 	}
+	warmUp(t, s)
 	stableWindow(time.Hour, 20*time.Second)
 	run := fmt.Sprint(time.Now().UnixNano())
+	errs := storeErrors(t, s)
+	defer func() {
+		if n := storeErrors(t, s); n != errs {
+			t.Errorf("%v store errors (Redis calls past their 50ms deadline fail open): the decisions above were not all Redis's", n-errs)
+		}
+	}()
 	var wg sync.WaitGroup
 	for u := range 30 {
 		wg.Go(func() {
@@ -106,15 +115,55 @@ func TestServeCluster(t *testing.T) {
 func TestServeClusterFromEnv(t *testing.T) {
 	addrs := testredis.StartCluster(t)
 	withEnv(t, "REDIS_SOCKET_TYPE", "tcp", "REDIS_TYPE", "cluster", "REDIS_URL", strings.Join(addrs, ","), "USE_STATSD", "false")
-	s := startServe(t, "-config", writeConfig(t, clusterYAML), "-debug", "")
+	s := startServe(t, "-config", writeConfig(t, clusterYAML))
 	if want := "redis cluster " + strings.Join(addrs, ","); s.banner["store"] != want {
 		t.Errorf("banner store %q, want %q", s.banner["store"], want)
 	}
+	warmUp(t, s)
 	user := fmt.Sprint("env", time.Now().UnixNano())
 	stableWindow(time.Hour, 10*time.Second)
 	for i, want := range []int{200, 200, 429} {
 		if code, body := s.postJSON(t, "shop", "user", user); code != want {
 			t.Errorf("request %d: %d %s, want %d", i+1, code, body, want)
+		}
+	}
+}
+
+// storeErrors reads sluice_store_errors_total from /metrics.
+func storeErrors(t *testing.T, s *serving) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + s.addr("http") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "sluice_store_errors_total "); ok {
+			n, _ := strconv.ParseFloat(v, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// warmUp sends requests on keys of their own until ten in a row reach
+// Redis without an error: the first calls to a cluster dial every node,
+// learn the slots and load the script, and may pass the store's 50ms
+// deadline, failing open, which the test would take for a wrong count.
+func warmUp(t *testing.T, s *serving) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		before := storeErrors(t, s)
+		for k := range 10 {
+			s.postJSON(t, "shop", "user", fmt.Sprintf("warm-%d-%d", i, k))
+		}
+		if storeErrors(t, s) == before {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Redis calls still fail after 30s of warm-up")
 		}
 	}
 }

@@ -64,8 +64,8 @@ var envoyVars = []envoyVar{
 	{name: "GRPC_HOST", def: "0.0.0.0", flags: "-grpc"},
 	{name: "GRPC_PORT", def: "8081", flags: "-grpc"},
 	{name: "GRPC_UDS", flags: "-grpc-uds"},
-	{name: "DEBUG_HOST", def: "0.0.0.0", flags: "-debug"},
-	{name: "DEBUG_PORT", def: "6070", flags: "-debug"},
+	{name: "DEBUG_HOST", def: "0.0.0.0", flags: "-admin"},
+	{name: "DEBUG_PORT", def: "6070", flags: "-admin"},
 	{name: "USE_PROMETHEUS", def: "false", flags: "-metrics"},
 	{name: "PROMETHEUS_ADDR", def: ":9090", flags: "-metrics"},
 	{name: "PROMETHEUS_PATH", def: "/metrics", flags: "-metrics-path"},
@@ -85,6 +85,9 @@ var envoyVars = []envoyVar{
 	{name: "REDIS_POOL_SIZE", def: "10", flags: "-redis-pool-size"},
 	{name: "CACHE_KEY_PREFIX", flags: "-redis-prefix"},
 	{name: "SHADOW_MODE", def: "false", flags: "-shadow"},
+	{name: "QUOTA_MODE", def: "false", flags: "-quota-mode"},
+	{name: "RESPONSE_DYNAMIC_METADATA", def: "false", flags: "-dynamic-metadata"},
+	{name: "MERGE_DOMAIN_CONFIG", def: "false", flags: "-merge-domains"},
 	{name: "LIMIT_RESPONSE_HEADERS_ENABLED", def: "false", flags: "-response-headers"},
 	{name: "LIMIT_LIMIT_HEADER", def: "RateLimit-Limit", flags: "-limit-header"},
 	{name: "LIMIT_REMAINING_HEADER", def: "RateLimit-Remaining", flags: "-remaining-header"},
@@ -99,7 +102,6 @@ var envoyVars = []envoyVar{
 	{name: "FORCE_START_WITHOUT_INITIAL_CONFIG", def: "false", flags: "-start-without-config"},
 	{name: "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", def: "false", flags: "-health-requires-config"},
 	{name: "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", def: "false", note: "sluice decides a request's descriptors all-or-nothing: when one is over its limit, none is charged, as envoyproxy/ratelimit does only with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true; with false it charges the others too", report: func(v string, _ bool) bool { b, _ := strconv.ParseBool(v); return !b }},
-	{name: "MERGE_DOMAIN_CONFIG", def: "false", note: "merging a domain split across files is not implemented: a domain defined in two files is refused", report: whenTrue},
 	{name: "REDIS_PERSECOND", def: "false", note: notePersecond, report: whenTrue},
 	{name: "REDIS_PERSECOND_SOCKET_TYPE", def: "unix", note: notePersecond, report: whenSet},
 	{name: "REDIS_PERSECOND_TYPE", def: "SINGLE", note: notePersecond, report: whenSet},
@@ -115,7 +117,6 @@ var envoyVars = []envoyVar{
 	{name: "LOCAL_CACHE_SIZE_IN_BYTES", def: "0", note: "ignored: sluice remembers denials until their Retry-After on its own (10000 of them), which never denies what Redis would allow", report: whenSet},
 	{name: "NEAR_LIMIT_RATIO", def: "0.8", note: "ignored: there is no near_limit statistic", report: whenSet},
 	{name: "EXPIRATION_JITTER_MAX_SECONDS", def: "300", note: "ignored: sluice's keys expire when their state is idle again, no sooner", report: whenSet},
-	{name: "RESPONSE_DYNAMIC_METADATA", def: "false", note: "not implemented: the response carries no dynamic metadata", report: whenTrue},
 	{name: "CONFIG_TYPE", def: "FILE", flags: "-config"},
 	{name: "USE_STATSD", def: "true", note: noteStatsd, report: whenNotFalse},
 	{name: "STATSD_HOST", def: "localhost", note: noteStatsd, report: whenSet},
@@ -262,7 +263,9 @@ func envoySettings(lookup func(string) (string, bool)) ([]envSetting, []envNote,
 	add("http", net.JoinHostPort(r.get("HOST"), r.getInt("PORT")))
 	add("grpc", net.JoinHostPort(r.get("GRPC_HOST"), r.getInt("GRPC_PORT")))
 	addIfSet("grpc-uds", "GRPC_UDS")
-	add("debug", net.JoinHostPort(r.get("DEBUG_HOST"), r.getInt("DEBUG_PORT")))
+	// envoyproxy/ratelimit's debug port is sluice's admin listener: the
+	// console, its config (/v1/policy) and statistics (/v1/stats).
+	add("admin", net.JoinHostPort(r.get("DEBUG_HOST"), r.getInt("DEBUG_PORT")))
 	if r.getBool("USE_PROMETHEUS") {
 		add("metrics", r.get("PROMETHEUS_ADDR"))
 		add("metrics-path", r.get("PROMETHEUS_PATH"))
@@ -280,11 +283,10 @@ func envoySettings(lookup func(string) (string, bool)) ([]envSetting, []envNote,
 
 	envoyRedis(r, add)
 
-	if r.getBool("SHADOW_MODE") {
-		add("shadow", "true")
-	} else {
-		add("shadow", "false")
-	}
+	add("shadow", strconv.FormatBool(r.getBool("SHADOW_MODE")))
+	add("quota-mode", strconv.FormatBool(r.getBool("QUOTA_MODE")))
+	add("dynamic-metadata", strconv.FormatBool(r.getBool("RESPONSE_DYNAMIC_METADATA")))
+	add("merge-domains", strconv.FormatBool(r.getBool("MERGE_DOMAIN_CONFIG")))
 	if r.getBool("LIMIT_RESPONSE_HEADERS_ENABLED") {
 		add("response-headers", "envoy")
 	} else {

@@ -51,7 +51,9 @@ func TestEnvoyEnvDefaults(t *testing.T) {
 		"config":                        "/srv/runtime_data/current/config",
 		"http":                          "0.0.0.0:8080",
 		"grpc":                          "0.0.0.0:8081",
-		"debug":                         "0.0.0.0:6070",
+		"admin":                         "0.0.0.0:6070",
+		"quota-mode":                    "false",
+		"merge-domains":                 "false",
 		"metrics":                       `""`,
 		"log-level":                     "warn",
 		"log-format":                    "text",
@@ -95,8 +97,8 @@ func TestEnvoyEnvMapping(t *testing.T) {
 			"USE_PROMETHEUS", "true", "PROMETHEUS_ADDR", ":19090", "PROMETHEUS_PATH", "/prom",
 			"LOG_LEVEL", "Warning", "LOG_FORMAT", "JSON"},
 		want: map[string]string{"config": "/data/ratelimit/limits", "http": "127.0.0.1:18080", "grpc": "[::1]:18081",
-			"debug": "0.0.0.0:16070", "metrics": ":19090", "metrics-path": "/prom", "log-level": "warn", "log-format": "json"},
-		src: map[string]string{"debug": "env DEBUG_PORT; envoy default DEBUG_HOST", "metrics": "env USE_PROMETHEUS, PROMETHEUS_ADDR"},
+			"admin": "0.0.0.0:16070", "metrics": ":19090", "metrics-path": "/prom", "log-level": "warn", "log-format": "json"},
+		src: map[string]string{"admin": "env DEBUG_PORT; envoy default DEBUG_HOST", "metrics": "env USE_PROMETHEUS, PROMETHEUS_ADDR"},
 	}, {
 		name: "single redis over tcp, with a user, TLS and a prefix",
 		env: []string{"REDIS_SOCKET_TYPE", "tcp", "REDIS_URL", "redis.svc:6379", "REDIS_AUTH", "rl:s3cret", "REDIS_TLS", "true",
@@ -128,11 +130,12 @@ func TestEnvoyEnvMapping(t *testing.T) {
 			"GRPC_CLIENT_TLS_CACERT", "/tls/ca.crt", "GRPC_CLIENT_TLS_SAN", "envoy.local",
 			"LIMIT_RESPONSE_HEADERS_ENABLED", "true", "LIMIT_RESET_HEADER", "X-Reset", "SHADOW_MODE", "true",
 			"FORCE_START_WITHOUT_INITIAL_CONFIG", "true", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true",
+			"QUOTA_MODE", "true", "RESPONSE_DYNAMIC_METADATA", "true", "MERGE_DOMAIN_CONFIG", "true",
 			"GRPC_MAX_CONNECTION_AGE", "1h", "GRPC_UDS", "/run/rl.sock"},
 		want: map[string]string{"grpc-tls-cert": "/tls/tls.crt", "grpc-tls-key": "/tls/tls.key", "grpc-tls-client-ca": "/tls/ca.crt",
 			"grpc-tls-client-san": "envoy.local", "response-headers": "envoy", "reset-header": "X-Reset", "limit-header": "RateLimit-Limit",
 			"shadow": "true", "start-without-config": "true", "health-requires-config": "true", "grpc-max-connection-age": "1h0m0s",
-			"grpc-uds": "/run/rl.sock", "http-tls-cert": `""`},
+			"grpc-uds": "/run/rl.sock", "http-tls-cert": `""`, "quota-mode": "true", "dynamic-metadata": "true", "merge-domains": "true"},
 	}, {
 		name: "TLS files without GRPC_SERVER_USE_TLS are not used",
 		env:  []string{"GRPC_SERVER_TLS_CERT", "/tls/tls.crt"},
@@ -186,10 +189,10 @@ func TestEnvoyModeTrigger(t *testing.T) {
 // Variables sluice does not implement are named; those it cannot do
 // without (another backend, xDS), and values it cannot read, are errors.
 func TestEnvoyEnvNotesAndErrors(t *testing.T) {
-	_, _, out := printed(t, []string{"USE_STATSD", "true", "STATSD_HOST", "statsd", "MERGE_DOMAIN_CONFIG", "true",
+	_, _, out := printed(t, []string{"USE_STATSD", "true", "STATSD_HOST", "statsd",
 		"REDIS_PERSECOND", "true", "REDIS_PERSECOND_URL", "r2:6379", "LOCAL_CACHE_SIZE_IN_BYTES", "1000000",
 		"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true", "GRPC_CLIENT_TLS_CACERT", "/ca"})
-	for _, want := range []string{"USE_STATSD=true: statsd is not implemented", "STATSD_HOST=statsd: statsd", "MERGE_DOMAIN_CONFIG=true: merging",
+	for _, want := range []string{"USE_STATSD=true: statsd is not implemented", "STATSD_HOST=statsd: statsd",
 		"REDIS_PERSECOND=true: a second Redis", "REDIS_PERSECOND_URL=r2:6379", "LOCAL_CACHE_SIZE_IN_BYTES=1000000: ignored",
 		"GRPC_CLIENT_TLS_CACERT=/ca: ignored: GRPC_SERVER_USE_TLS is not true"} {
 		if !strings.Contains(out, want) {

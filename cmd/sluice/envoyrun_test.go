@@ -185,7 +185,7 @@ descriptors:
 // sluice serve with only envoyproxy/ratelimit's environment, a runtime
 // directory laid out as it expects and a real redis-server: the ports,
 // the limits counted in Redis, the response headers, /healthcheck, the
-// metrics and debug listeners, and a reload by a symlink swap of
+// metrics and admin (debug port) listeners, and a reload by a symlink swap of
 // RUNTIME_ROOT.
 func TestEnvoyRun(t *testing.T) {
 	redisAddr := testredis.Start(t)
@@ -299,12 +299,13 @@ func TestEnvoyRun(t *testing.T) {
 		t.Errorf("keys in Redis: %v, %v; want the user's", keys, err)
 	}
 
-	// The metrics listener (PROMETHEUS_ADDR) and the debug port.
+	// The metrics listener (PROMETHEUS_ADDR) and the debug port, the admin one.
 	if code, body := httpGet("http://127.0.0.1:" + promPort + "/metrics"); code != 200 || !strings.Contains(body, `sluice_decisions_total{domain="shop"`) {
 		t.Errorf("PROMETHEUS_ADDR /metrics: %d", code)
 	}
-	if code, body := httpGet("http://127.0.0.1:" + debugPort + "/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
-		t.Errorf("DEBUG_PORT /debug/pprof/: %d", code)
+	// DEBUG_PORT is sluice's admin listener: the console and its JSON.
+	if code, body := httpGet("http://127.0.0.1:" + debugPort + "/v1/policy"); code != 200 || !strings.Contains(body, `"shop"`) {
+		t.Errorf("DEBUG_PORT /v1/policy: %d %.200s", code, body)
 	}
 
 	// Reload: RUNTIME_ROOT's symlink now points at v2.

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -15,11 +14,11 @@ import (
 )
 
 // listeners are the service's sockets: HTTP and gRPC, which the server
-// serves, and the metrics and debug listeners beside them, which the
-// command serves.
+// serves, the admin listener, which the server serves beside them, and
+// the metrics listener, which the command serves.
 type listeners struct {
 	http, grpc     net.Listener
-	metrics, debug net.Listener // nil when not asked for
+	admin, metrics net.Listener // nil when not asked for
 
 	side []*http.Server
 	wg   sync.WaitGroup
@@ -57,63 +56,40 @@ func listenAll(ctx context.Context, o *serveFlags, srv *server.Server) (_ *liste
 		mux.Handle("GET "+o.metricsPath, srv.MetricsHandler())
 		ls.side = append(ls.side, sideServer(mux))
 	}
-	if o.debugAddr != "" {
-		if ls.debug, err = lc.Listen(ctx, "tcp", o.debugAddr); err != nil {
-			return nil, fmt.Errorf("-debug: %w", err)
+	if o.admin != "" {
+		if ls.admin, err = lc.Listen(ctx, "tcp", o.admin); err != nil {
+			return nil, fmt.Errorf("-admin: %w", err)
 		}
-		ls.side = append(ls.side, sideServer(debugMux(srv)))
 	}
 	return ls, nil
 }
 
-// sideServer is an http.Server for the metrics or debug listener: its
-// clients are scrapers and operators, but bounded all the same.
+// sideServer is an http.Server for the metrics listener: its clients are
+// scrapers, but bounded all the same.
 func sideServer(h http.Handler) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
 }
 
-// debugMux serves Go's profiler, as envoyproxy/ratelimit's debug port
-// does, and the metrics.
-func debugMux(srv *server.Server) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.Handle("GET /metrics", srv.MetricsHandler())
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprint(w, "/debug/pprof/: Go's profiler\n/metrics: the Prometheus metrics\n")
-	})
-	return mux
-}
-
-// serveSide serves the metrics and debug listeners until close.
+// serveSide serves the metrics listener until close.
 func (ls *listeners) serveSide(log *slog.Logger) {
-	lns := []net.Listener{ls.metrics, ls.debug}
-	i := 0
-	for _, ln := range lns {
-		if ln == nil {
-			continue
-		}
-		hs := ls.side[i]
-		i++
-		ls.wg.Go(func() {
-			if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				log.Error("a side listener stopped", "addr", ln.Addr().String(), "err", err)
-			}
-		})
+	if ls.metrics == nil {
+		return
 	}
+	ln, hs := ls.metrics, ls.side[0]
+	ls.wg.Go(func() {
+		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			log.Error("the metrics listener stopped", "addr", ln.Addr().String(), "err", err)
+		}
+	})
 }
 
-// close closes the listeners the server did not take, and stops the side
-// servers.
+// close closes the listeners the server did not take, and stops the
+// metrics server. ServeAdmin closes the admin listener when it ran.
 func (ls *listeners) close() {
 	for _, hs := range ls.side {
 		hs.Close()
 	}
-	for _, ln := range []net.Listener{ls.metrics, ls.debug} {
+	for _, ln := range []net.Listener{ls.metrics, ls.admin} {
 		if ln != nil {
 			ln.Close()
 		}

@@ -75,7 +75,7 @@ func TestMigrationGuide(t *testing.T) {
 		"redis":            "redis://redis.ratelimit.svc:6379",
 		"http":             "0.0.0.0:8080",
 		"grpc":             "0.0.0.0:8081",
-		"debug":            "0.0.0.0:6070",
+		"admin":            "0.0.0.0:6070",
 		"response-headers": "envoy",
 		"log-level":        "info",
 	} {

@@ -52,13 +52,23 @@ Flags:
   -config FILE|DIR     the config: a YAML file, or a directory of them
                        (envoyproxy/ratelimit's format; see 'sluice check').
                        May be repeated. Default: the built-in policy
+  -merge-domains       let several config files define one domain, their
+                       descriptors merged, as envoyproxy/ratelimit's
+                       MERGE_DOMAIN_CONFIG (default: a domain defined
+                       twice is an error)
   -http ADDR           the HTTP address (default :8080)
   -grpc ADDR           the gRPC address (default :8081)
   -grpc-uds PATH       serve gRPC on this unix socket instead of -grpc
+  -admin ADDR          the admin address: the console at /ui/, and its
+                       JSON, /v1/stats and /v1/policy (default
+                       127.0.0.1:6070, this host only); "" turns it off
+  -ui                  serve the console and its playground on the admin
+                       address (default true; -ui=false leaves the JSON)
+  -key-lookup          let the console look up a key's state (a peek that
+                       charges nothing). Off by default: it shows any
+                       key's state to whoever reaches the admin address
   -metrics ADDR        also serve the metrics on a listener of their own
   -metrics-path PATH   their path there (default /metrics)
-  -debug ADDR          serve Go's profiler (/debug/pprof/) and the metrics
-                       on this address; keep it private
   -print-config        print every setting and where it came from, and exit
   -envoy-env           read envoyproxy/ratelimit's variables even if none is
                        set (so that its defaults apply); -envoy-env=false
@@ -107,6 +117,12 @@ Responses:
                        rename envoy's three headers
   -shadow              shadow mode for every rule: decide and count, never
                        deny
+  -quota-mode          quota mode for every descriptor, as
+                       envoyproxy/ratelimit's QUOTA_MODE: a request is
+                       denied only when all its descriptors are over
+  -dynamic-metadata    return the descriptors and their config metadata
+                       in each RLS response's dynamic_metadata, as
+                       envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA
 
 Behaviour:
   -drain DURATION      how long to keep serving after reporting not ready
@@ -159,8 +175,13 @@ type serveFlags struct {
 	grpcUDS     string
 	metricsAddr string
 	metricsPath string
-	debugAddr   string
+	admin       string
+	ui          bool
+	keyLookup   bool
 	shadow      bool
+	quota       bool
+	dynMeta     bool
+	merge       bool
 	drain       time.Duration
 	poll        time.Duration
 	readTO      time.Duration
@@ -218,8 +239,13 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	fs.StringVar(&o.grpcUDS, "grpc-uds", "", "")
 	fs.StringVar(&o.metricsAddr, "metrics", "", "")
 	fs.StringVar(&o.metricsPath, "metrics-path", "/metrics", "")
-	fs.StringVar(&o.debugAddr, "debug", "", "")
+	fs.StringVar(&o.admin, "admin", defaultAdminAddr, "")
+	fs.BoolVar(&o.ui, "ui", true, "")
+	fs.BoolVar(&o.keyLookup, "key-lookup", false, "")
 	fs.BoolVar(&o.shadow, "shadow", false, "")
+	fs.BoolVar(&o.quota, "quota-mode", false, "")
+	fs.BoolVar(&o.dynMeta, "dynamic-metadata", false, "")
+	fs.BoolVar(&o.merge, "merge-domains", false, "")
 	fs.DurationVar(&o.drain, "drain", 0, "")
 	fs.DurationVar(&o.poll, "poll", server.DefaultReloadInterval, "")
 	fs.Var(&o.trusted, "trusted-proxies", "")
@@ -381,6 +407,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		// per request.
 		StoreTimeout:          -1,
 		Shadow:                o.shadow,
+		QuotaMode:             o.quota,
+		DynamicMetadata:       o.dynMeta,
+		MergeDomains:          o.merge,
 		HTTPAddr:              o.httpAddr,
 		GRPCAddr:              o.grpcAddr,
 		ReloadInterval:        poll,
@@ -441,15 +470,62 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	})
 	ls.serveSide(log)
 
+	// The admin listener lives as long as the service: it stops when
+	// Serve returns, whatever the reason.
+	adminCtx, stopAdmin := context.WithCancel(ctx)
+	defer stopAdmin()
+	adminErr := make(chan error, 1)
+	if ls.admin != nil {
+		opts := server.AdminOptions{UI: o.ui, Lookup: o.keyLookup, Hosts: adminHosts(o.admin)}
+		wg.Go(func() { adminErr <- srv.ServeAdmin(adminCtx, ls.admin, opts) })
+	}
+
 	printBanner(stdout, banner{
 		http: ls.http.Addr(), grpc: ls.grpc.Addr(), configs: o.configs, domains: srv.Domains(),
 		store: st.name, shadow: o.shadow, o: &o, mode: mode, ls: ls, headers: hdrs,
 	})
-	if err := srv.Serve(ctx, ls.http, ls.grpc); err != nil {
+	err = srv.Serve(ctx, ls.http, ls.grpc)
+	stopAdmin()
+	if ls.admin != nil {
+		if aerr := <-adminErr; err == nil {
+			err = aerr
+		}
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return exitFail
 	}
 	return exitOK
+}
+
+// defaultAdminAddr is where the console listens: this host only, on the
+// port envoyproxy/ratelimit gives its debug listener.
+const defaultAdminAddr = "127.0.0.1:6070"
+
+// adminHosts is the host name of -admin when it is a name, which the
+// admin listener then answers to besides IP addresses and localhost.
+func adminHosts(addr string) []string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || net.ParseIP(host) != nil {
+		return nil
+	}
+	return []string{host}
+}
+
+// adminBanner is the banner's admin line.
+func adminBanner(addr net.Addr, ui, lookup bool) string {
+	what := "GET /v1/stats, GET /v1/policy"
+	if ui {
+		host, port, _ := net.SplitHostPort(addr.String())
+		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+			host = "localhost"
+		}
+		what = "console http://" + net.JoinHostPort(host, port) + "/ui/, " + what + ", POST /v1/simulate"
+	}
+	if lookup {
+		what += ", POST /v1/lookup (key lookup on)"
+	}
+	return fmt.Sprintf("  admin    %s  %s\n", addr, what)
 }
 
 // flagGroups are flags that choose one thing together: given one on the
@@ -511,22 +587,23 @@ func printBanner(w io.Writer, b banner) {
 	if b.shadow {
 		shadow = "on: every rule decides and counts, none denies"
 	}
+	admin := ""
+	if b.ls.admin != nil {
+		admin = adminBanner(b.ls.admin.Addr(), b.o.ui, b.o.keyLookup)
+	}
 	fmt.Fprintf(w, `sluice serve: the rate-limit service is up
   grpc     %s  envoy.service.ratelimit.v3.RateLimitService, grpc.health.v1.Health, reflection
   http     %s  POST /json, GET /v1/auth, /metrics, /healthz, /readyz, /healthcheck
-  config   %s
+%s  config   %s
   domains  %s
   store    %s
   headers  %s
-`, b.grpc, b.http, cfg, strings.Join(b.domains, ", "), b.store, b.headers)
+`, b.grpc, b.http, admin, cfg, strings.Join(b.domains, ", "), b.store, b.headers)
 	if b.o.grpcTLS.cert != "" || b.o.httpTLS.cert != "" {
 		fmt.Fprintf(w, "  tls      grpc %s, http %s\n", b.o.grpcTLS, b.o.httpTLS)
 	}
 	if b.ls.metrics != nil {
 		fmt.Fprintf(w, "  metrics  %s  %s\n", b.ls.metrics.Addr(), b.o.metricsPath)
-	}
-	if b.ls.debug != nil {
-		fmt.Fprintf(w, "  debug    %s  /debug/pprof/, /metrics\n", b.ls.debug.Addr())
 	}
 	if b.mode.on {
 		fmt.Fprintf(w, "  mode     envoy: envoyproxy/ratelimit's variables read (%s)\n", b.mode.why)

@@ -40,7 +40,7 @@ func startServe(t *testing.T, args ...string) *serving {
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
 	s := &serving{banner: map[string]string{}, logs: make(chan string, 1000), cancel: cancel, code: make(chan int, 1)}
-	args = append([]string{"serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0"}, args...)
+	args = append([]string{"serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-admin", "127.0.0.1:0"}, args...)
 	go func() {
 		s.code <- run(ctx, args, outW, errW)
 		outW.Close()
@@ -313,7 +313,7 @@ descriptors:
 	for range 2 {
 		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run", "^$")
 		cmd.Env = append(os.Environ(), serveArgsEnv+"="+strings.Join([]string{
-			"serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-config", cfg, "-redis", "redis://127.0.0.1:" + port + "/0",
+			"serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-admin", "", "-config", cfg, "-redis", "redis://127.0.0.1:" + port + "/0",
 		}, "\n"))
 		out, err := cmd.StdoutPipe()
 		if err != nil {

@@ -86,8 +86,8 @@ func TestServeMTLSFromEnv(t *testing.T) {
 		"GRPC_CLIENT_TLS_SAN", "envoy.mesh.local",
 		"USE_STATSD", "false",
 	)
-	// The memory store and no debug port: the flags win.
-	s := startServe(t, "-config", writeConfig(t, serveYAML), "-redis", "", "-debug", "")
+	// The memory store: the flag wins.
+	s := startServe(t, "-config", writeConfig(t, serveYAML), "-redis", "")
 	if s.banner["tls"] != "grpc mTLS, SAN envoy.mesh.local, http off" {
 		t.Errorf("banner tls %q", s.banner["tls"])
 	}
@@ -183,7 +183,7 @@ func TestServeRedisTLS(t *testing.T) {
 			withEnv(t, "REDIS_SOCKET_TYPE", "tcp", "REDIS_URL", r.addr, "REDIS_TLS", "true",
 				"REDIS_TLS_CACERT", r.ca, "REDIS_TLS_CLIENT_CERT", r.cert, "REDIS_TLS_CLIENT_KEY", r.key,
 				"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", tt.skip, "USE_STATSD", "false")
-			s := startServe(t, "-config", writeConfig(t, serveYAML), "-debug", "")
+			s := startServe(t, "-config", writeConfig(t, serveYAML))
 			if want := "redis redis://" + r.addr + " (TLS)"; s.banner["store"] != want {
 				t.Errorf("banner store %q, want %q", s.banner["store"], want)
 			}
