@@ -43,9 +43,11 @@ type descStatus struct {
 	unlimited bool // explicitly not limited
 	// lim is the limit reported, with its decision d: of the limits that
 	// applied, the one with the least remaining, as sluice.Combine
-	// reports a request's limits. nil when no limit applied.
-	lim *limitInfo
-	d   sluice.Decision
+	// reports a request's limits. nil when no limit applied. named says
+	// whether the config names it (config.Match.Name).
+	lim   *limitInfo
+	d     sluice.Decision
+	named bool
 	// meta is the config's metadata of the descriptor it lands on, nil
 	// if none; shared with the config: do not modify.
 	meta map[string]any
@@ -66,6 +68,7 @@ type check struct {
 	n     int64 // the descriptor's hits
 	key   string
 	label string // config.Match.MetricLabel: value_to_metric's, or ""
+	named bool   // the config names the limit (config.Match.Name)
 }
 
 // decide answers req against snap, and counts it: see the package
@@ -99,7 +102,7 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 	for i, ms := range matches {
 		for _, m := range ms {
 			if !m.Unlimited {
-				checks = append(checks, check{desc: i, lim: snap.rules[m.ID], n: req.descs[i].hits, key: boundKey(m.Key), label: m.MetricLabel})
+				checks = append(checks, check{desc: i, lim: snap.rules[m.ID], n: req.descs[i].hits, key: boundKey(m.Key), label: m.MetricLabel, named: m.Name != ""})
 			}
 		}
 	}
@@ -165,7 +168,8 @@ func (s *Server) describe(domain string, ms []config.Match, cs []check, ds []slu
 		}
 	}
 	comb := sluice.Combine(own, ds)
-	return descStatus{over: !comb.Allowed, lim: cs[sluice.Tightest(own, ds)].lim, d: comb}
+	t := &cs[sluice.Tightest(own, ds)]
+	return descStatus{over: !comb.Allowed, lim: t.lim, named: t.named, d: comb}
 }
 
 // take decides the checks in one Limiter.Take, writing check j's

@@ -188,7 +188,10 @@ func toRLS(out *outcome) *rlspb.RateLimitResponse {
 			if st.over {
 				ds.Code = rlspb.RateLimitResponse_OVER_LIMIT
 			}
-			ds.CurrentLimit = st.lim.current
+			ds.CurrentLimit = st.lim.unnamed
+			if st.named {
+				ds.CurrentLimit = st.lim.current
+			}
 			ds.LimitRemaining = uint32(min(max(st.d.Remaining, 0), math.MaxUint32))
 			if st.d.ResetAfter != sluice.Never {
 				ds.DurationUntilReset = durationpb.New(st.d.ResetAfter)
