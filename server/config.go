@@ -70,6 +70,11 @@ type Config struct {
 	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true: when one is over, none
 	// is charged. See the package documentation.
 	ChargePerDescriptor bool
+	// RefuseLimitOverrides refuses a request descriptor's limit (Envoy's
+	// per-request limit override, set from route metadata) with
+	// InvalidArgument. The default honours it as envoyproxy/ratelimit
+	// does; see the package documentation.
+	RefuseLimitOverrides bool
 	// DynamicMetadata fills each RLS response's dynamic_metadata as
 	// envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA does: the domain,
 	// the request's descriptors, and the merged metadata (metadata: in the

@@ -21,10 +21,15 @@ type request struct {
 	descs  []descriptor
 }
 
-// A descriptor is one request descriptor: its entries, and what it costs.
+// A descriptor is one request descriptor: its entries, what it costs, and
+// the limit it brings, if any.
 type descriptor struct {
 	entries []config.Entry
 	hits    int64 // 0: a peek, charging nothing; at most MaxCost
+	// override, when set, is the limit the request asks for in place of
+	// the config's (Envoy's limit override): checked, within the bounds
+	// of override.go.
+	override *sluice.Limit
 }
 
 // An outcome is the answer to a request.
@@ -82,24 +87,49 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 		return nil, err
 	}
 	// Match every descriptor first: a request is decided whole or not at
-	// all.
+	// all. A descriptor with a limit override is not matched: as in
+	// envoyproxy/ratelimit, its override is its one limit, in place of
+	// whatever the config says of it (limits, unlimited, shadow_mode,
+	// quota_mode, replaces, metadata), in a domain the config has.
 	domain := req.domain
 	matches := make([][]config.Match, len(req.descs))
+	var overrides []check // one per descriptor with an override
 	for i := range req.descs {
-		ms, err := snap.cfg.Match(req.domain, req.descs[i].entries)
+		d := &req.descs[i]
+		var ms []config.Match
+		var key string
+		var err error
+		if d.override == nil {
+			ms, err = snap.cfg.Match(req.domain, d.entries)
+		} else {
+			key, err = snap.cfg.Key(req.domain, d.entries)
+		}
 		if err != nil {
 			// An unknown domain: OK, no limit applied, as
 			// envoyproxy/ratelimit answers.
 			domain = labelUnknownDomain
 			clear(matches)
+			overrides = nil
 			break
 		}
 		matches[i] = ms
+		if d.override != nil {
+			li, err := s.overrides.get(descField(i).String()+".limit", *d.override)
+			if err != nil {
+				return nil, err
+			}
+			overrides = append(overrides, check{desc: i, lim: li, n: d.hits, key: boundKey(key)})
+		}
 	}
 	config.ApplyReplaces(matches)
 
 	checks := make([]check, 0, 2*len(req.descs))
 	for i, ms := range matches {
+		if len(overrides) > 0 && overrides[0].desc == i {
+			checks = append(checks, overrides[0])
+			overrides = overrides[1:]
+			continue
+		}
 		for _, m := range ms {
 			if !m.Unlimited {
 				checks = append(checks, check{desc: i, lim: snap.rules[m.ID], n: req.descs[i].hits, key: boundKey(m.Key), label: m.MetricLabel, named: m.Name != ""})

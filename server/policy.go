@@ -38,6 +38,9 @@ type limitInfo struct {
 	sf       string // the name as an RFC 8941 string
 	jsonName string // the name as a JSON string, for a denial's body
 	policy   string // the RateLimit-Policy member
+	// label is the rule's label in the metrics: its name, or for a
+	// request's limit override labelOverride.
+	label string
 	// current is the rule as RLS reports it, with its name; unnamed the
 	// same without, for a limit the config leaves unnamed, which
 	// envoyproxy/ratelimit reports without a name (the rule's name is then
@@ -93,6 +96,7 @@ func newLimitInfo(r *sluice.Rule, globalShadow bool) *limitInfo {
 	}
 	li.sf, li.policy = policyOf(r)
 	li.jsonName = fields.JSONString(r.Name)
+	li.label = r.Name
 	li.current = currentLimit(r)
 	li.unnamed = currentLimit(r)
 	li.unnamed.Name = ""

@@ -319,7 +319,7 @@ func TestBadRequests(t *testing.T) {
 		{"empty key", rlReq("test", 0, "user=hank", "=v"), "descriptors[1].entries[0].key: must not be empty"},
 		{"huge hits_addend", rlReq("test", DefaultMaxHitsAddend+1, "user=hank"), "hits_addend: 1000001 is more than the most allowed"},
 		{"huge descriptor hits_addend", withHits(rlReq("test", 0, "user=hank"), 0, math.MaxUint64), "descriptors[0].hits_addend"},
-		{"limit override", override, "limit overrides"},
+		{"limit override without a unit", override, "descriptors[0].limit.unit: UNKNOWN is not a unit"},
 		{"negative hits", negative, "is_negative_hits"},
 	}
 	for _, tt := range tests {
