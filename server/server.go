@@ -44,6 +44,9 @@ type Server struct {
 	ready   atomic.Bool
 	handler http.Handler
 	trust   clientip.Trusted // Config.TrustedProxies
+	// overrides are the rules of requests' limit overrides, kept across
+	// reloads: they do not come from the config.
+	overrides *overrideRules
 
 	reloadMu reloadLock
 	badHash  string // the content of the last config that failed to load
@@ -83,6 +86,7 @@ func New(cfg Config) (*Server, error) {
 		trust:    cfg.TrustedProxies, // normalised by withDefaults
 		draining: make(chan struct{}),
 	}
+	s.overrides = newOverrideRules(MaxOverrideRules, cfg.Shadow, lim.CheckRule)
 	s.console.started = cfg.Clock.Now()
 	c, hash := cfg.Policy, ""
 	if len(cfg.Paths) > 0 {

@@ -71,6 +71,18 @@ Flags:
   -dynamic-metadata    return the descriptors and their config metadata
                        in each RLS response's dynamic_metadata, as
                        envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA
+  -charge-per-descriptor
+                       charge each descriptor within its limits even when
+                       another descriptor of the request is over, as
+                       envoyproxy/ratelimit does by default
+                       (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false).
+                       Default: a request is charged all or nothing, as
+                       that variable's true comes close to
+  -refuse-limit-overrides
+                       refuse a descriptor's limit override (Envoy's limit
+                       from route metadata) with InvalidArgument. Default:
+                       honour it as envoyproxy/ratelimit does, a fixed
+                       window of its own in place of the config's limits
   -drain DURATION      how long to keep serving after reporting not ready
                        on shutdown, for load balancers to notice (default 0)
   -poll DURATION       how often to check the config files for changes;
@@ -114,6 +126,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		shadow   bool
 		quota    bool
 		dynMeta  bool
+		perDesc  bool
+		refuseOv bool
 		merge    bool
 		drain    time.Duration
 		poll     time.Duration
@@ -132,6 +146,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&shadow, "shadow", false, "")
 	fs.BoolVar(&quota, "quota-mode", false, "")
 	fs.BoolVar(&dynMeta, "dynamic-metadata", false, "")
+	fs.BoolVar(&perDesc, "charge-per-descriptor", false, "")
+	fs.BoolVar(&refuseOv, "refuse-limit-overrides", false, "")
 	fs.BoolVar(&merge, "merge-domains", false, "")
 	fs.DurationVar(&drain, "drain", 0, "")
 	fs.DurationVar(&poll, "poll", server.DefaultReloadInterval, "")
@@ -191,6 +207,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		cfg.TrustedProxies = trusted.prefixes
 	}
 	cfg.QuotaMode, cfg.DynamicMetadata, cfg.MergeDomains = quota, dynMeta, merge
+	cfg.ChargePerDescriptor, cfg.RefuseLimitOverrides = perDesc, refuseOv
 	srv, err := server.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: the config does not load:\n%v\n", err)
