@@ -152,6 +152,31 @@ func (c *Config) Match(domain string, entries []Entry) ([]Match, error) {
 	return ms, nil
 }
 
+// Key returns the counting key of a request descriptor taken as it is,
+// for a limit the request brings rather than the config (Envoy's
+// per-request limit override, which envoyproxy/ratelimit keys by the
+// domain and the descriptor's entries): the domain and every entry,
+// escaped as in Match.Key, with the value of each entry that lands on a
+// descriptor marked secret replaced by its digest (see Redacted). No
+// wildcard is shared here: each value keys apart. The key equals Match.Key
+// where the descriptor lands on a limit without share_threshold, so the
+// caller keeps the two apart by its rule. The error is for an unknown
+// domain only, and wraps ErrUnknownDomain.
+func (c *Config) Key(domain string, entries []Entry) (string, error) {
+	if c == nil || c.domains[domain] == nil {
+		return "", fmt.Errorf("%w %q", ErrUnknownDomain, domain)
+	}
+	var key strings.Builder
+	escape(&key, domain)
+	for _, e := range c.Redacted(domain, entries) {
+		key.WriteByte('|')
+		escape(&key, e.Key)
+		key.WriteByte('=')
+		escape(&key, e.Value)
+	}
+	return key.String(), nil
+}
+
 // Redacted returns entries with the value of each entry that lands on a
 // descriptor marked secret replaced by its digest, as in Match.Key: for
 // showing a request descriptor where a secret must not go (a log line, a

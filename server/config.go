@@ -60,6 +60,21 @@ type Config struct {
 	// quota_mode in the config are in quota mode regardless. See the
 	// package documentation.
 	QuotaMode bool
+	// ChargePerDescriptor decides and charges each descriptor of a
+	// request on its own, as envoyproxy/ratelimit does by default
+	// (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false): a descriptor within
+	// its limits is charged even when another descriptor of the request
+	// is over (which is not charged), and the request is still denied.
+	// The default, false, charges a request's descriptors all or nothing,
+	// as envoyproxy/ratelimit approaches with
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true: when one is over, none
+	// is charged. See the package documentation.
+	ChargePerDescriptor bool
+	// RefuseLimitOverrides refuses a request descriptor's limit (Envoy's
+	// per-request limit override, set from route metadata) with
+	// InvalidArgument. The default honours it as envoyproxy/ratelimit
+	// does; see the package documentation.
+	RefuseLimitOverrides bool
 	// DynamicMetadata fills each RLS response's dynamic_metadata as
 	// envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA does: the domain,
 	// the request's descriptors, and the merged metadata (metadata: in the

@@ -21,10 +21,15 @@ type request struct {
 	descs  []descriptor
 }
 
-// A descriptor is one request descriptor: its entries, and what it costs.
+// A descriptor is one request descriptor: its entries, what it costs, and
+// the limit it brings, if any.
 type descriptor struct {
 	entries []config.Entry
 	hits    int64 // 0: a peek, charging nothing; at most MaxCost
+	// override, when set, is the limit the request asks for in place of
+	// the config's (Envoy's limit override): checked, within the bounds
+	// of override.go.
+	override *sluice.Limit
 }
 
 // An outcome is the answer to a request.
@@ -43,9 +48,11 @@ type descStatus struct {
 	unlimited bool // explicitly not limited
 	// lim is the limit reported, with its decision d: of the limits that
 	// applied, the one with the least remaining, as sluice.Combine
-	// reports a request's limits. nil when no limit applied.
-	lim *limitInfo
-	d   sluice.Decision
+	// reports a request's limits. nil when no limit applied. named says
+	// whether the config names it (config.Match.Name).
+	lim   *limitInfo
+	d     sluice.Decision
+	named bool
 	// meta is the config's metadata of the descriptor it lands on, nil
 	// if none; shared with the config: do not modify.
 	meta map[string]any
@@ -66,6 +73,7 @@ type check struct {
 	n     int64 // the descriptor's hits
 	key   string
 	label string // config.Match.MetricLabel: value_to_metric's, or ""
+	named bool   // the config names the limit (config.Match.Name)
 }
 
 // decide answers req against snap, and counts it: see the package
@@ -79,32 +87,57 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 		return nil, err
 	}
 	// Match every descriptor first: a request is decided whole or not at
-	// all.
+	// all. A descriptor with a limit override is not matched: as in
+	// envoyproxy/ratelimit, its override is its one limit, in place of
+	// whatever the config says of it (limits, unlimited, shadow_mode,
+	// quota_mode, replaces, metadata), in a domain the config has.
 	domain := req.domain
 	matches := make([][]config.Match, len(req.descs))
+	var overrides []check // one per descriptor with an override
 	for i := range req.descs {
-		ms, err := snap.cfg.Match(req.domain, req.descs[i].entries)
+		d := &req.descs[i]
+		var ms []config.Match
+		var key string
+		var err error
+		if d.override == nil {
+			ms, err = snap.cfg.Match(req.domain, d.entries)
+		} else {
+			key, err = snap.cfg.Key(req.domain, d.entries)
+		}
 		if err != nil {
 			// An unknown domain: OK, no limit applied, as
 			// envoyproxy/ratelimit answers.
 			domain = labelUnknownDomain
 			clear(matches)
+			overrides = nil
 			break
 		}
 		matches[i] = ms
+		if d.override != nil {
+			li, err := s.overrides.get(descField(i).String()+".limit", *d.override)
+			if err != nil {
+				return nil, err
+			}
+			overrides = append(overrides, check{desc: i, lim: li, n: d.hits, key: boundKey(key)})
+		}
 	}
 	config.ApplyReplaces(matches)
 
 	checks := make([]check, 0, 2*len(req.descs))
 	for i, ms := range matches {
+		if len(overrides) > 0 && overrides[0].desc == i {
+			checks = append(checks, overrides[0])
+			overrides = overrides[1:]
+			continue
+		}
 		for _, m := range ms {
 			if !m.Unlimited {
-				checks = append(checks, check{desc: i, lim: snap.rules[m.ID], n: req.descs[i].hits, key: boundKey(m.Key), label: m.MetricLabel})
+				checks = append(checks, check{desc: i, lim: snap.rules[m.ID], n: req.descs[i].hits, key: boundKey(m.Key), label: m.MetricLabel, named: m.Name != ""})
 			}
 		}
 	}
 	ds := make([]sluice.Decision, len(checks))
-	res, err := s.takeQuota(ctx, checks, s.quotaDescriptors(matches), ds)
+	res, err := s.takeAll(ctx, checks, len(req.descs), s.quotaDescriptors(matches), ds)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +198,8 @@ func (s *Server) describe(domain string, ms []config.Match, cs []check, ds []slu
 		}
 	}
 	comb := sluice.Combine(own, ds)
-	return descStatus{over: !comb.Allowed, lim: cs[sluice.Tightest(own, ds)].lim, d: comb}
+	t := &cs[sluice.Tightest(own, ds)]
+	return descStatus{over: !comb.Allowed, lim: t.lim, named: t.named, d: comb}
 }
 
 // take decides the checks in one Limiter.Take, writing check j's
@@ -235,43 +269,51 @@ func (s *Server) quotaDescriptors(matches [][]config.Match) []bool {
 	return quota
 }
 
-// takeQuota decides the checks as take does, but for the descriptors in
-// quota mode (quota[i], nil for none), which fail the request only when
-// every one of them is over, as envoyproxy/ratelimit decides:
+// takeAll decides the checks of a request of ndesc descriptors as take
+// does, all-or-nothing, but for the descriptors in quota mode (quota[i],
+// nil for none) and, under Config.ChargePerDescriptor, every descriptor,
+// which are decided each on its own:
 //
-//   - an enforced limit of a descriptor not in quota mode denies: the
-//     request is denied;
-//   - every descriptor in quota mode has an enforced limit that denies:
-//     the request is denied, and may retry when the first of them would
-//     be allowed;
-//   - otherwise the request is allowed, and the quota descriptors over
-//     their limits are left out of it: they report their denial and are
-//     not charged.
+//   - all-or-nothing (the default): an enforced limit of a descriptor not
+//     in quota mode denies, and the request is denied with nothing
+//     charged;
+//   - a descriptor in quota mode, or any under ChargePerDescriptor, with
+//     an enforced limit that denies is over: it is left out of the
+//     request, not charged, and reports its denial, and the rest of the
+//     request is taken again without it;
+//   - the request is denied when a descriptor not in quota mode is over,
+//     or every descriptor in quota mode is (as envoyproxy/ratelimit
+//     decides), and may retry when all the first kind and one of the
+//     second would be allowed.
 //
-// A denied request charges nothing, and an allowed one charges every
-// check that allows, all or nothing as take does: when only quota
-// descriptors denied and not all of them, the request is taken again
-// without them, at most once per quota descriptor. A quota descriptor
-// found over is not charged even if, by the time the request is taken
-// again, another request has made room under its limit.
-func (s *Server) takeQuota(ctx context.Context, checks []check, quota []bool, ds []sluice.Decision) (sluice.Result, error) {
-	if quota == nil {
+// So a denied request charges nothing in the default, and under
+// ChargePerDescriptor charges each descriptor within its limits, as
+// envoyproxy/ratelimit does with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
+// false. The limits of one descriptor, and descriptors that come to one
+// limit and key, are charged together or not at all. The request is taken
+// at most once more per descriptor found over; a descriptor found over is
+// not charged even if, by the time the request is taken again, another
+// request has made room under its limit.
+func (s *Server) takeAll(ctx context.Context, checks []check, ndesc int, quota []bool, ds []sluice.Decision) (sluice.Result, error) {
+	each := s.cfg.ChargePerDescriptor
+	if quota == nil && !each {
 		return s.take(ctx, checks, ds)
 	}
+	isQuota := func(d int) bool { return quota != nil && quota[d] }
 	left := 0 // quota descriptors not found over
-	for _, q := range quota {
-		if q {
+	for d := range ndesc {
+		if isQuota(d) {
 			left++
 		}
 	}
-	over := make([]bool, len(quota))
+	over := make([]bool, ndesc)
 	active := checks
 	at := make([]int, len(checks)) // active[k] is checks[at[k]]
 	for j := range at {
 		at[j] = j
 	}
 	var storeErr error
-	for {
+	for len(active) > 0 {
 		sub := make([]sluice.Decision, len(active))
 		res, err := s.take(ctx, active, sub)
 		if err != nil {
@@ -285,24 +327,25 @@ func (s *Server) takeQuota(ctx context.Context, checks []check, quota []bool, ds
 			ds[at[k]] = sub[k]
 		}
 		if res.Allowed {
-			return res, nil
+			break
 		}
 		for k := range active {
 			if sub[k].Allowed || active[k].lim.rule.Shadow {
 				continue
 			}
 			d := active[k].desc
-			if !quota[d] {
-				return res, nil // a limit not in quota mode denied
+			if !each && !isQuota(d) {
+				return res, nil // all or nothing: a limit not in quota mode denied
 			}
 			if !over[d] {
 				over[d] = true
-				left--
+				if isQuota(d) {
+					left--
+				}
 			}
 		}
-		if left == 0 {
-			res.Decision.RetryAfter = quotaRetry(checks, ds, over)
-			return res, nil
+		if !each && left == 0 {
+			break // every quota descriptor is over: denied, nothing charged
 		}
 		var kept []check
 		at = at[:0]
@@ -314,23 +357,44 @@ func (s *Server) takeQuota(ctx context.Context, checks []check, quota []bool, ds
 		}
 		active = kept
 	}
+	return sluice.Result{Decision: verdict(checks, ds, over, quota, left), Decisions: ds, Err: storeErr}, nil
 }
 
-// quotaRetry is the Retry-After of a request denied because every quota
-// descriptor is over (over[i]): the least wait for one of them to be
-// allowed, each waiting for the longest of its denials.
-func quotaRetry(checks []check, ds []sluice.Decision, over []bool) time.Duration {
+// verdict is the decision on a request whose descriptors found over are
+// over[i], left of its quota descriptors (quota[i]) not being over: see
+// takeAll. Its Limit, Remaining and ResetAfter are sluice.Combine's over
+// every check.
+func verdict(checks []check, ds []sluice.Decision, over, quota []bool, left int) sluice.Decision {
+	own := make([]sluice.Check, len(checks))
+	for j := range checks {
+		own[j] = sluice.Check{Rule: checks[j].lim.rule}
+	}
+	v := sluice.Combine(own, ds)
+	// Each descriptor over waits for the longest of its denials.
 	wait := make(map[int]time.Duration)
 	for j := range checks {
 		if d := checks[j].desc; over[d] && !ds[j].Allowed && !checks[j].lim.rule.Shadow {
 			wait[d] = max(wait[d], ds[j].RetryAfter)
 		}
 	}
-	least := sluice.Never
-	for _, w := range wait {
-		least = min(least, w)
+	var retry time.Duration    // for every descriptor not in quota mode
+	quotaRetry := sluice.Never // for the first quota descriptor
+	denied := false
+	for d, w := range wait {
+		if quota != nil && quota[d] {
+			quotaRetry = min(quotaRetry, w)
+			continue
+		}
+		retry, denied = max(retry, w), true
 	}
-	return least
+	if quota != nil && left == 0 {
+		retry, denied = max(retry, quotaRetry), true
+	}
+	v.Allowed, v.RetryAfter = !denied, 0
+	if denied {
+		v.RetryAfter = retry
+	}
+	return v
 }
 
 // validate checks the shape every protocol shares; the adapters check

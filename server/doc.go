@@ -80,6 +80,55 @@
 // check without charging. Descriptors of different costs are still
 // decided together: if one denies, none is charged.
 //
+// Charging. All-or-nothing is the default: when a descriptor is over, no
+// descriptor of the request is charged. envoyproxy/ratelimit comes close
+// to it with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true (when one of a
+// request's keys would go over, it adds the request to the keys going
+// over, which changes nothing a fixed window decides, and to none of the
+// others; it reads the counts before it adds, with no lock between). With
+// Config.ChargePerDescriptor (--charge-per-descriptor) each descriptor is
+// charged on its own, as envoyproxy/ratelimit does by default
+// (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false): a descriptor within its
+// limits is charged even when another descriptor of the request is over,
+// and the request is still denied. A descriptor over is not charged
+// (envoyproxy/ratelimit adds to an over key too, which again changes
+// nothing a fixed window decides, where sluice's other algorithms would
+// count it). The answer is the same in both modes. The limits of one
+// descriptor (rate_limits:), and descriptors that come to one limit and
+// key, are still charged together or not at all. To leave out the
+// descriptors found over, the request is taken again without them, at
+// most once per descriptor, as in quota mode below.
+//
+// Limit overrides. A request descriptor's limit (Envoy's per-request
+// override, set from route metadata) is honoured as envoyproxy/ratelimit
+// honours it: in a domain the config has, it is the descriptor's one
+// limit, in place of whatever the config says of the descriptor (its
+// limits, unlimited, shadow_mode, quota_mode, replaces, metadata; the
+// descriptor need not match the config at all), counted in a fixed window
+// of requests_per_unit per unit, aligned to the Unix epoch. In a domain
+// the config lacks it is ignored, as the descriptor is. An override has
+// no name and no replaces, and no config limit's replaces drop it; global
+// shadow and quota modes apply to it. Its counts are keyed by the
+// descriptor's entries (config.Config.Key: every value apart, a secret's
+// digested) under a rule named for the override's limit ("{override
+// 10/1m}", a name no config can give), so that an override never shares a
+// count with the config's limits, nor with an override of another rate or
+// unit. (envoyproxy/ratelimit keys by the descriptor and the unit's
+// window, so there an override and a config limit of the same unit, or two
+// overrides of the same unit, share one count.) Unlike
+// envoyproxy/ratelimit, which ignores it, unit_multiplier multiplies the
+// period, as Envoy documents it. requests_per_unit must be 1 to
+// MaxOverrideRequests, the unit SECOND, MINUTE, HOUR, DAY, MONTH (30
+// days) or YEAR (365 days), and the period at most MaxOverridePeriod;
+// anything else is InvalidArgument naming the field, where
+// envoyproxy/ratelimit would take 0 as a limit no request passes and fail
+// on an unknown unit. The rules made for overrides are kept, at most
+// MaxOverrideRules of them, the least recently used dropped first, so
+// that a flood of distinct overrides cannot grow memory; a dropped one
+// made again finds its counts in the store. With
+// Config.RefuseLimitOverrides (--refuse-limit-overrides) a request with an
+// override is refused with InvalidArgument naming the field.
+//
 // The answer has one status per descriptor:
 //
 //   - a descriptor no limit applies to, or a request for a domain the
@@ -90,7 +139,9 @@
 //     with the limit that denied with the longest wait, or else the one
 //     with the least left: current_limit (requests_per_unit per unit,
 //     with unit_multiplier for periods such as 30s; UNKNOWN for periods
-//     not a whole number of seconds), limit_remaining, and
+//     not a whole number of seconds; and name, the limit's name as the
+//     config gives it, empty when the config gives none, as
+//     envoyproxy/ratelimit fills it), limit_remaining, and
 //     duration_until_reset, the time until that limit is back to idle.
 //
 // overall_code is OVER_LIMIT if any enforced limit denied. The
@@ -119,7 +170,10 @@
 // or nothing: if one of them denies, the request is denied and nothing is
 // charged, quota descriptors included. A request denied because all its
 // quota descriptors are over charges nothing either, and its Retry-After
-// is the wait for the first of them to allow. (To charge the quota
+// is the wait for the first of them to allow. (Under
+// Config.ChargePerDescriptor a denied request still charges every
+// descriptor within its limits, and waits for every descriptor not in
+// quota mode and the first quota one to allow.) (To charge the quota
 // descriptors within and leave out the ones over, the request is taken
 // again without them; a descriptor seen over is not charged even if
 // another request made room in between.)
@@ -145,9 +199,9 @@
 // gRPC InvalidArgument or HTTP 400 and a message naming the field: an
 // empty domain, no descriptors or more than MaxDescriptors, a descriptor
 // without entries or with more than MaxEntries, an entry with an empty key,
-// a hits_addend above Config.MaxHitsAddend, a request limit override or
-// negative hits (neither is supported), malformed JSON, or a body over
-// Config.MaxBodyBytes (413).
+// a hits_addend above Config.MaxHitsAddend, a limit override out of its
+// bounds (or any under Config.RefuseLimitOverrides), negative hits (not
+// supported), malformed JSON, or a body over Config.MaxBodyBytes (413).
 //
 // When the store fails, each rule's failure mode (open, closed or local)
 // decides; the RateLimit field is then left out, since what is left is not
@@ -210,7 +264,8 @@
 //
 // Labels come from the config only, so no request can add a series:
 // domains the config lacks count as "(unknown)", descriptors no limit
-// applies to as rule "(none)", and no key, descriptor value or address is
+// applies to as rule "(none)", limit overrides, whatever their rates, as
+// rule "(override)", and no key, descriptor value or address is
 // ever a label (detailed_metric is accepted and has no effect here), with
 // one exception the config opts into. A descriptor with value_to_metric
 // (envoyproxy/ratelimit's) counts its limits' decisions again in

@@ -376,8 +376,8 @@ func TestDynamicMetadata(t *testing.T) {
 // reload; without it the second definition is an error.
 func TestMergeDomainsSetting(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "a.yaml", "domain: shop\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n")
-	writeFile(t, dir, "b.yaml", "domain: shop\ndescriptors:\n  - key: team\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")
+	writeFile(t, dir, "a.yaml", "domain: shop\ndescriptors:\n  - key: user\n    rate_limit: {name: shop.user, unit: minute, requests_per_unit: 2}\n")
+	writeFile(t, dir, "b.yaml", "domain: shop\ndescriptors:\n  - key: team\n    rate_limit: {name: shop.team, unit: minute, requests_per_unit: 1}\n")
 	if _, err := New(Config{Paths: []string{dir}, Store: newStore(t)}); err == nil {
 		t.Fatal("New without MergeDomains loaded a domain defined twice")
 	}
@@ -391,7 +391,7 @@ func TestMergeDomainsSetting(t *testing.T) {
 		}
 	}
 	check("loaded")
-	writeFile(t, dir, "b.yaml", "domain: shop\ndescriptors:\n  - key: team\n    rate_limit: {unit: minute, requests_per_unit: 1}\n  - key: org\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")
+	writeFile(t, dir, "b.yaml", "domain: shop\ndescriptors:\n  - key: team\n    rate_limit: {name: shop.team, unit: minute, requests_per_unit: 1}\n  - key: org\n    rate_limit: {name: shop.org, unit: minute, requests_per_unit: 1}\n")
 	if err := s.Reload(t.Context()); err != nil {
 		t.Fatalf("Reload of the merged files: %v", err)
 	}

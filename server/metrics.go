@@ -61,7 +61,7 @@ type ruleCounters struct {
 func (m *metrics) count(li *limitInfo, domain, result string) {
 	rc := li.counters.Load()
 	if rc == nil {
-		name := li.rule.Name
+		name := li.label
 		rc = &ruleCounters{
 			within:     m.decisions.WithLabelValues(domain, name, resultWithin),
 			over:       m.decisions.WithLabelValues(domain, name, resultOver),

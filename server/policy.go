@@ -35,10 +35,17 @@ type limitInfo struct {
 	// cfgRule is the config's rule, with the config's own shadow_mode,
 	// by which a descriptor's status is decided.
 	cfgRule  *sluice.Rule
-	sf       string    // the name as an RFC 8941 string
-	jsonName string    // the name as a JSON string, for a denial's body
-	policy   string    // the RateLimit-Policy member
-	current  *rlsLimit // as RLS reports it
+	sf       string // the name as an RFC 8941 string
+	jsonName string // the name as a JSON string, for a denial's body
+	policy   string // the RateLimit-Policy member
+	// label is the rule's label in the metrics: its name, or for a
+	// request's limit override labelOverride.
+	label string
+	// current is the rule as RLS reports it, with its name; unnamed the
+	// same without, for a limit the config leaves unnamed, which
+	// envoyproxy/ratelimit reports without a name (the rule's name is then
+	// a generated one).
+	current, unnamed *rlsLimit
 	// counters are the rule's metric series, set on first use.
 	counters atomic.Pointer[ruleCounters]
 	// values are its value_to_metric series, made as descriptors come.
@@ -89,7 +96,10 @@ func newLimitInfo(r *sluice.Rule, globalShadow bool) *limitInfo {
 	}
 	li.sf, li.policy = policyOf(r)
 	li.jsonName = fields.JSONString(r.Name)
+	li.label = r.Name
 	li.current = currentLimit(r)
+	li.unnamed = currentLimit(r)
+	li.unnamed.Name = ""
 	return li
 }
 

@@ -135,7 +135,8 @@ func mergeMetadata(dst, src map[string]any) {
 }
 
 // fromRLS is the request req carries. It checks what only RLS has: the
-// hits, limit overrides and negative hits.
+// hits, limit overrides (refused under Config.RefuseLimitOverrides) and
+// negative hits.
 func (s *Server) fromRLS(req *rlspb.RateLimitRequest) (*request, error) {
 	if h := uint64(req.GetHitsAddend()); h > s.cfg.MaxHitsAddend {
 		return nil, badf("hits_addend: %d is more than the most allowed, %d", h, s.cfg.MaxHitsAddend)
@@ -148,12 +149,23 @@ func (s *Server) fromRLS(req *rlspb.RateLimitRequest) (*request, error) {
 	r := &request{domain: req.GetDomain(), descs: make([]descriptor, len(descs))}
 	for i, d := range descs {
 		switch f := descField(i); {
-		case d.GetLimit() != nil:
-			return nil, badf("%s.limit: sluice does not take limit overrides from the request; limits come from its config", f)
+		case d.GetLimit() != nil && s.cfg.RefuseLimitOverrides:
+			return nil, badf("%s.limit: this server refuses limit overrides from the request (RefuseLimitOverrides); limits come from its config", f)
 		case d.GetIsNegativeHits():
 			return nil, badf("%s.is_negative_hits: sluice does not give hits back", f)
 		case d.GetHitsAddend() != nil && d.GetHitsAddend().GetValue() > s.cfg.MaxHitsAddend:
 			return nil, badf("%s.hits_addend: %d is more than the most allowed, %d", f, d.GetHitsAddend().GetValue(), s.cfg.MaxHitsAddend)
+		}
+		if l := d.GetLimit(); l != nil {
+			var mult *uint32
+			if m := l.GetUnitMultiplier(); m != nil {
+				mult = &m.Value
+			}
+			lim, err := overrideLimit(descField(i).String()+".limit", l.GetRequestsPerUnit(), l.GetUnit(), mult)
+			if err != nil {
+				return nil, err
+			}
+			r.descs[i].override = &lim
 		}
 		r.descs[i].hits = n
 		if h := d.GetHitsAddend(); h != nil {
@@ -189,7 +201,10 @@ func toRLS(out *outcome) *rlspb.RateLimitResponse {
 			if st.over {
 				ds.Code = rlspb.RateLimitResponse_OVER_LIMIT
 			}
-			ds.CurrentLimit = st.lim.current
+			ds.CurrentLimit = st.lim.unnamed
+			if st.named {
+				ds.CurrentLimit = st.lim.current
+			}
 			ds.LimitRemaining = uint32(min(max(st.d.Remaining, 0), math.MaxUint32))
 			if st.d.ResetAfter != sluice.Never {
 				ds.DurationUntilReset = durationpb.New(st.d.ResetAfter)

@@ -50,6 +50,9 @@ type Server struct {
 	metricsHandler http.Handler
 	// grpcTLS and httpTLS serve the ports over TLS; nil for plain text.
 	grpcTLS, httpTLS *tlsFiles
+	// overrides are the rules of requests' limit overrides, kept across
+	// reloads: they do not come from the config.
+	overrides *overrideRules
 
 	reloadMu reloadLock
 	badHash  string // the content of the last config that failed to load
@@ -99,6 +102,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("server: HTTP: %w", err)
 		}
 	}
+	s.overrides = newOverrideRules(MaxOverrideRules, cfg.Shadow, lim.CheckRule)
 	s.console.started = cfg.Clock.Now()
 	c, hash := cfg.Policy, ""
 	if len(cfg.Paths) > 0 {

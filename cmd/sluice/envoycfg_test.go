@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,5 +51,45 @@ func TestMergeDomainsFlag(t *testing.T) {
 	// quota: denied.
 	if code, body := s.postJSON(t, "shop", "team", "t"); code != 429 {
 		t.Errorf("team again: %d %s, want 429", code, body)
+	}
+}
+
+// -charge-per-descriptor charges a descriptor within its limit beside one
+// over (envoyproxy/ratelimit's default), and -refuse-limit-overrides
+// refuses a request's limit override.
+func TestChargeAndOverrideFlags(t *testing.T) {
+	path := writeConfig(t, "domain: shop\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n  - key: team\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")
+	post := func(s *serving, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+s.addr("http")+"/json", strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	const both = `{"domain":"shop","descriptors":[{"entries":[{"key":"team","value":"t"}]},{"entries":[{"key":"user","value":"u"}]}]}`
+	const override = `{"domain":"shop","descriptors":[{"entries":[{"key":"user","value":"v"}],"limit":{"requests_per_unit":1,"unit":"MINUTE"}}]}`
+	for _, tt := range []struct {
+		flags    []string
+		userCode int // user=u alone, after two requests of both, the second over
+		ovCode   int // a request with an override
+	}{
+		{nil, 200, 200},
+		{[]string{"-charge-per-descriptor", "-refuse-limit-overrides"}, 429, 400},
+	} {
+		s := startServe(t, append([]string{"-config", path}, tt.flags...)...)
+		post(s, both)
+		if code, body := post(s, both); code != 429 {
+			t.Errorf("%v: both again: %d %s, want 429, team over", tt.flags, code, body)
+		}
+		if code, body := s.postJSON(t, "shop", "user", "u"); code != tt.userCode {
+			t.Errorf("%v: user alone: %d %s, want %d", tt.flags, code, body, tt.userCode)
+		}
+		if code, body := post(s, override); code != tt.ovCode {
+			t.Errorf("%v: an override: %d %s, want %d", tt.flags, code, body, tt.ovCode)
+		}
 	}
 }

@@ -88,6 +88,7 @@ var envoyVars = []envoyVar{
 	{name: "QUOTA_MODE", def: "false", flags: "-quota-mode"},
 	{name: "RESPONSE_DYNAMIC_METADATA", def: "false", flags: "-dynamic-metadata"},
 	{name: "MERGE_DOMAIN_CONFIG", def: "false", flags: "-merge-domains"},
+	{name: "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", def: "false", flags: "-charge-per-descriptor"},
 	{name: "LIMIT_RESPONSE_HEADERS_ENABLED", def: "false", flags: "-response-headers"},
 	{name: "LIMIT_LIMIT_HEADER", def: "RateLimit-Limit", flags: "-limit-header"},
 	{name: "LIMIT_REMAINING_HEADER", def: "RateLimit-Remaining", flags: "-remaining-header"},
@@ -101,7 +102,6 @@ var envoyVars = []envoyVar{
 	{name: "GRPC_MAX_CONNECTION_AGE_GRACE", def: "1h", flags: "-grpc-max-connection-age-grace"},
 	{name: "FORCE_START_WITHOUT_INITIAL_CONFIG", def: "false", flags: "-start-without-config"},
 	{name: "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", def: "false", flags: "-health-requires-config"},
-	{name: "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", def: "false", note: "sluice decides a request's descriptors all-or-nothing: when one is over its limit, none is charged, as envoyproxy/ratelimit does only with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true; with false it charges the others too", report: func(v string, _ bool) bool { b, _ := strconv.ParseBool(v); return !b }},
 	{name: "REDIS_PERSECOND", def: "false", note: notePersecond, report: whenTrue},
 	{name: "REDIS_PERSECOND_SOCKET_TYPE", def: "unix", note: notePersecond, report: whenSet},
 	{name: "REDIS_PERSECOND_TYPE", def: "SINGLE", note: notePersecond, report: whenSet},
@@ -287,6 +287,10 @@ func envoySettings(lookup func(string) (string, bool)) ([]envSetting, []envNote,
 	add("quota-mode", strconv.FormatBool(r.getBool("QUOTA_MODE")))
 	add("dynamic-metadata", strconv.FormatBool(r.getBool("RESPONSE_DYNAMIC_METADATA")))
 	add("merge-domains", strconv.FormatBool(r.getBool("MERGE_DOMAIN_CONFIG")))
+	// false, envoyproxy/ratelimit's default, charges each descriptor
+	// within its limits beside one over; true comes close to sluice's
+	// own default, all or nothing.
+	add("charge-per-descriptor", strconv.FormatBool(!r.getBool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")))
 	if r.getBool("LIMIT_RESPONSE_HEADERS_ENABLED") {
 		add("response-headers", "envoy")
 	} else {

@@ -54,6 +54,7 @@ func TestEnvoyEnvDefaults(t *testing.T) {
 		"admin":                         "0.0.0.0:6070",
 		"quota-mode":                    "false",
 		"merge-domains":                 "false",
+		"charge-per-descriptor":         "true",
 		"metrics":                       `""`,
 		"log-level":                     "warn",
 		"log-format":                    "text",
@@ -75,7 +76,7 @@ func TestEnvoyEnvDefaults(t *testing.T) {
 	if src["config"] != "envoy default RUNTIME_ROOT, RUNTIME_SUBDIRECTORY, RUNTIME_APPDIRECTORY" || src["drain"] != "default" {
 		t.Errorf("sources: config %q, drain %q", src["config"], src["drain"])
 	}
-	if !strings.Contains(out, "envoy mode (USE_STATSD set)") || !strings.Contains(out, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false (envoyproxy/ratelimit's default): sluice decides a request's descriptors all-or-nothing") {
+	if !strings.Contains(out, "envoy mode (USE_STATSD set)") || src["charge-per-descriptor"] != "envoy default STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT" {
 		t.Errorf("print-config:\n%s", out)
 	}
 	if strings.Contains(out, "USE_STATSD=") {
@@ -199,8 +200,8 @@ func TestEnvoyEnvNotesAndErrors(t *testing.T) {
 			t.Errorf("print-config does not say %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=") {
-		t.Errorf("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true is what sluice does, yet reported:\n%s", out)
+	if v, _, _ := printed(t, []string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true"}); v["charge-per-descriptor"] != "false" {
+		t.Errorf("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true: -charge-per-descriptor %q, want false (all or nothing)", v["charge-per-descriptor"])
 	}
 	for _, tt := range []struct {
 		env  []string

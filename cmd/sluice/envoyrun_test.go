@@ -220,7 +220,7 @@ func TestEnvoyRun(t *testing.T) {
 	if !strings.HasPrefix(c.banner["store"], "redis redis://"+redisAddr) || c.banner["domains"] != "shop" || c.banner["headers"] != "envoy" {
 		t.Errorf("banner: %v", c.banner)
 	}
-	if !strings.Contains(c.log(), "envoy mode") || !strings.Contains(c.log(), "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false") {
+	if !strings.Contains(c.log(), "envoy mode") || !strings.Contains(c.log(), "RUNTIME_WATCH_ROOT=true: sluice checks") {
 		t.Errorf("the log does not say envoy mode, nor name what differs:\n%s", c.log())
 	}
 

@@ -123,6 +123,18 @@ Responses:
   -dynamic-metadata    return the descriptors and their config metadata
                        in each RLS response's dynamic_metadata, as
                        envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA
+  -charge-per-descriptor
+                       charge each descriptor within its limits even when
+                       another descriptor of the request is over, as
+                       envoyproxy/ratelimit does by default
+                       (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false).
+                       Default: a request is charged all or nothing, as
+                       that variable's true comes close to
+  -refuse-limit-overrides
+                       refuse a descriptor's limit override (Envoy's limit
+                       from route metadata) with InvalidArgument. Default:
+                       honour it as envoyproxy/ratelimit does, a fixed
+                       window of its own in place of the config's limits
 
 Behaviour:
   -drain DURATION      how long to keep serving after reporting not ready
@@ -181,6 +193,8 @@ type serveFlags struct {
 	shadow      bool
 	quota       bool
 	dynMeta     bool
+	perDesc     bool
+	refuseOv    bool
 	merge       bool
 	drain       time.Duration
 	poll        time.Duration
@@ -245,6 +259,8 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	fs.BoolVar(&o.shadow, "shadow", false, "")
 	fs.BoolVar(&o.quota, "quota-mode", false, "")
 	fs.BoolVar(&o.dynMeta, "dynamic-metadata", false, "")
+	fs.BoolVar(&o.perDesc, "charge-per-descriptor", false, "")
+	fs.BoolVar(&o.refuseOv, "refuse-limit-overrides", false, "")
 	fs.BoolVar(&o.merge, "merge-domains", false, "")
 	fs.DurationVar(&o.drain, "drain", 0, "")
 	fs.DurationVar(&o.poll, "poll", server.DefaultReloadInterval, "")
@@ -410,6 +426,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		QuotaMode:             o.quota,
 		DynamicMetadata:       o.dynMeta,
 		MergeDomains:          o.merge,
+		ChargePerDescriptor:   o.perDesc,
+		RefuseLimitOverrides:  o.refuseOv,
 		HTTPAddr:              o.httpAddr,
 		GRPCAddr:              o.grpcAddr,
 		ReloadInterval:        poll,
