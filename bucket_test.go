@@ -13,7 +13,7 @@ const ms = time.Millisecond
 func TestBucketSteps(t *testing.T) {
 	runTables(t, algorithmsOf(bucketKind), []stepTable{
 		{
-			// The lab's demo_burst: 10 requests at t=0 against 5/s. The
+			// The demo's burst: 10 requests at t=0 against 5/s. The
 			// bucket starts full, so the capacity passes and the rest waits
 			// for the next token, 200ms away.
 			name:  "burst of 10 at t0",
@@ -39,7 +39,7 @@ func TestBucketSteps(t *testing.T) {
 			),
 		},
 		{
-			// The lab's demo_steady: a stream within the rate (4/s against
+			// The demo's steady stream: within the rate (4/s against
 			// 5/s) is never refused, and the bucket refills to the brim
 			// between requests.
 			name:  "steady 4/s",

@@ -1,6 +1,65 @@
 // Package sluice limits the rate of events: the classic rate-limiting
 // algorithms, with time as a parameter, and keyed limits built on them.
 //
+// # Where to start
+//
+// Which package for what:
+//
+//   - An HTTP server: package httplimit, middleware that answers 429 with
+//     Retry-After and the RateLimit fields, per client address, API key,
+//     header or route.
+//   - A gRPC server: package grpclimit (module
+//     github.com/sluicehq/sluice/grpclimit), interceptors that answer
+//     RESOURCE_EXHAUSTED.
+//   - Calls to someone else's API: package httpclient, a RoundTripper that
+//     paces outgoing requests and waits out the server's 429.
+//   - Limits per key anywhere else (jobs, queues, a protocol of your own):
+//     a Limiter over a Store, as below. The Store is package memory's for
+//     one process, or package redis's (module
+//     github.com/sluicehq/sluice/redis) for limits that many processes
+//     share.
+//   - One limit, with no key, or a test of an algorithm: the single-key
+//     types of this package (TokenBucket, GCRA, SlidingLog, …), which take
+//     the time as a parameter; LeakyQueue to delay rather than deny.
+//   - A rate-limit service for Envoy, nginx or Traefik, configured in
+//     YAML: the sluice command (github.com/sluicehq/sluice/cmd/sluice),
+//     sluice serve.
+//
+// The middleware is a Limiter underneath. A Limiter decides a request
+// against several rules at once, each a Rule (an algorithm and a Limit)
+// applied to a key, all-or-nothing: allowed only if every rule allows,
+// and then every rule is charged.
+//
+//	store, err := memory.New() // in this process; redis.New(client) to share limits
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer store.Close()
+//	limiter, err := sluice.NewLimiter(store)
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//
+//	perIP := sluice.Rule{Name: "per-ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(100)}
+//	perKey := sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerHour(2)}
+//	for range 3 {
+//		res, err := limiter.Take(context.Background(), 1, []sluice.Check{
+//			{Rule: &perIP, Key: "203.0.113.7"},
+//			{Rule: &perKey, Key: "alice"},
+//		}, nil)
+//		if err != nil {
+//			log.Fatal(err) // bad input or the context; a store failure is res.Err
+//		}
+//		if !res.Allowed {
+//			fmt.Println("denied: retry in", res.RetryAfter.Round(time.Minute))
+//			continue
+//		}
+//		fmt.Println("allowed:", res.Remaining, "left")
+//	}
+//
+// This prints "allowed: 1 left", "allowed: 0 left" and "denied: retry in
+// 30m0s" (ExampleLimiter_Take, which go test runs).
+//
 // # Time is a parameter
 //
 // No algorithm reads a clock or sleeps. Every decision takes the time from
@@ -8,14 +67,16 @@
 //
 //	lim, err := sluice.NewTokenBucket(sluice.PerSecond(5)) // 5 a second, burst 5
 //	if err != nil {
-//		return err
+//		log.Fatal(err)
 //	}
 //	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 //	for range 5 {
 //		lim.AllowN(t0, 1) // the burst: all five allowed
 //	}
-//	d := lim.AllowN(t0, 1)                  // d.Allowed false, d.RetryAfter 200ms
-//	d = lim.AllowN(t0.Add(d.RetryAfter), 1) // d.Allowed true
+//	d := lim.AllowN(t0, 1)
+//	fmt.Println(d.Allowed, d.RetryAfter) // false 200ms
+//	d = lim.AllowN(t0.Add(d.RetryAfter), 1)
+//	fmt.Println(d.Allowed, d.Remaining) // true 0
 //
 // So a test replays any history exactly and without sleeping, and a server
 // may decide with the request's own timestamp; in a handler, most callers
@@ -93,4 +154,5 @@
 // each Rule's failure policy when the store fails. A Rule is validated and
 // compiled once, when it is loaded (Validate, or Limiter.CheckRule) or at
 // its first use, and keeps the result: a request validates nothing.
+// Package storetest is the suite a Store of your own must pass.
 package sluice

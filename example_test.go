@@ -1,15 +1,17 @@
 package sluice_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memory"
 )
 
-// Every decision takes the time as a parameter: the examples replay the
-// lab's burst of requests at one instant.
+// Every decision takes the time as a parameter: the examples replay a
+// burst of requests at one instant.
 var t0 = time.Date(2025, time.March, 3, 12, 0, 0, 0, time.UTC)
 
 func ExampleNewTokenBucket() {
@@ -147,4 +149,60 @@ func ExampleLimit_String() {
 	// Output:
 	// 100/1m0s
 	// 10/1s burst 50
+}
+
+// The time is the caller's: a test replays any history exactly, without
+// sleeping. The package documentation and the README show this example.
+func Example_timeIsAParameter() {
+	lim, err := sluice.NewTokenBucket(sluice.PerSecond(5)) // 5 a second, burst 5
+	if err != nil {
+		log.Fatal(err)
+	}
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for range 5 {
+		lim.AllowN(t0, 1) // the burst: all five allowed
+	}
+	d := lim.AllowN(t0, 1)
+	fmt.Println(d.Allowed, d.RetryAfter) // false 200ms
+	d = lim.AllowN(t0.Add(d.RetryAfter), 1)
+	fmt.Println(d.Allowed, d.Remaining) // true 0
+	// Output:
+	// false 200ms
+	// true 0
+}
+
+// Keyed limits: a Limiter decides a request against several rules at
+// once, each applied to its key, in a store that many requests share. The
+// package documentation shows this example.
+func ExampleLimiter_Take() {
+	store, err := memory.New() // in this process; redis.New(client) to share limits
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	limiter, err := sluice.NewLimiter(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	perIP := sluice.Rule{Name: "per-ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(100)}
+	perKey := sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerHour(2)}
+	for range 3 {
+		res, err := limiter.Take(context.Background(), 1, []sluice.Check{
+			{Rule: &perIP, Key: "203.0.113.7"},
+			{Rule: &perKey, Key: "alice"},
+		}, nil)
+		if err != nil {
+			log.Fatal(err) // bad input or the context; a store failure is res.Err
+		}
+		if !res.Allowed {
+			fmt.Println("denied: retry in", res.RetryAfter.Round(time.Minute))
+			continue
+		}
+		fmt.Println("allowed:", res.Remaining, "left")
+	}
+	// Output:
+	// allowed: 1 left
+	// allowed: 0 left
+	// denied: retry in 30m0s
 }

@@ -211,19 +211,12 @@ func (l *Limiter) degrade(ctx context.Context, now time.Time, n int64, checks []
 }
 
 // Combine folds per-check decisions into one: allowed iff every check not
-// in shadow mode allows; Limit and Remaining of the check with the least
-// Remaining; the longest RetryAfter and ResetAfter. Shadow checks count
-// only when every check is in shadow mode. No checks at all is allowed.
+// in shadow mode allows; Limit and Remaining of the check Tightest names;
+// the longest RetryAfter and ResetAfter. Shadow checks count only when
+// every check is in shadow mode. No checks at all is allowed.
 func Combine(checks []Check, ds []Decision) Decision {
-	enforced := false
-	for i := range checks {
-		if !checks[i].Rule.Shadow {
-			enforced = true
-			break
-		}
-	}
 	c := Decision{Allowed: true}
-	first := true
+	enforced := enforcedAny(checks)
 	for i := range checks {
 		if enforced && checks[i].Rule.Shadow {
 			continue
@@ -233,15 +226,41 @@ func Combine(checks []Check, ds []Decision) Decision {
 			d.Allowed, d.RetryAfter = true, 0 // shadow: reported, never denied
 		}
 		c.Allowed = c.Allowed && d.Allowed
-		if first || d.Remaining < c.Remaining {
-			c.Limit, c.Remaining = d.Limit, d.Remaining
-			first = false
-		}
 		c.RetryAfter = max(c.RetryAfter, d.RetryAfter)
 		c.ResetAfter = max(c.ResetAfter, d.ResetAfter)
+	}
+	if t := Tightest(checks, ds); t >= 0 {
+		c.Limit, c.Remaining = ds[t].Limit, ds[t].Remaining
 	}
 	if c.Allowed {
 		c.RetryAfter = 0
 	}
 	return c
+}
+
+// Tightest is the index of the most restrictive check, the one whose
+// Limit and Remaining Combine reports: of the checks not in shadow mode
+// (of all, when every one is), the first with the least Remaining. It is
+// -1 when there are no checks.
+func Tightest(checks []Check, ds []Decision) int {
+	enforced := enforcedAny(checks)
+	t := -1
+	for i := range checks {
+		if enforced && checks[i].Rule.Shadow {
+			continue
+		}
+		if t < 0 || ds[i].Remaining < ds[t].Remaining {
+			t = i
+		}
+	}
+	return t
+}
+
+func enforcedAny(checks []Check) bool {
+	for i := range checks {
+		if !checks[i].Rule.Shadow {
+			return true
+		}
+	}
+	return false
 }

@@ -52,7 +52,7 @@ func floorInt(r *big.Rat) *big.Int {
 	return q
 }
 
-// tokenModel is the lab's token bucket: tokens and the time of the last
+// tokenModel is the textbook token bucket: tokens and the time of the last
 // refill; refill min(B, tokens + dt·Rate/Period), then take.
 type tokenModel struct {
 	rate, period, burst int64
@@ -113,7 +113,7 @@ func (m *tokenModel) releaseAfter() time.Duration {
 	return ceilNs(missing.Mul(missing, m.perUnit()))
 }
 
-// leakyModel is the lab's leaky bucket as a meter: water and the time of
+// leakyModel is the textbook leaky bucket as a meter: water and the time of
 // the last leak; leak max(0, water - dt·Rate/Period), then pour if it fits.
 type leakyModel struct {
 	rate, period, capacity int64

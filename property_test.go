@@ -139,7 +139,7 @@ func replay(t *testing.T, a algorithm, l Limit, ops []op) Algorithm {
 }
 
 // TestModels holds every algorithm to its exact reference model over many
-// random traces: the three buckets to both the lab's token bucket and its
+// random traces: the three buckets to both the textbook token bucket and its
 // leaky bucket (which proves they make the same decisions, with water =
 // B - tokens), the windows to theirs. Every field must match: RetryAfter
 // and ResetAfter are the exact rational waits rounded up to the ns.

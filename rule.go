@@ -20,7 +20,9 @@ const (
 	AlgoSlidingCounter Algo = "sliding_counter"
 )
 
-// Algos lists every algorithm, in the order the lab presents them.
+// Algos lists every algorithm: the four classic ones (token bucket, leaky
+// bucket, fixed window, and the sliding window as a log and as a
+// counter), then GCRA.
 var Algos = []Algo{AlgoTokenBucket, AlgoLeakyBucket, AlgoFixedWindow, AlgoSlidingLog, AlgoSlidingCounter, AlgoGCRA}
 
 // ErrUnknownAlgo is wrapped by the error for an algorithm name sluice does

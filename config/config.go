@@ -18,6 +18,20 @@ import (
 type Config struct {
 	domains map[string]*domainConfig
 	names   []string // sorted
+	opts    Options  // as loaded, for Reload
+}
+
+// Options change how a config is loaded. The zero value is Load's.
+type Options struct {
+	// MergeDomains lets several files define one domain, as
+	// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG does. The domain is then
+	// its files' top-level descriptors together, in the order the files
+	// are read (which orders its wildcards); a descriptor, key and value,
+	// at the top level of two of them is an error naming both, as is a
+	// forward_auth section in two. A file's top-level shadow_mode and
+	// failure still apply to its own descriptors only. Without it, a
+	// domain defined in two files is an error.
+	MergeDomains bool
 }
 
 // Load reads the config at each path: a YAML file, or a directory whose
@@ -31,7 +45,10 @@ type Config struct {
 //
 // Every problem found is reported, each as an *Error naming its file,
 // line and field, joined with errors.Join. On error the Config is nil.
-func Load(paths ...string) (*Config, error) {
+func Load(paths ...string) (*Config, error) { return Options{}.Load(paths...) }
+
+// Load loads paths as the package's Load does, with the options o.
+func (o Options) Load(paths ...string) (*Config, error) {
 	if len(paths) == 0 {
 		return nil, errors.New("config: no config file or directory given")
 	}
@@ -62,7 +79,7 @@ func Load(paths ...string) (*Config, error) {
 		}
 		errs = append(errs, derrs...)
 	}
-	c, cerrs := build(ds)
+	c, cerrs := build(ds, o)
 	if errs = append(errs, cerrs...); len(errs) > 0 {
 		return nil, joinErrors(errs)
 	}
@@ -102,20 +119,25 @@ func Parse(name string, data []byte) (*Config, error) {
 	if err := countItems(d, new(int)); err != nil {
 		return nil, err
 	}
-	c, errs := build([]*domainConfig{d})
+	c, errs := build([]*domainConfig{d}, Options{})
 	if len(errs) > 0 {
 		return nil, joinErrors(errs)
 	}
 	return c, nil
 }
 
-// Reload loads paths as Load does, and carries over from c every rule
-// that is unchanged (same domain, descriptor, name and settings): the new
-// Config holds the very same *sluice.Rule, so that a store which keeps
-// state per rule keeps it across the reload. On error it returns nil and
-// the error, and c is as good as before. c may be nil.
+// Reload loads paths as Load does, with the Options c was loaded with,
+// and carries over from c every rule that is unchanged (same domain,
+// descriptor, name and settings): the new Config holds the very same
+// *sluice.Rule, so that a store which keeps state per rule keeps it
+// across the reload. On error it returns nil and the error, and c is as
+// good as before. c may be nil, for Load's options.
 func (c *Config) Reload(paths ...string) (*Config, error) {
-	n, err := Load(paths...)
+	var o Options
+	if c != nil {
+		o = c.opts
+	}
+	n, err := o.Load(paths...)
 	if err != nil {
 		return nil, err
 	}
@@ -144,20 +166,90 @@ func (c *Config) adopt(old *Config) {
 	}
 }
 
-func build(ds []*domainConfig) (*Config, []error) {
-	c := &Config{domains: make(map[string]*domainConfig, len(ds))}
+func build(ds []*domainConfig, o Options) (*Config, []error) {
+	c := &Config{domains: make(map[string]*domainConfig, len(ds)), opts: o}
 	var errs []error
 	for _, d := range ds {
-		if prev := c.domains[d.name]; prev != nil {
+		prev := c.domains[d.name]
+		switch {
+		case prev == nil:
+			c.domains[d.name] = d
+			c.names = append(c.names, d.name)
+		case o.MergeDomains:
+			errs = append(errs, prev.merge(d)...)
+		default:
 			errs = append(errs, &Error{File: d.file, Line: d.line, Field: "domain",
-				Err: fmt.Errorf("%q is already defined in %s:%d", d.name, prev.file, prev.line)})
-			continue
+				Err: fmt.Errorf("%q is already defined in %s:%d (merging a domain's files takes -merge-domains, envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)", d.name, prev.file, prev.line)})
 		}
-		c.domains[d.name] = d
-		c.names = append(c.names, d.name)
+	}
+	for _, name := range c.names {
+		errs = append(errs, checkForwardAuth(c.domains[name])...)
 	}
 	slices.Sort(c.names)
+	c.number()
 	return c, errs
+}
+
+// merge adds the top-level descriptors and the forward_auth section of
+// another file of d's domain to d (Options.MergeDomains).
+func (d *domainConfig) merge(o *domainConfig) []error {
+	var errs []error
+	dup := func(key string, n, first *node) {
+		errs = append(errs, &Error{File: n.file, Line: n.line, Field: n.field,
+			Err: fmt.Errorf("duplicate descriptor key %q value %q in domain %q: already defined at %s:%d", key, n.value, d.name, first.file, first.line)})
+	}
+	for e, n := range o.root.exact {
+		if first := d.root.exact[e]; first != nil {
+			dup(e.Key, n, first)
+			continue
+		}
+		if d.root.exact == nil {
+			d.root.exact = make(map[Entry]*node)
+		}
+		d.root.exact[e] = n
+	}
+	for _, w := range o.root.wild {
+		if i := slices.IndexFunc(d.root.wild, func(x wildcard) bool { return x.key == w.key && x.node.value == w.node.value }); i >= 0 {
+			dup(w.key, w.node, d.root.wild[i].node)
+			continue
+		}
+		d.root.wild = append(d.root.wild, w)
+	}
+	for k, n := range o.root.any {
+		if first := d.root.any[k]; first != nil {
+			dup(k, n, first)
+			continue
+		}
+		if d.root.any == nil {
+			d.root.any = make(map[string]*node)
+		}
+		d.root.any[k] = n
+	}
+	switch {
+	case o.auth == nil:
+	case d.auth != nil:
+		errs = append(errs, &Error{File: o.auth.file, Line: o.auth.line, Field: "forward_auth",
+			Err: fmt.Errorf("domain %q already has a forward_auth section, at %s:%d: give it in one file", d.name, d.auth.file, d.auth.line)})
+	default:
+		d.auth = o.auth
+	}
+	d.limits = append(d.limits, o.limits...)
+	slices.SortFunc(errs, func(a, b error) int { return a.(*Error).Line - b.(*Error).Line })
+	return errs
+}
+
+// number gives each limit its index in Rules, and unlimited ones -1.
+func (c *Config) number() {
+	id := 0
+	for _, name := range c.names {
+		for _, l := range c.domains[name].limits {
+			l.id = -1
+			if !l.unlimited {
+				l.id = id
+				id++
+			}
+		}
+	}
 }
 
 // Files lists the files Load reads for paths, in the order it reads them,
@@ -315,6 +407,8 @@ func (c *Config) Domains() []string {
 // Rules lists the rules to check, domain by domain in the order of
 // Domains, each domain's in file order. Unlimited limits have no rule to
 // check and are not listed. The rules are shared: do not modify them.
+//
+// A Match's ID is its rule's index here.
 func (c *Config) Rules() []*sluice.Rule {
 	if c == nil {
 		return nil

@@ -38,7 +38,8 @@
 //
 // One file is one domain:
 //
-//	domain: messaging            # required, unique across files
+//	domain: messaging            # required, unique across files unless
+//	                             # merged (Options.MergeDomains)
 //	descriptors:                 # the descriptors, nested up to 64 deep
 //	  - key: to_number           # required
 //	    value: "2061111111"      # optional: without it, any value matches
@@ -52,14 +53,26 @@
 //	        - name: other_limit
 //	      unlimited: true        # instead of unit and requests_per_unit
 //	    shadow_mode: true        # this descriptor's limits never deny
+//	    quota_mode: true         # over these limits fails a request only
+//	                             # if all its quota_mode descriptors are
+//	                             # over; see Match.QuotaMode
 //	    detailed_metric: true    # metrics per value; see Match.DetailedMetric
+//	    value_to_metric: true    # the request's value in a metric label,
+//	                             # bounded: see Match.MetricLabel
 //	    share_threshold: true    # for a wildcard value: see below
+//	    metadata: {owner: team}  # any mapping, returned as the response's
+//	                             # dynamic metadata; see Match.Metadata
 //	    descriptors: [...]       # nested descriptors
 //
-// A value that ends in * is a wildcard: "foo*" matches any value that
-// starts with "foo", and "*" any value at all. Each value it matches is
-// counted on its own, unless the descriptor sets share_threshold, in
-// which case all the values it matches share one count.
+// A value holding * is a wildcard, each * standing for any run of
+// characters, the empty one too, wherever it is and however many there
+// are: "foo*" matches any value that starts with "foo", "/api/*/users"
+// any that starts with "/api/" and ends with "/users", "svc*ep*rpc" any
+// that has "svc", "ep" and "rpc" in that order, first and last, and "*"
+// any value at all. A * cannot be escaped: it is always a wildcard. Each
+// value a wildcard matches is counted on its own, unless the descriptor
+// sets share_threshold, in which case all the values it matches share one
+// count.
 //
 // A descriptor with neither a limit nor nested descriptors is allowed:
 // a request descriptor that lands on it is explicitly not limited.
@@ -145,7 +158,7 @@
 // walks the domain's descriptors with it, one level per entry, as
 // envoyproxy/ratelimit does: at each level an entry takes the descriptor
 // with its key and value; failing that, the first (in file order) with
-// its key and a wildcard value its value starts with; failing that, the
+// its key and a wildcard value that matches its value; failing that, the
 // one with its key and no value. The limits that apply are those of the
 // descriptor the last entry lands on. If an entry finds nothing, or the
 // request descriptor has more entries than the config has levels, or the
@@ -183,6 +196,12 @@
 // a regular file, symlinks followed: a named pipe or a device is refused
 // without being read, as a read could wait for ever.
 //
+// A domain defined in two files is an error, as in envoyproxy/ratelimit,
+// unless the files are merged ([Options].MergeDomains, which is its
+// MERGE_DOMAIN_CONFIG and sluice serve's -merge-domains): the domain is
+// then its files' top-level descriptors together, a descriptor at the
+// top level of two files being an error that names both.
+//
 // Every problem is reported as an [*Error], "FILE:LINE: FIELD: what is
 // wrong": unknown, misplaced and duplicate keys; a descriptor without a
 // key; a duplicate descriptor; an unknown unit or algorithm; a negative,
@@ -209,13 +228,18 @@
 //     error; envoyproxy/ratelimit accepts any of its keys anywhere.
 //   - Entries are matched as (key, value) pairs; envoyproxy/ratelimit joins
 //     them as "key_value" strings, so that a key containing _ can match
-//     another descriptor's key and value. A * is a wildcard only at the end
-//     of a value, and is refused elsewhere in values and in keys.
+//     another descriptor's key and value. A * is a wildcard in values
+//     only, and refused in keys, where envoyproxy/ratelimit's joining
+//     makes it match across the key and the value.
 //   - A file holds one YAML document; more is an error, where
 //     envoyproxy/ratelimit reads the first and ignores the rest.
-//   - quota_mode, value_to_metric and metadata are not supported and are
-//     refused by name. A domain defined in two files is an error, as is
-//     envoyproxy/ratelimit's default (it has no MERGE_DOMAIN_CONFIG here).
+//   - Numbers in metadata must be finite: .inf and .nan are refused, as
+//     the JSON of POST /json cannot hold them. Keys in metadata are plain
+//     scalars, taken as written (1.0 stays "1.0").
+//   - detailed_metric is accepted and makes no metric of its own: a
+//     request's value reaches a label only through value_to_metric, which
+//     stands where envoyproxy/ratelimit would let detailed_metric
+//     override it.
 //   - Windows of month and year are 30 and 365 days from the Unix epoch,
 //     as envoyproxy/ratelimit's are by default (not calendar months).
 //   - sluice's fixed window does not count a denied request, where

@@ -3,7 +3,6 @@ package config_test
 import (
 	"fmt"
 	"log"
-	"net/http"
 
 	"github.com/sluicehq/sluice/config"
 )
@@ -118,12 +117,14 @@ descriptors:
 
 func ExampleForwardAuth_Descriptors() {
 	fa := config.Default().ForwardAuth(config.DefaultDomain)
-	ds := fa.Descriptors(&config.Request{
-		ClientIP: "203.0.113.7",
-		Method:   "GET",
-		Path:     "/orders",
-		Header:   http.Header{"X-Api-Key": {"k-123"}},
-	})
+	// The server tells each part of the original request an entry names.
+	req := map[config.Source]string{
+		{Kind: config.ClientIP}:                  "203.0.113.7",
+		{Kind: config.Method}:                    "GET",
+		{Kind: config.Path}:                      "/orders",
+		{Kind: config.Header, Name: "X-Api-Key"}: "k-123",
+	}
+	ds := fa.Descriptors(func(s config.Source) string { return req[s] })
 	fmt.Println(fa.DenyStatus(), ds)
 	// Output:
 	// 429 [[{remote_address 203.0.113.7}] [{api_key k-123}]]

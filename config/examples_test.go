@@ -146,7 +146,7 @@ func TestDefault(t *testing.T) {
 	if fa == nil || fa.DenyStatus() != 429 {
 		t.Fatalf("Default forward_auth = %v, want one denying with 429", fa)
 	}
-	ds := fa.Descriptors(&Request{ClientIP: "203.0.113.7", Header: map[string][]string{"X-Api-Key": {"k1"}}})
+	ds := fa.Descriptors(values{{Kind: ClientIP}: "203.0.113.7", {Kind: Header, Name: "X-Api-Key"}: "k1"}.of)
 	want := [][]string{
 		{"per_ip 10/1s burst 20", "per_ip_hourly 1000/1h0m0s"},
 		{"per_api_key 50/1s burst 100", "per_api_key_daily 100000/24h0m0s"},

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
-	"net/url"
 	"slices"
 	"strings"
 
@@ -19,41 +18,59 @@ type ForwardAuth struct {
 	proxy       Proxy
 	denyStatus  int
 	descriptors [][]authEntry
-	lines       []int // of each descriptor, for errors
+	file        string // where the section is, for errors
+	line        int
+	lines       []int // of each descriptor
 }
 
 // authEntry is one entry of a forward_auth descriptor: its key, and where
-// its value comes from.
+// its value comes from: a Source, or the literal value when from.Kind is
+// 0.
 type authEntry struct {
 	key   string
-	from  source
-	name  string // the header or query parameter
-	value string // the literal, for from == literal
+	from  Source
+	value string
 }
 
-type source uint8
+// A Source is where the value of a forward_auth entry comes from: a part
+// of the original request, which the server learns from the proxy.
+type Source struct {
+	Kind SourceKind
+	// Name is the header's name (canonical, as http.Header keys it) or
+	// the query parameter's, for Header and Query.
+	Name string
+}
 
+// SourceKind is the kind of a Source.
+type SourceKind uint8
+
+// The kinds of Source, as forward_auth's from names them.
 const (
-	literal source = iota
-	clientIP
-	method
-	path
-	host
-	header
-	query
+	ClientIP SourceKind = iota + 1 // client_ip: the client's address, keyed as package keys keys it
+	Method                         // method
+	Path                           // path: without the query
+	Host                           // host
+	Header                         // header:NAME
+	Query                          // query:NAME
 )
 
-// Request is what the forward-auth endpoint knows of the request it
-// decides: the original request as the proxy reports it, not the auth
-// subrequest itself. The server fills it in, from X-Forwarded-* or
-// X-Original-* headers behind a trusted proxy.
-type Request struct {
-	ClientIP string      // the client's address, without port
-	Method   string      // GET, POST, ...
-	Host     string      // as the client sent it
-	Path     string      // the path, without the query
-	Header   http.Header // the original request's headers
-	Query    url.Values  // the original request's query parameters
+// String is the source as the config writes it.
+func (s Source) String() string {
+	switch s.Kind {
+	case ClientIP:
+		return "client_ip"
+	case Method:
+		return "method"
+	case Path:
+		return "path"
+	case Host:
+		return "host"
+	case Header:
+		return "header:" + s.Name
+	case Query:
+		return "query:" + s.Name
+	}
+	return fmt.Sprintf("Source(%d)", s.Kind)
 }
 
 // Proxy is the proxy that calls the forward-auth endpoint for this
@@ -97,20 +114,22 @@ func (f *ForwardAuth) Proxy() Proxy { return f.proxy }
 // through to the client and turns anything else into a 500.
 func (f *ForwardAuth) DenyStatus() int { return f.denyStatus }
 
-// Descriptors returns the request descriptors for r, in config order. A
-// descriptor any of whose values is absent from r (a missing or empty
-// header, query parameter or client address) is left out, as Envoy leaves
-// out a descriptor whose request header is missing.
-func (f *ForwardAuth) Descriptors(r *Request) [][]Entry {
-	if r == nil {
-		r = &Request{}
-	}
+// Descriptors returns the request descriptors, in config order, taking
+// each entry's value from value, which tells the original request's part
+// a Source names (literal entries have the config's value). A descriptor
+// any of whose values is "" (a missing header, query parameter or client
+// address) is left out, as Envoy leaves out a descriptor whose request
+// header is missing.
+func (f *ForwardAuth) Descriptors(value func(Source) string) [][]Entry {
 	out := make([][]Entry, 0, len(f.descriptors))
 next:
 	for _, d := range f.descriptors {
 		es := make([]Entry, len(d))
 		for i, e := range d {
-			v := e.valueOf(r)
+			v := e.value
+			if e.from.Kind != 0 {
+				v = value(e.from)
+			}
 			if v == "" {
 				continue next
 			}
@@ -119,26 +138,6 @@ next:
 		out = append(out, es)
 	}
 	return out
-}
-
-func (e *authEntry) valueOf(r *Request) string {
-	switch e.from {
-	case literal:
-		return e.value
-	case clientIP:
-		return r.ClientIP
-	case method:
-		return r.Method
-	case path:
-		return r.Path
-	case host:
-		return r.Host
-	case header:
-		return r.Header.Get(e.name)
-	case query:
-		return r.Query.Get(e.name)
-	}
-	return ""
 }
 
 var (
@@ -154,7 +153,7 @@ func (w *walker) forwardAuth(n *yaml.Node, field string) *ForwardAuth {
 	if m == nil {
 		return nil
 	}
-	fa := &ForwardAuth{denyStatus: http.StatusTooManyRequests}
+	fa := &ForwardAuth{denyStatus: http.StatusTooManyRequests, file: w.file, line: n.Line}
 	// No default proxy: a wrong guess would believe headers the client
 	// chose.
 	pf := join(field, "proxy")
@@ -233,7 +232,7 @@ func (w *walker) authEntry(n *yaml.Node, field string) (authEntry, bool) {
 			w.errorf(vn, join(field, "value"), "must not be empty")
 			return e, false
 		}
-		e.from, e.value = literal, v
+		e.value = v
 		return e, ok
 	case fn == nil:
 		w.errorf(n, field, "missing from or value: want from (%s) or a literal value", fromList)
@@ -246,17 +245,17 @@ func (w *walker) authEntry(n *yaml.Node, field string) (authEntry, bool) {
 	kind, name, _ := strings.Cut(s, ":")
 	switch {
 	case s == "client_ip":
-		e.from = clientIP
+		e.from.Kind = ClientIP
 	case s == "method":
-		e.from = method
+		e.from.Kind = Method
 	case s == "path":
-		e.from = path
+		e.from.Kind = Path
 	case s == "host":
-		e.from = host
+		e.from.Kind = Host
 	case kind == "header" && validToken(name):
-		e.from, e.name = header, textproto.CanonicalMIMEHeaderKey(name)
+		e.from = Source{Header, textproto.CanonicalMIMEHeaderKey(name)}
 	case kind == "query" && name != "":
-		e.from, e.name = query, name
+		e.from = Source{Query, name}
 	case kind == "header" || kind == "query":
 		w.errorf(fn, join(field, "from"), "%q: want %s:NAME with a valid name", s, kind)
 		return e, false
@@ -269,26 +268,30 @@ func (w *walker) authEntry(n *yaml.Node, field string) (authEntry, bool) {
 
 // checkForwardAuth refuses a forward_auth descriptor that can land on no
 // limit of the domain, most likely a misspelt key: it would never limit
-// anything, silently. It runs only on an otherwise sound file.
-func (w *walker) checkForwardAuth(d *domainConfig) {
-	if d.auth == nil || len(w.errs) > 0 {
-		return
+// anything, silently. It runs on sound files only, once the domain is
+// whole: with Options.MergeDomains, the descriptors of every file of the
+// domain count.
+func checkForwardAuth(d *domainConfig) []error {
+	if d.auth == nil {
+		return nil
 	}
+	var errs []error
 	for i, es := range d.auth.descriptors {
 		keys := make([]string, len(es))
 		lits := make([]string, len(es))
 		shown := make([]string, len(es))
 		for j, e := range es {
 			keys[j], lits[j], shown[j] = e.key, e.value, e.key
-			if e.from == literal {
+			if e.from.Kind == 0 {
 				shown[j] += "=" + e.value
 			}
 		}
 		if !d.root.canLand(keys, lits) {
-			w.errs = append(w.errs, &Error{File: w.file, Line: d.auth.lines[i], Field: index("forward_auth.descriptors", i),
+			errs = append(errs, &Error{File: d.auth.file, Line: d.auth.lines[i], Field: index("forward_auth.descriptors", i),
 				Err: fmt.Errorf("(%s) can reach no limit of domain %q", strings.Join(shown, ", "), d.name)})
 		}
 	}
+	return errs
 }
 
 // validToken reports whether s is an HTTP header field name (RFC 9110's
@@ -323,19 +326,8 @@ func (f *ForwardAuth) String() string {
 }
 
 func (e *authEntry) source() string {
-	switch e.from {
-	case clientIP:
-		return "client_ip"
-	case method:
-		return "method"
-	case path:
-		return "path"
-	case host:
-		return "host"
-	case header:
-		return "header:" + e.name
-	case query:
-		return "query:" + e.name
+	if e.from.Kind == 0 {
+		return fmt.Sprintf("%q", e.value)
 	}
-	return fmt.Sprintf("%q", e.value)
+	return e.from.String()
 }

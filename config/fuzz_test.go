@@ -25,6 +25,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte("domain: d\ndescriptors:\n  - {key: k, value: v*, share_threshold: true, rate_limit: {unit: second, requests_per_unit: 1}}\n"))
 	f.Add([]byte("domain: d\nx: &a {key: k}\ndescriptors: [*a, {<<: *a, value: v}]\n"))
+	f.Add([]byte("domain: d\ndescriptors:\n  - {key: k, value: a*b*c, quota_mode: true, value_to_metric: true, metadata: &m {a: [1, 2.5, x, null, {b: *m}]}, rate_limit: {unit: second, requests_per_unit: 1}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkNodeBound(t, data)
 		c, err := Parse("fuzz.yaml", data)
@@ -63,15 +64,19 @@ func FuzzParse(f *testing.F) {
 					t.Fatalf("Match(%q, %q) = %v", domain, es, err)
 				}
 				for _, m := range ms {
-					if m.Rule == nil || m.Key == "" || strings.ContainsAny(m.Key, "{} \n") {
+					if m.Rule == nil || m.Key == "" || strings.ContainsAny(m.Key, "{} \n") ||
+						len(m.MetricLabel) > MaxMetricLabel || strings.ContainsAny(m.MetricLabel, " \n") {
 						t.Fatalf("Match(%q, %q) gave %+v", domain, es, m)
 					}
+				}
+				if r := c.Redacted(domain, es); len(r) != len(es) {
+					t.Fatalf("Redacted(%q, %q) = %q", domain, es, r)
 				}
 				per = append(per, ms)
 			}
 			ApplyReplaces(per)
 			if fa := c.ForwardAuth(domain); fa != nil {
-				_ = fa.Descriptors(&Request{ClientIP: "192.0.2.1", Method: "GET", Path: "/", Host: "h"})
+				_ = fa.Descriptors(values{{Kind: ClientIP}: "192.0.2.1", {Kind: Method}: "GET", {Kind: Path}: "/", {Kind: Host}: "h"}.of)
 				_ = fa.String()
 			}
 		}

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -37,9 +39,40 @@ type Match struct {
 	// without asking the store (envoyproxy/ratelimit reports the
 	// remaining quota as the largest uint32).
 	Unlimited bool
+	// QuotaMode is envoyproxy/ratelimit's quota_mode, set on the
+	// descriptor the request descriptor lands on: a request descriptor
+	// over such a limit fails the request only when every request
+	// descriptor in quota mode is over its limits. Deciding that is the
+	// caller's (package server does, and has a global quota mode too).
+	QuotaMode bool
+	// Metadata is the metadata of the descriptor the request descriptor
+	// lands on, nil if it has none: envoyproxy/ratelimit's, which its
+	// server returns as the response's dynamic metadata. It holds what
+	// JSON does: map[string]any, []any, string, int64, float64, bool and
+	// nil. Shared: do not modify.
+	Metadata map[string]any
 	// DetailedMetric asks for metrics per descriptor value rather than per
 	// rule; it can make for many series.
 	DetailedMetric bool
+	// MetricLabel is the request descriptor as a metric label, when the
+	// config sets value_to_metric on the descriptor it lands on or on one
+	// above: "" otherwise. Each level is written as envoyproxy/ratelimit
+	// names it in its statistics, here as "key=value" or "key", joined with
+	// "|": the request's value at a level with value_to_metric (unless it
+	// shares a threshold, where the wildcard stands), the config's value at
+	// a level that gives one, and the key alone at the others, as in
+	//
+	//	route=/api/v1/orders|method=GET|user
+	//
+	// It holds only printable ASCII, escaped as Key is, and at most
+	// MaxMetricLabel bytes. A request's value reaches no other label:
+	// bound how many distinct ones are kept (the server keeps
+	// server.MaxLabelValues per rule).
+	MetricLabel string
+	// ID is the index of Rule in Config.Rules, so that a caller can keep
+	// what it prepares for each rule in a slice rather than a map; -1 for
+	// an unlimited match.
+	ID int
 	// Replaces names the limits this one replaces; see ApplyReplaces.
 	// Shared: do not modify.
 	Replaces []string
@@ -49,8 +82,10 @@ type Match struct {
 // domain, none if no limit does. The domain's descriptors are walked
 // level by level, one level per entry: at each level an entry takes the
 // descriptor with its key and value, else the first one (in file order)
-// with its key and a wildcard value it starts with ("foo*"), else the one
-// with its key and no value, which stands for any value. The limits of
+// with its key and a wildcard value that matches it ("foo*",
+// "/api/*/users", "svc*ep*rpc": each * stands for any run of bytes, the
+// empty one too), else the one with its key and no value, which stands
+// for any value. The limits of
 // the descriptor the last entry lands on apply; if the walk stops early,
 // or lands on a descriptor without limits, nothing applies. This is
 // envoyproxy/ratelimit's matching.
@@ -95,18 +130,118 @@ func (c *Config) Match(domain string, entries []Entry) ([]Match, error) {
 		return nil, nil
 	}
 	k := key.String()
+	var label string
+	if last.labelled {
+		label = d.root.metricLabel(entries)
+	}
 	ms := make([]Match, len(last.limits))
 	for i, l := range last.limits {
 		ms[i] = Match{
 			Rule:           l.rule,
+			ID:             l.id,
 			Key:            k,
 			Name:           l.name,
 			Unlimited:      l.unlimited,
 			DetailedMetric: last.detailed,
+			MetricLabel:    label,
+			QuotaMode:      last.quota,
+			Metadata:       last.metadata,
 			Replaces:       l.replaces,
 		}
 	}
 	return ms, nil
+}
+
+// Key returns the counting key of a request descriptor taken as it is,
+// for a limit the request brings rather than the config (Envoy's
+// per-request limit override, which envoyproxy/ratelimit keys by the
+// domain and the descriptor's entries): the domain and every entry,
+// escaped as in Match.Key, with the value of each entry that lands on a
+// descriptor marked secret replaced by its digest (see Redacted). No
+// wildcard is shared here: each value keys apart. The key equals Match.Key
+// where the descriptor lands on a limit without share_threshold, so the
+// caller keeps the two apart by its rule. The error is for an unknown
+// domain only, and wraps ErrUnknownDomain.
+func (c *Config) Key(domain string, entries []Entry) (string, error) {
+	if c == nil || c.domains[domain] == nil {
+		return "", fmt.Errorf("%w %q", ErrUnknownDomain, domain)
+	}
+	var key strings.Builder
+	escape(&key, domain)
+	for _, e := range c.Redacted(domain, entries) {
+		key.WriteByte('|')
+		escape(&key, e.Key)
+		key.WriteByte('=')
+		escape(&key, e.Value)
+	}
+	return key.String(), nil
+}
+
+// Redacted returns entries with the value of each entry that lands on a
+// descriptor marked secret replaced by its digest, as in Match.Key: for
+// showing a request descriptor where a secret must not go (a log line, a
+// response's metadata). The entries past where the walk stops, and all of
+// them for a domain c lacks, land on no descriptor and are returned as
+// they are. entries is not modified.
+func (c *Config) Redacted(domain string, entries []Entry) []Entry {
+	out, copied := entries, false
+	var cur *node
+	if c != nil && c.domains[domain] != nil {
+		cur = c.domains[domain].root
+	}
+	for i, e := range entries {
+		if cur == nil {
+			break
+		}
+		cur = cur.child(e)
+		if cur != nil && cur.secret {
+			if !copied {
+				out, copied = append([]Entry(nil), entries...), true
+			}
+			out[i].Value = keys.Digest(e.Value)
+		}
+	}
+	return out
+}
+
+// MaxMetricLabel is the most bytes of a Match.MetricLabel. A longer one
+// keeps its first bytes and ends in "%#" and a digest of the whole, so
+// that two long labels stay apart.
+const MaxMetricLabel = 256
+
+// metricLabel writes the Match.MetricLabel of entries, which land, from
+// n, on a descriptor with value_to_metric on its path. It walks the
+// entries again rather than slow every Match down for the few
+// descriptors that have a label.
+func (n *node) metricLabel(entries []Entry) string {
+	var b strings.Builder
+	for i, e := range entries {
+		next := n.child(e)
+		if i > 0 {
+			b.WriteByte('|')
+		}
+		escape(&b, e.Key)
+		switch {
+		case next.secret:
+			// A secret is in no label, not even one the config spells out.
+		case next.pattern != "":
+			b.WriteByte('=')
+			escape(&b, next.pattern) // shared: the wildcard, as in the key
+		case next.valueToMetric || next.value != "" && !next.wildcard:
+			b.WriteByte('=')
+			escape(&b, e.Value) // the request's value, or the config's own
+		case next.wildcard:
+			b.WriteByte('=')
+			escape(&b, next.value) // the wildcard that matched
+		}
+		n = next
+	}
+	s := b.String()
+	if len(s) <= MaxMetricLabel {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	return s[:MaxMetricLabel-2-16] + "%#" + hex.EncodeToString(sum[:8])
 }
 
 // canLand reports whether a request descriptor with these keys could land
@@ -157,7 +292,7 @@ func (n *node) child(e Entry) *node {
 		}
 	}
 	for _, w := range n.wild {
-		if w.key == e.Key && strings.HasPrefix(e.Value, w.prefix) {
+		if w.key == e.Key && w.glob.match(e.Value) {
 			return w.node
 		}
 	}

@@ -395,3 +395,50 @@ descriptors:
 		t.Errorf("non-secret key %q, want api|user=alice", k)
 	}
 }
+
+// Key keys a descriptor as it is, for a limit the request brings: the
+// domain and every entry escaped as in Match.Key, a secret's value
+// digested, each value apart even where the config has a wildcard.
+func TestKey(t *testing.T) {
+	c := mustParse(t, `
+domain: api
+descriptors:
+  - key: api_key
+    secret: true
+    rate_limit: {unit: second, requests_per_unit: 5}
+  - key: path
+    value: /v1/*
+    share_threshold: true
+    rate_limit: {unit: second, requests_per_unit: 5}
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 3}
+`)
+	const raw = "sk_live_51HqLyjWDarjtT1zdp7dc"
+	key := func(es ...Entry) string {
+		t.Helper()
+		k, err := c.Key("api", es)
+		if err != nil {
+			t.Fatalf("Key(%v) = %v", es, err)
+		}
+		return k
+	}
+	ms, err := c.Match("api", []Entry{{"user", "a|b=c"}})
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("Match = %v, %v", ms, err)
+	}
+	if k := key(Entry{"user", "a|b=c"}); k != ms[0].Key || k != "api|user=a%7Cb%3Dc" {
+		t.Errorf("Key(user=a|b=c) = %q, want %q, as Match.Key", k, ms[0].Key)
+	}
+	if k := key(Entry{"api_key", raw}); strings.Contains(k, raw) || !strings.HasPrefix(k, "api|api_key=") {
+		t.Errorf("Key(api_key) = %q: want the secret digested", k)
+	}
+	if a, b := key(Entry{"path", "/v1/a"}), key(Entry{"path", "/v1/b"}); a == b {
+		t.Errorf("two paths under a shared wildcard key alike: %q", a)
+	}
+	if k := key(Entry{"nowhere", "x"}, Entry{"deeper", ""}); k != "api|nowhere=x|deeper=" {
+		t.Errorf("Key of a descriptor the config lacks = %q, want api|nowhere=x|deeper=", k)
+	}
+	if _, err := c.Key("other", []Entry{{"user", "a"}}); !errors.Is(err, ErrUnknownDomain) {
+		t.Errorf("Key(unknown domain) error = %v, want ErrUnknownDomain", err)
+	}
+}

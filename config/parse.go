@@ -27,18 +27,67 @@ type domainConfig struct {
 type node struct {
 	path     string           // envoy's full key: domain.key_value.key
 	exact    map[Entry]*node  // children with a literal value
-	wild     []wildcard       // children with a value ending in *, in file order
+	wild     []wildcard       // children with a value holding *, in file order
 	any      map[string]*node // children with no value: any value
 	limits   []limit
 	detailed bool   // detailed_metric
 	pattern  string // share_threshold: the wildcard value that all matching values count under
 	secret   bool   // the value is keyed by its digest: it never reaches a store
+	// valueToMetric is the descriptor's value_to_metric: a request's
+	// value at this level goes into the metric label (Match.MetricLabel).
+	// labelled is valueToMetric here or at a level above, so that Match
+	// knows at once whether a descriptor it lands on has a label.
+	valueToMetric, labelled bool
+	value                   string // as written: "" for any value
+	wildcard                bool   // value holds a *
+	quota                   bool   // quota_mode: see Match.QuotaMode
+	metadata                map[string]any
+	// where it is written, for the errors of a domain merged from
+	// several files
+	file, field string
+	line        int
 }
 
 type wildcard struct {
-	key    string
-	prefix string
-	node   *node
+	key  string
+	glob glob // node.value's
+	node *node
+}
+
+// glob is a value with wildcards, each * standing for any run of bytes,
+// the empty one included: "/api/*/users", "svc*ep*rpc", "files/*". It is
+// split at each * once, when the config loads, so that matching a request
+// value allocates nothing.
+type glob struct {
+	parts []string // the value split at each *: at least two
+	fixed int      // the bytes of parts together
+}
+
+func newGlob(pattern string) glob {
+	g := glob{parts: strings.Split(pattern, "*")}
+	g.fixed = len(pattern) - (len(g.parts) - 1)
+	return g
+}
+
+// match reports whether s is one of the values g stands for: it starts
+// with the first part, ends with the last, and holds the others in order
+// between them, without overlap. Taking each middle part at its first
+// place leaves the most room for the rest, so that is the only place to
+// try.
+func (g glob) match(s string) bool {
+	first, last := g.parts[0], g.parts[len(g.parts)-1]
+	if len(s) < g.fixed || !strings.HasPrefix(s, first) || !strings.HasSuffix(s, last) {
+		return false
+	}
+	mid := s[len(first) : len(s)-len(last)]
+	for _, p := range g.parts[1 : len(g.parts)-1] {
+		i := strings.Index(mid, p)
+		if i < 0 {
+			return false
+		}
+		mid = mid[i+len(p):]
+	}
+	return true
 }
 
 func (n *node) hasChildren() bool { return len(n.exact)+len(n.wild)+len(n.any) > 0 }
@@ -50,6 +99,7 @@ type limit struct {
 	unlimited bool
 	replaces  []string
 	key       string // identifies the limit across reloads: node path and rule name
+	id        int    // its index in Config.Rules; -1 for an unlimited one
 	// where it is written, for errors found after parsing (CheckRules)
 	file  string
 	line  int
@@ -59,7 +109,7 @@ type limit struct {
 // The keys each level allows.
 var (
 	rootKeys       = []string{"domain", "descriptors", "shadow_mode", "failure", "forward_auth"}
-	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "detailed_metric", "share_threshold", "secret"}
+	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "secret", "metadata"}
 	limitKeys      = []string{"name", "replaces", "unit", "unit_multiplier", "requests_per_unit", "unlimited", "algorithm", "period", "burst", "failure"}
 	replacesKeys   = []string{"name"}
 )
@@ -133,8 +183,7 @@ func (w *walker) domain(n *yaml.Node) *domainConfig {
 	d.root = &node{path: d.name}
 	w.descriptors(m["descriptors"], "descriptors", d, d.root, def, 1)
 	if fa := m["forward_auth"]; fa != nil {
-		d.auth = w.forwardAuth(fa, "forward_auth")
-		w.checkForwardAuth(d)
+		d.auth = w.forwardAuth(fa, "forward_auth") // checked by build
 	}
 	return d
 }
@@ -183,13 +232,10 @@ func (w *walker) descriptors(n *yaml.Node, field string, d *domainConfig, parent
 		case key == "":
 			w.errorf(kn, join(f, "key"), "must not be empty")
 		case strings.Contains(key, "*"):
-			w.errorf(kn, join(f, "key"), "%q: a key cannot be a wildcard, only a value can end in *", key)
+			w.errorf(kn, join(f, "key"), "%q: a key cannot be a wildcard, only a value can hold *", key)
 		}
 		value, _ := w.str(m["value"], join(f, "value"))
-		wild := strings.HasSuffix(value, "*")
-		if strings.Contains(strings.TrimSuffix(value, "*"), "*") {
-			w.errorf(m["value"], join(f, "value"), "%q: * is a wildcard only as the last character", value)
-		}
+		wild := strings.Contains(value, "*")
 		e := Entry{Key: key, Value: value}
 		if first, dup := seen[e]; dup && key != "" {
 			w.errorf(item, f, "duplicate descriptor key %q value %q: already defined at line %d", key, value, first)
@@ -200,16 +246,24 @@ func (w *walker) descriptors(n *yaml.Node, field string, d *domainConfig, parent
 		detailed, _ := w.boolean(m["detailed_metric"], join(f, "detailed_metric"))
 		share, _ := w.boolean(m["share_threshold"], join(f, "share_threshold"))
 		secret, _ := w.boolean(m["secret"], join(f, "secret"))
+		quota, _ := w.boolean(m["quota_mode"], join(f, "quota_mode"))
+		toMetric, _ := w.boolean(m["value_to_metric"], join(f, "value_to_metric"))
+		if toMetric && secret {
+			w.errorf(m["value_to_metric"], join(f, "value_to_metric"), "a secret value never goes into a metric: give secret or value_to_metric, not both")
+		}
 		seg := key
 		if value != "" {
 			seg += "_" + value
 		}
-		child := &node{path: parent.path + "." + seg, detailed: detailed, secret: secret}
+		child := &node{path: parent.path + "." + seg, detailed: detailed, secret: secret,
+			valueToMetric: toMetric, labelled: toMetric || parent.labelled, value: value, wildcard: wild, quota: quota,
+			metadata: w.metadata(m["metadata"], join(f, "metadata")),
+			file:     w.file, field: f, line: line}
 		if share {
 			if wild {
 				child.pattern = value
 			} else {
-				w.errorf(m["share_threshold"], join(f, "share_threshold"), "only a wildcard value (ending in *) can share its limit")
+				w.errorf(m["share_threshold"], join(f, "share_threshold"), "only a wildcard value (one holding *) can share its limit")
 			}
 		}
 		w.nodeLimits(m, f, d, child, defaults{shadow: def.shadow || shadow, failure: def.failure})
@@ -220,15 +274,15 @@ func (w *walker) descriptors(n *yaml.Node, field string, d *domainConfig, parent
 			}
 			parent.any[key] = child
 		case wild:
-			parent.wild = append(parent.wild, wildcard{key: key, prefix: strings.TrimSuffix(value, "*"), node: child})
+			parent.wild = append(parent.wild, wildcard{key: key, glob: newGlob(value), node: child})
 		default:
 			if parent.exact == nil {
 				parent.exact = make(map[Entry]*node)
 			}
 			parent.exact[e] = child
 		}
-		// shadow_mode is the descriptor's own: its children do not inherit
-		// it, as in envoyproxy/ratelimit.
+		// shadow_mode and quota_mode are the descriptor's own: its children
+		// do not inherit them, as in envoyproxy/ratelimit.
 		w.descriptors(m["descriptors"], join(f, "descriptors"), d, child, def, depth+1)
 	}
 }

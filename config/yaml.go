@@ -347,6 +347,9 @@ var keyHome = map[string]string{
 	"rate_limit":        "a descriptor",
 	"rate_limits":       "a descriptor",
 	"detailed_metric":   "a descriptor",
+	"value_to_metric":   "a descriptor",
+	"quota_mode":        "a descriptor",
+	"metadata":          "a descriptor",
 	"share_threshold":   "a descriptor",
 	"shadow_mode":       "a descriptor or the top level",
 	"failure":           "rate_limit or the top level",
@@ -364,19 +367,8 @@ var keyHome = map[string]string{
 	"from":              "a forward_auth entry",
 }
 
-// Keys of envoyproxy/ratelimit's format that sluice does not implement:
-// refused by name rather than silently ignored.
-var unsupported = map[string]string{
-	"quota_mode":      "quota mode",
-	"value_to_metric": "value_to_metric (sluice labels metrics by rule name; see detailed_metric)",
-	"metadata":        "response metadata",
-}
-
 // unknownKey explains why key is not allowed where known keys are.
 func unknownKey(key string, known []string) string {
-	if what, ok := unsupported[key]; ok {
-		return fmt.Sprintf("%q: sluice does not support %s", key, what)
-	}
 	norm := func(s string) string {
 		return strings.ToLower(strings.NewReplacer("_", "", "-", "", " ", "").Replace(s))
 	}

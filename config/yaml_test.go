@@ -65,7 +65,7 @@ descriptors:
 		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit: [1]\n", `descriptors[0].rate_limit: want a mapping of keys to values, got a list`},
 		{"domain: d\ndescriptors:\n  - key: k\n    vaule: v\n", `unknown key "vaule" (did you mean "value"?)`},
 		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {name: n, unit: second, requests_per_unit: 1}\n    name: n\n", `key "name" does not belong here (it goes in rate_limit or a replaces entry)`},
-		{"domain: d\ndescriptors:\n  - key: k\n    value_to_metric: true\n", `"value_to_metric": sluice does not support value_to_metric`},
+		{"domain: d\nvalue_to_metric: true\n", `key "value_to_metric" does not belong here (it goes in a descriptor)`},
 		{"domain: d\ndescriptors:\n  - &a {key: k}\n  - {<<: *a, kye: x}\n", `unknown key "kye" (did you mean "key"?)`},
 	} {
 		_, err := Parse("bad.yaml", []byte(bad.text))

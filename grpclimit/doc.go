@@ -1,6 +1,8 @@
 // Package grpclimit limits the calls of a gRPC server with a
 // sluice.Limiter: unary and stream server interceptors that answer
-// codes.ResourceExhausted with a google.rpc.RetryInfo detail.
+// codes.ResourceExhausted with a google.rpc.RetryInfo detail (httplimit's
+// Retry-After) and a google.rpc.QuotaFailure naming the rules that denied
+// the call (the violated-policies of httplimit's problem body).
 //
 // An Interceptor holds rules, each a sluice.Rule with a KeyFunc that says
 // what it counts by and, optionally, the methods it covers:
@@ -9,8 +11,10 @@
 //     for a public server.
 //   - APIKey: a secret, such as an API key or a bearer token, counted by
 //     its digest so that no secret reaches the store. A call without one
-//     fails the rule: wrap it in Optional and pair it with a PeerIP rule,
-//     or use First(APIKey("x-api-key"), PeerIP()).
+//     fails with codes.InvalidArgument naming the rule and the metadata,
+//     as a call without any key a rule needs does: wrap it in Optional and
+//     pair it with a PeerIP rule, or use First(APIKey("x-api-key"),
+//     PeerIP()).
 //   - Metadata: a value that is not a secret, such as a tenant.
 //   - Method and Static: the method, or one key for all calls.
 //   - Join combines keys ("per method per IP"); First picks the first that

@@ -57,8 +57,13 @@ func Example() {
 		st := status.Convert(err)
 		fmt.Print(st.Code())
 		for _, d := range st.Details() {
-			if ri, ok := d.(*errdetails.RetryInfo); ok {
-				fmt.Print(", retry in ", ri.GetRetryDelay().AsDuration().Round(time.Second))
+			switch d := d.(type) {
+			case *errdetails.RetryInfo:
+				fmt.Print(", retry in ", d.GetRetryDelay().AsDuration().Round(time.Second))
+			case *errdetails.QuotaFailure:
+				for _, v := range d.GetViolations() {
+					fmt.Printf(", over %s (%d a minute)", v.GetQuotaId(), v.GetQuotaValue())
+				}
 			}
 		}
 		fmt.Println()
@@ -66,7 +71,7 @@ func Example() {
 	// Output:
 	// OK
 	// OK
-	// ResourceExhausted, retry in 30s
+	// ResourceExhausted, retry in 30s, over per-ip (2 a minute)
 }
 
 // Keys: an API key when the call has one, the caller's /64 otherwise. The

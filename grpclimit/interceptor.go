@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice"
@@ -28,8 +29,10 @@ import (
 // A call is decided against every rule that applies to its method, all at
 // once: allowed only if all allow, and then all are charged one unit. A
 // stream is decided once, when it starts; its messages are not limited.
-// A denied call fails with codes.ResourceExhausted and a google.rpc.RetryInfo
-// detail whose retry_delay is the Limiter's RetryAfter.
+// A denied call fails with codes.ResourceExhausted, a google.rpc.RetryInfo
+// detail whose retry_delay is the Limiter's RetryAfter, and a
+// google.rpc.QuotaFailure naming the rules that denied it: what httplimit's
+// Retry-After and problem body say.
 //
 // An Interceptor is safe for concurrent use.
 type Interceptor struct {
@@ -253,33 +256,60 @@ func (i *Interceptor) limit(ctx context.Context, method string, setHeader func(m
 	return denial(checks, res)
 }
 
-// keyError is the status of a call whose key could not be found.
+// keyError is the status of a call whose key could not be found: the
+// error's own status if it has one; InvalidArgument, naming the rule and
+// what is missing, for a call without the key (ErrNoKey), as httplimit
+// answers 400; Internal for anything else.
+//
+// InvalidArgument rather than Unauthenticated: a key may be a tenant or an
+// address as well as a credential, and a client told Unauthenticated would
+// look for fault in its credentials. A KeyFunc that wants Unauthenticated
+// returns that status itself.
 func keyError(name string, err error) error {
 	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
 		return st.Err()
 	}
-	return status.Errorf(codes.Internal, "grpclimit: rule %q: %v", name, err)
+	code := codes.Internal
+	if errors.Is(err, ErrNoKey) {
+		code = codes.InvalidArgument
+	}
+	return status.Errorf(code, "grpclimit: rule %q: %s", name, strings.TrimPrefix(err.Error(), "grpclimit: "))
 }
 
-// denial is the ResourceExhausted status of a denied call, naming the rules
-// that denied it and carrying RetryInfo unless it can never pass.
+// denial is the ResourceExhausted status of a denied call. It carries what
+// httplimit's 429 says: a google.rpc.RetryInfo for Retry-After, unless the
+// call can never pass, and a google.rpc.QuotaFailure for the problem body's
+// violated-policies, one violation per enforced rule that denied, its name
+// as quota_id and its quota (sluice.Rule.Quota, RateLimit-Policy's q) as
+// quota_value.
 func denial(checks []sluice.Check, res sluice.Result) error {
 	var names []string
+	qf := &errdetails.QuotaFailure{}
 	for j, c := range checks {
 		if !c.Rule.Shadow && !res.Decisions[j].Allowed {
-			names = append(names, fmt.Sprintf("%q", c.Rule.Name))
+			name := fmt.Sprintf("%q", c.Rule.Name)
+			names = append(names, name)
+			qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
+				QuotaId:     c.Rule.Name,
+				QuotaValue:  c.Rule.Quota(),
+				Description: "rate limit " + name + " exceeded",
+			})
 		}
 	}
 	msg := "grpclimit: rate limit " + strings.Join(names, ", ") + " exceeded"
 	if res.Err != nil {
 		msg += " (limiter store unavailable)"
 	}
+	var st *status.Status
+	details := []protoadapt.MessageV1{qf}
 	if res.RetryAfter == sluice.Never {
-		return status.Error(codes.ResourceExhausted, msg+"; the call exceeds the limit and can never pass")
+		st = status.New(codes.ResourceExhausted, msg+"; the call exceeds the limit and can never pass")
+	} else {
+		st = status.New(codes.ResourceExhausted, fmt.Sprintf("%s; retry after %v", msg, res.RetryAfter))
+		details = []protoadapt.MessageV1{&errdetails.RetryInfo{RetryDelay: durationpb.New(res.RetryAfter)}, qf}
 	}
-	st := status.New(codes.ResourceExhausted, fmt.Sprintf("%s; retry after %v", msg, res.RetryAfter))
-	if withInfo, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(res.RetryAfter)}); err == nil {
-		st = withInfo
+	if withDetails, err := st.WithDetails(details...); err == nil {
+		st = withDetails
 	}
 	return st.Err()
 }

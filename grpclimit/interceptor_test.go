@@ -3,7 +3,9 @@ package grpclimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -300,11 +302,11 @@ func TestMetadataKeys(t *testing.T) {
 	withMD := func(kv ...string) context.Context {
 		return metadata.AppendToOutgoingContext(t.Context(), kv...)
 	}
-	// No tenant: Metadata fails the call.
+	// No tenant: Metadata fails the call, as the client's to fix.
 	err := e.check(withMD("x-api-key", "k1"))
-	wantCode(t, err, codes.Internal)
-	if !strings.Contains(status.Convert(err).Message(), "x-tenant") {
-		t.Fatalf("message %q does not name the missing metadata", status.Convert(err).Message())
+	wantCode(t, err, codes.InvalidArgument)
+	if msg := status.Convert(err).Message(); msg != `grpclimit: rule "per-tenant": call has no key: no x-tenant metadata` {
+		t.Fatalf("message %q does not name the rule and the missing metadata", msg)
 	}
 	// No API key: that rule is skipped, the tenant's applies.
 	if err := e.check(withMD("x-tenant", "a")); err != nil {
@@ -488,6 +490,56 @@ func TestCanNeverPass(t *testing.T) {
 	}
 }
 
+// quotaFailure returns the QuotaFailure of a denied call's status as
+// "quota_id q=quota_value" lines, or nil without one.
+func quotaFailure(t *testing.T, err error) []string {
+	t.Helper()
+	var out []string
+	for _, d := range status.Convert(err).Details() {
+		if qf, ok := d.(*errdetails.QuotaFailure); ok {
+			out = []string{}
+			for _, v := range qf.GetViolations() {
+				out = append(out, fmt.Sprintf("%s q=%d", v.GetQuotaId(), v.GetQuotaValue()))
+			}
+		}
+	}
+	return out
+}
+
+// A denial's details say what httplimit's 429 says: RetryInfo for
+// Retry-After, and a QuotaFailure naming the violated policies (the
+// enforced rules that denied) with their quotas.
+func TestDenialDetails(t *testing.T) {
+	shadow := gcra("trial", 1)
+	shadow.Shadow = true
+	e := start(t,
+		grpclimit.WithRule(gcra("per-ip", 2), grpclimit.PeerIP()),
+		grpclimit.WithRule(gcra("global", 100), grpclimit.Static("all")),
+		grpclimit.WithRule(shadow, grpclimit.PeerIP()),
+	)
+	for range 2 {
+		if err := e.check(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := e.check(t.Context())
+	if got := denied(t, err); got != 500*time.Millisecond {
+		t.Fatalf("RetryInfo delay = %v, want 500ms", got)
+	}
+	if got, want := quotaFailure(t, err), []string{"per-ip q=2"}; !slices.Equal(got, want) {
+		t.Fatalf("QuotaFailure = %q, want %q", got, want)
+	}
+
+	// A call that can never pass: no RetryInfo, as no Retry-After, but
+	// the violation all the same.
+	zero := sluice.Rule{Name: "none", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(0)}
+	e = start(t, grpclimit.WithRule(zero, grpclimit.PeerIP()))
+	err = e.check(t.Context())
+	if got, want := quotaFailure(t, err), []string{"none q=0"}; denied(t, err) != -1 || !slices.Equal(got, want) {
+		t.Fatalf("never: RetryInfo %v, QuotaFailure %q; want none, %q", denied(t, err), got, want)
+	}
+}
+
 func TestHostileMetadata(t *testing.T) {
 	var o observed
 	e := start(t,
@@ -535,6 +587,43 @@ func TestHostileMetadata(t *testing.T) {
 	}
 }
 
+// A call without the key a rule needs is the client's to fix:
+// InvalidArgument naming the rule and the metadata, as httplimit answers
+// 400, never Internal. Optional lets it through under the other rules.
+func TestMissingKey(t *testing.T) {
+	var o observed
+	strict := start(t, grpclimit.WithRule(gcra("per-key", 5), grpclimit.APIKey("x-api-key")), o.observer())
+	err := strict.check(t.Context())
+	wantCode(t, err, codes.InvalidArgument)
+	if msg := status.Convert(err).Message(); msg != `grpclimit: rule "per-key": call has no key: no API key in the x-api-key metadata` {
+		t.Fatalf("message %q, want the rule and the metadata named once", msg)
+	}
+	o.mu.Lock()
+	n := len(o.calls)
+	o.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("observer saw %d undecided calls", n)
+	}
+
+	usual := start(t,
+		grpclimit.WithRule(gcra("per-ip", 5), grpclimit.PeerIP()),
+		grpclimit.WithRule(gcra("per-key", 5), grpclimit.Optional(grpclimit.APIKey("x-api-key"))),
+		o.observer(),
+	)
+	if err := usual.check(t.Context()); err != nil {
+		t.Fatalf("Optional, no key: %v", err)
+	}
+	if got := o.last(t); len(got.keys) != 1 || got.keys["per-ip"] != "127.0.0.1" {
+		t.Fatalf("Optional, no key: keys %v, want only per-ip", got.keys)
+	}
+
+	// A key function's own failure is still the server's.
+	broken := start(t, grpclimit.WithRule(gcra("per-user", 5), func(context.Context, string) (string, error) {
+		return "", errors.New("user table unreachable")
+	}))
+	wantCode(t, broken.check(t.Context()), codes.Internal)
+}
+
 func TestBadPeer(t *testing.T) {
 	// Calls made in-process, without a gRPC transport, have whatever peer
 	// the caller put in their context.
@@ -558,7 +647,7 @@ func TestBadPeer(t *testing.T) {
 			handler := func(context.Context, any) (any, error) { called = true; return "ok", nil }
 			_, err := strict.Unary(ctx, nil, info, handler)
 			if tc.key == "" {
-				wantCode(t, err, codes.Internal)
+				wantCode(t, err, codes.InvalidArgument)
 				if called {
 					t.Fatal("handler ran for a call that could not be keyed")
 				}
@@ -587,7 +676,7 @@ func TestStreamInterceptorDirect(t *testing.T) {
 		t.Fatal("handler ran")
 		return nil
 	})
-	wantCode(t, err, codes.Internal)
+	wantCode(t, err, codes.InvalidArgument)
 }
 
 type fakeStream struct {

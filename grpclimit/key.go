@@ -23,10 +23,11 @@ import (
 //
 // An error wrapping ErrSkip means the rule does not apply to the call. Any
 // other error fails the call: with the error's own gRPC status if it has
-// one (status.Error(codes.Unauthenticated, ...)), otherwise with
-// codes.Internal. The key functions of this package return errors
-// wrapping ErrNoKey when the call lacks what the key is made of; Optional
-// turns those into ErrSkip.
+// one (status.Error(codes.Unauthenticated, ...)), with
+// codes.InvalidArgument naming the rule and what is missing if it wraps
+// ErrNoKey, otherwise with codes.Internal. The key functions of this
+// package return errors wrapping ErrNoKey when the call lacks what the
+// key is made of; Optional turns those into ErrSkip.
 type KeyFunc func(ctx context.Context, method string) (string, error)
 
 // ErrNoKey is wrapped by the errors of the key functions of this package
@@ -132,7 +133,7 @@ func APIKey(name string) KeyFunc {
 	return func(ctx context.Context, _ string) (string, error) {
 		k, ok := keys.Secret(firstValue(ctx, name), auth)
 		if !ok {
-			return "", fmt.Errorf("%w: no API key in %s", ErrNoKey, name)
+			return "", fmt.Errorf("%w: no API key in the %s metadata", ErrNoKey, name)
 		}
 		return k, nil
 	}

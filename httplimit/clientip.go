@@ -4,20 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"strings"
 
+	"github.com/sluicehq/sluice/internal/clientip"
 	"github.com/sluicehq/sluice/internal/keys"
-)
-
-// Bounds on the X-Forwarded-For walk, so that a hostile header costs a
-// fixed amount of work however long it is.
-const (
-	// maxHops is how many X-Forwarded-For entries ClientIP examines, from
-	// the right; a chain of more trusted proxies than this is not real.
-	maxHops = 32
-	// maxAddrLen is the longest entry parsed as an address: an IPv6
-	// address with a zone and a port, in brackets, fits with room.
-	maxAddrLen = 96
 )
 
 // ClientIP keys a request by the address of the client: IPv4 addresses as
@@ -42,13 +31,10 @@ const (
 // invalid prefix (the zero netip.Prefix) makes every call fail, rather
 // than silently leave a proxy untrusted.
 func ClientIP(trusted ...netip.Prefix) KeyFunc {
-	t := make(trustList, 0, len(trusted))
-	for i, p := range trusted {
-		if !p.IsValid() {
-			err := fmt.Errorf("httplimit: ClientIP: trusted prefix %d (%v) is invalid", i, p)
-			return func(*http.Request) (string, error) { return "", err }
-		}
-		t = append(t, normPrefix(p))
+	t, err := clientip.Trust(trusted...)
+	if err != nil {
+		err = fmt.Errorf("httplimit: ClientIP: %w", err)
+		return func(*http.Request) (string, error) { return "", err }
 	}
 	return func(r *http.Request) (string, error) {
 		a, err := clientAddr(r, t)
@@ -59,99 +45,14 @@ func ClientIP(trusted ...netip.Prefix) KeyFunc {
 	}
 }
 
-type trustList []netip.Prefix
-
-func (t trustList) contains(a netip.Addr) bool {
-	for _, p := range t {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
 // clientAddr finds the client's address: see ClientIP.
-func clientAddr(r *http.Request, trusted trustList) (netip.Addr, error) {
-	peer, ok := parseAddr(r.RemoteAddr)
+func clientAddr(r *http.Request, trusted clientip.Trusted) (netip.Addr, error) {
+	peer, ok := clientip.Parse(r.RemoteAddr)
 	if !ok {
 		return netip.Addr{}, fmt.Errorf("%w: remote address %q is not an IP address", ErrNoKey, keys.Clip(r.RemoteAddr))
 	}
-	if !trusted.contains(peer) {
+	if !trusted.Contains(peer) {
 		return peer, nil
 	}
-	last, hops := peer, 0
-	vals := r.Header["X-Forwarded-For"]
-	for i := len(vals) - 1; i >= 0; i-- {
-		v := vals[i]
-		for v != "" {
-			entry := v
-			if j := strings.LastIndexByte(v, ','); j >= 0 {
-				entry, v = v[j+1:], v[:j]
-			} else {
-				v = ""
-			}
-			if hops++; hops > maxHops {
-				return last, nil
-			}
-			entry = trimOWS(entry)
-			if entry == "" {
-				continue // empty list elements are allowed (RFC 9110 §5.6.1)
-			}
-			a, ok := parseAddr(entry)
-			if !ok {
-				return last, nil
-			}
-			if !trusted.contains(a) {
-				return a, nil
-			}
-			last = a
-		}
-	}
-	return last, nil
-}
-
-// trimOWS drops the optional whitespace (spaces and tabs) around a list
-// element.
-func trimOWS(s string) string {
-	for s != "" && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for s != "" && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
-}
-
-// parseAddr parses "ip", "ip:port", "[ip]" or "[ip]:port" and normalises
-// the address (keys.Addr), so that trusted prefixes match it.
-func parseAddr(s string) (netip.Addr, bool) {
-	if s == "" || len(s) > maxAddrLen {
-		return netip.Addr{}, false
-	}
-	var a netip.Addr
-	var err error
-	// Choose the form first: a failed parse allocates its error.
-	switch {
-	case s[0] == '[' && s[len(s)-1] == ']':
-		a, err = netip.ParseAddr(s[1 : len(s)-1])
-	case s[0] == '[' || strings.Count(s, ":") == 1:
-		var ap netip.AddrPort
-		ap, err = netip.ParseAddrPort(s)
-		a = ap.Addr()
-	default:
-		a, err = netip.ParseAddr(s)
-	}
-	if err != nil {
-		return netip.Addr{}, false
-	}
-	return keys.Addr(a), true
-}
-
-// normPrefix makes a trusted prefix comparable with normalised addresses:
-// masked, and an IPv4-mapped prefix as IPv4.
-func normPrefix(p netip.Prefix) netip.Prefix {
-	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
-		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
-	}
-	return p.Masked()
+	return trusted.Walk(peer, r.Header["X-Forwarded-For"]), nil
 }

@@ -22,9 +22,18 @@
 // API keys always are, and ClientIP reads a bounded part of
 // X-Forwarded-For, so no request can make a large key.
 //
-// A key function that fails stops the request with 500, or what
-// WithErrorHandler says; one that returns ErrSkip (see Optional) exempts
-// the request from its rule.
+// A request that lacks what a rule's key is made of (no X-API-Key header,
+// say: an error wrapping ErrNoKey) is answered 400 Bad Request with an
+// RFC 9457 problem naming the rule and what is missing, unless the key is
+// wrapped in Optional: then the rule does not apply to it, as Envoy leaves
+// out a descriptor whose header is missing. The usual pair is a limit per
+// address always and one per API key when one is sent:
+//
+//	httplimit.WithRule(perIP, httplimit.ClientIP(proxies...)),
+//	httplimit.WithRule(perKey, httplimit.Optional(httplimit.APIKey("X-API-Key"))),
+//
+// Any other failure of a key function stops the request with 500; both
+// answers are WithErrorHandler's to change.
 //
 // # Responses
 //

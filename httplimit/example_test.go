@@ -106,3 +106,84 @@ func ExampleJoin() {
 	fmt.Println(k)
 	// Output: acme\|eu|POST /upload
 }
+
+// A rule keyed by an API key answers a request without one 400, naming
+// what is missing. Wrap the key in Optional to let such requests through,
+// limited by the other rules (see Optional).
+func ExampleAPIKey() {
+	store, err := memory.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	limiter, err := sluice.NewLimiter(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	perKey := sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(50)}
+	m, err := httplimit.New(limiter, httplimit.WithRule(perKey, httplimit.APIKey("X-API-Key")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+
+	for _, key := range []string{"", "k3y"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		if key != "" {
+			r.Header.Set("X-API-Key", key)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Println(w.Code, w.Header().Get("Content-Type"))
+		fmt.Print(w.Body)
+	}
+	// Output:
+	// 400 application/problem+json
+	// {"type":"about:blank","title":"Bad Request","status":400,"detail":"rule \"per-key\": request has no key: no API key in the X-API-Key header"}
+	// 200
+}
+
+// The usual pair: a limit per client address always, and one per API key
+// when the request sends one. The README shows this example.
+func Example_perAddressAndKey() {
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "hello") })
+	mux := http.NewServeMux()
+
+	store, err := memory.New(memory.WithMaxKeys(1_000_000)) // or redis.New(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	limiter, err := sluice.NewLimiter(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// Per client address always (behind load balancers in 10.0.0.0/8), and per
+	// API key when the request sends one.
+	perIP := sluice.Rule{Name: "per-ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(10)}
+	perKey := sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerDay(10_000)}
+	m, err := httplimit.New(limiter,
+		httplimit.WithRule(perIP, httplimit.ClientIP(netip.MustParsePrefix("10.0.0.0/8"))),
+		httplimit.WithRule(perKey, httplimit.Optional(httplimit.APIKey("X-API-Key"))),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	mux.Handle("/", m.Handler(app))
+
+	for _, key := range []string{"", "k3y"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "10.0.0.1:4321" // the load balancer
+		r.Header.Set("X-Forwarded-For", "203.0.113.7")
+		if key != "" {
+			r.Header.Set("X-API-Key", key)
+		}
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		fmt.Println(w.Code, w.Header().Get("RateLimit-Policy"))
+	}
+	// Output:
+	// 200 "per-ip";q=10;w=1
+	// 200 "per-ip";q=10;w=1, "per-key";q=10000;w=86400
+}

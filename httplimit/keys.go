@@ -16,13 +16,16 @@ import (
 // concurrent use.
 //
 // An error wrapping ErrSkip means the rule does not apply to this request.
-// Any other error stops the request (see WithErrorHandler); an error
-// wrapping ErrNoKey says that the request lacks what the key is made of.
+// Any other error stops the request (see WithErrorHandler): an error
+// wrapping ErrNoKey says that the request lacks what the key is made of,
+// and is answered 400 naming it; any other, 500.
 type KeyFunc func(r *http.Request) (string, error)
 
 // ErrNoKey is wrapped by the errors of the key functions of this package
 // when the request does not carry the key: no such header, a remote
-// address that is not an IP. Optional turns it into ErrSkip.
+// address that is not an IP. The middleware answers such a request 400,
+// with the error's text as the problem's detail; Optional turns it into
+// ErrSkip. A KeyFunc of your own may wrap it too.
 var ErrNoKey = errors.New("httplimit: request has no key")
 
 // ErrSkip, returned (or wrapped) by a KeyFunc, says that its rule does not
@@ -42,11 +45,11 @@ const MaxKeyLen = keys.MaxLen
 // hashed (see MaxKeyLen); other values are keys as they are, so for
 // secrets use APIKey.
 func Header(name string) KeyFunc {
-	name = textproto.CanonicalMIMEHeaderKey(name)
+	given, name := name, textproto.CanonicalMIMEHeaderKey(name)
 	return func(r *http.Request) (string, error) {
 		v := strings.TrimSpace(firstValue(r.Header, name))
 		if v == "" {
-			return "", fmt.Errorf("%w: no %s header", ErrNoKey, name)
+			return "", fmt.Errorf("%w: no %s header", ErrNoKey, given)
 		}
 		return keys.Bound(v), nil
 	}
@@ -61,12 +64,12 @@ func Header(name string) KeyFunc {
 // empty secret, "Bearer" with nothing after it included, is an error
 // wrapping ErrNoKey.
 func APIKey(header string) KeyFunc {
-	header = textproto.CanonicalMIMEHeaderKey(header)
+	given, header := header, textproto.CanonicalMIMEHeaderKey(header)
 	auth := header == "Authorization"
 	return func(r *http.Request) (string, error) {
 		k, ok := keys.Secret(firstValue(r.Header, header), auth)
 		if !ok {
-			return "", fmt.Errorf("%w: no API key in %s", ErrNoKey, header)
+			return "", fmt.Errorf("%w: no API key in the %s header", ErrNoKey, given)
 		}
 		return k, nil
 	}

@@ -1,10 +1,10 @@
 package httplimit
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/sluicehq/sluice"
@@ -29,7 +29,7 @@ type rule struct {
 	key    KeyFunc
 	sf     string // the name as an sf-string
 	member string // RateLimit-Policy member
-	json   string // the name as a JSON string
+	json   string // the name as a JSON string, for violated-policies
 }
 
 // scratch is one request's working memory, pooled. Nothing in it may be
@@ -38,6 +38,7 @@ type scratch struct {
 	checks []sluice.Check
 	idx    []int // rule index of each check
 	out    []sluice.Decision
+	names  []string // violated-policies, as JSON strings
 	buf    []byte
 }
 
@@ -66,7 +67,7 @@ func New(l *sluice.Limiter, opts ...Option) (*Middleware, error) {
 	m := &Middleware{options: o, limiter: l}
 	m.given = nil // made into m.rules below
 	if m.onError == nil {
-		m.onError = internalError
+		m.onError = answerError
 	}
 	names := make(map[string]bool, len(o.given))
 	var policy []byte
@@ -86,11 +87,7 @@ func New(l *sluice.Limiter, opts ...Option) (*Middleware, error) {
 		if err != nil {
 			return nil, fmt.Errorf("httplimit: rule %q cannot name a RateLimit policy: %w", name, err)
 		}
-		js, err := json.Marshal(name)
-		if err != nil {
-			return nil, fmt.Errorf("httplimit: rule %q: %w", name, err)
-		}
-		r := rule{rule: rk.rule, key: rk.key, sf: sf, member: member, json: string(js)}
+		r := rule{rule: rk.rule, key: rk.key, sf: sf, member: member, json: fields.JSONString(name)}
 		m.rules = append(m.rules, r)
 		if !rk.rule.Shadow {
 			m.enforced++
@@ -104,6 +101,7 @@ func New(l *sluice.Limiter, opts ...Option) (*Middleware, error) {
 			checks: make([]sluice.Check, 0, n),
 			idx:    make([]int, 0, n),
 			out:    make([]sluice.Decision, 0, n),
+			names:  make([]string, 0, n),
 			buf:    make([]byte, 0, 64*n),
 		}
 	}
@@ -183,38 +181,33 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	m.deny(w, s, &res)
 }
 
-// The problem type of a denial, draft-ietf-httpapi-ratelimit-headers §5.1.
-const (
-	problemType  = "https://iana.org/assignments/http-problem-types#quota-exceeded"
-	problemTitle = "Request cannot be satisfied as assigned quota has been exceeded"
-)
-
-// deny is the default denied handler: 429 with an RFC 9457 problem. The
+// deny is the default denied handler: 429 with the RFC 9457 problem of
+// type quota-exceeded (draft-ietf-httpapi-ratelimit-headers §5.1). The
 // violated policies are the enforced rules that denied; after a store
 // failure with a fail-closed rule, those rules.
 func (m *Middleware) deny(w http.ResponseWriter, s *scratch, res *sluice.Result) {
-	b := append(s.buf[:0], `{"type":"`+problemType+`","title":"`+problemTitle+`","status":429,"violated-policies":[`...)
-	first := true
+	names := s.names[:0]
 	for j, d := range res.Decisions {
-		rl := &m.rules[s.idx[j]]
-		if d.Allowed || rl.rule.Shadow {
-			continue
+		if rl := &m.rules[s.idx[j]]; !d.Allowed && !rl.rule.Shadow {
+			names = append(names, rl.json)
 		}
-		if !first {
-			b = append(b, ',')
-		}
-		first = false
-		b = append(b, rl.json...)
 	}
-	b = append(b, "]}\n"...)
-	s.buf = b
-	h := w.Header()
-	h["Content-Type"] = []string{"application/problem+json"}
-	h["X-Content-Type-Options"] = []string{"nosniff"}
-	w.WriteHeader(http.StatusTooManyRequests)
-	_, _ = w.Write(b)
+	s.names = names
+	s.buf = fields.AppendDenied(s.buf[:0], http.StatusTooManyRequests, names)
+	fields.WriteProblem(w, http.StatusTooManyRequests, s.buf)
 }
 
-func internalError(w http.ResponseWriter, _ *http.Request, _ error) {
+// answerError is the default error handler. A request without the key a
+// rule needs (ErrNoKey) is the client's to fix: 400 with a problem whose
+// detail names the rule and what is missing ("no API key in the X-API-Key
+// header").
+// Anything else is 500, without details.
+func answerError(w http.ResponseWriter, _ *http.Request, err error) {
+	if errors.Is(err, ErrNoKey) {
+		// The package's errors all say "httplimit: "; once is enough.
+		detail := strings.ReplaceAll(err.Error(), "httplimit: ", "")
+		fields.WriteProblem(w, http.StatusBadRequest, fields.AppendProblem(nil, http.StatusBadRequest, detail))
+		return
+	}
 	http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
 }

@@ -287,20 +287,61 @@ func TestKeyErrors(t *testing.T) {
 	perKey := sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerMinute(1)}
 	perIP := sluice.Rule{Name: "per-ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerMinute(5)}
 
-	t.Run("default 500", func(t *testing.T) {
-		h := newHarness(t, httplimit.WithRule(perKey, httplimit.APIKey("X-API-Key")))
+	// What a client is told when it leaves out what a rule counts by: a
+	// 400 naming the rule and the missing part, never a bare 500.
+	for _, tt := range []struct {
+		name   string
+		key    httplimit.KeyFunc
+		remote string
+		want   []string // in the problem's detail
+	}{
+		{"api key", httplimit.APIKey("X-API-Key"), "192.0.2.1:1", []string{`rule "per-key"`, "no API key in the X-API-Key header"}},
+		{"bearer token", httplimit.APIKey("Authorization"), "192.0.2.1:1", []string{"no API key in the Authorization header"}},
+		{"header", httplimit.Header("X-User"), "192.0.2.1:1", []string{"no X-User header"}},
+		{"join", httplimit.Join(httplimit.Route(), httplimit.Header("X-Tenant")), "192.0.2.1:1", []string{"no X-Tenant header"}},
+		{"unix socket", httplimit.ClientIP(), "@", []string{`remote address "@" is not an IP address`}},
+	} {
+		t.Run("no key: "+tt.name, func(t *testing.T) {
+			h := newHarness(t, httplimit.WithRule(perKey, tt.key))
+			w := h.do(tt.remote)
+			if w.Code != 400 || h.served != 0 || h.seen != 0 {
+				t.Fatalf("no key: %d, served %d, observed %d; want 400, none, none", w.Code, h.served, h.seen)
+			}
+			if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
+				t.Fatalf("Content-Type %q, want application/problem+json", ct)
+			}
+			var p struct {
+				Type, Title, Detail string
+				Status              int
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+				t.Fatalf("body %q: %v", w.Body, err)
+			}
+			if p.Type != "about:blank" || p.Title != "Bad Request" || p.Status != 400 {
+				t.Fatalf("problem %+v", p)
+			}
+			for _, s := range tt.want {
+				if !strings.Contains(p.Detail, s) {
+					t.Errorf("detail %q does not say %q", p.Detail, s)
+				}
+			}
+			if strings.Contains(p.Detail, "httplimit:") {
+				t.Errorf("detail %q speaks of the package", p.Detail)
+			}
+			if len(rateHeaders(w.Header())) > 0 {
+				t.Errorf("undecided request has rate-limit fields: %v", w.Header())
+			}
+		})
+	}
+	t.Run("key function failed", func(t *testing.T) {
+		broken := func(*http.Request) (string, error) { return "", errors.New("user table unreachable") }
+		h := newHarness(t, httplimit.WithRule(perKey, broken))
 		w := h.do("192.0.2.1:1")
 		if w.Code != 500 || h.served != 0 || h.seen != 0 {
-			t.Fatalf("no key: %d, served %d, observed %d", w.Code, h.served, h.seen)
+			t.Fatalf("failed key: %d, served %d, observed %d", w.Code, h.served, h.seen)
 		}
-		if strings.Contains(w.Body.String(), "X-Api-Key") {
+		if strings.Contains(w.Body.String(), "unreachable") {
 			t.Fatalf("500 leaks details: %q", w.Body)
-		}
-	})
-	t.Run("unix socket", func(t *testing.T) {
-		h := newHarness(t, httplimit.WithRule(perIP, httplimit.ClientIP()))
-		if w := h.do("@"); w.Code != 500 {
-			t.Fatalf("no IP: %d", w.Code)
 		}
 	})
 	t.Run("error handler", func(t *testing.T) {
@@ -464,7 +505,7 @@ func TestHostileInput(t *testing.T) {
 		for _, remote := range remotes {
 			hdr := append([]string(nil), hdr...)
 			w := h.do(remote, hdr...)
-			if w.Code != 200 && w.Code != 500 {
+			if w.Code != 200 && w.Code != 400 { // 400: a remote address that is not one
 				t.Fatalf("remote %q, %s of %d bytes: %d", remote, hdr[0], len(hdr[1]), w.Code)
 			}
 		}

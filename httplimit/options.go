@@ -70,9 +70,12 @@ func WithDeniedHandler(h func(w http.ResponseWriter, r *http.Request, res sluice
 // WithErrorHandler sets what answers a request that could not be decided:
 // a key function failed (no client IP, no API key), the cost function
 // failed or was negative, or the request's context ended. err names the
-// rule. The default answers 500 Internal Server Error, without details. To
-// let such requests through instead, call the next handler from here; to
-// exempt requests without a key from one rule, wrap its key in Optional.
+// rule. The default answers a request without a key (err wraps ErrNoKey)
+// 400 Bad Request with an application/problem+json body whose detail
+// names the rule and what is missing, and anything else 500 Internal
+// Server Error, without details. To let such requests through instead,
+// call the next handler from here; to exempt requests without a key from
+// one rule, wrap its key in Optional.
 //
 // A failing store is not such an error: the rule's sluice.Failure decides
 // (see WithFailureHook). A store's refusal of the request as given

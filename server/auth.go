@@ -8,10 +8,8 @@ import (
 	"net/url"
 	"strings"
 
-	ratelimitpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/clientip"
 	"github.com/sluicehq/sluice/internal/keys"
 )
 
@@ -56,30 +54,23 @@ func (s *Server) serveAuth(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	descs := fa.Descriptors(fr)
+	descs := fa.Descriptors(fr.value)
 	if len(descs) == 0 {
 		w.WriteHeader(http.StatusOK) // nothing to limit the request by
 		return
 	}
-	req := &rlspb.RateLimitRequest{Domain: t.domain, Descriptors: make([]*ratelimitpb.RateLimitDescriptor, len(descs))}
-	for i, d := range descs {
-		es := make([]*ratelimitpb.RateLimitDescriptor_Entry, len(d))
-		for k, e := range d {
-			es[k] = &ratelimitpb.RateLimitDescriptor_Entry{Key: e.Key, Value: e.Value}
-		}
-		req.Descriptors[i] = &ratelimitpb.RateLimitDescriptor{Entries: es}
+	req := &request{domain: t.domain, descs: make([]descriptor, len(descs))}
+	for i, es := range descs {
+		req.descs[i] = descriptor{entries: es, hits: 1}
 	}
-	resp, err := s.decide(r.Context(), snap, req, endpointAuth)
+	out, err := s.decide(r.Context(), snap, req, endpointAuth)
 	if err != nil {
 		s.writeDecideError(r.Context(), w, err)
 		return
 	}
-	h := w.Header()
-	for _, hv := range resp.GetResponseHeadersToAdd() {
-		h.Set(hv.GetKey(), hv.GetValue())
-	}
-	if resp.GetOverallCode() == rlspb.RateLimitResponse_OVER_LIMIT {
-		httpError(w, fa.DenyStatus(), "rate limit exceeded")
+	setHeaders(w, s.headersOf(out, true)) // headers.go
+	if !out.allowed {
+		writeDenied(w, fa.DenyStatus(), out.violated) // httplimit's body
 		return
 	}
 	w.WriteHeader(http.StatusOK)
@@ -161,9 +152,9 @@ const (
 // one bucket. From an untrusted peer no header is believed: the client is
 // the peer, and the method and path are the auth request's own. The path
 // is normalised (cleanPath) before it is matched.
-func (s *Server) authRequest(r *http.Request, p config.Proxy, envoyTarget string) (*config.Request, error) {
-	peer, ok := parseAddr(r.RemoteAddr)
-	fr := &config.Request{Method: r.Method, Host: r.Host, Header: r.Header}
+func (s *Server) authRequest(r *http.Request, p config.Proxy, envoyTarget string) (*original, error) {
+	peer, ok := clientip.Parse(r.RemoteAddr)
+	fr := &original{Method: r.Method, Host: r.Host, Header: r.Header}
 	if ok {
 		fr.ClientIP = keys.IP(peer)
 	}
@@ -171,7 +162,7 @@ func (s *Server) authRequest(r *http.Request, p config.Proxy, envoyTarget string
 	if p != config.Envoy {
 		target = r.URL.RequestURI()
 	}
-	if ok && s.trusted(peer) {
+	if ok && s.trust.Contains(peer) {
 		switch p {
 		case config.Nginx:
 			a, err := realIP(r.Header)
@@ -185,11 +176,7 @@ func (s *Server) authRequest(r *http.Request, p config.Proxy, envoyTarget string
 			if len(r.Header[hdrForwardedFor]) == 0 {
 				return nil, fmt.Errorf("%s: missing; the %s proxy must set it to the client's address", hdrForwardedFor, p)
 			}
-			k, err := s.xff(r)
-			if err != nil {
-				return nil, err
-			}
-			fr.ClientIP = k
+			fr.ClientIP = keys.IP(s.trust.Walk(peer, r.Header[hdrForwardedFor]))
 			if p == config.Traefik {
 				fr.Method = headerOr(r.Header, hdrForwardedMeth, fr.Method)
 				target = headerOr(r.Header, hdrForwardedURI, target)
@@ -203,38 +190,47 @@ func (s *Server) authRequest(r *http.Request, p config.Proxy, envoyTarget string
 	return fr, nil
 }
 
+// original is what forward auth knows of the original request: not the
+// auth request itself, but the request the proxy asks about.
+type original struct {
+	ClientIP string      // the client's address, keyed as keys.IP keys it
+	Method   string      // GET, POST, ...
+	Host     string      // as the client sent it
+	Path     string      // normalised (cleanPath), without the query
+	Header   http.Header // the auth request's headers: the client's, as the proxy passed them
+	Query    url.Values  // the original query's parameters
+}
+
+// value is the part of the request a forward_auth entry reads.
+func (o *original) value(src config.Source) string {
+	switch src.Kind {
+	case config.ClientIP:
+		return o.ClientIP
+	case config.Method:
+		return o.Method
+	case config.Path:
+		return o.Path
+	case config.Host:
+		return o.Host
+	case config.Header:
+		return o.Header.Get(src.Name)
+	case config.Query:
+		return o.Query.Get(src.Name)
+	}
+	return ""
+}
+
 // realIP is the address in nginx's X-Real-IP, which must be one address.
 func realIP(h http.Header) (netip.Addr, error) {
 	vs := h[hdrRealIP]
 	if len(vs) == 0 {
 		return netip.Addr{}, fmt.Errorf("%s: missing; nginx must set it to the client's address (proxy_set_header X-Real-IP $remote_addr)", hdrRealIP)
 	}
-	a, ok := parseAddr(strings.TrimSpace(vs[0]))
+	a, ok := clientip.Parse(strings.TrimSpace(vs[0]))
 	if len(vs) > 1 || !ok {
 		return netip.Addr{}, fmt.Errorf("%s: %q is not one address", hdrRealIP, keys.Clip(strings.Join(vs, ", ")))
 	}
 	return a, nil
-}
-
-func (s *Server) trusted(a netip.Addr) bool {
-	for _, p := range s.cfg.TrustedProxies {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// parseAddr parses "ip" or "ip:port" ("[ip]:port" for IPv6) and
-// normalises the address.
-func parseAddr(s string) (netip.Addr, bool) {
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return keys.Addr(ap.Addr()), true
-	}
-	if a, err := netip.ParseAddr(s); err == nil {
-		return keys.Addr(a), true
-	}
-	return netip.Addr{}, false
 }
 
 // headerOr is the header's value, or def when it is absent or empty.

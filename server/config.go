@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/clientip"
 )
 
 // Config configures a Server. Only Store is required: with nothing else
@@ -21,6 +22,10 @@ type Config struct {
 	// Policy is the config served when Paths is empty. The default is
 	// config.Default(), the built-in example policy.
 	Policy *config.Config
+	// MergeDomains lets several files of Paths define one domain, as
+	// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG does (see
+	// config.Options). The default refuses a domain defined twice.
+	MergeDomains bool
 
 	// Store keeps the counts. It is required: the command passes a
 	// memory.Store or a redis.Store. The Server does not close it.
@@ -49,6 +54,34 @@ type Config struct {
 	// statuses, but the overall answer is always OK. Rules with
 	// shadow_mode in the config are in shadow mode regardless.
 	Shadow bool
+	// QuotaMode puts every descriptor of every request in quota mode, as
+	// envoyproxy/ratelimit's QUOTA_MODE does: a request is denied only
+	// when each of its descriptors, unlimited ones aside, is over a limit
+	// (a descriptor no limit applies to never is). Descriptors with
+	// quota_mode in the config are in quota mode regardless. See the
+	// package documentation.
+	QuotaMode bool
+	// ChargePerDescriptor decides and charges each descriptor of a
+	// request on its own, as envoyproxy/ratelimit does by default
+	// (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false): a descriptor within
+	// its limits is charged even when another descriptor of the request
+	// is over (which is not charged), and the request is still denied.
+	// The default, false, charges a request's descriptors all or nothing,
+	// as envoyproxy/ratelimit approaches with
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true: when one is over, none
+	// is charged. See the package documentation.
+	ChargePerDescriptor bool
+	// RefuseLimitOverrides refuses a request descriptor's limit (Envoy's
+	// per-request limit override, set from route metadata) with
+	// InvalidArgument. The default honours it as envoyproxy/ratelimit
+	// does; see the package documentation.
+	RefuseLimitOverrides bool
+	// DynamicMetadata fills each RLS response's dynamic_metadata as
+	// envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA does: the domain,
+	// the request's descriptors, and the merged metadata (metadata: in the
+	// config) of the descriptors within their limits; see the package
+	// documentation. The default is to leave it empty.
+	DynamicMetadata bool
 
 	// HTTPAddr and GRPCAddr are where ListenAndServe listens. The
 	// defaults are ":8080" and ":8081".
@@ -99,6 +132,43 @@ type Config struct {
 	// MaxConcurrentStreams bounds the gRPC calls one connection may have
 	// in flight. The default is DefaultMaxConcurrentStreams.
 	MaxConcurrentStreams uint32
+	// MaxConnectionAge, when positive, closes a gRPC connection that old
+	// with a GOAWAY, so that clients resolve the service's addresses
+	// again and spread over new replicas; MaxConnectionAgeGrace then
+	// bounds the calls still in flight on it. The default is 0: no bound
+	// (envoyproxy/ratelimit's GRPC_MAX_CONNECTION_AGE is 24h).
+	MaxConnectionAge      time.Duration
+	MaxConnectionAgeGrace time.Duration
+
+	// GRPCTLS and HTTPTLS, when set, serve the gRPC and HTTP ports over
+	// TLS, with client certificates required when they name a client CA
+	// (mTLS); see TLS. nil serves plain text.
+	GRPCTLS *TLS
+	HTTPTLS *TLS
+
+	// ResponseHeaders chooses the rate-limit headers a response carries:
+	// the RLS response's response_headers_to_add (and POST /json's) and
+	// forward auth's headers. The default, HeadersIETF, is the IETF
+	// RateLimit fields with Retry-After on a denial; HeadersEnvoy is
+	// envoyproxy/ratelimit's three headers, named by HeaderNames;
+	// HeadersNone sends none. Forward auth keeps Retry-After on a denial
+	// whatever the style: nginx's error page needs it.
+	ResponseHeaders HeaderStyle
+	// HeaderNames name HeadersEnvoy's headers. An empty name is
+	// envoyproxy/ratelimit's default: RateLimit-Limit,
+	// RateLimit-Remaining, RateLimit-Reset.
+	HeaderNames HeaderNames
+
+	// StartWithoutConfig starts the server even when the config files do
+	// not load (envoyproxy/ratelimit's FORCE_START_WITHOUT_INITIAL_CONFIG):
+	// it serves no domain, answering every request OK with no limit, until
+	// the files load. The default is to refuse to start, New returning
+	// the config's errors.
+	StartWithoutConfig bool
+	// HealthRequiresConfig makes /healthcheck answer 500 while the config
+	// served has no domain (envoyproxy/ratelimit's
+	// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
+	HealthRequiresConfig bool
 
 	// Clock is the time the limiter decides at. The default is
 	// sluice.SystemClock.
@@ -180,17 +250,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.TrustedProxies == nil {
 		c.TrustedProxies = loopback
 	}
-	trusted := make([]netip.Prefix, len(c.TrustedProxies))
-	for i, p := range c.TrustedProxies {
-		if !p.IsValid() {
-			return c, fmt.Errorf("server: TrustedProxies[%d] is not a valid prefix", i)
-		}
-		// Compared with normalised addresses: an IPv4-mapped prefix is
-		// its IPv4 prefix.
-		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
-			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
-		}
-		trusted[i] = p.Masked()
+	trusted, err := clientip.Trust(c.TrustedProxies...)
+	if err != nil {
+		return c, fmt.Errorf("server: TrustedProxies: %w", err)
 	}
 	c.TrustedProxies = trusted
 	if c.MaxHitsAddend == 0 {
@@ -213,6 +275,24 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxConcurrentStreams == 0 {
 		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	if c.MaxConnectionAge < 0 || c.MaxConnectionAgeGrace < 0 {
+		return c, fmt.Errorf("server: MaxConnectionAge %v and MaxConnectionAgeGrace %v must not be negative", c.MaxConnectionAge, c.MaxConnectionAgeGrace)
+	}
+	for _, t := range []struct {
+		name string
+		tls  *TLS
+	}{{"GRPCTLS", c.GRPCTLS}, {"HTTPTLS", c.HTTPTLS}} {
+		if err := t.tls.validate(); err != nil {
+			return c, fmt.Errorf("server: %s: %w", t.name, err)
+		}
+	}
+	if c.ResponseHeaders < HeadersIETF || c.ResponseHeaders > HeadersNone {
+		return c, fmt.Errorf("server: ResponseHeaders %d is not a HeaderStyle", c.ResponseHeaders)
+	}
+	c.HeaderNames = c.HeaderNames.withDefaults()
+	if err := c.HeaderNames.validate(); err != nil {
+		return c, fmt.Errorf("server: HeaderNames: %w", err)
 	}
 	if c.MaxBodyBytes < 0 {
 		return c, fmt.Errorf("server: MaxBodyBytes %d must not be negative", c.MaxBodyBytes)

@@ -28,7 +28,45 @@
 //   - /v1/auth and /v1/auth/DOMAIN/…: forward auth (see below);
 //   - GET /metrics: Prometheus;
 //   - GET /healthz: 200 while the process runs;
-//   - GET /readyz: 200 while serving, 503 once shutdown has begun.
+//   - GET /readyz: 200 while serving, 503 once shutdown has begun;
+//   - /healthcheck: envoyproxy/ratelimit's, for probes written for it: 200
+//     "OK" while serving, 500 with no body before and once shutdown has
+//     begun (and, with Config.HealthRequiresConfig, while no domain is
+//     loaded).
+//
+// gRPC health also answers for "ratelimit", envoyproxy/ratelimit's name.
+//
+// # TLS
+//
+// Config.GRPCTLS and Config.HTTPTLS serve the ports over TLS, and with a
+// client CA require client certificates (mTLS), optionally naming a SAN:
+// anyone who reaches POST /json can charge or peek any key, so a
+// deployment that authenticates Envoy on the gRPC port may want the same
+// on the HTTP port. The certificate, key and client CA files are checked
+// for a change at most once a second, at a new connection's handshake,
+// and a change that loads is served from then on, without a restart.
+//
+// Admin (ServeAdmin, on a listener of its own: sluice serve puts it on
+// 127.0.0.1:6070), with AdminOptions saying what it serves:
+//
+//   - GET /ui/ (UI): the console, from the binary: live decisions, the
+//     policy, a key lookup and the playground;
+//   - GET /v1/stats: per second over the last five minutes, per domain and
+//     rule, the decisions allowed, denied and denied in shadow mode, the
+//     decision latency and the store's errors and health; this process's
+//     own, read from the metrics, with no key, value or address;
+//   - GET /v1/policy: every limit with its file:line, and the last reload;
+//   - POST /v1/simulate (UI): arrivals replayed through the exact
+//     algorithms (package internal/sim, as sluice demo), bounded: 100,000
+//     arrivals, three algorithms, a sliding log of MaxSimStateBytes, two
+//     seconds;
+//   - POST /v1/lookup (Lookup): a key's state under each limit that
+//     applies, from a request of cost 0: it charges and counts nothing.
+//
+// The admin handler answers only to IP addresses, localhost and
+// AdminOptions.Hosts in the Host header, takes only JSON in a POST, and
+// sends a Content-Security-Policy that lets a page load nothing from
+// elsewhere.
 //
 // # Deciding a request
 //
@@ -42,6 +80,55 @@
 // check without charging. Descriptors of different costs are still
 // decided together: if one denies, none is charged.
 //
+// Charging. All-or-nothing is the default: when a descriptor is over, no
+// descriptor of the request is charged. envoyproxy/ratelimit comes close
+// to it with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true (when one of a
+// request's keys would go over, it adds the request to the keys going
+// over, which changes nothing a fixed window decides, and to none of the
+// others; it reads the counts before it adds, with no lock between). With
+// Config.ChargePerDescriptor (--charge-per-descriptor) each descriptor is
+// charged on its own, as envoyproxy/ratelimit does by default
+// (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false): a descriptor within its
+// limits is charged even when another descriptor of the request is over,
+// and the request is still denied. A descriptor over is not charged
+// (envoyproxy/ratelimit adds to an over key too, which again changes
+// nothing a fixed window decides, where sluice's other algorithms would
+// count it). The answer is the same in both modes. The limits of one
+// descriptor (rate_limits:), and descriptors that come to one limit and
+// key, are still charged together or not at all. To leave out the
+// descriptors found over, the request is taken again without them, at
+// most once per descriptor, as in quota mode below.
+//
+// Limit overrides. A request descriptor's limit (Envoy's per-request
+// override, set from route metadata) is honoured as envoyproxy/ratelimit
+// honours it: in a domain the config has, it is the descriptor's one
+// limit, in place of whatever the config says of the descriptor (its
+// limits, unlimited, shadow_mode, quota_mode, replaces, metadata; the
+// descriptor need not match the config at all), counted in a fixed window
+// of requests_per_unit per unit, aligned to the Unix epoch. In a domain
+// the config lacks it is ignored, as the descriptor is. An override has
+// no name and no replaces, and no config limit's replaces drop it; global
+// shadow and quota modes apply to it. Its counts are keyed by the
+// descriptor's entries (config.Config.Key: every value apart, a secret's
+// digested) under a rule named for the override's limit ("{override
+// 10/1m}", a name no config can give), so that an override never shares a
+// count with the config's limits, nor with an override of another rate or
+// unit. (envoyproxy/ratelimit keys by the descriptor and the unit's
+// window, so there an override and a config limit of the same unit, or two
+// overrides of the same unit, share one count.) Unlike
+// envoyproxy/ratelimit, which ignores it, unit_multiplier multiplies the
+// period, as Envoy documents it. requests_per_unit must be 1 to
+// MaxOverrideRequests, the unit SECOND, MINUTE, HOUR, DAY, MONTH (30
+// days) or YEAR (365 days), and the period at most MaxOverridePeriod;
+// anything else is InvalidArgument naming the field, where
+// envoyproxy/ratelimit would take 0 as a limit no request passes and fail
+// on an unknown unit. The rules made for overrides are kept, at most
+// MaxOverrideRules of them, the least recently used dropped first, so
+// that a flood of distinct overrides cannot grow memory; a dropped one
+// made again finds its counts in the store. With
+// Config.RefuseLimitOverrides (--refuse-limit-overrides) a request with an
+// override is refused with InvalidArgument naming the field.
+//
 // The answer has one status per descriptor:
 //
 //   - a descriptor no limit applies to, or a request for a domain the
@@ -52,7 +139,9 @@
 //     with the limit that denied with the longest wait, or else the one
 //     with the least left: current_limit (requests_per_unit per unit,
 //     with unit_multiplier for periods such as 30s; UNKNOWN for periods
-//     not a whole number of seconds), limit_remaining, and
+//     not a whole number of seconds; and name, the limit's name as the
+//     config gives it, empty when the config gives none, as
+//     envoyproxy/ratelimit fills it), limit_remaining, and
 //     duration_until_reset, the time until that limit is back to idle.
 //
 // overall_code is OVER_LIMIT if any enforced limit denied. The
@@ -65,6 +154,40 @@
 //	RateLimit: "per_ip";r=0;t=1, "per_ip_hourly";r=979;t=1
 //	Retry-After: 1
 //
+// Config.ResponseHeaders chooses other headers instead: HeadersEnvoy,
+// envoyproxy/ratelimit's RateLimit-Limit, RateLimit-Remaining and
+// RateLimit-Reset (names configurable) for the descriptor nearest its
+// limit, or the one over it; or HeadersNone. Forward auth keeps
+// Retry-After on a denial in every style.
+//
+// Quota mode, per descriptor (quota_mode in the config) or for every
+// descriptor (Config.QuotaMode, --quota-mode, envoyproxy/ratelimit's
+// QUOTA_MODE), is envoyproxy/ratelimit's: a descriptor in quota mode over
+// its limit fails the request only when every descriptor in quota mode
+// is over. A request with some quota descriptors over and the others
+// within is allowed; the ones over say OVER_LIMIT in their statuses and
+// are not charged, the rest are. Descriptors not in quota mode stay all
+// or nothing: if one of them denies, the request is denied and nothing is
+// charged, quota descriptors included. A request denied because all its
+// quota descriptors are over charges nothing either, and its Retry-After
+// is the wait for the first of them to allow. (Under
+// Config.ChargePerDescriptor a denied request still charges every
+// descriptor within its limits, and waits for every descriptor not in
+// quota mode and the first quota one to allow.) (To charge the quota
+// descriptors within and leave out the ones over, the request is taken
+// again without them; a descriptor seen over is not charged even if
+// another request made room in between.)
+//
+// With Config.DynamicMetadata (--dynamic-metadata, envoyproxy/ratelimit's
+// RESPONSE_DYNAMIC_METADATA) the response's dynamic_metadata holds, as
+// envoyproxy/ratelimit's does, the domain, the request's descriptors
+// ("entries": ["key=value", ...], a secret's value as its digest; the
+// descriptor's hitsAddend if set) and hitsAddend if set, and under
+// "metadata" the config's metadata of the descriptors within their limits
+// (not over, not unlimited), merged: where two descriptors give a key, the
+// first one's value stays, and two mappings merge the same way. Envoy
+// hands it to the filters after the rate limit filter.
+//
 // Shadow mode, per limit (shadow_mode in the config) or for the whole
 // server (Config.Shadow, --shadow), decides and counts but never denies.
 // A limit in shadow mode by the config reports OK for its descriptor; under
@@ -76,9 +199,9 @@
 // gRPC InvalidArgument or HTTP 400 and a message naming the field: an
 // empty domain, no descriptors or more than MaxDescriptors, a descriptor
 // without entries or with more than MaxEntries, an entry with an empty key,
-// a hits_addend above Config.MaxHitsAddend, a request limit override or
-// negative hits (neither is supported), malformed JSON, or a body over
-// Config.MaxBodyBytes (413).
+// a hits_addend above Config.MaxHitsAddend, a limit override out of its
+// bounds (or any under Config.RefuseLimitOverrides), negative hits (not
+// supported), malformed JSON, or a body over Config.MaxBodyBytes (413).
 //
 // When the store fails, each rule's failure mode (open, closed or local)
 // decides; the RateLimit field is then left out, since what is left is not
@@ -115,7 +238,10 @@
 // path parameters and a trailing slash dropped, "%2F" kept). Allowed:
 // 200. Denied: the section's deny_status, 429 or 403 (nginx's
 // auth_request passes only 401 and 403 through; map 403 back to 429, see
-// examples/nginx), with Retry-After. Both carry the RateLimit fields.
+// examples/nginx), with Retry-After and the RFC 9457 problem body that
+// httplimit writes for a 429 (application/problem+json, type
+// https://iana.org/assignments/http-problem-types#quota-exceeded). Both
+// carry the RateLimit fields.
 //
 // # Input bounds
 //
@@ -130,6 +256,7 @@
 // # Metrics
 //
 //	sluice_decisions_total{domain,rule,result}  result: within, over, shadow_over
+//	sluice_value_decisions_total{domain,rule,descriptor,result}
 //	sluice_store_errors_total
 //	sluice_decision_duration_seconds{endpoint}  endpoint: grpc, json, auth
 //	sluice_config_reloads_total{result}         result: success, failure
@@ -137,8 +264,18 @@
 //
 // Labels come from the config only, so no request can add a series:
 // domains the config lacks count as "(unknown)", descriptors no limit
-// applies to as rule "(none)", and no key, descriptor value or address is
-// ever a label (detailed_metric is accepted and has no effect here).
+// applies to as rule "(none)", limit overrides, whatever their rates, as
+// rule "(override)", and no key, descriptor value or address is
+// ever a label (detailed_metric is accepted and has no effect here), with
+// one exception the config opts into. A descriptor with value_to_metric
+// (envoyproxy/ratelimit's) counts its limits' decisions again in
+// sluice_value_decisions_total, with the request descriptor as the label
+// "descriptor" (config.Match.MetricLabel: route=/api/orders|user, the
+// values of the levels that ask, never a secret's, at most 256 bytes).
+// It is bounded: each rule counts at most MaxLabelValues (100) descriptors
+// apart, and the ones past that under "(other)", so a flood of values
+// adds no series; a reload that drops or changes the rule drops its
+// series.
 //
 // # Reloading and shutting down
 //

@@ -29,6 +29,17 @@ type rlFields struct {
 	retryAfter string // Retry-After; "" unless denied with a finite wait
 }
 
+// headers lists the fields that are set, as name, value pairs.
+func (f rlFields) headers() [][2]string {
+	h := make([][2]string, 0, 3)
+	for _, kv := range [][2]string{{fieldPolicy, f.policy}, {fieldRateLimit, f.rateLimit}, {fieldRetryAfter, f.retryAfter}} {
+		if kv[1] != "" {
+			h = append(h, kv)
+		}
+	}
+	return h
+}
+
 // makeFields formats the fields for the checks of a request: one member
 // per check whose rule is enforced (not in shadow mode). res is the
 // combined decision; ds[j] is check j's own. When the store failed, the

@@ -4,20 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
-	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/sluicehq/sluice/internal/fields"
 )
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /json", s.serveJSON)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{ErrorLog: errorLogger{s}}))
+	s.metricsHandler = promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{ErrorLog: errorLogger{s}})
+	mux.Handle("GET /metrics", s.metricsHandler)
+	mux.HandleFunc("/healthcheck", s.serveHealthcheck) // health.go
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
@@ -47,50 +48,6 @@ func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "ready")
 }
 
-var (
-	jsonIn  = protojson.UnmarshalOptions{}
-	jsonOut = protojson.MarshalOptions{}
-)
-
-// serveJSON is POST /json: a RateLimitRequest in proto3 JSON in, the
-// RateLimitResponse out, 200 when OK and 429 when over the limit, as
-// envoyproxy/ratelimit's /json answers. A malformed or oversized body, or
-// a malformed request, is 400 with the reason.
-func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body: larger than %d bytes", tooBig.Limit))
-			return
-		}
-		httpError(w, http.StatusBadRequest, "body: "+err.Error())
-		return
-	}
-	var req rlspb.RateLimitRequest
-	if err := jsonIn.Unmarshal(body, &req); err != nil {
-		httpError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
-		return
-	}
-	resp, err := s.decide(r.Context(), s.cur.Load(), &req, endpointJSON)
-	if err != nil {
-		s.writeDecideError(r.Context(), w, err)
-		return
-	}
-	out, err := jsonOut.Marshal(resp)
-	if err != nil {
-		httpError(w, http.StatusInternalServerError, "encoding the response: "+err.Error())
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	code := http.StatusOK
-	if resp.GetOverallCode() == rlspb.RateLimitResponse_OVER_LIMIT {
-		code = http.StatusTooManyRequests
-	}
-	w.WriteHeader(code)
-	_, _ = w.Write(append(out, '\n'))
-}
-
 // writeDecideError answers a request decide refused.
 func (s *Server) writeDecideError(ctx context.Context, w http.ResponseWriter, err error) {
 	var bad *badRequest
@@ -111,6 +68,13 @@ func httpError(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	fmt.Fprintln(w, msg)
+}
+
+// writeDenied answers a denied request with status: the RFC 9457 problem
+// of type quota-exceeded that httplimit writes for a 429, naming the
+// violated rules (JSON strings) when violated is not nil.
+func writeDenied(w http.ResponseWriter, code int, violated []string) {
+	fields.WriteProblem(w, code, fields.AppendDenied(nil, code, violated))
 }
 
 // grpcError is the status of a request decide refused.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,7 +14,15 @@ import (
 const (
 	labelUnknownDomain = "(unknown)" // a domain no config file defines
 	labelNoRule        = "(none)"    // a descriptor no limit applies to
+	labelOther         = "(other)"   // value_to_metric labels past MaxLabelValues
 )
+
+// MaxLabelValues is how many distinct descriptors (value_to_metric's
+// labels, config.Match.MetricLabel) one rule counts apart in
+// sluice_value_decisions_total. Past it, a descriptor not yet seen is
+// counted under descriptor "(other)": a flood of values adds no series.
+// A rule's series go when a reload drops or changes the rule.
+const MaxLabelValues = 100
 
 // Results of sluice_decisions_total.
 const (
@@ -34,6 +43,7 @@ const (
 type metrics struct {
 	reg         *prometheus.Registry
 	decisions   *prometheus.CounterVec
+	values      *prometheus.CounterVec // value_to_metric
 	storeErrors prometheus.Counter
 	duration    *prometheus.HistogramVec
 	reloads     *prometheus.CounterVec
@@ -51,7 +61,7 @@ type ruleCounters struct {
 func (m *metrics) count(li *limitInfo, domain, result string) {
 	rc := li.counters.Load()
 	if rc == nil {
-		name := li.rule.Name
+		name := li.label
 		rc = &ruleCounters{
 			within:     m.decisions.WithLabelValues(domain, name, resultWithin),
 			over:       m.decisions.WithLabelValues(domain, name, resultOver),
@@ -59,6 +69,10 @@ func (m *metrics) count(li *limitInfo, domain, result string) {
 		}
 		li.counters.Store(rc)
 	}
+	rc.inc(result)
+}
+
+func (rc *ruleCounters) inc(result string) {
 	switch result {
 	case resultWithin:
 		rc.within.Inc()
@@ -67,6 +81,82 @@ func (m *metrics) count(li *limitInfo, domain, result string) {
 	default:
 		rc.shadowOver.Inc()
 	}
+}
+
+// countValue counts one decision of li's rule in domain, for a descriptor
+// that value_to_metric labels label, in sluice_value_decisions_total.
+func (m *metrics) countValue(li *limitInfo, domain, label, result string) {
+	if rc := li.values.counters(m.values, domain, li.rule.Name, label); rc != nil {
+		rc.inc(result)
+	}
+}
+
+// labelSeries are one rule's series of sluice_value_decisions_total: at
+// most MaxLabelValues labels and "(other)".
+type labelSeries struct {
+	mu      sync.Mutex
+	vec     *prometheus.CounterVec // set on first use, with domain
+	domain  string
+	byLabel map[string]*ruleCounters
+	other   *ruleCounters
+	dropped bool
+}
+
+// counters returns the series of label, or of "(other)" when the rule
+// already has MaxLabelValues others; nil once the rule is dropped.
+func (ls *labelSeries) counters(vec *prometheus.CounterVec, domain, rule, label string) *ruleCounters {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.dropped {
+		return nil
+	}
+	if rc := ls.byLabel[label]; rc != nil {
+		return rc
+	}
+	if ls.vec == nil {
+		ls.vec, ls.domain, ls.byLabel = vec, domain, make(map[string]*ruleCounters)
+	}
+	with := func(label string) *ruleCounters {
+		return &ruleCounters{
+			within:     vec.WithLabelValues(domain, rule, label, resultWithin),
+			over:       vec.WithLabelValues(domain, rule, label, resultOver),
+			shadowOver: vec.WithLabelValues(domain, rule, label, resultShadowOver),
+		}
+	}
+	if len(ls.byLabel) < MaxLabelValues {
+		rc := with(label)
+		ls.byLabel[label] = rc
+		return rc
+	}
+	if ls.other == nil {
+		ls.other = with(labelOther)
+	}
+	return ls.other
+}
+
+// drop deletes the rule's series, for a rule a reload dropped or changed,
+// and stops it making more: requests still in flight with the old config
+// count nowhere.
+func (ls *labelSeries) drop(rule string) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.dropped = true
+	if ls.vec == nil {
+		return
+	}
+	labels := make([]string, 0, len(ls.byLabel)+1)
+	for l := range ls.byLabel {
+		labels = append(labels, l)
+	}
+	if ls.other != nil {
+		labels = append(labels, labelOther)
+	}
+	for _, l := range labels {
+		for _, r := range []string{resultWithin, resultOver, resultShadowOver} {
+			ls.vec.DeleteLabelValues(ls.domain, rule, l, r)
+		}
+	}
+	ls.byLabel, ls.other = nil, nil
 }
 
 // observe records how long a request to endpoint took.
@@ -83,6 +173,12 @@ func newMetrics() *metrics {
 				"(within, over, or shadow_over for a denial not enforced). " +
 				`Descriptors no limit applies to count under rule "(none)", domains the config lacks under domain "(unknown)".`,
 		}, []string{"domain", "rule", "result"}),
+		values: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_value_decisions_total",
+			Help: "Rate-limit decisions of the limits whose descriptor sets value_to_metric, by domain, rule, " +
+				"the request descriptor with the values value_to_metric asks for, and result, as in sluice_decisions_total. " +
+				`At most 100 descriptors per rule are counted apart; the rest count under descriptor "(other)".`,
+		}, []string{"domain", "rule", "descriptor", "result"}),
 		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_store_errors_total",
 			Help: "Requests the store could not decide, which the rules' failure modes decided instead.",
@@ -103,7 +199,7 @@ func newMetrics() *metrics {
 			Help: "Rules in the config being served.",
 		}),
 	}
-	m.reg.MustRegister(m.decisions, m.storeErrors, m.duration, m.reloads, m.rules,
+	m.reg.MustRegister(m.decisions, m.values, m.storeErrors, m.duration, m.reloads, m.rules,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Both results exist from the start, so that a rate() over them is
 	// defined before the first reload.

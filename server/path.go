@@ -12,7 +12,8 @@ import "strings"
 //     "/login") and of a fragment;
 //   - percent-decoded where the escape stands for an unreserved
 //     character (RFC 3986: letters, digits, "-", ".", "_", "~"); other
-//     escapes stay, in upper case, so "%2F" is never a separator;
+//     escapes stay, in upper case, so "%2F" is never a separator, and a
+//     '%' that begins no escape becomes "%25";
 //   - cut at each segment's path parameters (";jsessionid=…"), which
 //     servers such as Tomcat drop: "/login;x=1" is "/login";
 //   - rid of empty segments ("//login" is "/login") and of "." and ".."
@@ -53,7 +54,8 @@ func cleanPath(p string) string {
 }
 
 // decodeUnreserved decodes the percent-escapes of unreserved characters
-// and writes the others in upper case; a '%' that begins no escape stays.
+// and writes the others in upper case; a '%' that begins no escape is
+// written "%25".
 func decodeUnreserved(p string) string {
 	if !strings.Contains(p, "%") {
 		return p
@@ -62,8 +64,14 @@ func decodeUnreserved(p string) string {
 	b.Grow(len(p))
 	for i := 0; i < len(p); i++ {
 		c := p[i]
-		if c != '%' || i+2 >= len(p) || !isHex(p[i+1]) || !isHex(p[i+2]) {
+		if c != '%' {
 			b.WriteByte(c)
+			continue
+		}
+		if i+2 >= len(p) || !isHex(p[i+1]) || !isHex(p[i+2]) {
+			// A '%' that begins no escape is one itself, so that what
+			// follows can never be read as an escape on a second pass.
+			b.WriteString("%25")
 			continue
 		}
 		v := unhex(p[i+1])<<4 | unhex(p[i+2])

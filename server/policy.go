@@ -8,18 +8,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/protobuf/types/known/wrapperspb"
-
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/fields"
 )
 
 // snapshot is one loaded config made ready to serve. It never changes; a
 // reload swaps the Server's pointer to a new one.
 type snapshot struct {
 	cfg   *config.Config
-	rules map[*sluice.Rule]*limitInfo
+	rules []*limitInfo // by config.Match.ID
 	// authDomain is the domain GET /v1/auth serves when the request
 	// names none: the only domain with a forward_auth section, or "".
 	authDomain  string
@@ -34,27 +32,49 @@ type limitInfo struct {
 	// mode a copy in shadow mode, made once so that a store keeping state
 	// per rule keeps it across reloads.
 	rule *sluice.Rule
-	// shadow is the config's own shadow_mode for the rule.
-	shadow  bool
-	sf      string // the name as an RFC 8941 string
-	policy  string // the RateLimit-Policy member
-	current *rlspb.RateLimitResponse_RateLimit
+	// cfgRule is the config's rule, with the config's own shadow_mode,
+	// by which a descriptor's status is decided.
+	cfgRule  *sluice.Rule
+	sf       string // the name as an RFC 8941 string
+	jsonName string // the name as a JSON string, for a denial's body
+	policy   string // the RateLimit-Policy member
+	// label is the rule's label in the metrics: its name, or for a
+	// request's limit override labelOverride.
+	label string
+	// current is the rule as RLS reports it, with its name; unnamed the
+	// same without, for a limit the config leaves unnamed, which
+	// envoyproxy/ratelimit reports without a name (the rule's name is then
+	// a generated one).
+	current, unnamed *rlsLimit
 	// counters are the rule's metric series, set on first use.
 	counters atomic.Pointer[ruleCounters]
+	// values are its value_to_metric series, made as descriptors come.
+	values labelSeries
 }
 
 // compile prepares cfg. Rules unchanged since old (config.Reload keeps
 // their pointers) keep their limitInfo, and so their shadow copies.
 func compile(cfg *config.Config, old *snapshot, shadow bool, hash string, now time.Time) *snapshot {
-	s := &snapshot{cfg: cfg, rules: make(map[*sluice.Rule]*limitInfo), hash: hash, loaded: now}
-	for _, r := range cfg.Rules() {
-		if old != nil {
-			if li := old.rules[r]; li != nil {
-				s.rules[r] = li
-				continue
-			}
+	rules := cfg.Rules()
+	s := &snapshot{cfg: cfg, rules: make([]*limitInfo, len(rules)), hash: hash, loaded: now}
+	var kept map[*sluice.Rule]*limitInfo
+	if old != nil {
+		kept = make(map[*sluice.Rule]*limitInfo, len(old.rules))
+		for _, li := range old.rules {
+			kept[li.cfgRule] = li
 		}
-		s.rules[r] = newLimitInfo(r, shadow)
+	}
+	for i, r := range rules {
+		if s.rules[i] = kept[r]; s.rules[i] == nil {
+			s.rules[i] = newLimitInfo(r, shadow)
+		}
+		delete(kept, r)
+	}
+	// What is left of old is gone from the config: so are its
+	// value_to_metric series, which would otherwise pile up reload after
+	// reload.
+	for _, li := range kept {
+		li.values.drop(li.rule.Name)
 	}
 	for _, d := range cfg.Domains() {
 		if cfg.ForwardAuth(d) != nil {
@@ -68,57 +88,19 @@ func compile(cfg *config.Config, old *snapshot, shadow bool, hash string, now ti
 }
 
 func newLimitInfo(r *sluice.Rule, globalShadow bool) *limitInfo {
-	li := &limitInfo{rule: r, shadow: r.Shadow}
+	li := &limitInfo{rule: r, cfgRule: r}
 	if globalShadow && !r.Shadow {
 		c := *r
 		c.Shadow = true
 		li.rule = &c
 	}
 	li.sf, li.policy = policyOf(r)
+	li.jsonName = fields.JSONString(r.Name)
+	li.label = r.Name
 	li.current = currentLimit(r)
+	li.unnamed = currentLimit(r)
+	li.unnamed.Name = ""
 	return li
-}
-
-// units are the RLS units, longest first, with their lengths as the config
-// reads them (a month is 30 days, a year 365).
-var units = []struct {
-	d time.Duration
-	u rlspb.RateLimitResponse_RateLimit_Unit
-}{
-	{365 * 24 * time.Hour, rlspb.RateLimitResponse_RateLimit_YEAR},
-	{30 * 24 * time.Hour, rlspb.RateLimitResponse_RateLimit_MONTH},
-	{7 * 24 * time.Hour, rlspb.RateLimitResponse_RateLimit_WEEK},
-	{24 * time.Hour, rlspb.RateLimitResponse_RateLimit_DAY},
-	{time.Hour, rlspb.RateLimitResponse_RateLimit_HOUR},
-	{time.Minute, rlspb.RateLimitResponse_RateLimit_MINUTE},
-	{time.Second, rlspb.RateLimitResponse_RateLimit_SECOND},
-}
-
-// currentLimit is a rule as RLS reports it: requests_per_unit per unit,
-// times unit_multiplier when the period is a multiple of a unit ("30s" is
-// 30 SECOND). A period that is not a whole number of seconds has no RLS
-// unit: it is UNKNOWN, and the name still tells the rule.
-func currentLimit(r *sluice.Rule) *rlspb.RateLimitResponse_RateLimit {
-	cl := &rlspb.RateLimitResponse_RateLimit{
-		Name:            r.Name,
-		RequestsPerUnit: uint32(min(max(r.Limit.Rate, 0), 1<<32-1)),
-	}
-	p := r.Limit.Period
-	for _, u := range units {
-		if p%u.d != 0 {
-			continue
-		}
-		cl.Unit = u.u
-		if k := p / u.d; k != 1 {
-			if k > 1<<32-1 {
-				cl.Unit = rlspb.RateLimitResponse_RateLimit_UNKNOWN
-				break
-			}
-			cl.UnitMultiplier = wrapperspb.UInt32(uint32(k))
-		}
-		break
-	}
-	return cl
 }
 
 // hashFiles hashes the names and bytes of the files paths stand for, as

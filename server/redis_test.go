@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
@@ -78,6 +79,29 @@ func TestSameDescriptorTwiceRedis(t *testing.T) {
 		ss := resp.GetStatuses()
 		if resp.GetOverallCode() != s.code || ss[0].GetLimitRemaining() != s.left || ss[1].GetLimitRemaining() != s.left {
 			t.Errorf("step %d: %v, want %v with %d left on both", i, resp, s.code, s.left)
+		}
+	}
+	if n := counter(t, e.srv, "sluice_store_errors_total"); n != 0 {
+		t.Errorf("%v store errors, want none", n)
+	}
+}
+
+// On the Redis store, whose keys name the rule, an override's counts are
+// kept apart from the config's limit and from other overrides, in one
+// request too.
+func TestOverrideRedis(t *testing.T) {
+	e := start(t, Config{Store: newRedisStore(t)})
+	ctx := t.Context()
+	for i, want := range []uint32{1, 0} {
+		req := withLimit(rlReq("test", 0, "user=zed", "user=zed", "user=zed"), 0, 2, typepb.RateLimitUnit_MINUTE, 0)
+		req = withLimit(req, 1, 5, typepb.RateLimitUnit_MINUTE, 0)
+		resp, err := e.rls.ShouldRateLimit(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss := resp.GetStatuses()
+		if resp.GetOverallCode() != ok || ss[0].GetLimitRemaining() != want || ss[1].GetLimitRemaining() != 4-uint32(i) || ss[2].GetLimitRemaining() != 2-uint32(i) {
+			t.Errorf("request %d: %v, want 2/MINUTE %d left, 5/MINUTE %d, per_user %d", i+1, resp, want, 4-i, 2-i)
 		}
 	}
 	if n := counter(t, e.srv, "sluice_store_errors_total"); n != 0 {

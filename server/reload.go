@@ -113,7 +113,15 @@ func (s *Server) read(old *snapshot, bad string, force bool) readResult {
 	if !force && (h == old.hash || h == bad) {
 		return readResult{hash: h, same: true}
 	}
-	c, err := old.cfg.Reload(s.cfg.Paths...)
+	var c *config.Config
+	var err error
+	if old.hash == "" {
+		// Started without its config (Config.StartWithoutConfig): no
+		// rule to keep, and the options are the Server's.
+		c, err = config.Options{MergeDomains: s.cfg.MergeDomains}.Load(s.cfg.Paths...)
+	} else {
+		c, err = old.cfg.Reload(s.cfg.Paths...) // with the options it was loaded with
+	}
 	if err == nil {
 		err = s.checkRules(c)
 	}
@@ -125,6 +133,7 @@ func (s *Server) apply(ctx context.Context, old *snapshot, r readResult) error {
 	if r.same {
 		return nil
 	}
+	s.console.reload.record(s.cfg.Clock.Now(), r.err)
 	if r.err != nil {
 		s.badHash = r.hash
 		s.m.reloads.WithLabelValues("failure").Inc()

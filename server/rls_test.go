@@ -319,7 +319,7 @@ func TestBadRequests(t *testing.T) {
 		{"empty key", rlReq("test", 0, "user=hank", "=v"), "descriptors[1].entries[0].key: must not be empty"},
 		{"huge hits_addend", rlReq("test", DefaultMaxHitsAddend+1, "user=hank"), "hits_addend: 1000001 is more than the most allowed"},
 		{"huge descriptor hits_addend", withHits(rlReq("test", 0, "user=hank"), 0, math.MaxUint64), "descriptors[0].hits_addend"},
-		{"limit override", override, "limit overrides"},
+		{"limit override without a unit", override, "descriptors[0].limit.unit: UNKNOWN is not a unit"},
 		{"negative hits", negative, "is_negative_hits"},
 	}
 	for _, tt := range tests {
@@ -369,5 +369,54 @@ func TestRefusedLoggedOnGRPC(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "deciding a request") || !strings.Contains(logs.String(), "refused") {
 		t.Errorf("log = %q, want the refusal", logs.String())
+	}
+}
+
+// current_limit.name is the limit's name as the config gives it, and
+// empty for a limit the config leaves unnamed, as envoyproxy/ratelimit
+// fills it (sluice's generated name stays in the RateLimit fields).
+func TestCurrentLimitName(t *testing.T) {
+	path := writeFile(t, t.TempDir(), "names.yaml", `domain: names
+descriptors:
+  - key: user
+    rate_limit: {name: per_user, unit: minute, requests_per_unit: 3}
+  - key: ip
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: team
+    rate_limits:
+      - {name: team_burst, unit: second, requests_per_unit: 1}
+      - {unit: hour, requests_per_unit: 10}
+`)
+	e := start(t, Config{Paths: []string{path}})
+	ask := func(descs ...string) *rlspb.RateLimitResponse {
+		t.Helper()
+		resp, err := e.rls.ShouldRateLimit(t.Context(), rlReq("names", 0, descs...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := ask("user=a", "ip=192.0.2.1")
+	if got := resp.GetStatuses()[0].GetCurrentLimit().GetName(); got != "per_user" {
+		t.Errorf("named limit: current_limit.name = %q, want per_user", got)
+	}
+	if cl := resp.GetStatuses()[1].GetCurrentLimit(); cl.GetName() != "" || cl.GetRequestsPerUnit() != 5 {
+		t.Errorf("unnamed limit: current_limit = %v, want 5 per MINUTE with no name", cl)
+	}
+	if got := header(resp, "RateLimit-Policy"); !strings.Contains(got, `"names.ip";q=5`) {
+		t.Errorf("RateLimit-Policy = %q, want the unnamed limit under its generated name", got)
+	}
+	// Of a descriptor's two limits, the one reported says its own: the
+	// named one while it has the least left, then the unnamed one.
+	if cl := ask("team=t").GetStatuses()[0].GetCurrentLimit(); cl.GetName() != "team_burst" {
+		t.Errorf("team, 1 a second left 0: current_limit = %v, want team_burst", cl)
+	}
+	for range 9 {
+		e.clock.Advance(time.Second)
+		ask("team=t")
+	}
+	e.clock.Advance(time.Second)
+	if st := ask("team=t").GetStatuses()[0]; st.GetCode() != over || st.GetCurrentLimit().GetName() != "" || st.GetCurrentLimit().GetRequestsPerUnit() != 10 {
+		t.Errorf("team, 10 an hour spent: %v, want OVER_LIMIT under the unnamed 10 per HOUR", st)
 	}
 }

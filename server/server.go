@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -20,7 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/clientip"
 )
 
 // rlsService is the gRPC service name health reports on, beside "".
@@ -43,13 +45,22 @@ type Server struct {
 	health  *health.Server
 	ready   atomic.Bool
 	handler http.Handler
-	xff     httplimit.KeyFunc // the client's address behind trusted proxies
+	trust   clientip.Trusted // Config.TrustedProxies
+	// metricsHandler serves /metrics, also on a listener of its own.
+	metricsHandler http.Handler
+	// grpcTLS and httpTLS serve the ports over TLS; nil for plain text.
+	grpcTLS, httpTLS *tlsFiles
+	// overrides are the rules of requests' limit overrides, kept across
+	// reloads: they do not come from the config.
+	overrides *overrideRules
 
 	reloadMu reloadLock
 	badHash  string // the content of the last config that failed to load
 
 	served   atomic.Bool
 	draining chan struct{} // closed when shutdown begins
+
+	console console // the admin listener's: admin.go, stats.go
 }
 
 // New returns a Server for cfg, with its config loaded: a config that does
@@ -78,14 +89,32 @@ func New(cfg Config) (*Server, error) {
 		limiter:  lim,
 		m:        newMetrics(),
 		health:   health.NewServer(),
-		xff:      httplimit.ClientIP(cfg.TrustedProxies...),
+		trust:    cfg.TrustedProxies, // normalised by withDefaults
 		draining: make(chan struct{}),
 	}
+	if cfg.GRPCTLS != nil {
+		if s.grpcTLS, err = newTLSFiles(*cfg.GRPCTLS, []string{"h2"}, cfg.Logger); err != nil {
+			return nil, fmt.Errorf("server: gRPC: %w", err)
+		}
+	}
+	if cfg.HTTPTLS != nil {
+		if s.httpTLS, err = newTLSFiles(*cfg.HTTPTLS, []string{"http/1.1"}, cfg.Logger); err != nil {
+			return nil, fmt.Errorf("server: HTTP: %w", err)
+		}
+	}
+	s.overrides = newOverrideRules(MaxOverrideRules, cfg.Shadow, lim.CheckRule)
+	s.console.started = cfg.Clock.Now()
 	c, hash := cfg.Policy, ""
 	if len(cfg.Paths) > 0 {
 		hash = hashFiles(cfg.Paths)
-		if c, err = config.Load(cfg.Paths...); err != nil {
-			return nil, err
+		if c, err = (config.Options{MergeDomains: cfg.MergeDomains}).Load(cfg.Paths...); err != nil {
+			if !cfg.StartWithoutConfig {
+				return nil, err
+			}
+			// Serve no domain until the files load; the watcher
+			// tries again when they change.
+			cfg.Logger.Error("the config does not load: serving no domain until it does", "paths", cfg.Paths, "err", err)
+			c, s.badHash, hash = new(config.Config), hash, ""
 		}
 	}
 	if err := s.checkRules(c); err != nil {
@@ -94,8 +123,7 @@ func New(cfg Config) (*Server, error) {
 	s.install(compile(c, nil, cfg.Shadow, hash, cfg.Clock.Now()))
 	s.handler = s.routes()
 	// Not serving until Serve.
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	s.health.SetServingStatus(rlsService, healthpb.HealthCheckResponse_NOT_SERVING)
+	s.setServing(healthpb.HealthCheckResponse_NOT_SERVING)
 	return s, nil
 }
 
@@ -156,7 +184,7 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	gs := grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(s.cfg.MaxBodyBytes)),
 		grpc.MaxConcurrentStreams(s.cfg.MaxConcurrentStreams),
 		grpc.ConnectionTimeout(s.cfg.ReadTimeout),
@@ -164,8 +192,16 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		// without calls in flight; one that pings more often is sent
 		// GOAWAY. Envoy sends no pings unless configured to.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	)
-	rlspb.RegisterRateLimitServiceServer(gs, rls{s: s})
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: s.cfg.MaxConnectionAge, MaxConnectionAgeGrace: s.cfg.MaxConnectionAgeGrace}),
+	}
+	if s.grpcTLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.grpcTLS.config())))
+	}
+	if s.httpTLS != nil {
+		httpLn = tls.NewListener(httpLn, s.httpTLS.config())
+	}
+	gs := grpc.NewServer(opts...)
+	rlspb.RegisterRateLimitServiceServer(gs, rls{s: s}) // rls.go
 	healthpb.RegisterHealthServer(gs, s.health)
 	reflection.Register(gs)
 
@@ -178,7 +214,8 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		errc <- nil
 	}()
 	go func() {
-		if err := gs.Serve(grpcLn); err != nil {
+		// ErrServerStopped: the shutdown came before Serve started.
+		if err := gs.Serve(grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			errc <- fmt.Errorf("server: grpc: %w", err)
 			return
 		}
@@ -190,8 +227,7 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		wg.Go(func() { s.watch(watchCtx) })
 	}
 	s.ready.Store(true)
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus(rlsService, healthpb.HealthCheckResponse_SERVING)
+	s.setServing(healthpb.HealthCheckResponse_SERVING)
 	s.log.InfoContext(ctx, "serving", "http", httpLn.Addr().String(), "grpc", grpcLn.Addr().String(),
 		"domains", s.Domains(), "store", s.cfg.StoreName, "shadow", s.cfg.Shadow)
 
@@ -252,14 +288,4 @@ func (s *Server) shutdown(ctx context.Context, hs *http.Server, gs *grpc.Server)
 		}
 	})
 	wg.Wait()
-}
-
-// rls is the gRPC face of the Server.
-type rls struct {
-	rlspb.UnimplementedRateLimitServiceServer
-	s *Server
-}
-
-func (r rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
-	return r.s.ShouldRateLimit(ctx, req)
 }

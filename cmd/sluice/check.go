@@ -5,6 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -13,11 +16,13 @@ import (
 )
 
 func checkHelp(w io.Writer) {
-	fmt.Fprint(w, `Usage: sluice check [-store redis] FILE|DIR...
+	fmt.Fprint(w, `Usage: sluice check [-store redis] [-merge-domains] FILE|DIR...
 
 Loads a config as 'sluice serve -config' would, without serving it. A
-directory stands for its *.yaml and *.yml files. Prints what it holds and
-exits 0, or prints every problem as
+directory stands for its *.yaml and *.yml files; a file named that is not
+one is skipped with a note on stderr, so that a glob such as
+examples/config/* can name a folder's README too. Prints what the config
+holds and exits 0, or prints every problem as
 
   FILE:LINE: FIELD: what is wrong
 
@@ -30,6 +35,8 @@ a config holds at most 2^17 descriptors and limits in all its files.
   -store redis   also check every rule against what the Redis store can
                  hold, as 'sluice serve -redis' does when it loads the
                  config (no connection is made)
+  -merge-domains let several files define one domain, as 'sluice serve
+                 -merge-domains' does
 `)
 }
 
@@ -38,6 +45,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	c, _ := lookup("check")
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	store := fs.String("store", "memory", "")
+	merge := fs.Bool("merge-domains", false, "")
 	paths, code, ok := parseFlags(c, fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -50,7 +58,11 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, "sluice check: no config given: sluice check FILE|DIR...\nRun 'sluice help check' for usage.\n")
 		return exitUsage
 	}
-	cfg, err := config.Load(paths...)
+	if paths = yamlPaths(paths, stderr); len(paths) == 0 {
+		fmt.Fprint(stderr, "sluice check: no YAML file or directory given: nothing to check\nRun 'sluice help check' for usage.\n")
+		return exitUsage
+	}
+	cfg, err := config.Options{MergeDomains: *merge}.Load(paths...)
 	if err != nil {
 		// One line per problem, each "file:line: field: what".
 		for _, e := range flatten(err) {
@@ -76,6 +88,24 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "  %s%s\n", d, auth)
 	}
 	return exitOK
+}
+
+// yamlPaths returns paths without the files that are not YAML (*.yaml,
+// *.yml, in any case), and says on stderr which it skipped. Directories,
+// and paths it cannot stat, go on to config.Load, which reads a
+// directory's YAML files and reports what is missing.
+func yamlPaths(paths []string, stderr io.Writer) []string {
+	var out []string
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			if ext := strings.ToLower(filepath.Ext(p)); ext != ".yaml" && ext != ".yml" {
+				fmt.Fprintf(stderr, "sluice check: skipped %s: not a YAML file (*.yaml, *.yml)\n", p)
+				continue
+			}
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // checkRedis returns where cfg has rules the Redis store cannot hold, as

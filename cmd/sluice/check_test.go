@@ -23,6 +23,36 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// A glob names whatever is in the folder: files that are not YAML are
+// skipped, each with a note, and the rest is checked as usual.
+func TestCheckSkipsNonYAML(t *testing.T) {
+	matches, err := filepath.Glob("../../examples/config/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runArgs(t, append([]string{"check"}, matches...)...)
+	readme := filepath.Join("../../examples/config", "README.md")
+	if code != exitOK || !strings.HasPrefix(stdout, "ok: 4 domains") || stderr != "sluice check: skipped "+readme+": not a YAML file (*.yaml, *.yml)\n" {
+		t.Errorf("sluice check examples/config/*: exit %d, stdout %q, stderr %q; want 0, the four domains, README.md skipped", code, stdout, stderr)
+	}
+
+	dir := t.TempDir()
+	for name, text := range map[string]string{"notes.txt": "not a config", "shop.YML": serveYAML} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, stdout, stderr = runArgs(t, "check", filepath.Join(dir, "notes.txt"), filepath.Join(dir, "shop.YML"))
+	if code != exitOK || stdout != "ok: 1 domain, 1 rule\n  shop\n" || !strings.Contains(stderr, "skipped "+filepath.Join(dir, "notes.txt")) {
+		t.Errorf("sluice check notes.txt shop.YML: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	// Nothing left to check is a command line that checks nothing.
+	code, stdout, stderr = runArgs(t, "check", filepath.Join(dir, "notes.txt"))
+	if code != exitUsage || stdout != "" || !strings.Contains(stderr, "skipped") || !strings.Contains(stderr, "nothing to check") {
+		t.Errorf("sluice check notes.txt: exit %d, stdout %q, stderr %q; want 2 and nothing to check", code, stdout, stderr)
+	}
+}
+
 func TestCheckErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")

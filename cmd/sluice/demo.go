@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/sim"
 )
 
 // The demo prints one column per request, so it keeps limits small enough
@@ -23,17 +24,13 @@ const (
 	demoMaxPeriod = 24 * time.Hour
 )
 
-// demoEpoch is the demo's fixed start: the replay never reads the clock, so
-// its output is the same on every run. The start is moved back to a
-// multiple of the period so that t=0 is a fixed-window boundary.
-var demoEpoch = time.Date(2025, time.January, 1, 0, 0, 0, 0, time.UTC)
-
 func demoHelp(w io.Writer) {
 	fmt.Fprintf(w, `Usage: sluice demo [flags] [burst|steady|boundary ...]
 
-Replays the lab's scenarios against every algorithm with explicit times
-(never the clock) and prints what each allowed and denied. With no scenario
-it runs all three. Times are from t=0, which is a fixed-window boundary.
+Replays three scenarios, a burst, a steady stream and a fixed window's
+boundary, against every algorithm with explicit times (never the clock)
+and prints what each allowed and denied. With no scenario it runs all
+three. Times are from t=0, which is a fixed-window boundary.
 
 Scenarios (numbers for the default limit, 5/1s):
   burst     an idle client sends twice its allowance at once (10 at t=0)
@@ -111,17 +108,8 @@ func (f burstFlag) Set(s string) error {
 	return nil
 }
 
-// fmtDur is Duration.String without the zero tails: 1m, not 1m0s.
-func fmtDur(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
+// fmtDur is sim.FmtDur: 1m, not 1m0s.
+func fmtDur(d time.Duration) string { return sim.FmtDur(d) }
 
 func runDemo(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	c, _ := lookup("demo")
@@ -135,7 +123,7 @@ func runDemo(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(names) == 0 {
 		for _, s := range scenarios {
-			names = append(names, s.name)
+			names = append(names, s.Name)
 		}
 	}
 	var chosen []scenario
@@ -163,36 +151,29 @@ of each kind.
 	return exitOK
 }
 
-// A scenario is a list of requests of cost 1, as offsets from t=0, and what
-// to say about how the algorithms met them.
+// A scenario is one of package sim's, and what to say about how the
+// algorithms met it.
 type scenario struct {
-	name     string
-	requests func(l sluice.Limit) []time.Duration
-	describe func(l sluice.Limit, at []time.Duration) string
-	shows    func(l sluice.Limit, at []time.Duration, rs []result) string
+	sim.Scenario
+	shows func(l sluice.Limit, at []time.Duration, rs []*sim.Result) string
 }
 
+// scenarios are sim.Scenarios, in their order, each with its moral.
 var scenarios = []scenario{
 	{
-		name: "burst",
-		requests: func(l sluice.Limit) []time.Duration {
-			return make([]time.Duration, 2*max(l.Rate, l.Capacity()))
-		},
-		describe: func(l sluice.Limit, at []time.Duration) string {
-			return fmt.Sprintf("An idle client sends %d requests at once, at t=0 (the lab's demo_burst).", len(at))
-		},
-		shows: func(l sluice.Limit, at []time.Duration, rs []result) string {
+		Scenario: mustScenario("burst"),
+		shows: func(l sluice.Limit, at []time.Duration, rs []*sim.Result) string {
 			q := find(rs, "leaky queue")
 			s := fmt.Sprintf("From idle, the buckets (token, leaky, GCRA) allowed %d at once, their capacity; "+
 				"the windows allowed %d, their rate; the rest were denied.",
-				find(rs, "token bucket").allowed(), find(rs, "sliding log").allowed())
-			if q.allowed() > 1 {
+				find(rs, "token bucket").Passed, find(rs, "sliding log").Passed)
+			if q.Passed > 1 {
 				s += fmt.Sprintf(" The leaky queue admitted %d but does not pass them at once: they leave %s apart, the last after %s.",
-					q.allowed(), fmtDur(l.Period/time.Duration(l.Rate)), fmtDur(q.lastDelay()))
+					q.Passed, fmtDur(l.Period/time.Duration(l.Rate)), fmtDur(q.LastDelay()))
 			}
-			if sc := find(rs, "sliding counter"); sc.retry != find(rs, "fixed window").retry {
+			if sc := find(rs, "sliding counter"); sc.Retry != find(rs, "fixed window").Retry {
 				s += fmt.Sprintf(" The sliding counter's retry is %s, not %s: at t=%s its estimate still counts the whole window before it.",
-					fmtDur(sc.retry), fmtDur(find(rs, "fixed window").retry), fmtDur(l.Period))
+					fmtDur(sc.Retry), fmtDur(find(rs, "fixed window").Retry), fmtDur(l.Period))
 			}
 			if l.Capacity() == l.Rate {
 				s += " With -burst above the rate, the buckets take more at once and the windows do not."
@@ -201,70 +182,52 @@ var scenarios = []scenario{
 		},
 	},
 	{
-		name: "steady",
-		requests: func(l sluice.Limit) []time.Duration {
-			// 0.8 of the rate: an interval of 5/4 the emission interval.
-			step := 5 * l.Period / time.Duration(4*l.Rate)
-			at := make([]time.Duration, 4*l.Rate)
-			for i := range at {
-				at[i] = time.Duration(i) * step
-			}
-			return at
-		},
-		describe: func(l sluice.Limit, at []time.Duration) string {
-			return fmt.Sprintf("A client sends %d requests, one every %s, within the rate (the lab's demo_steady).", len(at), fmtDur(at[1]-at[0]))
-		},
-		shows: func(l sluice.Limit, at []time.Duration, rs []result) string {
+		Scenario: mustScenario("steady"),
+		shows: func(l sluice.Limit, at []time.Duration, rs []*sim.Result) string {
 			var deniers []string
 			for _, r := range rs {
-				if r.denied() > 0 {
-					deniers = append(deniers, fmt.Sprintf("the %s denied %d", r.name, r.denied()))
+				if r.Denied() > 0 {
+					deniers = append(deniers, fmt.Sprintf("the %s denied %d", r.Name, r.Denied()))
 				}
 			}
 			if len(deniers) > 0 {
 				return "A stream within the rate mostly passes, but " + strings.Join(deniers, ", ") + "."
 			}
 			s := fmt.Sprintf("A stream within the rate passes everywhere: every limiter refills or slides on between requests, so each allowed all %d", len(at))
-			if find(rs, "leaky queue").lastDelay() == 0 {
+			if find(rs, "leaky queue").LastDelay() == 0 {
 				s += " and the leaky queue delayed none"
 			}
 			return s + "."
 		},
 	},
 	{
-		name: "boundary",
-		requests: func(l sluice.Limit) []time.Duration {
-			at := make([]time.Duration, 2*l.Rate)
-			for i := range at {
-				at[i] = l.Period
-				if int64(i) < l.Rate {
-					at[i] -= l.Period / 10
-				}
-			}
-			return at
-		},
-		describe: func(l sluice.Limit, at []time.Duration) string {
-			return fmt.Sprintf("A client sends %s at t=%s, just before the fixed window's boundary at t=%s, and %d more on it.",
-				plural(l.Rate, "request"), fmtDur(l.Period-l.Period/10), fmtDur(l.Period), l.Rate)
-		},
-		shows: func(l sluice.Limit, at []time.Duration, rs []result) string {
+		Scenario: mustScenario("boundary"),
+		shows: func(l sluice.Limit, at []time.Duration, rs []*sim.Result) string {
 			fw, lg, sc := find(rs, "fixed window"), find(rs, "sliding log"), find(rs, "sliding counter")
 			s := fmt.Sprintf("The fixed window passed %d in %s across its boundary at t=%s, %s its rate of %d per %s: its count starts over at the boundary. "+
 				"The sliding log, exact, passed %d; the buckets %d; the sliding counter %d.",
-				fw.allowed(), fmtDur(at[len(at)-1]-at[0]), fmtDur(l.Period), times(fw.allowed(), l.Rate), l.Rate, fmtDur(l.Period),
-				lg.allowed(), find(rs, "token bucket").allowed(), sc.allowed())
-			if lg.denied() > 0 && sc.denied() > 0 {
+				fw.Passed, fmtDur(at[len(at)-1]-at[0]), fmtDur(l.Period), times(fw.Passed, l.Rate), l.Rate, fmtDur(l.Period),
+				lg.Passed, find(rs, "token bucket").Passed, sc.Passed)
+			if lg.Denied() > 0 && sc.Denied() > 0 {
 				s += fmt.Sprintf(" But the counter is an estimate: it would allow the next request %s after the boundary, the log only %s after it, when the first request leaves its window.",
-					fmtDur(sc.retry), fmtDur(lg.retry))
+					fmtDur(sc.Retry), fmtDur(lg.Retry))
 			}
 			return s
 		},
 	},
 }
 
+func mustScenario(name string) sim.Scenario {
+	s, ok := sim.FindScenario(name)
+	if !ok {
+		panic("demo: no scenario " + name)
+	}
+	return s
+}
+
 func findScenario(name string) (scenario, bool) {
 	for _, s := range scenarios {
-		if s.name == name {
+		if s.Name == name {
 			return s, true
 		}
 	}
@@ -290,145 +253,47 @@ func times(n, rate int64) string {
 	}
 }
 
-// algorithms are the limiters the demo compares, each new for every
-// scenario. The leaky queue is apart: it delays instead of denying.
-var algorithms = []struct {
-	name string
-	new  func(sluice.Limit) (sluice.Algorithm, error)
-}{
-	{"token bucket", func(l sluice.Limit) (sluice.Algorithm, error) { return sluice.NewTokenBucket(l) }},
-	{"leaky bucket", func(l sluice.Limit) (sluice.Algorithm, error) { return sluice.NewLeakyBucket(l) }},
-	{"GCRA", func(l sluice.Limit) (sluice.Algorithm, error) { return sluice.NewGCRA(l) }},
-	{"fixed window", func(l sluice.Limit) (sluice.Algorithm, error) { return sluice.NewFixedWindow(l) }},
-	{"sliding log", func(l sluice.Limit) (sluice.Algorithm, error) { return sluice.NewSlidingLog(l) }},
-	{"sliding counter", func(l sluice.Limit) (sluice.Algorithm, error) { return sluice.NewSlidingCounter(l) }},
-}
-
-// result is how one limiter met a scenario's requests.
-type result struct {
-	name   string
-	ok     []bool
-	retry  time.Duration   // RetryAfter of the first denial
-	delays []time.Duration // the leaky queue's: when each admitted request leaves
-}
-
-func (r result) allowed() int64 {
-	var n int64
-	for _, ok := range r.ok {
-		if ok {
-			n++
-		}
-	}
-	return n
-}
-
-func (r result) denied() int64 { return int64(len(r.ok)) - r.allowed() }
-
-func (r result) lastDelay() time.Duration {
-	if len(r.delays) == 0 {
-		return 0
-	}
-	return r.delays[len(r.delays)-1]
-}
-
-func (r *result) add(d sluice.Decision) {
-	if !d.Allowed && r.denied() == 0 {
-		r.retry = d.RetryAfter
-	}
-	r.ok = append(r.ok, d.Allowed)
-}
-
-func find(rs []result, name string) result {
+func find(rs []*sim.Result, name string) *sim.Result {
 	for _, r := range rs {
-		if r.name == name {
+		if r.Name == name {
 			return r
 		}
 	}
 	panic("demo: no result for " + name)
 }
 
-// replay runs scenario s under limit l and prints the table.
+// replay runs scenario s under limit l, through every algorithm (package
+// sim), and prints the table.
 func replay(w io.Writer, s scenario, l sluice.Limit) error {
-	// Windows are aligned to the Unix epoch (time.Truncate counts from the
-	// zero time instead).
-	ns := demoEpoch.UnixNano()
-	t0 := time.Unix(0, ns-ns%int64(l.Period)).UTC()
-	at := s.requests(l)
-
-	var rs []result
-	for _, a := range algorithms {
-		lim, err := a.new(l)
+	at := s.Arrivals(l)
+	var rs []*sim.Result
+	for _, a := range sim.Algorithms {
+		r, err := sim.Run(context.Background(), a, l, at)
 		if err != nil {
-			return fmt.Errorf("%s: %w", a.name, err)
-		}
-		r := result{name: a.name}
-		for _, off := range at {
-			r.add(lim.AllowN(t0.Add(off), 1))
+			return err
 		}
 		rs = append(rs, r)
 	}
-	q, err := sluice.NewLeakyQueue(l)
-	if err != nil {
-		return fmt.Errorf("leaky queue: %w", err)
-	}
-	qr := result{name: "leaky queue"}
-	for _, off := range at {
-		now := t0.Add(off)
-		release, d := q.Reserve(now, 1)
-		qr.add(d)
-		if d.Allowed {
-			qr.delays = append(qr.delays, release.Sub(now))
-		}
-	}
-	rs = append(rs, qr)
 
-	fmt.Fprintf(w, "== %s: limit %d/%s, bucket capacity %d ==\n", s.name, l.Rate, fmtDur(l.Period), l.Capacity())
-	wrap(w, s.describe(l, at))
+	fmt.Fprintf(w, "== %s: limit %d/%s, bucket capacity %d ==\n", s.Name, l.Rate, fmtDur(l.Period), l.Capacity())
+	wrap(w, s.Describe(l, at))
 	fmt.Fprintln(w)
 	retryWidth := len("1.000000001s") // the same columns in every scenario, mostly
 	for _, r := range rs {
-		retryWidth = max(retryWidth, len(retryString(r)))
+		retryWidth = max(retryWidth, len(r.RetryString()))
 	}
 	row := func(name, allowed, denied, retry, line string) {
 		fmt.Fprintf(w, "%-15s  %7s  %6s  %-*s  %s\n", name, allowed, denied, retryWidth, retry, line)
 	}
 	row("algorithm", "allowed", "denied", "retry after", "timeline")
 	for _, r := range rs {
-		row(r.name, strconv.FormatInt(r.allowed(), 10), strconv.FormatInt(r.denied(), 10), retryString(r), timeline(r.ok, at, l.Period))
+		row(r.Name, strconv.FormatInt(r.Passed, 10), strconv.FormatInt(r.Denied(), 10), r.RetryString(), sim.Timeline(r.Allowed, at, l.Period))
 	}
 	fmt.Fprintln(w)
-	wrap(w, "Leaky queue release delays: "+delayList(qr.delays)+".")
+	wrap(w, "Leaky queue release delays: "+delayList(find(rs, "leaky queue").Delays)+".")
 	fmt.Fprintln(w)
 	wrap(w, "Shows: "+s.shows(l, at, rs))
 	return nil
-}
-
-func retryString(r result) string {
-	switch {
-	case r.denied() == 0:
-		return "-"
-	case r.retry == sluice.Never:
-		return "never"
-	default:
-		return fmtDur(r.retry)
-	}
-}
-
-// timeline draws one mark per request and a bar before the first request
-// of each new fixed window.
-func timeline(ok []bool, at []time.Duration, period time.Duration) string {
-	var b strings.Builder
-	for i, allowed := range ok {
-		if i > 0 && at[i]/period != at[i-1]/period {
-			b.WriteByte('|')
-		}
-		if allowed {
-			b.WriteByte('#')
-		} else {
-			b.WriteByte('.')
-		}
-	}
-	return b.String()
 }
 
 // delayList lists the leaky queue's release delays, compactly.

@@ -1,6 +1,7 @@
-// Command sluice is the command-line face of sluice: demo replays the lab's
-// scenarios against every algorithm, serve runs the rate-limit service, and
-// check validates its config; run "sluice help" for the list.
+// Command sluice is the command-line face of sluice: demo replays a burst,
+// a steady stream and a fixed window's boundary against every algorithm,
+// serve runs the rate-limit service, and check validates its config; run
+// "sluice help" for the list.
 package main
 
 import (
@@ -11,15 +12,34 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, commandLine(os.Args[0], os.Args[1:]), os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// commandLine is the command line run takes. Installed as "ratelimit",
+// envoyproxy/ratelimit's binary (/bin/ratelimit in its image, which
+// Kubernetes manifests name as the container's command), sluice is
+// "sluice serve" with the arguments given, unless the first of them is
+// one of its commands: an image of sluice then runs a deployment of
+// envoyproxy/ratelimit unchanged, and "ratelimit check DIR" still checks.
+func commandLine(argv0 string, args []string) []string {
+	if strings.TrimSuffix(filepath.Base(argv0), ".exe") != "ratelimit" {
+		return args
+	}
+	if len(args) > 0 {
+		if _, ok := lookup(args[0]); ok {
+			return args
+		}
+	}
+	return append([]string{"serve"}, args...)
 }
 
 // Exit codes.
@@ -48,7 +68,7 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{name: "demo", summary: "replay the lab's scenarios against every algorithm", run: runDemo, help: demoHelp},
+		{name: "demo", summary: "replay burst, steady and boundary scenarios against every algorithm", run: runDemo, help: demoHelp},
 		{name: "serve", summary: "run the rate-limit service (Envoy RLS, JSON, forward auth)", run: runServe, help: serveHelp},
 		{name: "check", summary: "validate a config file or directory", run: runCheck, help: checkHelp},
 		{name: "help", summary: "show help for sluice or for a command", run: runHelp, help: helpHelp},

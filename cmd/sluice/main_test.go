@@ -157,3 +157,56 @@ func TestParseLimit(t *testing.T) {
 		}
 	}
 }
+
+// The README shows part of the demo's output as the demo prints it: the
+// indented block under "## The demo" that begins "== ".
+func TestREADMEDemo(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "\n## The demo\n")
+	if !ok {
+		t.Fatal(`README.md has no "## The demo" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	_, block, ok := strings.Cut(section, "\n    == ")
+	if !ok {
+		t.Fatal(`README.md's demo section shows no output (an indented block beginning "== ")`)
+	}
+	var shown strings.Builder
+	shown.WriteString("== ")
+	for i, line := range strings.Split(block, "\n") {
+		if i > 0 && line != "" && !strings.HasPrefix(line, "    ") {
+			break // the prose after the block
+		}
+		shown.WriteString(strings.TrimPrefix(line, "    ") + "\n")
+	}
+	want := strings.TrimRight(shown.String(), "\n") + "\n"
+	_, out, _ := runArgs(t, "demo")
+	if !strings.Contains(out, want) {
+		t.Errorf("README.md's demo output is not what sluice demo prints:\n%s\n--- sluice demo prints\n%s", want, out)
+	}
+}
+
+// Installed as envoyproxy/ratelimit's binary, sluice serves.
+func TestCommandLine(t *testing.T) {
+	tests := []struct {
+		argv0 string
+		args  []string
+		want  string
+	}{
+		{"sluice", nil, ""},
+		{"/usr/local/bin/sluice", []string{"demo"}, "demo"},
+		{"/bin/ratelimit", nil, "serve"},
+		{"ratelimit", []string{"-print-config"}, "serve -print-config"},
+		{"/bin/ratelimit", []string{"check", "/etc/rl"}, "check /etc/rl"},
+		{"/bin/ratelimit", []string{"serve", "-shadow"}, "serve -shadow"},
+		{"/bin/ratelimit", []string{"limits.yaml"}, "serve limits.yaml"},
+	}
+	for _, tt := range tests {
+		if got := strings.Join(commandLine(tt.argv0, tt.args), " "); got != tt.want {
+			t.Errorf("commandLine(%q, %q) = %q, want %q", tt.argv0, tt.args, got, tt.want)
+		}
+	}
+}

@@ -7,23 +7,20 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"net/netip"
-	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/memory"
-	"github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -33,8 +30,9 @@ func serveHelp(w io.Writer) {
 Runs the rate-limit service: Envoy's rate limit service (RLS v3) over gRPC,
 the same as JSON over HTTP (POST /json), forward auth for nginx, Traefik and
 Envoy's ext_authz (/v1/auth), Prometheus metrics (/metrics) and health
-checks (/healthz, /readyz; gRPC health). With no flags it serves the
-built-in policy from memory at once: 'sluice serve --help' lists it below.
+checks (/healthz, /readyz, /healthcheck; gRPC health). With no flags it
+serves the built-in policy from memory at once: 'sluice serve --help'
+lists it below.
 
 The config files are checked for changes every second and reloaded, and
 reloaded at once on SIGHUP; a config that does not load is logged and the
@@ -42,21 +40,112 @@ last good one keeps serving. On SIGTERM or SIGINT the service reports
 itself not ready, waits -drain, stops accepting, lets the requests in
 flight finish, and exits 0.
 
+envoyproxy/ratelimit's environment variables (RUNTIME_ROOT, REDIS_URL,
+GRPC_SERVER_USE_TLS, ...) configure it too: when any is set, or with
+-envoy-env, it runs in envoy mode, reading them with their meaning and
+envoyproxy/ratelimit's defaults for those not set (HOST, PORT, LOG_LEVEL
+and LOG_FORMAT are read but do not turn envoy mode on). A flag wins over a
+variable. Variables sluice does not implement are named at start.
+-print-config shows every setting and where it came from.
+
 Flags:
   -config FILE|DIR     the config: a YAML file, or a directory of them
                        (envoyproxy/ratelimit's format; see 'sluice check').
                        May be repeated. Default: the built-in policy
-  -redis URL           keep the counts in Redis, e.g. redis://host:6379/0
-                       or rediss://user:pass@host:6380 (go-redis's URL
-                       format). Default: in this process's memory
+  -merge-domains       let several config files define one domain, their
+                       descriptors merged, as envoyproxy/ratelimit's
+                       MERGE_DOMAIN_CONFIG (default: a domain defined
+                       twice is an error)
   -http ADDR           the HTTP address (default :8080)
   -grpc ADDR           the gRPC address (default :8081)
+  -grpc-uds PATH       serve gRPC on this unix socket instead of -grpc
+  -admin ADDR          the admin address: the console at /ui/, and its
+                       JSON, /v1/stats and /v1/policy (default
+                       127.0.0.1:6070, this host only); "" turns it off
+  -ui                  serve the console and its playground on the admin
+                       address (default true; -ui=false leaves the JSON)
+  -key-lookup          let the console look up a key's state (a peek that
+                       charges nothing). Off by default: it shows any
+                       key's state to whoever reaches the admin address
+  -metrics ADDR        also serve the metrics on a listener of their own
+  -metrics-path PATH   their path there (default /metrics)
+  -print-config        print every setting and where it came from, and exit
+  -envoy-env           read envoyproxy/ratelimit's variables even if none is
+                       set (so that its defaults apply); -envoy-env=false
+                       ignores them
+
+Redis (without one, the counts are in this process's memory):
+  -redis URL           one Redis: redis://host:6379/0,
+                       rediss://user:pass@host:6380 or unix:///path.sock
+                       (go-redis's URL format)
+  -redis-cluster HOST:PORT,...
+                       a Redis Cluster, by some of its nodes
+  -redis-sentinel MASTER@HOST:PORT,...
+                       the master named MASTER, found through these
+                       sentinels, and found again after a failover
+  -redis-username NAME, -redis-password PASSWORD
+                       the Redis nodes' ACL user and password
+  -redis-sentinel-password PASSWORD
+                       the sentinels' password
+  -redis-tls           reach Redis over TLS; -redis-tls-ca FILE trusts that
+                       CA, -redis-tls-cert FILE and -redis-tls-key FILE are a
+                       client certificate, -redis-tls-skip-hostname-verification
+                       checks the chain but not the name
+  -redis-pool-size N   connections per node (default: go-redis's, 10 per CPU)
+  -redis-prefix P      the prefix of every key (default sluice:)
+
+TLS (each port on its own; a client CA requires client certificates):
+  -grpc-tls-cert FILE, -grpc-tls-key FILE
+                       serve gRPC over TLS with this certificate and key
+  -grpc-tls-client-ca FILE
+                       require a client certificate this CA signed (mTLS)
+  -grpc-tls-client-san NAME
+                       and that names NAME (a DNS name or an IP)
+  -http-tls-cert, -http-tls-key, -http-tls-client-ca, -http-tls-client-san
+                       the same for the HTTP port
+                       The files are checked for changes at most once a
+                       second and a new certificate is served at once.
+
+Responses:
+  -response-headers ietf|envoy|none
+                       the rate-limit headers of an RLS response: the IETF
+                       RateLimit fields and Retry-After (default);
+                       envoyproxy/ratelimit's RateLimit-Limit,
+                       RateLimit-Remaining and RateLimit-Reset; or none.
+                       Forward auth always keeps Retry-After on a denial
+  -limit-header NAME, -remaining-header NAME, -reset-header NAME
+                       rename envoy's three headers
   -shadow              shadow mode for every rule: decide and count, never
                        deny
+  -quota-mode          quota mode for every descriptor, as
+                       envoyproxy/ratelimit's QUOTA_MODE: a request is
+                       denied only when all its descriptors are over
+  -dynamic-metadata    return the descriptors and their config metadata
+                       in each RLS response's dynamic_metadata, as
+                       envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA
+  -charge-per-descriptor
+                       charge each descriptor within its limits even when
+                       another descriptor of the request is over, as
+                       envoyproxy/ratelimit does by default
+                       (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false).
+                       Default: a request is charged all or nothing, as
+                       that variable's true comes close to
+  -refuse-limit-overrides
+                       refuse a descriptor's limit override (Envoy's limit
+                       from route metadata) with InvalidArgument. Default:
+                       honour it as envoyproxy/ratelimit does, a fixed
+                       window of its own in place of the config's limits
+
+Behaviour:
   -drain DURATION      how long to keep serving after reporting not ready
                        on shutdown, for load balancers to notice (default 0)
   -poll DURATION       how often to check the config files for changes;
                        0 turns polling off, leaving SIGHUP (default 1s)
+  -start-without-config
+                       start even if the config does not load, serving no
+                       domain until it does (default: refuse to start)
+  -health-requires-config
+                       /healthcheck answers 500 while no domain is loaded
   -trusted-proxies CIDR,...
                        the proxies whose headers forward auth believes
                        (only those its config's proxy: sets); "" trusts
@@ -67,9 +156,17 @@ Flags:
   -idle-timeout DURATION
                        how long an idle keep-alive connection stays open
                        (default 10s); a proxy's pool should close sooner
+  -grpc-max-connection-age DURATION, -grpc-max-connection-age-grace DURATION
+                       close gRPC connections this old, after a grace for
+                       their calls, so clients spread over new replicas
+                       (default 0: never)
   -max-memory BYTES    the memory store's bound on what its keys hold, in
                        bytes, KiB, MiB or GiB (default 256MiB); the least
                        recently used keys go first past it
+  -log-level debug|info|warn|error
+                       the least important log records written (default info)
+  -log-format text|json
+                       the log's format on stderr (default text)
 
 The built-in policy, for domain "sluice":
   remote_address  10 a second with bursts of 20, and 1000 an hour
@@ -81,34 +178,142 @@ API keys are keyed by their digest: no key reaches the store.
 `)
 }
 
+// serveFlags are the flags of sluice serve.
+type serveFlags struct {
+	configs     listFlag
+	trusted     prefixFlag
+	httpAddr    string
+	grpcAddr    string
+	grpcUDS     string
+	metricsAddr string
+	metricsPath string
+	admin       string
+	ui          bool
+	keyLookup   bool
+	shadow      bool
+	quota       bool
+	dynMeta     bool
+	perDesc     bool
+	refuseOv    bool
+	merge       bool
+	drain       time.Duration
+	poll        time.Duration
+	readTO      time.Duration
+	idleTO      time.Duration
+	maxAge      time.Duration
+	maxAgeGrace time.Duration
+	maxMem      bytesFlag
+	startEmpty  bool
+	healthCfg   bool
+	headers     string
+	names       server.HeaderNames
+	logLevel    string
+	logFormat   string
+	redis       redisFlags
+	grpcTLS     tlsFlags
+	httpTLS     tlsFlags
+	printConfig bool
+	envoyEnv    bool
+}
+
+// tlsFlags are one port's TLS flags.
+type tlsFlags struct{ cert, key, clientCA, clientSAN string }
+
+// config is the server.TLS the flags name, nil for none.
+func (t tlsFlags) config(port string) (*server.TLS, error) {
+	switch {
+	case t == tlsFlags{}:
+		return nil, nil
+	case t.cert == "" || t.key == "":
+		return nil, fmt.Errorf("-%s-tls-cert and -%s-tls-key: TLS needs both", port, port)
+	case t.clientSAN != "" && t.clientCA == "":
+		return nil, fmt.Errorf("-%s-tls-client-san needs -%s-tls-client-ca", port, port)
+	}
+	return &server.TLS{CertFile: t.cert, KeyFile: t.key, ClientCAFile: t.clientCA, ClientSAN: t.clientSAN}, nil
+}
+
+func (t tlsFlags) String() string {
+	switch {
+	case t.cert == "":
+		return "off"
+	case t.clientCA == "":
+		return "TLS"
+	case t.clientSAN == "":
+		return "mTLS"
+	}
+	return "mTLS, SAN " + t.clientSAN
+}
+
+func (o *serveFlags) flagSet() *flag.FlagSet {
+	o.maxMem = bytesFlag(memory.DefaultMaxBytes)
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.Var(&o.configs, "config", "")
+	fs.StringVar(&o.httpAddr, "http", server.DefaultHTTPAddr, "")
+	fs.StringVar(&o.grpcAddr, "grpc", server.DefaultGRPCAddr, "")
+	fs.StringVar(&o.grpcUDS, "grpc-uds", "", "")
+	fs.StringVar(&o.metricsAddr, "metrics", "", "")
+	fs.StringVar(&o.metricsPath, "metrics-path", "/metrics", "")
+	fs.StringVar(&o.admin, "admin", defaultAdminAddr, "")
+	fs.BoolVar(&o.ui, "ui", true, "")
+	fs.BoolVar(&o.keyLookup, "key-lookup", false, "")
+	fs.BoolVar(&o.shadow, "shadow", false, "")
+	fs.BoolVar(&o.quota, "quota-mode", false, "")
+	fs.BoolVar(&o.dynMeta, "dynamic-metadata", false, "")
+	fs.BoolVar(&o.perDesc, "charge-per-descriptor", false, "")
+	fs.BoolVar(&o.refuseOv, "refuse-limit-overrides", false, "")
+	fs.BoolVar(&o.merge, "merge-domains", false, "")
+	fs.DurationVar(&o.drain, "drain", 0, "")
+	fs.DurationVar(&o.poll, "poll", server.DefaultReloadInterval, "")
+	fs.Var(&o.trusted, "trusted-proxies", "")
+	fs.DurationVar(&o.readTO, "read-timeout", server.DefaultReadTimeout, "")
+	fs.DurationVar(&o.idleTO, "idle-timeout", server.DefaultIdleTimeout, "")
+	fs.DurationVar(&o.maxAge, "grpc-max-connection-age", 0, "")
+	fs.DurationVar(&o.maxAgeGrace, "grpc-max-connection-age-grace", 0, "")
+	fs.Var(&o.maxMem, "max-memory", "")
+	fs.BoolVar(&o.startEmpty, "start-without-config", false, "")
+	fs.BoolVar(&o.healthCfg, "health-requires-config", false, "")
+	fs.StringVar(&o.headers, "response-headers", server.HeadersIETF.String(), "")
+	fs.StringVar(&o.names.Limit, "limit-header", server.DefaultLimitHeader, "")
+	fs.StringVar(&o.names.Remaining, "remaining-header", server.DefaultRemainingHeader, "")
+	fs.StringVar(&o.names.Reset, "reset-header", server.DefaultResetHeader, "")
+	fs.StringVar(&o.logLevel, "log-level", "info", "")
+	fs.StringVar(&o.logFormat, "log-format", "text", "")
+	r := &o.redis
+	fs.StringVar(&r.url, "redis", "", "")
+	fs.StringVar(&r.cluster, "redis-cluster", "", "")
+	fs.StringVar(&r.sentinel, "redis-sentinel", "", "")
+	fs.StringVar(&r.username, "redis-username", "", "")
+	fs.StringVar(&r.password, "redis-password", "", "")
+	fs.StringVar(&r.sentinelPassword, "redis-sentinel-password", "", "")
+	fs.BoolVar(&r.tls, "redis-tls", false, "")
+	fs.StringVar(&r.tlsCA, "redis-tls-ca", "", "")
+	fs.StringVar(&r.tlsCert, "redis-tls-cert", "", "")
+	fs.StringVar(&r.tlsKey, "redis-tls-key", "", "")
+	fs.BoolVar(&r.tlsSkipHostname, "redis-tls-skip-hostname-verification", false, "")
+	fs.IntVar(&r.poolSize, "redis-pool-size", 0, "")
+	fs.StringVar(&r.prefix, "redis-prefix", "sluice:", "")
+	for _, p := range []struct {
+		name string
+		t    *tlsFlags
+	}{{"grpc", &o.grpcTLS}, {"http", &o.httpTLS}} {
+		fs.StringVar(&p.t.cert, p.name+"-tls-cert", "", "")
+		fs.StringVar(&p.t.key, p.name+"-tls-key", "", "")
+		fs.StringVar(&p.t.clientCA, p.name+"-tls-client-ca", "", "")
+		fs.StringVar(&p.t.clientSAN, p.name+"-tls-client-san", "", "")
+	}
+	fs.BoolVar(&o.printConfig, "print-config", false, "")
+	fs.BoolVar(&o.envoyEnv, "envoy-env", false, "")
+	return fs
+}
+
+// envLookup reads the environment; tests replace it.
+var envLookup = os.LookupEnv
+
 // runServe is "sluice serve".
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c, _ := lookup("serve")
-	var (
-		configs  listFlag
-		trusted  prefixFlag
-		redisURL string
-		httpAddr string
-		grpcAddr string
-		shadow   bool
-		drain    time.Duration
-		poll     time.Duration
-		readTO   time.Duration
-		idleTO   time.Duration
-		maxMem   = bytesFlag(memory.DefaultMaxBytes)
-	)
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.Var(&configs, "config", "")
-	fs.StringVar(&redisURL, "redis", "", "")
-	fs.StringVar(&httpAddr, "http", server.DefaultHTTPAddr, "")
-	fs.StringVar(&grpcAddr, "grpc", server.DefaultGRPCAddr, "")
-	fs.BoolVar(&shadow, "shadow", false, "")
-	fs.DurationVar(&drain, "drain", 0, "")
-	fs.DurationVar(&poll, "poll", server.DefaultReloadInterval, "")
-	fs.Var(&trusted, "trusted-proxies", "")
-	fs.DurationVar(&readTO, "read-timeout", server.DefaultReadTimeout, "")
-	fs.DurationVar(&idleTO, "idle-timeout", server.DefaultIdleTimeout, "")
-	fs.Var(&maxMem, "max-memory", "")
+	var o serveFlags
+	fs := o.flagSet()
 	rest, code, ok := parseFlags(c, fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -117,66 +322,146 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "sluice serve: "+format+"\nRun 'sluice help serve' for usage.\n", a...)
 		return exitUsage
 	}
-	switch {
-	case len(rest) > 0:
+	if len(rest) > 0 {
 		return usageErr("unexpected argument %q; the config goes in -config", rest[0])
-	case drain < 0:
-		return usageErr("-drain %v must not be negative", drain)
-	case poll < 0:
-		return usageErr("-poll %v must not be negative", poll)
-	case readTO <= 0:
-		return usageErr("-read-timeout %v must be positive", readTO)
-	case idleTO <= 0:
-		return usageErr("-idle-timeout %v must be positive", idleTO)
 	}
+
+	// Where each setting comes from: a flag, a variable, a default.
+	sources := map[string]string{}
+	fs.Visit(func(f *flag.Flag) { sources[f.Name] = "flag -" + f.Name })
+	mode := envoyModeOf(o.envoyEnv, sources["envoy-env"] != "", envLookup)
+	var notes []envNote
+	if mode.on {
+		settings, ns, err := envoySettings(envLookup)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		// A flag wins over the variables, and over its group's: -redis
+		// given, REDIS_TYPE=cluster does not add -redis-cluster.
+		explicit := maps.Clone(sources)
+		given := func(name string) bool {
+			for _, g := range flagGroups {
+				if slices.Contains(g, name) && slices.ContainsFunc(g, func(n string) bool { return explicit[n] != "" }) {
+					return true
+				}
+			}
+			return explicit[name] != ""
+		}
+		for _, s := range settings {
+			if given(s.flag) {
+				continue
+			}
+			if err := fs.Set(s.flag, s.value); err != nil {
+				return usageErr("%s (-%s): %v", s.source, s.flag, err)
+			}
+			sources[s.flag] = s.source
+		}
+		notes = ns
+	}
+
+	hdrs, err := server.ParseHeaderStyle(o.headers)
+	switch {
+	case err != nil:
+		return usageErr("-response-headers: %v", err)
+	case o.drain < 0:
+		return usageErr("-drain %v must not be negative", o.drain)
+	case o.poll < 0:
+		return usageErr("-poll %v must not be negative", o.poll)
+	case o.readTO <= 0:
+		return usageErr("-read-timeout %v must be positive", o.readTO)
+	case o.idleTO <= 0:
+		return usageErr("-idle-timeout %v must be positive", o.idleTO)
+	case o.maxAge < 0 || o.maxAgeGrace < 0:
+		return usageErr("-grpc-max-connection-age %v and -grpc-max-connection-age-grace %v must not be negative", o.maxAge, o.maxAgeGrace)
+	case o.redis.poolSize < 0:
+		return usageErr("-redis-pool-size %d must not be negative", o.redis.poolSize)
+	case o.metricsPath == "" || o.metricsPath[0] != '/':
+		return usageErr("-metrics-path %q: want a path such as /metrics", o.metricsPath)
+	}
+	if _, err := o.redis.kind(); err != nil {
+		return usageErr("%v", err)
+	}
+	grpcTLS, err := o.grpcTLS.config("grpc")
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	httpTLS, err := o.httpTLS.config("http")
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	log, err := newLogger(stderr, o.logLevel, o.logFormat)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	if o.printConfig {
+		printConfig(stdout, fs, sources, mode, notes)
+		return exitOK
+	}
+	if mode.on {
+		log.WarnContext(ctx, "envoy mode: envoyproxy/ratelimit's variables configure sluice serve", "because", mode.why)
+	}
+	for _, n := range notes {
+		log.WarnContext(ctx, "envoy mode: "+n.String())
+	}
+	poll := o.poll
 	if poll == 0 {
 		poll = -1 // server.Config: negative is off
 	}
 
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	st, err := openStore(ctx, redisURL, int64(maxMem), log)
+	st, err := openStore(ctx, &o.redis, int64(o.maxMem), log)
 	if err != nil {
 		return usageErr("%v", err)
 	}
 	defer st.close()
 	cfg := server.Config{
-		Paths:     configs,
+		Paths:     o.configs,
 		Store:     st.store,
 		Fallback:  st.fallback,
 		StoreName: st.name,
 		// The memory store never waits, and the Redis store bounds its
 		// own calls (50ms): a second deadline would only cost a timer
 		// per request.
-		StoreTimeout:   -1,
-		Shadow:         shadow,
-		HTTPAddr:       httpAddr,
-		GRPCAddr:       grpcAddr,
-		ReloadInterval: poll,
-		DrainDelay:     drain,
-		ReadTimeout:    readTO,
-		IdleTimeout:    idleTO,
-		Logger:         log,
+		StoreTimeout:          -1,
+		Shadow:                o.shadow,
+		QuotaMode:             o.quota,
+		DynamicMetadata:       o.dynMeta,
+		MergeDomains:          o.merge,
+		ChargePerDescriptor:   o.perDesc,
+		RefuseLimitOverrides:  o.refuseOv,
+		HTTPAddr:              o.httpAddr,
+		GRPCAddr:              o.grpcAddr,
+		ReloadInterval:        poll,
+		DrainDelay:            o.drain,
+		ReadTimeout:           o.readTO,
+		IdleTimeout:           o.idleTO,
+		MaxConnectionAge:      o.maxAge,
+		MaxConnectionAgeGrace: o.maxAgeGrace,
+		GRPCTLS:               grpcTLS,
+		HTTPTLS:               httpTLS,
+		ResponseHeaders:       hdrs,
+		HeaderNames:           o.names,
+		StartWithoutConfig:    o.startEmpty,
+		HealthRequiresConfig:  o.healthCfg,
+		Logger:                log,
 	}
-	if trusted.set {
-		cfg.TrustedProxies = trusted.prefixes
+	if o.trusted.set {
+		cfg.TrustedProxies = o.trusted.prefixes
 	}
 	srv, err := server.New(cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice serve: the config does not load:\n%v\n", err)
+		if strings.HasPrefix(err.Error(), "server: ") { // TLS files, header names: not the config
+			fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		} else {
+			fmt.Fprintf(stderr, "sluice serve: the config does not load:\n%v\n", err)
+		}
 		return exitFail
 	}
-	var lc net.ListenConfig
-	hl, err := lc.Listen(ctx, "tcp", httpAddr)
+	ls, err := listenAll(ctx, &o, srv)
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice serve: -http: %v\n", err)
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return exitFail
 	}
-	gl, err := lc.Listen(ctx, "tcp", grpcAddr)
-	if err != nil {
-		hl.Close()
-		fmt.Fprintf(stderr, "sluice serve: -grpc: %v\n", err)
-		return exitFail
-	}
+	defer ls.close()
 
 	// SIGHUP reloads the config. The handler is in place before the
 	// banner says the service is up.
@@ -195,94 +480,153 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			case <-hup:
 				log.InfoContext(hupCtx, "SIGHUP: reloading the config")
 				// The server logs and counts the outcome.
-				if err := srv.Reload(hupCtx); err != nil && len(configs) == 0 {
+				if err := srv.Reload(hupCtx); err != nil && len(o.configs) == 0 {
 					log.WarnContext(hupCtx, "nothing to reload: serving the built-in policy")
 				}
 			}
 		}
 	})
+	ls.serveSide(log)
 
-	printBanner(stdout, hl.Addr(), gl.Addr(), configs, srv.Domains(), st.name, shadow)
-	if err := srv.Serve(ctx, hl, gl); err != nil {
+	// The admin listener lives as long as the service: it stops when
+	// Serve returns, whatever the reason.
+	adminCtx, stopAdmin := context.WithCancel(ctx)
+	defer stopAdmin()
+	adminErr := make(chan error, 1)
+	if ls.admin != nil {
+		opts := server.AdminOptions{UI: o.ui, Lookup: o.keyLookup, Hosts: adminHosts(o.admin)}
+		wg.Go(func() { adminErr <- srv.ServeAdmin(adminCtx, ls.admin, opts) })
+	}
+
+	printBanner(stdout, banner{
+		http: ls.http.Addr(), grpc: ls.grpc.Addr(), configs: o.configs, domains: srv.Domains(),
+		store: st.name, shadow: o.shadow, o: &o, mode: mode, ls: ls, headers: hdrs,
+	})
+	err = srv.Serve(ctx, ls.http, ls.grpc)
+	stopAdmin()
+	if ls.admin != nil {
+		if aerr := <-adminErr; err == nil {
+			err = aerr
+		}
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return exitFail
 	}
 	return exitOK
 }
 
-func printBanner(w io.Writer, httpAddr, grpcAddr net.Addr, configs, domains []string, store string, shadow bool) {
-	cfg := "the built-in policy"
-	if len(configs) > 0 {
-		cfg = strings.Join(configs, ", ") + " (reloaded on change and on SIGHUP)"
+// defaultAdminAddr is where the console listens: this host only, on the
+// port envoyproxy/ratelimit gives its debug listener.
+const defaultAdminAddr = "127.0.0.1:6070"
+
+// adminHosts is the host name of -admin when it is a name, which the
+// admin listener then answers to besides IP addresses and localhost.
+func adminHosts(addr string) []string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || net.ParseIP(host) != nil {
+		return nil
 	}
-	mode := "off"
-	if shadow {
-		mode = "on: every rule decides and counts, none denies"
+	return []string{host}
+}
+
+// adminBanner is the banner's admin line.
+func adminBanner(addr net.Addr, ui, lookup bool) string {
+	what := "GET /v1/stats, GET /v1/policy"
+	if ui {
+		host, port, _ := net.SplitHostPort(addr.String())
+		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+			host = "localhost"
+		}
+		what = "console http://" + net.JoinHostPort(host, port) + "/ui/, " + what + ", POST /v1/simulate"
+	}
+	if lookup {
+		what += ", POST /v1/lookup (key lookup on)"
+	}
+	return fmt.Sprintf("  admin    %s  %s\n", addr, what)
+}
+
+// flagGroups are flags that choose one thing together: given one on the
+// command line, the variables set none of them.
+var flagGroups = [][]string{{"redis", "redis-cluster", "redis-sentinel"}, {"grpc", "grpc-uds"}}
+
+// envoyMode says whether envoyproxy/ratelimit's variables are read, and
+// why.
+type envoyMode struct {
+	on  bool
+	why string
+}
+
+func envoyModeOf(flagOn, flagSet bool, lookup func(string) (string, bool)) envoyMode {
+	if flagSet {
+		return envoyMode{on: flagOn, why: "-envoy-env=" + strconv.FormatBool(flagOn)}
+	}
+	if set := envoyVarsSet(lookup); len(set) > 0 {
+		return envoyMode{on: true, why: strings.Join(set, ", ") + " set"}
+	}
+	return envoyMode{}
+}
+
+// newLogger makes the log on stderr.
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("-log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("-log-format %q: want text or json", format)
+}
+
+// banner is what printBanner says.
+type banner struct {
+	http, grpc net.Addr
+	configs    []string
+	domains    []string
+	store      string
+	shadow     bool
+	o          *serveFlags
+	mode       envoyMode
+	ls         *listeners
+	headers    server.HeaderStyle
+}
+
+func printBanner(w io.Writer, b banner) {
+	cfg := "the built-in policy"
+	if len(b.configs) > 0 {
+		cfg = strings.Join(b.configs, ", ") + " (reloaded on change and on SIGHUP)"
+	}
+	shadow := "off"
+	if b.shadow {
+		shadow = "on: every rule decides and counts, none denies"
+	}
+	admin := ""
+	if b.ls.admin != nil {
+		admin = adminBanner(b.ls.admin.Addr(), b.o.ui, b.o.keyLookup)
 	}
 	fmt.Fprintf(w, `sluice serve: the rate-limit service is up
   grpc     %s  envoy.service.ratelimit.v3.RateLimitService, grpc.health.v1.Health, reflection
-  http     %s  POST /json, GET /v1/auth, /metrics, /healthz, /readyz
-  config   %s
+  http     %s  POST /json, GET /v1/auth, /metrics, /healthz, /readyz, /healthcheck
+%s  config   %s
   domains  %s
   store    %s
-  shadow   %s
-`, grpcAddr, httpAddr, cfg, strings.Join(domains, ", "), store, mode)
-}
-
-// openedStore is the store the service counts in.
-type openedStore struct {
-	store    sluice.Store
-	fallback sluice.Store // for rules that fail "local", beside Redis
-	name     string
-	close    func()
-}
-
-// openStore opens Redis at rawURL, or a memory store when it is empty.
-// Redis is not required to be up: until it answers, each rule's failure
-// mode decides.
-func openStore(ctx context.Context, rawURL string, maxMem int64, log *slog.Logger) (*openedStore, error) {
-	mem, err := memory.New(memory.WithMaxBytes(maxMem))
-	if err != nil {
-		return nil, fmt.Errorf("-max-memory: %v", err)
+  headers  %s
+`, b.grpc, b.http, admin, cfg, strings.Join(b.domains, ", "), b.store, b.headers)
+	if b.o.grpcTLS.cert != "" || b.o.httpTLS.cert != "" {
+		fmt.Fprintf(w, "  tls      grpc %s, http %s\n", b.o.grpcTLS, b.o.httpTLS)
 	}
-	if rawURL == "" {
-		return &openedStore{store: mem, name: "memory", close: func() { mem.Close() }}, nil
+	if b.ls.metrics != nil {
+		fmt.Fprintf(w, "  metrics  %s  %s\n", b.ls.metrics.Addr(), b.o.metricsPath)
 	}
-	opts, err := goredis.ParseURL(rawURL)
-	if err != nil {
-		mem.Close()
-		return nil, fmt.Errorf("-redis: %v", err)
+	if b.mode.on {
+		fmt.Fprintf(w, "  mode     envoy: envoyproxy/ratelimit's variables read (%s)\n", b.mode.why)
 	}
-	// A retry after a lost reply would run the script, and charge, twice;
-	// and the store's own deadline should bound a call.
-	opts.MaxRetries = -1
-	opts.ContextTimeoutEnabled = true
-	client := goredis.NewClient(opts)
-	rs, err := redis.New(client)
-	if err != nil {
-		client.Close()
-		mem.Close()
-		return nil, fmt.Errorf("-redis: %v", err)
-	}
-	name := "redis " + redactURL(rawURL)
-	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := client.Ping(pctx).Err(); err != nil {
-		log.WarnContext(ctx, "redis does not answer yet; until it does, each rule's failure mode decides", "redis", redactURL(rawURL), "err", err)
-	}
-	return &openedStore{store: rs, fallback: mem, name: name, close: func() {
-		client.Close()
-		mem.Close()
-	}}, nil
-}
-
-// redactURL hides a URL's password.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
+	fmt.Fprintf(w, "  shadow   %s\n", shadow) // the banner's last line
 }
 
 // listFlag is a repeatable string flag.

@@ -40,7 +40,7 @@ func startServe(t *testing.T, args ...string) *serving {
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
 	s := &serving{banner: map[string]string{}, logs: make(chan string, 1000), cancel: cancel, code: make(chan int, 1)}
-	args = append([]string{"serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0"}, args...)
+	args = append([]string{"serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-admin", "127.0.0.1:0"}, args...)
 	go func() {
 		s.code <- run(ctx, args, outW, errW)
 		outW.Close()
@@ -227,6 +227,21 @@ func TestServeErrors(t *testing.T) {
 		{[]string{"-max-memory", "99999999999GiB"}, exitUsage, `"99999999999GiB": want a positive size`},
 		{[]string{"-max-memory", "1KiB"}, exitUsage, "-max-memory: memory:"},
 		{[]string{"-verbose"}, exitUsage, "flag provided but not defined: -verbose"},
+		{[]string{"-redis", "redis://a:1", "-redis-cluster", "b:1"}, exitUsage, "-redis and -redis-cluster: name one Redis"},
+		{[]string{"-redis-cluster", "b"}, exitUsage, `-redis-cluster: "b": want host:port`},
+		{[]string{"-redis-sentinel", "s1:26379"}, exitUsage, `-redis-sentinel: "s1:26379": want MASTER@HOST:PORT`},
+		{[]string{"-redis-tls-ca", "ca.pem", "-redis", "redis://a:1"}, exitUsage, "-redis-tls-*: set -redis-tls too"},
+		{[]string{"-redis-prefix", "{x}", "-redis", "redis://a:1"}, exitUsage, "-redis-prefix: redis: prefix"},
+		{[]string{"-grpc-tls-cert", "tls.crt"}, exitUsage, "-grpc-tls-cert and -grpc-tls-key: TLS needs both"},
+		{[]string{"-http-tls-cert", "c", "-http-tls-key", "k", "-http-tls-client-san", "x"}, exitUsage, "-http-tls-client-san needs -http-tls-client-ca"},
+		{[]string{"-grpc-tls-cert", "missing.crt", "-grpc-tls-key", "missing.key"}, exitFail, "server: gRPC: TLS certificate: open missing.crt"},
+		{[]string{"-response-headers", "x-ratelimit"}, exitUsage, `-response-headers: "x-ratelimit": want ietf, envoy or none`},
+		{[]string{"-response-headers", "envoy", "-limit-header", "Bad Name"}, exitFail, `"Bad Name" is not a valid header name`},
+		{[]string{"-log-level", "loud"}, exitUsage, `-log-level "loud"`},
+		{[]string{"-log-format", "xml"}, exitUsage, `-log-format "xml": want text or json`},
+		{[]string{"-metrics-path", "metrics"}, exitUsage, `-metrics-path "metrics": want a path`},
+		{[]string{"-redis-pool-size", "-1"}, exitUsage, "-redis-pool-size -1 must not be negative"},
+		{[]string{"-metrics", busy.Addr().String()}, exitFail, "-metrics:"},
 	}
 	for _, tt := range tests {
 		name := strings.Join(tt.args, " ")
@@ -298,7 +313,7 @@ descriptors:
 	for range 2 {
 		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run", "^$")
 		cmd.Env = append(os.Environ(), serveArgsEnv+"="+strings.Join([]string{
-			"serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-config", cfg, "-redis", "redis://127.0.0.1:" + port + "/0",
+			"serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-admin", "", "-config", cfg, "-redis", "redis://127.0.0.1:" + port + "/0",
 		}, "\n"))
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -342,5 +357,26 @@ descriptors:
 	}
 	if allowed != 7 {
 		t.Errorf("two processes allowed %d of 20 requests, want exactly the limit, 7", allowed)
+	}
+}
+
+// -grpc-uds (GRPC_UDS) serves gRPC on a unix socket instead.
+func TestServeGRPCUDS(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "rl.sock")
+	s := startServe(t, "-config", writeConfig(t, serveYAML), "-grpc-uds", sock)
+	if got := s.addr("grpc"); got != sock {
+		t.Errorf("banner grpc %q, want %q", got, sock)
+	}
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r, err := rlspb.NewRateLimitServiceClient(conn).ShouldRateLimit(t.Context(), &rlspb.RateLimitRequest{
+		Domain:      "shop",
+		Descriptors: []*ratelimitpb.RateLimitDescriptor{{Entries: []*ratelimitpb.RateLimitDescriptor_Entry{{Key: "user", Value: "uds"}}}},
+	})
+	if err != nil || r.GetStatuses()[0].GetLimitRemaining() != 1 {
+		t.Errorf("over the unix socket: %v, %v", r, err)
 	}
 }

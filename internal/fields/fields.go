@@ -12,6 +12,11 @@
 // appends one RateLimit member per enforced rule with AppendLimit, under
 // the request's RetryAfter. Where a value goes, and which rules are
 // enforced, is the caller's.
+//
+// It also writes the bodies that go with them, so that a denial reads the
+// same from httplimit and from sluice serve: AppendDenied, the RFC 9457
+// problem of type quota-exceeded, and AppendProblem, a 400 naming what a
+// request lacks.
 package fields
 
 import (

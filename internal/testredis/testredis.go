@@ -1,12 +1,14 @@
 // Package testredis starts a redis-server of a test's own, on a free port
-// of the loopback interface, and stops it when the test ends. A test never
-// touches a server it did not start.
+// of the loopback interface, and stops it when the test ends; or three of
+// them as a Redis Cluster. A test never touches a server it did not
+// start.
 package testredis
 
 import (
 	"fmt"
 	"net"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -15,6 +17,12 @@ import (
 // skips the test when redis-server is not installed (scripts/test installs
 // it).
 func Start(t testing.TB) (addr string) {
+	t.Helper()
+	return start(t)
+}
+
+// start starts redis-server with extra arguments.
+func start(t testing.TB, extra ...string) (addr string) {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -27,7 +35,8 @@ func Start(t testing.TB) (addr string) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	addr = fmt.Sprintf("127.0.0.1:%d", port)
-	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	args := append([]string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, extra...)
+	cmd := exec.Command(bin, args...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -47,4 +56,40 @@ func Start(t testing.TB) (addr string) {
 		}
 		time.Sleep(20 * time.Millisecond) // redis starts on its own time
 	}
+}
+
+// StartCluster starts three redis-servers as a Redis Cluster of three
+// masters, each holding a third of the slots, and returns their addresses
+// once every node says the cluster is ok. It skips the test when
+// redis-server or redis-cli is not installed.
+func StartCluster(t testing.TB) (addrs []string) {
+	t.Helper()
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Skip("redis-cli is not installed (Debian: apt-get install redis-tools; scripts/test installs it): skipping")
+	}
+	for range 3 {
+		addrs = append(addrs, start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"))
+	}
+	args := append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	// redis-cli returns once the nodes agree on the slots; wait until each
+	// says the cluster is ok.
+	deadline := time.Now().Add(20 * time.Second)
+	for _, a := range addrs {
+		host, port, _ := net.SplitHostPort(a)
+		for {
+			out, err := exec.Command(cli, "-h", host, "-p", port, "cluster", "info").Output()
+			if err == nil && strings.Contains(string(out), "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the cluster is not ok on %s after 20s: %v %s", a, err, out)
+			}
+			time.Sleep(20 * time.Millisecond) // the nodes gossip on their own time
+		}
+	}
+	return addrs
 }

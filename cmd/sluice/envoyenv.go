@@ -1,0 +1,446 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// envoyproxy/ratelimit is configured by environment variables. In envoy
+// mode (any of them set, or -envoy-env), sluice serve reads them as it
+// does, with its defaults for those not set; a flag given on the command
+// line wins over the variable. Each variable sluice reads becomes the
+// value of a flag, so that -print-config can show every setting and where
+// it came from, and so that a variable means exactly what its flag means.
+
+// An envoyVar is one of envoyproxy/ratelimit's variables.
+type envoyVar struct {
+	name string
+	def  string // envoyproxy/ratelimit's default; "" if none
+	// flags are the flags the variable sets, for the README's table;
+	// empty for a variable sluice does not implement or has no need of.
+	flags string
+	// note, for a variable without flags, says what sluice does instead;
+	// report says when to say it at start.
+	note   string
+	report func(value string, set bool) bool
+	// generic names (PORT, HOST, LOG_LEVEL) are common in environments
+	// that have nothing to do with envoyproxy/ratelimit: they are read in
+	// envoy mode but do not turn it on by themselves.
+	generic bool
+}
+
+// Conditions for reporting a variable at start.
+var (
+	whenSet      = func(_ string, set bool) bool { return set }
+	whenTrue     = func(v string, _ bool) bool { b, _ := strconv.ParseBool(v); return b }
+	whenSetFalse = func(v string, set bool) bool { b, err := strconv.ParseBool(v); return set && err == nil && !b }
+	// whenNotFalse: the variable's default is true, and sluice does not
+	// do what true asks.
+	whenNotFalse = func(v string, _ bool) bool { b, err := strconv.ParseBool(v); return err != nil || b }
+)
+
+const (
+	noteStatsd    = "statsd is not implemented: sluice's metrics are Prometheus's, on /metrics (and -metrics ADDR)"
+	noteMemcache  = "memcache is not implemented: sluice keeps its counts in Redis (REDIS_*) or in memory"
+	noteXDS       = "configuration over xDS is not implemented: sluice reads its config from files (RUNTIME_*)"
+	noteTracing   = "tracing is not implemented"
+	notePersecond = "a second Redis for per-second limits is not implemented: per-second limits are counted in the main Redis (REDIS_URL) with the others, the same limits from one server"
+)
+
+// envoyVars lists the variables sluice knows, in the order of the
+// README's table.
+var envoyVars = []envoyVar{
+	{name: "RUNTIME_ROOT", def: "/srv/runtime_data/current", flags: "-config"},
+	{name: "RUNTIME_SUBDIRECTORY", flags: "-config"},
+	{name: "RUNTIME_APPDIRECTORY", def: "config", flags: "-config"},
+	{name: "RUNTIME_IGNOREDOTFILES", def: "false", note: "sluice never reads files or directories whose names start with a dot, nor subdirectories, nor files other than *.yaml and *.yml, so a Kubernetes ConfigMap's ..data directory is never read twice", report: whenSetFalse},
+	{name: "RUNTIME_WATCH_ROOT", def: "true", note: "sluice checks the config files' content every -poll (1s): it sees a symlink swap of RUNTIME_ROOT and a change in place alike", report: whenSet},
+	{name: "HOST", def: "0.0.0.0", flags: "-http", generic: true},
+	{name: "PORT", def: "8080", flags: "-http", generic: true},
+	{name: "GRPC_HOST", def: "0.0.0.0", flags: "-grpc"},
+	{name: "GRPC_PORT", def: "8081", flags: "-grpc"},
+	{name: "GRPC_UDS", flags: "-grpc-uds"},
+	{name: "DEBUG_HOST", def: "0.0.0.0", flags: "-admin"},
+	{name: "DEBUG_PORT", def: "6070", flags: "-admin"},
+	{name: "USE_PROMETHEUS", def: "false", flags: "-metrics"},
+	{name: "PROMETHEUS_ADDR", def: ":9090", flags: "-metrics"},
+	{name: "PROMETHEUS_PATH", def: "/metrics", flags: "-metrics-path"},
+	{name: "LOG_LEVEL", def: "WARN", flags: "-log-level", generic: true},
+	{name: "LOG_FORMAT", def: "text", flags: "-log-format", generic: true},
+	{name: "BACKEND_TYPE", def: "redis", flags: "-redis"},
+	{name: "REDIS_SOCKET_TYPE", def: "unix", flags: "-redis"},
+	{name: "REDIS_TYPE", def: "SINGLE", flags: "-redis, -redis-sentinel, -redis-cluster"},
+	{name: "REDIS_URL", def: "/var/run/nutcracker/ratelimit.sock", flags: "-redis, -redis-sentinel, -redis-cluster"},
+	{name: "REDIS_AUTH", flags: "-redis-username, -redis-password"},
+	{name: "REDIS_SENTINEL_AUTH", flags: "-redis-sentinel-password"},
+	{name: "REDIS_TLS", def: "false", flags: "-redis-tls"},
+	{name: "REDIS_TLS_CACERT", flags: "-redis-tls-ca"},
+	{name: "REDIS_TLS_CLIENT_CERT", flags: "-redis-tls-cert"},
+	{name: "REDIS_TLS_CLIENT_KEY", flags: "-redis-tls-key"},
+	{name: "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", def: "false", flags: "-redis-tls-skip-hostname-verification"},
+	{name: "REDIS_POOL_SIZE", def: "10", flags: "-redis-pool-size"},
+	{name: "CACHE_KEY_PREFIX", flags: "-redis-prefix"},
+	{name: "SHADOW_MODE", def: "false", flags: "-shadow"},
+	{name: "QUOTA_MODE", def: "false", flags: "-quota-mode"},
+	{name: "RESPONSE_DYNAMIC_METADATA", def: "false", flags: "-dynamic-metadata"},
+	{name: "MERGE_DOMAIN_CONFIG", def: "false", flags: "-merge-domains"},
+	{name: "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", def: "false", flags: "-charge-per-descriptor"},
+	{name: "LIMIT_RESPONSE_HEADERS_ENABLED", def: "false", flags: "-response-headers"},
+	{name: "LIMIT_LIMIT_HEADER", def: "RateLimit-Limit", flags: "-limit-header"},
+	{name: "LIMIT_REMAINING_HEADER", def: "RateLimit-Remaining", flags: "-remaining-header"},
+	{name: "LIMIT_RESET_HEADER", def: "RateLimit-Reset", flags: "-reset-header"},
+	{name: "GRPC_SERVER_USE_TLS", def: "false", flags: "-grpc-tls-cert, -grpc-tls-key"},
+	{name: "GRPC_SERVER_TLS_CERT", flags: "-grpc-tls-cert"},
+	{name: "GRPC_SERVER_TLS_KEY", flags: "-grpc-tls-key"},
+	{name: "GRPC_CLIENT_TLS_CACERT", flags: "-grpc-tls-client-ca"},
+	{name: "GRPC_CLIENT_TLS_SAN", flags: "-grpc-tls-client-san"},
+	{name: "GRPC_MAX_CONNECTION_AGE", def: "24h", flags: "-grpc-max-connection-age"},
+	{name: "GRPC_MAX_CONNECTION_AGE_GRACE", def: "1h", flags: "-grpc-max-connection-age-grace"},
+	{name: "FORCE_START_WITHOUT_INITIAL_CONFIG", def: "false", flags: "-start-without-config"},
+	{name: "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", def: "false", flags: "-health-requires-config"},
+	{name: "REDIS_PERSECOND", def: "false", note: notePersecond, report: whenTrue},
+	{name: "REDIS_PERSECOND_SOCKET_TYPE", def: "unix", note: notePersecond, report: whenSet},
+	{name: "REDIS_PERSECOND_TYPE", def: "SINGLE", note: notePersecond, report: whenSet},
+	{name: "REDIS_PERSECOND_URL", def: "/var/run/nutcracker/ratelimitpersecond.sock", note: notePersecond, report: whenSet},
+	{name: "REDIS_PERSECOND_POOL_SIZE", def: "10", note: notePersecond, report: whenSet},
+	{name: "REDIS_PERSECOND_AUTH", note: notePersecond, report: whenSet},
+	{name: "REDIS_PERSECOND_SENTINEL_AUTH", note: notePersecond, report: whenSet},
+	{name: "REDIS_PERSECOND_TLS", def: "false", note: notePersecond, report: whenSet},
+	{name: "REDIS_PIPELINE_WINDOW", def: "0", note: "ignored: sluice batches the requests that arrive while a script run is out, on its own", report: whenSet},
+	{name: "REDIS_PIPELINE_LIMIT", def: "0", note: "ignored: sluice batches the requests that arrive while a script run is out, on its own", report: whenSet},
+	{name: "REDIS_TIMEOUT", def: "10s", note: "ignored: each Redis call has a deadline of 50ms, far below Envoy's for the rate-limit call, after which each rule's failure mode decides", report: whenSet},
+	{name: "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", def: "false", note: "not implemented: Redis does not make /healthcheck fail; while it is down each rule's failure mode decides", report: whenTrue},
+	{name: "LOCAL_CACHE_SIZE_IN_BYTES", def: "0", note: "ignored: sluice remembers denials until their Retry-After on its own (10000 of them), which never denies what Redis would allow", report: whenSet},
+	{name: "NEAR_LIMIT_RATIO", def: "0.8", note: "ignored: there is no near_limit statistic", report: whenSet},
+	{name: "EXPIRATION_JITTER_MAX_SECONDS", def: "300", note: "ignored: sluice's keys expire when their state is idle again, no sooner", report: whenSet},
+	{name: "CONFIG_TYPE", def: "FILE", flags: "-config"},
+	{name: "USE_STATSD", def: "true", note: noteStatsd, report: whenNotFalse},
+	{name: "STATSD_HOST", def: "localhost", note: noteStatsd, report: whenSet},
+	{name: "STATSD_PORT", def: "8125", note: noteStatsd, report: whenSet},
+	{name: "USE_DOG_STATSD", def: "false", note: noteStatsd, report: whenTrue},
+	{name: "EXTRA_TAGS", note: noteStatsd, report: whenSet},
+	{name: "STATS_FLUSH_INTERVAL", def: "10s", note: noteStatsd, report: whenSet},
+	{name: "DISABLE_STATS", def: "false", note: noteStatsd, report: whenSet},
+	{name: "PROMETHEUS_MAPPER_YAML", note: "ignored: sluice's Prometheus metrics are its own (sluice_decisions_total and others), not mapped from statsd", report: whenSet},
+	{name: "MEMCACHE_HOST_PORT", note: noteMemcache, report: whenSet},
+	{name: "MEMCACHE_SRV", note: noteMemcache, report: whenSet},
+	{name: "CONFIG_GRPC_XDS_SERVER_URL", def: "localhost:18000", note: noteXDS, report: whenSet},
+	{name: "CONFIG_GRPC_XDS_NODE_ID", def: "default", note: noteXDS, report: whenSet},
+	{name: "TRACING_ENABLED", def: "false", note: noteTracing, report: whenTrue},
+}
+
+// lookupVar finds a variable of envoyVars.
+func lookupVar(name string) envoyVar {
+	for _, v := range envoyVars {
+		if v.name == name {
+			return v
+		}
+	}
+	panic("envoyenv: unknown variable " + name) // a bug in this file
+}
+
+// envoyVarsSet lists the variables that are set and turn envoy mode on.
+func envoyVarsSet(lookup func(string) (string, bool)) []string {
+	var set []string
+	for _, v := range envoyVars {
+		if _, ok := lookup(v.name); ok && !v.generic {
+			set = append(set, v.name)
+		}
+	}
+	return set
+}
+
+// An envSetting is a flag's value from the variables.
+type envSetting struct {
+	flag, value string
+	source      string // "env A, B; envoy default C"
+}
+
+// An envNote says what sluice does about a variable it does not
+// implement.
+type envNote struct {
+	name, value string
+	set         bool // else the value is envoyproxy/ratelimit's default
+	note        string
+}
+
+func (n envNote) String() string {
+	v := n.name + "=" + n.value
+	if !n.set {
+		v += " (envoyproxy/ratelimit's default)"
+	}
+	return v + ": " + n.note
+}
+
+// envReader reads variables with envoyproxy/ratelimit's defaults, and
+// remembers which it read and which were set.
+type envReader struct {
+	lookup     func(string) (string, bool)
+	set, deflt []string
+	errs       []string
+}
+
+// get returns the variable's value, or its default.
+func (r *envReader) get(name string) string {
+	if v, ok := r.lookup(name); ok {
+		r.set = append(r.set, name)
+		return v
+	}
+	r.deflt = append(r.deflt, name)
+	return lookupVar(name).def
+}
+
+// source describes the variables read since the last call, and forgets
+// them.
+func (r *envReader) source() string {
+	var parts []string
+	if len(r.set) > 0 {
+		parts = append(parts, "env "+strings.Join(r.set, ", "))
+	}
+	if len(r.deflt) > 0 {
+		parts = append(parts, "envoy default "+strings.Join(r.deflt, ", "))
+	}
+	r.set, r.deflt = nil, nil
+	return strings.Join(parts, "; ")
+}
+
+// getBool reads a boolean as envoyproxy/ratelimit does (strconv.ParseBool).
+func (r *envReader) getBool(name string) bool {
+	v := r.get(name)
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Sprintf("%s=%q: want true or false", name, v))
+	}
+	return b
+}
+
+// getInt reads a whole number.
+func (r *envReader) getInt(name string) string {
+	v := r.get(name)
+	if _, err := strconv.Atoi(v); err != nil {
+		r.errs = append(r.errs, fmt.Sprintf("%s=%q: want a whole number", name, v))
+	}
+	return v
+}
+
+// getDuration reads a duration such as 24h.
+func (r *envReader) getDuration(name string) string {
+	v := r.get(name)
+	if _, err := time.ParseDuration(v); err != nil {
+		r.errs = append(r.errs, fmt.Sprintf("%s=%q: want a duration such as 24h or 90s", name, v))
+	}
+	return v
+}
+
+// envoySettings reads envoyproxy/ratelimit's variables through lookup and
+// returns the flag values they stand for, and notes on those sluice does
+// not implement. The error names each variable that cannot be read.
+func envoySettings(lookup func(string) (string, bool)) ([]envSetting, []envNote, error) {
+	r := &envReader{lookup: lookup}
+	var out []envSetting
+	add := func(flag, value string) {
+		out = append(out, envSetting{flag: flag, value: value, source: r.source()})
+	}
+	// addIfSet sets a flag from a variable only when it is set, its
+	// default being the flag's own.
+	addIfSet := func(flag, name string) {
+		if v, ok := lookup(name); ok {
+			r.set = append(r.set, name)
+			add(flag, v)
+		}
+	}
+
+	if t := r.get("CONFIG_TYPE"); !strings.EqualFold(t, "FILE") {
+		r.errs = append(r.errs, fmt.Sprintf("CONFIG_TYPE=%q: only FILE is implemented (%s)", t, noteXDS))
+	}
+	r.source()
+	add("config", filepath.Join(r.get("RUNTIME_ROOT"), r.get("RUNTIME_SUBDIRECTORY"), r.get("RUNTIME_APPDIRECTORY")))
+
+	add("http", net.JoinHostPort(r.get("HOST"), r.getInt("PORT")))
+	add("grpc", net.JoinHostPort(r.get("GRPC_HOST"), r.getInt("GRPC_PORT")))
+	addIfSet("grpc-uds", "GRPC_UDS")
+	// envoyproxy/ratelimit's debug port is sluice's admin listener: the
+	// console, its config (/v1/policy) and statistics (/v1/stats).
+	add("admin", net.JoinHostPort(r.get("DEBUG_HOST"), r.getInt("DEBUG_PORT")))
+	if r.getBool("USE_PROMETHEUS") {
+		add("metrics", r.get("PROMETHEUS_ADDR"))
+		add("metrics-path", r.get("PROMETHEUS_PATH"))
+	} else {
+		add("metrics", "")
+	}
+	lvl := r.get("LOG_LEVEL")
+	if l, ok := logrusLevel(lvl); ok {
+		add("log-level", l)
+	} else {
+		r.errs = append(r.errs, fmt.Sprintf("LOG_LEVEL=%q: want debug, info, warn or error", lvl))
+		r.source()
+	}
+	add("log-format", strings.ToLower(r.get("LOG_FORMAT")))
+
+	envoyRedis(r, add)
+
+	add("shadow", strconv.FormatBool(r.getBool("SHADOW_MODE")))
+	add("quota-mode", strconv.FormatBool(r.getBool("QUOTA_MODE")))
+	add("dynamic-metadata", strconv.FormatBool(r.getBool("RESPONSE_DYNAMIC_METADATA")))
+	add("merge-domains", strconv.FormatBool(r.getBool("MERGE_DOMAIN_CONFIG")))
+	// false, envoyproxy/ratelimit's default, charges each descriptor
+	// within its limits beside one over; true comes close to sluice's
+	// own default, all or nothing.
+	add("charge-per-descriptor", strconv.FormatBool(!r.getBool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")))
+	if r.getBool("LIMIT_RESPONSE_HEADERS_ENABLED") {
+		add("response-headers", "envoy")
+	} else {
+		add("response-headers", "none")
+	}
+	addIfSet("limit-header", "LIMIT_LIMIT_HEADER")
+	addIfSet("remaining-header", "LIMIT_REMAINING_HEADER")
+	addIfSet("reset-header", "LIMIT_RESET_HEADER")
+
+	if r.getBool("GRPC_SERVER_USE_TLS") {
+		r.source()
+		for _, name := range []string{"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY"} {
+			if _, ok := lookup(name); !ok {
+				r.errs = append(r.errs, "GRPC_SERVER_USE_TLS=true: set "+name+" too")
+			}
+		}
+		addIfSet("grpc-tls-cert", "GRPC_SERVER_TLS_CERT")
+		addIfSet("grpc-tls-key", "GRPC_SERVER_TLS_KEY")
+		addIfSet("grpc-tls-client-ca", "GRPC_CLIENT_TLS_CACERT")
+		addIfSet("grpc-tls-client-san", "GRPC_CLIENT_TLS_SAN")
+	} else {
+		r.source()
+	}
+	add("grpc-max-connection-age", r.getDuration("GRPC_MAX_CONNECTION_AGE"))
+	add("grpc-max-connection-age-grace", r.getDuration("GRPC_MAX_CONNECTION_AGE_GRACE"))
+	add("start-without-config", strconv.FormatBool(r.getBool("FORCE_START_WITHOUT_INITIAL_CONFIG")))
+	add("health-requires-config", strconv.FormatBool(r.getBool("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")))
+
+	var notes []envNote
+	for _, v := range envoyVars {
+		if v.note == "" {
+			continue
+		}
+		val, set := lookup(v.name)
+		if !set {
+			val = v.def
+		}
+		if v.report(val, set) {
+			notes = append(notes, envNote{name: v.name, value: val, set: set, note: v.note})
+		}
+	}
+	if !r.getBool("GRPC_SERVER_USE_TLS") {
+		for _, name := range []string{"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN"} {
+			if v, ok := lookup(name); ok {
+				notes = append(notes, envNote{name: name, value: v, set: true, note: "ignored: GRPC_SERVER_USE_TLS is not true"})
+			}
+		}
+	}
+	if len(r.errs) > 0 {
+		return nil, nil, fmt.Errorf("envoyproxy/ratelimit's variables:\n  %s", strings.Join(r.errs, "\n  "))
+	}
+	return out, notes, nil
+}
+
+// envoyRedis reads the Redis variables: REDIS_TYPE and REDIS_SOCKET_TYPE
+// say how to read REDIS_URL.
+func envoyRedis(r *envReader, add func(flag, value string)) {
+	if b := r.get("BACKEND_TYPE"); !strings.EqualFold(b, "redis") {
+		r.errs = append(r.errs, fmt.Sprintf("BACKEND_TYPE=%q: only redis is implemented (%s)", b, noteMemcache))
+	}
+	r.source()
+	typ, socket, url := strings.ToUpper(r.get("REDIS_TYPE")), strings.ToLower(r.get("REDIS_SOCKET_TYPE")), r.get("REDIS_URL")
+	if socket != "tcp" && socket != "unix" {
+		r.errs = append(r.errs, fmt.Sprintf("REDIS_SOCKET_TYPE=%q: want tcp or unix", socket))
+	}
+	switch typ {
+	case "SINGLE":
+		switch {
+		case strings.Contains(url, "://"): // already a URL
+		case socket == "unix":
+			url = "unix://" + url
+		default:
+			url = "redis://" + url
+		}
+		add("redis", url)
+		add("redis-sentinel", "")
+		add("redis-cluster", "")
+	case "SENTINEL":
+		master, sentinels, _ := strings.Cut(url, ",")
+		if sentinels == "" {
+			r.errs = append(r.errs, fmt.Sprintf("REDIS_URL=%q: REDIS_TYPE=sentinel wants the master's name and the sentinels, MASTER,HOST:PORT,…", url))
+		}
+		if socket == "unix" {
+			r.errs = append(r.errs, "REDIS_TYPE=sentinel: set REDIS_SOCKET_TYPE=tcp; sentinels are reached over TCP")
+		}
+		add("redis-sentinel", master+"@"+sentinels)
+		add("redis", "")
+		add("redis-cluster", "")
+	case "CLUSTER":
+		if socket == "unix" {
+			r.errs = append(r.errs, "REDIS_TYPE=cluster: set REDIS_SOCKET_TYPE=tcp; cluster nodes are reached over TCP")
+		}
+		add("redis-cluster", url)
+		add("redis", "")
+		add("redis-sentinel", "")
+	default:
+		r.errs = append(r.errs, fmt.Sprintf("REDIS_TYPE=%q: want single, sentinel or cluster", typ))
+		r.source()
+	}
+	if auth, ok := r.lookup("REDIS_AUTH"); ok {
+		// "password", or "username:password".
+		user, pass, found := strings.Cut(auth, ":")
+		if !found {
+			user, pass = "", auth
+		}
+		r.set = append(r.set, "REDIS_AUTH")
+		add("redis-username", user)
+		r.set = append(r.set, "REDIS_AUTH")
+		add("redis-password", pass)
+	}
+	if v, ok := r.lookup("REDIS_SENTINEL_AUTH"); ok {
+		r.set = append(r.set, "REDIS_SENTINEL_AUTH")
+		add("redis-sentinel-password", v)
+	}
+	add("redis-tls", strconv.FormatBool(r.getBool("REDIS_TLS")))
+	for _, f := range [][2]string{{"redis-tls-ca", "REDIS_TLS_CACERT"}, {"redis-tls-cert", "REDIS_TLS_CLIENT_CERT"}, {"redis-tls-key", "REDIS_TLS_CLIENT_KEY"}} {
+		if v, ok := r.lookup(f[1]); ok {
+			r.set = append(r.set, f[1])
+			add(f[0], v)
+		}
+	}
+	add("redis-tls-skip-hostname-verification", strconv.FormatBool(r.getBool("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")))
+	add("redis-pool-size", r.getInt("REDIS_POOL_SIZE"))
+	if v, ok := r.lookup("CACHE_KEY_PREFIX"); ok {
+		r.set = append(r.set, "CACHE_KEY_PREFIX")
+		add("redis-prefix", v)
+	}
+}
+
+// logrusLevel maps envoyproxy/ratelimit's log levels (logrus's) to
+// sluice's.
+func logrusLevel(s string) (string, bool) {
+	switch l := strings.ToLower(s); l {
+	case "trace", "debug":
+		return "debug", true
+	case "info":
+		return "info", true
+	case "warn", "warning":
+		return "warn", true
+	case "error", "fatal", "panic":
+		return "error", true
+	}
+	return "", false
+}
+
+// envoyVarNames lists every variable sluice knows, for tests.
+func envoyVarNames() []string {
+	names := make([]string, len(envoyVars))
+	for i, v := range envoyVars {
+		names[i] = v.name
+	}
+	return names
+}

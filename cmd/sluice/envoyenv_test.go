@@ -1,0 +1,255 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// envOf is a lookup over a fixed environment.
+func envOf(kv ...string) func(string) (string, bool) {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+// withEnv makes sluice serve read env instead of the process's.
+func withEnv(t *testing.T, kv ...string) {
+	t.Helper()
+	old := envLookup
+	envLookup = envOf(kv...)
+	t.Cleanup(func() { envLookup = old })
+}
+
+// printed runs sluice serve -print-config with the environment and args,
+// and returns each setting's value and source.
+func printed(t *testing.T, env []string, args ...string) (values, sources map[string]string, out string) {
+	t.Helper()
+	withEnv(t, env...)
+	code, stdout, stderr := runArgs(t, append([]string{"serve", "-print-config"}, args...)...)
+	if code != exitOK || stderr != "" {
+		t.Fatalf("serve -print-config %v with %v: exit %d, stderr %q", args, env, code, stderr)
+	}
+	values, sources = map[string]string{}, map[string]string{}
+	row := regexp.MustCompile(`^-(\S+)\s+(\S+(?: bytes)?)\s+(.+)$`)
+	for _, line := range strings.Split(stdout, "\n") {
+		if m := row.FindStringSubmatch(line); m != nil {
+			values[m[1]], sources[m[1]] = m[2], m[3]
+		}
+	}
+	return values, sources, stdout
+}
+
+func TestEnvoyEnvDefaults(t *testing.T) {
+	// One variable turns envoy mode on; envoyproxy/ratelimit's defaults
+	// apply to all the others.
+	v, src, out := printed(t, []string{"USE_STATSD", "false"})
+	want := map[string]string{
+		"config":                        "/srv/runtime_data/current/config",
+		"http":                          "0.0.0.0:8080",
+		"grpc":                          "0.0.0.0:8081",
+		"admin":                         "0.0.0.0:6070",
+		"quota-mode":                    "false",
+		"merge-domains":                 "false",
+		"charge-per-descriptor":         "true",
+		"metrics":                       `""`,
+		"log-level":                     "warn",
+		"log-format":                    "text",
+		"redis":                         "unix:///var/run/nutcracker/ratelimit.sock",
+		"redis-pool-size":               "10",
+		"redis-prefix":                  "sluice:",
+		"response-headers":              "none",
+		"shadow":                        "false",
+		"grpc-max-connection-age":       "24h0m0s",
+		"grpc-max-connection-age-grace": "1h0m0s",
+		"start-without-config":          "false",
+		"drain":                         "0s",
+	}
+	for k, w := range want {
+		if v[k] != w {
+			t.Errorf("-%s = %q, want %q", k, v[k], w)
+		}
+	}
+	if src["config"] != "envoy default RUNTIME_ROOT, RUNTIME_SUBDIRECTORY, RUNTIME_APPDIRECTORY" || src["drain"] != "default" {
+		t.Errorf("sources: config %q, drain %q", src["config"], src["drain"])
+	}
+	if !strings.Contains(out, "envoy mode (USE_STATSD set)") || src["charge-per-descriptor"] != "envoy default STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT" {
+		t.Errorf("print-config:\n%s", out)
+	}
+	if strings.Contains(out, "USE_STATSD=") {
+		t.Errorf("USE_STATSD=false is reported:\n%s", out)
+	}
+}
+
+func TestEnvoyEnvMapping(t *testing.T) {
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		want map[string]string // flag: value
+		src  map[string]string // flag: source
+	}{{
+		name: "runtime layout, ports, prometheus, logs",
+		env: []string{"RUNTIME_ROOT", "/data", "RUNTIME_SUBDIRECTORY", "ratelimit", "RUNTIME_APPDIRECTORY", "limits",
+			"HOST", "127.0.0.1", "PORT", "18080", "GRPC_HOST", "::1", "GRPC_PORT", "18081", "DEBUG_PORT", "16070",
+			"USE_PROMETHEUS", "true", "PROMETHEUS_ADDR", ":19090", "PROMETHEUS_PATH", "/prom",
+			"LOG_LEVEL", "Warning", "LOG_FORMAT", "JSON"},
+		want: map[string]string{"config": "/data/ratelimit/limits", "http": "127.0.0.1:18080", "grpc": "[::1]:18081",
+			"admin": "0.0.0.0:16070", "metrics": ":19090", "metrics-path": "/prom", "log-level": "warn", "log-format": "json"},
+		src: map[string]string{"admin": "env DEBUG_PORT; envoy default DEBUG_HOST", "metrics": "env USE_PROMETHEUS, PROMETHEUS_ADDR"},
+	}, {
+		name: "single redis over tcp, with a user, TLS and a prefix",
+		env: []string{"REDIS_SOCKET_TYPE", "tcp", "REDIS_URL", "redis.svc:6379", "REDIS_AUTH", "rl:s3cret", "REDIS_TLS", "true",
+			"REDIS_TLS_CACERT", "/ca.pem", "REDIS_POOL_SIZE", "42", "CACHE_KEY_PREFIX", "rl_"},
+		want: map[string]string{"redis": "redis://redis.svc:6379", "redis-username": "rl", "redis-password": "(hidden)",
+			"redis-tls": "true", "redis-tls-ca": "/ca.pem", "redis-pool-size": "42", "redis-prefix": "rl_", "redis-cluster": `""`},
+		src: map[string]string{"redis": "env REDIS_SOCKET_TYPE, REDIS_URL; envoy default REDIS_TYPE", "redis-password": "env REDIS_AUTH"},
+	}, {
+		name: "a password alone",
+		env:  []string{"REDIS_SOCKET_TYPE", "tcp", "REDIS_URL", "r:6379", "REDIS_AUTH", "only-a-password"},
+		want: map[string]string{"redis-username": `""`, "redis-password": "(hidden)"},
+	}, {
+		name: "sentinel",
+		env:  []string{"REDIS_SOCKET_TYPE", "tcp", "REDIS_TYPE", "sentinel", "REDIS_URL", "mymaster,s1:26379,s2:26379", "REDIS_SENTINEL_AUTH", "x"},
+		want: map[string]string{"redis-sentinel": "mymaster@s1:26379,s2:26379", "redis": `""`, "redis-sentinel-password": "(hidden)"},
+	}, {
+		name: "cluster",
+		env:  []string{"REDIS_SOCKET_TYPE", "tcp", "REDIS_TYPE", "CLUSTER", "REDIS_URL", "n1:6379,n2:6379,n3:6379"},
+		want: map[string]string{"redis-cluster": "n1:6379,n2:6379,n3:6379", "redis": `""`, "redis-sentinel": `""`},
+	}, {
+		name: "a -redis flag wins over REDIS_TYPE=cluster",
+		env:  []string{"REDIS_SOCKET_TYPE", "tcp", "REDIS_TYPE", "CLUSTER", "REDIS_URL", "n1:6379"},
+		args: []string{"-redis", "redis://other:6379"},
+		want: map[string]string{"redis": "redis://other:6379", "redis-cluster": `""`},
+		src:  map[string]string{"redis": "flag -redis", "redis-cluster": "default"},
+	}, {
+		name: "mTLS, headers, shadow, start",
+		env: []string{"GRPC_SERVER_USE_TLS", "true", "GRPC_SERVER_TLS_CERT", "/tls/tls.crt", "GRPC_SERVER_TLS_KEY", "/tls/tls.key",
+			"GRPC_CLIENT_TLS_CACERT", "/tls/ca.crt", "GRPC_CLIENT_TLS_SAN", "envoy.local",
+			"LIMIT_RESPONSE_HEADERS_ENABLED", "true", "LIMIT_RESET_HEADER", "X-Reset", "SHADOW_MODE", "true",
+			"FORCE_START_WITHOUT_INITIAL_CONFIG", "true", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true",
+			"QUOTA_MODE", "true", "RESPONSE_DYNAMIC_METADATA", "true", "MERGE_DOMAIN_CONFIG", "true",
+			"GRPC_MAX_CONNECTION_AGE", "1h", "GRPC_UDS", "/run/rl.sock"},
+		want: map[string]string{"grpc-tls-cert": "/tls/tls.crt", "grpc-tls-key": "/tls/tls.key", "grpc-tls-client-ca": "/tls/ca.crt",
+			"grpc-tls-client-san": "envoy.local", "response-headers": "envoy", "reset-header": "X-Reset", "limit-header": "RateLimit-Limit",
+			"shadow": "true", "start-without-config": "true", "health-requires-config": "true", "grpc-max-connection-age": "1h0m0s",
+			"grpc-uds": "/run/rl.sock", "http-tls-cert": `""`, "quota-mode": "true", "dynamic-metadata": "true", "merge-domains": "true"},
+	}, {
+		name: "TLS files without GRPC_SERVER_USE_TLS are not used",
+		env:  []string{"GRPC_SERVER_TLS_CERT", "/tls/tls.crt"},
+		want: map[string]string{"grpc-tls-cert": `""`},
+	}, {
+		name: "flags win",
+		env:  []string{"RUNTIME_ROOT", "/data", "SHADOW_MODE", "true", "PORT", "1"},
+		args: []string{"-config", "/etc/sluice", "-shadow=false", "-http", ":2", "-log-level", "debug"},
+		want: map[string]string{"config": "/etc/sluice", "shadow": "false", "http": ":2", "log-level": "debug"},
+		src:  map[string]string{"config": "flag -config", "shadow": "flag -shadow", "log-level": "flag -log-level"},
+	}, {
+		name: "-envoy-env=false ignores the variables",
+		env:  []string{"RUNTIME_ROOT", "/data", "REDIS_URL", "r:1"},
+		args: []string{"-envoy-env=false"},
+		want: map[string]string{"config": `""`, "redis": `""`, "http": ":8080"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, src, out := printed(t, tt.env, tt.args...)
+			for k, w := range tt.want {
+				if v[k] != w {
+					t.Errorf("-%s = %q, want %q\n%s", k, v[k], w, out)
+				}
+			}
+			for k, w := range tt.src {
+				if src[k] != w {
+					t.Errorf("-%s comes from %q, want %q", k, src[k], w)
+				}
+			}
+			if strings.Contains(out, "s3cret") {
+				t.Errorf("the password is printed:\n%s", out)
+			}
+		})
+	}
+}
+
+// HOST, PORT and the log's variables are common in environments that
+// have nothing to do with envoyproxy/ratelimit: alone, they do not turn
+// envoy mode on; -envoy-env does.
+func TestEnvoyModeTrigger(t *testing.T) {
+	v, _, out := printed(t, []string{"PORT", "9000", "HOST", "example", "LOG_LEVEL", "debug"})
+	if v["http"] != ":8080" || v["log-level"] != "info" || !strings.Contains(out, "are not read") {
+		t.Errorf("generic variables alone turned envoy mode on:\n%s", out)
+	}
+	v, _, out = printed(t, []string{"PORT", "9000"}, "-envoy-env")
+	if v["http"] != "0.0.0.0:9000" || !strings.Contains(out, "envoy mode (-envoy-env=true)") {
+		t.Errorf("-envoy-env:\n%s", out)
+	}
+}
+
+// Variables sluice does not implement are named; those it cannot do
+// without (another backend, xDS), and values it cannot read, are errors.
+func TestEnvoyEnvNotesAndErrors(t *testing.T) {
+	_, _, out := printed(t, []string{"USE_STATSD", "true", "STATSD_HOST", "statsd",
+		"REDIS_PERSECOND", "true", "REDIS_PERSECOND_URL", "r2:6379", "LOCAL_CACHE_SIZE_IN_BYTES", "1000000",
+		"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true", "GRPC_CLIENT_TLS_CACERT", "/ca"})
+	for _, want := range []string{"USE_STATSD=true: statsd is not implemented", "STATSD_HOST=statsd: statsd",
+		"REDIS_PERSECOND=true: a second Redis", "REDIS_PERSECOND_URL=r2:6379", "LOCAL_CACHE_SIZE_IN_BYTES=1000000: ignored",
+		"GRPC_CLIENT_TLS_CACERT=/ca: ignored: GRPC_SERVER_USE_TLS is not true"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("print-config does not say %q:\n%s", want, out)
+		}
+	}
+	if v, _, _ := printed(t, []string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true"}); v["charge-per-descriptor"] != "false" {
+		t.Errorf("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true: -charge-per-descriptor %q, want false (all or nothing)", v["charge-per-descriptor"])
+	}
+	for _, tt := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"BACKEND_TYPE", "memcache"}, `BACKEND_TYPE="memcache": only redis is implemented`},
+		{[]string{"CONFIG_TYPE", "GRPC_XDS_SOTW"}, `CONFIG_TYPE="GRPC_XDS_SOTW": only FILE`},
+		{[]string{"REDIS_TYPE", "ring"}, `REDIS_TYPE="RING": want single, sentinel or cluster`},
+		{[]string{"REDIS_TYPE", "sentinel", "REDIS_SOCKET_TYPE", "tcp", "REDIS_URL", "mymaster"}, "wants the master's name and the sentinels"},
+		{[]string{"REDIS_TYPE", "cluster", "REDIS_URL", "n1:1"}, "REDIS_TYPE=cluster: set REDIS_SOCKET_TYPE=tcp"},
+		{[]string{"PORT", "http", "RUNTIME_ROOT", "/x"}, `PORT="http": want a whole number`},
+		{[]string{"SHADOW_MODE", "yes"}, `SHADOW_MODE="yes": want true or false`},
+		{[]string{"GRPC_MAX_CONNECTION_AGE", "1 day"}, `GRPC_MAX_CONNECTION_AGE="1 day": want a duration`},
+		{[]string{"LOG_LEVEL", "loud", "RUNTIME_ROOT", "/x"}, `LOG_LEVEL="loud"`},
+		{[]string{"GRPC_SERVER_USE_TLS", "true", "GRPC_SERVER_TLS_CERT", "/tls.crt"}, "GRPC_SERVER_USE_TLS=true: set GRPC_SERVER_TLS_KEY too"},
+	} {
+		withEnv(t, tt.env...)
+		code, _, stderr := runArgs(t, "serve", "-print-config")
+		if code != exitUsage || !strings.Contains(stderr, tt.want) {
+			t.Errorf("env %v: exit %d, stderr %q; want 2 saying %q", tt.env, code, stderr, tt.want)
+		}
+	}
+}
+
+// Every variable sluice knows is in the README's table, with the flags it
+// sets or what sluice does instead.
+func TestREADMEEnvTable(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	for _, v := range envoyVars {
+		row := "| `" + v.name + "` |"
+		i := strings.Index(readme, row)
+		if i < 0 {
+			t.Errorf("README.md has no row %q", row)
+			continue
+		}
+		line := readme[i:]
+		line = line[:strings.IndexByte(line, '\n')]
+		for _, f := range strings.Split(v.flags, ", ") {
+			if f != "" && !strings.Contains(line, "`-"+f) { // the README writes --flag
+				t.Errorf("README.md's row for %s does not name %s: %s", v.name, f, line)
+			}
+		}
+	}
+	if len(envoyVarNames()) != len(envoyVars) {
+		t.Fatal("envoyVarNames")
+	}
+}

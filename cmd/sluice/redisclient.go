@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memory"
+	"github.com/sluicehq/sluice/redis"
+)
+
+// redisFlags say which Redis to count in: one node (-redis URL), a
+// Cluster (-redis-cluster) or a master behind Sentinel (-redis-sentinel),
+// and how to reach it.
+type redisFlags struct {
+	url      string // redis://, rediss:// or unix://
+	cluster  string // host:port,host:port,…
+	sentinel string // master@host:port,host:port,…
+
+	username, password string
+	sentinelPassword   string
+	tls                bool
+	tlsCA              string
+	tlsCert, tlsKey    string
+	tlsSkipHostname    bool
+	poolSize           int
+	prefix             string
+}
+
+// kind is which Redis the flags name, "" for none (the memory store).
+func (f *redisFlags) kind() (string, error) {
+	var kinds []string
+	for _, k := range []struct{ flag, v string }{{"-redis", f.url}, {"-redis-cluster", f.cluster}, {"-redis-sentinel", f.sentinel}} {
+		if k.v != "" {
+			kinds = append(kinds, k.flag)
+		}
+	}
+	if len(kinds) > 1 {
+		return "", fmt.Errorf("%s: name one Redis", strings.Join(kinds, " and "))
+	}
+	if len(kinds) == 0 {
+		return "", nil
+	}
+	return kinds[0], nil
+}
+
+// addrs splits a list of host:port addresses.
+func addrs(flag, list string) ([]string, error) {
+	var out []string
+	for _, a := range strings.Split(list, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			return nil, fmt.Errorf("%s: %q: want host:port", flag, a)
+		}
+		out = append(out, a)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no address", flag)
+	}
+	return out, nil
+}
+
+// tlsConfig is the TLS to reach Redis with, nil for none.
+func (f *redisFlags) tlsConfig() (*tls.Config, error) {
+	if !f.tls {
+		if f.tlsCA != "" || f.tlsCert != "" || f.tlsKey != "" || f.tlsSkipHostname {
+			return nil, errors.New("-redis-tls-*: set -redis-tls too (or use a rediss:// URL)")
+		}
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f.tlsCA != "" {
+		pem, err := os.ReadFile(f.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("-redis-tls-ca: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-redis-tls-ca: no PEM certificate in %s", f.tlsCA)
+		}
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return nil, errors.New("-redis-tls-cert and -redis-tls-key go together")
+	}
+	if f.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("-redis-tls-cert: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	if f.tlsSkipHostname {
+		// The chain is still verified, against the CA or the system's
+		// roots; only the name is not.
+		roots := c.RootCAs
+		c.InsecureSkipVerify = true
+		c.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("redis: no server certificate")
+			}
+			inter := x509.NewCertPool()
+			for _, ic := range cs.PeerCertificates[1:] {
+				inter.AddCert(ic)
+			}
+			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
+			return err
+		}
+	}
+	return c, nil
+}
+
+// redisLog is where go-redis's own log lines go (a failed dial, a
+// sentinel's new master): the service's log, at warn, rather than go-redis's
+// default of the standard logger. go-redis has one logger per process, set
+// before any client exists.
+var redisLog atomic.Pointer[slog.Logger]
+
+type redisLogger struct{}
+
+func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	if l := redisLog.Load(); l != nil {
+		l.WarnContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
+	}
+}
+
+func init() { goredis.SetLogger(redisLogger{}) }
+
+// openedStore is the store the service counts in.
+type openedStore struct {
+	store    sluice.Store
+	fallback sluice.Store // for rules that fail "local", beside Redis
+	name     string
+	close    func()
+}
+
+// openStore opens the Redis the flags name, or a memory store when they
+// name none. Redis is not required to be up: until it answers, each
+// rule's failure mode decides.
+func openStore(ctx context.Context, rf *redisFlags, maxMem int64, log *slog.Logger) (*openedStore, error) {
+	mem, err := memory.New(memory.WithMaxBytes(maxMem))
+	if err != nil {
+		return nil, fmt.Errorf("-max-memory: %v", err)
+	}
+	redisLog.Store(log)
+	client, name, err := rf.client()
+	if err != nil || client == nil {
+		if err != nil {
+			mem.Close()
+			return nil, err
+		}
+		return &openedStore{store: mem, name: "memory", close: func() { mem.Close() }}, nil
+	}
+	opts := []redis.Option{}
+	if rf.prefix != "" {
+		opts = append(opts, redis.WithPrefix(rf.prefix))
+	}
+	rs, err := redis.New(client, opts...)
+	if err != nil {
+		client.Close()
+		mem.Close()
+		return nil, fmt.Errorf("-redis-prefix: %v", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := client.Ping(pctx).Err(); err != nil {
+		log.WarnContext(ctx, "redis does not answer yet; until it does, each rule's failure mode decides", "redis", name, "err", err)
+	}
+	return &openedStore{store: rs, fallback: mem, name: name, close: func() {
+		client.Close()
+		mem.Close()
+	}}, nil
+}
+
+// client makes the go-redis client the flags name and describes it
+// without credentials; nil for none. A retry after a lost reply would run
+// the script, and charge, twice, so no client retries; and the store's
+// own deadline bounds a call.
+func (rf *redisFlags) client() (goredis.UniversalClient, string, error) {
+	kind, err := rf.kind()
+	if err != nil || kind == "" {
+		return nil, "", err
+	}
+	tc, err := rf.tlsConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	switch kind {
+	case "-redis":
+		opts, err := goredis.ParseURL(rf.url)
+		if err != nil {
+			return nil, "", fmt.Errorf("-redis: %v", err)
+		}
+		if rf.username != "" {
+			opts.Username = rf.username
+		}
+		if rf.password != "" {
+			opts.Password = rf.password
+		}
+		if tc != nil {
+			if opts.Network == "unix" {
+				return nil, "", errors.New("-redis-tls: not over a unix socket")
+			}
+			if opts.TLSConfig != nil { // rediss://: its ServerName
+				tc.ServerName = opts.TLSConfig.ServerName
+			}
+			opts.TLSConfig = tc
+		}
+		if rf.poolSize > 0 {
+			opts.PoolSize = rf.poolSize
+		}
+		opts.MaxRetries = -1
+		opts.ContextTimeoutEnabled = true
+		name := "redis " + redactURL(rf.url)
+		if opts.TLSConfig != nil && !strings.HasPrefix(rf.url, "rediss:") {
+			name += " (TLS)"
+		}
+		return goredis.NewClient(opts), name, nil
+	case "-redis-cluster":
+		as, err := addrs("-redis-cluster", rf.cluster)
+		if err != nil {
+			return nil, "", err
+		}
+		return goredis.NewClusterClient(&goredis.ClusterOptions{
+			Addrs:                 as,
+			Username:              rf.username,
+			Password:              rf.password,
+			TLSConfig:             tc,
+			PoolSize:              rf.poolSize,
+			MaxRedirects:          3,
+			MaxRetries:            -1,
+			ContextTimeoutEnabled: true,
+		}), "redis cluster " + strings.Join(as, ",") + tlsNote(tc), nil
+	default: // -redis-sentinel
+		master, list, ok := strings.Cut(rf.sentinel, "@")
+		if !ok || master == "" {
+			return nil, "", fmt.Errorf("-redis-sentinel: %q: want MASTER@HOST:PORT,…", rf.sentinel)
+		}
+		as, err := addrs("-redis-sentinel", list)
+		if err != nil {
+			return nil, "", err
+		}
+		return goredis.NewFailoverClient(&goredis.FailoverOptions{
+			MasterName:            master,
+			SentinelAddrs:         as,
+			SentinelPassword:      rf.sentinelPassword,
+			Username:              rf.username,
+			Password:              rf.password,
+			TLSConfig:             tc,
+			PoolSize:              rf.poolSize,
+			MaxRetries:            -1,
+			ContextTimeoutEnabled: true,
+		}), "redis sentinel " + master + "@" + strings.Join(as, ",") + tlsNote(tc), nil
+	}
+}
+
+func tlsNote(tc *tls.Config) string {
+	if tc != nil {
+		return " (TLS)"
+	}
+	return ""
+}
+
+// redactURL hides a URL's password.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}

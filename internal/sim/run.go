@@ -1,0 +1,175 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// An Algorithm is one the replay can run: the six of package sluice, and
+// the leaky queue, which delays requests instead of denying them.
+type Algorithm struct {
+	ID   string // as the config spells it: "token_bucket", ..., "leaky_queue"
+	Name string // as the demo prints it: "token bucket"
+}
+
+// LeakyQueue is the ID of the leaky bucket as a queue (sluice.LeakyQueue).
+const LeakyQueue = "leaky_queue"
+
+// Algorithms lists every algorithm, in the order the demo prints them.
+var Algorithms = []Algorithm{
+	{string(sluice.AlgoTokenBucket), "token bucket"},
+	{string(sluice.AlgoLeakyBucket), "leaky bucket"},
+	{string(sluice.AlgoGCRA), "GCRA"},
+	{string(sluice.AlgoFixedWindow), "fixed window"},
+	{string(sluice.AlgoSlidingLog), "sliding log"},
+	{string(sluice.AlgoSlidingCounter), "sliding counter"},
+	{LeakyQueue, "leaky queue"},
+}
+
+// FindAlgorithm returns the algorithm whose ID is id.
+func FindAlgorithm(id string) (Algorithm, bool) {
+	for _, a := range Algorithms {
+		if a.ID == id {
+			return a, true
+		}
+	}
+	return Algorithm{}, false
+}
+
+// logCellBytes is the size of one cell of the sliding log's ring
+// (algo.Entry: a time and a count).
+const logCellBytes = 16
+
+// StateBytes is about how much memory a limiter of a under l holds: the
+// sliding log allocates a cell per unit of the rate, at once; the others
+// a few words.
+func StateBytes(a Algorithm, l sluice.Limit) int64 {
+	if a.ID == string(sluice.AlgoSlidingLog) {
+		return l.Rate * logCellBytes
+	}
+	return 64
+}
+
+// Result is how one algorithm met a list of arrivals.
+type Result struct {
+	Algorithm
+	Allowed []bool // one per arrival: allowed (queued, for the leaky queue)
+	// Retry is the RetryAfter of the first denial; 0 if none was denied.
+	Retry time.Duration
+	// Delays are the leaky queue's: how long each request it admitted
+	// waits before it leaves the queue, in order.
+	Delays []time.Duration
+	// Passed counts the requests allowed.
+	Passed int64
+}
+
+// Denied counts the requests denied.
+func (r *Result) Denied() int64 { return int64(len(r.Allowed)) - r.Passed }
+
+// LastDelay is the leaky queue's longest wait: the last admitted request's.
+func (r *Result) LastDelay() time.Duration {
+	if len(r.Delays) == 0 {
+		return 0
+	}
+	return r.Delays[len(r.Delays)-1]
+}
+
+func (r *Result) add(d sluice.Decision) {
+	if !d.Allowed && r.Denied() == 0 {
+		r.Retry = d.RetryAfter
+	}
+	r.Allowed = append(r.Allowed, d.Allowed)
+	if d.Allowed {
+		r.Passed++
+	}
+}
+
+// checkEvery is how many arrivals Run replays between looks at its
+// context.
+const checkEvery = 4096
+
+// Run replays at, offsets from t=0 in order, through a new limiter of a
+// under l, each request of cost 1, and returns what it allowed. The
+// limiter is given each request's time (Start(l.Period) plus its offset)
+// and never reads the clock, so the result is the same on every run. Run
+// looks at ctx every few thousand arrivals, and returns its error if it
+// has ended: a caller that serves replays bounds their time with it.
+func Run(ctx context.Context, a Algorithm, l sluice.Limit, at []time.Duration) (*Result, error) {
+	t0 := Start(l.Period)
+	r := &Result{Algorithm: a, Allowed: make([]bool, 0, len(at))}
+	if a.ID == LeakyQueue {
+		q, err := sluice.NewLeakyQueue(l)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", a.Name, err)
+		}
+		for i, off := range at {
+			if i%checkEvery == checkEvery-1 && ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			now := t0.Add(off)
+			release, d := q.Reserve(now, 1)
+			r.add(d)
+			if d.Allowed {
+				r.Delays = append(r.Delays, release.Sub(now))
+			}
+		}
+		return r, nil
+	}
+	lim, err := sluice.Algo(a.ID).New(l)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", a.Name, err)
+	}
+	for i, off := range at {
+		if i%checkEvery == checkEvery-1 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		r.add(lim.AllowN(t0.Add(off), 1))
+	}
+	return r, nil
+}
+
+// RetryString is the demo's "retry after" column: "-" when nothing was
+// denied, "never" for a request that can never pass.
+func (r *Result) RetryString() string {
+	switch {
+	case r.Denied() == 0:
+		return "-"
+	case r.Retry == sluice.Never:
+		return "never"
+	default:
+		return FmtDur(r.Retry)
+	}
+}
+
+// Timeline draws one mark per request, # allowed and . denied, and a bar
+// before the first request of each new fixed window of period.
+func Timeline(ok []bool, at []time.Duration, period time.Duration) string {
+	var b strings.Builder
+	for i, allowed := range ok {
+		if i > 0 && at[i]/period != at[i-1]/period {
+			b.WriteByte('|')
+		}
+		if allowed {
+			b.WriteByte('#')
+		} else {
+			b.WriteByte('.')
+		}
+	}
+	return b.String()
+}
+
+// FmtDur is Duration.String without the zero tails: 1m, not 1m0s.
+func FmtDur(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

@@ -1,0 +1,207 @@
+package server
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// AdminOptions configure the admin listener (ServeAdmin, AdminHandler).
+// The zero value serves only GET /v1/stats and GET /v1/policy.
+type AdminOptions struct {
+	// UI serves the console at /ui/ (from the binary: nothing is loaded
+	// from elsewhere) and the playground's POST /v1/simulate.
+	UI bool
+	// Lookup serves POST /v1/lookup and the console's key lookup, which
+	// tells anyone who can reach the admin address a key's state. Off by
+	// default.
+	Lookup bool
+	// Hosts are the host names, besides IP addresses and localhost, that
+	// the admin listener answers to in a request's Host header: a page
+	// served under any other name (a DNS rebinding attack from a browser
+	// on the same host) is refused.
+	Hosts []string
+}
+
+//go:embed ui
+var uiFiles embed.FS
+
+// adminShutdownTimeout bounds the wait for admin requests in flight at
+// shutdown; a simulation takes at most simulateBudget.
+const adminShutdownTimeout = simulateBudget + time.Second
+
+// maxAdminBody bounds the body of POST /v1/simulate and /v1/lookup: a
+// pasted list of 100,000 arrival times takes about a megabyte.
+const maxAdminBody = 4 << 20
+
+// AdminHandler returns the admin API and, with opts.UI, the console:
+//
+//   - GET /v1/stats: the decisions of the last minutes, per second, per
+//     domain and rule, as JSON (see ServeAdmin);
+//   - GET /v1/policy: the config being served, and the last reload;
+//   - POST /v1/simulate (with UI): replays arrivals through the exact
+//     algorithms (the playground);
+//   - POST /v1/lookup (with Lookup): a key's state, charging nothing;
+//   - GET /ui/ (with UI): the console.
+//
+// The statistics are sampled only while ServeAdmin runs.
+func (s *Server) AdminHandler(opts AdminOptions) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.console.stats.report(s, opts))
+	})
+	mux.HandleFunc("GET /v1/policy", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.policyReport())
+	})
+	if opts.Lookup {
+		mux.HandleFunc("POST /v1/lookup", s.serveLookup)
+	} else {
+		mux.HandleFunc("POST /v1/lookup", func(w http.ResponseWriter, r *http.Request) {
+			jsonError(w, http.StatusNotFound, "the key lookup is off: it reveals per-key state; sluice serve --key-lookup turns it on")
+		})
+	}
+	if opts.UI {
+		mux.HandleFunc("POST /v1/simulate", s.serveSimulate)
+		sub, _ := fs.Sub(uiFiles, "ui")
+		files := http.StripPrefix("/ui/", http.FileServerFS(sub))
+		mux.Handle("GET /ui/", files)
+		mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
+	}
+	hosts := make(map[string]bool, len(opts.Hosts))
+	for _, h := range opts.Hosts {
+		hosts[strings.ToLower(h)] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !allowedHost(r.Host, hosts) {
+			httpError(w, http.StatusForbidden, "host not allowed: the admin listener answers to IP addresses, localhost and the host of --admin")
+			return
+		}
+		h := w.Header()
+		// Everything the page loads comes from here: scripts, styles,
+		// the charting library and the data.
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-store")
+		if r.Method == http.MethodPost {
+			// A cross-origin page can send a form or text/plain without
+			// asking; JSON needs a CORS preflight, which is never granted.
+			if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+				jsonError(w, http.StatusUnsupportedMediaType, "Content-Type: want application/json")
+				return
+			}
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// allowedHost reports whether a request's Host is one the admin listener
+// answers to: an IP address, localhost, or one of hosts.
+func allowedHost(hostport string, hosts map[string]bool) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") || hosts[host] {
+		return true
+	}
+	return net.ParseIP(host) != nil
+}
+
+// ServeAdmin serves the admin handler on ln, and samples the statistics
+// GET /v1/stats reports, until ctx ends; then it lets the requests in
+// flight finish, for a few seconds at most, and returns nil. It returns
+// early with an error if the listener fails. ServeAdmin closes ln.
+//
+// The statistics are this process's own: with several replicas, each
+// reports its own decisions. They hold the last five minutes, per second,
+// per domain and rule: allowed, denied, and denied in shadow mode; the
+// decision latency; the store's errors. No key, descriptor value or
+// client address is kept.
+func (s *Server) ServeAdmin(ctx context.Context, ln net.Listener, opts AdminOptions) error {
+	hs := &http.Server{
+		Handler:        s.AdminHandler(opts),
+		ReadTimeout:    s.cfg.ReadTimeout,
+		IdleTimeout:    s.cfg.IdleTimeout,
+		MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	wg.Go(func() { s.console.stats.run(sctx, s) })
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	var err error
+	select {
+	case <-ctx.Done():
+		shctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), adminShutdownTimeout)
+		if hs.Shutdown(shctx) != nil {
+			hs.Close()
+		}
+		cancel()
+		<-errc
+	case err = <-errc:
+		err = fmt.Errorf("server: admin: %w", err)
+	}
+	stop()
+	wg.Wait()
+	return err
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		jsonError(w, http.StatusInternalServerError, "encoding the answer: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// jsonError answers {"error": msg}, which the console shows as it is.
+func jsonError(w http.ResponseWriter, code int, msg string) {
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// readJSON decodes a POST body of at most maxAdminBody bytes into v,
+// refusing unknown fields; on error it has answered.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAdminBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value")
+	}
+	if err == nil {
+		return true
+	}
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		jsonError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body: larger than %d bytes", tooBig.Limit))
+		return false
+	}
+	if errors.Is(err, io.EOF) {
+		err = errors.New("empty body")
+	}
+	jsonError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
+	return false
+}

@@ -1,0 +1,200 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice"
+)
+
+// HeaderStyle chooses the rate-limit headers of a response: see
+// Config.ResponseHeaders.
+type HeaderStyle int
+
+const (
+	// HeadersIETF is the IETF RateLimit and RateLimit-Policy fields for
+	// every enforced limit, with Retry-After on a denial.
+	HeadersIETF HeaderStyle = iota
+	// HeadersEnvoy is envoyproxy/ratelimit's three headers, for the
+	// descriptor nearest its limit (a denied one if any): the limit's
+	// requests_per_unit, what is left of it, and the seconds until it
+	// resets. envoyproxy/ratelimit sends them with
+	// LIMIT_RESPONSE_HEADERS_ENABLED=true.
+	HeadersEnvoy
+	// HeadersNone sends no rate-limit header: envoyproxy/ratelimit's
+	// default.
+	HeadersNone
+)
+
+func (h HeaderStyle) String() string {
+	switch h {
+	case HeadersIETF:
+		return "ietf"
+	case HeadersEnvoy:
+		return "envoy"
+	case HeadersNone:
+		return "none"
+	}
+	return "HeaderStyle(" + strconv.Itoa(int(h)) + ")"
+}
+
+// ParseHeaderStyle reads "ietf", "envoy" or "none".
+func ParseHeaderStyle(s string) (HeaderStyle, error) {
+	for _, h := range []HeaderStyle{HeadersIETF, HeadersEnvoy, HeadersNone} {
+		if s == h.String() {
+			return h, nil
+		}
+	}
+	return 0, fmt.Errorf("%q: want ietf, envoy or none", s)
+}
+
+// HeaderNames name the headers of HeadersEnvoy.
+type HeaderNames struct {
+	Limit     string // the limit: requests_per_unit
+	Remaining string // what is left of it
+	Reset     string // whole seconds until it resets
+}
+
+// envoyproxy/ratelimit's default header names.
+const (
+	DefaultLimitHeader     = "RateLimit-Limit"
+	DefaultRemainingHeader = "RateLimit-Remaining"
+	DefaultResetHeader     = "RateLimit-Reset"
+)
+
+func (n HeaderNames) withDefaults() HeaderNames {
+	for _, f := range []struct {
+		v   *string
+		def string
+	}{{&n.Limit, DefaultLimitHeader}, {&n.Remaining, DefaultRemainingHeader}, {&n.Reset, DefaultResetHeader}} {
+		if *f.v == "" {
+			*f.v = f.def
+		}
+	}
+	return n
+}
+
+func (n HeaderNames) validate() error {
+	for _, name := range []string{n.Limit, n.Remaining, n.Reset} {
+		if !validHeaderName(name) {
+			return fmt.Errorf("%q is not a valid header name", name)
+		}
+	}
+	if n.Limit == n.Remaining || n.Limit == n.Reset || n.Remaining == n.Reset {
+		return errors.New("the three header names must differ")
+	}
+	return nil
+}
+
+// validHeaderName reports whether s is an HTTP token (RFC 9110).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if !ok && !isTokenPunct(c) {
+			return false
+		}
+	}
+	return true
+}
+
+func isTokenPunct(c byte) bool {
+	for i := 0; i < len("!#$%&'*+-.^_`|~"); i++ {
+		if c == "!#$%&'*+-.^_`|~"[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// headersOf lists the headers of out in the configured style, as name,
+// value pairs. Forward auth (auth) keeps Retry-After on a denial in every
+// style.
+func (s *Server) headersOf(out *outcome, auth bool) [][2]string {
+	var h [][2]string
+	switch s.cfg.ResponseHeaders {
+	case HeadersIETF:
+		return out.fields.headers()
+	case HeadersEnvoy:
+		h = envoyHeaders(out.statuses, s.cfg.HeaderNames)
+	}
+	if auth && out.fields.retryAfter != "" {
+		h = append(h, [2]string{fieldRetryAfter, out.fields.retryAfter})
+	}
+	return h
+}
+
+// rlsHeaders sets resp's response_headers_to_add in the configured
+// style; toRLS has set them in the IETF style.
+func (s *Server) rlsHeaders(resp *rlspb.RateLimitResponse, out *outcome) {
+	if s.cfg.ResponseHeaders == HeadersIETF {
+		return
+	}
+	resp.ResponseHeadersToAdd = nil
+	for _, kv := range s.headersOf(out, false) {
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corepb.HeaderValue{Key: kv[0], Value: kv[1]})
+	}
+}
+
+// envoyHeaders are envoyproxy/ratelimit's headers for statuses: of the
+// descriptors a limit applied to, the last one over its limit, or else
+// the first with the least remaining.
+func envoyHeaders(statuses []descStatus, names HeaderNames) [][2]string {
+	pick := -1
+	least := int64(math.MaxInt64)
+	for i := range statuses {
+		st := &statuses[i]
+		if st.lim == nil {
+			continue
+		}
+		left := remainingOf(st.d)
+		switch {
+		case st.over:
+			pick, least = i, -1 // a denied descriptor wins; the last one
+		case left < least:
+			pick, least = i, left
+		}
+	}
+	if pick < 0 {
+		return nil
+	}
+	st := &statuses[pick]
+	reset := st.d.ResetAfter
+	if reset == sluice.Never { // a limit that never refills: its period
+		reset = st.lim.rule.Limit.Period
+	}
+	return [][2]string{
+		{names.Limit, strconv.FormatUint(uint64(st.lim.current.GetRequestsPerUnit()), 10)},
+		{names.Remaining, strconv.FormatInt(remainingOf(st.d), 10)},
+		{names.Reset, strconv.FormatInt(ceilSeconds(reset), 10)},
+	}
+}
+
+// remainingOf is a decision's remaining as RLS reports it, a uint32.
+func remainingOf(d sluice.Decision) int64 { return min(max(d.Remaining, 0), math.MaxUint32) }
+
+// ceilSeconds is d in whole seconds, rounded up.
+func ceilSeconds(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++
+	}
+	return s
+}
+
+// setHeaders sets the pairs on an HTTP response.
+func setHeaders(w http.ResponseWriter, h [][2]string) {
+	for _, kv := range h {
+		w.Header().Set(kv[0], kv[1])
+	}
+}

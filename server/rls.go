@@ -1,0 +1,274 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"math"
+	"time"
+
+	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+)
+
+// ShouldRateLimit decides req as envoy.service.ratelimit.v3's
+// RateLimitService does, against the config being served: see the package
+// documentation. The error is a gRPC status: InvalidArgument for a
+// malformed request, which changes nothing, or the context's.
+func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	resp, err := s.decideRLS(ctx, req, endpointGRPC)
+	if err != nil {
+		var bad *badRequest
+		if !errors.As(err, &bad) && ctx.Err() == nil {
+			s.log.ErrorContext(ctx, "deciding a request", "err", err) // as writeDecideError does
+		}
+		return nil, grpcError(err)
+	}
+	return resp, nil
+}
+
+// decideRLS decides a RateLimitRequest, from gRPC or POST /json.
+func (s *Server) decideRLS(ctx context.Context, req *rlspb.RateLimitRequest, endpoint string) (*rlspb.RateLimitResponse, error) {
+	r, err := s.fromRLS(req)
+	if err != nil {
+		return nil, err
+	}
+	snap := s.cur.Load()
+	out, err := s.decide(ctx, snap, r, endpoint)
+	if err != nil {
+		return nil, err
+	}
+	resp := toRLS(out)
+	s.rlsHeaders(resp, out) // headers.go: the configured style
+	if s.cfg.DynamicMetadata {
+		resp.DynamicMetadata = dynamicMetadata(snap.cfg, req, out)
+	}
+	return resp, nil
+}
+
+// dynamicMetadata is a response's dynamic_metadata as
+// envoyproxy/ratelimit fills it when RESPONSE_DYNAMIC_METADATA is set:
+//
+//	domain       the request's domain
+//	descriptors  each request descriptor: entries, as "key=value" strings
+//	             (a secret's value as its digest, see config.Redacted),
+//	             and its limit and hitsAddend if the request sets them
+//	hitsAddend   the request's hits_addend, if not 0
+//	metadata     the config's metadata of the descriptors that passed
+//	             (not over their limits, not unlimited), merged: of two
+//	             values under one key the first descriptor's stays, and
+//	             two mappings under one key are merged the same way
+//
+// Envoy puts it in the filter's dynamic metadata, for other filters,
+// routes and access logs.
+func dynamicMetadata(cfg *config.Config, req *rlspb.RateLimitRequest, out *outcome) *structpb.Struct {
+	descs := make([]*structpb.Value, 0, len(req.GetDescriptors()))
+	for _, d := range req.GetDescriptors() {
+		es := make([]config.Entry, len(d.GetEntries()))
+		for k, e := range d.GetEntries() {
+			es[k] = config.Entry{Key: e.GetKey(), Value: e.GetValue()}
+		}
+		es = cfg.Redacted(req.GetDomain(), es)
+		list := make([]*structpb.Value, len(es))
+		for k, e := range es {
+			list[k] = structpb.NewStringValue(e.Key + "=" + e.Value)
+		}
+		f := map[string]*structpb.Value{"entries": structpb.NewListValue(&structpb.ListValue{Values: list})}
+		if l := d.GetLimit(); l != nil {
+			f["limit"] = structpb.NewStringValue(l.String())
+		}
+		if h := d.GetHitsAddend(); h != nil {
+			f["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
+		}
+		descs = append(descs, structpb.NewStructValue(&structpb.Struct{Fields: f}))
+	}
+	fields := map[string]*structpb.Value{
+		"domain":      structpb.NewStringValue(req.GetDomain()),
+		"descriptors": structpb.NewListValue(&structpb.ListValue{Values: descs}),
+	}
+	if h := req.GetHitsAddend(); h != 0 {
+		fields["hitsAddend"] = structpb.NewNumberValue(float64(h))
+	}
+	var passed map[string]any
+	for _, st := range out.statuses {
+		if st.over || st.unlimited || len(st.meta) == 0 {
+			continue
+		}
+		if passed == nil {
+			passed = make(map[string]any)
+		}
+		mergeMetadata(passed, st.meta)
+	}
+	// The config's metadata holds only what a Struct can (config checks
+	// it when it loads): the error cannot happen.
+	if m, err := structpb.NewStruct(passed); err == nil && len(passed) > 0 {
+		fields["metadata"] = structpb.NewStructValue(m)
+	}
+	return &structpb.Struct{Fields: fields}
+}
+
+// mergeMetadata adds src's keys to dst: a key dst has keeps its value,
+// but for two mappings, which are merged likewise. The mappings it adds
+// are copies, so that a later merge into them leaves the config's alone.
+func mergeMetadata(dst, src map[string]any) {
+	for k, v := range src {
+		if have, ok := dst[k]; ok {
+			hm, ok1 := have.(map[string]any)
+			vm, ok2 := v.(map[string]any)
+			if ok1 && ok2 {
+				mergeMetadata(hm, vm)
+			}
+			continue
+		}
+		if vm, ok := v.(map[string]any); ok {
+			c := make(map[string]any, len(vm))
+			mergeMetadata(c, vm)
+			v = c
+		}
+		dst[k] = v
+	}
+}
+
+// fromRLS is the request req carries. It checks what only RLS has: the
+// hits, limit overrides (refused under Config.RefuseLimitOverrides) and
+// negative hits.
+func (s *Server) fromRLS(req *rlspb.RateLimitRequest) (*request, error) {
+	if h := uint64(req.GetHitsAddend()); h > s.cfg.MaxHitsAddend {
+		return nil, badf("hits_addend: %d is more than the most allowed, %d", h, s.cfg.MaxHitsAddend)
+	}
+	n := int64(max(req.GetHitsAddend(), 1)) // 0, the proto default, means 1
+	descs := req.GetDescriptors()
+	if len(descs) > MaxDescriptors {
+		return nil, badf("descriptors: %d of them; at most %d are allowed", len(descs), MaxDescriptors)
+	}
+	r := &request{domain: req.GetDomain(), descs: make([]descriptor, len(descs))}
+	for i, d := range descs {
+		switch f := descField(i); {
+		case d.GetLimit() != nil && s.cfg.RefuseLimitOverrides:
+			return nil, badf("%s.limit: this server refuses limit overrides from the request (RefuseLimitOverrides); limits come from its config", f)
+		case d.GetIsNegativeHits():
+			return nil, badf("%s.is_negative_hits: sluice does not give hits back", f)
+		case d.GetHitsAddend() != nil && d.GetHitsAddend().GetValue() > s.cfg.MaxHitsAddend:
+			return nil, badf("%s.hits_addend: %d is more than the most allowed, %d", f, d.GetHitsAddend().GetValue(), s.cfg.MaxHitsAddend)
+		}
+		if l := d.GetLimit(); l != nil {
+			var mult *uint32
+			if m := l.GetUnitMultiplier(); m != nil {
+				mult = &m.Value
+			}
+			lim, err := overrideLimit(descField(i).String()+".limit", l.GetRequestsPerUnit(), l.GetUnit(), mult)
+			if err != nil {
+				return nil, err
+			}
+			r.descs[i].override = &lim
+		}
+		r.descs[i].hits = n
+		if h := d.GetHitsAddend(); h != nil {
+			r.descs[i].hits = int64(h.GetValue()) // its own wins, and may be 0: a peek
+		}
+		es := d.GetEntries()
+		if len(es) > MaxEntries {
+			return nil, badf("%s.entries: %d of them; at most %d are allowed", descField(i), len(es), MaxEntries)
+		}
+		r.descs[i].entries = make([]config.Entry, len(es))
+		for k, e := range es {
+			r.descs[i].entries[k] = config.Entry{Key: e.GetKey(), Value: e.GetValue()}
+		}
+	}
+	return r, nil
+}
+
+// toRLS is the RateLimitResponse of an outcome.
+func toRLS(out *outcome) *rlspb.RateLimitResponse {
+	resp := &rlspb.RateLimitResponse{
+		OverallCode: rlspb.RateLimitResponse_OK,
+		Statuses:    make([]*rlspb.RateLimitResponse_DescriptorStatus, len(out.statuses)),
+	}
+	if !out.allowed {
+		resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
+	}
+	for i, st := range out.statuses {
+		ds := &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+		switch {
+		case st.unlimited:
+			ds.LimitRemaining = math.MaxUint32 // as envoyproxy/ratelimit says it
+		case st.lim != nil:
+			if st.over {
+				ds.Code = rlspb.RateLimitResponse_OVER_LIMIT
+			}
+			ds.CurrentLimit = st.lim.unnamed
+			if st.named {
+				ds.CurrentLimit = st.lim.current
+			}
+			ds.LimitRemaining = uint32(min(max(st.d.Remaining, 0), math.MaxUint32))
+			if st.d.ResetAfter != sluice.Never {
+				ds.DurationUntilReset = durationpb.New(st.d.ResetAfter)
+			}
+		}
+		resp.Statuses[i] = ds
+	}
+	for _, h := range out.fields.headers() {
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corepb.HeaderValue{Key: h[0], Value: h[1]})
+	}
+	return resp
+}
+
+// rlsLimit is a limit as RLS reports it, made once per rule.
+type rlsLimit = rlspb.RateLimitResponse_RateLimit
+
+// units are the RLS units, longest first, with their lengths as the config
+// reads them (a month is 30 days, a year 365).
+var units = []struct {
+	d time.Duration
+	u rlspb.RateLimitResponse_RateLimit_Unit
+}{
+	{365 * 24 * time.Hour, rlspb.RateLimitResponse_RateLimit_YEAR},
+	{30 * 24 * time.Hour, rlspb.RateLimitResponse_RateLimit_MONTH},
+	{7 * 24 * time.Hour, rlspb.RateLimitResponse_RateLimit_WEEK},
+	{24 * time.Hour, rlspb.RateLimitResponse_RateLimit_DAY},
+	{time.Hour, rlspb.RateLimitResponse_RateLimit_HOUR},
+	{time.Minute, rlspb.RateLimitResponse_RateLimit_MINUTE},
+	{time.Second, rlspb.RateLimitResponse_RateLimit_SECOND},
+}
+
+// currentLimit is a rule as RLS reports it: requests_per_unit per unit,
+// times unit_multiplier when the period is a multiple of a unit ("30s" is
+// 30 SECOND). A period that is not a whole number of seconds has no RLS
+// unit: it is UNKNOWN, and the name still tells the rule.
+func currentLimit(r *sluice.Rule) *rlsLimit {
+	cl := &rlspb.RateLimitResponse_RateLimit{
+		Name:            r.Name,
+		RequestsPerUnit: uint32(min(max(r.Limit.Rate, 0), 1<<32-1)),
+	}
+	p := r.Limit.Period
+	for _, u := range units {
+		if p%u.d != 0 {
+			continue
+		}
+		cl.Unit = u.u
+		if k := p / u.d; k != 1 {
+			if k > 1<<32-1 {
+				cl.Unit = rlspb.RateLimitResponse_RateLimit_UNKNOWN
+				break
+			}
+			cl.UnitMultiplier = wrapperspb.UInt32(uint32(k))
+		}
+		break
+	}
+	return cl
+}
+
+// rls is the gRPC face of the Server.
+type rls struct {
+	rlspb.UnimplementedRateLimitServiceServer
+	s *Server
+}
+
+func (r rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	return r.s.ShouldRateLimit(ctx, req)
+}
