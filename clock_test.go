@@ -196,7 +196,7 @@ func stepBack(t *testing.T, algo sluice.Algo, c *clocks, clock sluice.Clock) ste
 		t.Fatal(err)
 	}
 	defer store.Close()
-	lim, err := sluice.NewLimiter(store, sluice.WithLimiterClock(clock))
+	lim, err := sluice.NewLimiter(store, sluice.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func stepBack(t *testing.T, algo sluice.Algo, c *clocks, clock sluice.Clock) ste
 // passed. On the wall clock itself, as with time.Now, the same key is
 // still denied then.
 func TestLimiterWallClockStepBack(t *testing.T) {
-	for _, algo := range sluice.Algos {
+	for _, algo := range sluice.Algos() {
 		t.Run(string(algo), func(t *testing.T) {
 			c := newClocks(clockT0)
 			r := stepBack(t, algo, c, sluice.NewSteadyClock(c.read))
@@ -263,7 +263,7 @@ func TestLimiterWallClockStepBackWindowsRoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	lim, err := sluice.NewLimiter(store, sluice.WithLimiterClock(sluice.NewSteadyClock(c.read)))
+	lim, err := sluice.NewLimiter(store, sluice.WithClock(sluice.NewSteadyClock(c.read)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,17 +32,8 @@ type LeakyQueue struct {
 	clock Clock
 }
 
-// QueueOption configures a LeakyQueue.
-type QueueOption func(*LeakyQueue)
-
-// WithClock sets the clock Wait reads. The default is SystemClock.
-func WithClock(c Clock) QueueOption {
-	return func(q *LeakyQueue) {
-		if c != nil {
-			q.clock = c
-		}
-	}
-}
+// QueueOption configures a LeakyQueue: WithClock.
+type QueueOption interface{ applyQueue(*LeakyQueue) }
 
 // NewLeakyQueue returns an empty queue for l.
 func NewLeakyQueue(l Limit, opts ...QueueOption) (*LeakyQueue, error) {
@@ -51,7 +42,7 @@ func NewLeakyQueue(l Limit, opts ...QueueOption) (*LeakyQueue, error) {
 		return nil, err
 	}
 	for _, o := range opts {
-		o(q)
+		o.applyQueue(q)
 	}
 	return q, nil
 }

@@ -25,7 +25,7 @@ type Limit struct {
 const Never = time.Duration(math.MaxInt64)
 
 // ErrInvalidLimit is wrapped by every error about a malformed Limit.
-var ErrInvalidLimit = errors.New("invalid limit")
+var ErrInvalidLimit = errors.New("sluice: invalid limit")
 
 // ErrLimitTooLarge is wrapped by the error of a limit whose state cannot be
 // kept exactly: a bucket that takes longer than 2^62 ticks to refill, or a
@@ -49,11 +49,11 @@ func PerDay(n int64) Limit { return Limit{Rate: n, Period: 24 * time.Hour} }
 func (l Limit) Validate() error {
 	switch {
 	case l.Period <= 0:
-		return fmt.Errorf("sluice: %w: period %v must be positive", ErrInvalidLimit, l.Period)
+		return fmt.Errorf("%w: period %v must be positive", ErrInvalidLimit, l.Period)
 	case l.Rate < 0:
-		return fmt.Errorf("sluice: %w: rate %d must not be negative", ErrInvalidLimit, l.Rate)
+		return fmt.Errorf("%w: rate %d must not be negative", ErrInvalidLimit, l.Rate)
 	case l.Burst < 0:
-		return fmt.Errorf("sluice: %w: burst %d must not be negative", ErrInvalidLimit, l.Burst)
+		return fmt.Errorf("%w: burst %d must not be negative", ErrInvalidLimit, l.Burst)
 	}
 	return nil
 }

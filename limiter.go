@@ -33,23 +33,38 @@ type Result struct {
 	Err error
 }
 
-// LimiterOption configures a Limiter.
-type LimiterOption func(*Limiter)
+// LimiterOption configures a Limiter: WithClock, WithFallback,
+// WithTimeout, WithFailClosedRetry.
+type LimiterOption interface{ applyLimiter(*Limiter) }
 
-// WithLimiterClock sets the clock the Limiter reads. The default is
-// SystemClock.
-func WithLimiterClock(c Clock) LimiterOption {
-	return func(l *Limiter) {
-		if c != nil {
-			l.clock = c
-		}
+type limiterOption func(*Limiter)
+
+func (f limiterOption) applyLimiter(l *Limiter) { f(l) }
+
+// ClockOption sets the clock an edge reads: it configures a Limiter and a
+// LeakyQueue alike. Make one with WithClock.
+type ClockOption struct{ c Clock }
+
+// WithClock sets the clock a Limiter decides at, or a LeakyQueue's Wait
+// reads. The default, and a nil c, is SystemClock.
+func WithClock(c Clock) ClockOption { return ClockOption{c} }
+
+func (o ClockOption) applyLimiter(l *Limiter) {
+	if o.c != nil {
+		l.clock = o.c
+	}
+}
+
+func (o ClockOption) applyQueue(q *LeakyQueue) {
+	if o.c != nil {
+		q.clock = o.c
 	}
 }
 
 // WithFallback sets the store that decides rules with FailLocal while the
 // main store fails, typically a memory store. Without one, FailLocal rules
 // fail closed.
-func WithFallback(s Store) LimiterOption { return func(l *Limiter) { l.fallback = s } }
+func WithFallback(s Store) LimiterOption { return limiterOption(func(l *Limiter) { l.fallback = s }) }
 
 // WithTimeout bounds each call to the store: when d runs out, the
 // context the store was given is done, and its cause (context.Cause) is
@@ -59,7 +74,9 @@ func WithFallback(s Store) LimiterOption { return func(l *Limiter) { l.fallback 
 // by default), is held to the shorter of the two and counts either as its
 // own timeout: neither hides the other. The Redis store's documentation
 // sets out the whole chain, under Deadlines and clocks.
-func WithTimeout(d time.Duration) LimiterOption { return func(l *Limiter) { l.timeout = max(d, 0) } }
+func WithTimeout(d time.Duration) LimiterOption {
+	return limiterOption(func(l *Limiter) { l.timeout = max(d, 0) })
+}
 
 // ErrTimeout is the cause (context.Cause) of the context a Limiter gives
 // its store when the call outlasts WithTimeout. It wraps
@@ -69,7 +86,7 @@ var ErrTimeout = fmt.Errorf("sluice: the store's call outlasted the Limiter's ti
 // WithFailClosedRetry sets the RetryAfter of a request denied because the
 // store failed and its rule fails closed. The default is one second.
 func WithFailClosedRetry(d time.Duration) LimiterOption {
-	return func(l *Limiter) { l.closedRetry = max(d, 0) }
+	return limiterOption(func(l *Limiter) { l.closedRetry = max(d, 0) })
 }
 
 // ErrNoStore is returned by NewLimiter without a store.
@@ -91,7 +108,7 @@ func NewLimiter(store Store, opts ...LimiterOption) (*Limiter, error) {
 	}
 	l := &Limiter{store: store, clock: SystemClock, closedRetry: time.Second}
 	for _, o := range opts {
-		o(l)
+		o.applyLimiter(l)
 	}
 	return l, nil
 }

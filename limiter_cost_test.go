@@ -31,7 +31,7 @@ func TestLimiterCheckCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer up.Close()
-	lim, err := sluice.NewLimiter(up, sluice.WithLimiterClock(clock))
+	lim, err := sluice.NewLimiter(up, sluice.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestLimiterCheckCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fb.Close()
-	lim, err = sluice.NewLimiter(downStore{}, sluice.WithLimiterClock(clock), sluice.WithFallback(fb))
+	lim, err = sluice.NewLimiter(downStore{}, sluice.WithClock(clock), sluice.WithFallback(fb))
 	if err != nil {
 		t.Fatal(err)
 	}

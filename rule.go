@@ -1,7 +1,9 @@
 package sluice
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/internal/algo"
@@ -22,21 +24,23 @@ const (
 
 // Algos lists every algorithm: the four classic ones (token bucket, leaky
 // bucket, fixed window, and the sliding window as a log and as a
-// counter), then GCRA.
-var Algos = []Algo{AlgoTokenBucket, AlgoLeakyBucket, AlgoFixedWindow, AlgoSlidingLog, AlgoSlidingCounter, AlgoGCRA}
+// counter), then GCRA. The slice is new at each call.
+func Algos() []Algo { return slices.Clone(algos[:]) }
+
+var algos = [...]Algo{AlgoTokenBucket, AlgoLeakyBucket, AlgoFixedWindow, AlgoSlidingLog, AlgoSlidingCounter, AlgoGCRA}
 
 // ErrUnknownAlgo is wrapped by the error for an algorithm name sluice does
 // not know.
-var ErrUnknownAlgo = fmt.Errorf("unknown algorithm")
+var ErrUnknownAlgo = errors.New("sluice: unknown algorithm")
 
 // ParseAlgo returns the algorithm called s ("gcra", "token_bucket", ...).
 func ParseAlgo(s string) (Algo, error) {
-	for _, a := range Algos {
+	for _, a := range algos {
 		if string(a) == s {
 			return a, nil
 		}
 	}
-	return "", fmt.Errorf("sluice: %w %q (want one of token_bucket, leaky_bucket, fixed_window, sliding_log, sliding_counter, gcra)", ErrUnknownAlgo, s)
+	return "", fmt.Errorf("%w %q (want one of token_bucket, leaky_bucket, fixed_window, sliding_log, sliding_counter, gcra)", ErrUnknownAlgo, s)
 }
 
 // New returns a single-key limiter of this algorithm for l.

@@ -43,7 +43,7 @@ type env struct {
 func start(t *testing.T, opts ...grpclimit.Option) *env {
 	t.Helper()
 	e := &env{clock: newFakeClock(), store: newStore(t), health: health.NewServer()}
-	l, err := sluice.NewLimiter(e.store, sluice.WithLimiterClock(e.clock))
+	l, err := sluice.NewLimiter(e.store, sluice.WithClock(e.clock))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			h := http.Handler(ok)
 			if c.store != nil {
-				lim, err := sluice.NewLimiter(c.store, sluice.WithLimiterClock(clock))
+				lim, err := sluice.NewLimiter(c.store, sluice.WithClock(clock))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -21,7 +21,7 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	limiter, err := sluice.NewLimiter(store, sluice.WithLimiterClock(sluice.ClockFunc(func() time.Time { return now })))
+	limiter, err := sluice.NewLimiter(store, sluice.WithClock(sluice.ClockFunc(func() time.Time { return now })))
 	if err != nil {
 		log.Fatal(err)
 	}

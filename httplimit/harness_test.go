@@ -36,7 +36,7 @@ func newHarness(t testing.TB, opts ...httplimit.Option) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: newClock(t0), store: newStore(t)}
 	var err error
-	h.lim, err = sluice.NewLimiter(h.store, sluice.WithLimiterClock(h.clock))
+	h.lim, err = sluice.NewLimiter(h.store, sluice.WithClock(h.clock))
 	if err != nil {
 		t.Fatal(err)
 	}

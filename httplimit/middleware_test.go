@@ -125,7 +125,7 @@ func TestRetryAfterNeverUnderReports(t *testing.T) {
 		{Rate: 5, Period: 333 * time.Millisecond},
 		{Rate: 1000, Period: time.Hour, Burst: 20},
 	}
-	for _, algo := range sluice.Algos {
+	for _, algo := range sluice.Algos() {
 		for _, l := range limits {
 			t.Run(fmt.Sprintf("%s/%v", algo, l), func(t *testing.T) {
 				rule := sluice.Rule{Name: "r", Algorithm: algo, Limit: l}

@@ -11,7 +11,7 @@ import (
 // which could never fit in the byte bound (WithMaxBytes), even with every
 // other key evicted. It wraps sluice.ErrRefused: the request is refused as
 // given, not failed.
-var ErrTooLarge = fmt.Errorf("too large for the byte bound: %w", sluice.ErrRefused)
+var ErrTooLarge = fmt.Errorf("memory: too large for the byte bound: %w", sluice.ErrRefused)
 
 // bound counts the keys and the bytes of all shards against the bounds.
 //
@@ -110,5 +110,5 @@ func (b *bound) fits(size int64) error {
 	if size <= b.room {
 		return nil
 	}
-	return fmt.Errorf("memory: %w: keys of %d bytes, room for %d", ErrTooLarge, size, b.room)
+	return fmt.Errorf("%w: keys of %d bytes, room for %d", ErrTooLarge, size, b.room)
 }

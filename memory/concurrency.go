@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"math"
@@ -98,7 +99,7 @@ func (l Lease) Expires() time.Time {
 
 // ErrInvalidRequest is wrapped by the error of an Acquire with a negative
 // limit or a ttl that is not positive.
-var ErrInvalidRequest = fmt.Errorf("invalid request")
+var ErrInvalidRequest = errors.New("memory: invalid request")
 
 // NewConcurrency returns an empty Concurrency limiter. WithMaxKeys,
 // WithMaxBytes, WithShards and WithSweepInterval apply as for New; Close
@@ -145,9 +146,9 @@ func (c *Concurrency) index(key string) int { return int(maphash.String(c.seed, 
 func (c *Concurrency) Acquire(now time.Time, key string, limit int64, ttl time.Duration) (Lease, sluice.Decision, error) {
 	switch {
 	case limit < 0:
-		return Lease{}, sluice.Decision{}, fmt.Errorf("memory: %w: limit %d must not be negative", ErrInvalidRequest, limit)
+		return Lease{}, sluice.Decision{}, fmt.Errorf("%w: limit %d must not be negative", ErrInvalidRequest, limit)
 	case ttl <= 0:
-		return Lease{}, sluice.Decision{}, fmt.Errorf("memory: %w: ttl %v must be positive", ErrInvalidRequest, ttl)
+		return Lease{}, sluice.Decision{}, fmt.Errorf("%w: ttl %v must be positive", ErrInvalidRequest, ttl)
 	case c.closed.Load():
 		return Lease{}, sluice.Decision{}, ErrClosed
 	}

@@ -50,7 +50,7 @@ func ExampleNew() {
 	}
 	defer store.Close()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	lim, err := sluice.NewLimiter(store, sluice.WithLimiterClock(sluice.ClockFunc(func() time.Time { return now })))
+	lim, err := sluice.NewLimiter(store, sluice.WithClock(sluice.ClockFunc(func() time.Time { return now })))
 	if err != nil {
 		log.Fatal(err)
 	}

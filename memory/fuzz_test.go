@@ -22,7 +22,7 @@ func FuzzTake(f *testing.F) {
 		limits := []sluice.Limit{sluice.PerSecond(3), {Rate: 5, Period: 250 * time.Millisecond, Burst: 8}, {Rate: 0, Period: time.Second, Burst: 2}}
 		var rules []*sluice.Rule
 		for i := range 2 {
-			a := sluice.Algos[int(data[0]>>(3*i))%len(sluice.Algos)]
+			a := sluice.Algos()[int(data[0]>>(3*i))%len(sluice.Algos())]
 			rules = append(rules, &sluice.Rule{Name: string(rune('p' + i)), Algorithm: a, Limit: limits[int(data[0]>>(2+i))%len(limits)]})
 		}
 		twin := *rules[0]

@@ -90,7 +90,7 @@ func TestMultiModel(t *testing.T) {
 			rnd := rand.New(rand.NewPCG(seed, 1))
 			var rules []*sluice.Rule
 			for i := range 2 {
-				a := sluice.Algos[rnd.IntN(len(sluice.Algos))]
+				a := sluice.Algos()[rnd.IntN(len(sluice.Algos()))]
 				rules = append(rules, &sluice.Rule{Name: fmt.Sprint("r", i), Algorithm: a, Limit: limits[rnd.IntN(len(limits))]})
 			}
 			twin := *rules[0]
@@ -179,7 +179,7 @@ func TestMixedConcurrency(t *testing.T) {
 		quotaA  = 300
 		quotaB  = 100
 	)
-	for _, a := range sluice.Algos {
+	for _, a := range sluice.Algos() {
 		t.Run(string(a), func(t *testing.T) {
 			s := newStore(t, WithSweepInterval(0))
 			ra := &sluice.Rule{Name: "a", Algorithm: a, Limit: sluice.PerHour(quotaA)}

@@ -44,7 +44,7 @@ const minShardRoom = 2 * emptyTableBytes
 
 // ErrInvalidOption is wrapped by the error New and NewConcurrency return
 // for an option with a value they cannot use.
-var ErrInvalidOption = errors.New("invalid option")
+var ErrInvalidOption = errors.New("memory: invalid option")
 
 // Option configures a Store or a Concurrency limiter. Options take values;
 // New and NewConcurrency check them and return an error for a bad one.
@@ -112,17 +112,17 @@ func newConfig(opts []Option) (config, error) {
 	}
 	switch {
 	case c.maxKeys <= 0:
-		return c, fmt.Errorf("memory: %w: max keys %d must be positive", ErrInvalidOption, c.maxKeys)
+		return c, fmt.Errorf("%w: max keys %d must be positive", ErrInvalidOption, c.maxKeys)
 	case c.maxBytes < minShardRoom:
-		return c, fmt.Errorf("memory: %w: max bytes %d must be at least %d", ErrInvalidOption, c.maxBytes, minShardRoom)
+		return c, fmt.Errorf("%w: max bytes %d must be at least %d", ErrInvalidOption, c.maxBytes, minShardRoom)
 	case c.shards < 0 || c.shards > maxShards:
-		return c, fmt.Errorf("memory: %w: shards %d must be between 1 and %d", ErrInvalidOption, c.shards, maxShards)
+		return c, fmt.Errorf("%w: shards %d must be between 1 and %d", ErrInvalidOption, c.shards, maxShards)
 	case c.shards > c.maxKeys:
-		return c, fmt.Errorf("memory: %w: %d shards for %d keys leaves a shard with none", ErrInvalidOption, c.shards, c.maxKeys)
+		return c, fmt.Errorf("%w: %d shards for %d keys leaves a shard with none", ErrInvalidOption, c.shards, c.maxKeys)
 	case int64(c.shards) > c.maxBytes/minShardRoom:
-		return c, fmt.Errorf("memory: %w: %d shards for %d bytes leaves a shard less than %d", ErrInvalidOption, c.shards, c.maxBytes, minShardRoom)
+		return c, fmt.Errorf("%w: %d shards for %d bytes leaves a shard less than %d", ErrInvalidOption, c.shards, c.maxBytes, minShardRoom)
 	case c.sweep < 0:
-		return c, fmt.Errorf("memory: %w: sweep interval %v must not be negative", ErrInvalidOption, c.sweep)
+		return c, fmt.Errorf("%w: sweep interval %v must not be negative", ErrInvalidOption, c.sweep)
 	}
 	if c.shards == 0 {
 		c.shards = max(16, 16*runtime.GOMAXPROCS(0))

@@ -19,7 +19,7 @@ var ErrClosed = errors.New("memory: closed")
 
 // ErrShortOut is wrapped by the error of a Take whose out has fewer
 // elements than checks.
-var ErrShortOut = errors.New("out shorter than checks")
+var ErrShortOut = errors.New("memory: out shorter than checks")
 
 // Store is an in-process sluice.Store: per-key state for every algorithm,
 // bounded in memory, safe for concurrent use.
@@ -116,7 +116,7 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 		return ErrClosed
 	}
 	if len(out) < len(checks) {
-		return fmt.Errorf("memory: %w: %d decisions for %d checks", ErrShortOut, len(out), len(checks))
+		return fmt.Errorf("%w: %d decisions for %d checks", ErrShortOut, len(out), len(checks))
 	}
 	ns := now.UnixNano()
 	if len(checks) == 1 {

@@ -249,7 +249,7 @@ func TestEvictionOrder(t *testing.T) {
 // TestSweep: a key is dropped exactly when its ResetAfter has passed, for
 // every algorithm, and a sparse shard gives its memory back.
 func TestSweep(t *testing.T) {
-	for _, a := range sluice.Algos {
+	for _, a := range sluice.Algos() {
 		t.Run(string(a), func(t *testing.T) {
 			s := newStore(t, WithSweepInterval(0))
 			r := &sluice.Rule{Name: "r", Algorithm: a, Limit: sluice.PerSecond(3)}
@@ -375,7 +375,7 @@ func TestManyRules(t *testing.T) {
 func TestAllocs(t *testing.T) {
 	s := newStore(t, WithSweepInterval(0))
 	var checks []sluice.Check
-	for _, a := range sluice.Algos {
+	for _, a := range sluice.Algos() {
 		checks = append(checks, sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: a, Limit: sluice.PerSecond(1000)}, Key: "some-client-key"})
 	}
 	out := make([]sluice.Decision, len(checks))

@@ -43,7 +43,7 @@ func TestDenyCache(t *testing.T) {
 func TestDenyCacheExact(t *testing.T) {
 	srv := startRedis(t)
 	s := newCallerStore(t, srv, redis.WithDenyCache(1000))
-	for _, alg := range sluice.Algos {
+	for _, alg := range sluice.Algos() {
 		for li, l := range []sluice.Limit{{Rate: 3, Period: time.Second}, {Rate: 10, Period: time.Minute, Burst: 4}} {
 			t.Run(fmt.Sprintf("%s/%v", alg, l), func(t *testing.T) {
 				rule := &sluice.Rule{Name: fmt.Sprint(alg, li), Algorithm: alg, Limit: l}

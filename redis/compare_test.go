@@ -203,7 +203,7 @@ func newCallerStore(t testing.TB, srv *server, opts ...redis.Option) *redis.Stor
 func TestSameDecisions(t *testing.T) {
 	srv := startRedis(t)
 	ctx := context.Background()
-	for _, alg := range sluice.Algos {
+	for _, alg := range sluice.Algos() {
 		for li, l := range limitsFor(alg) {
 			t.Run(fmt.Sprintf("%s/%v", alg, l), func(t *testing.T) {
 				s := newCallerStore(t, srv)
@@ -246,7 +246,7 @@ func TestAllOrNothing(t *testing.T) {
 	s := newCallerStore(t, srv)
 	rng := rand.New(rand.NewPCG(7, 11))
 	var rules []*sluice.Rule
-	for i, alg := range sluice.Algos {
+	for i, alg := range sluice.Algos() {
 		for j, l := range []sluice.Limit{{Rate: 5, Period: time.Second}, {Rate: 3, Period: 100 * time.Millisecond, Burst: 4}} {
 			rules = append(rules, &sluice.Rule{Name: fmt.Sprintf("r%d.%d", i, j), Algorithm: alg, Limit: l, Shadow: rng.IntN(4) == 0})
 		}

@@ -106,7 +106,7 @@
 //
 //   - Redis TIME is the time of decisions by default, so that the
 //     application servers' clocks do not matter.
-//   - The caller's now, from the Limiter's clock (sluice.WithLimiterClock),
+//   - The caller's now, from the Limiter's clock (sluice.WithClock),
 //     is the time of decisions instead with WithCallerTime, and then also
 //     the denial cache's.
 //   - The breaker's clock, WithBreakerClock (sluice.SystemClock by

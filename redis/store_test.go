@@ -86,7 +86,7 @@ func TestRedisTime(t *testing.T) {
 func TestTTL(t *testing.T) {
 	srv := startRedis(t)
 	rc := srv.client(t)
-	for _, alg := range sluice.Algos {
+	for _, alg := range sluice.Algos() {
 		t.Run(string(alg), func(t *testing.T) {
 			p := prefix(t)
 			s := newStore(t, rc, redis.WithPrefix(p))
@@ -119,7 +119,7 @@ func TestTTL(t *testing.T) {
 func TestIdleKeyDeleted(t *testing.T) {
 	srv := startRedis(t)
 	rc := srv.client(t)
-	for _, alg := range sluice.Algos {
+	for _, alg := range sluice.Algos() {
 		t.Run(string(alg), func(t *testing.T) {
 			p := prefix(t)
 			s := newCallerStore(t, srv, redis.WithPrefix(p))
@@ -148,7 +148,7 @@ func TestNoKeyWithoutTTL(t *testing.T) {
 	s := newStore(t, rc, redis.WithPrefix(p), redis.WithDenyCache(0), redis.WithTimeout(5*time.Second))
 	rng := rand.New(rand.NewPCG(1, 2))
 	var rules []*sluice.Rule
-	for _, alg := range sluice.Algos {
+	for _, alg := range sluice.Algos() {
 		rules = append(rules, &sluice.Rule{Name: "a" + string(alg), Algorithm: alg, Limit: sluice.Limit{Rate: 3, Period: time.Minute}})
 		rules = append(rules, &sluice.Rule{Name: "b" + string(alg), Algorithm: alg, Limit: sluice.Limit{Rate: 1 + rng.Int64N(9), Period: time.Duration(1+rng.IntN(100)) * time.Second, Burst: rng.Int64N(5)}})
 	}

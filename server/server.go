@@ -72,7 +72,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.Paths = append([]string(nil), cfg.Paths...)
-	opts := []sluice.LimiterOption{sluice.WithLimiterClock(cfg.Clock)}
+	opts := []sluice.LimiterOption{sluice.WithClock(cfg.Clock)}
 	if cfg.StoreTimeout > 0 {
 		opts = append(opts, sluice.WithTimeout(cfg.StoreTimeout))
 	}

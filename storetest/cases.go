@@ -265,7 +265,7 @@ func (s *suite) testLimiter(t *testing.T) {
 	st := s.cfg.New(t)
 	t0 := s.t0()
 	now := t0
-	lim, err := sluice.NewLimiter(st, sluice.WithLimiterClock(sluice.ClockFunc(func() time.Time { return now })))
+	lim, err := sluice.NewLimiter(st, sluice.WithClock(sluice.ClockFunc(func() time.Time { return now })))
 	if err != nil {
 		t.Fatal(err)
 	}

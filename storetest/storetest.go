@@ -63,7 +63,7 @@ type Config struct {
 	// is a multiple of it, and the RetryAfter and ResetAfter it expects
 	// are rounded up to it. The default is time.Nanosecond.
 	Resolution time.Duration
-	// Algorithms are the algorithms to test. The default is sluice.Algos,
+	// Algorithms are the algorithms to test. The default is sluice.Algos(),
 	// all six.
 	Algorithms []sluice.Algo
 	// MaxRate, if positive, leaves out the limits whose Rate or Burst
@@ -83,7 +83,7 @@ func Run(t *testing.T, cfg Config) {
 		cfg.Resolution = time.Nanosecond
 	}
 	if len(cfg.Algorithms) == 0 {
-		cfg.Algorithms = sluice.Algos
+		cfg.Algorithms = sluice.Algos()
 	}
 	s := &suite{cfg: cfg}
 	t.Run("Trace", s.testTrace)

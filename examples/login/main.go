@@ -73,7 +73,7 @@ func newLogin(clock sluice.Clock, verify func(user, password string) bool) (*log
 	if err != nil {
 		return nil, nil, err
 	}
-	limiter, err := sluice.NewLimiter(store, sluice.WithLimiterClock(clock))
+	limiter, err := sluice.NewLimiter(store, sluice.WithClock(clock))
 	if err != nil {
 		store.Close()
 		return nil, nil, err

@@ -177,7 +177,7 @@ func demo(ctx context.Context, w io.Writer) error {
 		return err
 	}
 	defer libStore.Close()
-	limiter, err := sluice.NewLimiter(libStore, sluice.WithLimiterClock(clock))
+	limiter, err := sluice.NewLimiter(libStore, sluice.WithClock(clock))
 	if err != nil {
 		return err
 	}

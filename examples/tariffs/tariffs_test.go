@@ -215,7 +215,7 @@ func newLibraryAPI(t *testing.T) (http.Handler, *manualClock) {
 	}
 	t.Cleanup(func() { store.Close() })
 	clock := &manualClock{now: t0}
-	limiter, err := sluice.NewLimiter(store, sluice.WithLimiterClock(clock))
+	limiter, err := sluice.NewLimiter(store, sluice.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
