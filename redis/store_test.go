@@ -17,9 +17,12 @@ import (
 	"github.com/sluicehq/sluice/redis"
 )
 
+// newStore is a Store on c with opts. Its calls have a deadline of 10s
+// unless opts say otherwise: the default, 50ms, is a bound a loaded
+// machine can miss, and only the tests of the deadline itself want one.
 func newStore(t testing.TB, c goredis.UniversalClient, opts ...redis.Option) *redis.Store {
 	t.Helper()
-	s, err := redis.New(c, opts...)
+	s, err := redis.New(c, append([]redis.Option{redis.WithTimeout(10 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
