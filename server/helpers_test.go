@@ -123,6 +123,10 @@ func newServer(t testing.TB, cfg Config) (*Server, *testClock) {
 	if cfg.Store == nil {
 		cfg.Store = newStore(t)
 	}
+	if cfg.StoreTimeout == 0 {
+		// The default, 50ms, is a bound a loaded machine can miss.
+		cfg.StoreTimeout = 10 * time.Second
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock
 	}
@@ -183,16 +187,21 @@ func serve(t *testing.T, srv *Server, clock *testClock) *env {
 	return e
 }
 
-// stop shuts the server down and checks that Serve returned nil. It may
-// be called more than once.
+// stop shuts the server down and checks that Serve returned nil, within
+// a minute. It may be called more than once.
 func (e *env) stop(t *testing.T) {
 	t.Helper()
 	e.cancel()
-	if err, ok := <-e.done; ok {
-		close(e.done)
-		if err != nil {
-			t.Errorf("Serve = %v, want nil", err)
+	select {
+	case err, ok := <-e.done:
+		if ok {
+			close(e.done)
+			if err != nil {
+				t.Errorf("Serve = %v, want nil", err)
+			}
 		}
+	case <-time.After(time.Minute):
+		t.Fatal("Serve did not return within a minute of its context's end")
 	}
 }
 
