@@ -168,7 +168,10 @@ func TestNoKeyWithoutTTL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ttl <= 0 {
+		// -2: gone since the scan, expired as it should. A key's TTL
+		// here may be as short as seconds, which a loaded machine can
+		// spend between the scan and this PTTL.
+		if ttl <= 0 && ttl != -2 {
 			t.Fatalf("%s has PTTL %v", k, ttl)
 		}
 	}
