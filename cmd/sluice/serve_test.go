@@ -204,6 +204,7 @@ func TestServeConfig(t *testing.T) {
 func TestServeSIGHUP(t *testing.T) {
 	path := writeConfig(t, serveYAML)
 	s := startServe(t, "-config", path, "-poll", "0")
+	stableWindow(time.Minute, 10*time.Second) // serve's clock is the machine's
 	s.postJSON(t, "shop", "user", "u")
 	s.postJSON(t, "shop", "user", "u")
 	if code, _ := s.postJSON(t, "shop", "user", "u"); code != 429 {
@@ -302,6 +303,7 @@ func TestServeRedis(t *testing.T) {
 
 	s = startServe(t, "-config", writeConfig(t, serveYAML), "-redis", "redis://127.0.0.1:"+port+"/0")
 	user := fmt.Sprintf("u%d", time.Now().UnixNano()) // the window may hold another run's counts
+	stableWindow(time.Minute, 10*time.Second)
 	for i, want := range []int{200, 200, 429} {
 		if code, body := s.postJSON(t, "shop", "user", user); code != want {
 			t.Errorf("request %d: %d %s, want %d", i+1, code, body, want)
@@ -372,6 +374,7 @@ descriptors:
 	}
 	user := fmt.Sprintf("u%d", time.Now().UnixNano())
 	body := fmt.Sprintf(`{"domain":"shop","descriptors":[{"entries":[{"key":"user","value":%q}]}]}`, user)
+	stableWindow(time.Hour, 20*time.Second)
 	allowed := 0
 	for i := range 20 {
 		resp, err := http.Post("http://"+addrs[i%2]+"/json", "application/json", strings.NewReader(body))
