@@ -187,6 +187,29 @@ func serve(t *testing.T, srv *Server, clock *testClock) *env {
 	return e
 }
 
+// waitReady waits, 30s at most, until Serve has reported the server
+// ready, to /readyz and to gRPC health: Serve runs on a goroutine of its
+// own, which a loaded machine may not have run that far when start
+// returns, though the listeners already take connections.
+func (e *env) waitReady(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ready := e.srv.ready.Load()
+		for _, svc := range []string{"", rlsService} {
+			resp, err := e.srv.health.Check(t.Context(), &healthpb.HealthCheckRequest{Service: svc})
+			ready = ready && err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
+		}
+		if ready {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server is not ready 30s after Serve began")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // stop shuts the server down and checks that Serve returned nil, within
 // a minute. It may be called more than once.
 func (e *env) stop(t *testing.T) {

@@ -112,6 +112,7 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 // machine, though it makes the test that long.
 func TestShutdownReadinessFirst(t *testing.T) {
 	e := start(t, Config{DrainDelay: 5 * time.Second})
+	e.waitReady(t)
 	ctx := t.Context()
 	if code, _, _ := get(t, e.base+"/readyz"); code != 200 {
 		t.Fatalf("/readyz before shutdown: %d", code)
@@ -139,6 +140,7 @@ func TestShutdownReadinessFirst(t *testing.T) {
 
 func TestServeTwice(t *testing.T) {
 	e := start(t, Config{})
+	e.waitReady(t)
 	if code, _, _ := get(t, e.base+"/readyz"); code != 200 { // the first Serve runs
 		t.Fatalf("/readyz: %d", code)
 	}
