@@ -26,7 +26,7 @@ func TestCluster(t *testing.T) {
 	cl := startCluster(t)
 	cc := cl.client(t)
 	p := prefix(t)
-	s := newStore(t, cc, redis.WithPrefix(p), redis.WithTimeout(2*time.Second))
+	s := newStore(t, cc, redis.WithPrefix(p))
 	ctx := context.Background()
 	rules := []*sluice.Rule{
 		{Name: "gcra", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(3)},
@@ -120,10 +120,12 @@ func TestProcesses(t *testing.T) {
 	srv := startRedis(t)
 	p := prefix(t)
 	const procs, limit = 4, 500
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	outs := make([]strings.Builder, procs)
 	cmds := make([]*exec.Cmd, procs)
 	for i := range cmds {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestProcesses$", "-test.count=1")
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestProcesses$", "-test.count=1", "-test.timeout=1m")
 		cmd.Env = append(os.Environ(), "SLUICE_REDIS_CHILD="+srv.addr(), "SLUICE_REDIS_PREFIX="+p)
 		cmd.Stdout = &outs[i]
 		cmd.Stderr = &outs[i]
@@ -135,7 +137,7 @@ func TestProcesses(t *testing.T) {
 	total := 0
 	for i, cmd := range cmds {
 		if err := cmd.Wait(); err != nil {
-			t.Fatalf("child %d: %v\n%s", i, err, outs[i].String())
+			t.Fatalf("child %d (a minute at most): %v\n%s", i, err, outs[i].String())
 		}
 		var n int
 		for _, line := range strings.Split(outs[i].String(), "\n") {

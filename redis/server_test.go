@@ -149,8 +149,10 @@ func startCluster(t testing.TB) *cluster {
 		args = append(args, n.addr())
 	}
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
+	defer ccancel()
+	if out, err := exec.CommandContext(cctx, cli, args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create (a minute at most): %v\n%s", err, out)
 	}
 	// redis-cli returns once the nodes agree on the slots; wait until each
 	// says the cluster is ok.

@@ -91,7 +91,7 @@ func TestReloadNamedPipe(t *testing.T) {
 	if err != nil || resp.GetStatuses()[0].GetCurrentLimit().GetName() != "per_user" {
 		t.Errorf("after the failed reload: %v, %v; want the last good config", resp, err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if err := e.srv.Reload(ctx); err == nil || !strings.Contains(err.Error(), "a named pipe") {
 		t.Errorf("Reload = %v, want the named pipe refused", err)

@@ -123,6 +123,10 @@ func newServer(t testing.TB, cfg Config) (*Server, *testClock) {
 	if cfg.Store == nil {
 		cfg.Store = newStore(t)
 	}
+	if cfg.StoreTimeout == 0 {
+		// The default, 50ms, is a bound a loaded machine can miss.
+		cfg.StoreTimeout = 10 * time.Second
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock
 	}
@@ -183,16 +187,44 @@ func serve(t *testing.T, srv *Server, clock *testClock) *env {
 	return e
 }
 
-// stop shuts the server down and checks that Serve returned nil. It may
-// be called more than once.
+// waitReady waits, 30s at most, until Serve has reported the server
+// ready, to /readyz and to gRPC health: Serve runs on a goroutine of its
+// own, which a loaded machine may not have run that far when start
+// returns, though the listeners already take connections.
+func (e *env) waitReady(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ready := e.srv.ready.Load()
+		for _, svc := range []string{"", rlsService} {
+			resp, err := e.srv.health.Check(t.Context(), &healthpb.HealthCheckRequest{Service: svc})
+			ready = ready && err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
+		}
+		if ready {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server is not ready 30s after Serve began")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// stop shuts the server down and checks that Serve returned nil, within
+// a minute. It may be called more than once.
 func (e *env) stop(t *testing.T) {
 	t.Helper()
 	e.cancel()
-	if err, ok := <-e.done; ok {
-		close(e.done)
-		if err != nil {
-			t.Errorf("Serve = %v, want nil", err)
+	select {
+	case err, ok := <-e.done:
+		if ok {
+			close(e.done)
+			if err != nil {
+				t.Errorf("Serve = %v, want nil", err)
+			}
 		}
+	case <-time.After(time.Minute):
+		t.Fatal("Serve did not return within a minute of its context's end")
 	}
 }
 

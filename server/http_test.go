@@ -80,6 +80,7 @@ func TestJSONBadRequests(t *testing.T) {
 
 func TestHealthAndReflection(t *testing.T) {
 	e := start(t, Config{})
+	e.waitReady(t)
 	ctx := t.Context()
 	for _, svc := range []string{"", rlsService} {
 		resp, err := e.health.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})

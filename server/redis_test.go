@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -14,12 +15,14 @@ import (
 	sredis "github.com/sluicehq/sluice/redis"
 )
 
-// newRedisStore is a Redis store on a redis-server of the test's own.
+// newRedisStore is a Redis store on a redis-server of the test's own. Its
+// calls have a deadline of 10s: the default, 50ms, is a bound a loaded
+// machine can miss.
 func newRedisStore(t *testing.T) *sredis.Store {
 	t.Helper()
 	c := goredis.NewClient(&goredis.Options{Addr: testredis.Start(t), MaxRetries: -1})
 	t.Cleanup(func() { c.Close() })
-	st, err := sredis.New(c, sredis.WithCallerTime())
+	st, err := sredis.New(c, sredis.WithCallerTime(), sredis.WithTimeout(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

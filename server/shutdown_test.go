@@ -27,13 +27,28 @@ func (g *gateStore) Take(ctx context.Context, now time.Time, n int64, checks []s
 	return g.Store.Take(ctx, now, n, checks, out)
 }
 
+// within waits for ch to be closed or to receive, for 30s at most.
+func within(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("still waiting after 30s for %s", what)
+	}
+}
+
 // Cancelling Serve's context (SIGTERM in the command) under load: every
-// request in flight is answered, and Serve returns nil.
+// request in flight is answered, and Serve returns nil. The shutdown
+// timeout, past which requests are cut, is far beyond what answering them
+// takes on a loaded machine.
 func TestShutdownFinishesInFlight(t *testing.T) {
 	const perKind = 8
 	g := &gateStore{entered: make(chan struct{}, 3*perKind), gate: make(chan struct{})}
 	g.Store = newStore(t)
-	e := start(t, Config{Store: g, StoreTimeout: -1})
+	e := start(t, Config{Store: g, StoreTimeout: -1, ShutdownTimeout: 30 * time.Second})
+	var once sync.Once
+	openGate := func() { once.Do(func() { close(g.gate) }) }
+	t.Cleanup(openGate) // a test that fails early leaves no request held
 	ctx := t.Context()
 
 	var wg sync.WaitGroup
@@ -63,16 +78,26 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 			errs <- nil
 		})
 	}
-	for range 3 * perKind {
-		<-g.entered // every request is now in flight, held in the store
+	timeout := time.After(30 * time.Second)
+	for i := range 3 * perKind {
+		select {
+		case <-g.entered: // the request is in flight, held in the store
+		case <-timeout:
+			t.Fatalf("after 30s, %d of %d requests have reached the store", i, 3*perKind)
+		}
 	}
 	e.cancel()
-	<-e.srv.draining
+	within(t, e.srv.draining, "the shutdown to begin")
 	if e.srv.ready.Load() {
 		t.Error("ready while shutting down")
 	}
-	close(g.gate)
-	wg.Wait()
+	openGate()
+	answered := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(answered)
+	}()
+	within(t, answered, "the requests in flight to be answered")
 	close(errs)
 	for err := range errs {
 		if err != nil {
@@ -83,9 +108,11 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 }
 
 // Shutdown reports not ready first, and keeps serving through the drain
-// delay.
+// delay. The checks below must be done within it: 5s, for a loaded
+// machine, though it makes the test that long.
 func TestShutdownReadinessFirst(t *testing.T) {
-	e := start(t, Config{DrainDelay: time.Second})
+	e := start(t, Config{DrainDelay: 5 * time.Second})
+	e.waitReady(t)
 	ctx := t.Context()
 	if code, _, _ := get(t, e.base+"/readyz"); code != 200 {
 		t.Fatalf("/readyz before shutdown: %d", code)
@@ -95,7 +122,7 @@ func TestShutdownReadinessFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.cancel()
-	<-e.srv.draining
+	within(t, e.srv.draining, "the shutdown to begin")
 	if code, _, _ := get(t, e.base+"/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz while draining: %d, want 503", code)
 	}
@@ -113,6 +140,7 @@ func TestShutdownReadinessFirst(t *testing.T) {
 
 func TestServeTwice(t *testing.T) {
 	e := start(t, Config{})
+	e.waitReady(t)
 	if code, _, _ := get(t, e.base+"/readyz"); code != 200 { // the first Serve runs
 		t.Fatalf("/readyz: %d", code)
 	}

@@ -114,7 +114,9 @@ func TestBroken(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.broken, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestSuiteOnBroken$", "-test.count=1", "-test.v")
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSuiteOnBroken$", "-test.count=1", "-test.v", "-test.timeout=1m")
 			cmd.Env = append(os.Environ(), "STORETEST_BROKEN="+c.broken)
 			out, err := cmd.CombinedOutput()
 			if err == nil {

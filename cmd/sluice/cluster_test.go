@@ -49,7 +49,7 @@ func TestServeCluster(t *testing.T) {
 	errs := storeErrors(t, s)
 	defer func() {
 		if n := storeErrors(t, s); n != errs {
-			t.Errorf("%v store errors (Redis calls past their 50ms deadline fail open): the decisions above were not all Redis's", n-errs)
+			t.Errorf("%v store errors (Redis calls past their deadline fail open): the decisions above were not all Redis's", n-errs)
 		}
 	}()
 	var wg sync.WaitGroup
@@ -149,8 +149,9 @@ func storeErrors(t *testing.T, s *serving) float64 {
 
 // warmUp sends requests on keys of their own until ten in a row reach
 // Redis without an error: the first calls to a cluster dial every node,
-// learn the slots and load the script, and may pass the store's 50ms
-// deadline, failing open, which the test would take for a wrong count.
+// learn the slots and load the script, and may pass the store's deadline
+// (10s in these tests, 50ms by default), failing open, which the test
+// would take for a wrong count.
 func warmUp(t *testing.T, s *serving) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)

@@ -84,6 +84,9 @@ func startChild(t *testing.T, env []string, args ...string) *child {
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
 	})
+	// A process that prints no banner within 30s is killed, which ends
+	// the wait for it.
+	late := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -94,11 +97,12 @@ func startChild(t *testing.T, env []string, args ...string) *child {
 			break
 		}
 	}
+	late.Stop()
 	go io.Copy(io.Discard, out)
 	if c.banner["shadow"] == "" {
 		cmd.Process.Kill()
 		<-c.done
-		t.Fatalf("sluice serve printed no banner:\n%s", c.log())
+		t.Fatalf("sluice serve printed no banner within 30s:\n%s", c.log())
 	}
 	return c
 }

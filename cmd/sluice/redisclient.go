@@ -140,6 +140,10 @@ func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
 
 func init() { goredis.SetLogger(redisLogger{}) }
 
+// redisOptions are added to the Redis store's. Only tests set them: they
+// lengthen its deadline, whose default (50ms) a loaded machine can miss.
+var redisOptions []redis.Option
+
 // openedStore is the store the service counts in.
 type openedStore struct {
 	store    sluice.Store
@@ -165,7 +169,7 @@ func openStore(ctx context.Context, rf *redisFlags, maxMem int64, log *slog.Logg
 		}
 		return &openedStore{store: mem, name: "memory", close: func() { mem.Close() }}, nil
 	}
-	opts := []redis.Option{}
+	opts := append([]redis.Option(nil), redisOptions...)
 	if rf.prefix != "" {
 		opts = append(opts, redis.WithPrefix(rf.prefix))
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/internal/testredis"
+	"github.com/sluicehq/sluice/redis"
 )
 
 // serving is a "sluice serve" running in the test's process.
@@ -56,6 +58,8 @@ func startServe(t *testing.T, args ...string) *serving {
 		}
 		close(s.logs)
 	}()
+	// A banner not printed within 30s ends the wait for it.
+	late := time.AfterFunc(30*time.Second, func() { outR.CloseWithError(errors.New("no banner after 30s")) })
 	sc := bufio.NewScanner(outR)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -66,36 +70,56 @@ func startServe(t *testing.T, args ...string) *serving {
 			break // the banner's last line
 		}
 	}
+	late.Stop()
 	go io.Copy(io.Discard, outR)
 	if s.banner["http"] == "" {
 		cancel()
-		t.Fatalf("sluice serve printed no banner; exit %d", <-s.code)
+		select {
+		case code := <-s.code:
+			t.Fatalf("sluice serve printed no banner (%v); exit %d", sc.Err(), code)
+		case <-time.After(time.Minute):
+			t.Fatalf("sluice serve printed no banner (%v), and did not exit within a minute of its context's end", sc.Err())
+		}
 	}
 	t.Cleanup(func() { s.stop(t) })
 	return s
 }
 
-// stop cancels the context (SIGTERM) and checks that serve exits 0.
+// stop cancels the context (SIGTERM) and checks that serve exits 0,
+// within a minute.
 func (s *serving) stop(t *testing.T) {
 	t.Helper()
 	s.cancel()
-	if code, ok := <-s.code; ok {
-		close(s.code)
-		if code != exitOK {
-			t.Errorf("sluice serve exited %d, want 0", code)
+	select {
+	case code, ok := <-s.code:
+		if ok {
+			close(s.code)
+			if code != exitOK {
+				t.Errorf("sluice serve exited %d, want 0", code)
+			}
 		}
+	case <-time.After(time.Minute):
+		t.Fatal("sluice serve did not exit within a minute of its context's end")
 	}
 }
 
-// waitLog reads the log until a line contains want.
+// waitLog reads the log until a line contains want, for 30s at most.
 func (s *serving) waitLog(t *testing.T, want string) {
 	t.Helper()
-	for line := range s.logs {
-		if strings.Contains(line, want) {
-			return
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case line, ok := <-s.logs:
+			if !ok {
+				t.Fatalf("the log ended without %q", want)
+			}
+			if strings.Contains(line, want) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no %q in the log after 30s", want)
 		}
 	}
-	t.Fatalf("the log ended without %q", want)
 }
 
 func (s *serving) addr(name string) string { return strings.Fields(s.banner[name])[0] }
@@ -180,6 +204,7 @@ func TestServeConfig(t *testing.T) {
 func TestServeSIGHUP(t *testing.T) {
 	path := writeConfig(t, serveYAML)
 	s := startServe(t, "-config", path, "-poll", "0")
+	stableWindow(time.Minute, 10*time.Second) // serve's clock is the machine's
 	s.postJSON(t, "shop", "user", "u")
 	s.postJSON(t, "shop", "user", "u")
 	if code, _ := s.postJSON(t, "shop", "user", "u"); code != 429 {
@@ -278,6 +303,7 @@ func TestServeRedis(t *testing.T) {
 
 	s = startServe(t, "-config", writeConfig(t, serveYAML), "-redis", "redis://127.0.0.1:"+port+"/0")
 	user := fmt.Sprintf("u%d", time.Now().UnixNano()) // the window may hold another run's counts
+	stableWindow(time.Minute, 10*time.Second)
 	for i, want := range []int{200, 200, 429} {
 		if code, body := s.postJSON(t, "shop", "user", user); code != want {
 			t.Errorf("request %d: %d %s, want %d", i+1, code, body, want)
@@ -290,6 +316,10 @@ func TestServeRedis(t *testing.T) {
 const serveArgsEnv = "SLUICE_TEST_SERVE_ARGS"
 
 func TestMain(m *testing.M) {
+	// In the tests' serve and in the processes TestServeTwoProcesses
+	// starts: the Redis store's default deadline, 50ms, is a bound a
+	// loaded machine can miss, and a call that misses it fails open.
+	redisOptions = []redis.Option{redis.WithTimeout(10 * time.Second)}
 	if args := os.Getenv(serveArgsEnv); args != "" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
@@ -326,6 +356,9 @@ descriptors:
 			cmd.Process.Signal(syscall.SIGTERM)
 			cmd.Wait()
 		})
+		// A process that prints no banner within 30s is killed, which
+		// ends the wait for it.
+		late := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "http" {
@@ -333,13 +366,15 @@ descriptors:
 				break
 			}
 		}
+		late.Stop()
 		go io.Copy(io.Discard, out)
 	}
 	if len(addrs) != 2 {
-		t.Fatalf("got the HTTP addresses %v of two processes, want 2", addrs)
+		t.Fatalf("got the HTTP addresses %v of two processes within 30s each, want 2", addrs)
 	}
 	user := fmt.Sprintf("u%d", time.Now().UnixNano())
 	body := fmt.Sprintf(`{"domain":"shop","descriptors":[{"entries":[{"key":"user","value":%q}]}]}`, user)
+	stableWindow(time.Hour, 20*time.Second)
 	allowed := 0
 	for i := range 20 {
 		resp, err := http.Post("http://"+addrs[i%2]+"/json", "application/json", strings.NewReader(body))

@@ -5,6 +5,7 @@
 package testredis
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os/exec"
@@ -72,16 +73,21 @@ func StartCluster(t testing.TB) (addrs []string) {
 		addrs = append(addrs, start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"))
 	}
 	args := append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	// redis-cli waits for the nodes to join, for ever if they do not.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create (a minute at most): %v\n%s", err, out)
 	}
 	// redis-cli returns once the nodes agree on the slots; wait until each
 	// says the cluster is ok.
 	deadline := time.Now().Add(20 * time.Second)
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	for _, a := range addrs {
 		host, port, _ := net.SplitHostPort(a)
 		for {
-			out, err := exec.Command(cli, "-h", host, "-p", port, "cluster", "info").Output()
+			out, err := exec.CommandContext(ctx, cli, "-h", host, "-p", port, "cluster", "info").Output()
 			if err == nil && strings.Contains(string(out), "cluster_state:ok") {
 				break
 			}
