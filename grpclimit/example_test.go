@@ -30,7 +30,7 @@ func Example() {
 	defer store.Close()
 	// A fixed clock keeps the output the same; servers leave it out.
 	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	l, err := sluice.NewLimiter(store, sluice.WithLimiterClock(sluice.ClockFunc(func() time.Time { return now })))
+	l, err := sluice.NewLimiter(store, sluice.WithClock(sluice.ClockFunc(func() time.Time { return now })))
 	if err != nil {
 		log.Fatal(err)
 	}
