@@ -8,9 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-
 	"github.com/sluicehq/sluice"
 )
 
@@ -132,18 +129,6 @@ func (s *Server) headersOf(out *outcome, auth bool) [][2]string {
 		h = append(h, [2]string{fieldRetryAfter, out.fields.retryAfter})
 	}
 	return h
-}
-
-// rlsHeaders sets resp's response_headers_to_add in the configured
-// style; toRLS has set them in the IETF style.
-func (s *Server) rlsHeaders(resp *rlspb.RateLimitResponse, out *outcome) {
-	if s.cfg.ResponseHeaders == HeadersIETF {
-		return
-	}
-	resp.ResponseHeadersToAdd = nil
-	for _, kv := range s.headersOf(out, false) {
-		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corepb.HeaderValue{Key: kv[0], Value: kv[1]})
-	}
 }
 
 // envoyHeaders are envoyproxy/ratelimit's headers for statuses: of the

@@ -218,6 +218,18 @@ func toRLS(out *outcome) *rlspb.RateLimitResponse {
 	return resp
 }
 
+// rlsHeaders sets resp's response_headers_to_add in the configured
+// style; toRLS has set them in the IETF style.
+func (s *Server) rlsHeaders(resp *rlspb.RateLimitResponse, out *outcome) {
+	if s.cfg.ResponseHeaders == HeadersIETF {
+		return
+	}
+	resp.ResponseHeadersToAdd = nil
+	for _, kv := range s.headersOf(out, false) {
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corepb.HeaderValue{Key: kv[0], Value: kv[1]})
+	}
+}
+
 // rlsLimit is a limit as RLS reports it, made once per rule.
 type rlsLimit = rlspb.RateLimitResponse_RateLimit
 
