@@ -6,41 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-)
 
-// mkfifo makes a named pipe at path. Until the test ends, it keeps
-// letting through any reader blocked on it, so that a test of code that
-// hangs on the pipe fails rather than hangs.
-func mkfifo(t *testing.T, path string) {
-	t.Helper()
-	if err := syscall.Mkfifo(path, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			// A writer's open (which fails at once with no reader) lets a
-			// blocked reader's open return; closing it gives the reader EOF.
-			if f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-				f.Close()
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		close(stop)
-		<-done
-	})
-}
+	"github.com/sluicehq/sluice/internal/testfifo"
+)
 
 // within runs f and fails the test if it does not return within seconds.
 func within[T any](t *testing.T, what string, f func() T) T {
@@ -65,7 +35,7 @@ func within[T any](t *testing.T, what string, f func() T) T {
 func TestLoadRefusesNamedPipe(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "pipe.yaml")
-	mkfifo(t, fifo)
+	testfifo.Make(t, fifo)
 	writeFile(t, filepath.Join(dir, "good.yaml"), domainFile("good"))
 	link := filepath.Join(t.TempDir(), "link.yaml")
 	symlink(t, fifo, link)

@@ -146,12 +146,19 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 		s.log.DebugContext(ctx, "store failed; the rules' failure modes decided", "domain", req.domain, "err", res.Err)
 	}
 	out := &outcome{allowed: res.Allowed, statuses: make([]descStatus, len(req.descs))}
+	// Each descriptor's status is decided over its limits as the config
+	// sets their shadow modes: one slice for the request, cut per
+	// descriptor.
+	own := make([]sluice.Check, len(checks))
+	for j := range checks {
+		own[j] = sluice.Check{Rule: checks[j].lim.cfgRule}
+	}
 	for i, j := 0, 0; i < len(req.descs); i++ {
 		first := j
 		for j < len(checks) && checks[j].desc == i {
 			j++
 		}
-		out.statuses[i] = s.describe(domain, matches[i], checks[first:j], ds[first:j])
+		out.statuses[i] = s.describe(domain, matches[i], checks[first:j], own[first:j], ds[first:j])
 		if len(matches[i]) > 0 {
 			out.statuses[i].meta = matches[i][0].Metadata // the same for all: one descriptor's
 		}
@@ -168,11 +175,11 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 }
 
 // describe answers one descriptor from the decisions of its limits, and
-// counts them. Its status is sluice.Combine's decision over the limits'
+// counts them; own[k] is cs[k] as a check of the config's rule. Its status is sluice.Combine's decision over the limits'
 // own shadow modes, as the config sets them: under global shadow mode
 // (Config.Shadow) a descriptor over its limit says so while the request
 // is allowed, as in envoyproxy/ratelimit.
-func (s *Server) describe(domain string, ms []config.Match, cs []check, ds []sluice.Decision) descStatus {
+func (s *Server) describe(domain string, ms []config.Match, cs []check, own []sluice.Check, ds []sluice.Decision) descStatus {
 	if len(cs) == 0 {
 		if len(ms) > 0 && ms[0].Unlimited {
 			s.m.decisions.WithLabelValues(domain, ms[0].Rule.Name, resultWithin).Inc()
@@ -181,10 +188,8 @@ func (s *Server) describe(domain string, ms []config.Match, cs []check, ds []slu
 		s.m.decisions.WithLabelValues(domain, labelNoRule, resultWithin).Inc()
 		return descStatus{}
 	}
-	own := make([]sluice.Check, len(cs))
 	for k := range cs {
 		c, d := &cs[k], &ds[k]
-		own[k] = sluice.Check{Rule: c.lim.cfgRule}
 		result := resultWithin
 		if !d.Allowed {
 			result = resultOver

@@ -51,19 +51,25 @@ func makeFields(checks []check, ds []sluice.Decision, res sluice.Decision, store
 	if retry >= 0 {
 		f.retryAfter = strconv.FormatInt(retry, 10)
 	}
-	pb := make([]byte, 0, 48*len(checks))
-	rb := make([]byte, 0, 48*len(checks))
+	// Both fields in one buffer and one string: RateLimit-Policy, then
+	// RateLimit.
+	b := make([]byte, 0, 96*len(checks))
 	for j := range checks {
-		c := &checks[j]
-		if c.lim.rule.Shadow {
-			continue
+		if !checks[j].lim.rule.Shadow {
+			b = fields.Append(b, checks[j].lim.policy)
 		}
-		pb = fields.Append(pb, c.lim.policy)
-		rb = fields.AppendLimit(rb, c.lim.sf, ds[j], retry)
 	}
-	f.policy = string(pb)
-	if storeErr == nil && len(rb) > 0 {
-		f.rateLimit = string(rb)
+	np := len(b)
+	rl := b[np:np] // RateLimit's own list, in b's room when it fits
+	for j := range checks {
+		if c := &checks[j]; !c.lim.rule.Shadow {
+			rl = fields.AppendLimit(rl, c.lim.sf, ds[j], retry)
+		}
+	}
+	both := string(append(b, rl...))
+	f.policy = both[:np]
+	if storeErr == nil {
+		f.rateLimit = both[np:]
 	}
 	return f
 }

@@ -10,32 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// letThrough opens path, a named pipe, for writing and closes it again
-// and again until stop is called: code blocked reading the pipe then
-// reads an empty file, so that a test of code that waits on the pipe
-// fails rather than hangs.
-func letThrough(path string) (stop func()) {
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-quit:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			if f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-				f.Close()
-			}
-		}
-	}()
-	return func() {
-		close(quit)
-		<-done
-	}
-}
+	"github.com/sluicehq/sluice/internal/testfifo"
+)
 
 // A config path that is a named pipe is refused at start, not waited on.
 func TestNewRefusesNamedPipe(t *testing.T) {
@@ -53,7 +30,7 @@ func TestNewRefusesNamedPipe(t *testing.T) {
 	case err = <-done:
 	case <-time.After(10 * time.Second):
 		t.Error("New waited on a named pipe")
-		defer letThrough(path)()
+		defer testfifo.LetThrough(path)()
 		err = <-done
 	}
 	if err == nil || !strings.Contains(err.Error(), "pipe.yaml: a named pipe, not a regular file") {
@@ -78,7 +55,7 @@ func TestReloadNamedPipe(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); counter(t, e.srv, "sluice_config_reloads_total", "result", "failure") == 0; {
 		if time.Now().After(deadline) {
 			t.Error("no failed reload within 10s: the watcher waits on the named pipe")
-			defer letThrough(path)()
+			defer testfifo.LetThrough(path)()
 			e.stop(t)
 			return
 		}
@@ -105,7 +82,7 @@ func TestReloadNamedPipe(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Error("Serve did not return within 10s of the shutdown: it waits on the named pipe")
-		defer letThrough(path)()
+		defer testfifo.LetThrough(path)()
 		<-e.done
 	}
 	close(e.done)

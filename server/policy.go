@@ -20,10 +20,9 @@ type snapshot struct {
 	rules []*limitInfo // by config.Match.ID
 	// authDomain is the domain GET /v1/auth serves when the request
 	// names none: the only domain with a forward_auth section, or "".
-	authDomain  string
-	authDomains []string // every domain with a forward_auth section
-	hash        string   // of the config files' names and bytes; "" for a Policy
-	loaded      time.Time
+	authDomain string
+	hash       string // of the config files' names and bytes; "" for a Policy
+	loaded     time.Time
 }
 
 // limitInfo is what a response says about one rule, made once per rule.
@@ -76,13 +75,14 @@ func compile(cfg *config.Config, old *snapshot, shadow bool, hash string, now ti
 	for _, li := range kept {
 		li.values.drop(li.rule.Name)
 	}
+	n := 0
 	for _, d := range cfg.Domains() {
 		if cfg.ForwardAuth(d) != nil {
-			s.authDomains = append(s.authDomains, d)
+			s.authDomain, n = d, n+1
 		}
 	}
-	if len(s.authDomains) == 1 {
-		s.authDomain = s.authDomains[0]
+	if n != 1 {
+		s.authDomain = ""
 	}
 	return s
 }

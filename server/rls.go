@@ -147,6 +147,11 @@ func (s *Server) fromRLS(req *rlspb.RateLimitRequest) (*request, error) {
 		return nil, badf("descriptors: %d of them; at most %d are allowed", len(descs), MaxDescriptors)
 	}
 	r := &request{domain: req.GetDomain(), descs: make([]descriptor, len(descs))}
+	total := 0
+	for _, d := range descs {
+		total += len(d.GetEntries())
+	}
+	entries := make([]config.Entry, total) // one array, cut per descriptor
 	for i, d := range descs {
 		switch f := descField(i); {
 		case d.GetLimit() != nil && s.cfg.RefuseLimitOverrides:
@@ -175,7 +180,7 @@ func (s *Server) fromRLS(req *rlspb.RateLimitRequest) (*request, error) {
 		if len(es) > MaxEntries {
 			return nil, badf("%s.entries: %d of them; at most %d are allowed", descField(i), len(es), MaxEntries)
 		}
-		r.descs[i].entries = make([]config.Entry, len(es))
+		r.descs[i].entries, entries = entries[:len(es):len(es)], entries[len(es):]
 		for k, e := range es {
 			r.descs[i].entries[k] = config.Entry{Key: e.GetKey(), Value: e.GetValue()}
 		}
@@ -212,8 +217,12 @@ func toRLS(out *outcome) *rlspb.RateLimitResponse {
 		}
 		resp.Statuses[i] = ds
 	}
-	for _, h := range out.fields.headers() {
-		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corepb.HeaderValue{Key: h[0], Value: h[1]})
+	h := out.fields.headers()
+	hv := make([]corepb.HeaderValue, len(h))
+	resp.ResponseHeadersToAdd = make([]*corepb.HeaderValue, len(h))
+	for i := range h {
+		hv[i].Key, hv[i].Value = h[i][0], h[i][1]
+		resp.ResponseHeadersToAdd[i] = &hv[i]
 	}
 	return resp
 }
