@@ -54,14 +54,34 @@
 // # Keys and Redis Cluster
 //
 // A check's state is at prefix{key}:rule:code, with the check's key as
-// the hash tag, escaped (see keys.go), and a TTL no longer than its
-// ResetAfter rounded up to the millisecond; a key whose state is back to
-// idle is deleted, and a bucket with Rate 0, which never refills, has no
-// TTL. On a Cluster the keys of one request must share a slot: checks on
+// the hash tag, escaped (see keys.go). Its TTL is fixed per rule: the
+// longest its state can stay live (a full bucket's refill, a window's
+// period, two for the sliding counter) and a second of slack, sent as a
+// string made once per rule. So a key never expires while its state
+// counts, even when it is read at a time other than Redis's (the
+// callers' clocks with WithCallerTime, which may run behind Redis's, or
+// the store's clock below), and idle keys go within that bound; a bucket
+// or a window found idle is deleted at once, and a bucket with Rate 0,
+// which never refills, has no TTL. On a Cluster the keys of one request
+// must share a slot: checks on
 // one key always do; checks on different keys (per IP and per user) get
 // ErrCrossSlot, and nothing is charged, unless WithHashTag gives them a
 // common tag. A request is never split across slots, since it could not
 // be all-or-nothing.
+//
+// # The store's clock and the fixed window
+//
+// At Redis TIME on a single Redis (node or Sentinel), the store keeps its
+// own clock at prefix+"clock", read and written once per script run: no
+// decision is made at a time before one already decided at, even if
+// Redis's clock steps back. With time that never goes back, a fixed
+// window needs no state but its count: it is a plain integer per window,
+// at prefix{key}:rule:w:START (START the window's start in Unix seconds,
+// or in µs for a period that is not whole seconds), charged by INCRBY,
+// given back by DECRBY when the request is denied, and given its TTL only
+// when new. With WithCallerTime, or on a Cluster or a Ring, a fixed window
+// keeps its window, count and latest time in one key, as the other
+// algorithms do.
 //
 // # Failure
 //

@@ -58,7 +58,13 @@ type Store struct {
 	cache      *denyCache    // nil without the deny cache
 	br         breaker
 	ttlSlack   time.Duration // tests only, see export_test.go
-	st         counters
+	maxBatch   int           // requests in a script run, at most
+	// clock is set when the store keeps its own clock (clockKey): at Redis
+	// TIME on a single Redis, where every key of a run may sit with it.
+	// A fixed window is then a counter per window (see take.lua).
+	clock    bool
+	clockKey string
+	st       counters
 }
 
 // via is how a script run goes to Redis.
@@ -98,6 +104,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		timeout:    o.timeout,
 		br:         breaker{threshold: o.failures, cooldown: o.cooldown, clock: o.clock},
 		ttlSlack:   o.ttlSlack,
+		maxBatch:   o.maxBatch,
 	}
 	ctxTimeouts := false
 	switch c := client.(type) {
@@ -112,6 +119,12 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	if ctxTimeouts {
 		s.via = viaDirect
+	}
+	// A Cluster's or a Ring's request cannot share a key with every other
+	// request; a caller's time is held to the algorithms' per-key rule,
+	// that a time before one the key has seen is read as that time.
+	if s.keys.share == shareNothing && (!o.callerTime || o.storeClock) {
+		s.clock, s.clockKey = true, o.prefix+"clock"
 	}
 	if o.denyCache > 0 {
 		s.cache = newDenyCache(o.denyCache)
@@ -237,7 +250,7 @@ func (s *Store) request(now time.Time, n int64, checks []sluice.Check) (*pending
 		p.keys = make([]string, 0, nkeys)
 	}
 	for i, c := range checks {
-		k := s.keys.key(c, p.args[i].p.code)
+		k := s.keys.key(c, p.args[i].p.codeFor(s.clock))
 		p.keys = append(p.keys, k)
 		if p.args[i].p.kind == kindLog {
 			p.keys = append(p.keys, k+":e")
@@ -384,23 +397,47 @@ func (p *pending) decode(reply []int64, out []sluice.Decision) {
 // again. A NOSCRIPT answer means the script did not run, so nothing is
 // charged twice. It returns each request's reply.
 func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
-	nkeys, size := 0, 0
+	nkeys, size, nchecks := 0, 0, 0
 	for _, p := range batch {
 		nkeys += len(p.keys)
-		size += 8 * (2 + 9*len(p.args))
+		nchecks += len(p.args)
+		size += 16 + 16*len(p.args)
 	}
-	args := make([]any, 0, 3+nkeys+3)
+	clock := "0"
+	if s.clock {
+		clock = "1"
+		nkeys++
+	}
+	// The rules of the run, each sent once however many requests name it.
+	var rbuf [4]runRule
+	rules := rbuf[:0]
+	req := make([]byte, 0, size)
+	for _, p := range batch {
+		req = appendF64(req, p.now)
+		req = appendF64(req, float64(len(p.args)))
+		for _, a := range p.args {
+			var ri int
+			rules, ri = ruleIndex(rules, a.p, a.shadow)
+			req = appendF64(req, float64(ri))
+			// A cost is a double there as it was when the script read it
+			// as a decimal: float64 rounds alike.
+			req = appendF64(req, float64(a.cost))
+		}
+	}
+	args := make([]any, 0, 3+nkeys+4+len(rules))
 	args = append(args, "evalsha", takeSHAArg, nkeys)
+	if s.clock {
+		args = append(args, s.clockKey)
+	}
 	for _, p := range batch {
 		for _, k := range p.keys {
 			args = append(args, k)
 		}
 	}
-	req := make([]byte, 0, size)
-	for _, p := range batch {
-		req = p.appendTo(req)
+	args = append(args, clock, len(batch), req, len(rules))
+	for _, r := range rules {
+		args = append(args, s.record(r))
 	}
-	args = append(args, s.ttlSlack.Milliseconds(), len(batch), req)
 	s.st.runs.Add(1)
 	reply, err := s.do(ctx, args)
 	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -425,27 +462,43 @@ func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
 	return replies, nil
 }
 
+// runRule is a rule as sent in one run: its params, shadow or not.
+type runRule struct {
+	p      *params
+	shadow bool
+}
+
+// ruleIndex is the script's index (from 1) of rule (p, shadow) in rules,
+// which it is added to if new. A run names few rules: a scan is enough.
+func ruleIndex(rules []runRule, p *params, shadow bool) ([]runRule, int) {
+	for i, r := range rules {
+		if r.p == p && r.shadow == shadow {
+			return rules, i + 1
+		}
+	}
+	rules = append(rules, runRule{p, shadow})
+	return rules, len(rules)
+}
+
+// record is r as the script reads it: made once per rule, or per call in
+// tests that add a slack to TTLs.
+func (s *Store) record(r runRule) any {
+	if s.ttlSlack != 0 {
+		return r.p.record(r.p.windowed(s.clock), r.shadow, s.ttlSlack)
+	}
+	w, sh := 0, 0
+	if r.p.windowed(s.clock) {
+		w = 1
+	}
+	if r.shadow {
+		sh = 1
+	}
+	return r.p.rec[w][sh]
+}
+
 // redisTime as a request's now has the script read Redis TIME: 2^53 µs,
 // outside the range micros allows.
 const redisTime = 1 << 53
-
-// appendTo appends p's values as the script unpacks them: now, the
-// number of checks, then each check's params and cost. A cost is a double
-// there as it was when the script read it as a decimal: float64 rounds
-// alike.
-func (p *pending) appendTo(b []byte) []byte {
-	b = appendF64(b, p.now)
-	b = appendF64(b, float64(len(p.args)))
-	for _, a := range p.args {
-		shadow := 0
-		if a.shadow {
-			shadow = 1
-		}
-		b = append(b, a.p.enc[shadow][:]...)
-		b = appendF64(b, float64(a.cost))
-	}
-	return b
-}
 
 // do sends one command and waits for its answer or the end of ctx.
 func (s *Store) do(ctx context.Context, args []any) ([]int64, error) {

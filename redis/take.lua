@@ -3,19 +3,29 @@
 -- arithmetic is explained in params.go, whose checks keep every parameter
 -- in the range where the doubles below are exact integers.
 --
--- ARGV[1] ms added to every TTL: 0 but in tests
+-- What costs Redis here is counted per decision: each redis.call (~0.2µs),
+-- each Lua number passed to one (Redis formats it), each KEYS entry, TIME.
+-- So a single check takes a path of its own per kind, TTLs are strings
+-- made once per rule, and TIME is read once per run.
+--
+-- ARGV[1] '1' if KEYS[1] is the store's clock (see clock below), else '0'
 -- ARGV[2] the number of requests
--- ARGV[3] the requests, little-endian doubles as struct.pack('<d...') makes
---   them; for each request: now in microseconds, or 2^53 for Redis TIME;
---   the number of checks; then 9 per check: kind, shadow (1 or 0), a1..a6,
---   and the check's cost n.
---   One string rather than an argument per number spares Redis an argument,
---   and Lua a string and a tonumber, each.
+-- ARGV[3] the requests, little-endian as struct.pack('<...') makes them;
+--   doubles: for each request, now in µs, or 2^53 for Redis TIME, and the
+--   number of checks; then per check its rule (an index into the rules)
+--   and its cost.
+-- ARGV[4] the number of rules; ARGV[5..] the rules, each '<BBdddddds':
+--   kind, shadow (1 or 0), a1..a6, and the TTL of its keys in ms as a
+--   string ('' for none):
 --     kind 1 bucket  (a1..a6 = span, pt, m, h, q, burst)
---     kind 2 fixed   (a1, a2 = rate, period in µs)
+--     kind 2 fixed   (a1, a2 = rate, period in µs), one packed state
 --     kind 3 counter (a1, a2 = rate, period in µs)
 --     kind 4 log     (a1, a2 = rate, period in µs), two keys: meta and entries
--- KEYS: each check's key (two for the log), in order.
+--     kind 5 fixed, a key per window (a1, a2, a3 = rate, period in µs, µs
+--            per unit of the window start appended to the key): only with
+--            the clock, which keeps time from going back
+-- KEYS: the clock if any, then each check's key (two for the log), in
+-- order; for kind 5, the key less the window's start.
 -- Reply: one string, 6 little-endian doubles per check, all integers:
 -- allowed, remaining, retry µs, retry ns, reset µs, reset ns; a µs of -1 is
 -- Never. One string rather than an array spares Redis and the client a
@@ -25,6 +35,7 @@ local P26 = 67108864 -- 2^26
 local P52 = 4503599627370496 -- 2^52
 local spack, sunpack = struct.pack, struct.unpack
 local floor = math.floor
+local call = redis.call
 
 -- floor(a/b) for integers |a| < 2^53, b > 0, corrected for the rounding of
 -- the float quotient.
@@ -33,13 +44,6 @@ local function fdiv(a, b)
   local r = a - q * b
   if r < 0 then q = q - 1 elseif r >= b then q = q + 1 end
   return q
-end
-
--- ttl in ms of a duration of us µs and ns extra nanoseconds, rounded up.
-local slack = tonumber(ARGV[1])
-local function ttl(us, ns)
-  if ns > 0 then us = us + 1 end
-  return fdiv(us + 999, 1000) + slack
 end
 
 ---------------------------------------------------------------------------
@@ -109,19 +113,126 @@ local function bcore(span, pt, m, h, q, burst, has, t0, D0, now, n)
   return ok, rem, rus, rns, zus, zns, 0, now, after
 end
 
+
 local out = {}
 local nout = 0
-local ki = 1 -- next key
 local reqs = ARGV[3]
 local pos = 1 -- in reqs, of the next request
+
+-- The rules of this run, unpacked once.
+local rules = {}
+for i = 1, tonumber(ARGV[4]) do
+  local r = {}
+  r.kind, r.shadow, r.a1, r.a2, r.a3, r.a4, r.a5, r.a6, r.ttl = sunpack('<BBdddddds', ARGV[4 + i])
+  rules[i] = r
+end
+
+-- The clock: the latest time the store has decided at, kept in KEYS[1] so
+-- that no decision is made at an earlier time, whatever Redis TIME does.
+-- With it no key needs a time of its own, and a fixed window can be a
+-- plain counter per window. Read and written once per run.
+local ki = 1 -- next key
+local clock, clocked = nil, false
+if ARGV[1] == '1' then
+  ki = 2
+  local raw = call('GET', KEYS[1])
+  clock = raw and sunpack('<d', raw) or -P52
+end
+
 local redisnow = nil
 local REDISTIME = 9007199254740992 -- 2^53 as now: read Redis TIME
 
--- loadgeneral defines what requests other than one bucket check need,
--- in the runs that have any: closures are made at every run, so the
--- common run makes only those of the bucket path. It returns the general
--- decision of a request: now and k read; its checks, with their costs,
--- from pos.
+-- at is the time of a request sent with now.
+local function at(now)
+  if now == REDISTIME then
+    if not redisnow then
+      local t = call('TIME')
+      redisnow = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    now = redisnow
+  end
+  if clock then
+    if now < clock then
+      now = clock
+    elseif now > clock then
+      clock, clocked = now, true
+    end
+  end
+  return now
+end
+
+-- Kind 5: a key per window, its value the window's count, an integer that
+-- INCRBY charges and DECRBY gives back. window returns the key of the
+-- window holding now, for the key base, and how far into it now is; the
+-- window's start, the key's suffix, is formatted once per period and time.
+local wcache = {}
+local function window(base, now, p, unit)
+  local w = wcache[p]
+  if not w or w[1] ~= now then
+    local k = fdiv(now, p)
+    w = {now, now - k * p, string.format('%.0f', k * p / unit)}
+    wcache[p] = w
+  end
+  return base .. w[3], w[2]
+end
+
+-- costs as redis.call arguments: a string, since Redis would format a number.
+local function arg(n)
+  if n == 1 then return '1' end
+  return string.format('%.0f', n)
+end
+
+-- wtake charges n to a window key, or not at all if the window has no room
+-- for them: it returns whether it did and the count after.
+local function wtake(key, r, n)
+  local a = arg(n)
+  local c = call('INCRBY', key, a)
+  if c == n then call('PEXPIRE', key, r.ttl) end -- new: its window's first
+  if c > r.a1 then
+    call('DECRBY', key, a)
+    return false, c - n
+  end
+  return true, c
+end
+
+-- wcount is a window key's count.
+local function wcount(key)
+  local v = call('GET', key)
+  if v then return tonumber(v) end
+  return 0
+end
+
+-- wdecision is kind 5's decision: the six values of the reply.
+local function wdecision(r, ok, count, off, never)
+  local p = r.a2
+  local rus, zus = 0, 0
+  if never then
+    rus = -1
+  elseif not ok then
+    rus = p - off
+  end
+  if count > 0 then zus = p - off end
+  local rem = r.a1 - count
+  if rem < 0 then rem = 0 end -- a rate lowered under the same name
+  return ok and 1 or 0, rem, rus, 0, zus, 0
+end
+
+-- wone decides one kind 5 check.
+local function wone(r, base, now, n)
+  local key, off = window(base, now, r.a2, r.a3)
+  if n < 0 or n > r.a1 then
+    return wdecision(r, false, wcount(key), off, true)
+  elseif n == 0 then
+    return wdecision(r, true, wcount(key), off, false)
+  end
+  local ok, count = wtake(key, r, n)
+  return wdecision(r, ok, count, off, false)
+end
+
+-- loadgeneral defines what requests other than one check need, in the
+-- runs that have any: closures are made at every run, so the common run
+-- makes only those of the single paths. It returns the general decision of
+-- a request: now and k read; its checks, with their costs, from pos.
 local function loadgeneral()
   -- a*b for 0 <= a, b < 2^52 as hi*2^52 + lo, 0 <= lo < 2^52.
   local function mul(a, b)
@@ -160,11 +271,12 @@ local function loadgeneral()
     end
   end
 
-  local function put(key, state, us, ns)
-    if us < 0 then
-      redis.call('SET', key, state)
+  -- put writes check c's state with its rule's TTL.
+  local function put(c, state)
+    if c.r.ttl == '' then
+      call('SET', c.key, state)
     else
-      redis.call('SET', key, state, 'PX', ttl(us, ns))
+      call('SET', c.key, state, 'PX', c.r.ttl)
     end
   end
 
@@ -179,8 +291,9 @@ local function loadgeneral()
     local st = c.st
     local has, t0, D0 = false, 0, 0
     if st then has, t0, D0 = true, st[1], st[2] end
+    local r = c.r
     local ok, rem, rus, rns, zus, zns, w, t, after =
-      bcore(c.a1, c.a2, c.a3, c.a4, c.a5, c.a6, has, t0, D0, now, n)
+      bcore(r.a1, r.a2, r.a3, r.a4, r.a5, r.a6, has, t0, D0, now, n)
     local d = {ok, rem, rus, rns, zus, zns, w, false, zus, zns}
     if w == 1 then d[8] = spack('dd', t, after) end
     return d
@@ -196,7 +309,7 @@ local function loadgeneral()
 
   -- Fixed window. State: window, count, last.
   local function fixed(c, now, n)
-    local rate, p = c.a1, c.a2
+    local rate, p = c.r.a1, c.r.a2
     local st = c.st
     local win, count = nil, 0
     if st then
@@ -253,7 +366,7 @@ local function loadgeneral()
 
   -- Sliding window counter. State: window, prev, curr, last.
   local function counter(c, now, n)
-    local rate, p = c.a1, c.a2
+    local rate, p = c.r.a1, c.r.a2
     local st = c.st
     local win, prev, curr = nil, 0, 0
     if st then
@@ -314,7 +427,7 @@ local function loadgeneral()
   -- merged, which changes no decision.
 
   local function slog(c, now, n)
-    local rate, p = c.a1, c.a2
+    local rate, p = c.r.a1, c.r.a2
     local st = c.st
     local count = 0
     if st then
@@ -325,9 +438,9 @@ local function loadgeneral()
     -- entries at or before now-p leave the window
     local drop, len = 0, 0
     if count > 0 then
-      len = redis.call('LLEN', lkey)
+      len = call('LLEN', lkey)
       while drop < len do
-        local batch = redis.call('LRANGE', lkey, drop, drop + 31)
+        local batch = call('LRANGE', lkey, drop, drop + 31)
         local stop = false
         for i = 1, #batch do
           local at, u = sunpack('dd', batch[i])
@@ -343,7 +456,7 @@ local function loadgeneral()
     end
     local newest = nil
     if drop < len then
-      newest = sunpack('dd', redis.call('LINDEX', lkey, -1))
+      newest = sunpack('dd', call('LINDEX', lkey, -1))
     end
     local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
     local push = false
@@ -357,7 +470,7 @@ local function loadgeneral()
       count = count + n
     else
       local need = count + n - rate
-      local entries = redis.call('LRANGE', lkey, drop, drop + need - 1)
+      local entries = call('LRANGE', lkey, drop, drop + need - 1)
       for i = 1, #entries do
         local at, u = sunpack('dd', entries[i])
         need = need - u
@@ -382,24 +495,43 @@ local function loadgeneral()
   -- logcommit writes what slog decided (d) for a request of cost n.
   local function logcommit(c, d, n)
     local lkey = c.key2
-    if d[11] > 0 then redis.call('LTRIM', lkey, d[11], -1) end
+    if d[11] > 0 then call('LTRIM', lkey, d[11], -1) end
     if d[12] then
       local at, u = nil, 0
-      if d[13] > 0 then at, u = sunpack('dd', redis.call('LINDEX', lkey, -1)) end
+      if d[13] > 0 then at, u = sunpack('dd', call('LINDEX', lkey, -1)) end
       if at == d[14] then
-        redis.call('LSET', lkey, -1, spack('dd', at, u + n))
+        call('LSET', lkey, -1, spack('dd', at, u + n))
       else
-        redis.call('RPUSH', lkey, spack('dd', d[14], n))
+        call('RPUSH', lkey, spack('dd', d[14], n))
       end
     end
-    local ms = ttl(d[9], 0)
-    redis.call('SET', c.key, d[8], 'PX', ms)
-    redis.call('PEXPIRE', lkey, ms)
+    call('SET', c.key, d[8], 'PX', c.r.ttl)
+    call('PEXPIRE', lkey, c.r.ttl)
   end
 
   ---------------------------------------------------------------------------
+  -- Fixed window, a key per window (kind 5). It charges as it decides (d[7]
+  -- 4): a request that does not pass gives the charge back.
+  local function wfixed(c, now, n)
+    local r = c.r
+    local key, off = window(c.key, now, r.a2, r.a3)
+    c.wkey = key
+    local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
+    local ok, count, never = true, 0, false
+    if n < 0 or n > r.a1 then
+      ok, count, never = false, wcount(key), true
+    elseif n == 0 then
+      count = wcount(key)
+    else
+      ok, count = wtake(key, r, n)
+      if ok then d[7] = 4 end
+    end
+    d[1], d[2], d[3], d[4], d[5], d[6] = wdecision(r, ok, count, off, never)
+    d[11], d[12] = count, off
+    return d
+  end
 
-  local steps = {bucket, fixed, counter, slog}
+  local steps = {bucket, fixed, counter, slog, wfixed}
   local unpackfmt = {'dd', 'ddd', 'dddd', 'dd'}
   -- checks[1..k] are the current request's checks, their tables reused
   -- from one request to the next.
@@ -412,17 +544,20 @@ local function loadgeneral()
         c = {}
         checks[i] = c
       end
-      local shadow
-      c.kind, shadow, c.a1, c.a2, c.a3, c.a4, c.a5, c.a6, c.n, pos = sunpack('<ddddddddd', reqs, pos)
-      c.shadow = shadow == 1
+      local ri
+      ri, c.n, pos = sunpack('<dd', reqs, pos)
+      local r = rules[ri]
+      c.r, c.kind, c.shadow = r, r.kind, r.shadow == 1
       c.key, c.key2, c.st, c.d = KEYS[ki], false, false, false
       ki = ki + 1
       if c.kind == 4 then
         c.key2 = KEYS[ki]
         ki = ki + 1
       end
-      local raw = redis.call('GET', c.key)
-      if raw then c.st = {sunpack(unpackfmt[c.kind], raw)} end
+      if c.kind ~= 5 then
+        local raw = call('GET', c.key)
+        if raw then c.st = {sunpack(unpackfmt[c.kind], raw)} end
+      end
     end
 
     -- Phase 1: decide every check as if it were charged; the request passes
@@ -442,13 +577,22 @@ local function loadgeneral()
       local d, cost = c.d, c.n
       if not ok and d[1] == 1 then
         cost = 0
-        d = steps[c.kind](c, now, 0)
+        if c.kind == 5 then
+          if d[7] == 4 then
+            call('DECRBY', c.wkey, arg(c.n))
+            d[11] = d[11] - c.n
+          end
+          local p = {wdecision(c.r, true, d[11], d[12], false)}
+          d = {p[1], p[2], p[3], p[4], p[5], p[6], 0}
+        else
+          d = steps[c.kind](c, now, 0)
+        end
       end
       local w = d[7]
       if w == 1 then
-        put(c.key, d[8], d[9], d[10])
+        put(c, d[8])
       elseif w == 2 then
-        if c.key2 then redis.call('DEL', c.key, c.key2) else redis.call('DEL', c.key) end
+        if c.key2 then call('DEL', c.key, c.key2) else call('DEL', c.key) end
       elseif w == 3 then
         logcommit(c, d, cost)
       end
@@ -462,45 +606,44 @@ local general -- loadgeneral(), once a run needs it
 
 -- decide runs one request: reqs from pos, its checks' keys from KEYS[ki].
 local function decide()
-  local now, k
-  now, k, pos = sunpack('<dd', reqs, pos)
-  if now == REDISTIME then
-    if not redisnow then
-      local t = redis.call('TIME')
-      redisnow = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    end
-    now = redisnow
-  end
+  local now, k, ri, n
+  now, k, ri, n, pos = sunpack('<dddd', reqs, pos)
+  now = at(now)
   if k == 1 then
     -- One check: no peeks, as it is charged iff it allows.
-    local kind, _, a1, a2, a3, a4, a5, a6, n
-    kind, _, a1, a2, a3, a4, a5, a6, n, pos = sunpack('<ddddddddd', reqs, pos)
+    local r = rules[ri]
+    local kind = r.kind
+    local key = KEYS[ki]
     if kind == 1 then
-      local key = KEYS[ki]
       ki = ki + 1
-      local raw = redis.call('GET', key)
+      local raw = call('GET', key)
       local has, t0, D0 = false, 0, 0
       if raw then
         has = true
         t0, D0 = sunpack('dd', raw)
       end
       local ok, rem, rus, rns, zus, zns, w, t, after =
-        bcore(a1, a2, a3, a4, a5, a6, has, t0, D0, now, n)
+        bcore(r.a1, r.a2, r.a3, r.a4, r.a5, r.a6, has, t0, D0, now, n)
       if w == 1 then
-        if zus < 0 then
-          redis.call('SET', key, spack('dd', t, after))
+        if r.ttl == '' then
+          call('SET', key, spack('dd', t, after))
         else
-          redis.call('SET', key, spack('dd', t, after), 'PX', ttl(zus, zns))
+          call('SET', key, spack('dd', t, after), 'PX', r.ttl)
         end
       elseif w == 2 then
-        redis.call('DEL', key)
+        call('DEL', key)
       end
       nout = nout + 1
       out[nout] = spack('<dddddd', ok, rem, rus, rns, zus, zns)
       return
+    elseif kind == 5 then
+      ki = ki + 1
+      nout = nout + 1
+      out[nout] = spack('<dddddd', wone(r, key, now, n))
+      return
     end
-    pos = pos - 72 -- the general path reads the check again
   end
+  pos = pos - 16 -- the general path reads the first check again
   if not general then general = loadgeneral() end
   general(now, k)
 end
@@ -509,4 +652,5 @@ end
 -- and refuses writes after TIME; later ones replicate effects anyway.
 if redis.replicate_commands then redis.replicate_commands() end
 for _ = 1, tonumber(ARGV[2]) do decide() end
+if clocked then call('SET', KEYS[1], spack('<d', clock), 'PX', '86400000') end
 return table.concat(out)
