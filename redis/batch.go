@@ -37,6 +37,10 @@ type pending struct {
 	// its own: a context and its timer per call cost more CPU than the
 	// rest of the call on the client's side.
 	expires time.Time
+	// fast is set when the request went as one byte in its run, and
+	// fastReply holds its reply as the general path's (see expand).
+	fast      bool
+	fastReply [6]int64
 	// room for the args and keys of a request of up to two checks
 	argBuf [2]checkArgs
 	keyBuf [2]string

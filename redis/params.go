@@ -255,3 +255,49 @@ func duration(us, ns int64) time.Duration {
 	}
 	return time.Duration(us*1000 + ns)
 }
+
+// expand writes to b the six numbers of a decision of the script (allowed,
+// remaining, retry µs and ns, reset µs and ns) from v, the one number
+// the script answers for a unit taken at now on its path of its own: the
+// bucket's debt after, or the window's count after, times 2, plus 1 if
+// allowed. The arithmetic is the script's (take.lua, bcore and wdecision),
+// done here to spare Redis the work.
+func (p *params) expand(b []int64, v, now int64) []int64 {
+	ok, x := v&1, v>>1
+	var rem, rus, rns, zus, zns int64
+	if p.kind == kindBucket {
+		span, pt, m, h, q := p.a[0], p.a[1], p.a[2], p.a[3], p.a[4]
+		if x <= span {
+			rem = (span - x) / pt
+		}
+		if ok == 0 {
+			if q == 0 {
+				rus = -1
+			} else {
+				y := x + pt - span // > 0: denied
+				rus, rns = y/m, ceilDiv(y%m*h, q)
+			}
+		}
+		if x > 0 {
+			if q == 0 {
+				zus = -1
+			} else {
+				zus, zns = x/m, ceilDiv(x%m*h, q)
+			}
+		}
+	} else {
+		rate, per := p.a[0], p.a[1]
+		off := now % per
+		if off < 0 {
+			off += per
+		}
+		rem = max(rate-x, 0)
+		if ok == 0 {
+			rus = per - off
+		}
+		if x > 0 {
+			zus = per - off
+		}
+	}
+	return append(b, ok, rem, rus, rns, zus, zns)
+}

@@ -4,11 +4,10 @@ import (
 	"context"
 	"crypto/sha1"
 	_ "embed"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -411,8 +410,30 @@ func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
 	// The rules of the run, each sent once however many requests name it.
 	var rbuf [4]runRule
 	rules := rbuf[:0]
+	// The shape: a byte per request, its rule for a request that takes a
+	// path of its own in the script (see fastRule), else 0 and the request
+	// in req. Those requests share one time, so they go only in runs whose
+	// requests all have the same: at Redis TIME, every run.
+	shape := make([]byte, 0, len(batch))
 	req := make([]byte, 0, size)
+	common := true
+	for _, p := range batch[1:] {
+		common = common && p.now == batch[0].now
+	}
+	fastNow := ""
 	for _, p := range batch {
+		p.fast = false
+		if common && s.fastRule(p) {
+			var ri int
+			rules, ri = ruleIndex(rules, p.args[0].p, p.args[0].shadow)
+			if ri <= 255 {
+				shape = append(shape, byte(ri))
+				p.fast = true
+				fastNow = strconv.FormatInt(int64(p.now), 10) // exact: below 2^53
+				continue
+			}
+		}
+		shape = append(shape, 0)
 		req = appendF64(req, p.now)
 		req = appendF64(req, float64(len(p.args)))
 		for _, a := range p.args {
@@ -424,7 +445,7 @@ func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
 			req = appendF64(req, float64(a.cost))
 		}
 	}
-	args := make([]any, 0, 3+nkeys+4+len(rules))
+	args := make([]any, 0, 3+nkeys+5+len(rules))
 	args = append(args, "evalsha", takeSHAArg, nkeys)
 	if s.clock {
 		args = append(args, s.clockKey)
@@ -434,7 +455,7 @@ func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
 			args = append(args, k)
 		}
 	}
-	args = append(args, clock, len(batch), req, len(rules))
+	args = append(args, clock, shape, req, fastNow, len(rules))
 	for _, r := range rules {
 		args = append(args, s.record(r))
 	}
@@ -448,18 +469,49 @@ func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis: take: %w", err)
 	}
+	if len(reply) == 0 {
+		return nil, errors.New("redis: script answered nothing")
+	}
+	at := reply[0] // the time of the one-byte requests
+	reply = reply[1:]
 	replies := make([][]int64, len(batch))
 	for i, p := range batch {
 		m := 6 * len(p.args)
+		if p.fast {
+			m = 1
+		}
 		if len(reply) < m {
 			return nil, fmt.Errorf("redis: script answered %d values short", m-len(reply))
 		}
-		replies[i], reply = reply[:m:m], reply[m:]
+		if p.fast {
+			replies[i] = p.args[0].p.expand(p.fastReply[:0], reply[0], at)
+		} else {
+			replies[i] = reply[:m:m]
+		}
+		reply = reply[m:]
 	}
 	if len(reply) != 0 {
 		return nil, fmt.Errorf("redis: script answered %d values too many", len(reply))
 	}
 	return replies, nil
+}
+
+// fastRule reports whether p goes on its kind's path of its own in the
+// script, answered with one number (see expand): one check of cost 1, of a
+// bucket that holds a unit or of a fixed window as a counter per window
+// that does.
+func (s *Store) fastRule(p *pending) bool {
+	if len(p.args) != 1 || p.args[0].cost != 1 {
+		return false
+	}
+	pr := p.args[0].p
+	switch {
+	case pr.kind == kindBucket:
+		return pr.a[5] >= 1
+	case pr.windowed(s.clock):
+		return pr.a[0] >= 1
+	}
+	return false
 }
 
 // runRule is a rule as sent in one run: its params, shadow or not.
@@ -524,16 +576,5 @@ func (s *Store) do(ctx context.Context, args []any) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := cmd.Text()
-	if err != nil {
-		return nil, err
-	}
-	if len(b)%8 != 0 {
-		return nil, fmt.Errorf("redis: script answered %d bytes, not whole doubles", len(b))
-	}
-	reply := make([]int64, len(b)/8)
-	for i := range reply {
-		reply[i] = int64(math.Float64frombits(binary.LittleEndian.Uint64([]byte(b[8*i : 8*i+8]))))
-	}
-	return reply, nil
+	return cmd.Int64Slice()
 }
