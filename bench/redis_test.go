@@ -38,9 +38,10 @@ import (
 // the callers' p50 and p99, and for sluice the requests per script run.
 //
 // batch=B bounds a run to B requests (sredis.WithMaxBatch); the callers
-// are 32, or 2·B when more (a run fills with the requests queued while
-// the previous one is out, and two are out at once), so reqs/run shows
-// how full the runs were. The contenders run at 32 callers.
+// are 32, or 4·B when more: a run fills with the requests queued while
+// the previous one is out, and two are out at once, so it takes about
+// 4·B callers to fill runs of B; reqs/run shows how full they were. The
+// contenders run at 32 and 64 callers.
 //
 // BENCH_REDIS_CPU=N pins the redis-server the benchmark starts to CPU N
 // (taskset -a -p), so that it has a core of its own when the benchmark is
@@ -63,7 +64,7 @@ func BenchmarkRedis(b *testing.B) {
 	for _, alg := range algs {
 		rule := &sluice.Rule{Name: "bench", Algorithm: alg, Limit: limit}
 		for _, batch := range []int{1, 16, 64} {
-			callers := max(32, 2*batch)
+			callers := max(32, 4*batch)
 			b.Run(fmt.Sprintf("store=sluice/alg=%s/batch=%d", alg, batch), func(b *testing.B) {
 				rc := benchClient(b, addr, callers)
 				s, err := sredis.New(rc, sredis.WithPrefix(fmt.Sprintf("b%d:", time.Now().UnixNano())),
@@ -88,7 +89,14 @@ func BenchmarkRedis(b *testing.B) {
 			})
 		}
 	}
-	const callers = 32
+	for _, callers := range []int{32, 64} {
+		contenders(b, addr, callers, limit)
+	}
+}
+
+// contenders runs the pair and redis_rate at callers.
+func contenders(b *testing.B, addr string, callers int, limit sluice.Limit) {
+	script := []string{"evalsha", "eval"}
 	b.Run(fmt.Sprintf("store=pair/callers=%d", callers), func(b *testing.B) {
 		rc := benchClient(b, addr, callers)
 		prefix := fmt.Sprintf("p%d:", time.Now().UnixNano())

@@ -159,10 +159,16 @@ local function bfast(r, key, now)
 end
 
 -- wfast charges one unit to a window's counter (kind 5, Rate >= 1) at
--- now, or gives it back if the window is full. It returns the count
+-- now, the run's time for every one-byte request, or gives it back if the
+-- window is full. It returns the count
 -- after, times 2, plus 1 if allowed.
 local function wfast(r, base, now)
-  local key = window(base, now, r.a2, r.a3)
+  local suffix = r.suffix -- the window's start: now is the run's
+  if not suffix then
+    suffix = string.format('%.0f', fdiv(now, r.a2) * r.a2 / r.a3)
+    r.suffix = suffix
+  end
+  local key = base .. suffix
   local c = call('INCRBY', key, '1')
   if c == 1 then call('PEXPIRE', key, r.ttl) end -- new: its window's first
   if c > r.a1 then
