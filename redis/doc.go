@@ -46,10 +46,24 @@
 // On a single Redis (node or Sentinel), requests that arrive while a
 // script run is out are sent together as the next run, which decides each
 // of them in order, all-or-nothing each, as if they had come one by one:
-// Redis parses one command and enters Lua once for many decisions. The
-// callers take turns sending; no goroutine is started. On a Cluster (and
-// a Ring) a script's keys must share a slot, so each request is a run of
-// its own, sent through go-redis's autopipeliner.
+// Redis parses one command, enters Lua once and reads TIME once for many
+// decisions. A run holds at most 64 requests (WithMaxBatch). The callers
+// take turns sending; no goroutine is started. On a Cluster (and a Ring)
+// a script's keys must share a slot, so each request is a run of its own,
+// sent through go-redis's autopipeliner.
+//
+// What Redis spends per decision is the part of the cost that does not
+// scale by adding application servers, so the script does as little as
+// the exactness allows and leaves the rest to Go. A request of one check
+// of cost 1 on a bucket or a fixed window, the common case, is one byte in
+// its run (its rule; the run's time is sent once) and is decided with one
+// call when its key is idle or new: a bucket by SET ... GET of the state
+// an idle bucket would have, written again only when the key was not
+// idle; a fixed window by INCRBY on its window's counter (see below). The
+// script answers it with one integer, from which the store computes the
+// Decision with the script's arithmetic. Rules and their TTLs are sent as
+// strings made once per rule, so that Redis formats no number per call.
+// bench/redis_test.go measures Redis's time per decision.
 //
 // # Keys and Redis Cluster
 //
