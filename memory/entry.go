@@ -2,6 +2,7 @@ package memory
 
 import (
 	"encoding/binary"
+	"github.com/sluicehq/sluice/internal/bounded"
 	"math"
 	"sync/atomic"
 	"unsafe"
@@ -41,17 +42,7 @@ func cloneKey(key string) (string, int64) {
 	if len(key) <= inlineKey {
 		return key, 0
 	}
-	return copyKey(key)
-}
-
-// copyKey returns a copy of key and its size as allocated: append rounds
-// the capacity up to the allocator's size class, which reports it.
-func copyKey(key string) (string, int64) {
-	if key == "" {
-		return "", 0
-	}
-	b := append([]byte(nil), key...)
-	return unsafe.String(unsafe.SliceData(b), len(b)), int64(cap(b))
+	return bounded.CopyKey(key)
 }
 
 // setKey makes e's key key, from cloneKey with its size. A short key's
@@ -135,7 +126,7 @@ func (e *entry) touch(st uint32) {
 // A sliding log's ring that grows is counted in b, past its bounds if need
 // be: the caller then relieves the store. The caller holds the shard's
 // lock, shared or exclusive.
-func (e *entry) step(now, n int64, b *bound) sluice.Decision {
+func (e *entry) step(now, n int64, b *bounded.Bound) sluice.Decision {
 	sp := e.sp
 	if sp.Kind == algo.KindBucket {
 		ok, rem, retry, reset := sp.TAT.Allow(&e.x, now, n)
@@ -145,7 +136,7 @@ func (e *entry) step(now, n int64, b *bound) sluice.Decision {
 	c := e.w.ringCap()
 	d := e.w.step(sp, now, n)
 	if grown := e.w.ringCap() - c; grown > 0 {
-		b.force(0, int64(grown)*ringCellBytes)
+		b.Force(0, int64(grown)*ringCellBytes)
 	}
 	e.w.mu.Unlock()
 	return d

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"github.com/sluicehq/sluice/internal/bounded"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -36,8 +37,8 @@ type shard struct {
 	mu    sync.RWMutex
 	last  atomic.Int64 // latest time a request brought, Unix ns: the sweeper's now
 	tab   []entry
-	n     int    // live entries
-	bound *bound // the store's counts, shared by its shards
+	n     int            // live entries
+	bound *bounded.Bound // the store's counts, shared by its shards
 	hand  int
 	_     [64]byte // keep shards apart in memory: each is written on every call
 }
@@ -55,7 +56,7 @@ const (
 )
 
 // init makes the shard's first table, which the caller has counted.
-func (sh *shard) init(b *bound) {
+func (sh *shard) init(b *bounded.Bound) {
 	sh.bound = b
 	sh.tab = make([]entry, minTable)
 }
@@ -111,13 +112,13 @@ func (sh *shard) find(h uint64, sp *algo.Spec, key string) *entry {
 func (sh *shard) insert(h uint64, sp *algo.Spec, key string, now int64) (*entry, error) {
 	key, size := cloneKey(key)
 	dk, db := int64(1), specBytes(sp)+size
-	if err := sh.bound.fits(db); err != nil {
+	if err := sh.bound.Fits(db); err != nil {
 		return nil, err
 	}
-	for !sh.bound.take(dk, db) {
+	for !sh.bound.Take(dk, db) {
 		v, ok := sh.victim(now)
 		if !ok {
-			sh.bound.force(dk, db)
+			sh.bound.Force(dk, db)
 			break
 		}
 		dk, db = dk-1, db-sh.tab[v].bytes()
@@ -187,7 +188,7 @@ func (sh *shard) victim(now int64) (int, bool) {
 // later. The caller holds the exclusive lock.
 func (sh *shard) trim(now int64, spare bool) {
 	st := stampOf(now)
-	for sh.bound.over() {
+	for sh.bound.Over() {
 		v, ok := sh.victim(now)
 		if !ok || spare && sh.tab[v].age(st) == 0 && !sh.tab[v].idle(now) {
 			return
@@ -202,7 +203,7 @@ func (sh *shard) trim(now int64, spare bool) {
 func (sh *shard) remove(i int) {
 	b := sh.tab[i].bytes()
 	sh.delete(i)
-	sh.bound.force(-1, -b)
+	sh.bound.Force(-1, -b)
 }
 
 // delete drops the entry in cell i, whose counts the caller takes over or
