@@ -79,10 +79,6 @@ func TestMaxBytesOptions(t *testing.T) {
 				s.Close()
 				t.Errorf("New(%s) = %v, want an error wrapping ErrInvalidOption", c.name, err)
 			}
-			if cc, err := NewConcurrency(c.opts...); err == nil || !errors.Is(err, ErrInvalidOption) {
-				cc.Close()
-				t.Errorf("NewConcurrency(%s) = %v, want an error wrapping ErrInvalidOption", c.name, err)
-			}
 		})
 	}
 
@@ -101,12 +97,12 @@ func TestMaxBytesOptions(t *testing.T) {
 			t.Errorf("shards for %d options = %d, want %d", len(c.opts), len(s.shards), c.wantShards)
 		}
 		cfg, _ := newConfig(c.opts)
-		if s.bound.maxBytes != cfg.maxBytes || s.Bytes() != int64(len(s.shards))*emptyTableBytes {
-			t.Errorf("max bytes %d, bytes %d, for a bound of %d and %d empty shards", s.bound.maxBytes, s.Bytes(), cfg.maxBytes, len(s.shards))
+		if s.bound.MaxBytes != cfg.MaxBytes || s.Bytes() != int64(len(s.shards))*emptyTableBytes {
+			t.Errorf("max bytes %d, bytes %d, for a bound of %d and %d empty shards", s.bound.MaxBytes, s.Bytes(), cfg.MaxBytes, len(s.shards))
 		}
 	}
-	if s := newStore(t); s.bound.maxBytes != DefaultMaxBytes {
-		t.Errorf("default max bytes = %d, want %d", s.bound.maxBytes, DefaultMaxBytes)
+	if s := newStore(t); s.bound.MaxBytes != DefaultMaxBytes {
+		t.Errorf("default max bytes = %d, want %d", s.bound.MaxBytes, DefaultMaxBytes)
 	}
 }
 
@@ -392,9 +388,4 @@ func TestTooLarge(t *testing.T) {
 		t.Errorf("Take on a key of %d bytes = %+v, held %v, Len() = %d; want allowed, held alone", len(fits), d, s.has(r, fits), s.Len())
 	}
 	s.checkBytes(t, bound)
-
-	c := newConcurrency(t, WithShards(1), WithMaxBytes(bound), WithSweepInterval(0))
-	if _, _, err := c.Acquire(t0, huge, 1, time.Second); !errors.Is(err, ErrTooLarge) {
-		t.Errorf("Acquire on a key of %d bytes = %v, want an error wrapping ErrTooLarge", len(huge), err)
-	}
 }

@@ -4,10 +4,10 @@ import (
 	"encoding/binary"
 	"math"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/bounded"
 )
 
 // cell is one key's state under one rule, kept in its shard's table: 32
@@ -80,16 +80,6 @@ func newProbe(h uint64, key string) probe {
 	return probe{key: key, h: h, k: [2]uint64{0, uint64(len(key))}, tag: tagOf(h, true)}
 }
 
-// copyKey returns a copy of key and its size as allocated: append rounds
-// the capacity up to the allocator's size class, which reports it.
-func copyKey(key string) (string, int64) {
-	if key == "" {
-		return "", 0
-	}
-	b := append([]byte(nil), key...)
-	return unsafe.String(unsafe.SliceData(b), len(b)), int64(cap(b))
-}
-
 // stampOf is the recency stamp of a request at now: its time in units of
 // 2^20 ns (about a millisecond), modulo 2^32, which wraps every 52 days;
 // ages are read as differences under 2^31 units, 26 days. pinned is never
@@ -135,7 +125,7 @@ func (r ref) cell() *cell { return &r.sh.tab[r.i] }
 // ring that grows is counted in b, past its bounds if need be: the caller
 // then relieves the store. The caller holds the shard's lock, shared or
 // exclusive.
-func (r ref) step(sp *algo.Spec, now, n int64, b *bound) sluice.Decision {
+func (r ref) step(sp *algo.Spec, now, n int64, b *bounded.Bound) sluice.Decision {
 	if sp.Kind == algo.KindBucket {
 		ok, rem, retry, reset := sp.TAT.Allow(&r.sh.tab[r.i].x, now, n)
 		return sluice.Decision{Allowed: ok, Limit: sp.TAT.Burst(), Remaining: rem, RetryAfter: retry, ResetAfter: reset}
@@ -145,7 +135,7 @@ func (r ref) step(sp *algo.Spec, now, n int64, b *bound) sluice.Decision {
 	c := w.ringCap()
 	d := w.step(sp, now, n)
 	if grown := w.ringCap() - c; grown > 0 {
-		b.force(0, int64(grown)*ringCellBytes)
+		b.Force(0, int64(grown)*ringCellBytes)
 	}
 	w.mu.Unlock()
 	return d

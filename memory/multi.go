@@ -59,11 +59,11 @@ func (s *Store) takeMulti(now, n int64, checks []sluice.Check, out []sluice.Deci
 	for i := range hs {
 		size += specBytes(hs[i].sp) + int64(len(checks[i].Key))
 	}
-	if err := s.bound.fits(size); err != nil {
+	if err := s.bound.Fits(size); err != nil {
 		return err
 	}
 	defer func() {
-		if s.bound.over() { // adding keys to pinned or empty shards
+		if s.bound.Over() { // adding keys to pinned or empty shards
 			s.relieve(now, hs[0].p.h)
 		}
 	}()

@@ -4,17 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/bounded"
 	"hash/maphash"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
 )
 
-// ErrClosed is returned by the methods of a closed Store or Concurrency
-// limiter.
+// ErrClosed is returned by the methods of a closed Store or
+// concurrency.Limiter.
 var ErrClosed = errors.New("memory: closed")
 
 // ErrShortOut is wrapped by the error of a Take whose out has fewer
@@ -60,12 +59,8 @@ type Store struct {
 	shards []shard
 	shift  uint // 64 - log2(len(shards)): the hash's top bits pick the shard
 	seed   maphash.Seed
-	bound  *bound
-
-	closed atomic.Bool
-	stop   chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	bound  *bounded.Bound
+	life   bounded.Sweeper
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -78,20 +73,15 @@ func New(opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		shards: make([]shard, c.shards),
-		shift:  64 - c.shardBits(),
+		shards: make([]shard, c.Shards),
+		shift:  c.Shift(),
 		seed:   maphash.MakeSeed(),
+		bound:  c.Bound(int64(c.Shards) * emptyTableBytes),
 	}
-	tables := int64(c.shards) * emptyTableBytes
-	s.bound = c.bound(tables)
-	s.bound.bytes.Store(tables)
 	for i := range s.shards {
 		s.shards[i].init(s.bound, s.seed)
 	}
-	if c.sweep > 0 {
-		s.stop, s.done = make(chan struct{}), make(chan struct{})
-		go sweepLoop(c.sweep, s.stop, s.done, s.sweepSeen)
-	}
+	s.life.Start(c.Sweep, s.sweepSeen)
 	return s, nil
 }
 
@@ -115,7 +105,7 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if s.closed.Load() {
+	if s.life.Closed() {
 		return ErrClosed
 	}
 	if len(out) < len(checks) {
@@ -151,7 +141,7 @@ func (s *Store) take1(sp *algo.Spec, key string, now, n int64) (sluice.Decision,
 		r.cell().touch(stampOf(now))
 		d := r.step(sp, now, n, s.bound)
 		sh.mu.RUnlock()
-		if sp.Kind == algo.KindLog && s.bound.over() { // its ring grew
+		if sp.Kind == algo.KindLog && s.bound.Over() { // its ring grew
 			s.relieve(now, h)
 		}
 		return d, nil
@@ -176,7 +166,7 @@ func (s *Store) take1(sp *algo.Spec, key string, now, n int64) (sluice.Decision,
 	}
 	d := r.step(sp, now, n, s.bound)
 	sh.mu.Unlock()
-	if s.bound.over() {
+	if s.bound.Over() {
 		s.relieve(now, h)
 	}
 	return d, nil
@@ -191,7 +181,7 @@ func (s *Store) take1(sp *algo.Spec, key string, now, n int64) (sluice.Decision,
 func (s *Store) relieve(now int64, h uint64) {
 	first := int(h >> s.shift)
 	for _, spare := range [2]bool{true, false} {
-		for i := 1; i <= len(s.shards) && s.bound.over(); i++ {
+		for i := 1; i <= len(s.shards) && s.bound.Over(); i++ {
 			sh := &s.shards[(first+i)%len(s.shards)]
 			sh.mu.Lock()
 			sh.trim(now, spare)
@@ -201,11 +191,11 @@ func (s *Store) relieve(now int64, h uint64) {
 }
 
 // Len returns the number of keys held.
-func (s *Store) Len() int { return int(s.bound.n.Load()) }
+func (s *Store) Len() int { return int(s.bound.Keys()) }
 
 // Bytes returns the bytes counted against the byte bound (see
 // WithMaxBytes).
-func (s *Store) Bytes() int64 { return s.bound.bytes.Load() }
+func (s *Store) Bytes() int64 { return s.bound.Bytes() }
 
 // Sweep drops the keys whose state is idle at now, as the background
 // sweeper does, and returns how many it dropped. now should be no later
@@ -234,27 +224,6 @@ func (s *Store) sweepSeen() {
 // calls to Take return ErrClosed. Close is idempotent and always returns
 // nil.
 func (s *Store) Close() error {
-	s.once.Do(func() {
-		s.closed.Store(true)
-		if s.stop != nil {
-			close(s.stop)
-			<-s.done
-		}
-	})
+	s.life.Close()
 	return nil
-}
-
-// sweepLoop calls sweep every d until stop is closed, then closes done.
-func sweepLoop(d time.Duration, stop <-chan struct{}, done chan<- struct{}, sweep func()) {
-	defer close(done)
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			sweep()
-		}
-	}
 }

@@ -128,10 +128,6 @@ func TestNewOptions(t *testing.T) {
 				s.Close()
 				t.Errorf("New(%s) = %v, want an error wrapping ErrInvalidOption", c.name, err)
 			}
-			if c2, err := NewConcurrency(c.opt); err == nil {
-				c2.Close()
-				t.Errorf("NewConcurrency(%s): no error", c.name)
-			}
 		})
 	}
 	if _, err := New(WithShards(8), WithMaxKeys(4)); err == nil {
@@ -153,8 +149,8 @@ func TestNewOptions(t *testing.T) {
 		if len(s.shards) != c.wantShards {
 			t.Errorf("shards for %d options = %d, want %d", len(c.opts), len(s.shards), c.wantShards)
 		}
-		if cfg, _ := newConfig(c.opts); s.bound.hard != int64(cfg.maxKeys) || s.bound.soft != int64(cfg.maxKeys-len(s.shards)+1) {
-			t.Errorf("bounds %d, %d for %d keys in %d shards", s.bound.soft, s.bound.hard, cfg.maxKeys, len(s.shards))
+		if cfg, _ := newConfig(c.opts); s.bound.Hard != int64(cfg.MaxKeys) || s.bound.Soft != int64(cfg.MaxKeys-len(s.shards)+1) {
+			t.Errorf("bounds %d, %d for %d keys in %d shards", s.bound.Soft, s.bound.Hard, cfg.MaxKeys, len(s.shards))
 		}
 	}
 }

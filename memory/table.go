@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/sluicehq/sluice/internal/bounded"
+
 	"github.com/sluicehq/sluice/internal/algo"
 )
 
@@ -50,8 +52,8 @@ type shard struct {
 	nLong int       // long keys
 	nWin  int       // keys with a window
 	rules ruleSet
-	n     int    // live cells
-	bound *bound // the store's counts, shared by its shards
+	n     int            // live cells
+	bound *bounded.Bound // the store's counts, shared by its shards
 	seed  maphash.Seed
 	side  int64 // bytes counted for longs, wins and rules
 	hand  int
@@ -71,7 +73,7 @@ const (
 )
 
 // init makes the shard's first table, which the caller has counted.
-func (sh *shard) init(b *bound, seed maphash.Seed) {
+func (sh *shard) init(b *bounded.Bound, seed maphash.Seed) {
 	sh.bound = b
 	sh.seed = seed
 	sh.tab = make([]cell, minTable)
@@ -166,17 +168,17 @@ func (sh *shard) insert(p *probe, sp *algo.Spec, now int64) (ref, error) {
 	var size int64
 	if long {
 		var k string
-		k, size = copyKey(p.key) // a long key is never empty
+		k, size = bounded.CopyKey(p.key) // a long key is never empty
 		kp = unsafe.StringData(k)
 	}
 	dk, db := int64(1), specBytes(sp)+size
-	if err := sh.bound.fits(db); err != nil {
+	if err := sh.bound.Fits(db); err != nil {
 		return ref{}, err
 	}
-	for !sh.bound.take(dk, db) {
+	for !sh.bound.Take(dk, db) {
 		v, ok := sh.victim(now)
 		if !ok {
-			sh.bound.force(dk, db)
+			sh.bound.Force(dk, db)
 			break
 		}
 		dk, db = dk-1, db-ref{sh, v}.bytes()
@@ -195,7 +197,7 @@ func (sh *shard) insert(p *probe, sp *algo.Spec, now int64) (ref, error) {
 		for rid = sh.rules.add(sp); rid == 0; rid = sh.rules.add(sp) {
 			v, ok := sh.victim(now)
 			if !ok {
-				sh.bound.force(-1, -specBytes(sp)-size)
+				sh.bound.Force(-1, -specBytes(sp)-size)
 				return ref{}, fmt.Errorf("%w: keys of %d rules in one shard", ErrTooLarge, maxRules)
 			}
 			sh.remove(v)
@@ -247,7 +249,7 @@ const ptrBytes = int64(unsafe.Sizeof(uintptr(0)))
 // of the shard. The caller holds the exclusive lock.
 func (sh *shard) recountSide() {
 	if b := sh.sideBytes(); b != sh.side {
-		sh.bound.force(0, b-sh.side)
+		sh.bound.Force(0, b-sh.side)
 		sh.side = b
 	}
 }
@@ -290,7 +292,7 @@ func (sh *shard) victim(now int64) (int, bool) {
 // later. The caller holds the exclusive lock.
 func (sh *shard) trim(now int64, spare bool) {
 	st := stampOf(now)
-	for sh.bound.over() {
+	for sh.bound.Over() {
 		v, ok := sh.victim(now)
 		if !ok || spare && sh.tab[v].age(st) == 0 && !(ref{sh, v}).idle(now) {
 			return
@@ -305,7 +307,7 @@ func (sh *shard) trim(now int64, spare bool) {
 func (sh *shard) remove(i int) {
 	b := ref{sh, i}.bytes()
 	sh.delete(i)
-	sh.bound.force(-1, -b)
+	sh.bound.Force(-1, -b)
 }
 
 // delete drops the key in cell i, whose counts the caller takes over or
