@@ -7,17 +7,17 @@ import (
 )
 
 // DefaultMaxKeys is the most keys a Store or a concurrency.Limiter holds
-// unless WithMaxKeys says otherwise: 80 to 100 MB of GCRA keys of up to 16
+// unless WithMaxKeys says otherwise: 40 to 50 MB of GCRA keys of up to 16
 // bytes. Longer keys cost more, and DefaultMaxBytes binds first.
 const DefaultMaxKeys = bounded.DefaultMaxKeys
 
 // DefaultMaxBytes is the most bytes a Store or a concurrency.Limiter
 // counts (see WithMaxBytes) unless WithMaxBytes says otherwise: 256 MiB.
 // With DefaultMaxKeys, a Store of GCRA keys is bound by the key count for
-// keys of up to about 128 bytes (1,048,576 keys of 16 bytes hold 80 to
-// 100 MB of heap), and by the bytes beyond: it holds about 420,000 keys of
-// 490 to 512 bytes, the longest the service (sluice serve) hands it, in
-// about 250 MB (240 MiB) of heap.
+// keys of up to about 170 bytes (1,048,576 keys of 16 bytes hold 40 to 50
+// MB of heap), and by the bytes beyond: it holds about 457,000 keys of 490
+// to 512 bytes, the longest the service (sluice serve) hands it, in about
+// 260 MB (248 MiB) of heap.
 const DefaultMaxBytes = bounded.DefaultMaxBytes
 
 // DefaultSweepInterval is how often the background sweeper drops idle keys
@@ -52,18 +52,22 @@ const maxShards = bounded.MaxShards
 func WithMaxKeys(n int) Option { return func(c *bounded.Config) { c.MaxKeys = n } }
 
 // WithMaxBytes bounds the bytes held for keys, whichever of it and
-// WithMaxKeys binds first. A Store counts, for each key, 128 bytes for its
-// table cell (64 bytes, in a table kept at least half full), the copy of
-// the key if longer than 16 bytes, at the size the allocator gives it (512
-// bytes for a key of 490 to 512), and for the window algorithms the
-// window (64 bytes; the sliding log's ring 48 more, and 16 a cell as it
-// grows); and 1 KB a shard for its first table. That is never less than
-// the heap the Store holds, and at most 10% more for keys of 490 bytes or
-// more (tables are mostly 16/25 to 4/5 full: 80 to 100 bytes a cell). A
+// WithMaxKeys binds first. A Store counts, for each key, 64 bytes for its
+// table cell (32 bytes, in a table kept at least half full), the copy of
+// the key if longer than 16 bytes (or ending in a zero byte), at the size
+// the allocator gives it (512 bytes for a key of 490 to 512), and for the
+// window algorithms the window (64 bytes; the sliding log's ring 48 more,
+// and 16 a cell as it grows); for each shard, 1 KB for its first table,
+// the arrays beside its table that hold long keys and windows (8 bytes a
+// cell, while it has such keys) and the numbers of the rules it has keys
+// of. That is never less than the heap the Store holds, and at most 10%
+// more for keys of 490 bytes or more (tables are mostly 16/25 to 4/5
+// full: 40 to 50 bytes a cell; a GCRA key of 16 bytes is counted 64 and
+// holds 43 to 45, one of 490 bytes is counted 587 and holds 567). A
 // concurrency.Limiter counts 128 bytes a key (its holder, its first lease
 // and its share of the map: 115 to 135 bytes measured) and the copy of
 // the key; further leases, at most the limit of each key, are not
-// counted. Neither counts the rules or its fixed structures, a few KB.
+// counted. Neither counts its fixed structures, a few KB.
 // Each package's TestBytesPerKey measures these.
 //
 // Adding a key when the bytes are at n evicts keys as WithMaxKeys does,

@@ -42,11 +42,14 @@ var ErrShortOut = errors.New("memory: out shorter than checks")
 // shard evicts an idle key if it finds one among those it samples, else
 // the least recently used of them (sampled LRU, as Redis does; see
 // shard), whose state is then forgotten: the key starts afresh if it comes
-// back. A GCRA key costs 80 to 100 bytes, plus a copy of its key if longer
-// than 16 bytes (512 bytes for a key of 490 to 512); a window key 64 bytes
-// more; a sliding log key also 16 bytes per request in its window, up to
-// Rate. The byte bound counts all of these, the cell at 128 bytes (see
-// WithMaxBytes).
+// back. A token bucket, leaky bucket or GCRA key of up to 16 bytes costs
+// its cell, 40 to 50 bytes; a longer key also a copy of it (512 bytes for
+// a key of 490 to 512) and 10 to 13 bytes beside its cell; a fixed window
+// or sliding counter key 74 to 77 bytes more than a bucket key (its
+// window, and its place beside its cell); a sliding log key 186 to 189
+// more (its window and a ring of 4 cells), and 16 bytes for each request
+// in its window past 4, up to Rate. The byte bound counts all of these,
+// the cell at 64 bytes (see WithMaxBytes). TestBytesPerKey measures them.
 //
 // Times are the callers': a request stamped earlier than one already
 // decided for its key is decided as if at the later time, as the
@@ -76,7 +79,7 @@ func New(opts ...Option) (*Store, error) {
 		bound:  c.Bound(int64(c.Shards) * emptyTableBytes),
 	}
 	for i := range s.shards {
-		s.shards[i].init(s.bound)
+		s.shards[i].init(s.bound, s.seed)
 	}
 	s.life.Start(c.Sweep, s.sweepSeen)
 	return s, nil
@@ -130,12 +133,13 @@ func (s *Store) shard(h uint64) *shard { return &s.shards[h>>s.shift] }
 // take1 decides key under sp at cost n.
 func (s *Store) take1(sp *algo.Spec, key string, now, n int64) (sluice.Decision, error) {
 	h := s.hash(sp, key)
+	p := newProbe(h, key)
 	sh := s.shard(h)
 	sh.observe(now)
 	sh.mu.RLock()
-	if e := sh.find(h, sp, key); e != nil {
-		e.touch(stampOf(now))
-		d := e.step(now, n, s.bound)
+	if r, ok := sh.find(&p, sp); ok {
+		r.cell().touch(stampOf(now))
+		d := r.step(sp, now, n, s.bound)
 		sh.mu.RUnlock()
 		if sp.Kind == algo.KindLog && s.bound.Over() { // its ring grew
 			s.relieve(now, h)
@@ -150,17 +154,17 @@ func (s *Store) take1(sp *algo.Spec, key string, now, n int64) (sluice.Decision,
 		return d, nil
 	}
 	sh.mu.Lock()
-	e := sh.find(h, sp, key)
-	if e != nil {
-		e.touch(stampOf(now))
+	r, ok := sh.find(&p, sp)
+	if ok {
+		r.cell().touch(stampOf(now))
 	} else {
 		var err error
-		if e, err = sh.insert(h, sp, key, now); err != nil {
+		if r, err = sh.insert(&p, sp, now); err != nil {
 			sh.mu.Unlock()
 			return sluice.Decision{}, err
 		}
 	}
-	d := e.step(now, n, s.bound)
+	d := r.step(sp, now, n, s.bound)
 	sh.mu.Unlock()
 	if s.bound.Over() {
 		s.relieve(now, h)
