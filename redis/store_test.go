@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -395,6 +396,65 @@ func TestCallerClockBehind(t *testing.T) {
 			if want := ref.AllowN(t2, 1); d2 != want {
 				t.Fatalf("Take(t1%+v, 1), with the caller's clock %v behind Redis's: %+v, want %+v (the key expired while its state counted)",
 					t2.Sub(t1), redisNow().Sub(t2).Round(time.Millisecond), d2, want)
+			}
+		})
+	}
+}
+
+// TestWindowKeys: at Redis TIME, a fixed window is a counter per window
+// whose key ends in the window's start, in Unix seconds for a period of
+// whole seconds and in µs otherwise, its value the window's count.
+func TestWindowKeys(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		period time.Duration
+		code   string
+		unit   time.Duration
+	}{
+		{time.Minute, ":w:", time.Second},
+		{1500 * time.Millisecond, ":wu:", time.Microsecond},
+	} {
+		t.Run(tc.period.String(), func(t *testing.T) {
+			p := prefix(t)
+			s := newStore(t, rc, redis.WithPrefix(p), redis.WithDenyCache(0))
+			c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 5, Period: tc.period}}, Key: "k"}
+			before, err := rc.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			take(t, s, time.Time{}, 1, c)
+			take(t, s, time.Time{}, 2, c)
+			after, err := rc.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys := stateKeys(scanKeys(t, rc, p))
+			base := p + "{k}:r" + tc.code
+			var counts int64
+			for _, k := range keys {
+				start, ok := strings.CutPrefix(k, base)
+				if !ok {
+					t.Fatalf("key %q, want %s<start>", k, base)
+				}
+				n, err := strconv.ParseInt(start, 10, 64)
+				if err != nil {
+					t.Fatalf("key %q: window start %q: %v", k, start, err)
+				}
+				at := time.Unix(0, 0).Add(time.Duration(n) * tc.unit)
+				if at.UnixNano()%int64(tc.period) != 0 || at.After(after) || !at.After(before.Add(-tc.period)) {
+					t.Errorf("key %q: start %v, want a window start between %v and %v", k, at, before.Add(-tc.period), after)
+				}
+				v, err := rc.Get(ctx, k).Int64()
+				if err != nil {
+					t.Fatal(err)
+				}
+				counts += v
+			}
+			// The two requests may fall in two windows.
+			if len(keys) == 0 || len(keys) > 2 || counts != 3 {
+				t.Fatalf("keys %v, counts %d: want one or two windows counting 3", keys, counts)
 			}
 		})
 	}
