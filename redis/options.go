@@ -112,7 +112,9 @@ func WithBreaker(failures int, cooldown time.Duration) Option {
 }
 
 // WithBreakerClock sets the clock of the circuit breaker's cooldown,
-// which, at Redis TIME, the denial cache reads too. The default is
+// which, at Redis TIME, the denial cache reads too, and the store's guess
+// of a fixed window's window, which Redis TIME corrects when it is wrong
+// (a wrong guess only costs the script a string per request). The default is
 // sluice.SystemClock. It is not the time of decisions: that is Redis TIME,
 // or with WithCallerTime the caller's. See Deadlines and clocks in the
 // package documentation.

@@ -403,22 +403,30 @@ func TestCallerClockBehind(t *testing.T) {
 
 // TestWindowKeys: at Redis TIME, a fixed window is a counter per window
 // whose key ends in the window's start, in Unix seconds for a period of
-// whole seconds and in µs otherwise, its value the window's count.
+// whole seconds and in µs otherwise, its value the window's count, however
+// wrong the store's guess of the window.
 func TestWindowKeys(t *testing.T) {
 	srv := startRedis(t)
 	rc := srv.client(t)
 	ctx := context.Background()
+	// The store sends each key with the window its own clock guesses, and
+	// the script mends a wrong guess: a clock a day and a half behind
+	// guesses wrong every time.
+	behind := sluice.ClockFunc(func() time.Time { return time.Now().Add(-36*time.Hour - 1500*time.Millisecond) })
 	for _, tc := range []struct {
 		period time.Duration
 		code   string
 		unit   time.Duration
+		clock  sluice.Clock
 	}{
-		{time.Minute, ":w:", time.Second},
-		{1500 * time.Millisecond, ":wu:", time.Microsecond},
+		{time.Minute, ":w:", time.Second, sluice.SystemClock},
+		{1500 * time.Millisecond, ":wu:", time.Microsecond, sluice.SystemClock},
+		{time.Minute, ":w:", time.Second, behind},
+		{1500 * time.Millisecond, ":wu:", time.Microsecond, behind},
 	} {
-		t.Run(tc.period.String(), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%v/guess=%v", tc.period, tc.clock == sluice.SystemClock), func(t *testing.T) {
 			p := prefix(t)
-			s := newStore(t, rc, redis.WithPrefix(p), redis.WithDenyCache(0))
+			s := newStore(t, rc, redis.WithPrefix(p), redis.WithDenyCache(0), redis.WithBreakerClock(tc.clock))
 			c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 5, Period: tc.period}}, Key: "k"}
 			before, err := rc.Time(ctx).Result()
 			if err != nil {

@@ -12,14 +12,18 @@
 -- ARGV[2] the shape of the run: a byte per request, in order. 0: a request
 --   read from ARGV[3]. r > 0: one check of rule r, cost 1, at ARGV[4]'s
 --   time, decided on a path of its own for its kind, with a reply of one
---   number (see bfast, wfast), the Go side making the Decision from it:
+--   number (see bfast, and kind 5's below), the Go side making the
+--   Decision from it:
 --   what Redis spends per decision is what scales least.
 -- ARGV[3] the other requests, little-endian doubles as struct.pack('<d...')
 --   makes them: for each request, now in µs, or 2^53 for Redis TIME, and
 --   the number of checks; then per check its rule (an index into the
 --   rules) and its cost.
 -- ARGV[4] the time of the requests of one byte, as ARGV[3]'s: a decimal
--- ARGV[5] the number of rules; ARGV[5+i] rule i, '<BBdddddds': kind,
+-- ARGV[5] the time, in µs, at which the client guessed the windows of the
+--   one-byte kind 5 requests: their keys come with their window's start
+--   (see wkey)
+-- ARGV[6] the number of rules; ARGV[6+i] rule i, '<BBdddddds': kind,
 --   shadow (1 or 0), a1..a6, and the TTL of its keys in ms as a string ('',
 --   none), made once per rule so that Redis formats no number per call:
 --     kind 1 bucket  (a1..a6 = span, pt, m, h, q, burst)
@@ -30,7 +34,8 @@
 --            per unit of the window start appended to the key): only with
 --            the clock, which keeps time from going back
 -- KEYS: the clock if any, then each check's key (two for the log), in
--- order; for kind 5, the key less the window's start.
+-- order; for kind 5, the key less the window's start, or, for a one-byte
+-- request, with the start of the window the client guessed.
 -- Reply: an array of integers: the time of the one-byte requests as
 -- decided (0 if none), then per request one number for a one-byte
 -- request, else 6 per check: allowed, remaining, retry µs, retry ns,
@@ -58,9 +63,9 @@ local pos = 1 -- in reqs, of the next request
 
 -- The rules of this run, unpacked once.
 local rules = {}
-for i = 1, tonumber(ARGV[5]) do
+for i = 1, tonumber(ARGV[6]) do
   local r = {}
-  r.kind, r.shadow, r.a1, r.a2, r.a3, r.a4, r.a5, r.a6, r.ttl = sunpack('<BBdddddds', ARGV[5 + i])
+  r.kind, r.shadow, r.a1, r.a2, r.a3, r.a4, r.a5, r.a6, r.ttl = sunpack('<BBdddddds', ARGV[6 + i])
   rules[i] = r
 end
 
@@ -158,24 +163,17 @@ local function bfast(r, key, now)
   return after * 2 + ok
 end
 
--- wfast charges one unit to a window's counter (kind 5, Rate >= 1) at
--- now, the run's time for every one-byte request, or gives it back if the
--- window is full. It returns the count
--- after, times 2, plus 1 if allowed.
-local function wfast(r, base, now)
-  local suffix = r.suffix -- the window's start: now is the run's
-  if not suffix then
-    suffix = string.format('%.0f', fdiv(now, r.a2) * r.a2 / r.a3)
-    r.suffix = suffix
-  end
-  local key = base .. suffix
-  local c = call('INCRBY', key, '1')
-  if c == 1 then call('PEXPIRE', key, r.ttl) end -- new: its window's first
-  if c > r.a1 then
-    call('DECRBY', key, '1')
-    return (c - 1) * 2
-  end
-  return c * 2 + 1
+-- wkey returns how to mend the keys of rule r's one-byte requests, which
+-- come with the window the client guessed from its own clock (ARGV[5]),
+-- for the window at now, the run's time: false when the guess was right,
+-- as it nearly always is, so that the script makes no string per request;
+-- else the length of the guessed start and the right one.
+local guess = tonumber(ARGV[5])
+local function wkey(r, now)
+  local p = r.a2
+  local k, g = fdiv(now, p), fdiv(guess, p)
+  if k == g then return false end
+  return {#string.format('%.0f', g * p / r.a3), string.format('%.0f', k * p / r.a3)}
 end
 
 -- loadgeneral defines what the requests not in one byte need, in the runs
@@ -744,7 +742,23 @@ for i = 1, #shape do
     if r.kind == 1 then
       out[nout] = bfast(r, key, fastnow)
     else
-      out[nout] = wfast(r, key, fastnow)
+      -- A unit taken from a window's counter (kind 5, Rate >= 1), or
+      -- given back if the window is full: the count after, times 2, plus
+      -- 1 if allowed. Inline: this is the commonest request.
+      local mend = r.mend
+      if mend == nil then
+        mend = wkey(r, fastnow)
+        r.mend = mend
+      end
+      if mend then key = string.sub(key, 1, #key - mend[1]) .. mend[2] end
+      local c = call('INCRBY', key, '1')
+      if c == 1 then call('PEXPIRE', key, r.ttl) end -- new: its window's first
+      if c > r.a1 then
+        call('DECRBY', key, '1')
+        out[nout] = c * 2 - 2
+      else
+        out[nout] = c * 2 + 1
+      end
     end
   end
 end
