@@ -25,6 +25,7 @@
 #	D=5s C=64 bench/cmd/rlsload/run.sh
 #	REDIS_URL=redis://127.0.0.1:6379/0 bench/cmd/rlsload/run.sh
 #	PPROF=1 bench/cmd/rlsload/run.sh        # sluice serves /debug/pprof/ on its admin ports
+#	SLUICE=/tmp/sluice-old bench/cmd/rlsload/run.sh   # that binary, not one built here
 set -euo pipefail
 cd "$(dirname "$0")"
 export PATH="$PATH:/usr/local/go/bin"
@@ -43,7 +44,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-(cd ../../.. && go build -o "$tmp/sluice" ./cmd/sluice) # in the main module
+if [ -n "${SLUICE:-}" ]; then
+  cp "$SLUICE" "$tmp/sluice"
+else
+  (cd ../../.. && go build -o "$tmp/sluice" ./cmd/sluice) # in the main module
+fi
 go build -o "$tmp/rlsload" .
 
 redis_pid=
