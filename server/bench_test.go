@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -61,6 +62,23 @@ func BenchmarkAuth(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, reqs[i%len(reqs)])
+		if w.Code != 200 {
+			b.Fatalf("status %d", w.Code)
+		}
+	}
+}
+
+// BenchmarkJSON is POST /json in process, without the network.
+func BenchmarkJSON(b *testing.B) {
+	h := benchServer(b).Handler()
+	bodies := make([]string, 1000)
+	for i := range bodies {
+		bodies[i] = `{"domain":"bench","descriptors":[{"entries":[{"key":"user","value":"u` + strconv.Itoa(i) + `"}]}]}`
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/json", strings.NewReader(bodies[i%len(bodies)])))
 		if w.Code != 200 {
 			b.Fatalf("status %d", w.Code)
 		}

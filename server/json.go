@@ -7,12 +7,6 @@ import (
 	"net/http"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/protobuf/encoding/protojson"
-)
-
-var (
-	jsonIn  = protojson.UnmarshalOptions{}
-	jsonOut = protojson.MarshalOptions{}
 )
 
 // serveJSON is POST /json: a RateLimitRequest in proto3 JSON in, the
@@ -30,17 +24,17 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "body: "+err.Error())
 		return
 	}
-	var req rlspb.RateLimitRequest
-	if err := jsonIn.Unmarshal(body, &req); err != nil {
+	req, err := parseRLSRequest(body) // rlsjson.go
+	if err != nil {
 		httpError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
 		return
 	}
-	resp, err := s.decideRLS(r.Context(), &req, endpointJSON)
+	resp, err := s.decideRLS(r.Context(), req, endpointJSON)
 	if err != nil {
 		s.writeDecideError(r.Context(), w, err)
 		return
 	}
-	out, err := jsonOut.Marshal(resp)
+	out, err := appendRLSResponse(make([]byte, 0, 512), resp)
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, "encoding the response: "+err.Error())
 		return
