@@ -59,7 +59,8 @@ func (s *Server) serveAuth(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK) // nothing to limit the request by
 		return
 	}
-	req := &request{domain: t.domain, descs: make([]descriptor, len(descs))}
+	req := &request{domain: t.domain}
+	req.descs = room(req.descBuf[:0], len(descs))
 	for i, es := range descs {
 		req.descs[i] = descriptor{entries: es, hits: 1}
 	}
