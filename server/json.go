@@ -9,6 +9,10 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
 
+// jsonContentType is the Content-Type of POST /json's answers; no one
+// modifies it.
+var jsonContentType = []string{"application/json"}
+
 // serveJSON is POST /json: a RateLimitRequest in proto3 JSON in, the
 // RateLimitResponse out, 200 when OK and 429 when over the limit, as
 // envoyproxy/ratelimit's /json answers. A malformed or oversized body, or
@@ -39,7 +43,8 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusInternalServerError, "encoding the response: "+err.Error())
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	// Set as a shared value, not by Set, which allocates it per response.
+	w.Header()["Content-Type"] = jsonContentType
 	code := http.StatusOK
 	if resp.GetOverallCode() == rlspb.RateLimitResponse_OVER_LIMIT {
 		code = http.StatusTooManyRequests

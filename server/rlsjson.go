@@ -50,7 +50,8 @@ func fastRLSRequest(body []byte) (req *rlspb.RateLimitRequest, ok bool) {
 	// One string for the body: the request's strings are cut from it, as
 	// none holds an escape.
 	p := jscan{s: string(body)}
-	req = new(rlspb.RateLimitRequest)
+	buf := new(rlsRequestBuf)
+	req = &buf.req
 	var seen fieldSet
 	ok = p.object(func(k string) bool {
 		switch k {
@@ -63,10 +64,11 @@ func fastRLSRequest(body []byte) (req *rlspb.RateLimitRequest, ok bool) {
 			req.HitsAddend = uint32(h)
 			return seen.first(1) && ok
 		case "descriptors":
+			req.Descriptors = buf.descs[:0]
 			return seen.first(2) && p.array(func() bool {
-				d, ok := p.descriptor()
+				d := buf.descriptor()
 				req.Descriptors = append(req.Descriptors, d)
-				return ok
+				return p.descriptor(d, buf)
 			})
 		}
 		return false
@@ -77,15 +79,49 @@ func fastRLSRequest(body []byte) (req *rlspb.RateLimitRequest, ok bool) {
 	return req, true
 }
 
-// descriptor reads a RateLimitDescriptor of the usual shape.
-func (p *jscan) descriptor() (*ratelimitpb.RateLimitDescriptor, bool) {
-	d := new(ratelimitpb.RateLimitDescriptor)
+// rlsRequestBuf is a RateLimitRequest with room for the messages of a
+// usual one (a descriptor of up to two entries): reading it takes one
+// allocation, not one per message.
+type rlsRequestBuf struct {
+	req       rlspb.RateLimitRequest
+	descs     [1]*ratelimitpb.RateLimitDescriptor
+	descRoom  [1]ratelimitpb.RateLimitDescriptor
+	entries   [2]*ratelimitpb.RateLimitDescriptor_Entry
+	entryRoom [2]ratelimitpb.RateLimitDescriptor_Entry
+	nd, ne    int // of descRoom and entryRoom, used
+}
+
+// descriptor is a new descriptor, from b's room while it lasts; the first
+// one gets the room for entries.
+func (b *rlsRequestBuf) descriptor() *ratelimitpb.RateLimitDescriptor {
+	if b.nd == len(b.descRoom) {
+		return new(ratelimitpb.RateLimitDescriptor)
+	}
+	d := &b.descRoom[b.nd]
+	if b.nd == 0 {
+		d.Entries = b.entries[:0]
+	}
+	b.nd++
+	return d
+}
+
+// entry is a new entry, from b's room while it lasts.
+func (b *rlsRequestBuf) entry() *ratelimitpb.RateLimitDescriptor_Entry {
+	if b.ne == len(b.entryRoom) {
+		return new(ratelimitpb.RateLimitDescriptor_Entry)
+	}
+	b.ne++
+	return &b.entryRoom[b.ne-1]
+}
+
+// descriptor reads a RateLimitDescriptor of the usual shape into d.
+func (p *jscan) descriptor(d *ratelimitpb.RateLimitDescriptor, buf *rlsRequestBuf) bool {
 	var seen fieldSet
-	ok := p.object(func(k string) bool {
+	return p.object(func(k string) bool {
 		switch k {
 		case "entries":
 			return seen.first(0) && p.array(func() bool {
-				e := new(ratelimitpb.RateLimitDescriptor_Entry)
+				e := buf.entry()
 				d.Entries = append(d.Entries, e)
 				return p.entry(e)
 			})
@@ -96,7 +132,6 @@ func (p *jscan) descriptor() (*ratelimitpb.RateLimitDescriptor, bool) {
 		}
 		return false
 	})
-	return d, ok
 }
 
 // entry reads a RateLimitDescriptor_Entry into e.
