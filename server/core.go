@@ -105,7 +105,7 @@ type check struct {
 // documentation. The error is a *badRequest for a request of the wrong
 // shape, which changes nothing; the context's; or the store's refusal of
 // the request as given (sluice.ErrRefused).
-func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpoint string) (*outcome, error) {
+func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpoint endpoint) (*outcome, error) {
 	start := time.Now()
 	out := new(outcome)
 	defer func() { s.m.observe(endpoint, time.Since(start)) }()
@@ -208,10 +208,10 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 func (s *Server) describe(domain string, ms []config.Match, cs []check, own []sluice.Check, ds []sluice.Decision) descStatus {
 	if len(cs) == 0 {
 		if len(ms) > 0 && ms[0].Unlimited {
-			s.m.decisions.WithLabelValues(domain, ms[0].Rule.Name, resultWithin).Inc()
+			s.m.countUnruled(domain, ms[0].Rule.Name)
 			return descStatus{unlimited: true}
 		}
-		s.m.decisions.WithLabelValues(domain, labelNoRule, resultWithin).Inc()
+		s.m.countUnruled(domain, labelNoRule)
 		return descStatus{}
 	}
 	for k := range cs {

@@ -33,7 +33,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 }
 
 // decideRLS decides a RateLimitRequest, from gRPC or POST /json.
-func (s *Server) decideRLS(ctx context.Context, req *rlspb.RateLimitRequest, endpoint string) (*rlspb.RateLimitResponse, error) {
+func (s *Server) decideRLS(ctx context.Context, req *rlspb.RateLimitRequest, endpoint endpoint) (*rlspb.RateLimitResponse, error) {
 	r, err := s.fromRLS(req)
 	if err != nil {
 		return nil, err
