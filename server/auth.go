@@ -69,7 +69,7 @@ func (s *Server) serveAuth(w http.ResponseWriter, r *http.Request) {
 		s.writeDecideError(r.Context(), w, err)
 		return
 	}
-	setHeaders(w, s.headersOf(out, true)) // headers.go
+	s.setHeaders(w, s.headersOf(out, true)) // headers.go
 	if !out.allowed {
 		writeDenied(w, fa.DenyStatus(), out.violated) // httplimit's body
 		return

@@ -61,6 +61,9 @@ type Server struct {
 	draining chan struct{} // closed when shutdown begins
 
 	console console // the admin listener's: admin.go, stats.go
+	// headerKeys are the canonical names of the rate-limit headers
+	// (headers.go).
+	headerKeys map[string]string
 }
 
 // New returns a Server for cfg, with its config loaded: a config that does
@@ -84,13 +87,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s := &Server{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		limiter:  lim,
-		m:        newMetrics(),
-		health:   health.NewServer(),
-		trust:    cfg.TrustedProxies, // normalised by withDefaults
-		draining: make(chan struct{}),
+		cfg:        cfg,
+		log:        cfg.Logger,
+		limiter:    lim,
+		m:          newMetrics(),
+		health:     health.NewServer(),
+		trust:      cfg.TrustedProxies, // normalised by withDefaults
+		draining:   make(chan struct{}),
+		headerKeys: headerKeys(cfg.HeaderNames),
 	}
 	if cfg.GRPCTLS != nil {
 		if s.grpcTLS, err = newTLSFiles(*cfg.GRPCTLS, []string{"h2"}, cfg.Logger); err != nil {
