@@ -56,7 +56,6 @@ type scratch struct {
 	ds       [2]sluice.Decision // each check's decision
 	sc       [2]sluice.Check    // the store's checks (take)
 	statuses [1]descStatus
-	fields   [96]byte // the RateLimit fields (makeFields)
 }
 
 // room returns buf[:n] when it has room for n, else a new slice.
@@ -189,7 +188,8 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 			out.statuses[i].meta = matches[i][0].Metadata // the same for all: one descriptor's
 		}
 	}
-	out.fields = makeFields(out.scr.fields[:0], checks, ds, res.Decision, res.Err)
+	var fieldBuf [96]byte // makeFields copies out of it: it stays on the stack
+	out.fields = makeFields(fieldBuf[:0], checks, ds, res.Decision, res.Err)
 	if !out.allowed {
 		for j := range checks {
 			if li := checks[j].lim; !ds[j].Allowed && !li.rule.Shadow && !slices.Contains(out.violated, li.jsonName) {
