@@ -18,6 +18,9 @@
 //     one process, or package redis's (module
 //     github.com/sluicehq/sluice/redis) for limits that many processes
 //     share.
+//   - Requests in flight rather than per period ("at most 20 at once per
+//     customer"): package concurrency, leases that expire if never
+//     released.
 //   - One limit, with no key, or a test of an algorithm: the single-key
 //     types of this package (TokenBucket, GCRA, SlidingLog, …), which take
 //     the time as a parameter; LeakyQueue to delay rather than deny.

@@ -114,3 +114,22 @@ func TestLimiterTimeoutCause(t *testing.T) {
 		}
 	})
 }
+
+// TestCombineOne: the decision for one enforced check, which Combine
+// returns without its loops, is what the loops make of it: here beside a
+// shadow check, which they leave out.
+func TestCombineOne(t *testing.T) {
+	enforced := &sluice.Rule{Name: "e", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(5)}
+	shadow := &sluice.Rule{Name: "s", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(5), Shadow: true}
+	for _, d := range []sluice.Decision{
+		{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: 200 * time.Millisecond},
+		{Allowed: false, Limit: 5, Remaining: 0, RetryAfter: time.Second, ResetAfter: time.Second},
+		{Allowed: false, Limit: 5, RetryAfter: sluice.Never, ResetAfter: 0},
+	} {
+		one := sluice.Combine([]sluice.Check{{Rule: enforced}}, []sluice.Decision{d})
+		two := sluice.Combine([]sluice.Check{{Rule: enforced}, {Rule: shadow}}, []sluice.Decision{d, {Allowed: true, Limit: 9, Remaining: 9}})
+		if one != two {
+			t.Errorf("sluice.Combine(%+v) = %+v, the general path makes %+v", d, one, two)
+		}
+	}
+}

@@ -31,7 +31,12 @@ import (
 //	benchstat -col /store keyed.txt
 //
 // Contenders:
-//   - sluice: memory.Store, a GCRA rule, one check per Take.
+//   - sluice: memory.Store, a GCRA rule, one check per Take, the store
+//     called directly.
+//   - sluice-limiter: the same store and rule through sluice.Limiter
+//     (SystemClock), the path httplimit and the service take: the clock
+//     read by the Limiter, one check per Take, the decisions into a
+//     reused slice.
 //   - sethvargo: github.com/sethvargo/go-limiter memorystore.
 //   - throttled: github.com/throttled/throttled/v2, GCRARateLimiterCtx over
 //     memstore bounded to the number of keys (an LRU), as sluice's store is
@@ -77,6 +82,24 @@ var keyedContenders = []keyedContender{
 		rule := &sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(keyedRate)}
 		return keyedStore{
 			newTaker: func() keyedTaker { return sluiceTaker(s, rule) },
+			close:    func() { s.Close() },
+		}, nil
+	}},
+	{"sluice-limiter", func(keys int) (keyedStore, error) {
+		s, err := memory.New(memory.WithMaxKeys(keys + 1024))
+		if err != nil {
+			return keyedStore{}, err
+		}
+		l, err := sluice.NewLimiter(s)
+		if err != nil {
+			return keyedStore{}, err
+		}
+		rule := &sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(keyedRate)}
+		if err := l.CheckRule(rule); err != nil { // prepared where loaded, as the middleware does
+			return keyedStore{}, err
+		}
+		return keyedStore{
+			newTaker: func() keyedTaker { return limiterTaker(l, rule) },
 			close:    func() { s.Close() },
 		}, nil
 	}},
@@ -128,6 +151,20 @@ func sluiceTaker(s *memory.Store, rule *sluice.Rule) keyedTaker {
 		checks[0] = sluice.Check{Rule: rule, Key: key}
 		err := s.Take(ctx, time.Now(), 1, checks, out)
 		return err == nil && out[0].Allowed
+	}
+}
+
+// limiterTaker decides one request for a key against rule through l, as
+// httplimit does: one check, the decisions into a slice reused across
+// requests.
+func limiterTaker(l *sluice.Limiter, rule *sluice.Rule) keyedTaker {
+	checks := make([]sluice.Check, 1)
+	out := make([]sluice.Decision, 0, 1)
+	ctx := context.Background()
+	return func(key string) bool {
+		checks[0] = sluice.Check{Rule: rule, Key: key}
+		res, err := l.Take(ctx, 1, checks, out)
+		return err == nil && res.Allowed
 	}
 }
 

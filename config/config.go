@@ -35,13 +35,16 @@ type Options struct {
 }
 
 // Load reads the config at each path: a YAML file, or a directory whose
-// *.yaml and *.yml files are each read, in name order, as
-// envoyproxy/ratelimit reads its config directory. Each file is one domain; a domain
-// defined twice is an error. In a directory, entries whose names start
-// with a dot are skipped, and so are subdirectories: a Kubernetes ConfigMap
-// mounted as a volume then reads right, its files being symlinks through
-// the hidden ..data directory. Each file must be a regular file, symlinks
-// followed, within the caps (MaxFileSize, MaxNodes, MaxItems).
+// *.yaml and *.yml files, and those of its subdirectories, recursively,
+// are each read, in name order, as envoyproxy/ratelimit reads its config
+// directory. Each file is one domain; a domain defined twice is an error.
+// In a directory, entries whose names start with a dot are skipped, files
+// and directories alike: a Kubernetes ConfigMap mounted as a volume then
+// reads right, its files being symlinks through the hidden ..data
+// directory. Symlinks to directories are not followed. Each file must be
+// a regular file, symlinks followed, within the caps (MaxFileSize,
+// MaxNodes, MaxItems); a directory holds at most 1000 config files,
+// nested at most 16 deep.
 //
 // Every problem found is reported, each as an *Error naming its file,
 // line and field, joined with errors.Join. On error the Config is nil.
@@ -268,7 +271,22 @@ func Files(paths ...string) ([]string, error) {
 	return files, nil
 }
 
-// configFiles lists the files path stands for.
+// The most files and the deepest nesting a config directory may hold: a
+// tree past them is refused rather than read without end.
+const (
+	maxDirFiles = 1000
+	maxDirDepth = 16
+)
+
+// configFiles lists the files path stands for: path itself if it is a
+// file; if a directory, its *.yaml and *.yml files and those of its
+// subdirectories, recursively, in lexical order of their paths within
+// each directory, as envoyproxy/ratelimit reads its runtime directory.
+// Names that start with a dot are skipped, files and directories alike
+// (a Kubernetes ConfigMap's ..data and timestamped directories hold a
+// second copy of every file). A symlink to a file is followed (a
+// ConfigMap's files are such links); a symlink to a directory is not, so
+// that no link can make the walk loop.
 func configFiles(path string) ([]string, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -280,35 +298,58 @@ func configFiles(path string) ([]string, error) {
 		}
 		return []string{path}, nil
 	}
-	entries, err := os.ReadDir(path)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
 	var files []string
+	if err := walkConfigDir(path, 0, &files); err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("config: %s: no *.yaml or *.yml files in the directory or below", path)
+	}
+	return files, nil
+}
+
+// walkConfigDir appends to files the config files of dir, depth levels
+// below the directory given.
+func walkConfigDir(dir string, depth int, files *[]string) error {
+	if depth > maxDirDepth {
+		return fmt.Errorf("config: %s: directories nested more than %d deep", dir, maxDirDepth)
+	}
+	entries, err := os.ReadDir(dir) // sorted by name
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
 	for _, e := range entries {
 		name := e.Name()
-		ext := strings.ToLower(filepath.Ext(name))
-		if strings.HasPrefix(name, ".") || ext != ".yaml" && ext != ".yml" {
+		if strings.HasPrefix(name, ".") {
 			continue
 		}
-		f := filepath.Join(path, name)
+		f := filepath.Join(dir, name)
+		if e.IsDir() { // a real directory: ReadDir does not follow links
+			if err := walkConfigDir(f, depth+1, files); err != nil {
+				return err
+			}
+			continue
+		}
+		if ext := strings.ToLower(filepath.Ext(name)); ext != ".yaml" && ext != ".yml" {
+			continue
+		}
 		// A ConfigMap's files are symlinks: follow them to see what they are.
 		fi, err := os.Stat(f)
 		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
+			return fmt.Errorf("config: %w", err)
 		}
-		if fi.IsDir() {
+		if fi.IsDir() { // a link to a directory named *.yaml: not followed
 			continue
 		}
 		if err := regular(f, fi); err != nil {
-			return nil, err
+			return err
 		}
-		files = append(files, f)
+		if len(*files) == maxDirFiles {
+			return fmt.Errorf("config: %s: more than %d config files", dir, maxDirFiles)
+		}
+		*files = append(*files, f)
 	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("config: %s: no *.yaml or *.yml files in the directory", path)
-	}
-	return files, nil // ReadDir sorts by name
+	return nil
 }
 
 // regular refuses what is not a regular file, symlinks followed: reading a

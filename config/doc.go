@@ -190,9 +190,10 @@
 // # Loading and errors
 //
 // Load reads files and directories; a directory's *.yaml and *.yml files
-// are read in name order, skipping names that start with a dot and
-// subdirectories, which is what a Kubernetes ConfigMap mounted as a
-// volume needs (its files are symlinks through ..data). A config file is
+// are read in name order, its subdirectories' too, recursively, skipping
+// names that start with a dot, which is what a Kubernetes ConfigMap
+// mounted as a volume needs (its files are symlinks through ..data), and
+// never following a symlink to a directory. A config file is
 // a regular file, symlinks followed: a named pipe or a device is refused
 // without being read, as a read could wait for ever.
 //

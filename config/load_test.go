@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,7 +64,7 @@ func TestLoadConfigMap(t *testing.T) {
 	// What else lives in such a directory and must be skipped.
 	writeFile(t, filepath.Join(dir, ".hidden.yaml"), "not: a config")
 	writeFile(t, filepath.Join(dir, "README.md"), "# not a config")
-	writeFile(t, filepath.Join(dir, "sub", "nested.yaml"), "not: read")
+	writeFile(t, filepath.Join(dir, ".git", "config.yaml"), "not: a config")
 
 	c, err := Load(dir)
 	if err != nil {
@@ -86,6 +87,68 @@ func TestLoadConfigMap(t *testing.T) {
 	}
 	if got, want := c.Domains(), []string{"api2", "web"}; !slices.Equal(got, want) {
 		t.Errorf("after the swap, Domains() = %v, want %v", got, want)
+	}
+}
+
+// TestLoadTree: a directory is read recursively, as envoyproxy/ratelimit
+// reads its runtime directory, in lexical order within each directory;
+// names starting with a dot are skipped at any depth, and a symlink to a
+// directory is not followed (a link back up would loop).
+func TestLoadTree(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "b.yaml"), domainFile("b"))
+	writeFile(t, filepath.Join(dir, "a", "x.yaml"), domainFile("ax"))
+	writeFile(t, filepath.Join(dir, "a", "deeper", "y.yml"), domainFile("ay"))
+	writeFile(t, filepath.Join(dir, "a", ".old", "z.yaml"), domainFile("hidden"))
+	writeFile(t, filepath.Join(dir, "a", "notes.txt"), "not yaml")
+	writeFile(t, filepath.Join(dir, "c", "w.yaml"), domainFile("c"))
+	symlink(t, "..", filepath.Join(dir, "c", "loop"))
+	symlink(t, "../a", filepath.Join(dir, "c", "again.yaml"))
+
+	files, err := Files(dir)
+	want := []string{
+		filepath.Join(dir, "a", "deeper", "y.yml"),
+		filepath.Join(dir, "a", "x.yaml"),
+		filepath.Join(dir, "b.yaml"),
+		filepath.Join(dir, "c", "w.yaml"),
+	}
+	if err != nil || !slices.Equal(files, want) {
+		t.Fatalf("Files(tree) = %v, %v; want %v", files, err, want)
+	}
+	c, err := Load(dir)
+	if err != nil {
+		t.Fatalf("Load(tree) = %v", err)
+	}
+	if got, want := c.Domains(), []string{"ax", "ay", "b", "c"}; !slices.Equal(got, want) {
+		t.Errorf("Domains() = %v, want %v", got, want)
+	}
+
+	// A domain defined in two files of the tree is the usual error, naming both.
+	writeFile(t, filepath.Join(dir, "c", "dup.yaml"), domainFile("ax"))
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), `"ax" is already defined in `+filepath.Join(dir, "a", "x.yaml")) {
+		t.Errorf("Load(tree with a domain twice) = %v; want it to name both files", err)
+	}
+}
+
+// TestLoadTreeBounds: a tree too deep or with too many files is refused
+// with an error naming the bound, not read without end.
+func TestLoadTreeBounds(t *testing.T) {
+	deep := t.TempDir()
+	p := deep
+	for range maxDirDepth + 1 {
+		p = filepath.Join(p, "d")
+	}
+	writeFile(t, filepath.Join(p, "x.yaml"), domainFile("deep"))
+	if _, err := Files(deep); err == nil || !strings.Contains(err.Error(), "nested more than 16 deep") {
+		t.Errorf("Files(%d levels) = %v; want an error naming the depth", maxDirDepth+1, err)
+	}
+
+	wide := t.TempDir()
+	for i := range maxDirFiles + 1 {
+		writeFile(t, filepath.Join(wide, "s"+strconv.Itoa(i%3), strconv.Itoa(i)+".yaml"), "")
+	}
+	if _, err := Files(wide); err == nil || !strings.Contains(err.Error(), "more than 1000 config files") {
+		t.Errorf("Files(%d files) = %v; want an error naming the bound", maxDirFiles+1, err)
 	}
 }
 

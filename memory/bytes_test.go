@@ -13,12 +13,13 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // recount adds up what the store should count against its byte bound:
-// each shard's first table and each entry's cell, key copy and window. It
-// fails the test if a table holds more cells than its keys are counted
-// for.
+// each shard's first table, each key's cell, key copy and window, and
+// each shard's side arrays and rule set. It fails the test if a table
+// holds more cells than its keys are counted for.
 func (s *Store) recount(t *testing.T) int64 {
 	t.Helper()
 	b := int64(len(s.shards)) * emptyTableBytes
@@ -26,10 +27,11 @@ func (s *Store) recount(t *testing.T) int64 {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for j := range sh.tab {
-			if sh.tab[j].sp != nil {
-				b += sh.tab[j].bytes()
+			if sh.tab[j].rid != 0 {
+				b += ref{sh, j}.bytes()
 			}
 		}
+		b += sh.sideBytes()
 		if held, counted := int64(len(sh.tab))*cellBytes, emptyTableBytes+int64(sh.n)*keyCellBytes; held > counted {
 			t.Errorf("shard %d: a table of %d cells (%d bytes) for %d keys, counted %d", i, len(sh.tab), held, sh.n, counted)
 		}
@@ -77,10 +79,6 @@ func TestMaxBytesOptions(t *testing.T) {
 				s.Close()
 				t.Errorf("New(%s) = %v, want an error wrapping ErrInvalidOption", c.name, err)
 			}
-			if cc, err := NewConcurrency(c.opts...); err == nil || !errors.Is(err, ErrInvalidOption) {
-				cc.Close()
-				t.Errorf("NewConcurrency(%s) = %v, want an error wrapping ErrInvalidOption", c.name, err)
-			}
 		})
 	}
 
@@ -99,12 +97,12 @@ func TestMaxBytesOptions(t *testing.T) {
 			t.Errorf("shards for %d options = %d, want %d", len(c.opts), len(s.shards), c.wantShards)
 		}
 		cfg, _ := newConfig(c.opts)
-		if s.bound.maxBytes != cfg.maxBytes || s.Bytes() != int64(len(s.shards))*emptyTableBytes {
-			t.Errorf("max bytes %d, bytes %d, for a bound of %d and %d empty shards", s.bound.maxBytes, s.Bytes(), cfg.maxBytes, len(s.shards))
+		if s.bound.MaxBytes != cfg.MaxBytes || s.Bytes() != int64(len(s.shards))*emptyTableBytes {
+			t.Errorf("max bytes %d, bytes %d, for a bound of %d and %d empty shards", s.bound.MaxBytes, s.Bytes(), cfg.MaxBytes, len(s.shards))
 		}
 	}
-	if s := newStore(t); s.bound.maxBytes != DefaultMaxBytes {
-		t.Errorf("default max bytes = %d, want %d", s.bound.maxBytes, DefaultMaxBytes)
+	if s := newStore(t); s.bound.MaxBytes != DefaultMaxBytes {
+		t.Errorf("default max bytes = %d, want %d", s.bound.MaxBytes, DefaultMaxBytes)
 	}
 }
 
@@ -209,9 +207,10 @@ func TestDefaultMaxBytes(t *testing.T) {
 
 // TestBytesPerKey measures what a key costs on the heap, for short and
 // long keys, against what the store counts for it: never less, and for
-// keys of 490 bytes or more at most 10% more. (The store counts 128 bytes
-// a key for its cell, what it costs in a table half full; tables are 16/25
-// to 4/5 full but after keys are dropped, which makes 80 to 100 bytes.)
+// keys of 490 bytes or more at most 10% more; and a bucket key of up to 16
+// bytes holds at most 64 bytes. (The store counts 64 bytes a key for its
+// cell, what it costs in a table half full; tables are 16/25 to 4/5 full
+// but after keys are dropped, which makes 40 to 50 bytes.)
 //
 //	go test -run 'TestBytesPerKey$' -v ./memory/
 func TestBytesPerKey(t *testing.T) {
@@ -219,7 +218,7 @@ func TestBytesPerKey(t *testing.T) {
 	if raceEnabled {
 		n = 50_000
 	}
-	algos := []sluice.Algo{sluice.AlgoGCRA, sluice.AlgoSlidingCounter, sluice.AlgoSlidingLog}
+	algos := sluice.Algos()
 	for _, a := range algos {
 		for _, klen := range []int{16, 100, 490, 512} {
 			t.Run(fmt.Sprintf("%s/key=%d", a, klen), func(t *testing.T) {
@@ -248,6 +247,9 @@ func TestBytesPerKey(t *testing.T) {
 				}
 				if counted < heap || counted > heap*most {
 					t.Errorf("%.1f bytes counted a key, %.1f on the heap: want from 1 to %.2f times as many", counted, heap, most)
+				}
+				if sp, _ := r.Spec(); sp.Kind == algo.KindBucket && klen <= inlineKey && heap > 64 {
+					t.Errorf("%.1f heap bytes a key, want at most 64 for a bucket key of up to 16 bytes", heap)
 				}
 				runtime.KeepAlive(s)
 			})
@@ -386,9 +388,4 @@ func TestTooLarge(t *testing.T) {
 		t.Errorf("Take on a key of %d bytes = %+v, held %v, Len() = %d; want allowed, held alone", len(fits), d, s.has(r, fits), s.Len())
 	}
 	s.checkBytes(t, bound)
-
-	c := newConcurrency(t, WithShards(1), WithMaxBytes(bound), WithSweepInterval(0))
-	if _, _, err := c.Acquire(t0, huge, 1, time.Second); !errors.Is(err, ErrTooLarge) {
-		t.Errorf("Acquire on a key of %d bytes = %v, want an error wrapping ErrTooLarge", len(huge), err)
-	}
 }

@@ -4,100 +4,80 @@ import (
 	"encoding/binary"
 	"math"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/bounded"
 )
 
-// entry is one key's state under one rule, kept in its shard's table: 64
-// bytes, one cache line, plus a copy of a key longer than 16 bytes and,
-// for the window algorithms, a window. A key of up to 16 bytes is kept in
-// the entry itself, so that finding a key reads one line of the table,
-// and the line after it now and then; for a longer key, inl holds the
-// size of its copy, as allocated, for the byte bound.
-type entry struct {
-	sp  *algo.Spec      // the rule's arithmetic; nil for an empty cell
-	x   atomic.Uint64   // the bucket algorithms' state (algo.TAT)
-	w   *window         // the window algorithms' state
-	key string          // the key: its bytes are inl's, or a copy of the caller's
-	inl [inlineKey]byte // a short key's bytes, or a long key's copy's size
-	// hash is the low half of the key's hash: a tag that spares most key
-	// comparisons, and the entry's home in the table.
-	hash uint32
+// cell is one key's state under one rule, kept in its shard's table: 32
+// bytes, two to a cache line, so that a bucket key of up to 16 bytes costs
+// its cell and nothing else. The cell holds no pointer: the rule is a
+// number in its shard's rule set (rid), a short key is kept in the cell
+// itself, and what a cell cannot hold lives in arrays beside the table,
+// at the cell's index, made only for a shard that has such keys: a long
+// key's copy (shard.longs) and a window (shard.wins).
+type cell struct {
+	// k is a short key's bytes, zero-padded (see packKey); for a long
+	// key, the size of its copy as allocated and its length.
+	k [2]uint64
+	// x is the bucket algorithms' state (algo.TAT); 0 for the windows.
+	x atomic.Uint64
+	// tag is 16 bits of the key's hash, apart from those that pick the
+	// shard and the home cell, so that most cells of other keys are told
+	// apart without comparing keys; its low bit is set for a long key.
+	tag uint16
+	// rid is the rule's number in the shard's rule set; 0 for an empty
+	// cell.
+	rid uint16
 	// used is when the key was last used, as a stamp (see stampOf), or
 	// pinned while a multi-check holds it.
 	used atomic.Uint32
 }
 
-// inlineKey is the longest key kept inside its entry.
+// inlineKey is the longest key kept inside its cell.
 const inlineKey = 16
 
-// cloneKey returns the key an entry keeps and what it costs beyond the
-// entry: key itself for a key of up to 16 bytes, which setKey copies into
-// the entry, else a copy (never the caller's string, which may pin a
-// larger buffer) and its size as allocated.
-func cloneKey(key string) (string, int64) {
-	if len(key) <= inlineKey {
-		return key, 0
-	}
-	return copyKey(key)
+// tagLong marks the tag of a long key's cell.
+const tagLong = 1
+
+// short reports whether key is kept in its cell: up to 16 bytes, and not
+// ending in a zero byte, which the padding could not tell from the end.
+func short(key string) bool {
+	return len(key) <= inlineKey && (len(key) == 0 || key[len(key)-1] != 0)
 }
 
-// copyKey returns a copy of key and its size as allocated: append rounds
-// the capacity up to the allocator's size class, which reports it.
-func copyKey(key string) (string, int64) {
-	if key == "" {
-		return "", 0
-	}
-	b := append([]byte(nil), key...)
-	return unsafe.String(unsafe.SliceData(b), len(b)), int64(cap(b))
+// packKey is the cell's k for a short key: its bytes, zero-padded to 16,
+// as two words, so that finding it compares two words.
+func packKey(key string) [2]uint64 {
+	var b [inlineKey]byte
+	copy(b[:], key)
+	return [2]uint64{binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])}
 }
 
-// setKey makes e's key key, from cloneKey with its size. A short key's
-// string points into e.inl, so an entry moves only with moveTo.
-func (e *entry) setKey(key string, size int64) {
-	if len(key) > inlineKey {
-		e.key = key
-		binary.LittleEndian.PutUint64(e.inl[:], uint64(size))
-		return
+// tagOf is the tag of a key of hash h.
+func tagOf(h uint64, long bool) uint16 {
+	t := uint16(h>>32) &^ tagLong
+	if long {
+		t |= tagLong
 	}
-	n := copy(e.inl[:], key)
-	e.key = unsafe.String(&e.inl[0], n)
+	return t
 }
 
-// bytes is what e counts against the byte bound: its cell, the copy of a
-// long key, and the window and its ring.
-func (e *entry) bytes() int64 {
-	b := specBytes(e.sp)
-	if len(e.key) > inlineKey {
-		b += int64(binary.LittleEndian.Uint64(e.inl[:]))
-	}
-	if e.sp.Kind == algo.KindLog {
-		b += int64(e.w.ring.Cap()-firstRing(e.sp)) * ringCellBytes
-	}
-	return b
+// probe is what finding a key compares with the cells: computed once per
+// request.
+type probe struct {
+	key string
+	h   uint64
+	k   [2]uint64 // packKey(key); for a long key, {0, len(key)}: only k[1] is compared
+	tag uint16
 }
 
-// moveTo moves e to dst, an empty cell, and empties e. The caller holds
-// the exclusive lock.
-func (e *entry) moveTo(dst *entry) {
-	e.copyTo(dst)
-	*e = entry{}
-}
-
-// copyTo makes dst, an empty cell, a copy of e, for a table about to be
-// dropped. The caller holds the exclusive lock.
-func (e *entry) copyTo(dst *entry) {
-	dst.inl = e.inl // a fixed-size copy: no call, unlike copy()
-	if len(e.key) > inlineKey {
-		dst.key = e.key // the copy setKey made: share it
-	} else {
-		dst.key = unsafe.String(&dst.inl[0], len(e.key))
+func newProbe(h uint64, key string) probe {
+	if short(key) {
+		return probe{key: key, h: h, k: packKey(key), tag: tagOf(h, false)}
 	}
-	dst.sp, dst.w, dst.hash = e.sp, e.w, e.hash
-	dst.x.Store(e.x.Load())
-	dst.used.Store(e.used.Load())
+	return probe{key: key, h: h, k: [2]uint64{0, uint64(len(key))}, tag: tagOf(h, true)}
 }
 
 // stampOf is the recency stamp of a request at now: its time in units of
@@ -116,61 +96,90 @@ const pinned = math.MaxUint32
 
 // age is how long before st the key was last used, in stamp units; 0 if
 // it was used at st or after (requests come a little out of order).
-func (e *entry) age(st uint32) uint32 {
-	return uint32(max(int32(st-e.used.Load()), 0))
+func (c *cell) age(st uint32) uint32 {
+	return uint32(max(int32(st-c.used.Load()), 0))
 }
 
 // touch records a use at stamp st. It writes only when the stamp changes,
 // so that a hot key does not dirty its cache line on every request. The
-// caller holds the shard's lock, shared or exclusive; a pinned entry is
+// caller holds the shard's lock, shared or exclusive; a pinned cell is
 // only seen under the exclusive lock, by the multi-check that pinned it.
-func (e *entry) touch(st uint32) {
-	if e.used.Load() != st {
-		e.used.Store(st)
+func (c *cell) touch(st uint32) {
+	if c.used.Load() != st {
+		c.used.Store(st)
 	}
 }
 
-// step decides n units at now against e: lock-free for the bucket
-// algorithms (one CAS on one uint64), under e's own lock for the windows.
-// A sliding log's ring that grows is counted in b, past its bounds if need
-// be: the caller then relieves the store. The caller holds the shard's
-// lock, shared or exclusive.
-func (e *entry) step(now, n int64, b *bound) sluice.Decision {
-	sp := e.sp
+// ref names a cell of a shard while the table does not change: the
+// caller holds the shard's lock.
+type ref struct {
+	sh *shard
+	i  int
+}
+
+func (r ref) cell() *cell { return &r.sh.tab[r.i] }
+
+// step decides n units at now against r under sp, the rule the cell was
+// found under: lock-free for the bucket algorithms (one CAS on one
+// uint64), under the window's own lock for the others. A sliding log's
+// ring that grows is counted in b, past its bounds if need be: the caller
+// then relieves the store. The caller holds the shard's lock, shared or
+// exclusive.
+func (r ref) step(sp *algo.Spec, now, n int64, b *bounded.Bound) sluice.Decision {
 	if sp.Kind == algo.KindBucket {
-		ok, rem, retry, reset := sp.TAT.Allow(&e.x, now, n)
+		ok, rem, retry, reset := sp.TAT.Allow(&r.sh.tab[r.i].x, now, n)
 		return sluice.Decision{Allowed: ok, Limit: sp.TAT.Burst(), Remaining: rem, RetryAfter: retry, ResetAfter: reset}
 	}
-	e.w.mu.Lock()
-	c := e.w.ringCap()
-	d := e.w.step(sp, now, n)
-	if grown := e.w.ringCap() - c; grown > 0 {
-		b.force(0, int64(grown)*ringCellBytes)
+	w := r.sh.wins[r.i]
+	w.mu.Lock()
+	c := w.ringCap()
+	d := w.step(sp, now, n)
+	if grown := w.ringCap() - c; grown > 0 {
+		b.Force(0, int64(grown)*ringCellBytes)
 	}
-	e.w.mu.Unlock()
+	w.mu.Unlock()
 	return d
 }
 
-// idle reports whether e's state no longer affects any decision at now or
+// spec is the rule of r's cell, which must not be empty.
+func (r ref) spec() *algo.Spec { return r.sh.rules.slots[r.cell().rid-1].sp }
+
+// idle reports whether r's state no longer affects any decision at now or
 // later. The caller holds the shard's exclusive lock.
-func (e *entry) idle(now int64) bool {
-	if e.sp.Kind == algo.KindBucket {
-		return e.sp.TAT.Idle(e.x.Load(), now)
+func (r ref) idle(now int64) bool {
+	sp := r.spec()
+	if sp.Kind == algo.KindBucket {
+		return sp.TAT.Idle(r.cell().x.Load(), now)
 	}
-	return e.w.idle(e.sp, now)
+	return r.sh.wins[r.i].idle(sp, now)
 }
 
-func (e *entry) save() snapshot {
-	if e.sp.Kind == algo.KindBucket {
-		return snapshot{x: e.x.Load()}
+// bytes is what r's key counts against the byte bound: its cell, the copy
+// of a long key, and the window and its ring.
+func (r ref) bytes() int64 {
+	c := r.cell()
+	sp := r.spec()
+	b := specBytes(sp)
+	if c.tag&tagLong != 0 {
+		b += int64(c.k[0])
 	}
-	return e.w.save()
+	if sp.Kind == algo.KindLog {
+		b += int64(r.sh.wins[r.i].ring.Cap()-firstRing(sp)) * ringCellBytes
+	}
+	return b
 }
 
-func (e *entry) restore(s snapshot) {
-	if e.sp.Kind == algo.KindBucket {
-		e.x.Store(s.x)
+func (r ref) save() snapshot {
+	if r.spec().Kind == algo.KindBucket {
+		return snapshot{x: r.cell().x.Load()}
+	}
+	return r.sh.wins[r.i].save()
+}
+
+func (r ref) restore(s snapshot) {
+	if r.spec().Kind == algo.KindBucket {
+		r.cell().x.Store(s.x)
 		return
 	}
-	e.w.restore(s)
+	r.sh.wins[r.i].restore(s)
 }

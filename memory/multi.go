@@ -11,9 +11,10 @@ const maxInline = 8
 // held is one check of a multi-check while its shards are locked.
 type held struct {
 	sp    *algo.Spec
-	h     uint64
-	e     *entry // valid while the table does not change
-	first int    // the first check on the same entry: a key named twice is one state
+	p     probe
+	r     ref  // valid while the table does not change
+	found bool // r is set
+	first int  // the first check on the same key: a key named twice is one state
 	saved snapshot
 	peek  sluice.Decision
 }
@@ -58,12 +59,12 @@ func (s *Store) takeMulti(now, n int64, checks []sluice.Check, out []sluice.Deci
 	for i := range hs {
 		size += specBytes(hs[i].sp) + int64(len(checks[i].Key))
 	}
-	if err := s.bound.fits(size); err != nil {
+	if err := s.bound.Fits(size); err != nil {
 		return err
 	}
 	defer func() {
-		if s.bound.over() { // adding keys to pinned or empty shards
-			s.relieve(now, hs[0].h)
+		if s.bound.Over() { // adding keys to pinned or empty shards
+			s.relieve(now, hs[0].p.h)
 		}
 	}()
 	return s.charge(now, n, checks, out, hs)
@@ -75,9 +76,9 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 	var ibuf [maxInline]int
 	ids := ibuf[:0]
 	for i := range hs {
-		hs[i].h = s.hash(hs[i].sp, checks[i].Key)
-		hs[i].e = nil
-		ids = addSorted(ids, int(hs[i].h>>s.shift))
+		hs[i].p = newProbe(s.hash(hs[i].sp, checks[i].Key), checks[i].Key)
+		hs[i].found = false
+		ids = addSorted(ids, int(hs[i].p.h>>s.shift))
 	}
 	for _, id := range ids {
 		s.shards[id].observe(now)
@@ -90,32 +91,32 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 	}()
 
 	// Find the keys there are, and pin them so that adding the others
-	// cannot evict them; then add the others. Adding moves entries about
-	// the table, so the entries are found again once all are in.
+	// cannot evict them; then add the others. Adding moves cells about
+	// the table, so the cells are found again once all are in.
 	for i := range hs {
-		if e := s.shard(hs[i].h).find(hs[i].h, hs[i].sp, checks[i].Key); e != nil {
-			e.used.Store(pinned)
-			hs[i].e = e
+		if r, ok := s.shard(hs[i].p.h).find(&hs[i].p, hs[i].sp); ok {
+			r.cell().used.Store(pinned)
+			hs[i].r, hs[i].found = r, true
 		}
 	}
 	for i := range hs {
-		if hs[i].e != nil {
+		if hs[i].found {
 			continue
 		}
-		sh := s.shard(hs[i].h)
-		e := sh.find(hs[i].h, hs[i].sp, checks[i].Key) // added for an earlier check?
-		if e == nil {
+		sh := s.shard(hs[i].p.h)
+		r, ok := sh.find(&hs[i].p, hs[i].sp) // added for an earlier check?
+		if !ok {
 			var err error
-			if e, err = sh.insert(hs[i].h, hs[i].sp, checks[i].Key, now); err != nil {
-				s.unpin(now, checks, hs)
+			if r, err = sh.insert(&hs[i].p, hs[i].sp, now); err != nil {
+				s.unpin(now, hs)
 				return err
 			}
 		}
-		e.used.Store(pinned)
-		hs[i].e = e
+		r.cell().used.Store(pinned)
+		hs[i].found = true
 	}
 	for i := range hs {
-		hs[i].e = s.shard(hs[i].h).find(hs[i].h, hs[i].sp, checks[i].Key)
+		hs[i].r, _ = s.shard(hs[i].p.h).find(&hs[i].p, hs[i].sp)
 	}
 
 	// Bring each state to now with a peek, which charges nothing, and save
@@ -123,14 +124,14 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 	for i := range hs {
 		hs[i].first = i
 		for j := range i {
-			if hs[j].e == hs[i].e {
+			if hs[j].r == hs[i].r {
 				hs[i].first = j
 				break
 			}
 		}
 		if hs[i].first == i {
-			hs[i].peek = hs[i].e.step(now, 0, s.bound)
-			hs[i].saved = hs[i].e.save()
+			hs[i].peek = hs[i].r.step(hs[i].sp, now, 0, s.bound)
+			hs[i].saved = hs[i].r.save()
 		}
 	}
 
@@ -142,14 +143,14 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 			if checks[i].Rule.Shadow != shadow {
 				continue
 			}
-			out[i] = hs[i].e.step(now, checks[i].CostFor(n), s.bound)
+			out[i] = hs[i].r.step(hs[i].sp, now, checks[i].CostFor(n), s.bound)
 			allowed = allowed && (shadow || out[i].Allowed)
 		}
 	}
 	if !allowed {
 		for i := range hs {
 			if hs[i].first == i {
-				hs[i].e.restore(hs[i].saved)
+				hs[i].r.restore(hs[i].saved)
 			}
 		}
 		for i := range hs {
@@ -158,30 +159,29 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 			}
 		}
 	}
-	s.unpin(now, checks, hs)
+	s.unpin(now, hs)
 	return nil
 }
 
-// unpin releases the entries of a multi-check, dropping those that are
+// unpin releases the cells of a multi-check, dropping those that are
 // idle (the keys added for checks that were not charged, and any others
-// back to idle) and stamping the others used at now. Dropping moves
-// entries about, so each is found again by its key.
-func (s *Store) unpin(now int64, checks []sluice.Check, hs []held) {
+// back to idle) and stamping the others used at now. Dropping moves cells
+// about, so each is found again by its key.
+func (s *Store) unpin(now int64, hs []held) {
 	st := stampOf(now)
 	for i := range hs {
-		sh := s.shard(hs[i].h)
-		j := sh.lookup(hs[i].h, hs[i].sp, checks[i].Key)
-		if j < 0 {
+		r, ok := s.shard(hs[i].p.h).find(&hs[i].p, hs[i].sp)
+		if !ok {
 			continue // not reached before a key too large stopped the call
 		}
-		e := &sh.tab[j]
-		if e.used.Load() != pinned {
+		c := r.cell()
+		if c.used.Load() != pinned {
 			continue // released under another check on the same key
 		}
-		if e.idle(now) {
-			sh.remove(j)
+		if r.idle(now) {
+			r.sh.remove(r.i)
 		} else {
-			e.used.Store(st)
+			c.used.Store(st)
 		}
 	}
 }

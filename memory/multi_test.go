@@ -143,8 +143,9 @@ func TestLogRing(t *testing.T) {
 	}
 	ringCap := func() int {
 		sp, _ := r.Spec()
-		h := s.hash(sp, "k")
-		return s.shard(h).find(h, sp, "k").w.ring.Cap()
+		p := newProbe(s.hash(sp, "k"), "k")
+		r, _ := s.shard(p.h).find(&p, sp)
+		return r.sh.wins[r.i].ring.Cap()
 	}
 	rnd := rand.New(rand.NewPCG(3, 3))
 	now := t0

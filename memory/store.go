@@ -4,17 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/bounded"
 	"hash/maphash"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
 )
 
-// ErrClosed is returned by the methods of a closed Store or Concurrency
-// limiter.
+// ErrClosed is returned by the methods of a closed Store or
+// concurrency.Limiter.
 var ErrClosed = errors.New("memory: closed")
 
 // ErrShortOut is wrapped by the error of a Take whose out has fewer
@@ -43,11 +42,14 @@ var ErrShortOut = errors.New("memory: out shorter than checks")
 // shard evicts an idle key if it finds one among those it samples, else
 // the least recently used of them (sampled LRU, as Redis does; see
 // shard), whose state is then forgotten: the key starts afresh if it comes
-// back. A GCRA key costs 80 to 100 bytes, plus a copy of its key if longer
-// than 16 bytes (512 bytes for a key of 490 to 512); a window key 64 bytes
-// more; a sliding log key also 16 bytes per request in its window, up to
-// Rate. The byte bound counts all of these, the cell at 128 bytes (see
-// WithMaxBytes).
+// back. A token bucket, leaky bucket or GCRA key of up to 16 bytes costs
+// its cell, 40 to 50 bytes; a longer key also a copy of it (512 bytes for
+// a key of 490 to 512) and 10 to 13 bytes beside its cell; a fixed window
+// or sliding counter key 74 to 77 bytes more than a bucket key (its
+// window, and its place beside its cell); a sliding log key 186 to 189
+// more (its window and a ring of 4 cells), and 16 bytes for each request
+// in its window past 4, up to Rate. The byte bound counts all of these,
+// the cell at 64 bytes (see WithMaxBytes). TestBytesPerKey measures them.
 //
 // Times are the callers': a request stamped earlier than one already
 // decided for its key is decided as if at the later time, as the
@@ -57,12 +59,8 @@ type Store struct {
 	shards []shard
 	shift  uint // 64 - log2(len(shards)): the hash's top bits pick the shard
 	seed   maphash.Seed
-	bound  *bound
-
-	closed atomic.Bool
-	stop   chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	bound  *bounded.Bound
+	life   bounded.Sweeper
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -75,20 +73,15 @@ func New(opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		shards: make([]shard, c.shards),
-		shift:  64 - c.shardBits(),
+		shards: make([]shard, c.Shards),
+		shift:  c.Shift(),
 		seed:   maphash.MakeSeed(),
+		bound:  c.Bound(int64(c.Shards) * emptyTableBytes),
 	}
-	tables := int64(c.shards) * emptyTableBytes
-	s.bound = c.bound(tables)
-	s.bound.bytes.Store(tables)
 	for i := range s.shards {
-		s.shards[i].init(s.bound)
+		s.shards[i].init(s.bound, s.seed)
 	}
-	if c.sweep > 0 {
-		s.stop, s.done = make(chan struct{}), make(chan struct{})
-		go sweepLoop(c.sweep, s.stop, s.done, s.sweepSeen)
-	}
+	s.life.Start(c.Sweep, s.sweepSeen)
 	return s, nil
 }
 
@@ -112,7 +105,7 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if s.closed.Load() {
+	if s.life.Closed() {
 		return ErrClosed
 	}
 	if len(out) < len(checks) {
@@ -140,14 +133,15 @@ func (s *Store) shard(h uint64) *shard { return &s.shards[h>>s.shift] }
 // take1 decides key under sp at cost n.
 func (s *Store) take1(sp *algo.Spec, key string, now, n int64) (sluice.Decision, error) {
 	h := s.hash(sp, key)
+	p := newProbe(h, key)
 	sh := s.shard(h)
 	sh.observe(now)
 	sh.mu.RLock()
-	if e := sh.find(h, sp, key); e != nil {
-		e.touch(stampOf(now))
-		d := e.step(now, n, s.bound)
+	if r, ok := sh.find(&p, sp); ok {
+		r.cell().touch(stampOf(now))
+		d := r.step(sp, now, n, s.bound)
 		sh.mu.RUnlock()
-		if sp.Kind == algo.KindLog && s.bound.over() { // its ring grew
+		if sp.Kind == algo.KindLog && s.bound.Over() { // its ring grew
 			s.relieve(now, h)
 		}
 		return d, nil
@@ -160,19 +154,19 @@ func (s *Store) take1(sp *algo.Spec, key string, now, n int64) (sluice.Decision,
 		return d, nil
 	}
 	sh.mu.Lock()
-	e := sh.find(h, sp, key)
-	if e != nil {
-		e.touch(stampOf(now))
+	r, ok := sh.find(&p, sp)
+	if ok {
+		r.cell().touch(stampOf(now))
 	} else {
 		var err error
-		if e, err = sh.insert(h, sp, key, now); err != nil {
+		if r, err = sh.insert(&p, sp, now); err != nil {
 			sh.mu.Unlock()
 			return sluice.Decision{}, err
 		}
 	}
-	d := e.step(now, n, s.bound)
+	d := r.step(sp, now, n, s.bound)
 	sh.mu.Unlock()
-	if s.bound.over() {
+	if s.bound.Over() {
 		s.relieve(now, h)
 	}
 	return d, nil
@@ -187,7 +181,7 @@ func (s *Store) take1(sp *algo.Spec, key string, now, n int64) (sluice.Decision,
 func (s *Store) relieve(now int64, h uint64) {
 	first := int(h >> s.shift)
 	for _, spare := range [2]bool{true, false} {
-		for i := 1; i <= len(s.shards) && s.bound.over(); i++ {
+		for i := 1; i <= len(s.shards) && s.bound.Over(); i++ {
 			sh := &s.shards[(first+i)%len(s.shards)]
 			sh.mu.Lock()
 			sh.trim(now, spare)
@@ -197,11 +191,11 @@ func (s *Store) relieve(now int64, h uint64) {
 }
 
 // Len returns the number of keys held.
-func (s *Store) Len() int { return int(s.bound.n.Load()) }
+func (s *Store) Len() int { return int(s.bound.Keys()) }
 
 // Bytes returns the bytes counted against the byte bound (see
 // WithMaxBytes).
-func (s *Store) Bytes() int64 { return s.bound.bytes.Load() }
+func (s *Store) Bytes() int64 { return s.bound.Bytes() }
 
 // Sweep drops the keys whose state is idle at now, as the background
 // sweeper does, and returns how many it dropped. now should be no later
@@ -230,27 +224,6 @@ func (s *Store) sweepSeen() {
 // calls to Take return ErrClosed. Close is idempotent and always returns
 // nil.
 func (s *Store) Close() error {
-	s.once.Do(func() {
-		s.closed.Store(true)
-		if s.stop != nil {
-			close(s.stop)
-			<-s.done
-		}
-	})
+	s.life.Close()
 	return nil
-}
-
-// sweepLoop calls sweep every d until stop is closed, then closes done.
-func sweepLoop(d time.Duration, stop <-chan struct{}, done chan<- struct{}, sweep func()) {
-	defer close(done)
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			sweep()
-		}
-	}
 }

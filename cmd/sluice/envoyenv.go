@@ -57,7 +57,7 @@ var envoyVars = []envoyVar{
 	{name: "RUNTIME_ROOT", def: "/srv/runtime_data/current", flags: "-config"},
 	{name: "RUNTIME_SUBDIRECTORY", flags: "-config"},
 	{name: "RUNTIME_APPDIRECTORY", def: "config", flags: "-config"},
-	{name: "RUNTIME_IGNOREDOTFILES", def: "false", note: "sluice never reads files or directories whose names start with a dot, nor subdirectories, nor files other than *.yaml and *.yml, so a Kubernetes ConfigMap's ..data directory is never read twice", report: whenSetFalse},
+	{name: "RUNTIME_IGNOREDOTFILES", def: "false", note: "sluice never reads files or directories whose names start with a dot, nor files other than *.yaml and *.yml, so a Kubernetes ConfigMap's ..data directory is never read twice", report: whenSetFalse},
 	{name: "RUNTIME_WATCH_ROOT", def: "true", note: "sluice checks the config files' content every -poll (1s): it sees a symlink swap of RUNTIME_ROOT and a change in place alike", report: whenSet},
 	{name: "HOST", def: "0.0.0.0", flags: "-http", generic: true},
 	{name: "PORT", def: "8080", flags: "-http", generic: true},

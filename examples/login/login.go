@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/memory"
 )
 
 // The rules count failed logins only.
@@ -42,10 +42,10 @@ const attemptTimeout = 10 * time.Second
 // neither rule is spent, and charges the rules only when the password was
 // wrong, so a user who logs in a hundred times a day is never limited.
 type login struct {
-	limiter  *sluice.Limiter     // failures, by the rules above
-	inFlight *memory.Concurrency // attempts in progress, per address
-	clock    sluice.Clock        // the limiter's
-	clientIP httplimit.KeyFunc   // the client's address
+	limiter  *sluice.Limiter      // failures, by the rules above
+	inFlight *concurrency.Limiter // attempts in progress, per address
+	clock    sluice.Clock         // the limiter's
+	clientIP httplimit.KeyFunc    // the client's address
 	verify   func(user, password string) bool
 }
 

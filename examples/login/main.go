@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/memory"
 )
@@ -78,7 +79,7 @@ func newLogin(clock sluice.Clock, verify func(user, password string) bool) (*log
 		store.Close()
 		return nil, nil, err
 	}
-	inFlight, err := memory.NewConcurrency()
+	inFlight, err := concurrency.New()
 	if err != nil {
 		store.Close()
 		return nil, nil, err

@@ -1,4 +1,4 @@
-package memory
+package concurrency
 
 import (
 	"errors"
@@ -6,53 +6,51 @@ import (
 	"hash/maphash"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/bounded"
+	"github.com/sluicehq/sluice/memory"
 )
 
-// Concurrency limits the requests in flight per key, the second of
-// Stripe's limiters: "at most 20 requests of this customer at once". A
-// request Acquires a Lease before it runs and Releases it when done. A
-// lease also expires after its ttl, so a holder that dies (a crashed
-// handler, a lost connection) gives its place back by itself.
+// Limiter limits the requests in flight per key, the second of Stripe's
+// limiters: "at most 20 requests of this customer at once". A request
+// Acquires a Lease before it runs and Releases it when done. A lease also
+// expires after its ttl, so a holder that dies (a crashed handler, a lost
+// connection) gives its place back by itself.
 //
 // Time is a parameter, as for the rate limiters: Acquire takes now, and a
 // lease is counted until Release or until now reaches its expiry.
 //
-// Memory is bounded: at most WithMaxKeys keys and WithMaxBytes bytes (a
-// key with no lease held is not kept), each key with at most limit leases.
-// When a new key needs room, its shard drops one of its least recently
-// used keys whose leases have all expired or, failing that, its least
-// recently used key, whose leases are then forgotten, until the new key
-// fits: size the bounds above the keys with requests in flight at once.
-// Leases that expire are dropped when their key is next used, by the
-// background sweeper (WithSweepInterval), or by Sweep.
+// Memory is bounded: at most memory.WithMaxKeys keys and
+// memory.WithMaxBytes bytes (a key with no lease held is not kept), each
+// key with at most limit leases. When a new key needs room, its shard
+// drops one of its least recently used keys whose leases have all expired
+// or, failing that, its least recently used key, whose leases are then
+// forgotten, until the new key fits: size the bounds above the keys with
+// requests in flight at once. Leases that expire are dropped when their
+// key is next used, by the background sweeper
+// (memory.WithSweepInterval), or by Sweep.
 //
-// A Concurrency is safe for concurrent use and exact: however calls
+// A Limiter is safe for concurrent use and exact: however calls
 // interleave, no key ever has more than limit unexpired leases.
-type Concurrency struct {
-	shards []cshard
+type Limiter struct {
+	shards []shard
 	shift  uint
 	seed   maphash.Seed
-	bound  *bound
-
-	closed atomic.Bool
-	stop   chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	bound  *bounded.Bound
+	life   bounded.Sweeper
 }
 
-// cshard is one part of a Concurrency: a map of holders and their
+// shard is one part of a Limiter: a map of holders and their
 // least-recently-used list, under one mutex.
-type cshard struct {
+type shard struct {
 	mu    sync.Mutex
 	keys  map[string]*holder
-	lru   holder // sentinel: lru.next is the most recently used
-	bound *bound // the limiter's counts, shared by its shards
-	ids   uint64 // the last lease id given out: ids are unique per shard, so per key
-	last  int64  // latest time seen, Unix ns: the sweeper's now
+	lru   holder         // sentinel: lru.next is the most recently used
+	bound *bounded.Bound // the limiter's counts, shared by its shards
+	ids   uint64         // the last lease id given out: ids are unique per shard, so per key
+	last  int64          // latest time seen, Unix ns: the sweeper's now
 	_     [64]byte
 }
 
@@ -64,7 +62,7 @@ type holder struct {
 	prev, next *holder
 }
 
-// holderBytes is what a key costs a Concurrency besides its key's copy,
+// holderBytes is what a key costs a Limiter besides its key's copy,
 // for the byte bound: its holder (64 bytes), its first lease (16) and its
 // share of the shard's map, which varies as the map grows: 115 to 135
 // bytes in all, measured (TestConcurrencyBytesPerKey).
@@ -99,21 +97,32 @@ func (l Lease) Expires() time.Time {
 
 // ErrInvalidRequest is wrapped by the error of an Acquire with a negative
 // limit or a ttl that is not positive.
-var ErrInvalidRequest = errors.New("memory: invalid request")
+var ErrInvalidRequest = errors.New("concurrency: invalid request")
 
-// NewConcurrency returns an empty Concurrency limiter. WithMaxKeys,
-// WithMaxBytes, WithShards and WithSweepInterval apply as for New; Close
-// stops the sweeper.
-func NewConcurrency(opts ...Option) (*Concurrency, error) {
-	cfg, err := newConfig(opts)
+// ErrClosed is returned by Acquire on a closed Limiter.
+var ErrClosed = errors.New("concurrency: closed")
+
+// minShardRoom is the fewest bytes per shard memory.WithShards and
+// memory.WithMaxBytes allow, the same as for a memory.Store, so that one
+// set of options fits both: 2 KB.
+const minShardRoom = 2 << 10
+
+// New returns an empty Limiter. It takes the memory store's options:
+// memory.WithMaxKeys, memory.WithMaxBytes, memory.WithShards and
+// memory.WithSweepInterval apply as they do to memory.New, and a bad one
+// is an error wrapping memory.ErrInvalidOption. Unless
+// memory.WithSweepInterval(0) is given, it starts a goroutine that drops
+// expired leases; Close stops it.
+func New(opts ...memory.Option) (*Limiter, error) {
+	cfg, err := bounded.NewConfig(opts, minShardRoom)
 	if err != nil {
 		return nil, err
 	}
-	c := &Concurrency{
-		shards: make([]cshard, cfg.shards),
-		shift:  64 - cfg.shardBits(),
+	c := &Limiter{
+		shards: make([]shard, cfg.Shards),
+		shift:  cfg.Shift(),
 		seed:   maphash.MakeSeed(),
-		bound:  cfg.bound(0),
+		bound:  cfg.Bound(0),
 	}
 	for i := range c.shards {
 		sh := &c.shards[i]
@@ -121,16 +130,13 @@ func NewConcurrency(opts ...Option) (*Concurrency, error) {
 		sh.keys = make(map[string]*holder)
 		sh.lru.prev, sh.lru.next = &sh.lru, &sh.lru
 	}
-	if cfg.sweep > 0 {
-		c.stop, c.done = make(chan struct{}), make(chan struct{})
-		go sweepLoop(cfg.sweep, c.stop, c.done, c.sweepSeen)
-	}
+	c.life.Start(cfg.Sweep, c.sweepSeen)
 	return c, nil
 }
 
-func (c *Concurrency) shard(key string) *cshard { return &c.shards[c.index(key)] }
+func (c *Limiter) shard(key string) *shard { return &c.shards[c.index(key)] }
 
-func (c *Concurrency) index(key string) int { return int(maphash.String(c.seed, key) >> c.shift) }
+func (c *Limiter) index(key string) int { return int(maphash.String(c.seed, key) >> c.shift) }
 
 // Acquire asks for one of limit places of key at now, to be held for at
 // most ttl. If fewer than limit unexpired leases of key are held, it
@@ -142,17 +148,17 @@ func (c *Concurrency) index(key string) int { return int(maphash.String(c.seed, 
 // The decision's Limit is limit, Remaining the places left, ResetAfter the
 // wait until every lease held has expired. It errs, changing nothing, for
 // a negative limit, a ttl that is not positive, a closed limiter, or a key
-// that could never fit in the byte bound (ErrTooLarge).
-func (c *Concurrency) Acquire(now time.Time, key string, limit int64, ttl time.Duration) (Lease, sluice.Decision, error) {
+// that could never fit in the byte bound (memory.ErrTooLarge).
+func (c *Limiter) Acquire(now time.Time, key string, limit int64, ttl time.Duration) (Lease, sluice.Decision, error) {
 	switch {
 	case limit < 0:
 		return Lease{}, sluice.Decision{}, fmt.Errorf("%w: limit %d must not be negative", ErrInvalidRequest, limit)
 	case ttl <= 0:
 		return Lease{}, sluice.Decision{}, fmt.Errorf("%w: ttl %v must be positive", ErrInvalidRequest, ttl)
-	case c.closed.Load():
+	case c.life.Closed():
 		return Lease{}, sluice.Decision{}, ErrClosed
 	}
-	if err := c.bound.fits(holderBytes + int64(len(key))); err != nil {
+	if err := c.bound.Fits(holderBytes + int64(len(key))); err != nil {
 		return Lease{}, sluice.Decision{}, err
 	}
 	ns := now.UnixNano()
@@ -165,7 +171,7 @@ func (c *Concurrency) Acquire(now time.Time, key string, limit int64, ttl time.D
 	sh.mu.Lock()
 	l, d, added := sh.acquire(ns, key, limit, exp)
 	sh.mu.Unlock()
-	if added && c.bound.over() {
+	if added && c.bound.Over() {
 		c.relieve(ns, i)
 	}
 	return l, d, nil
@@ -173,7 +179,7 @@ func (c *Concurrency) Acquire(now time.Time, key string, limit int64, ttl time.D
 
 // acquire is Acquire's body under sh.mu. It reports whether it added a
 // key, which may take the limiter past its bounds (see bound).
-func (sh *cshard) acquire(ns int64, key string, limit, exp int64) (Lease, sluice.Decision, bool) {
+func (sh *shard) acquire(ns int64, key string, limit, exp int64) (Lease, sluice.Decision, bool) {
 	sh.last = max(sh.last, ns)
 	h := sh.keys[key]
 	held := 0
@@ -217,12 +223,12 @@ func (sh *cshard) acquire(ns int64, key string, limit, exp int64) (Lease, sluice
 // past them (see bound). It spares each shard's most recently used key,
 // the caller's among them, unless there is no other way. The caller holds
 // no shard's lock.
-func (c *Concurrency) relieve(now int64, first int) {
+func (c *Limiter) relieve(now int64, first int) {
 	for _, spare := range [2]bool{true, false} {
-		for i := 1; i <= len(c.shards) && c.bound.over(); i++ {
+		for i := 1; i <= len(c.shards) && c.bound.Over(); i++ {
 			sh := &c.shards[(first+i)%len(c.shards)]
 			sh.mu.Lock()
-			for c.bound.over() {
+			for c.bound.Over() {
 				v := sh.victim(now)
 				if v == nil || spare && v == sh.lru.next {
 					break
@@ -237,7 +243,7 @@ func (c *Concurrency) relieve(now int64, first int) {
 // Release gives back the place l holds and reports whether it was still
 // held: false for the zero Lease, a lease released before, and a lease
 // that expired (or whose key was evicted) and was dropped.
-func (c *Concurrency) Release(l Lease) bool {
+func (c *Limiter) Release(l Lease) bool {
 	if l.id == 0 {
 		return false
 	}
@@ -261,7 +267,7 @@ func (c *Concurrency) Release(l Lease) bool {
 }
 
 // InFlight returns the number of unexpired leases of key at now.
-func (c *Concurrency) InFlight(now time.Time, key string) int64 {
+func (c *Limiter) InFlight(now time.Time, key string) int64 {
 	ns := now.UnixNano()
 	sh := c.shard(key)
 	sh.mu.Lock()
@@ -281,15 +287,15 @@ func (c *Concurrency) InFlight(now time.Time, key string) int64 {
 
 // Len returns the number of keys with leases held (some perhaps expired
 // and not yet dropped).
-func (c *Concurrency) Len() int { return int(c.bound.n.Load()) }
+func (c *Limiter) Len() int { return int(c.bound.Keys()) }
 
 // Bytes returns the bytes counted against the byte bound (see
-// WithMaxBytes).
-func (c *Concurrency) Bytes() int64 { return c.bound.bytes.Load() }
+// memory.WithMaxBytes).
+func (c *Limiter) Bytes() int64 { return c.bound.Bytes() }
 
 // Sweep drops the leases expired at now, and the keys left with none, and
 // returns how many keys it dropped.
-func (c *Concurrency) Sweep(now time.Time) int {
+func (c *Limiter) Sweep(now time.Time) int {
 	ns := now.UnixNano()
 	n := 0
 	for i := range c.shards {
@@ -298,7 +304,7 @@ func (c *Concurrency) Sweep(now time.Time) int {
 	return n
 }
 
-func (c *Concurrency) sweepSeen() {
+func (c *Limiter) sweepSeen() {
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
@@ -313,18 +319,12 @@ func (c *Concurrency) sweepSeen() {
 // Close stops the background sweeper and waits for it to return. Later
 // calls to Acquire return ErrClosed; Release still works. Close is
 // idempotent and always returns nil.
-func (c *Concurrency) Close() error {
-	c.once.Do(func() {
-		c.closed.Store(true)
-		if c.stop != nil {
-			close(c.stop)
-			<-c.done
-		}
-	})
+func (c *Limiter) Close() error {
+	c.life.Close()
 	return nil
 }
 
-func (sh *cshard) sweep(now int64) int {
+func (sh *shard) sweep(now int64) int {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	n := 0
@@ -344,7 +344,7 @@ const lruScan = 8
 // victim picks the key to evict: of the lruScan least recently used, the
 // coldest with no lease unexpired at now, else the coldest; nil if the
 // shard holds none. The caller holds sh.mu.
-func (sh *cshard) victim(now int64) *holder {
+func (sh *shard) victim(now int64) *holder {
 	if sh.lru.prev == &sh.lru {
 		return nil
 	}
@@ -360,14 +360,14 @@ func (sh *cshard) victim(now int64) *holder {
 // shard first, until the key fits, if the limiter is at its bounds; a
 // shard with nothing left to evict adds it over them (see bound). The
 // caller holds sh.mu.
-func (sh *cshard) add(key string, now int64) *holder {
-	key, size := copyKey(key)
+func (sh *shard) add(key string, now int64) *holder {
+	key, size := bounded.CopyKey(key)
 	h := &holder{key: key, size: size}
 	dk, db := int64(1), h.bytes()
-	for !sh.bound.take(dk, db) {
+	for !sh.bound.Take(dk, db) {
 		v := sh.victim(now)
 		if v == nil {
-			sh.bound.force(dk, db)
+			sh.bound.Force(dk, db)
 			break
 		}
 		dk, db = dk-1, db-v.bytes()
@@ -380,19 +380,19 @@ func (sh *cshard) add(key string, now int64) *holder {
 }
 
 // touch moves h to the front of the list.
-func (sh *cshard) touch(h *holder) {
+func (sh *shard) touch(h *holder) {
 	h.prev.next, h.next.prev = h.next, h.prev
 	h.prev, h.next = &sh.lru, sh.lru.next
 	h.next.prev, sh.lru.next = h, h
 }
 
 // drop forgets h and uncounts it.
-func (sh *cshard) drop(h *holder) {
+func (sh *shard) drop(h *holder) {
 	sh.unlink(h)
-	sh.bound.force(-1, -h.bytes())
+	sh.bound.Force(-1, -h.bytes())
 }
 
-func (sh *cshard) unlink(h *holder) {
+func (sh *shard) unlink(h *holder) {
 	h.prev.next, h.next.prev = h.next, h.prev
 	h.prev, h.next = nil, nil
 	delete(sh.keys, h.key)

@@ -1,4 +1,4 @@
-package memory
+package concurrency
 
 import (
 	"errors"
@@ -12,11 +12,14 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memory"
 )
 
-func newConcurrency(t *testing.T, opts ...Option) *Concurrency {
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func newLimiter(t *testing.T, opts ...memory.Option) *Limiter {
 	t.Helper()
-	c, err := NewConcurrency(opts...)
+	c, err := New(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,10 +27,10 @@ func newConcurrency(t *testing.T, opts ...Option) *Concurrency {
 	return c
 }
 
-// TestConcurrencySteps walks one key through acquires, releases and
+// TestSteps walks one key through acquires, releases and
 // expiries at explicit times.
-func TestConcurrencySteps(t *testing.T) {
-	c := newConcurrency(t, WithSweepInterval(0))
+func TestSteps(t *testing.T) {
+	c := newLimiter(t, memory.WithSweepInterval(0))
 	const ttl = 10 * time.Second
 	leases := map[string]Lease{}
 	steps := []struct {
@@ -78,8 +81,8 @@ func TestConcurrencySteps(t *testing.T) {
 	}
 }
 
-func TestConcurrencyBadInput(t *testing.T) {
-	c := newConcurrency(t, WithSweepInterval(0))
+func TestBadInput(t *testing.T) {
+	c := newLimiter(t, memory.WithSweepInterval(0))
 	for _, in := range []struct {
 		limit int64
 		ttl   time.Duration
@@ -105,15 +108,15 @@ func TestConcurrencyBadInput(t *testing.T) {
 	}
 }
 
-// TestConcurrencyExact: goroutines acquiring and releasing one key never
+// TestExact: goroutines acquiring and releasing one key never
 // hold more than the limit, and all of it is used.
-func TestConcurrencyExact(t *testing.T) {
+func TestExact(t *testing.T) {
 	const (
 		workers = 16
 		limit   = 5
 		rounds  = 300
 	)
-	c := newConcurrency(t, WithSweepInterval(0))
+	c := newLimiter(t, memory.WithSweepInterval(0))
 	var held, peak, granted atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {
@@ -155,10 +158,10 @@ func TestConcurrencyExact(t *testing.T) {
 	t.Logf("%d of %d acquires granted, at most %d at once", granted.Load(), workers*rounds, peak.Load())
 }
 
-// TestConcurrencyBounded: distinct keys beyond the bound evict the least
+// TestBounded: distinct keys beyond the bound evict the least
 // recently used, an idle one first.
-func TestConcurrencyBounded(t *testing.T) {
-	c := newConcurrency(t, WithShards(1), WithMaxKeys(100), WithSweepInterval(0))
+func TestBounded(t *testing.T) {
+	c := newLimiter(t, memory.WithShards(1), memory.WithMaxKeys(100), memory.WithSweepInterval(0))
 	for i := range 10_000 {
 		if _, d, _ := c.Acquire(t0.Add(time.Duration(i)*time.Millisecond), fmt.Sprint(i), 1, time.Hour); !d.Allowed {
 			t.Fatalf("Acquire on new key %d = %+v, want allowed", i, d)
@@ -176,7 +179,7 @@ func TestConcurrencyBounded(t *testing.T) {
 
 	// With room made by expiry, the LRU key with nothing in flight goes
 	// rather than the coldest.
-	c = newConcurrency(t, WithShards(1), WithMaxKeys(3), WithSweepInterval(0))
+	c = newLimiter(t, memory.WithShards(1), memory.WithMaxKeys(3), memory.WithSweepInterval(0))
 	c.Acquire(t0, "cold", 1, time.Hour)
 	c.Acquire(t0, "short", 1, time.Second)
 	c.Acquire(t0, "warm", 1, time.Hour)
@@ -188,11 +191,11 @@ func TestConcurrencyBounded(t *testing.T) {
 	}
 }
 
-// TestConcurrencySweeper: leases whose holders died are dropped by the
+// TestSweeper: leases whose holders died are dropped by the
 // sweeper as of the latest time seen; Close stops it.
-func TestConcurrencySweeper(t *testing.T) {
+func TestSweeper(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, err := NewConcurrency(WithShards(1), WithSweepInterval(time.Minute))
+		c, err := New(memory.WithShards(1), memory.WithSweepInterval(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +214,7 @@ func TestConcurrencySweeper(t *testing.T) {
 }
 
 // recount adds up what the limiter should count against its byte bound.
-func (c *Concurrency) recount() int64 {
+func (c *Limiter) recount() int64 {
 	var b int64
 	for i := range c.shards {
 		sh := &c.shards[i]
@@ -224,14 +227,14 @@ func (c *Concurrency) recount() int64 {
 	return b
 }
 
-// TestConcurrencyBytesPerKey measures what a key with one lease costs on
+// TestBytesPerKey measures what a key with one lease costs on
 // the heap, against what the limiter counts for it (holderBytes and the
 // key's copy): the count is within 15% of the heap, the map's share
 // varying as it grows (115 to 135 bytes a key besides the key, measured
 // from 120,000 to 300,000 keys).
 //
-//	go test -run 'TestConcurrencyBytesPerKey$' -v ./memory/
-func TestConcurrencyBytesPerKey(t *testing.T) {
+//	go test -run 'TestBytesPerKey$' -v ./memory/
+func TestBytesPerKey(t *testing.T) {
 	n := 200_000
 	if raceEnabled {
 		n = 50_000
@@ -241,10 +244,9 @@ func TestConcurrencyBytesPerKey(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			c := newConcurrency(t, WithMaxKeys(n+1<<16), WithMaxBytes(1<<40), WithSweepInterval(0))
-			buf := make([]byte, klen)
+			c := newLimiter(t, memory.WithMaxKeys(n+1<<16), memory.WithMaxBytes(1<<40), memory.WithSweepInterval(0))
 			for i := range n {
-				if _, d, err := c.Acquire(t0, longKey(buf, klen, i), 1, time.Hour); err != nil || !d.Allowed {
+				if _, d, err := c.Acquire(t0, fmt.Sprintf("%0*d", klen, i), 1, time.Hour); err != nil || !d.Allowed {
 					t.Fatalf("Acquire on new key %d = %+v, %v", i, d, err)
 				}
 			}
@@ -261,12 +263,12 @@ func TestConcurrencyBytesPerKey(t *testing.T) {
 	}
 }
 
-// TestConcurrencyMaxBytes: distinct long keys arriving at a limiter
+// TestMaxBytes: distinct long keys arriving at a limiter
 // bounded in bytes keep its count within the bound and equal to what its
 // holders add up to, over many shards, most nearly empty.
-func TestConcurrencyMaxBytes(t *testing.T) {
+func TestMaxBytes(t *testing.T) {
 	const bound = 64 << 10
-	c := newConcurrency(t, WithShards(16), WithMaxBytes(bound), WithSweepInterval(0))
+	c := newLimiter(t, memory.WithShards(16), memory.WithMaxBytes(bound), memory.WithSweepInterval(0))
 	for i := range 5000 {
 		key := strings.Repeat("k", i%3000) + fmt.Sprint(i)
 		now := t0.Add(time.Duration(i) * time.Millisecond)
@@ -283,5 +285,53 @@ func TestConcurrencyMaxBytes(t *testing.T) {
 		if i%7 == 0 {
 			c.Release(l)
 		}
+	}
+}
+
+// TestNewOptions: the memory store's options, checked alike.
+func TestNewOptions(t *testing.T) {
+	bad := []struct {
+		name string
+		opts []memory.Option
+	}{
+		{"zero keys", []memory.Option{memory.WithMaxKeys(0)}},
+		{"negative keys", []memory.Option{memory.WithMaxKeys(-1)}},
+		{"negative shards", []memory.Option{memory.WithShards(-1)}},
+		{"too many shards", []memory.Option{memory.WithShards(1<<12 + 1)}},
+		{"negative sweep", []memory.Option{memory.WithSweepInterval(-time.Second)}},
+		{"zero bytes", []memory.Option{memory.WithMaxBytes(0)}},
+		{"under a shard's room", []memory.Option{memory.WithMaxBytes(minShardRoom - 1)}},
+		{"shards without room", []memory.Option{memory.WithShards(8), memory.WithMaxBytes(8 * minShardRoom / 2)}},
+	}
+	for _, c := range bad {
+		t.Run(c.name, func(t *testing.T) {
+			if l, err := New(c.opts...); err == nil || !errors.Is(err, memory.ErrInvalidOption) {
+				l.Close()
+				t.Errorf("New(%s) = %v, want an error wrapping memory.ErrInvalidOption", c.name, err)
+			}
+			// The same options are as bad for the memory store.
+			if s, err := memory.New(c.opts...); err == nil {
+				s.Close()
+				t.Errorf("memory.New(%s): no error", c.name)
+			}
+		})
+	}
+	l := newLimiter(t, nil, memory.WithShards(3))
+	if len(l.shards) != 4 {
+		t.Errorf("WithShards(3): %d shards, want 4", len(l.shards))
+	}
+}
+
+// TestTooLarge: a key that could never fit in the byte bound is refused,
+// holding nothing.
+func TestTooLarge(t *testing.T) {
+	const bound = 8 << 10
+	c := newLimiter(t, memory.WithShards(1), memory.WithMaxBytes(bound), memory.WithSweepInterval(0))
+	huge := strings.Repeat("h", bound)
+	if _, _, err := c.Acquire(t0, huge, 1, time.Second); !errors.Is(err, memory.ErrTooLarge) || !errors.Is(err, sluice.ErrRefused) {
+		t.Errorf("Acquire on a key of %d bytes = %v, want an error wrapping memory.ErrTooLarge and sluice.ErrRefused", len(huge), err)
+	}
+	if c.Len() != 0 || c.Bytes() != 0 {
+		t.Errorf("after a refused key: Len() = %d, Bytes() = %d; want 0, 0", c.Len(), c.Bytes())
 	}
 }

@@ -1,0 +1,98 @@
+package bounded
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"runtime"
+	"time"
+)
+
+// The defaults, documented by package memory, which re-exports them.
+const (
+	DefaultMaxKeys       = 1 << 20
+	DefaultMaxBytes      = 256 << 20
+	DefaultSweepInterval = time.Minute
+)
+
+// MaxShards bounds the shard count: more would cost memory and buy
+// nothing.
+const MaxShards = 1 << 12
+
+// minShardKeys is the fewest keys per shard the default shard count
+// allows, so that a structure starts to evict close to its bound (see
+// Bound) and each shard's eviction samples a fair share of the keys.
+const minShardKeys = 64
+
+// minShardBytes is the fewest bytes per shard the default shard count
+// allows: 64 keys of 128 bytes.
+const minShardBytes = 8 << 10
+
+// ErrInvalidOption is wrapped by the error of an option with a value that
+// cannot be used.
+var ErrInvalidOption = errors.New("memory: invalid option")
+
+// Option sets a field of Config.
+type Option func(*Config)
+
+// Config is the options' result.
+type Config struct {
+	MaxKeys  int
+	MaxBytes int64
+	Shards   int // 0: chosen from GOMAXPROCS, MaxKeys and MaxBytes
+	Sweep    time.Duration
+}
+
+// NewConfig applies opts over the defaults and checks the result. minRoom
+// is the fewest bytes a shard needs: its empty structures and as much
+// again for keys. The shard count comes out a power of two.
+func NewConfig(opts []Option, minRoom int64) (Config, error) {
+	c := Config{MaxKeys: DefaultMaxKeys, MaxBytes: DefaultMaxBytes, Sweep: DefaultSweepInterval}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	switch {
+	case c.MaxKeys <= 0:
+		return c, fmt.Errorf("%w: max keys %d must be positive", ErrInvalidOption, c.MaxKeys)
+	case c.MaxBytes < minRoom:
+		return c, fmt.Errorf("%w: max bytes %d must be at least %d", ErrInvalidOption, c.MaxBytes, minRoom)
+	case c.Shards < 0 || c.Shards > MaxShards:
+		return c, fmt.Errorf("%w: shards %d must be between 1 and %d", ErrInvalidOption, c.Shards, MaxShards)
+	case c.Shards > c.MaxKeys:
+		return c, fmt.Errorf("%w: %d shards for %d keys leaves a shard with none", ErrInvalidOption, c.Shards, c.MaxKeys)
+	case int64(c.Shards) > c.MaxBytes/minRoom:
+		return c, fmt.Errorf("%w: %d shards for %d bytes leaves a shard less than %d", ErrInvalidOption, c.Shards, c.MaxBytes, minRoom)
+	case c.Sweep < 0:
+		return c, fmt.Errorf("%w: sweep interval %v must not be negative", ErrInvalidOption, c.Sweep)
+	}
+	if c.Shards == 0 {
+		c.Shards = max(16, 16*runtime.GOMAXPROCS(0))
+		for c.Shards > 1 && (c.MaxKeys/c.Shards < minShardKeys || c.MaxBytes/int64(c.Shards) < minShardBytes) {
+			c.Shards /= 2
+		}
+	}
+	c.Shards = 1 << bits.Len(uint(c.Shards-1))                         // round up to a power of two
+	for c.Shards > c.MaxKeys || int64(c.Shards) > c.MaxBytes/minRoom { // rounding up may pass the bounds
+		c.Shards /= 2
+	}
+	return c, nil
+}
+
+// Shift is 64 - log2 of the shard count: a 64-bit hash shifted right by it
+// picks a shard.
+func (c *Config) Shift() uint { return 64 - uint(bits.TrailingZeros(uint(c.Shards))) }
+
+// Bound returns the bound of c's keys and bytes, counting from the start
+// fixed bytes held by structures no eviction frees.
+func (c *Config) Bound(fixed int64) *Bound {
+	b := &Bound{
+		Soft:     int64(c.MaxKeys - c.Shards + 1),
+		Hard:     int64(c.MaxKeys),
+		MaxBytes: c.MaxBytes,
+		room:     c.MaxBytes - fixed,
+	}
+	b.bytes.Store(fixed)
+	return b
+}
