@@ -100,7 +100,13 @@ func (c *Config) Match(domain string, entries []Entry) ([]Match, error) {
 	if d == nil {
 		return nil, fmt.Errorf("%w %q", ErrUnknownDomain, domain)
 	}
+	// One allocation for the key, unless escapes lengthen it.
+	size := len(domain)
+	for _, e := range entries {
+		size += 2 + len(e.Key) + len(e.Value)
+	}
 	var key strings.Builder
+	key.Grow(size)
 	escape(&key, domain)
 	cur, last := d.root, (*node)(nil)
 	for i, e := range entries {
@@ -166,7 +172,13 @@ func (c *Config) Key(domain string, entries []Entry) (string, error) {
 	if c == nil || c.domains[domain] == nil {
 		return "", fmt.Errorf("%w %q", ErrUnknownDomain, domain)
 	}
+	// One allocation for the key, unless escapes lengthen it.
+	size := len(domain)
+	for _, e := range entries {
+		size += 2 + len(e.Key) + len(e.Value)
+	}
 	var key strings.Builder
+	key.Grow(size)
 	escape(&key, domain)
 	for _, e := range c.Redacted(domain, entries) {
 		key.WriteByte('|')

@@ -12,6 +12,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +33,11 @@ type AdminOptions struct {
 	// served under any other name (a DNS rebinding attack from a browser
 	// on the same host) is refused.
 	Hosts []string
+	// Profile serves Go's profiles under /debug/pprof/ (net/http/pprof),
+	// as envoyproxy/ratelimit's debug listener does. Off by default: a
+	// CPU profile costs the service while it runs, and a heap profile
+	// can show the keys in memory.
+	Profile bool
 }
 
 //go:embed ui
@@ -53,7 +59,8 @@ const maxAdminBody = 4 << 20
 //   - POST /v1/simulate (with UI): replays arrivals through the exact
 //     algorithms (the playground);
 //   - POST /v1/lookup (with Lookup): a key's state, charging nothing;
-//   - GET /ui/ (with UI): the console.
+//   - GET /ui/ (with UI): the console;
+//   - GET /debug/pprof/ (with Profile): the Go profiles.
 //
 // The statistics are sampled only while ServeAdmin runs.
 func (s *Server) AdminHandler(opts AdminOptions) http.Handler {
@@ -77,6 +84,13 @@ func (s *Server) AdminHandler(opts AdminOptions) http.Handler {
 		files := http.StripPrefix("/ui/", http.FileServerFS(sub))
 		mux.Handle("GET /ui/", files)
 		mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
+	}
+	if opts.Profile {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	hosts := make(map[string]bool, len(opts.Hosts))
 	for _, h := range opts.Hosts {

@@ -285,3 +285,19 @@ func TestServeAdmin(t *testing.T) {
 		t.Errorf("ServeAdmin = %v, want nil", err)
 	}
 }
+
+// The profiles are served only when asked for: a heap profile can show
+// keys.
+func TestAdminProfile(t *testing.T) {
+	s, _ := newServer(t, Config{})
+	if code, _, _ := adminDo(t, s.AdminHandler(AdminOptions{}), "GET", "/debug/pprof/", "", nil); code != http.StatusNotFound {
+		t.Errorf("GET /debug/pprof/ without Profile: %d, want 404", code)
+	}
+	h := s.AdminHandler(AdminOptions{Profile: true})
+	if code, _, body := adminDo(t, h, "GET", "/debug/pprof/", "", nil); code != http.StatusOK || !strings.Contains(body, "goroutine") {
+		t.Errorf("GET /debug/pprof/ with Profile: %d %.80q", code, body)
+	}
+	if code, _, _ := adminDo(t, h, "GET", "/debug/pprof/heap?debug=1", "", nil); code != http.StatusOK {
+		t.Errorf("GET /debug/pprof/heap with Profile: %d", code)
+	}
+}

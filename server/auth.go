@@ -59,7 +59,8 @@ func (s *Server) serveAuth(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK) // nothing to limit the request by
 		return
 	}
-	req := &request{domain: t.domain, descs: make([]descriptor, len(descs))}
+	req := &request{domain: t.domain}
+	req.descs = room(req.descBuf[:0], len(descs))
 	for i, es := range descs {
 		req.descs[i] = descriptor{entries: es, hits: 1}
 	}
@@ -68,7 +69,7 @@ func (s *Server) serveAuth(w http.ResponseWriter, r *http.Request) {
 		s.writeDecideError(r.Context(), w, err)
 		return
 	}
-	setHeaders(w, s.headersOf(out, true)) // headers.go
+	s.setHeaders(w, s.headersOf(out, true)) // headers.go
 	if !out.allowed {
 		writeDenied(w, fa.DenyStatus(), out.violated) // httplimit's body
 		return

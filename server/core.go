@@ -19,6 +19,10 @@ import (
 type request struct {
 	domain string
 	descs  []descriptor
+	// room for the descriptors and entries of a usual request, so that
+	// building one takes one allocation
+	descBuf  [1]descriptor
+	entryBuf [2]config.Entry
 }
 
 // A descriptor is one request descriptor: its entries, what it costs, and
@@ -40,6 +44,26 @@ type outcome struct {
 	// violated names the enforced limits that denied, as JSON strings,
 	// when the request is denied.
 	violated []string
+	scr      scratch
+}
+
+// scratch is room for the working slices of a usual request (one
+// descriptor, two limits), in its outcome: deciding it takes one
+// allocation for them all, not one per slice. A larger request takes
+// more.
+type scratch struct {
+	checks   [2]check
+	ds       [2]sluice.Decision // each check's decision
+	sc       [2]sluice.Check    // the store's checks (take)
+	statuses [1]descStatus
+}
+
+// room returns buf[:n] when it has room for n, else a new slice.
+func room[T any](buf []T, n int) []T {
+	if n <= cap(buf) {
+		return buf[:n]
+	}
+	return make([]T, n)
 }
 
 // A descStatus is the answer for one descriptor.
@@ -80,8 +104,9 @@ type check struct {
 // documentation. The error is a *badRequest for a request of the wrong
 // shape, which changes nothing; the context's; or the store's refusal of
 // the request as given (sluice.ErrRefused).
-func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpoint string) (*outcome, error) {
+func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpoint endpoint) (*outcome, error) {
 	start := time.Now()
+	out := new(outcome)
 	defer func() { s.m.observe(endpoint, time.Since(start)) }()
 	if err := req.validate(); err != nil {
 		return nil, err
@@ -123,7 +148,7 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 	}
 	config.ApplyReplaces(matches)
 
-	checks := make([]check, 0, 2*len(req.descs))
+	checks := out.scr.checks[:0]
 	for i, ms := range matches {
 		if len(overrides) > 0 && overrides[0].desc == i {
 			checks = append(checks, overrides[0])
@@ -136,8 +161,8 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 			}
 		}
 	}
-	ds := make([]sluice.Decision, len(checks))
-	res, err := s.takeAll(ctx, checks, len(req.descs), s.quotaDescriptors(matches), ds)
+	ds := room(out.scr.ds[:0], len(checks))
+	res, err := s.takeAll(ctx, checks, len(req.descs), s.quotaDescriptors(matches), ds, &out.scr)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +170,7 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 		s.m.storeErrors.Inc()
 		s.log.DebugContext(ctx, "store failed; the rules' failure modes decided", "domain", req.domain, "err", res.Err)
 	}
-	out := &outcome{allowed: res.Allowed, statuses: make([]descStatus, len(req.descs))}
+	out.allowed, out.statuses = res.Allowed, room(out.scr.statuses[:0], len(req.descs))
 	// Each descriptor's status is decided over its limits as the config
 	// sets their shadow modes: one slice for the request, cut per
 	// descriptor.
@@ -163,7 +188,8 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 			out.statuses[i].meta = matches[i][0].Metadata // the same for all: one descriptor's
 		}
 	}
-	out.fields = makeFields(checks, ds, res.Decision, res.Err)
+	var fieldBuf [96]byte // makeFields copies out of it: it stays on the stack
+	out.fields = makeFields(fieldBuf[:0], checks, ds, res.Decision, res.Err)
 	if !out.allowed {
 		for j := range checks {
 			if li := checks[j].lim; !ds[j].Allowed && !li.rule.Shadow && !slices.Contains(out.violated, li.jsonName) {
@@ -182,10 +208,10 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 func (s *Server) describe(domain string, ms []config.Match, cs []check, own []sluice.Check, ds []sluice.Decision) descStatus {
 	if len(cs) == 0 {
 		if len(ms) > 0 && ms[0].Unlimited {
-			s.m.decisions.WithLabelValues(domain, ms[0].Rule.Name, resultWithin).Inc()
+			s.m.countUnruled(domain, ms[0].Rule.Name)
 			return descStatus{unlimited: true}
 		}
-		s.m.decisions.WithLabelValues(domain, labelNoRule, resultWithin).Inc()
+		s.m.countUnruled(domain, labelNoRule)
 		return descStatus{}
 	}
 	for k := range cs {
@@ -217,11 +243,11 @@ func (s *Server) describe(domain string, ms []config.Match, cs []check, own []sl
 // is a peek. Descriptors that come to the same limit and key are one check
 // costing their hits together (a store may refuse a key named twice in
 // one request, as Redis does), and each of them reports its decision.
-func (s *Server) take(ctx context.Context, checks []check, ds []sluice.Decision) (sluice.Result, error) {
+func (s *Server) take(ctx context.Context, checks []check, ds []sluice.Decision, scr *scratch) (sluice.Result, error) {
 	if len(checks) == 0 {
 		return sluice.Result{Decision: sluice.Decision{Allowed: true}}, nil
 	}
-	sc := make([]sluice.Check, 0, len(checks))
+	sc := scr.sc[:0]
 	at := make([]int, len(checks)) // check j is decided as sc[at[j]]
 	for j := range checks {
 		c := sluice.Check{Rule: checks[j].lim.rule, Key: checks[j].key, Cost: checks[j].n}
@@ -238,7 +264,13 @@ func (s *Server) take(ctx context.Context, checks []check, ds []sluice.Decision)
 				descField(checks[j].desc), checks[j].lim.rule.Name)
 		}
 	}
-	res, err := s.limiter.Take(ctx, 0, sc, nil)
+	// With no check folded into another, the store's decisions are the
+	// checks' own: it writes them to ds.
+	var into []sluice.Decision
+	if len(sc) == len(checks) {
+		into = ds[:0]
+	}
+	res, err := s.limiter.Take(ctx, 0, sc, into)
 	if err != nil {
 		return sluice.Result{}, err
 	}
@@ -299,10 +331,10 @@ func (s *Server) quotaDescriptors(matches [][]config.Match) []bool {
 // at most once more per descriptor found over; a descriptor found over is
 // not charged even if, by the time the request is taken again, another
 // request has made room under its limit.
-func (s *Server) takeAll(ctx context.Context, checks []check, ndesc int, quota []bool, ds []sluice.Decision) (sluice.Result, error) {
+func (s *Server) takeAll(ctx context.Context, checks []check, ndesc int, quota []bool, ds []sluice.Decision, scr *scratch) (sluice.Result, error) {
 	each := s.cfg.ChargePerDescriptor
 	if quota == nil && !each {
-		return s.take(ctx, checks, ds)
+		return s.take(ctx, checks, ds, scr)
 	}
 	isQuota := func(d int) bool { return quota != nil && quota[d] }
 	left := 0 // quota descriptors not found over
@@ -320,7 +352,7 @@ func (s *Server) takeAll(ctx context.Context, checks []check, ndesc int, quota [
 	var storeErr error
 	for len(active) > 0 {
 		sub := make([]sluice.Decision, len(active))
-		res, err := s.take(ctx, active, sub)
+		res, err := s.take(ctx, active, sub, scr)
 		if err != nil {
 			return res, err
 		}

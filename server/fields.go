@@ -40,12 +40,13 @@ func (f rlFields) headers() [][2]string {
 	return h
 }
 
-// makeFields formats the fields for the checks of a request: one member
+// makeFields formats the fields for the checks of a request, in buf's
+// room if it has enough: one member
 // per check whose rule is enforced (not in shadow mode). res is the
 // combined decision; ds[j] is check j's own. When the store failed, the
 // failure modes decided and what is left is not known: there is no
 // RateLimit field.
-func makeFields(checks []check, ds []sluice.Decision, res sluice.Decision, storeErr error) rlFields {
+func makeFields(buf []byte, checks []check, ds []sluice.Decision, res sluice.Decision, storeErr error) rlFields {
 	var f rlFields
 	retry := fields.RetryAfter(res)
 	if retry >= 0 {
@@ -53,7 +54,7 @@ func makeFields(checks []check, ds []sluice.Decision, res sluice.Decision, store
 	}
 	// Both fields in one buffer and one string: RateLimit-Policy, then
 	// RateLimit.
-	b := make([]byte, 0, 96*len(checks))
+	b := buf[:0]
 	for j := range checks {
 		if !checks[j].lim.rule.Shadow {
 			b = fields.Append(b, checks[j].lim.policy)

@@ -177,9 +177,31 @@ func ceilSeconds(d time.Duration) int64 {
 	return s
 }
 
-// setHeaders sets the pairs on an HTTP response.
-func setHeaders(w http.ResponseWriter, h [][2]string) {
-	for _, kv := range h {
-		w.Header().Set(kv[0], kv[1])
+// headerKeys maps the names of the headers the server sets on an HTTP
+// response to their canonical form, made once: Header.Set would make it
+// per response.
+func headerKeys(names HeaderNames) map[string]string {
+	m := make(map[string]string)
+	for _, n := range []string{fieldPolicy, fieldRateLimit, fieldRetryAfter, names.Limit, names.Remaining, names.Reset} {
+		m[n] = http.CanonicalHeaderKey(n)
+	}
+	return m
+}
+
+// setHeaders sets the pairs on an HTTP response, as Header.Set does, but
+// with their values in one array.
+func (s *Server) setHeaders(w http.ResponseWriter, h [][2]string) {
+	if len(h) == 0 {
+		return
+	}
+	hdr := w.Header()
+	vals := make([]string, len(h))
+	for i, kv := range h {
+		k, ok := s.headerKeys[kv[0]]
+		if !ok {
+			k = http.CanonicalHeaderKey(kv[0])
+		}
+		vals[i] = kv[1]
+		hdr[k] = vals[i : i+1 : i+1] // its own capacity: an Add appends elsewhere
 	}
 }

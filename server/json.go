@@ -7,13 +7,11 @@ import (
 	"net/http"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/protobuf/encoding/protojson"
 )
 
-var (
-	jsonIn  = protojson.UnmarshalOptions{}
-	jsonOut = protojson.MarshalOptions{}
-)
+// jsonContentType is the Content-Type of POST /json's answers; no one
+// modifies it.
+var jsonContentType = []string{"application/json"}
 
 // serveJSON is POST /json: a RateLimitRequest in proto3 JSON in, the
 // RateLimitResponse out, 200 when OK and 429 when over the limit, as
@@ -30,22 +28,23 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "body: "+err.Error())
 		return
 	}
-	var req rlspb.RateLimitRequest
-	if err := jsonIn.Unmarshal(body, &req); err != nil {
+	req, err := parseRLSRequest(body) // rlsjson.go
+	if err != nil {
 		httpError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
 		return
 	}
-	resp, err := s.decideRLS(r.Context(), &req, endpointJSON)
+	resp, err := s.decideRLS(r.Context(), req, endpointJSON)
 	if err != nil {
 		s.writeDecideError(r.Context(), w, err)
 		return
 	}
-	out, err := jsonOut.Marshal(resp)
+	out, err := appendRLSResponse(make([]byte, 0, 512), resp)
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, "encoding the response: "+err.Error())
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	// Set as a shared value, not by Set, which allocates it per response.
+	w.Header()["Content-Type"] = jsonContentType
 	code := http.StatusOK
 	if resp.GetOverallCode() == rlspb.RateLimitResponse_OVER_LIMIT {
 		code = http.StatusTooManyRequests

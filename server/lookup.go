@@ -105,7 +105,7 @@ func (s *Server) serveLookup(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ds := make([]sluice.Decision, len(checks))
-	res, err := s.take(r.Context(), checks, ds)
+	res, err := s.take(r.Context(), checks, ds, new(scratch))
 	if err != nil {
 		s.writeDecideError(r.Context(), w, err)
 		return

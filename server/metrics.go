@@ -31,12 +31,20 @@ const (
 	resultShadowOver = "shadow_over"
 )
 
-// Endpoints of sluice_decision_duration_seconds.
+// An endpoint is where a request came in, for
+// sluice_decision_duration_seconds: an index into metrics.endpoints, so
+// that a request's observation looks nothing up by name.
+type endpoint uint8
+
 const (
-	endpointGRPC = "grpc"
-	endpointJSON = "json"
-	endpointAuth = "auth"
+	endpointGRPC endpoint = iota
+	endpointJSON
+	endpointAuth
+	numEndpoints
 )
+
+// endpointNames are the endpoints' labels.
+var endpointNames = [numEndpoints]string{endpointGRPC: "grpc", endpointJSON: "json", endpointAuth: "auth"}
 
 // metrics are the server's Prometheus collectors, on a registry of its
 // own so that two servers in one process (tests) do not collide.
@@ -48,7 +56,23 @@ type metrics struct {
 	duration    *prometheus.HistogramVec
 	reloads     *prometheus.CounterVec
 	rules       prometheus.Gauge
-	endpoints   map[string]prometheus.Observer // duration, by endpoint
+	endpoints   [numEndpoints]prometheus.Observer // duration, by endpoint
+	// unruled are the series of sluice_decisions_total of descriptors
+	// that no limit applies to or that are unlimited, by domain and rule
+	// label (seriesKey), looked up once each. Their labels come from the
+	// configs served, so there are as few as the other series.
+	unruled sync.Map
+}
+
+// countUnruled counts a decision, within, of a descriptor that no limit
+// applies to (rule labelNoRule) or that is unlimited.
+func (m *metrics) countUnruled(domain, rule string) {
+	k := seriesKey{domain, rule}
+	c, ok := m.unruled.Load(k)
+	if !ok {
+		c, _ = m.unruled.LoadOrStore(k, m.decisions.WithLabelValues(domain, rule, resultWithin))
+	}
+	c.(prometheus.Counter).Inc()
 }
 
 // ruleCounters are one rule's series of sluice_decisions_total, looked up
@@ -159,9 +183,9 @@ func (ls *labelSeries) drop(rule string) {
 	ls.byLabel, ls.other = nil, nil
 }
 
-// observe records how long a request to endpoint took.
-func (m *metrics) observe(endpoint string, d time.Duration) {
-	m.endpoints[endpoint].Observe(d.Seconds())
+// observe records how long a request to e took.
+func (m *metrics) observe(e endpoint, d time.Duration) {
+	m.endpoints[e].Observe(d.Seconds())
 }
 
 func newMetrics() *metrics {
@@ -205,9 +229,8 @@ func newMetrics() *metrics {
 	// defined before the first reload.
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
-	m.endpoints = make(map[string]prometheus.Observer)
-	for _, e := range []string{endpointGRPC, endpointJSON, endpointAuth} {
-		m.endpoints[e] = m.duration.WithLabelValues(e)
+	for e, name := range endpointNames {
+		m.endpoints[e] = m.duration.WithLabelValues(name)
 	}
 	return m
 }

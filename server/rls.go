@@ -33,7 +33,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 }
 
 // decideRLS decides a RateLimitRequest, from gRPC or POST /json.
-func (s *Server) decideRLS(ctx context.Context, req *rlspb.RateLimitRequest, endpoint string) (*rlspb.RateLimitResponse, error) {
+func (s *Server) decideRLS(ctx context.Context, req *rlspb.RateLimitRequest, endpoint endpoint) (*rlspb.RateLimitResponse, error) {
 	r, err := s.fromRLS(req)
 	if err != nil {
 		return nil, err
@@ -146,12 +146,13 @@ func (s *Server) fromRLS(req *rlspb.RateLimitRequest) (*request, error) {
 	if len(descs) > MaxDescriptors {
 		return nil, badf("descriptors: %d of them; at most %d are allowed", len(descs), MaxDescriptors)
 	}
-	r := &request{domain: req.GetDomain(), descs: make([]descriptor, len(descs))}
+	r := &request{domain: req.GetDomain()}
+	r.descs = room(r.descBuf[:0], len(descs))
 	total := 0
 	for _, d := range descs {
 		total += len(d.GetEntries())
 	}
-	entries := make([]config.Entry, total) // one array, cut per descriptor
+	entries := room(r.entryBuf[:0], total) // one array, cut per descriptor
 	for i, d := range descs {
 		switch f := descField(i); {
 		case d.GetLimit() != nil && s.cfg.RefuseLimitOverrides:
@@ -188,17 +189,35 @@ func (s *Server) fromRLS(req *rlspb.RateLimitRequest) (*request, error) {
 	return r, nil
 }
 
+// rlsResponse is a RateLimitResponse with room for the messages of a
+// usual one (a descriptor, three headers): building it takes one
+// allocation, not one per message.
+type rlsResponse struct {
+	resp     rlspb.RateLimitResponse
+	statuses [1]*rlspb.RateLimitResponse_DescriptorStatus
+	status   [1]rlspb.RateLimitResponse_DescriptorStatus
+	reset    [1]durationpb.Duration
+	headers  [3]*corepb.HeaderValue
+	header   [3]corepb.HeaderValue
+}
+
 // toRLS is the RateLimitResponse of an outcome.
 func toRLS(out *outcome) *rlspb.RateLimitResponse {
-	resp := &rlspb.RateLimitResponse{
-		OverallCode: rlspb.RateLimitResponse_OK,
-		Statuses:    make([]*rlspb.RateLimitResponse_DescriptorStatus, len(out.statuses)),
-	}
+	r := new(rlsResponse)
+	resp := &r.resp
+	resp.OverallCode = rlspb.RateLimitResponse_OK
+	resp.Statuses = room(r.statuses[:0], len(out.statuses))
 	if !out.allowed {
 		resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
 	}
 	for i, st := range out.statuses {
-		ds := &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+		var ds *rlspb.RateLimitResponse_DescriptorStatus
+		if i < len(r.status) {
+			ds = &r.status[i]
+		} else {
+			ds = new(rlspb.RateLimitResponse_DescriptorStatus)
+		}
+		ds.Code = rlspb.RateLimitResponse_OK
 		switch {
 		case st.unlimited:
 			ds.LimitRemaining = math.MaxUint32 // as envoyproxy/ratelimit says it
@@ -212,14 +231,22 @@ func toRLS(out *outcome) *rlspb.RateLimitResponse {
 			}
 			ds.LimitRemaining = uint32(min(max(st.d.Remaining, 0), math.MaxUint32))
 			if st.d.ResetAfter != sluice.Never {
-				ds.DurationUntilReset = durationpb.New(st.d.ResetAfter)
+				var d *durationpb.Duration
+				if i < len(r.reset) {
+					d = &r.reset[i]
+				} else {
+					d = new(durationpb.Duration)
+				}
+				// as durationpb.New makes it
+				d.Seconds, d.Nanos = int64(st.d.ResetAfter/time.Second), int32(st.d.ResetAfter%time.Second)
+				ds.DurationUntilReset = d
 			}
 		}
 		resp.Statuses[i] = ds
 	}
 	h := out.fields.headers()
-	hv := make([]corepb.HeaderValue, len(h))
-	resp.ResponseHeadersToAdd = make([]*corepb.HeaderValue, len(h))
+	hv := room(r.header[:0], len(h))
+	resp.ResponseHeadersToAdd = room(r.headers[:0], len(h))
 	for i := range h {
 		hv[i].Key, hv[i].Value = h[i][0], h[i][1]
 		resp.ResponseHeadersToAdd[i] = &hv[i]

@@ -67,6 +67,8 @@ Flags:
   -key-lookup          let the console look up a key's state (a peek that
                        charges nothing). Off by default: it shows any
                        key's state to whoever reaches the admin address
+  -pprof               serve Go's profiles at /debug/pprof/ on the admin
+                       address. Off by default
   -metrics ADDR        also serve the metrics on a listener of their own
   -metrics-path PATH   their path there (default /metrics)
   -print-config        print every setting and where it came from, and exit
@@ -190,6 +192,7 @@ type serveFlags struct {
 	admin       string
 	ui          bool
 	keyLookup   bool
+	pprof       bool
 	shadow      bool
 	quota       bool
 	dynMeta     bool
@@ -256,6 +259,7 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	fs.StringVar(&o.admin, "admin", defaultAdminAddr, "")
 	fs.BoolVar(&o.ui, "ui", true, "")
 	fs.BoolVar(&o.keyLookup, "key-lookup", false, "")
+	fs.BoolVar(&o.pprof, "pprof", false, "")
 	fs.BoolVar(&o.shadow, "shadow", false, "")
 	fs.BoolVar(&o.quota, "quota-mode", false, "")
 	fs.BoolVar(&o.dynMeta, "dynamic-metadata", false, "")
@@ -494,7 +498,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer stopAdmin()
 	adminErr := make(chan error, 1)
 	if ls.admin != nil {
-		opts := server.AdminOptions{UI: o.ui, Lookup: o.keyLookup, Hosts: adminHosts(o.admin)}
+		opts := server.AdminOptions{UI: o.ui, Lookup: o.keyLookup, Profile: o.pprof, Hosts: adminHosts(o.admin)}
 		wg.Go(func() { adminErr <- srv.ServeAdmin(adminCtx, ls.admin, opts) })
 	}
 

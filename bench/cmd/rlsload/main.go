@@ -4,7 +4,7 @@
 //
 //	rlsload grpc -addr 127.0.0.1:8081 -c 32 -d 10s   # load, then a report
 //	rlsload bare-grpc -addr 127.0.0.1:9081           # an RLS that decides nothing
-//	rlsload bare-http -addr 127.0.0.1:9080           # an HTTP handler that does nothing
+//	rlsload bare-http -addr 127.0.0.1:9080           # an HTTP handler that decides nothing
 //
 // The load is bounded in time and sent to one address, which must be a
 // loopback one. run.sh beside this file starts sluice and the bare
@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	conc := fs.Int("c", 32, "concurrent calls in flight")
 	conns := fs.Int("conns", 2, "gRPC connections the calls share")
 	dur := fs.Duration("d", 10*time.Second, "how long to load, at most 1m")
-	keys := fs.Int("keys", 10000, "distinct descriptor values, sent in turn")
+	keys := fs.Int("keys", 1000, "distinct descriptor values, sent in turn")
 	domain := fs.String("domain", "bench", "the request's domain")
 	key := fs.String("key", "user", "the descriptor's key")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -116,8 +116,11 @@ func load(ctx context.Context, w io.Writer, addr string, conc, nconn int, dur ti
 			Entries: []*ratelimitpb.RateLimitDescriptor_Entry{{Key: key, Value: "k" + strconv.Itoa(i)}},
 		}}}
 	}
-	// Warm up: connections, and the server's first keys.
-	for i := range min(keys, 1000) {
+	// Warm up: connections, and the server's first keys. run.sh counts
+	// these calls too, since it reads the server's CPU around the whole
+	// command.
+	warm := min(keys, 1000)
+	for i := range warm {
 		if _, err := rlspb.NewRateLimitServiceClient(cs[i%nconn]).ShouldRateLimit(ctx, reqs[i]); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
@@ -168,10 +171,12 @@ func load(ctx context.Context, w io.Writer, addr string, conc, nconn int, dur ti
 	for _, o := range over {
 		denied += o
 	}
-	pct := func(p float64) time.Duration { return all[min(n-1, int(float64(n)*p))] }
+	// Microseconds are the resolution worth reading here.
+	pct := func(p float64) time.Duration { return all[min(n-1, int(float64(n)*p))].Round(time.Microsecond) }
 	fmt.Fprintf(w, "%s: %d calls in %v, %d connections, %d in flight, %d keys\n", addr, n, elapsed.Round(time.Millisecond), nconn, conc, keys)
+	fmt.Fprintf(w, "  warm-up calls before %d\n", warm)
 	fmt.Fprintf(w, "  requests/s %.0f\n", float64(n)/elapsed.Seconds())
-	fmt.Fprintf(w, "  latency p50 %v  p90 %v  p99 %v  p99.9 %v  max %v\n", pct(0.50), pct(0.90), pct(0.99), pct(0.999), all[n-1])
+	fmt.Fprintf(w, "  latency p50 %v  p90 %v  p99 %v  p99.9 %v  max %v\n", pct(0.50), pct(0.90), pct(0.99), pct(0.999), all[n-1].Round(time.Microsecond))
 	fmt.Fprintf(w, "  over limit %d (%.1f%%)\n", denied, 100*float64(denied)/float64(n))
 	return nil
 }
@@ -204,10 +209,20 @@ func bareGRPC(ctx context.Context, addr string) error {
 	return s.Serve(l)
 }
 
-// bareHTTP answers 200 with no body: what net/http costs alone.
+// bareOK is the answer of the bare HTTP handler: the shape of sluice's
+// POST /json answer, decided by nobody.
+const bareOK = `{"overallCode":"OK","statuses":[{"code":"OK"}]}` + "\n"
+
+// bareHTTP reads the body and answers 200 with a constant JSON body: what
+// net/http costs alone, for GET /v1/auth and POST /json alike.
 func bareHTTP(ctx context.Context, addr string) error {
-	s := &http.Server{Addr: addr, ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusOK)
+	s := &http.Server{Addr: addr, ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20)); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, bareOK)
 	})}
 	go func() {
 		<-ctx.Done()

@@ -1,17 +1,31 @@
 #!/usr/bin/env bash
-# Measures the rate-limit service in one run, beside bare servers that do
-# nothing, all on loopback with the memory store:
+# Measures the rate-limit service in one run, beside bare servers that
+# decide nothing, all on loopback:
 #
-#   wrk      on a bare Go HTTP handler, then on sluice's GET /v1/auth
-#   rlsload  on a bare gRPC RLS server, then on sluice's ShouldRateLimit
+#   wrk      GET /v1/auth and POST /json, on a bare Go HTTP handler and on
+#            sluice (users.lua, json.lua)
+#   rlsload  ShouldRateLimit, on a bare gRPC RLS server and on sluice
 #
-# Each gets the same concurrency and duration. The bare servers show what
-# net/http, gRPC and the machine cost on their own; the difference is
-# sluice's. About 4 × D.
+# sluice runs twice, on the memory store and on the Redis store: a
+# redis-server of the script's own on a free port, or REDIS_URL's. Each
+# server is a process of its own, and each load its CPU: utime + stime
+# from /proc/PID/stat, read before and after the load, divided by the
+# requests it answered (for rlsload, with its 1000 warm-up calls). For
+# sluice on Redis, redis-server's CPU per request is reported too (when
+# REDIS_URL is given, only if it names a server on this host).
 #
-#	bench/cmd/rlsload/run.sh               # D=10s C=32 T=2
+# The loads are wrk -t$T -c$C (1000 users in turn) and rlsload -c $C
+# (32 ShouldRateLimit calls in flight over 2 connections, 1000 keys), one
+# after the other, each for $D: 9 × D in all. The load generators share
+# the machine with the servers; compare each row with the bare row of the
+# same run. The summary's last column is sluice's CPU per request minus
+# the bare server's of the same protocol.
+#
+#	bench/cmd/rlsload/run.sh                # D=10s C=32 T=2
 #	D=5s C=64 bench/cmd/rlsload/run.sh
-#	REDIS_URL=redis://127.0.0.1:6379/0 bench/cmd/rlsload/run.sh   # sluice on the Redis store
+#	REDIS_URL=redis://127.0.0.1:6379/0 bench/cmd/rlsload/run.sh
+#	PPROF=1 bench/cmd/rlsload/run.sh        # sluice serves /debug/pprof/ on its admin ports
+#	SLUICE=/tmp/sluice-old bench/cmd/rlsload/run.sh   # that binary, not one built here
 set -euo pipefail
 cd "$(dirname "$0")"
 export PATH="$PATH:/usr/local/go/bin"
@@ -30,34 +44,133 @@ cleanup() {
 }
 trap cleanup EXIT
 
-(cd ../../.. && go build -o "$tmp/sluice" ./cmd/sluice) # in the main module
+if [ -n "${SLUICE:-}" ]; then
+  cp "$SLUICE" "$tmp/sluice"
+else
+  (cd ../../.. && go build -o "$tmp/sluice" ./cmd/sluice) # in the main module
+fi
 go build -o "$tmp/rlsload" .
 
-sl_http=127.0.0.1:$base sl_grpc=127.0.0.1:$((base + 1))
-bare_http=127.0.0.1:$((base + 2)) bare_grpc=127.0.0.1:$((base + 3))
-"$tmp/sluice" serve --config bench.yaml --http "$sl_http" --grpc "$sl_grpc" --poll 0 ${REDIS_URL:+--redis "$REDIS_URL"} >"$tmp/sluice.out" 2>"$tmp/sluice.err" &
-pids+=($!)
+redis_pid=
+redis_url=${REDIS_URL:-}
+if [ -z "$redis_url" ]; then
+  command -v redis-server >/dev/null || { echo "redis-server is missing (Debian: apt-get install redis-server), or give REDIS_URL" >&2; exit 1; }
+  rport=$((base + 9))
+  redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" >"$tmp/redis.out" 2>&1 &
+  redis_pid=$!
+  pids+=("$redis_pid")
+  redis_url=redis://127.0.0.1:$rport/0
+else
+  # Its process, if it runs on this host.
+  if p=$(redis-cli -u "$redis_url" info server 2>/dev/null | tr -d '\r' | sed -n 's/^process_id://p') && [ -n "$p" ] && [ -r "/proc/$p/stat" ]; then
+    redis_pid=$p
+  fi
+fi
+
+# Ports: sluice on memory (HTTP, gRPC, admin), sluice on Redis (same),
+# the bare HTTP and gRPC servers.
+mem_http=127.0.0.1:$base mem_grpc=127.0.0.1:$((base + 1)) mem_admin=127.0.0.1:$((base + 2))
+red_http=127.0.0.1:$((base + 3)) red_grpc=127.0.0.1:$((base + 4)) red_admin=127.0.0.1:$((base + 5))
+bare_http=127.0.0.1:$((base + 6)) bare_grpc=127.0.0.1:$((base + 7))
+pprof=()
+[ -n "${PPROF:-}" ] && pprof=(-pprof)
+"$tmp/sluice" serve --config bench.yaml --http "$mem_http" --grpc "$mem_grpc" --admin "$mem_admin" --poll 0 "${pprof[@]}" >"$tmp/mem.out" 2>&1 &
+mem_pid=$!
+pids+=("$mem_pid")
 "$tmp/rlsload" bare-http -addr "$bare_http" &
-pids+=($!)
+bare_http_pid=$!
+pids+=("$bare_http_pid")
 "$tmp/rlsload" bare-grpc -addr "$bare_grpc" &
-pids+=($!)
-for a in "$sl_http" "$sl_grpc" "$bare_http" "$bare_grpc"; do
+bare_grpc_pid=$!
+pids+=("$bare_grpc_pid")
+wait_port() {
   for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/${a%:*}/${a#*:}") 2>/dev/null && break
+    (exec 3<>"/dev/tcp/${1%:*}/${1#*:}") 2>/dev/null && return 0
     sleep 0.1
   done
-done
+  echo "nothing listens on $1" >&2
+  return 1
+}
+[ -n "${REDIS_URL:-}" ] || wait_port "127.0.0.1:$rport"
+"$tmp/sluice" serve --config bench.yaml --http "$red_http" --grpc "$red_grpc" --admin "$red_admin" --poll 0 --redis "$redis_url" "${pprof[@]}" >"$tmp/redis-sluice.out" 2>&1 &
+red_pid=$!
+pids+=("$red_pid")
+for a in "$mem_http" "$mem_grpc" "$red_http" "$red_grpc" "$bare_http" "$bare_grpc"; do wait_port "$a"; done
+
+# ticks PID: the process's utime + stime, in clock ticks (fields 14 and 15
+# of /proc/PID/stat, counted after the command name's closing parenthesis).
+ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+hz=$(getconf CLK_TCK)
+
+rows=()
+# measure NAME PID KIND CMD...: runs the load, prints its output, and adds
+# a summary row: requests/s, p50, p99, the CPU per request of PID (and of
+# redis-server for sluice on Redis).
+measure() {
+  local name=$1 pid=$2 kind=$3
+  shift 3
+  local rp=
+  [[ $name == *Redis* ]] && rp=$redis_pid
+  echo
+  echo "== $name: $*"
+  local c0 r0=0 c1 r1=0 out
+  c0=$(ticks "$pid")
+  [ -n "$rp" ] && r0=$(ticks "$rp")
+  out=$("$@")
+  c1=$(ticks "$pid")
+  [ -n "$rp" ] && r1=$(ticks "$rp")
+  echo "$out"
+  local n rps p50 p99
+  if [ "$kind" = wrk ]; then
+    n=$(awk '/requests in/ {print $1}' <<<"$out")
+    rps=$(awk '/^Requests\/sec/ {printf "%.0f", $2}' <<<"$out")
+    p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
+    p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
+    if grep -q 'Non-2xx' <<<"$out"; then echo "!! $name: some answers were not 2xx" >&2; fi
+  else
+    n=$(awk '/calls in/ {c = $2} /warm-up calls before/ {w = $4} END {print c + w}' <<<"$out")
+    rps=$(awk '/requests\/s/ {print $2}' <<<"$out")
+    p50=$(awk '/latency p50/ {print $3}' <<<"$out")
+    p99=$(awk '/latency p50/ {print $7}' <<<"$out")
+  fi
+  local cpu rcpu=-
+  cpu=$(awk -v a="$c0" -v b="$c1" -v hz="$hz" -v n="$n" 'BEGIN {printf "%.1f", (b - a) * 1e6 / hz / n}')
+  [ -n "$rp" ] && rcpu=$(awk -v a="$r0" -v b="$r1" -v hz="$hz" -v n="$n" 'BEGIN {printf "%.1f", (b - a) * 1e6 / hz / n}')
+  rows+=("$name|$rps|$p50|$p99|$cpu|$rcpu")
+}
 
 echo "machine: $(nproc) CPUs,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(go version | cut -d' ' -f3-), $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)"
+echo "redis: $redis_url${redis_pid:+ (pid $redis_pid)}"
+echo "start: $(uptime)"
+wrkargs=(-t"$t" -c"$c" -d"$d" --latency)
+measure "bare HTTP, GET" "$bare_http_pid" wrk wrk "${wrkargs[@]}" -s users.lua "http://$bare_http/v1/auth"
+measure "bare HTTP, POST" "$bare_http_pid" wrk wrk "${wrkargs[@]}" -s json.lua "http://$bare_http/json"
+measure "bare gRPC" "$bare_grpc_pid" rlsload "$tmp/rlsload" grpc -addr "$bare_grpc" -c "$c" -d "$d"
+for store in memory Redis; do
+  if [ $store = memory ]; then pid=$mem_pid h=$mem_http g=$mem_grpc; else pid=$red_pid h=$red_http g=$red_grpc; fi
+  measure "sluice $store, GET /v1/auth" "$pid" wrk wrk "${wrkargs[@]}" -s users.lua "http://$h/v1/auth"
+  measure "sluice $store, POST /json" "$pid" wrk wrk "${wrkargs[@]}" -s json.lua "http://$h/json"
+  measure "sluice $store, gRPC" "$pid" rlsload "$tmp/rlsload" grpc -addr "$g" -c "$c" -d "$d"
+done
 echo
-echo "== wrk -t$t -c$c -d$d --latency -s users.lua http://$bare_http/   (bare Go HTTP handler)"
-wrk -t"$t" -c"$c" -d"$d" --latency -s users.lua "http://$bare_http/"
+echo "end: $(uptime)"
+
+# The summary: sluice's CPU per request beside the bare server's of its
+# protocol (GET, POST or gRPC) from this run.
 echo
-echo "== wrk -t$t -c$c -d$d --latency -s users.lua http://$sl_http/v1/auth   (sluice forward auth)"
-wrk -t"$t" -c"$c" -d"$d" --latency -s users.lua "http://$sl_http/v1/auth"
-echo
-echo "== rlsload grpc -addr $bare_grpc -c $c -d $d   (bare gRPC RLS)"
-"$tmp/rlsload" grpc -addr "$bare_grpc" -c "$c" -d "$d"
-echo
-echo "== rlsload grpc -addr $sl_grpc -c $c -d $d   (sluice ShouldRateLimit)"
-"$tmp/rlsload" grpc -addr "$sl_grpc" -c "$c" -d "$d"
+echo "| target | requests/s | p50 | p99 | server CPU µs/request | redis-server CPU µs/request | sluice − bare, µs/request |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+declare -A bare
+for r in "${rows[@]}"; do
+  IFS='|' read -r name rps p50 p99 cpu rcpu <<<"$r"
+  diff=-
+  case $name in
+  "bare HTTP, GET") bare[auth]=$cpu ;;
+  "bare HTTP, POST") bare[json]=$cpu ;;
+  "bare gRPC") bare[grpc]=$cpu ;;
+  *auth*) diff=$(awk -v a="$cpu" -v b="${bare[auth]}" 'BEGIN {printf "%+.1f", a - b}') ;;
+  *json*) diff=$(awk -v a="$cpu" -v b="${bare[json]}" 'BEGIN {printf "%+.1f", a - b}') ;;
+  *gRPC*) diff=$(awk -v a="$cpu" -v b="${bare[grpc]}" 'BEGIN {printf "%+.1f", a - b}') ;;
+  esac
+  echo "| $name | $rps | $p50 | $p99 | $cpu | $rcpu | $diff |"
+done
