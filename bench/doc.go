@@ -16,5 +16,9 @@
 //     without a time parameter (go.uber.org/ratelimit, sethvargo/go-limiter,
 //     throttled), beside sluice and x/time/rate calling time.Now themselves.
 //
-// keyed_test.go and redis_test.go measure the keyed stores.
+// keyed_test.go and redis_test.go measure the keyed stores. redis.sh runs
+// BenchmarkRedis alone, three rounds, with the redis-server it starts
+// pinned to a core of its own and the benchmark to the other, for
+// BENCHMARKS.md's Redis figures: Redis's time per decision, from INFO
+// commandstats, per algorithm and run size, beside the peers'.
 package bench

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,41 +21,61 @@ import (
 	sredis "github.com/sluicehq/sluice/redis"
 )
 
-// BenchmarkRedis compares the Redis store with go-redis/redis_rate v10 on
-// one local redis-server the benchmark starts: GCRA, one check per
-// request, keys spread over 10000 entities so that nearly every request is
-// allowed, at 1, 32 and 256 concurrent callers. Besides ns/op it reports
-// decisions/s, the callers' p50 and p99 latency, the CPU time per decision
-// of each side (see runRedis) and, for sluice, the requests per script run
-// (reqs/run). peer=sluice is the
-// default store (requests batched into script runs); sluice-nobatch sends
-// a script run per request through go-redis's autopipeliner, as the store
-// does on a Cluster. Both clients have ContextTimeoutEnabled, so that the
-// store's deadline holds without a goroutine per call.
+// BenchmarkRedis measures what a decision costs Redis: the Redis store,
+// per algorithm, at 1, 16 and 64 requests per script run, beside two
+// contenders on the same redis-server in the same run: a pipelined
+// INCRBY + PEXPIRE pair per decision (store=pair: what the inexact
+// fixed-window limiters, envoyproxy/ratelimit among them, pay; it counts
+// denied requests too) and go-redis/redis_rate v10 (GCRA). Keys are spread
+// over 10000 entities at 1000 per second each, so nearly every request is
+// allowed.
 //
-//	go test -run '^$' -bench '^BenchmarkRedis$' -benchtime 5s
+// Besides ns/op it reports decisions/s, cmd-µs (Redis's own time in the
+// commands the client sent, from INFO commandstats: the delta of their
+// usec over the run divided by the decisions; a script's includes the
+// commands it calls), server-cpu-µs (redis-server's user+system CPU per
+// decision, from INFO cpu: commands, parsing and network), client-cpu-µs,
+// the callers' p50 and p99, and for sluice the requests per script run.
+//
+// batch=B bounds a run to B requests (sredis.WithMaxBatch); the callers
+// are 32, or 4·B when more: a run fills with the requests queued while
+// the previous one is out, and two are out at once, so it takes about
+// 4·B callers to fill runs of B; reqs/run shows how full they were. The
+// contenders run at 32 and 64 callers.
+//
+// BENCH_REDIS_CPU=N pins the redis-server the benchmark starts to CPU N
+// (taskset -a -p), so that it has a core of its own when the benchmark is
+// run under taskset on another (bench/redis.sh does both).
+// BENCH_REDIS_NICE=N renices it too, so that on a machine shared with
+// other work it is less often preempted in the middle of a script, whose
+// time commandstats counts on the wall clock. BENCH_REDIS_ALGS=fixed_window,gcra
+// limits the algorithms.
+//
+//	go test -run '^$' -bench '^BenchmarkRedis$' -benchtime 2s
 func BenchmarkRedis(b *testing.B) {
 	addr := testredis.Start(b)
+	pinRedis(b, addr)
 	limit := sluice.PerSecond(1000)
-	rule := &sluice.Rule{Name: "bench", Algorithm: sluice.AlgoGCRA, Limit: limit}
-	for _, callers := range []int{1, 32, 256} {
-		// sluice with batching (the default), and with one script run per
-		// request.
-		for _, v := range []struct {
-			peer string
-			opts []sredis.Option
-		}{
-			{"sluice", nil},
-			{"sluice-nobatch", []sredis.Option{sredis.WithoutBatching()}},
-		} {
-			b.Run(fmt.Sprintf("peer=%s/callers=%d", v.peer, callers), func(b *testing.B) {
+	algs := sluice.Algos()
+	if v := os.Getenv("BENCH_REDIS_ALGS"); v != "" {
+		algs = nil
+		for _, a := range strings.Split(v, ",") {
+			algs = append(algs, sluice.Algo(a))
+		}
+	}
+	script := []string{"evalsha", "eval"}
+	for _, alg := range algs {
+		rule := &sluice.Rule{Name: "bench", Algorithm: alg, Limit: limit}
+		for _, batch := range []int{1, 16, 64} {
+			callers := max(32, 4*batch)
+			b.Run(fmt.Sprintf("store=sluice/alg=%s/batch=%d", alg, batch), func(b *testing.B) {
 				rc := benchClient(b, addr, callers)
-				opts := append([]sredis.Option{sredis.WithPrefix(fmt.Sprintf("b%d:", time.Now().UnixNano())), sredis.WithTimeout(time.Second)}, v.opts...)
-				s, err := sredis.New(rc, opts...)
+				s, err := sredis.New(rc, sredis.WithPrefix(fmt.Sprintf("b%d:", time.Now().UnixNano())),
+					sredis.WithTimeout(time.Second), sredis.WithMaxBatch(batch))
 				if err != nil {
 					b.Fatal(err)
 				}
-				runRedis(b, rc, callers, func() func(key string) bool {
+				runRedis(b, rc, callers, script, func() func(key string) bool {
 					checks := []sluice.Check{{Rule: rule}}
 					out := make([]sluice.Decision, 1)
 					return func(key string) bool {
@@ -69,32 +91,83 @@ func BenchmarkRedis(b *testing.B) {
 				}
 			})
 		}
-		b.Run(fmt.Sprintf("peer=redis_rate/callers=%d", callers), func(b *testing.B) {
-			rc := benchClient(b, addr, callers)
-			l := redis_rate.NewLimiter(rc)
-			rl := redis_rate.PerSecond(int(limit.Rate))
-			runRedis(b, rc, callers, func() func(key string) bool {
-				return func(key string) bool {
-					res, err := l.Allow(context.Background(), key, rl)
-					if err != nil {
-						b.Error(err)
-						return false
-					}
-					return res.Allowed > 0
+	}
+	for _, callers := range []int{32, 64} {
+		contenders(b, addr, callers, limit)
+	}
+}
+
+// contenders runs the pair and redis_rate at callers.
+func contenders(b *testing.B, addr string, callers int, limit sluice.Limit) {
+	script := []string{"evalsha", "eval"}
+	b.Run(fmt.Sprintf("store=pair/callers=%d", callers), func(b *testing.B) {
+		rc := benchClient(b, addr, callers)
+		prefix := fmt.Sprintf("p%d:", time.Now().UnixNano())
+		runRedis(b, rc, callers, []string{"incrby", "pexpire"}, func() func(key string) bool {
+			return func(key string) bool {
+				// A key per window, named as envoyproxy/ratelimit names
+				// it: the window's start in Unix seconds at the end.
+				k := prefix + key + "_" + strconv.FormatInt(time.Now().Unix(), 10)
+				var incr *goredis.IntCmd
+				_, err := rc.Pipelined(context.Background(), func(p goredis.Pipeliner) error {
+					incr = p.IncrBy(context.Background(), k, 1)
+					p.PExpire(context.Background(), k, time.Second)
+					return nil
+				})
+				if err != nil {
+					b.Error(err)
+					return false
 				}
-			})
+				return incr.Val() <= limit.Rate
+			}
 		})
+	})
+	b.Run(fmt.Sprintf("store=redis_rate/callers=%d", callers), func(b *testing.B) {
+		rc := benchClient(b, addr, callers)
+		l := redis_rate.NewLimiter(rc)
+		rl := redis_rate.PerSecond(int(limit.Rate))
+		runRedis(b, rc, callers, script, func() func(key string) bool {
+			return func(key string) bool {
+				res, err := l.Allow(context.Background(), key, rl)
+				if err != nil {
+					b.Error(err)
+					return false
+				}
+				return res.Allowed > 0
+			}
+		})
+	})
+}
+
+// pinRedis pins the redis-server at addr, every thread of it, to the CPU
+// BENCH_REDIS_CPU names, if it names one.
+func pinRedis(b *testing.B, addr string) {
+	cpu := os.Getenv("BENCH_REDIS_CPU")
+	if cpu == "" {
+		return
+	}
+	rc := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer rc.Close()
+	pid := infoField(b, rc, "server", "process_id")
+	if out, err := exec.Command("taskset", "-a", "-p", "-c", cpu, pid).CombinedOutput(); err != nil {
+		b.Fatalf("taskset -a -p -c %s %s: %v\n%s", cpu, pid, err, out)
+	}
+	if n := os.Getenv("BENCH_REDIS_NICE"); n != "" {
+		if out, err := exec.Command("renice", "-n", n, "-p", pid).CombinedOutput(); err != nil {
+			b.Fatalf("renice -n %s -p %s: %v\n%s", n, pid, err, out)
+		}
 	}
 }
 
 // runRedis runs b.N decisions over callers goroutines, each with its own
 // decide from mk, and reports throughput, latency percentiles, the
-// fraction allowed, and the CPU time per decision of the benchmark process
+// fraction allowed, Redis's time in cmds (the commands the client sends)
+// per decision, and the CPU time per decision of the benchmark process
 // (client-cpu-µs, the callers and the client library) and of the
 // redis-server (server-cpu-µs, from INFO cpu): where the time went, and
 // how much of the machine each side used (decisions/s × cpu-µs / 10^6 is
 // cores busy).
-func runRedis(b *testing.B, rc *goredis.Client, callers int, mk func() func(key string) bool) {
+func runRedis(b *testing.B, rc *goredis.Client, callers int, cmds []string, mk func() func(key string) bool) {
 	b.ReportAllocs()
 	keys := make([]string, 10000)
 	for i := range keys {
@@ -123,7 +196,7 @@ func runRedis(b *testing.B, rc *goredis.Client, callers int, mk func() func(key 
 			lat[g] = own
 		})
 	}
-	server0 := serverCPU(b, rc)
+	server0, cmd0 := serverCPU(b, rc), commandUsec(b, rc, cmds)
 	client0, clientOK := processCPU()
 	b.ResetTimer()
 	t := time.Now()
@@ -132,7 +205,7 @@ func runRedis(b *testing.B, rc *goredis.Client, callers int, mk func() func(key 
 	el := time.Since(t)
 	b.StopTimer()
 	client1, _ := processCPU()
-	server1 := serverCPU(b, rc)
+	server1, cmd1 := serverCPU(b, rc), commandUsec(b, rc, cmds)
 	all := slices.Concat(lat...)
 	slices.Sort(all)
 	if len(all) > 0 {
@@ -141,29 +214,64 @@ func runRedis(b *testing.B, rc *goredis.Client, callers int, mk func() func(key 
 	}
 	b.ReportMetric(float64(b.N)/el.Seconds(), "decisions/s")
 	b.ReportMetric(float64(allowed.Load())/float64(b.N), "allowed/op")
+	b.ReportMetric(float64(cmd1-cmd0)/float64(b.N), "cmd-µs")
 	b.ReportMetric((server1-server0).Seconds()*1e6/float64(b.N), "server-cpu-µs")
 	if clientOK {
 		b.ReportMetric((client1-client0).Seconds()*1e6/float64(b.N), "client-cpu-µs")
 	}
 }
 
-// serverCPU is the CPU time redis-server has used, user and system, from
-// INFO cpu.
-func serverCPU(b *testing.B, rc *goredis.Client) time.Duration {
-	info, err := rc.Info(context.Background(), "cpu").Result()
+// infoField is field of INFO section.
+func infoField(b *testing.B, rc *goredis.Client, section, field string) string {
+	info, err := rc.Info(context.Background(), section).Result()
 	if err != nil {
 		b.Fatal(err)
 	}
-	var total float64
 	for _, line := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				b.Fatalf("INFO cpu: %s: %v", line, err)
-			}
-			total += f
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && k == field {
+			return v
 		}
+	}
+	b.Fatalf("INFO %s: no %s", section, field)
+	return ""
+}
+
+// commandUsec is the µs Redis has spent in cmds, from INFO commandstats
+// (cmdstat_NAME:calls=...,usec=...,...).
+func commandUsec(b *testing.B, rc *goredis.Client, cmds []string) int64 {
+	info, err := rc.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total int64
+	for _, line := range strings.Split(info, "\n") {
+		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !slices.Contains(cmds, strings.TrimPrefix(name, "cmdstat_")) {
+			continue
+		}
+		for _, kv := range strings.Split(stats, ",") {
+			if v, ok := strings.CutPrefix(kv, "usec="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					b.Fatalf("INFO commandstats: %s: %v", line, err)
+				}
+				total += n
+			}
+		}
+	}
+	return total
+}
+
+// serverCPU is the CPU time redis-server has used, user and system, from
+// INFO cpu.
+func serverCPU(b *testing.B, rc *goredis.Client) time.Duration {
+	var total float64
+	for _, field := range []string{"used_cpu_user", "used_cpu_sys"} {
+		f, err := strconv.ParseFloat(infoField(b, rc, "cpu", field), 64)
+		if err != nil {
+			b.Fatalf("INFO cpu: %s: %v", field, err)
+		}
+		total += f
 	}
 	return time.Duration(total * float64(time.Second))
 }

@@ -14,10 +14,6 @@ import (
 // one by one. Redis then parses one command and enters Lua once for many
 // decisions. No goroutine is started: the callers take turns.
 
-// maxBatch bounds the requests of one script run, and so the time Redis
-// spends in it.
-const maxBatch = 64
-
 // leaders is how many script runs may be out at once: one on the wire
 // while the next is being built.
 const leaders = 2
@@ -41,6 +37,10 @@ type pending struct {
 	// its own: a context and its timer per call cost more CPU than the
 	// rest of the call on the client's side.
 	expires time.Time
+	// fast is set when the request went as one byte in its run, and
+	// fastReply holds its reply as the general path's (see expand).
+	fast      bool
+	fastReply [6]int64
 	// room for the args and keys of a request of up to two checks
 	argBuf [2]checkArgs
 	keyBuf [2]string
@@ -161,7 +161,7 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 		batch = append(batch, p)
 	}
 	b.mu.Lock()
-	for len(b.queue) > 0 && len(batch) < maxBatch {
+	for len(b.queue) > 0 && len(batch) < b.s.maxBatch {
 		q := b.queue[0]
 		b.queue[0] = nil
 		b.queue = b.queue[1:]

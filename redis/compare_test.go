@@ -200,12 +200,28 @@ func newCallerStore(t testing.TB, srv *server, opts ...redis.Option) *redis.Stor
 
 // TestSameDecisions holds the script to the single-key algorithms: on
 // random µs traces, every field of every decision is the same.
+//
+// With the store's clock (clock=true: at Redis TIME, the default), each
+// key has a store of its own, whose clock is then the key's latest time,
+// as the algorithms' is.
 func TestSameDecisions(t *testing.T) {
 	srv := startRedis(t)
 	ctx := context.Background()
-	for _, alg := range sluice.Algos() {
-		for li, l := range limitsFor(alg) {
-			t.Run(fmt.Sprintf("%s/%v", alg, l), func(t *testing.T) {
+	for _, clock := range []bool{false, true} {
+		for _, alg := range sluice.Algos() {
+			for li, l := range limitsFor(alg) {
+				t.Run(fmt.Sprintf("clock=%v/%s/%v", clock, alg, l), func(t *testing.T) {
+					sameDecisions(t, ctx, srv, clock, alg, li, l)
+				})
+			}
+		}
+	}
+}
+
+func sameDecisions(t *testing.T, ctx context.Context, srv *server, clock bool, alg sluice.Algo, li int, l sluice.Limit) {
+	{
+		{
+			{
 				s := newCallerStore(t, srv)
 				rule := &sluice.Rule{Name: "r", Algorithm: alg, Limit: l}
 				rng := rand.New(rand.NewPCG(uint64(li), uint64(len(alg))+uint64(alg[0])))
@@ -217,9 +233,21 @@ func TestSameDecisions(t *testing.T) {
 					}
 				}()
 				for k := range 3 {
+					if clock {
+						s = newCallerStore(t, srv, redis.WithStoreClock())
+					}
 					key := fmt.Sprintf("k%d", k)
 					ref := newRefAlg(t, rule)
 					ts, ns := trace(rng, l, 200)
+					if clock {
+						// The store's clock never goes back, even for a
+						// key gone idle, whose algorithm starts afresh.
+						for i := 1; i < len(ts); i++ {
+							if ts[i].Before(ts[i-1]) {
+								ts[i] = ts[i-1]
+							}
+						}
+					}
 					checks := []sluice.Check{{Rule: rule, Key: key}}
 					out := make([]sluice.Decision, 1)
 					for i := range ts {
@@ -233,17 +261,32 @@ func TestSameDecisions(t *testing.T) {
 						}
 					}
 				}
-			})
+			}
 		}
 	}
 }
 
 // TestAllOrNothing decides random requests of several checks, shadow ones
 // among them, and compares them with the reference store.
+//
+// With the store's clock, no request is decided before the latest time
+// the store has seen: the test holds the times it passes to that.
 func TestAllOrNothing(t *testing.T) {
 	srv := startRedis(t)
+	for _, clock := range []bool{false, true} {
+		t.Run(fmt.Sprintf("clock=%v", clock), func(t *testing.T) {
+			allOrNothing(t, srv, clock)
+		})
+	}
+}
+
+func allOrNothing(t *testing.T, srv *server, clock bool) {
 	ctx := context.Background()
 	s := newCallerStore(t, srv)
+	if clock {
+		s = newCallerStore(t, srv, redis.WithStoreClock())
+	}
+	latest := t0
 	rng := rand.New(rand.NewPCG(7, 11))
 	var rules []*sluice.Rule
 	for i, alg := range sluice.Algos() {
@@ -258,6 +301,10 @@ func TestAllOrNothing(t *testing.T) {
 		if rng.IntN(20) == 0 {
 			now = now.Add(-time.Duration(rng.Int64N(20_000)) * time.Microsecond)
 		}
+		if clock && now.Before(latest) {
+			now = latest
+		}
+		latest = now
 		k := 1 + rng.IntN(3)
 		perm := rng.Perm(len(rules))[:k]
 		checks := make([]sluice.Check, k)

@@ -46,22 +46,56 @@
 // On a single Redis (node or Sentinel), requests that arrive while a
 // script run is out are sent together as the next run, which decides each
 // of them in order, all-or-nothing each, as if they had come one by one:
-// Redis parses one command and enters Lua once for many decisions. The
-// callers take turns sending; no goroutine is started. On a Cluster (and
-// a Ring) a script's keys must share a slot, so each request is a run of
-// its own, sent through go-redis's autopipeliner.
+// Redis parses one command, enters Lua once and reads TIME once for many
+// decisions. A run holds at most 64 requests (WithMaxBatch). The callers
+// take turns sending; no goroutine is started. On a Cluster (and a Ring)
+// a script's keys must share a slot, so each request is a run of its own,
+// sent through go-redis's autopipeliner.
+//
+// What Redis spends per decision is the part of the cost that does not
+// scale by adding application servers, so the script does as little as
+// the exactness allows and leaves the rest to Go. A request of one check
+// of cost 1 on a bucket or a fixed window, the common case, is one byte in
+// its run (its rule; the run's time is sent once) and is decided with one
+// call when its key is idle or new: a bucket by SET ... GET of the state
+// an idle bucket would have, written again only when the key was not
+// idle; a fixed window by INCRBY on its window's counter (see below). The
+// script answers it with one integer, from which the store computes the
+// Decision with the script's arithmetic. Rules and their TTLs are sent as
+// strings made once per rule, so that Redis formats no number per call.
+// bench/redis_test.go measures Redis's time per decision.
 //
 // # Keys and Redis Cluster
 //
 // A check's state is at prefix{key}:rule:code, with the check's key as
-// the hash tag, escaped (see keys.go), and a TTL no longer than its
-// ResetAfter rounded up to the millisecond; a key whose state is back to
-// idle is deleted, and a bucket with Rate 0, which never refills, has no
-// TTL. On a Cluster the keys of one request must share a slot: checks on
+// the hash tag, escaped (see keys.go). Its TTL is fixed per rule: the
+// longest its state can stay live (a full bucket's refill, a window's
+// period, two for the sliding counter) and a second of slack, sent as a
+// string made once per rule. So a key never expires while its state
+// counts, even when it is read at a time other than Redis's (the
+// callers' clocks with WithCallerTime, which may run behind Redis's, or
+// the store's clock below), and idle keys go within that bound; a bucket
+// or a window found idle is deleted at once, and a bucket with Rate 0,
+// which never refills, has no TTL. On a Cluster the keys of one request
+// must share a slot: checks on
 // one key always do; checks on different keys (per IP and per user) get
 // ErrCrossSlot, and nothing is charged, unless WithHashTag gives them a
 // common tag. A request is never split across slots, since it could not
 // be all-or-nothing.
+//
+// # The store's clock and the fixed window
+//
+// At Redis TIME on a single Redis (node or Sentinel), the store keeps its
+// own clock at prefix+"clock", read and written once per script run: no
+// decision is made at a time before one already decided at, even if
+// Redis's clock steps back. With time that never goes back, a fixed
+// window needs no state but its count: it is a plain integer per window,
+// at prefix{key}:rule:w:START (START the window's start in Unix seconds,
+// or in µs for a period that is not whole seconds), charged by INCRBY,
+// given back by DECRBY when the request is denied, and given its TTL only
+// when new. With WithCallerTime, or on a Cluster or a Ring, a fixed window
+// keeps its window, count and latest time in one key, as the other
+// algorithms do.
 //
 // # Failure
 //

@@ -13,6 +13,15 @@ func WithTTLSlack(d time.Duration) Option {
 	return func(o *options) error { o.ttlSlack = d; return nil }
 }
 
+// WithStoreClock decides at the caller's time, as WithCallerTime, but
+// under the store's clock, as at Redis TIME: no decision at a time before
+// the latest the store has seen, and a fixed window as a counter per
+// window. Tests use it to hold that path to the algorithms at times they
+// choose.
+func WithStoreClock() Option {
+	return func(o *options) error { o.callerTime, o.storeClock = true, true; return nil }
+}
+
 // CacheLen is the number of denials cached.
 func (s *Store) CacheLen() int {
 	if s.cache == nil {

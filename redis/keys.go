@@ -18,7 +18,14 @@ import (
 //
 // code names the state's layout ("b" bucket, "f" fixed window, "c" sliding
 // counter, "l" and "l:e" the sliding log's meta and entries): changing a
-// rule's algorithm starts afresh rather than misreading the old state. A
+// rule's algorithm starts afresh rather than misreading the old state.
+// Under the store's clock (at Redis TIME on a single Redis) a fixed window
+// is a counter per window, and its code is "w:" (or "wu:" for a period not
+// in whole seconds): the key names the base, and the script appends the
+// window's start, in Unix seconds (or µs), since only it knows Redis's
+// time. So key is the one step that names keys: a scheme whose window keys
+// end in the window's start, as envoyproxy/ratelimit's
+// <prefix><domain>_<key>_<value>_<start> do, only has to return the base. A
 // bucket whose debt is not counted in µs adds its unit, "b1000/3" for
 // units of 1000/3 ns, so that a limit with other units starts afresh too.
 // Values are escaped so that no key, tag or rule name can end a tag or

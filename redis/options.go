@@ -23,6 +23,8 @@ type options struct {
 	autoPipeline bool
 	batching     bool
 	ttlSlack     time.Duration
+	storeClock   bool // tests only: the store's clock with the caller's time
+	maxBatch     int
 }
 
 // defaults is the options of a Store that was given none: each Option
@@ -37,6 +39,7 @@ func defaults() options {
 		clock:        sluice.SystemClock,
 		autoPipeline: true,
 		batching:     true,
+		maxBatch:     64,
 	}
 }
 
@@ -58,9 +61,11 @@ func WithPrefix(p string) Option {
 // microsecond, instead of Redis TIME. Every process must then agree on
 // the time, so their Limiters should read the wall clock,
 // sluice.ClockFunc(time.Now): sluice.SystemClock, the default, stays
-// ahead of it after it steps back. Keys still expire in Redis time: a
-// caller whose clock runs slower than Redis's may find a key gone before
-// its ResetAfter. See Deadlines and clocks in the package documentation.
+// ahead of it after it steps back. Keys still expire in Redis time, but
+// their TTLs are a rule's longest live state and a second (see Keys and
+// Redis Cluster in the package documentation): a caller whose clock runs
+// up to a second behind Redis's finds its state. See Deadlines and clocks
+// in the package documentation.
 func WithCallerTime() Option { return func(o *options) error { o.callerTime = true; return nil } }
 
 // WithTimeout bounds each call to Redis, whatever the caller's context
@@ -107,7 +112,9 @@ func WithBreaker(failures int, cooldown time.Duration) Option {
 }
 
 // WithBreakerClock sets the clock of the circuit breaker's cooldown,
-// which, at Redis TIME, the denial cache reads too. The default is
+// which, at Redis TIME, the denial cache reads too, and the store's guess
+// of a fixed window's window, which Redis TIME corrects when it is wrong
+// (a wrong guess only costs the script a string per request). The default is
 // sluice.SystemClock. It is not the time of decisions: that is Redis TIME,
 // or with WithCallerTime the caller's. See Deadlines and clocks in the
 // package documentation.
@@ -132,3 +139,18 @@ func WithoutAutoPipeline() Option {
 // arrive while a run is out are decided together in the next run, each
 // all-or-nothing and in order.
 func WithoutBatching() Option { return func(o *options) error { o.batching = false; return nil } }
+
+// WithMaxBatch bounds the requests decided in one script run, and so the
+// time Redis spends in one. The default is 64; 1 sends each request in a
+// run of its own, as WithoutBatching does. Larger runs cost Redis less
+// per decision (the call, its parsing and TIME are shared) and make each
+// caller wait for more decisions than its own.
+func WithMaxBatch(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("redis: max batch %d, want at least 1", n)
+		}
+		o.maxBatch = n
+		return nil
+	}
+}

@@ -35,17 +35,61 @@ const (
 	kindFixed   = 2
 	kindCounter = 3
 	kindLog     = 4
+	kindWindow  = 5 // a fixed window as a counter per window: with the store's clock
 )
+
+// idleSlack is added to every TTL. A key's TTL is counted in Redis's
+// clock from when the script wrote it, while its state is read at the
+// time of later decisions: with WithCallerTime, the callers' clocks; at
+// Redis TIME, the store's clock, which does not go back when Redis's does.
+// The slack keeps a key for those clocks' disagreement, and for the time
+// a request spends between its caller and Redis, so that no key expires
+// while its state still counts.
+const idleSlack = time.Second
 
 // params is a rule made ready for the script: its ARGV values, computed
 // once per rule and kept with the rule's compiled arithmetic (see
 // paramsOf).
 type params struct {
 	kind  int
-	code  string         // the key suffix naming the state's layout
-	enc   [2][8 * 8]byte // kind, shadow, a1..a6 as the script reads them (appendF64), without and with shadow
+	code  string   // the key suffix naming the state's layout
+	a     [6]int64 // a1..a6 as the script reads them
+	ttl   int64    // ms: the longest a state of this rule stays live, idleSlack aside; 0 for ever
 	quota int64
 	err   error // why the store cannot hold the rule (ErrOutOfRange), or nil
+	// rec is the rule as the script reads it (see record), with the
+	// default slack: [windowed][shadow]. windowed is a fixed window as a
+	// counter per window (kind 5), under the store's clock.
+	rec [2][2]string
+	// wcode is the key suffix of a fixed window's counters, before the
+	// window's start: "w:" for a start in Unix seconds, "wu:" in µs.
+	wcode string
+}
+
+// record is the rule as the script reads it (ARGV, in take.lua): kind,
+// shadow, a1..a6 and the TTL of its keys in ms, a string made here so that
+// Redis does not format a Lua number per call; slack is added to the TTL.
+func (p *params) record(windowed, shadow bool, slack time.Duration) string {
+	kind, a := p.kind, p.a
+	if windowed && kind == kindFixed {
+		kind = kindWindow
+		a[2] = 1 // the window's start in µs, unless in whole seconds
+		if a[1]%1e6 == 0 {
+			a[2] = 1e6
+		}
+	}
+	b := make([]byte, 0, 2+6*8+16)
+	b = append(b, byte(kind), 0)
+	if shadow {
+		b[1] = 1
+	}
+	for _, v := range a {
+		b = appendF64(b, float64(v)) // exact: every bound in newParams is below 2^53
+	}
+	if p.ttl > 0 {
+		b = strconv.AppendInt(b, p.ttl+(idleSlack+slack).Milliseconds(), 10)
+	}
+	return string(append(b, 0))
 }
 
 // paramsOf returns the params of a rule compiled into sp, computing them
@@ -97,6 +141,11 @@ func newParams(sp *algo.Spec) *params {
 			return p
 		}
 		a = [6]int64{burst * pt, pt, m, h, q, burst}
+		// A bucket's debt is at most a full bucket's, span units of h/q
+		// ns: its state is idle that long after it was written, at most.
+		if q > 0 {
+			p.ttl = ceilDiv(burst*pt*h, q*1e6) // below 2^51·1000: no overflow
+		}
 		// The debt is kept in units of h/q ns (h/q in lowest terms), or
 		// of requests at Rate 0: a limit with other units must not read
 		// it as its own, so they name the state ("b" for the common µs).
@@ -129,15 +178,40 @@ func newParams(sp *algo.Spec) *params {
 			return p
 		}
 		a = [6]int64{l.Rate, us}
+		// A window's state is written in its window and counts until its
+		// end, or the next's for the sliding counter; the log's entries
+		// count for a period.
+		p.ttl = ceilDiv(us, 1000)
+		if p.kind == kindCounter {
+			p.ttl *= 2
+		}
+		p.wcode = "w:"
+		if us%1e6 != 0 {
+			p.wcode = "wu:"
+		}
 	}
-	for shadow := range p.enc {
-		b := appendF64(p.enc[shadow][:0], float64(p.kind))
-		b = appendF64(b, float64(shadow))
-		for _, v := range a {
-			b = appendF64(b, float64(v)) // exact: every bound above is below 2^53
+	p.a = a
+	for w := range p.rec {
+		for shadow := range p.rec[w] {
+			p.rec[w][shadow] = p.record(w == 1, shadow == 1, 0)
 		}
 	}
 	return p
+}
+
+// ceilDiv is ⌈a/b⌉ for a >= 0, b > 0.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// windowed reports whether the rule's state is a counter per window with
+// the store's clock on.
+func (p *params) windowed(clock bool) bool { return clock && p.kind == kindFixed }
+
+// codeFor is the suffix of the rule's key with the store's clock on or off.
+func (p *params) codeFor(clock bool) string {
+	if p.windowed(clock) {
+		return p.wcode
+	}
+	return p.code
 }
 
 // appendF64 appends v as the script unpacks it: a little-endian double.
@@ -180,4 +254,65 @@ func duration(us, ns int64) time.Duration {
 		return sluice.Never
 	}
 	return time.Duration(us*1000 + ns)
+}
+
+// expand writes to b the six numbers of a decision of the script (allowed,
+// remaining, retry µs and ns, reset µs and ns) from v, the one number
+// the script answers for a unit taken at now on its path of its own: the
+// bucket's debt after, or the window's count after, times 2, plus 1 if
+// allowed. The arithmetic is the script's (take.lua, bcore and wdecision),
+// done here to spare Redis the work.
+func (p *params) expand(b []int64, v, now int64) []int64 {
+	ok, x := v&1, v>>1
+	var rem, rus, rns, zus, zns int64
+	if p.kind == kindBucket {
+		span, pt, m, h, q := p.a[0], p.a[1], p.a[2], p.a[3], p.a[4]
+		if x <= span {
+			rem = (span - x) / pt
+		}
+		if ok == 0 {
+			if q == 0 {
+				rus = -1
+			} else {
+				y := x + pt - span // > 0: denied
+				rus, rns = y/m, ceilDiv(y%m*h, q)
+			}
+		}
+		if x > 0 {
+			if q == 0 {
+				zus = -1
+			} else {
+				zus, zns = x/m, ceilDiv(x%m*h, q)
+			}
+		}
+	} else {
+		rate, per := p.a[0], p.a[1]
+		off := now % per
+		if off < 0 {
+			off += per
+		}
+		rem = max(rate-x, 0)
+		if ok == 0 {
+			rus = per - off
+		}
+		if x > 0 {
+			zus = per - off
+		}
+	}
+	return append(b, ok, rem, rus, rns, zus, zns)
+}
+
+// windowStart is the start of the window holding now (µs since the
+// epoch) as a fixed window's key ends in it (see keys.go): in Unix seconds
+// for a period of whole seconds, else in µs.
+func (p *params) windowStart(now int64) string {
+	per := p.a[1]
+	k := now / per
+	if now%per < 0 {
+		k--
+	}
+	if per%1e6 == 0 {
+		return strconv.FormatInt(k*(per/1e6), 10)
+	}
+	return strconv.FormatInt(k*per, 10)
 }

@@ -4,11 +4,10 @@ import (
 	"context"
 	"crypto/sha1"
 	_ "embed"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -58,7 +57,13 @@ type Store struct {
 	cache      *denyCache    // nil without the deny cache
 	br         breaker
 	ttlSlack   time.Duration // tests only, see export_test.go
-	st         counters
+	maxBatch   int           // requests in a script run, at most
+	// clock is set when the store keeps its own clock (clockKey): at Redis
+	// TIME on a single Redis, where every key of a run may sit with it.
+	// A fixed window is then a counter per window (see take.lua).
+	clock    bool
+	clockKey string
+	st       counters
 }
 
 // via is how a script run goes to Redis.
@@ -98,6 +103,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		timeout:    o.timeout,
 		br:         breaker{threshold: o.failures, cooldown: o.cooldown, clock: o.clock},
 		ttlSlack:   o.ttlSlack,
+		maxBatch:   o.maxBatch,
 	}
 	ctxTimeouts := false
 	switch c := client.(type) {
@@ -112,6 +118,12 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	if ctxTimeouts {
 		s.via = viaDirect
+	}
+	// A Cluster's or a Ring's request cannot share a key with every other
+	// request; a caller's time is held to the algorithms' per-key rule,
+	// that a time before one the key has seen is read as that time.
+	if s.keys.share == shareNothing && (!o.callerTime || o.storeClock) {
+		s.clock, s.clockKey = true, o.prefix+"clock"
 	}
 	if o.denyCache > 0 {
 		s.cache = newDenyCache(o.denyCache)
@@ -237,7 +249,7 @@ func (s *Store) request(now time.Time, n int64, checks []sluice.Check) (*pending
 		p.keys = make([]string, 0, nkeys)
 	}
 	for i, c := range checks {
-		k := s.keys.key(c, p.args[i].p.code)
+		k := s.keys.key(c, p.args[i].p.codeFor(s.clock))
 		p.keys = append(p.keys, k)
 		if p.args[i].p.kind == kindLog {
 			p.keys = append(p.keys, k+":e")
@@ -384,23 +396,83 @@ func (p *pending) decode(reply []int64, out []sluice.Decision) {
 // again. A NOSCRIPT answer means the script did not run, so nothing is
 // charged twice. It returns each request's reply.
 func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
-	nkeys, size := 0, 0
+	nkeys, size, nchecks := 0, 0, 0
 	for _, p := range batch {
 		nkeys += len(p.keys)
-		size += 8 * (2 + 9*len(p.args))
+		nchecks += len(p.args)
+		size += 16 + 16*len(p.args)
 	}
-	args := make([]any, 0, 3+nkeys+3)
-	args = append(args, "evalsha", takeSHAArg, nkeys)
+	clock := "0"
+	if s.clock {
+		clock = "1"
+		nkeys++
+	}
+	// The rules of the run, each sent once however many requests name it.
+	var rbuf [4]runRule
+	rules := rbuf[:0]
+	// The shape: a byte per request, its rule for a request that takes a
+	// path of its own in the script (see fastRule), else 0 and the request
+	// in req. Those requests share one time, so they go only in runs whose
+	// requests all have the same: at Redis TIME, every run.
+	shape := make([]byte, 0, len(batch))
+	req := make([]byte, 0, size)
+	common := true
+	for _, p := range batch[1:] {
+		common = common && p.now == batch[0].now
+	}
+	fastNow := ""
+	// The one-byte requests on a window's counter go with their window's
+	// key, guessed from guess, the store's clock (WithBreakerClock): the
+	// script mends the guess when Redis TIME says otherwise, and is spared
+	// a string per request when it does not.
+	guess := int64(0)
+	if !s.callerTime {
+		guess = s.br.clock.Now().UnixMicro()
+	} else if common {
+		guess = int64(batch[0].now)
+	}
 	for _, p := range batch {
+		p.fast = false
+		if common && s.fastRule(p) {
+			var ri int
+			rules, ri = ruleIndex(rules, p.args[0].p, p.args[0].shadow)
+			if ri <= 255 {
+				shape = append(shape, byte(ri))
+				p.fast = true
+				fastNow = strconv.FormatInt(int64(p.now), 10) // exact: below 2^53
+				continue
+			}
+		}
+		shape = append(shape, 0)
+		req = appendF64(req, p.now)
+		req = appendF64(req, float64(len(p.args)))
+		for _, a := range p.args {
+			var ri int
+			rules, ri = ruleIndex(rules, a.p, a.shadow)
+			req = appendF64(req, float64(ri))
+			// A cost is a double there as it was when the script read it
+			// as a decimal: float64 rounds alike.
+			req = appendF64(req, float64(a.cost))
+		}
+	}
+	args := make([]any, 0, 3+nkeys+6+len(rules))
+	args = append(args, "evalsha", takeSHAArg, nkeys)
+	if s.clock {
+		args = append(args, s.clockKey)
+	}
+	for _, p := range batch {
+		if p.fast && p.args[0].p.windowed(s.clock) {
+			args = append(args, p.keys[0]+p.args[0].p.windowStart(guess))
+			continue
+		}
 		for _, k := range p.keys {
 			args = append(args, k)
 		}
 	}
-	req := make([]byte, 0, size)
-	for _, p := range batch {
-		req = p.appendTo(req)
+	args = append(args, clock, shape, req, fastNow, strconv.FormatInt(guess, 10), len(rules))
+	for _, r := range rules {
+		args = append(args, s.record(r))
 	}
-	args = append(args, s.ttlSlack.Milliseconds(), len(batch), req)
 	s.st.runs.Add(1)
 	reply, err := s.do(ctx, args)
 	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -411,13 +483,26 @@ func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis: take: %w", err)
 	}
+	if len(reply) == 0 {
+		return nil, errors.New("redis: script answered nothing")
+	}
+	at := reply[0] // the time of the one-byte requests
+	reply = reply[1:]
 	replies := make([][]int64, len(batch))
 	for i, p := range batch {
 		m := 6 * len(p.args)
+		if p.fast {
+			m = 1
+		}
 		if len(reply) < m {
 			return nil, fmt.Errorf("redis: script answered %d values short", m-len(reply))
 		}
-		replies[i], reply = reply[:m:m], reply[m:]
+		if p.fast {
+			replies[i] = p.args[0].p.expand(p.fastReply[:0], reply[0], at)
+		} else {
+			replies[i] = reply[:m:m]
+		}
+		reply = reply[m:]
 	}
 	if len(reply) != 0 {
 		return nil, fmt.Errorf("redis: script answered %d values too many", len(reply))
@@ -425,27 +510,61 @@ func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
 	return replies, nil
 }
 
+// fastRule reports whether p goes on its kind's path of its own in the
+// script, answered with one number (see expand): one check of cost 1, of a
+// bucket that holds a unit or of a fixed window as a counter per window
+// that does.
+func (s *Store) fastRule(p *pending) bool {
+	if len(p.args) != 1 || p.args[0].cost != 1 {
+		return false
+	}
+	pr := p.args[0].p
+	switch {
+	case pr.kind == kindBucket:
+		return pr.a[5] >= 1
+	case pr.windowed(s.clock):
+		return pr.a[0] >= 1
+	}
+	return false
+}
+
+// runRule is a rule as sent in one run: its params, shadow or not.
+type runRule struct {
+	p      *params
+	shadow bool
+}
+
+// ruleIndex is the script's index (from 1) of rule (p, shadow) in rules,
+// which it is added to if new. A run names few rules: a scan is enough.
+func ruleIndex(rules []runRule, p *params, shadow bool) ([]runRule, int) {
+	for i, r := range rules {
+		if r.p == p && r.shadow == shadow {
+			return rules, i + 1
+		}
+	}
+	rules = append(rules, runRule{p, shadow})
+	return rules, len(rules)
+}
+
+// record is r as the script reads it: made once per rule, or per call in
+// tests that add a slack to TTLs.
+func (s *Store) record(r runRule) any {
+	if s.ttlSlack != 0 {
+		return r.p.record(r.p.windowed(s.clock), r.shadow, s.ttlSlack)
+	}
+	w, sh := 0, 0
+	if r.p.windowed(s.clock) {
+		w = 1
+	}
+	if r.shadow {
+		sh = 1
+	}
+	return r.p.rec[w][sh]
+}
+
 // redisTime as a request's now has the script read Redis TIME: 2^53 µs,
 // outside the range micros allows.
 const redisTime = 1 << 53
-
-// appendTo appends p's values as the script unpacks them: now, the
-// number of checks, then each check's params and cost. A cost is a double
-// there as it was when the script read it as a decimal: float64 rounds
-// alike.
-func (p *pending) appendTo(b []byte) []byte {
-	b = appendF64(b, p.now)
-	b = appendF64(b, float64(len(p.args)))
-	for _, a := range p.args {
-		shadow := 0
-		if a.shadow {
-			shadow = 1
-		}
-		b = append(b, a.p.enc[shadow][:]...)
-		b = appendF64(b, float64(a.cost))
-	}
-	return b
-}
 
 // do sends one command and waits for its answer or the end of ctx.
 func (s *Store) do(ctx context.Context, args []any) ([]int64, error) {
@@ -471,16 +590,5 @@ func (s *Store) do(ctx context.Context, args []any) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := cmd.Text()
-	if err != nil {
-		return nil, err
-	}
-	if len(b)%8 != 0 {
-		return nil, fmt.Errorf("redis: script answered %d bytes, not whole doubles", len(b))
-	}
-	reply := make([]int64, len(b)/8)
-	for i := range reply {
-		reply[i] = int64(math.Float64frombits(binary.LittleEndian.Uint64([]byte(b[8*i : 8*i+8]))))
-	}
-	return reply, nil
+	return cmd.Int64Slice()
 }

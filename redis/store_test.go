@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,8 +85,10 @@ func TestRedisTime(t *testing.T) {
 	}
 }
 
-// TestTTL checks that every key expires no later than its ResetAfter,
-// rounded up to the millisecond.
+// TestTTL checks that every key lives at least until its ResetAfter, and
+// not much longer than its rule can keep a state live: the longest
+// ResetAfter the rule can give (its period; two for the sliding counter)
+// and a second of slack.
 func TestTTL(t *testing.T) {
 	srv := startRedis(t)
 	rc := srv.client(t)
@@ -94,8 +97,9 @@ func TestTTL(t *testing.T) {
 			p := prefix(t)
 			s := newStore(t, rc, redis.WithPrefix(p))
 			rule := &sluice.Rule{Name: "r", Algorithm: alg, Limit: sluice.Limit{Rate: 10, Period: 90 * time.Second}}
+			start := time.Now()
 			d := take(t, s, time.Time{}, 3, sluice.Check{Rule: rule, Key: "k"})[0]
-			keys := scanKeys(t, rc, p)
+			keys := stateKeys(scanKeys(t, rc, p))
 			want := 1
 			if alg == sluice.AlgoSlidingLog {
 				want = 2
@@ -103,18 +107,33 @@ func TestTTL(t *testing.T) {
 			if len(keys) != want {
 				t.Fatalf("keys %v, want %d", keys, want)
 			}
-			limit := (d.ResetAfter + time.Millisecond - 1).Truncate(time.Millisecond)
+			most := 90*time.Second + time.Second
+			if alg == sluice.AlgoSlidingCounter {
+				most += 90 * time.Second
+			}
 			for _, k := range keys {
 				ttl, err := rc.PTTL(context.Background(), k).Result()
 				if err != nil {
 					t.Fatal(err)
 				}
-				if ttl <= 0 || ttl > limit {
-					t.Errorf("PTTL %s = %v, want in (0, %v] (ResetAfter %v)", k, ttl, limit, d.ResetAfter)
+				least := d.ResetAfter.Truncate(time.Millisecond) - time.Since(start)
+				if ttl < least || ttl > most {
+					t.Errorf("PTTL %s = %v, want in [%v, %v] (ResetAfter %v)", k, ttl, least, most, d.ResetAfter)
 				}
 			}
 		})
 	}
+}
+
+// stateKeys is keys less the store's clock.
+func stateKeys(keys []string) []string {
+	var out []string
+	for _, k := range keys {
+		if !strings.HasSuffix(k, ":clock") {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // TestIdleKeyDeleted: a key whose state is back to idle is deleted, not
@@ -321,6 +340,129 @@ func TestBucketLimitChange(t *testing.T) {
 			d := take(t, s, t0, 1, sluice.Check{Rule: &r2, Key: "k"})[0]
 			if !d.Allowed && d.RetryAfter > 100*time.Millisecond {
 				t.Fatalf("after the change to %v: Take(t0, 1) = %+v, want allowed or a RetryAfter of at most 100ms", r2.Limit, d)
+			}
+		})
+	}
+}
+
+// TestCallerClockBehind: with WithCallerTime, a key's TTL runs in Redis's
+// clock while its state is read at the callers' times. A caller whose
+// clock runs a few ms behind Redis's (or whose request waited a few ms
+// on the way) must still find the state it left, not idle yet at its
+// time: a key that expired at its ResetAfter in Redis time would forget a
+// debt and allow what the algorithm denies. Each algorithm takes at t1
+// (Redis's time then), then, once Redis's clock is past the key's
+// ResetAfter by more than a TTL computed from it would last, tries again
+// at t1 + ResetAfter - 1µs in the caller's time: denied, as the algorithm
+// says.
+func TestCallerClockBehind(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	ctx := context.Background()
+	redisNow := func() time.Time {
+		tm, err := rc.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm
+	}
+	for _, alg := range sluice.Algos() {
+		t.Run(string(alg), func(t *testing.T) {
+			s := newStore(t, rc, redis.WithPrefix(prefix(t)), redis.WithCallerTime(), redis.WithDenyCache(0))
+			rule := &sluice.Rule{Name: "r", Algorithm: alg, Limit: sluice.Limit{Rate: 1, Period: 50 * time.Millisecond}}
+			c := sluice.Check{Rule: rule, Key: "k"}
+			ref, err := alg.New(rule.Limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t1 := redisNow().Truncate(time.Microsecond)
+			d1 := take(t, s, t1, 1, c)[0]
+			sent := redisNow() // no earlier than the script wrote the key
+			if want := ref.AllowN(t1, 1); d1 != want || d1.ResetAfter <= 0 {
+				t.Fatalf("Take(t1, 1) = %+v, want %+v", d1, want)
+			}
+			// Past when a TTL of ResetAfter, rounded up to the ms, would
+			// have expired the key, and a ms more.
+			gone := sent.Add(d1.ResetAfter.Truncate(time.Millisecond) + 2*time.Millisecond)
+			deadline := time.Now().Add(10 * time.Second)
+			for redisNow().Before(gone) {
+				if time.Now().After(deadline) {
+					t.Fatal("Redis's clock did not pass the key's ResetAfter in 10s")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			t2 := t1.Add(d1.ResetAfter - time.Microsecond)
+			d2 := take(t, s, t2, 1, c)[0]
+			if want := ref.AllowN(t2, 1); d2 != want {
+				t.Fatalf("Take(t1%+v, 1), with the caller's clock %v behind Redis's: %+v, want %+v (the key expired while its state counted)",
+					t2.Sub(t1), redisNow().Sub(t2).Round(time.Millisecond), d2, want)
+			}
+		})
+	}
+}
+
+// TestWindowKeys: at Redis TIME, a fixed window is a counter per window
+// whose key ends in the window's start, in Unix seconds for a period of
+// whole seconds and in µs otherwise, its value the window's count, however
+// wrong the store's guess of the window.
+func TestWindowKeys(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	ctx := context.Background()
+	// The store sends each key with the window its own clock guesses, and
+	// the script mends a wrong guess: a clock a day and a half behind
+	// guesses wrong every time.
+	behind := sluice.ClockFunc(func() time.Time { return time.Now().Add(-36*time.Hour - 1500*time.Millisecond) })
+	for _, tc := range []struct {
+		period time.Duration
+		code   string
+		unit   time.Duration
+		clock  sluice.Clock
+	}{
+		{time.Minute, ":w:", time.Second, sluice.SystemClock},
+		{1500 * time.Millisecond, ":wu:", time.Microsecond, sluice.SystemClock},
+		{time.Minute, ":w:", time.Second, behind},
+		{1500 * time.Millisecond, ":wu:", time.Microsecond, behind},
+	} {
+		t.Run(fmt.Sprintf("%v/guess=%v", tc.period, tc.clock == sluice.SystemClock), func(t *testing.T) {
+			p := prefix(t)
+			s := newStore(t, rc, redis.WithPrefix(p), redis.WithDenyCache(0), redis.WithBreakerClock(tc.clock))
+			c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 5, Period: tc.period}}, Key: "k"}
+			before, err := rc.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			take(t, s, time.Time{}, 1, c)
+			take(t, s, time.Time{}, 2, c)
+			after, err := rc.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys := stateKeys(scanKeys(t, rc, p))
+			base := p + "{k}:r" + tc.code
+			var counts int64
+			for _, k := range keys {
+				start, ok := strings.CutPrefix(k, base)
+				if !ok {
+					t.Fatalf("key %q, want %s<start>", k, base)
+				}
+				n, err := strconv.ParseInt(start, 10, 64)
+				if err != nil {
+					t.Fatalf("key %q: window start %q: %v", k, start, err)
+				}
+				at := time.Unix(0, 0).Add(time.Duration(n) * tc.unit)
+				if at.UnixNano()%int64(tc.period) != 0 || at.After(after) || !at.After(before.Add(-tc.period)) {
+					t.Errorf("key %q: start %v, want a window start between %v and %v", k, at, before.Add(-tc.period), after)
+				}
+				v, err := rc.Get(ctx, k).Int64()
+				if err != nil {
+					t.Fatal(err)
+				}
+				counts += v
+			}
+			// The two requests may fall in two windows.
+			if len(keys) == 0 || len(keys) > 2 || counts != 3 {
+				t.Fatalf("keys %v, counts %d: want one or two windows counting 3", keys, counts)
 			}
 		})
 	}

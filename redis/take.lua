@@ -3,28 +3,49 @@
 -- arithmetic is explained in params.go, whose checks keep every parameter
 -- in the range where the doubles below are exact integers.
 --
--- ARGV[1] ms added to every TTL: 0 but in tests
--- ARGV[2] the number of requests
--- ARGV[3] the requests, little-endian doubles as struct.pack('<d...') makes
---   them; for each request: now in microseconds, or 2^53 for Redis TIME;
---   the number of checks; then 9 per check: kind, shadow (1 or 0), a1..a6,
---   and the check's cost n.
---   One string rather than an argument per number spares Redis an argument,
---   and Lua a string and a tonumber, each.
+-- What costs Redis here is counted per decision: each redis.call (~0.2µs),
+-- each Lua number passed to one (Redis formats it), each KEYS entry, TIME.
+-- So a single check takes a path of its own per kind, TTLs are strings
+-- made once per rule, and TIME is read once per run.
+--
+-- ARGV[1] '1' if KEYS[1] is the store's clock (see clock below), else '0'
+-- ARGV[2] the shape of the run: a byte per request, in order. 0: a request
+--   read from ARGV[3]. r > 0: one check of rule r, cost 1, at ARGV[4]'s
+--   time, decided on a path of its own for its kind, with a reply of one
+--   number (see bfast, and kind 5's below), the Go side making the
+--   Decision from it:
+--   what Redis spends per decision is what scales least.
+-- ARGV[3] the other requests, little-endian doubles as struct.pack('<d...')
+--   makes them: for each request, now in µs, or 2^53 for Redis TIME, and
+--   the number of checks; then per check its rule (an index into the
+--   rules) and its cost.
+-- ARGV[4] the time of the requests of one byte, as ARGV[3]'s: a decimal
+-- ARGV[5] the time, in µs, at which the client guessed the windows of the
+--   one-byte kind 5 requests: their keys come with their window's start
+--   (see wkey)
+-- ARGV[6] the number of rules; ARGV[6+i] rule i, '<BBdddddds': kind,
+--   shadow (1 or 0), a1..a6, and the TTL of its keys in ms as a string ('',
+--   none), made once per rule so that Redis formats no number per call:
 --     kind 1 bucket  (a1..a6 = span, pt, m, h, q, burst)
---     kind 2 fixed   (a1, a2 = rate, period in µs)
+--     kind 2 fixed   (a1, a2 = rate, period in µs), one packed state
 --     kind 3 counter (a1, a2 = rate, period in µs)
 --     kind 4 log     (a1, a2 = rate, period in µs), two keys: meta and entries
--- KEYS: each check's key (two for the log), in order.
--- Reply: one string, 6 little-endian doubles per check, all integers:
--- allowed, remaining, retry µs, retry ns, reset µs, reset ns; a µs of -1 is
--- Never. One string rather than an array spares Redis and the client a
--- value each.
+--     kind 5 fixed, a key per window (a1, a2, a3 = rate, period in µs, µs
+--            per unit of the window start appended to the key): only with
+--            the clock, which keeps time from going back
+-- KEYS: the clock if any, then each check's key (two for the log), in
+-- order; for kind 5, the key less the window's start, or, for a one-byte
+-- request, with the start of the window the client guessed.
+-- Reply: an array of integers: the time of the one-byte requests as
+-- decided (0 if none), then per request one number for a one-byte
+-- request, else 6 per check: allowed, remaining, retry µs, retry ns,
+-- reset µs, reset ns; a µs of -1 is Never.
 
 local P26 = 67108864 -- 2^26
 local P52 = 4503599627370496 -- 2^52
 local spack, sunpack = struct.pack, struct.unpack
 local floor = math.floor
+local call = redis.call
 
 -- floor(a/b) for integers |a| < 2^53, b > 0, corrected for the rounding of
 -- the float quotient.
@@ -35,94 +56,257 @@ local function fdiv(a, b)
   return q
 end
 
--- ttl in ms of a duration of us µs and ns extra nanoseconds, rounded up.
-local slack = tonumber(ARGV[1])
-local function ttl(us, ns)
-  if ns > 0 then us = us + 1 end
-  return fdiv(us + 999, 1000) + slack
-end
-
----------------------------------------------------------------------------
--- Bucket (token, leaky, GCRA). State: the last time seen, in µs, and the
--- debt then, in units of h/q ns. m units make a µs; a request unit costs pt
--- units; span is a full bucket's debt. A time before the last one seen is
--- read as the last one seen.
---
--- bcore decides without tables: has, t0, D0 the state if any (the last
--- time seen and the debt then). It returns the decision's six values, the
--- write (0 nothing, 1 SET the state (now, after) with the reset as TTL,
--- 2 DEL), the time and the debt after.
-local function bcore(span, pt, m, h, q, burst, has, t0, D0, now, n)
-  local D = 0
-  if has then
-    if now < t0 then now = t0 end
-    if q == 0 then
-      D = D0
-    else
-      local el = now - t0
-      if el < D0 / m + 1 then -- else el*m might not be exact: D is 0
-        D = D0 - el * m
-        if D < 0 then D = 0 end
-      end
-    end
-  end
-  local ok, rem, rus, rns, zus, zns = 0, 0, 0, 0, 0, 0
-  local after = D
-  if n < 0 or n > burst then
-    rus = -1
-  elseif n == 0 then
-    ok = 1 -- a peek: nothing to take, even from an empty bucket
-  else
-    local need = n * pt
-    if D + need <= span then
-      ok = 1
-      after = D + need
-    elseif q == 0 then
-      rus = -1
-    else
-      -- (D + need - span) units as µs and ns
-      local y = D + need - span
-      local cq = floor(y / m)
-      local r = y - cq * m
-      if r < 0 then cq = cq - 1 elseif r >= m then cq = cq + 1 end
-      rus = cq
-      rns = -fdiv(-(y - cq * m) * h, q)
-    end
-  end
-  if after <= span then rem = fdiv(span - after, pt) end
-  if after == 0 then
-    if has then return ok, rem, rus, rns, 0, 0, 2, now, 0 end -- idle: forget it
-    return ok, rem, rus, rns, 0, 0, 0, now, 0
-  end
-  if q == 0 then
-    zus = -1
-  else
-    local cq = floor(after / m)
-    local r = after - cq * m
-    if r < 0 then cq = cq - 1 elseif r >= m then cq = cq + 1 end
-    zus = cq
-    zns = -fdiv(-(after - cq * m) * h, q)
-  end
-  if not has or t0 ~= now or D0 ~= after then
-    return ok, rem, rus, rns, zus, zns, 1, now, after
-  end
-  return ok, rem, rus, rns, zus, zns, 0, now, after
-end
-
-local out = {}
-local nout = 0
-local ki = 1 -- next key
+local out = {0} -- the reply
+local nout = 1
 local reqs = ARGV[3]
 local pos = 1 -- in reqs, of the next request
+
+-- The rules of this run, unpacked once.
+local rules = {}
+for i = 1, tonumber(ARGV[6]) do
+  local r = {}
+  r.kind, r.shadow, r.a1, r.a2, r.a3, r.a4, r.a5, r.a6, r.ttl = sunpack('<BBdddddds', ARGV[6 + i])
+  rules[i] = r
+end
+
+-- The clock: the latest time the store has decided at, kept in KEYS[1] so
+-- that no decision is made at an earlier time, whatever Redis TIME does.
+-- With it no key needs a time of its own, and a fixed window can be a
+-- plain counter per window. The first request of a run sets it and reads
+-- the old one in one call (SET ... GET), and puts the old one back in the
+-- rare run that finds it ahead of Redis TIME.
+local ki = 1 -- next key
+local clockon = ARGV[1] == '1'
+if clockon then ki = 2 end
+local clock, clocked = nil, false -- clocked: set after the first write
+local CLOCKTTL = '86400000' -- ms: a day
+
 local redisnow = nil
 local REDISTIME = 9007199254740992 -- 2^53 as now: read Redis TIME
 
--- loadgeneral defines what requests other than one bucket check need,
--- in the runs that have any: closures are made at every run, so the
--- common run makes only those of the bucket path. It returns the general
--- decision of a request: now and k read; its checks, with their costs,
--- from pos.
+-- at is the time of a request sent with now.
+local function at(now)
+  if now == REDISTIME then
+    if not redisnow then
+      local t = call('TIME')
+      redisnow = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    now = redisnow
+  end
+  if not clockon then return now end
+  if not clock then
+    local raw = call('SET', KEYS[1], spack('<d', now), 'PX', CLOCKTTL, 'GET')
+    if raw then
+      local old = sunpack('<d', raw)
+      if old > now then
+        call('SET', KEYS[1], raw, 'PX', CLOCKTTL)
+        now = old
+      end
+    end
+    clock = now
+  elseif now < clock then
+    now = clock
+  elseif now > clock then
+    clock, clocked = now, true
+  end
+  return now
+end
+
+-- Kind 5: a key per window, its value the window's count, an integer that
+-- INCRBY charges and DECRBY gives back. window returns the key of the
+-- window holding now, for the key base, and how far into it now is; the
+-- window's start, the key's suffix, is formatted once per period and time.
+local wcache = {}
+local function window(base, now, p, unit)
+  local w = wcache[p]
+  if not w or w[1] ~= now then
+    local k = fdiv(now, p)
+    w = {now, now - k * p, string.format('%.0f', k * p / unit)}
+    wcache[p] = w
+  end
+  return base .. w[3], w[2]
+end
+
+-- bfast decides one unit from a bucket (a rule of Burst >= 1) at now. It
+-- writes first, optimistically, the state of a bucket that was idle, and
+-- reads the old one in the same call (SET ... GET): a key that was absent,
+-- the common case for keys many and idle, costs one call. Otherwise it
+-- decides from the old state, as bcore does, and writes again if the
+-- guess was wrong. It returns the debt after, times 2, plus 1 if allowed.
+local function bfast(r, key, now)
+  local span, pt, m = r.a1, r.a2, r.a3
+  local raw
+  if r.ttl == '' then
+    raw = call('SET', key, spack('dd', now, pt), 'GET')
+  else
+    raw = call('SET', key, spack('dd', now, pt), 'PX', r.ttl, 'GET')
+  end
+  if not raw then return pt * 2 + 1 end
+  local t0, D0 = sunpack('dd', raw)
+  local t, D = now, 0
+  if t < t0 then t = t0 end
+  if r.a5 == 0 then
+    D = D0
+  elseif t - t0 < D0 / m + 1 then -- else el*m might not be exact: D is 0
+    D = D0 - (t - t0) * m
+    if D < 0 then D = 0 end
+  end
+  local ok, after = 0, D
+  if D + pt <= span then ok, after = 1, D + pt end
+  if t ~= now or after ~= pt then
+    if r.ttl == '' then
+      call('SET', key, spack('dd', t, after))
+    else
+      call('SET', key, spack('dd', t, after), 'PX', r.ttl)
+    end
+  end
+  return after * 2 + ok
+end
+
+-- wkey returns how to mend the keys of rule r's one-byte requests, which
+-- come with the window the client guessed from its own clock (ARGV[5]),
+-- for the window at now, the run's time: false when the guess was right,
+-- as it nearly always is, so that the script makes no string per request;
+-- else the length of the guessed start and the right one.
+local guess = tonumber(ARGV[5])
+local function wkey(r, now)
+  local p = r.a2
+  local k, g = fdiv(now, p), fdiv(guess, p)
+  if k == g then return false end
+  return {#string.format('%.0f', g * p / r.a3), string.format('%.0f', k * p / r.a3)}
+end
+
+-- loadgeneral defines what the requests not in one byte need, in the runs
+-- that have any: closures are made at every run, so the common run makes
+-- only those of the one-byte paths. It returns decide, which decides the
+-- next request of reqs.
 local function loadgeneral()
+  ---------------------------------------------------------------------------
+  -- Bucket (token, leaky, GCRA). State: the last time seen, in µs, and the
+  -- debt then, in units of h/q ns. m units make a µs; a request unit costs pt
+  -- units; span is a full bucket's debt. A time before the last one seen is
+  -- read as the last one seen.
+  --
+  -- bcore decides without tables: has, t0, D0 the state if any (the last
+  -- time seen and the debt then). It returns the decision's six values, the
+  -- write (0 nothing, 1 SET the state (now, after) with the reset as TTL,
+  -- 2 DEL), the time and the debt after.
+  local function bcore(span, pt, m, h, q, burst, has, t0, D0, now, n)
+    local D = 0
+    if has then
+      if now < t0 then now = t0 end
+      if q == 0 then
+        D = D0
+      else
+        local el = now - t0
+        if el < D0 / m + 1 then -- else el*m might not be exact: D is 0
+          D = D0 - el * m
+          if D < 0 then D = 0 end
+        end
+      end
+    end
+    local ok, rem, rus, rns, zus, zns = 0, 0, 0, 0, 0, 0
+    local after = D
+    if n < 0 or n > burst then
+      rus = -1
+    elseif n == 0 then
+      ok = 1 -- a peek: nothing to take, even from an empty bucket
+    else
+      local need = n * pt
+      if D + need <= span then
+        ok = 1
+        after = D + need
+      elseif q == 0 then
+        rus = -1
+      else
+        -- (D + need - span) units as µs and ns
+        local y = D + need - span
+        local cq = floor(y / m)
+        local r = y - cq * m
+        if r < 0 then cq = cq - 1 elseif r >= m then cq = cq + 1 end
+        rus = cq
+        rns = -fdiv(-(y - cq * m) * h, q)
+      end
+    end
+    if after <= span then rem = fdiv(span - after, pt) end
+    if after == 0 then
+      if has then return ok, rem, rus, rns, 0, 0, 2, now, 0 end -- idle: forget it
+      return ok, rem, rus, rns, 0, 0, 0, now, 0
+    end
+    if q == 0 then
+      zus = -1
+    else
+      local cq = floor(after / m)
+      local r = after - cq * m
+      if r < 0 then cq = cq - 1 elseif r >= m then cq = cq + 1 end
+      zus = cq
+      zns = -fdiv(-(after - cq * m) * h, q)
+    end
+    if not has or t0 ~= now or D0 ~= after then
+      return ok, rem, rus, rns, zus, zns, 1, now, after
+    end
+    return ok, rem, rus, rns, zus, zns, 0, now, after
+  end
+
+  -- put6 appends a check's decision to the reply.
+  local function put6(ok, rem, rus, rns, zus, zns)
+    out[nout + 1], out[nout + 2], out[nout + 3] = ok, rem, rus
+    out[nout + 4], out[nout + 5], out[nout + 6] = rns, zus, zns
+    nout = nout + 6
+  end
+
+  -- costs as redis.call arguments: a string, since Redis would format a number.
+  local function arg(n)
+    if n == 1 then return '1' end
+    return string.format('%.0f', n)
+  end
+
+  -- wtake charges n to a window key, or not at all if the window has no room
+  -- for them: it returns whether it did and the count after.
+  local function wtake(key, r, n)
+    local a = arg(n)
+    local c = call('INCRBY', key, a)
+    if c == n then call('PEXPIRE', key, r.ttl) end -- new: its window's first
+    if c > r.a1 then
+      call('DECRBY', key, a)
+      return false, c - n
+    end
+    return true, c
+  end
+
+  -- wcount is a window key's count.
+  local function wcount(key)
+    local v = call('GET', key)
+    if v then return tonumber(v) end
+    return 0
+  end
+
+  -- wdecision is kind 5's decision: the six values of the reply.
+  local function wdecision(r, ok, count, off, never)
+    local p = r.a2
+    local rus, zus = 0, 0
+    if never then
+      rus = -1
+    elseif not ok then
+      rus = p - off
+    end
+    if count > 0 then zus = p - off end
+    local rem = r.a1 - count
+    if rem < 0 then rem = 0 end -- a rate lowered under the same name
+    return ok and 1 or 0, rem, rus, 0, zus, 0
+  end
+
+  -- wone decides one kind 5 check.
+  local function wone(r, base, now, n)
+    local key, off = window(base, now, r.a2, r.a3)
+    if n < 0 or n > r.a1 then
+      return wdecision(r, false, wcount(key), off, true)
+    elseif n == 0 then
+      return wdecision(r, true, wcount(key), off, false)
+    end
+    local ok, count = wtake(key, r, n)
+    return wdecision(r, ok, count, off, false)
+  end
   -- a*b for 0 <= a, b < 2^52 as hi*2^52 + lo, 0 <= lo < 2^52.
   local function mul(a, b)
     local a1 = floor(a / P26)
@@ -160,11 +344,12 @@ local function loadgeneral()
     end
   end
 
-  local function put(key, state, us, ns)
-    if us < 0 then
-      redis.call('SET', key, state)
+  -- put writes check c's state with its rule's TTL.
+  local function put(c, state)
+    if c.r.ttl == '' then
+      call('SET', c.key, state)
     else
-      redis.call('SET', key, state, 'PX', ttl(us, ns))
+      call('SET', c.key, state, 'PX', c.r.ttl)
     end
   end
 
@@ -179,8 +364,9 @@ local function loadgeneral()
     local st = c.st
     local has, t0, D0 = false, 0, 0
     if st then has, t0, D0 = true, st[1], st[2] end
+    local r = c.r
     local ok, rem, rus, rns, zus, zns, w, t, after =
-      bcore(c.a1, c.a2, c.a3, c.a4, c.a5, c.a6, has, t0, D0, now, n)
+      bcore(r.a1, r.a2, r.a3, r.a4, r.a5, r.a6, has, t0, D0, now, n)
     local d = {ok, rem, rus, rns, zus, zns, w, false, zus, zns}
     if w == 1 then d[8] = spack('dd', t, after) end
     return d
@@ -196,7 +382,7 @@ local function loadgeneral()
 
   -- Fixed window. State: window, count, last.
   local function fixed(c, now, n)
-    local rate, p = c.a1, c.a2
+    local rate, p = c.r.a1, c.r.a2
     local st = c.st
     local win, count = nil, 0
     if st then
@@ -253,7 +439,7 @@ local function loadgeneral()
 
   -- Sliding window counter. State: window, prev, curr, last.
   local function counter(c, now, n)
-    local rate, p = c.a1, c.a2
+    local rate, p = c.r.a1, c.r.a2
     local st = c.st
     local win, prev, curr = nil, 0, 0
     if st then
@@ -314,7 +500,7 @@ local function loadgeneral()
   -- merged, which changes no decision.
 
   local function slog(c, now, n)
-    local rate, p = c.a1, c.a2
+    local rate, p = c.r.a1, c.r.a2
     local st = c.st
     local count = 0
     if st then
@@ -325,9 +511,9 @@ local function loadgeneral()
     -- entries at or before now-p leave the window
     local drop, len = 0, 0
     if count > 0 then
-      len = redis.call('LLEN', lkey)
+      len = call('LLEN', lkey)
       while drop < len do
-        local batch = redis.call('LRANGE', lkey, drop, drop + 31)
+        local batch = call('LRANGE', lkey, drop, drop + 31)
         local stop = false
         for i = 1, #batch do
           local at, u = sunpack('dd', batch[i])
@@ -343,7 +529,7 @@ local function loadgeneral()
     end
     local newest = nil
     if drop < len then
-      newest = sunpack('dd', redis.call('LINDEX', lkey, -1))
+      newest = sunpack('dd', call('LINDEX', lkey, -1))
     end
     local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
     local push = false
@@ -357,7 +543,7 @@ local function loadgeneral()
       count = count + n
     else
       local need = count + n - rate
-      local entries = redis.call('LRANGE', lkey, drop, drop + need - 1)
+      local entries = call('LRANGE', lkey, drop, drop + need - 1)
       for i = 1, #entries do
         local at, u = sunpack('dd', entries[i])
         need = need - u
@@ -382,47 +568,69 @@ local function loadgeneral()
   -- logcommit writes what slog decided (d) for a request of cost n.
   local function logcommit(c, d, n)
     local lkey = c.key2
-    if d[11] > 0 then redis.call('LTRIM', lkey, d[11], -1) end
+    if d[11] > 0 then call('LTRIM', lkey, d[11], -1) end
     if d[12] then
       local at, u = nil, 0
-      if d[13] > 0 then at, u = sunpack('dd', redis.call('LINDEX', lkey, -1)) end
+      if d[13] > 0 then at, u = sunpack('dd', call('LINDEX', lkey, -1)) end
       if at == d[14] then
-        redis.call('LSET', lkey, -1, spack('dd', at, u + n))
+        call('LSET', lkey, -1, spack('dd', at, u + n))
       else
-        redis.call('RPUSH', lkey, spack('dd', d[14], n))
+        call('RPUSH', lkey, spack('dd', d[14], n))
       end
     end
-    local ms = ttl(d[9], 0)
-    redis.call('SET', c.key, d[8], 'PX', ms)
-    redis.call('PEXPIRE', lkey, ms)
+    call('SET', c.key, d[8], 'PX', c.r.ttl)
+    call('PEXPIRE', lkey, c.r.ttl)
   end
 
   ---------------------------------------------------------------------------
+  -- Fixed window, a key per window (kind 5). It charges as it decides (d[7]
+  -- 4): a request that does not pass gives the charge back.
+  local function wfixed(c, now, n)
+    local r = c.r
+    local key, off = window(c.key, now, r.a2, r.a3)
+    c.wkey = key
+    local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
+    local ok, count, never = true, 0, false
+    if n < 0 or n > r.a1 then
+      ok, count, never = false, wcount(key), true
+    elseif n == 0 then
+      count = wcount(key)
+    else
+      ok, count = wtake(key, r, n)
+      if ok then d[7] = 4 end
+    end
+    d[1], d[2], d[3], d[4], d[5], d[6] = wdecision(r, ok, count, off, never)
+    d[11], d[12] = count, off
+    return d
+  end
 
-  local steps = {bucket, fixed, counter, slog}
+  local steps = {bucket, fixed, counter, slog, wfixed}
   local unpackfmt = {'dd', 'ddd', 'dddd', 'dd'}
   -- checks[1..k] are the current request's checks, their tables reused
   -- from one request to the next.
   local checks = {}
 
-  return function(now, k)
+  local function multi(now, k)
     for i = 1, k do
       local c = checks[i]
       if not c then
         c = {}
         checks[i] = c
       end
-      local shadow
-      c.kind, shadow, c.a1, c.a2, c.a3, c.a4, c.a5, c.a6, c.n, pos = sunpack('<ddddddddd', reqs, pos)
-      c.shadow = shadow == 1
+      local ri
+      ri, c.n, pos = sunpack('<dd', reqs, pos)
+      local r = rules[ri]
+      c.r, c.kind, c.shadow = r, r.kind, r.shadow == 1
       c.key, c.key2, c.st, c.d = KEYS[ki], false, false, false
       ki = ki + 1
       if c.kind == 4 then
         c.key2 = KEYS[ki]
         ki = ki + 1
       end
-      local raw = redis.call('GET', c.key)
-      if raw then c.st = {sunpack(unpackfmt[c.kind], raw)} end
+      if c.kind ~= 5 then
+        local raw = call('GET', c.key)
+        if raw then c.st = {sunpack(unpackfmt[c.kind], raw)} end
+      end
     end
 
     -- Phase 1: decide every check as if it were charged; the request passes
@@ -442,71 +650,117 @@ local function loadgeneral()
       local d, cost = c.d, c.n
       if not ok and d[1] == 1 then
         cost = 0
-        d = steps[c.kind](c, now, 0)
+        if c.kind == 5 then
+          if d[7] == 4 then
+            call('DECRBY', c.wkey, arg(c.n))
+            d[11] = d[11] - c.n
+          end
+          local p = {wdecision(c.r, true, d[11], d[12], false)}
+          d = {p[1], p[2], p[3], p[4], p[5], p[6], 0}
+        else
+          d = steps[c.kind](c, now, 0)
+        end
       end
       local w = d[7]
       if w == 1 then
-        put(c.key, d[8], d[9], d[10])
+        put(c, d[8])
       elseif w == 2 then
-        if c.key2 then redis.call('DEL', c.key, c.key2) else redis.call('DEL', c.key) end
+        if c.key2 then call('DEL', c.key, c.key2) else call('DEL', c.key) end
       elseif w == 3 then
         logcommit(c, d, cost)
       end
-      nout = nout + 1
-      out[nout] = spack('<dddddd', d[1], d[2], d[3], d[4], d[5], d[6])
+      put6(d[1], d[2], d[3], d[4], d[5], d[6])
     end
   end
-end
 
-local general -- loadgeneral(), once a run needs it
-
--- decide runs one request: reqs from pos, its checks' keys from KEYS[ki].
-local function decide()
-  local now, k
-  now, k, pos = sunpack('<dd', reqs, pos)
-  if now == REDISTIME then
-    if not redisnow then
-      local t = redis.call('TIME')
-      redisnow = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    end
-    now = redisnow
-  end
-  if k == 1 then
-    -- One check: no peeks, as it is charged iff it allows.
-    local kind, _, a1, a2, a3, a4, a5, a6, n
-    kind, _, a1, a2, a3, a4, a5, a6, n, pos = sunpack('<ddddddddd', reqs, pos)
-    if kind == 1 then
+  -- decide runs one request: reqs from pos, its checks' keys from KEYS[ki].
+  local function decide()
+    local now, k, ri, n
+    now, k, ri, n, pos = sunpack('<dddd', reqs, pos)
+    now = at(now)
+    if k == 1 then
+      -- One check: no peeks, as it is charged iff it allows.
+      local r = rules[ri]
+      local kind = r.kind
       local key = KEYS[ki]
-      ki = ki + 1
-      local raw = redis.call('GET', key)
-      local has, t0, D0 = false, 0, 0
-      if raw then
-        has = true
-        t0, D0 = sunpack('dd', raw)
-      end
-      local ok, rem, rus, rns, zus, zns, w, t, after =
-        bcore(a1, a2, a3, a4, a5, a6, has, t0, D0, now, n)
-      if w == 1 then
-        if zus < 0 then
-          redis.call('SET', key, spack('dd', t, after))
-        else
-          redis.call('SET', key, spack('dd', t, after), 'PX', ttl(zus, zns))
+      if kind == 1 then
+        ki = ki + 1
+        local raw = call('GET', key)
+        local has, t0, D0 = false, 0, 0
+        if raw then
+          has = true
+          t0, D0 = sunpack('dd', raw)
         end
-      elseif w == 2 then
-        redis.call('DEL', key)
+        local ok, rem, rus, rns, zus, zns, w, t, after =
+          bcore(r.a1, r.a2, r.a3, r.a4, r.a5, r.a6, has, t0, D0, now, n)
+        if w == 1 then
+          if r.ttl == '' then
+            call('SET', key, spack('dd', t, after))
+          else
+            call('SET', key, spack('dd', t, after), 'PX', r.ttl)
+          end
+        elseif w == 2 then
+          call('DEL', key)
+        end
+        put6(ok, rem, rus, rns, zus, zns)
+        return
+      elseif kind == 5 then
+        ki = ki + 1
+        put6(wone(r, key, now, n))
+        return
       end
-      nout = nout + 1
-      out[nout] = spack('<dddddd', ok, rem, rus, rns, zus, zns)
-      return
     end
-    pos = pos - 72 -- the general path reads the check again
+    pos = pos - 16 -- the general path reads the first check again
+    multi(now, k)
   end
-  if not general then general = loadgeneral() end
-  general(now, k)
+
+  return decide
 end
+
+local decide -- loadgeneral(), once a run needs it
 
 -- Redis before 5 replicates a script by its text unless told otherwise,
 -- and refuses writes after TIME; later ones replicate effects anyway.
 if redis.replicate_commands then redis.replicate_commands() end
-for _ = 1, tonumber(ARGV[2]) do decide() end
-return table.concat(out)
+local shape = ARGV[2]
+local fastnow = nil
+if ARGV[4] ~= '' then
+  fastnow = at(tonumber(ARGV[4]))
+  out[1] = fastnow
+end
+local byte = string.byte
+for i = 1, #shape do
+  local ri = byte(shape, i)
+  if ri == 0 then
+    if not decide then decide = loadgeneral() end
+    decide()
+  else
+    local r = rules[ri]
+    local key = KEYS[ki]
+    ki = ki + 1
+    nout = nout + 1
+    if r.kind == 1 then
+      out[nout] = bfast(r, key, fastnow)
+    else
+      -- A unit taken from a window's counter (kind 5, Rate >= 1), or
+      -- given back if the window is full: the count after, times 2, plus
+      -- 1 if allowed. Inline: this is the commonest request.
+      local mend = r.mend
+      if mend == nil then
+        mend = wkey(r, fastnow)
+        r.mend = mend
+      end
+      if mend then key = string.sub(key, 1, #key - mend[1]) .. mend[2] end
+      local c = call('INCRBY', key, '1')
+      if c == 1 then call('PEXPIRE', key, r.ttl) end -- new: its window's first
+      if c > r.a1 then
+        call('DECRBY', key, '1')
+        out[nout] = c * 2 - 2
+      else
+        out[nout] = c * 2 + 1
+      end
+    end
+  end
+end
+if clocked then call('SET', KEYS[1], spack('<d', clock), 'PX', CLOCKTTL) end
+return out
