@@ -209,6 +209,7 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	if err != nil {
 		return err
 	}
+	defer p.release()
 	cnow := s.cacheNow(now)
 	if s.cached(cnow, p, checks, out) {
 		return nil
@@ -228,9 +229,8 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 // together.
 func (s *Store) request(now time.Time, n int64, checks []sluice.Check) (*pending, error) {
 	// The request, with room for the arguments and keys of a few checks
-	// inside it: one allocation instead of three.
-	p := &pending{now: redisTime}
-	p.args = p.argBuf[:0]
+	// inside it, from the pool: no allocation for the common request.
+	p := newPending(redisTime)
 	if len(checks) > len(p.argBuf) {
 		p.args = make([]checkArgs, 0, len(checks))
 	}
@@ -238,13 +238,13 @@ func (s *Store) request(now time.Time, n int64, checks []sluice.Check) (*pending
 	for i := range checks {
 		a, err := argsOf(i, &checks[i], n)
 		if err != nil {
+			p.release()
 			return nil, err
 		}
 		a.key = nkeys
 		nkeys += a.p.nkeys()
 		p.args = append(p.args, a)
 	}
-	p.keys = p.keyBuf[:0]
 	if nkeys > len(p.keyBuf) {
 		p.keys = make([]string, 0, nkeys)
 	}
@@ -256,11 +256,13 @@ func (s *Store) request(now time.Time, n int64, checks []sluice.Check) (*pending
 		}
 	}
 	if err := s.keys.together(p.keys); err != nil {
+		p.release()
 		return nil, err
 	}
 	if s.callerTime {
 		us, err := micros(now)
 		if err != nil {
+			p.release()
 			return nil, err
 		}
 		p.now = float64(us) // exact: within 2^52
@@ -337,11 +339,10 @@ func (s *Store) call(ctx context.Context, p *pending) ([]int64, error) {
 		ctx, cancel = context.WithDeadline(ctx, p.expires)
 		defer cancel()
 	}
-	replies, err := s.run(ctx, []*pending{p})
-	if err != nil {
+	if err := s.run(ctx, []*pending{p}); err != nil {
 		return nil, err
 	}
-	return replies[0], nil
+	return p.reply, nil
 }
 
 // failed is the error of a call that failed with err, counted and told to
@@ -394,8 +395,8 @@ func (p *pending) decode(reply []int64, out []sluice.Decision) {
 // run decides a batch of requests in one script run: EVALSHA, and on
 // NOSCRIPT (a restart, a failover, SCRIPT FLUSH) EVAL once, which loads it
 // again. A NOSCRIPT answer means the script did not run, so nothing is
-// charged twice. It returns each request's reply.
-func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
+// charged twice. It sets each request's reply.
+func (s *Store) run(ctx context.Context, batch []*pending) error {
 	nkeys, size, nchecks := 0, 0, 0
 	for _, p := range batch {
 		nkeys += len(p.keys)
@@ -481,33 +482,37 @@ func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
 		reply, err = s.do(ctx, args)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("redis: take: %w", err)
+		return fmt.Errorf("redis: take: %w", err)
 	}
 	if len(reply) == 0 {
-		return nil, errors.New("redis: script answered nothing")
+		return errors.New("redis: script answered nothing")
 	}
 	at := reply[0] // the time of the one-byte requests
 	reply = reply[1:]
-	replies := make([][]int64, len(batch))
-	for i, p := range batch {
-		m := 6 * len(p.args)
+	// Check the length first: a reply short for any request is an error
+	// for all, and none is answered.
+	want := 0
+	for _, p := range batch {
 		if p.fast {
-			m = 1
-		}
-		if len(reply) < m {
-			return nil, fmt.Errorf("redis: script answered %d values short", m-len(reply))
-		}
-		if p.fast {
-			replies[i] = p.args[0].p.expand(p.fastReply[:0], reply[0], at)
+			want++
 		} else {
-			replies[i] = reply[:m:m]
+			want += 6 * len(p.args)
 		}
+	}
+	if len(reply) != want {
+		return fmt.Errorf("redis: script answered %d values, want %d", len(reply), want)
+	}
+	for _, p := range batch {
+		if p.fast {
+			p.reply = p.args[0].p.expand(p.fastReply[:0], reply[0], at)
+			reply = reply[1:]
+			continue
+		}
+		m := 6 * len(p.args)
+		p.reply = reply[:m:m]
 		reply = reply[m:]
 	}
-	if len(reply) != 0 {
-		return nil, fmt.Errorf("redis: script answered %d values too many", len(reply))
-	}
-	return replies, nil
+	return nil
 }
 
 // fastRule reports whether p goes on its kind's path of its own in the
