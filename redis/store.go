@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -580,6 +581,14 @@ func (s *Store) do(ctx context.Context, args []any) ([]int64, error) {
 		err = s.ap.Submit(ctx, cmd).WaitContext(ctx)
 	case viaDirect:
 		err = s.client.Process(ctx, cmd)
+		// The client ends the call at ctx's deadline as the connection's,
+		// with an i/o timeout: that is the deadline running out, which
+		// failed tells apart from other errors as a timeout of the store.
+		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+				err = fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
+			}
+		}
 	default:
 		// The client's own timeouts (ReadTimeout, 3s by default) bound
 		// the call, not ctx: wait for it aside. The goroutine ends when
