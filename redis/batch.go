@@ -103,7 +103,8 @@ const (
 type batcher struct {
 	s       *Store
 	mu      sync.Mutex
-	queue   []*pending
+	queue   []*pending // from head on; see pop
+	head    int
 	running int
 	// runs are the runs out, whose claimed requests the watchdog also
 	// watches; free are finished ones, kept for their slices.
@@ -119,6 +120,7 @@ type batcher struct {
 type run struct {
 	batch []*pending
 	ctx   runCtx
+	buf   runBuf
 }
 
 // take decides p, alone or with others, within ctx and p's deadlines.
@@ -190,7 +192,7 @@ func (b *batcher) expire() {
 			q.wake <- struct{}{} // never blocks: one send per request
 		}
 	}
-	for _, q := range b.queue {
+	for _, q := range b.queue[b.head:] {
 		check(q, waiting)
 	}
 	for _, r := range b.runs {
@@ -239,10 +241,11 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 	if self {
 		batch = append(batch, p)
 	}
-	for len(b.queue) > 0 && len(batch) < b.s.maxBatch {
-		q := b.queue[0]
-		b.queue[0] = nil
-		b.queue = b.queue[1:]
+	for len(batch) < b.s.maxBatch {
+		q := b.pop()
+		if q == nil {
+			break
+		}
 		if q.state.CompareAndSwap(waiting, claimed) {
 			batch = append(batch, q)
 		}
@@ -259,7 +262,7 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 		// its own).
 		dl, ok := latest(batch)
 		rctx, cancel := r.ctx.set(ctx, len(batch) == 1 && self, dl, ok, b.s.via == viaDirect)
-		err = b.s.run(rctx, batch)
+		err = b.s.run(rctx, batch, &r.buf)
 		if cancel != nil {
 			cancel()
 		}
@@ -293,10 +296,7 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 
 	b.mu.Lock()
 	b.free = append(b.free, r)
-	for len(b.queue) > 0 {
-		q := b.queue[0]
-		b.queue[0] = nil
-		b.queue = b.queue[1:]
+	for q := b.pop(); q != nil; q = b.pop() {
 		if q.state.CompareAndSwap(waiting, leading) {
 			b.mu.Unlock()
 			q.wake <- struct{}{}
@@ -306,6 +306,23 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 	b.running--
 	b.mu.Unlock()
 	return b.own(gaveUp, own, err)
+}
+
+// pop takes the oldest request off the queue, nil if none, with b.mu
+// held. The queue is read from head on and starts again at the start of
+// its array once empty, so that appending to it reuses the array rather
+// than growing a new one as the front is consumed.
+func (b *batcher) pop() *pending {
+	if b.head == len(b.queue) {
+		return nil
+	}
+	q := b.queue[b.head]
+	b.queue[b.head] = nil
+	b.head++
+	if b.head == len(b.queue) {
+		b.queue, b.head = b.queue[:0], 0
+	}
+	return q
 }
 
 // latest is the latest deadline in batch, if every request has one.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -64,6 +65,7 @@ type Store struct {
 	// A fixed window is then a counter per window (see take.lua).
 	clock    bool
 	clockKey string
+	clockArg any // clockKey, boxed once
 	st       counters
 }
 
@@ -125,6 +127,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	// that a time before one the key has seen is read as that time.
 	if s.keys.share == shareNothing && (!o.callerTime || o.storeClock) {
 		s.clock, s.clockKey = true, o.prefix+"clock"
+		s.clockArg = s.clockKey
 	}
 	if o.denyCache > 0 {
 		s.cache = newDenyCache(o.denyCache)
@@ -340,7 +343,7 @@ func (s *Store) call(ctx context.Context, p *pending) ([]int64, error) {
 		ctx, cancel = context.WithDeadline(ctx, p.expires)
 		defer cancel()
 	}
-	if err := s.run(ctx, []*pending{p}); err != nil {
+	if err := s.run(ctx, []*pending{p}, nil); err != nil {
 		return nil, err
 	}
 	return p.reply, nil
@@ -396,8 +399,15 @@ func (p *pending) decode(reply []int64, out []sluice.Decision) {
 // run decides a batch of requests in one script run: EVALSHA, and on
 // NOSCRIPT (a restart, a failover, SCRIPT FLUSH) EVAL once, which loads it
 // again. A NOSCRIPT answer means the script did not run, so nothing is
-// charged twice. It sets each request's reply.
-func (s *Store) run(ctx context.Context, batch []*pending) error {
+// charged twice. It sets each request's reply. buf, if not nil, lends
+// the run's slices, and keeps them for the next run.
+//
+// Only a client called directly is done with a command when it returns:
+// called aside or through the autopipeliner, it may still be writing one
+// the store stopped waiting for. So only then does a run lend its slices
+// and its requests' keys (see below) to the client rather than copies.
+func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
+	lend := s.via == viaDirect && buf != nil
 	nkeys, size, nchecks := 0, 0, 0
 	for _, p := range batch {
 		nkeys += len(p.keys)
@@ -416,13 +426,16 @@ func (s *Store) run(ctx context.Context, batch []*pending) error {
 	// path of its own in the script (see fastRule), else 0 and the request
 	// in req. Those requests share one time, so they go only in runs whose
 	// requests all have the same: at Redis TIME, every run.
-	shape := make([]byte, 0, len(batch))
-	req := make([]byte, 0, size)
+	if !lend {
+		buf = new(runBuf)
+	}
+	shape := slices.Grow(buf.shape[:0], len(batch))
+	req := slices.Grow(buf.req[:0], size)
 	common := true
 	for _, p := range batch[1:] {
 		common = common && p.now == batch[0].now
 	}
-	fastNow := ""
+	anyFast := false
 	// The one-byte requests on a window's counter go with their window's
 	// key, guessed from guess, the store's clock (WithBreakerClock): the
 	// script mends the guess when Redis TIME says otherwise, and is spared
@@ -441,7 +454,7 @@ func (s *Store) run(ctx context.Context, batch []*pending) error {
 			if ri <= 255 {
 				shape = append(shape, byte(ri))
 				p.fast = true
-				fastNow = strconv.FormatInt(int64(p.now), 10) // exact: below 2^53
+				anyFast = true
 				continue
 			}
 		}
@@ -457,23 +470,44 @@ func (s *Store) run(ctx context.Context, batch []*pending) error {
 			req = appendF64(req, float64(a.cost))
 		}
 	}
-	args := make([]any, 0, 3+nkeys+6+len(rules))
+	fastNow := ""
+	if anyFast {
+		fastNow = redisTimeArg
+		if batch[0].now != redisTime {
+			fastNow = strconv.FormatInt(int64(batch[0].now), 10) // exact: below 2^53
+		}
+	}
+	args := slices.Grow(buf.args[:0], 3+nkeys+6+len(rules))
 	args = append(args, "evalsha", takeSHAArg, nkeys)
 	if s.clock {
-		args = append(args, s.clockKey)
+		args = append(args, s.clockArg)
 	}
 	for _, p := range batch {
 		if p.fast && p.args[0].p.windowed(s.clock) {
 			args = append(args, p.keys[0]+p.args[0].p.windowStart(guess))
 			continue
 		}
-		for _, k := range p.keys {
-			args = append(args, k)
+		// A key lent goes by its address, which boxes without
+		// allocating: the request outlives the call.
+		for i := range p.keys {
+			if lend {
+				args = append(args, &p.keys[i])
+			} else {
+				args = append(args, p.keys[i])
+			}
 		}
 	}
 	args = append(args, clock, shape, req, fastNow, strconv.FormatInt(guess, 10), len(rules))
 	for _, r := range rules {
 		args = append(args, s.record(r))
+	}
+	if lend {
+		// The slices go back for the next run once the call is over: the
+		// client keeps nothing of a command after it returns.
+		defer func() {
+			clear(args)
+			buf.args, buf.shape, buf.req = args[:0], shape[:0], req[:0]
+		}()
 	}
 	s.st.runs.Add(1)
 	reply, err := s.do(ctx, args)
@@ -569,8 +603,18 @@ func (s *Store) record(r runRule) any {
 }
 
 // redisTime as a request's now has the script read Redis TIME: 2^53 µs,
-// outside the range micros allows.
-const redisTime = 1 << 53
+// outside the range micros allows. redisTimeArg is it as the script reads
+// it.
+const (
+	redisTime    = 1 << 53
+	redisTimeArg = "9007199254740992"
+)
+
+// runBuf holds a run's slices for the next run by the same leader.
+type runBuf struct {
+	args       []any
+	shape, req []byte
+}
 
 // do sends one command and waits for its answer or the end of ctx.
 func (s *Store) do(ctx context.Context, args []any) ([]int64, error) {
