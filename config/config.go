@@ -32,7 +32,25 @@ type Options struct {
 	// failure still apply to its own descriptors only. Without it, a
 	// domain defined in two files is an error.
 	MergeDomains bool
+	// EnvoyKeys makes a request descriptor's key envoyproxy/ratelimit's
+	// cache key where a store could count it as envoyproxy/ratelimit does:
+	// when the descriptor it lands on has one limit, a fixed window of
+	// whole seconds, and no secret on the way, Match.Key is EnvoyKeyMark
+	// followed by <domain>_<key>_<value>_…_ as envoyproxy/ratelimit writes
+	// it (raw values; a share_threshold wildcard's pattern in place of the
+	// value). A request value holding '_' keeps sluice's key: in
+	// envoyproxy/ratelimit's, a client's "alice_path_/x" would count as the
+	// descriptor (alice, /x) does. A store appends the window's start in Unix seconds
+	// (package redis, WithWindowKeys). Old and new pods of a rolling
+	// swap then count in the same Redis keys. Other descriptors keep
+	// sluice's keys.
+	EnvoyKeys bool
 }
+
+// EnvoyKeyMark starts a key that is envoyproxy/ratelimit's cache key
+// (Options.EnvoyKeys). sluice's own keys hold only printable ASCII, so no
+// other key starts with it.
+const EnvoyKeyMark = "\x1eenvoy\x1e"
 
 // Load reads the config at each path: a YAML file, or a directory whose
 // *.yaml and *.yml files, and those of its subdirectories, recursively,

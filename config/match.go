@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/keys"
@@ -136,6 +137,11 @@ func (c *Config) Match(domain string, entries []Entry) ([]Match, error) {
 		return nil, nil
 	}
 	k := key.String()
+	if c.opts.EnvoyKeys {
+		if ek, ok := envoyKey(domain, entries, d.root, last); ok {
+			k = ek
+		}
+	}
 	var label string
 	if last.labelled {
 		label = d.root.metricLabel(entries)
@@ -359,4 +365,50 @@ func escape(b *strings.Builder, s string) {
 		}
 		b.WriteByte(c)
 	}
+}
+
+// envoyKey is the key of a request descriptor (entries, landing on last)
+// as envoyproxy/ratelimit names its cache key less the window's start,
+// after EnvoyKeyMark, if a store can count it as envoyproxy/ratelimit
+// does (see Options.EnvoyKeys): one limit, a fixed window of whole
+// seconds, no secret, and no value holding '_', which could pose as
+// another descriptor's entries.
+func envoyKey(domain string, entries []Entry, root, last *node) (string, bool) {
+	if len(last.limits) != 1 {
+		return "", false
+	}
+	l := last.limits[0]
+	if l.unlimited || l.rule.Algorithm != sluice.AlgoFixedWindow || l.rule.Limit.Period%time.Second != 0 {
+		return "", false
+	}
+	size := len(EnvoyKeyMark) + len(domain) + 1
+	for _, e := range entries {
+		size += len(e.Key) + len(e.Value) + 2
+	}
+	var b strings.Builder
+	b.Grow(size)
+	b.WriteString(EnvoyKeyMark)
+	b.WriteString(domain)
+	b.WriteByte('_')
+	cur := root
+	for _, e := range entries {
+		cur = cur.child(e)
+		if cur.secret {
+			return "", false
+		}
+		b.WriteString(e.Key)
+		b.WriteByte('_')
+		switch {
+		case cur.pattern != "":
+			b.WriteString(cur.pattern)
+		case strings.IndexByte(e.Value, '_') >= 0:
+			// envoyproxy/ratelimit's key would be ambiguous: a client's
+			// "alice_path_/x" would count as (alice, /x) does.
+			return "", false
+		default:
+			b.WriteString(e.Value)
+		}
+		b.WriteByte('_')
+	}
+	return b.String(), true
 }

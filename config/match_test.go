@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -440,5 +441,73 @@ descriptors:
 	}
 	if _, err := c.Key("other", []Entry{{"user", "a"}}); !errors.Is(err, ErrUnknownDomain) {
 		t.Errorf("Key(unknown domain) error = %v, want ErrUnknownDomain", err)
+	}
+}
+
+// TestEnvoyKeys: with Options.EnvoyKeys, a descriptor a store can count
+// as envoyproxy/ratelimit does is keyed by envoyproxy/ratelimit's cache
+// key (less the window's start); every other keeps sluice's key.
+func TestEnvoyKeys(t *testing.T) {
+	const yaml = `domain: dom
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 5}
+    descriptors:
+      - key: path
+        rate_limit: {unit: hour, requests_per_unit: 50}
+  - key: files
+    value: a*
+    share_threshold: true
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: tokens
+    rate_limit: {unit: second, requests_per_unit: 1, algorithm: token_bucket}
+  - key: two
+    rate_limits:
+      - {unit: second, requests_per_unit: 1}
+      - {unit: hour, requests_per_unit: 100}
+  - key: odd
+    rate_limit: {requests_per_unit: 3, period: 1500ms}
+  - key: api_key
+    secret: true
+    rate_limit: {unit: second, requests_per_unit: 1}
+`
+	path := filepath.Join(t.TempDir(), "dom.yaml")
+	writeFile(t, path, yaml)
+	plain, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Options{EnvoyKeys: true}.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		entries []Entry
+		want    string // "" for sluice's key
+	}{
+		{[]Entry{{"user", "alice"}}, "dom_user_alice_"},
+		{[]Entry{{"user", "al|ice=x y"}, {"path", "/a b"}}, "dom_user_al|ice=x y_path_/a b_"},
+		// A value holding '_' could pose as (user alice, path /x).
+		{[]Entry{{"user", "alice_path_/x"}}, ""},
+		{[]Entry{{"files", "a1"}}, "dom_files_a*_"},
+		{[]Entry{{"tokens", "t"}}, ""},
+		{[]Entry{{"two", "t"}}, ""},
+		{[]Entry{{"odd", "t"}}, ""},
+		{[]Entry{{"api_key", "secret"}}, ""},
+	} {
+		ms, err := c.Match("dom", tt.entries)
+		pms, perr := plain.Match("dom", tt.entries)
+		if err != nil || perr != nil || len(ms) == 0 || len(ms) != len(pms) {
+			t.Fatalf("Match(%v) = %v, %v; without EnvoyKeys %v, %v", tt.entries, ms, err, pms, perr)
+		}
+		for i, m := range ms {
+			want := pms[i].Key
+			if tt.want != "" {
+				want = EnvoyKeyMark + tt.want
+			}
+			if m.Key != want || m.Rule.Name != pms[i].Rule.Name || m.Rule.Limit != pms[i].Rule.Limit {
+				t.Errorf("Match(%v)[%d].Key = %q, want %q", tt.entries, i, m.Key, want)
+			}
+		}
 	}
 }

@@ -60,6 +60,9 @@ func escape(s string) string {
 type keyScheme struct {
 	prefix string
 	tag    func(sluice.Check) string // nil: the check's key is its tag
+	// window names a fixed window's counters (WithWindowKeys), nil or ""
+	// for sluice's names.
+	window func(sluice.Check) string
 	share  share
 }
 
@@ -74,6 +77,11 @@ const (
 
 // key is the key of check c's state, of layout code.
 func (k *keyScheme) key(c sluice.Check, code string) string {
+	if code == windowSeconds && k.window != nil {
+		if base := k.window(c); base != "" {
+			return base
+		}
+	}
 	tag := c.Key
 	if k.tag != nil {
 		tag = k.tag(c)

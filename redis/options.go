@@ -14,6 +14,7 @@ type Option func(*options) error
 type options struct {
 	prefix       string
 	tag          func(sluice.Check) string
+	window       func(sluice.Check) string
 	callerTime   bool
 	timeout      time.Duration
 	denyCache    int
@@ -85,6 +86,21 @@ func WithTimeout(d time.Duration) Option {
 // tag only names keys. The function must be deterministic per check.
 func WithHashTag(f func(sluice.Check) string) Option {
 	return func(o *options) error { o.tag = f; return nil }
+}
+
+// WithWindowKeys names the counters of fixed windows by f, for a store
+// that must share them with another program counting the same windows,
+// as envoyproxy/ratelimit does during a rolling swap from it to sluice
+// serve. Under the store's clock (a single Redis or Sentinel, at Redis
+// TIME: not on a Cluster or a Ring, nor with WithCallerTime), a fixed
+// window of a whole number of seconds is a plain counter per window, an
+// integer other programs can INCRBY too; if f returns a non-empty string
+// for the check, the counter's key is that string followed by the
+// window's start in Unix seconds, with no prefix added, in place of
+// sluice's own name. f returns "" to keep sluice's name; it must be
+// deterministic per check and name no two checks of one request alike.
+func WithWindowKeys(f func(sluice.Check) string) Option {
+	return func(o *options) error { o.window = f; return nil }
 }
 
 // WithDenyCache sets how many denials are remembered locally until their

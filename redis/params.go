@@ -66,6 +66,13 @@ type params struct {
 	wcode string
 }
 
+// The key suffixes of a fixed window's counters, before the window's
+// start: in Unix seconds, or in µs for a period not in whole seconds.
+const (
+	windowSeconds = "w:"
+	windowMicros  = "wu:"
+)
+
 // record is the rule as the script reads it (ARGV, in take.lua): kind,
 // shadow, a1..a6 and the TTL of its keys in ms, a string made here so that
 // Redis does not format a Lua number per call; slack is added to the TTL.
@@ -185,9 +192,9 @@ func newParams(sp *algo.Spec) *params {
 		if p.kind == kindCounter {
 			p.ttl *= 2
 		}
-		p.wcode = "w:"
+		p.wcode = windowSeconds
 		if us%1e6 != 0 {
-			p.wcode = "wu:"
+			p.wcode = windowMicros
 		}
 	}
 	p.a = a

@@ -101,7 +101,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	s := &Store{
 		client:     client,
-		keys:       keyScheme{prefix: o.prefix, tag: o.tag},
+		keys:       keyScheme{prefix: o.prefix, tag: o.tag, window: o.window},
 		callerTime: o.callerTime,
 		timeout:    o.timeout,
 		br:         breaker{threshold: o.failures, cooldown: o.cooldown, clock: o.clock},

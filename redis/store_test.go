@@ -467,3 +467,92 @@ func TestWindowKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestWindowKeysShared: with WithWindowKeys, a fixed window counts in the
+// keys another program writes as envoyproxy/ratelimit does (INCRBY on
+// <prefix><domain>_<key>_<value>_<window start in Unix seconds>, with an
+// EXPIRE of the window), so that sluice continues its counts and it
+// sluice's, as old and new pods do during a rolling swap.
+func TestWindowKeysShared(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	ctx := context.Background()
+	p := prefix(t)
+	base := p + "envoy_dom_user_alice_"
+	s := newStore(t, rc, redis.WithPrefix(p), redis.WithDenyCache(0), redis.WithWindowKeys(func(c sluice.Check) string {
+		if c.Key == "alice" {
+			return base
+		}
+		return ""
+	}))
+	const day = 24 * time.Hour
+	alice := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 10, Period: day}}, Key: "alice"}
+	bob := alice
+	bob.Key = "bob"
+
+	// The window must not turn during the steps: a day's does at midnight
+	// UTC only; try again if it did.
+	for attempt := 0; ; attempt++ {
+		now, err := rc.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := now.Unix() / 86400 * 86400
+		key := base + strconv.FormatInt(start, 10)
+		rc.Del(ctx, key)
+		// envoyproxy/ratelimit's pod counts 7 hits.
+		rc.Pipelined(ctx, func(pl goredis.Pipeliner) error {
+			pl.IncrBy(ctx, key, 7)
+			pl.Expire(ctx, key, day)
+			return nil
+		})
+		steps := []struct {
+			n    int64
+			want sluice.Decision
+		}{
+			{1, sluice.Decision{Allowed: true, Limit: 10, Remaining: 2}},
+			{3, sluice.Decision{Allowed: false, Limit: 10, Remaining: 2}},
+			{2, sluice.Decision{Allowed: true, Limit: 10, Remaining: 0}},
+		}
+		var got []sluice.Decision
+		for _, st := range steps {
+			got = append(got, take(t, s, time.Time{}, st.n, alice)[0])
+		}
+		// The old pod counts one more, over the limit as it counts.
+		afterEnvoy, err := rc.IncrBy(ctx, key, 1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := take(t, s, time.Time{}, 1, alice)[0]
+		end, err := rc.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if end.Unix()/86400*86400 != start {
+			if attempt < 2 {
+				continue
+			}
+			t.Fatal("the day's window turned three times")
+		}
+		for i, st := range steps {
+			if got[i].Allowed != st.want.Allowed || got[i].Limit != st.want.Limit || got[i].Remaining != st.want.Remaining {
+				t.Errorf("step %d: Take(%d) = %+v, want allowed %v, remaining %d", i, st.n, got[i], st.want.Allowed, st.want.Remaining)
+			}
+		}
+		if afterEnvoy != 11 || last.Allowed {
+			t.Errorf("after sluice's 3 and the old pod's 1: count %d, then Take(1) = %+v; want 11 and a denial", afterEnvoy, last)
+		}
+		if v, err := rc.Get(ctx, key).Int64(); err != nil || v != 11 {
+			t.Errorf("count %d, %v after the denial; want 11, the denial uncharged", v, err)
+		}
+		if ttl, err := rc.TTL(ctx, key).Result(); err != nil || ttl <= 0 || ttl > day {
+			t.Errorf("TTL %v, %v; want the window's", ttl, err)
+		}
+		// A check f does not name keeps sluice's key.
+		take(t, s, time.Time{}, 1, bob)
+		if keys := scanKeys(t, rc, p+"{bob}"); len(keys) != 1 || !strings.HasPrefix(keys[0], p+"{bob}:r:w:") {
+			t.Errorf("bob's keys %v, want one under sluice's name", keys)
+		}
+		return
+	}
+}

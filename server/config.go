@@ -26,6 +26,10 @@ type Config struct {
 	// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG does (see
 	// config.Options). The default refuses a domain defined twice.
 	MergeDomains bool
+	// EnvoyKeys keys each descriptor that envoyproxy/ratelimit could
+	// count by its cache key (config.Options.EnvoyKeys), for a store that
+	// names those counters as it does.
+	EnvoyKeys bool
 
 	// Store keeps the counts. It is required: the command passes a
 	// memory.Store or a redis.Store. The Server does not close it.

@@ -118,7 +118,7 @@ func (s *Server) read(old *snapshot, bad string, force bool) readResult {
 	if old.hash == "" {
 		// Started without its config (Config.StartWithoutConfig): no
 		// rule to keep, and the options are the Server's.
-		c, err = config.Options{MergeDomains: s.cfg.MergeDomains}.Load(s.cfg.Paths...)
+		c, err = config.Options{MergeDomains: s.cfg.MergeDomains, EnvoyKeys: s.cfg.EnvoyKeys}.Load(s.cfg.Paths...)
 	} else {
 		c, err = old.cfg.Reload(s.cfg.Paths...) // with the options it was loaded with
 	}

@@ -111,7 +111,7 @@ func New(cfg Config) (*Server, error) {
 	c, hash := cfg.Policy, ""
 	if len(cfg.Paths) > 0 {
 		hash = hashFiles(cfg.Paths)
-		if c, err = (config.Options{MergeDomains: cfg.MergeDomains}).Load(cfg.Paths...); err != nil {
+		if c, err = (config.Options{MergeDomains: cfg.MergeDomains, EnvoyKeys: cfg.EnvoyKeys}).Load(cfg.Paths...); err != nil {
 			if !cfg.StartWithoutConfig {
 				return nil, err
 			}

@@ -287,6 +287,10 @@ func envoySettings(lookup func(string) (string, bool)) ([]envSetting, []envNote,
 	add("quota-mode", strconv.FormatBool(r.getBool("QUOTA_MODE")))
 	add("dynamic-metadata", strconv.FormatBool(r.getBool("RESPONSE_DYNAMIC_METADATA")))
 	add("merge-domains", strconv.FormatBool(r.getBool("MERGE_DOMAIN_CONFIG")))
+	// Not a variable of envoyproxy/ratelimit's: its way of naming keys,
+	// so that old and new pods of a rolling swap count together.
+	r.deflt = append(r.deflt, "(its Redis key names)")
+	add("envoy-keys", "true")
 	// false, envoyproxy/ratelimit's default, charges each descriptor
 	// within its limits beside one over; true comes close to sluice's
 	// own default, all or nothing.

@@ -299,8 +299,26 @@ func TestEnvoyRun(t *testing.T) {
 	// The counts are in the redis-server.
 	rc := goredis.NewClient(&goredis.Options{Addr: redisAddr})
 	defer rc.Close()
-	if keys, err := rc.Keys(t.Context(), "sluice:*").Result(); err != nil || len(keys) == 0 {
-		t.Errorf("keys in Redis: %v, %v; want the user's", keys, err)
+	// ... in the keys envoyproxy/ratelimit names (no CACHE_KEY_PREFIX:
+	// none), so that its pods and sluice's count together during a
+	// rolling swap: the three allowed, the denials uncharged.
+	hour := strconv.FormatInt(time.Now().Unix()/3600*3600, 10)
+	if n, err := rc.Get(t.Context(), "shop_user_"+user+"_"+hour).Int64(); err != nil || n != 3 {
+		t.Errorf("envoyproxy/ratelimit's key for the user: %d, %v; want 3", n, err)
+	}
+	// A user an old envoyproxy/ratelimit pod has counted twice this hour
+	// has one request left here.
+	old := user + "-old"
+	rc.Pipelined(t.Context(), func(p goredis.Pipeliner) error {
+		p.IncrBy(t.Context(), "shop_user_"+old+"_"+hour, 2)
+		p.Expire(t.Context(), "shop_user_"+old+"_"+hour, time.Hour)
+		return nil
+	})
+	if st := ask("shop", "user", old).GetStatuses()[0]; st.GetCode() != rlspb.RateLimitResponse_OK || st.GetLimitRemaining() != 0 {
+		t.Errorf("a user counted twice by envoyproxy/ratelimit: %v, want OK with 0 left", st)
+	}
+	if st := ask("shop", "user", old).GetStatuses()[0]; st.GetCode() != rlspb.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("and again: %v, want OVER_LIMIT", st)
 	}
 
 	// The metrics listener (PROMETHEUS_ADDR) and the debug port, the admin one.

@@ -17,6 +17,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/redis"
 )
@@ -37,6 +38,10 @@ type redisFlags struct {
 	tlsSkipHostname    bool
 	poolSize           int
 	prefix             string
+	// envoyKeys names fixed windows' counters as envoyproxy/ratelimit
+	// does, beginning with envoyPrefix (-envoy-keys).
+	envoyKeys   bool
+	envoyPrefix string
 }
 
 // kind is which Redis the flags name, "" for none (the memory store).
@@ -172,6 +177,15 @@ func openStore(ctx context.Context, rf *redisFlags, maxMem int64, log *slog.Logg
 	opts := append([]redis.Option(nil), redisOptions...)
 	if rf.prefix != "" {
 		opts = append(opts, redis.WithPrefix(rf.prefix))
+	}
+	if rf.envoyKeys {
+		prefix := rf.envoyPrefix
+		opts = append(opts, redis.WithWindowKeys(func(c sluice.Check) string {
+			if k, ok := strings.CutPrefix(c.Key, config.EnvoyKeyMark); ok {
+				return prefix + k
+			}
+			return ""
+		}))
 	}
 	rs, err := redis.New(client, opts...)
 	if err != nil {

@@ -56,6 +56,13 @@ Flags:
                        descriptors merged, as envoyproxy/ratelimit's
                        MERGE_DOMAIN_CONFIG (default: a domain defined
                        twice is an error)
+  -envoy-keys          count each fixed window that envoyproxy/ratelimit
+                       could count in its Redis keys, named as it names them
+                       (-redis-prefix, if set, then <domain>_<key>_<value>_..._
+                       and the window's start), so that its pods and
+                       sluice's share counts during a rolling swap; on a
+                       single Redis or Sentinel (default: false; true in
+                       envoy mode)
   -http ADDR           the HTTP address (default :8080)
   -grpc ADDR           the gRPC address (default :8081)
   -grpc-uds PATH       serve gRPC on this unix socket instead of -grpc
@@ -199,6 +206,7 @@ type serveFlags struct {
 	perDesc     bool
 	refuseOv    bool
 	merge       bool
+	envoyKeys   bool
 	drain       time.Duration
 	poll        time.Duration
 	readTO      time.Duration
@@ -266,6 +274,7 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	fs.BoolVar(&o.perDesc, "charge-per-descriptor", false, "")
 	fs.BoolVar(&o.refuseOv, "refuse-limit-overrides", false, "")
 	fs.BoolVar(&o.merge, "merge-domains", false, "")
+	fs.BoolVar(&o.envoyKeys, "envoy-keys", false, "")
 	fs.DurationVar(&o.drain, "drain", 0, "")
 	fs.DurationVar(&o.poll, "poll", server.DefaultReloadInterval, "")
 	fs.Var(&o.trusted, "trusted-proxies", "")
@@ -412,6 +421,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		poll = -1 // server.Config: negative is off
 	}
 
+	if o.envoyKeys {
+		// envoyproxy/ratelimit's keys begin with CACHE_KEY_PREFIX, empty
+		// unless set: sluice's own default prefix is not theirs.
+		o.redis.envoyKeys = true
+		if sources["redis-prefix"] != "" {
+			o.redis.envoyPrefix = o.redis.prefix
+		}
+	}
 	st, err := openStore(ctx, &o.redis, int64(o.maxMem), log)
 	if err != nil {
 		return usageErr("%v", err)
@@ -430,6 +447,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		QuotaMode:             o.quota,
 		DynamicMetadata:       o.dynMeta,
 		MergeDomains:          o.merge,
+		EnvoyKeys:             o.envoyKeys,
 		ChargePerDescriptor:   o.perDesc,
 		RefuseLimitOverrides:  o.refuseOv,
 		HTTPAddr:              o.httpAddr,
