@@ -5,10 +5,12 @@
 //	rlsload grpc -addr 127.0.0.1:8081 -c 32 -d 10s   # load, then a report
 //	rlsload bare-grpc -addr 127.0.0.1:9081           # an RLS that decides nothing
 //	rlsload bare-http -addr 127.0.0.1:9080           # an HTTP handler that decides nothing
+//	rlsload pair-grpc -addr 127.0.0.1:9082 -redis redis://127.0.0.1:6379/0
+//	                                                 # an RLS deciding by INCRBY + PEXPIRE, as the inexact peers do
 //
 // The load is bounded in time and sent to one address, which must be a
 // loopback one. run.sh beside this file starts sluice and the bare
-// servers, and measures all four with this command and wrk.
+// servers, and measures them all with this command and wrk.
 package main
 
 import (
@@ -43,7 +45,7 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: rlsload grpc|bare-grpc|bare-http [flags]")
+		fmt.Fprintln(stderr, "usage: rlsload grpc|bare-grpc|bare-http|pair-grpc [flags]")
 		return 2
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
@@ -55,6 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	keys := fs.Int("keys", 1000, "distinct descriptor values, sent in turn")
 	domain := fs.String("domain", "bench", "the request's domain")
 	key := fs.String("key", "user", "the descriptor's key")
+	redisURL := fs.String("redis", "", "pair-grpc: the Redis to count in (loopback only)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -74,6 +77,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = bareGRPC(ctx, *addr)
 	case "bare-http":
 		err = bareHTTP(ctx, *addr)
+	case "pair-grpc":
+		err = pairGRPC(ctx, *addr, *redisURL)
 	default:
 		fmt.Fprintf(stderr, "rlsload: unknown mode %q\n", args[0])
 		return 2

@@ -5,6 +5,9 @@
 #   wrk      GET /v1/auth and POST /json, on a bare Go HTTP handler and on
 #            sluice (users.lua, json.lua)
 #   rlsload  ShouldRateLimit, on a bare gRPC RLS server and on sluice
+#   rlsload  ShouldRateLimit on `rlsload pair-grpc`, which decides as the
+#            inexact peers do (envoyproxy/ratelimit): INCRBY + PEXPIRE,
+#            pipelined, per request, on the same redis-server
 #
 # sluice runs twice, on the memory store and on the Redis store: a
 # redis-server of the script's own on a free port, or REDIS_URL's. Each
@@ -12,11 +15,15 @@
 # from /proc/PID/stat, read before and after the load, divided by the
 # requests it answered (for rlsload, with its 1000 warm-up calls). For
 # sluice on Redis, redis-server's CPU per request is reported too (when
-# REDIS_URL is given, only if it names a server on this host).
+# REDIS_URL is given, only if it names a server on this host), and the
+# time Redis spent in the commands the server sent per request (INFO
+# commandstats: EVALSHA and EVAL for sluice, whose script's own calls
+# they include; INCRBY and PEXPIRE for the pair), which the summary sets
+# beside the pair's.
 #
 # The loads are wrk -t$T -c$C (1000 users in turn) and rlsload -c $C
 # (32 ShouldRateLimit calls in flight over 2 connections, 1000 keys), one
-# after the other, each for $D: 9 × D in all. The load generators share
+# after the other, each for $D: 10 × D in all. The load generators share
 # the machine with the servers; compare each row with the bare row of the
 # same run. The summary's last column is sluice's CPU per request minus
 # the bare server's of the same protocol.
@@ -71,7 +78,7 @@ fi
 # the bare HTTP and gRPC servers.
 mem_http=127.0.0.1:$base mem_grpc=127.0.0.1:$((base + 1)) mem_admin=127.0.0.1:$((base + 2))
 red_http=127.0.0.1:$((base + 3)) red_grpc=127.0.0.1:$((base + 4)) red_admin=127.0.0.1:$((base + 5))
-bare_http=127.0.0.1:$((base + 6)) bare_grpc=127.0.0.1:$((base + 7))
+bare_http=127.0.0.1:$((base + 6)) bare_grpc=127.0.0.1:$((base + 7)) pair_grpc=127.0.0.1:$((base + 8))
 pprof=()
 [ -n "${PPROF:-}" ] && pprof=(-pprof)
 "$tmp/sluice" serve --config bench.yaml --http "$mem_http" --grpc "$mem_grpc" --admin "$mem_admin" --poll 0 "${pprof[@]}" >"$tmp/mem.out" 2>&1 &
@@ -95,30 +102,43 @@ wait_port() {
 "$tmp/sluice" serve --config bench.yaml --http "$red_http" --grpc "$red_grpc" --admin "$red_admin" --poll 0 --redis "$redis_url" "${pprof[@]}" >"$tmp/redis-sluice.out" 2>&1 &
 red_pid=$!
 pids+=("$red_pid")
-for a in "$mem_http" "$mem_grpc" "$red_http" "$red_grpc" "$bare_http" "$bare_grpc"; do wait_port "$a"; done
+"$tmp/rlsload" pair-grpc -addr "$pair_grpc" -redis "$redis_url" &
+pair_pid=$!
+pids+=("$pair_pid")
+for a in "$mem_http" "$mem_grpc" "$red_http" "$red_grpc" "$bare_http" "$bare_grpc" "$pair_grpc"; do wait_port "$a"; done
 
 # ticks PID: the process's utime + stime, in clock ticks (fields 14 and 15
 # of /proc/PID/stat, counted after the command name's closing parenthesis).
 ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 hz=$(getconf CLK_TCK)
+# cmdusec CMD...: the µs redis-server has spent in the commands CMD since
+# its start (INFO commandstats). Only commands sent to it: a script's
+# calls are counted in the script's time and again in their own.
+cmdusec() {
+  redis-cli -u "$redis_url" info commandstats | tr -d '\r' |
+    awk -F'[:,=]' -v cmds=" $* " 'index(cmds, " " substr($1, 9) " ") { for (i = 2; i < NF; i++) if ($i == "usec") s += $(i + 1) } END { print s + 0 }'
+}
 
 rows=()
 # measure NAME PID KIND CMD...: runs the load, prints its output, and adds
 # a summary row: requests/s, p50, p99, the CPU per request of PID (and of
-# redis-server for sluice on Redis).
+# redis-server, and Redis's command time, for the loads on Redis).
 measure() {
   local name=$1 pid=$2 kind=$3
   shift 3
-  local rp=
-  [[ $name == *Redis* ]] && rp=$redis_pid
+  local rp= cmds=
+  [[ $name == *Redis* ]] && rp=$redis_pid cmds="evalsha eval"
+  [[ $name == *pair* ]] && cmds="incrby pexpire"
   echo
   echo "== $name: $*"
-  local c0 r0=0 c1 r1=0 out
+  local c0 r0=0 u0=0 c1 r1=0 u1=0 out
   c0=$(ticks "$pid")
   [ -n "$rp" ] && r0=$(ticks "$rp")
+  [ -n "$cmds" ] && u0=$(cmdusec $cmds)
   out=$("$@")
   c1=$(ticks "$pid")
   [ -n "$rp" ] && r1=$(ticks "$rp")
+  [ -n "$cmds" ] && u1=$(cmdusec $cmds)
   echo "$out"
   local n rps p50 p99
   if [ "$kind" = wrk ]; then
@@ -133,10 +153,11 @@ measure() {
     p50=$(awk '/latency p50/ {print $3}' <<<"$out")
     p99=$(awk '/latency p50/ {print $7}' <<<"$out")
   fi
-  local cpu rcpu=-
+  local cpu rcpu=- cmd=-
   cpu=$(awk -v a="$c0" -v b="$c1" -v hz="$hz" -v n="$n" 'BEGIN {printf "%.1f", (b - a) * 1e6 / hz / n}')
   [ -n "$rp" ] && rcpu=$(awk -v a="$r0" -v b="$r1" -v hz="$hz" -v n="$n" 'BEGIN {printf "%.1f", (b - a) * 1e6 / hz / n}')
-  rows+=("$name|$rps|$p50|$p99|$cpu|$rcpu")
+  [ -n "$cmds" ] && cmd=$(awk -v a="$u0" -v b="$u1" -v n="$n" 'BEGIN {printf "%.2f", (b - a) / n}')
+  rows+=("$name|$rps|$p50|$p99|$cpu|$rcpu|$cmd")
 }
 
 echo "machine: $(nproc) CPUs,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(go version | cut -d' ' -f3-), $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)"
@@ -152,17 +173,19 @@ for store in memory Redis; do
   measure "sluice $store, POST /json" "$pid" wrk wrk "${wrkargs[@]}" -s json.lua "http://$h/json"
   measure "sluice $store, gRPC" "$pid" rlsload "$tmp/rlsload" grpc -addr "$g" -c "$c" -d "$d"
 done
+measure "INCRBY + PEXPIRE pair on Redis, gRPC" "$pair_pid" rlsload "$tmp/rlsload" grpc -addr "$pair_grpc" -c "$c" -d "$d"
 echo
 echo "end: $(uptime)"
 
 # The summary: sluice's CPU per request beside the bare server's of its
 # protocol (GET, POST or gRPC) from this run.
 echo
-echo "| target | requests/s | p50 | p99 | server CPU µs/request | redis-server CPU µs/request | sluice − bare, µs/request |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
-declare -A bare
+echo "| target | requests/s | p50 | p99 | server CPU µs/request | redis-server CPU µs/request | Redis command µs/request | sluice − bare, µs/request |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+declare -A bare cmds
 for r in "${rows[@]}"; do
-  IFS='|' read -r name rps p50 p99 cpu rcpu <<<"$r"
+  IFS='|' read -r name rps p50 p99 cpu rcpu cmd <<<"$r"
+  cmds[$name]=$cmd
   diff=-
   case $name in
   "bare HTTP, GET") bare[auth]=$cpu ;;
@@ -170,7 +193,15 @@ for r in "${rows[@]}"; do
   "bare gRPC") bare[grpc]=$cpu ;;
   *auth*) diff=$(awk -v a="$cpu" -v b="${bare[auth]}" 'BEGIN {printf "%+.1f", a - b}') ;;
   *json*) diff=$(awk -v a="$cpu" -v b="${bare[json]}" 'BEGIN {printf "%+.1f", a - b}') ;;
+  *pair*) ;; # not sluice
   *gRPC*) diff=$(awk -v a="$cpu" -v b="${bare[grpc]}" 'BEGIN {printf "%+.1f", a - b}') ;;
   esac
-  echo "| $name | $rps | $p50 | $p99 | $cpu | $rcpu | $diff |"
+  echo "| $name | $rps | $p50 | $p99 | $cpu | $rcpu | $cmd | $diff |"
+done
+# Redis's command time per request under sluice, as a multiple of the
+# pair's in this run (the issue's target: at most 2×).
+pair=${cmds["INCRBY + PEXPIRE pair on Redis, gRPC"]}
+echo
+for name in "sluice Redis, GET /v1/auth" "sluice Redis, POST /json" "sluice Redis, gRPC"; do
+  awk -v n="$name" -v a="${cmds[$name]}" -v b="$pair" 'BEGIN {printf "%s: Redis command time %.2f µs/request, %.2f× the pair'"'"'s %.2f\n", n, a, a / b, b}'
 done
