@@ -24,10 +24,16 @@ import (
 //     for sluice's memory store at 1,000,000 keys, 96 MB before its cells
 //     shrank to 32 bytes, 48 MB after; 10 MB was its size at 100,000.
 //
+//   - op=steady-clock: one read of sluice.SystemClock, the clock the
+//     Limiter reads per request.
+//
 //   - op=sluice-in-cache: sluice's memory store deciding for random keys
 //     among 1,000, its table in cache, the clock read per request as in
 //     BenchmarkKeyed: what one request costs sluice without the miss. (The
 //     limit is high enough that every request is allowed, as there.)
+//     op=sluice-in-cache-limiter: the same through sluice.Limiter, as
+//     BenchmarkKeyed's store=sluice-limiter: the difference is the
+//     Limiter's own cost.
 //
 // A store that found its key with one such read and did nothing else
 // would take op=clock + op=miss per request; sluice's store at best takes
@@ -40,35 +46,54 @@ func BenchmarkFloor(b *testing.B) {
 		}
 		sinkTime = last
 	})
-	b.Run("op=sluice-in-cache", func(b *testing.B) {
-		const keys = 1000
-		s, err := memory.New()
-		if err != nil {
-			b.Fatal(err)
+	b.Run("op=steady-clock", func(b *testing.B) {
+		var last time.Time
+		for range b.N {
+			last = sluice.SystemClock.Now()
 		}
-		defer s.Close()
-		rule := &sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1e9)}
-		reqs := make([]string, keyedSeq)
-		rnd := rand.New(rand.NewPCG(keys, 1))
-		for i := range reqs {
-			reqs[i] = keyedKey(rnd.IntN(keys))
-		}
-		take := sluiceTaker(s, rule)
-		for i := range keys {
-			if !take(keyedKey(i)) {
-				b.Fatalf("the first request for key %d was denied", i)
-			}
-		}
-		allowed := 0
-		b.ResetTimer()
-		for i := range b.N {
-			if take(reqs[i&(keyedSeq-1)]) {
-				allowed++
-			}
-		}
-		b.StopTimer()
-		b.ReportMetric(float64(allowed)/float64(b.N), "allowed/op")
+		sinkTime = last
 	})
+	for _, via := range []string{"", "-limiter"} {
+		b.Run("op=sluice-in-cache"+via, func(b *testing.B) {
+			const keys = 1000
+			s, err := memory.New()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			rule := &sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1e9)}
+			reqs := make([]string, keyedSeq)
+			rnd := rand.New(rand.NewPCG(keys, 1))
+			for i := range reqs {
+				reqs[i] = keyedKey(rnd.IntN(keys))
+			}
+			take := sluiceTaker(s, rule)
+			if via != "" {
+				l, err := sluice.NewLimiter(s)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.CheckRule(rule); err != nil {
+					b.Fatal(err)
+				}
+				take = limiterTaker(l, rule)
+			}
+			for i := range keys {
+				if !take(keyedKey(i)) {
+					b.Fatalf("the first request for key %d was denied", i)
+				}
+			}
+			allowed := 0
+			b.ResetTimer()
+			for i := range b.N {
+				if take(reqs[i&(keyedSeq-1)]) {
+					allowed++
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(allowed)/float64(b.N), "allowed/op")
+		})
+	}
 	for _, mb := range []int{10, 48, 96} {
 		b.Run(fmt.Sprintf("op=miss/MB=%d", mb), func(b *testing.B) {
 			if testing.Short() && mb > 10 {
