@@ -13,6 +13,13 @@ import (
 // deciding each request in order, all-or-nothing each, as if they had come
 // one by one. Redis then parses one command and enters Lua once for many
 // decisions. No goroutine is started: the callers take turns.
+//
+// What a queued caller costs the process is most of what batching costs
+// it, so a queued request makes nothing of its own: its pending, with the
+// channel it is woken on, comes from a pool; the Store's timeout of every
+// queued request is watched by one timer per batcher, not one per request
+// (see watch); and a run's deadline is set without a context of its own
+// where the client allows (see runCtx).
 
 // leaders is how many script runs may be out at once: one on the wire
 // while the next is being built.
@@ -26,16 +33,19 @@ type pending struct {
 	reply []int64
 	err   error
 	state atomic.Int32
-	wake  chan struct{} // receives once: leader or done
+	// wake receives once per request that queues: from the leader that
+	// makes it leader or done, or from the watchdog that expires it. It is
+	// made once per pending and kept through the pool.
+	wake chan struct{}
 	// deadline is when its caller stops waiting: the Store's timeout or
 	// the caller's context's deadline, whichever is sooner; zero for none.
 	// A run serving several callers is bounded by the latest of theirs,
 	// not by its leader's.
 	deadline time.Time
 	// expires is when the Store's timeout runs out, zero for none. A
-	// queued caller waits on a timer for it rather than on a context of
-	// its own: a context and its timer per call cost more CPU than the
-	// rest of the call on the client's side.
+	// queued caller is woken at it by the batcher's watchdog rather than
+	// by a context or a timer of its own: those, per call, cost more CPU
+	// than the rest of the call on the client's side.
 	expires time.Time
 	// fast is set when the request went as one byte in its run, and
 	// fastReply holds its reply as the general path's (see expand).
@@ -44,6 +54,32 @@ type pending struct {
 	// room for the args and keys of a request of up to two checks
 	argBuf [2]checkArgs
 	keyBuf [2]string
+}
+
+// pendings are requests whose callers have returned, for the next Takes.
+// A request goes back only when nothing else can touch it any more: not
+// one its caller gave up on, which a leader may still be deciding.
+var pendings = sync.Pool{New: func() any { return &pending{wake: make(chan struct{}, 1)} }}
+
+// newPending is a request at now with no checks yet.
+func newPending(now float64) *pending {
+	p := pendings.Get().(*pending)
+	p.now = now
+	p.args = p.argBuf[:0]
+	p.keys = p.keyBuf[:0]
+	return p
+}
+
+// release gives p back to the pool once its caller is done with it,
+// unless its caller gave up waiting (abandoned): a leader may still be
+// writing its reply.
+func (p *pending) release() {
+	if p.state.Load() == abandoned {
+		return
+	}
+	wake := p.wake
+	*p = pending{wake: wake} // an empty channel: each send to it was received
+	pendings.Put(p)
 }
 
 // checkArgs is one check of a request, as the script and the denial cache
@@ -61,14 +97,30 @@ const (
 	leading          // handed the queue: send it
 	claimed          // in a run
 	done             // reply or err set
-	abandoned        // its caller gave up
+	abandoned        // its caller gave up, or the watchdog gave up for it
 )
 
 type batcher struct {
 	s       *Store
 	mu      sync.Mutex
-	queue   []*pending
+	queue   []*pending // from head on; see pop
+	head    int
 	running int
+	// runs are the runs out, whose claimed requests the watchdog also
+	// watches; free are finished ones, kept for their slices.
+	runs []*run
+	free []*run
+	// watchdog wakes queued and claimed requests whose Store timeout ran
+	// out, at armed (zero when it is not set).
+	watchdog *time.Timer
+	armed    time.Time
+}
+
+// run is one script run being sent by its leader.
+type run struct {
+	batch []*pending
+	ctx   runCtx
+	buf   runBuf
 }
 
 // take decides p, alone or with others, within ctx and p's deadlines.
@@ -79,32 +131,79 @@ func (b *batcher) take(ctx context.Context, p *pending) ([]int64, error) {
 		b.mu.Unlock()
 		return b.lead(ctx, p)
 	}
-	p.wake = make(chan struct{}, 1)
 	b.queue = append(b.queue, p)
-	b.mu.Unlock()
-	var expired <-chan time.Time
 	if !p.expires.IsZero() {
-		t := getTimer(time.Until(p.expires))
-		defer putTimer(t)
-		expired = t.C
+		b.watch(p.expires)
 	}
+	b.mu.Unlock()
 	select {
 	case <-p.wake:
 	case <-ctx.Done():
 		if p.abandon() {
 			return nil, ctx.Err()
 		}
-		<-p.wake // made leader or done just now
-	case <-expired:
-		if p.abandon() {
-			return nil, context.DeadlineExceeded
-		}
-		<-p.wake
+		<-p.wake // made leader, done or expired just now
 	}
-	if p.state.Load() == leading {
+	switch p.state.Load() {
+	case leading:
 		return b.lead(ctx, p)
+	case abandoned: // by the watchdog
+		return nil, context.DeadlineExceeded
 	}
 	return p.reply, p.err
+}
+
+// watch has the watchdog fire no later than at, with b.mu held. The
+// Store's timeout is the same for every request, so a request queued
+// later expires later, and the watchdog, once set, is set again only when
+// it fires: not once per request.
+func (b *batcher) watch(at time.Time) {
+	if !b.armed.IsZero() && !at.Before(b.armed) {
+		return
+	}
+	b.armed = at
+	d := time.Until(at)
+	if b.watchdog == nil {
+		b.watchdog = time.AfterFunc(d, b.expire)
+	} else {
+		b.watchdog.Reset(d)
+	}
+}
+
+// expire wakes every queued or claimed request whose Store timeout has
+// run out, marked abandoned so that no leader sends or answers it, and
+// sets the watchdog for the soonest of the rest.
+func (b *batcher) expire() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	var next time.Time
+	check := func(q *pending, from int32) {
+		if q.state.Load() != from || q.expires.IsZero() {
+			return
+		}
+		if now.Before(q.expires) {
+			if next.IsZero() || q.expires.Before(next) {
+				next = q.expires
+			}
+			return
+		}
+		if q.state.CompareAndSwap(from, abandoned) {
+			q.wake <- struct{}{} // never blocks: one send per request
+		}
+	}
+	for _, q := range b.queue[b.head:] {
+		check(q, waiting)
+	}
+	for _, r := range b.runs {
+		for _, q := range r.batch {
+			check(q, claimed) // a leader's own request is never claimed
+		}
+	}
+	b.armed = time.Time{}
+	if !next.IsZero() {
+		b.watch(next)
+	}
 }
 
 // abandon marks p given up by its caller, unless it was just made leader
@@ -125,98 +224,105 @@ func (p *pending) gaveUp(ctx context.Context) error {
 	return nil
 }
 
-// timers are reusable timers for queued callers, stopped and drained
-// before they go back: one serves call after call.
-var timers sync.Pool
-
-func getTimer(d time.Duration) *time.Timer {
-	if t, ok := timers.Get().(*time.Timer); ok {
-		t.Reset(d)
-		return t
-	}
-	return time.NewTimer(d)
-}
-
-func putTimer(t *time.Timer) {
-	if !t.Stop() {
-		// It fired unread. Since Go 1.23 Stop drops that, but not under
-		// GODEBUG=asynctimerchan=1, where the next caller to get this
-		// timer would time out at once.
-		select {
-		case <-t.C:
-		default:
-		}
-	}
-	timers.Put(t)
-}
-
 // lead sends p and as much of the queue as fits in one run, then hands
 // the rest of the queue to its oldest live waiter. A leader whose own
 // caller has given up still sends the others' requests, without its own.
 func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 	gaveUp := p.gaveUp(ctx)
 	self := gaveUp == nil
-	var batch []*pending
+	b.mu.Lock()
+	var r *run
+	if n := len(b.free); n > 0 {
+		r, b.free = b.free[n-1], b.free[:n-1]
+	} else {
+		r = new(run)
+	}
+	batch := r.batch[:0]
 	if self {
 		batch = append(batch, p)
 	}
-	b.mu.Lock()
-	for len(b.queue) > 0 && len(batch) < b.s.maxBatch {
-		q := b.queue[0]
-		b.queue[0] = nil
-		b.queue = b.queue[1:]
+	for len(batch) < b.s.maxBatch {
+		q := b.pop()
+		if q == nil {
+			break
+		}
 		if q.state.CompareAndSwap(waiting, claimed) {
 			batch = append(batch, q)
 		}
 	}
+	r.batch = batch
+	b.runs = append(b.runs, r)
 	b.mu.Unlock()
 
-	var replies [][]int64
 	var err error
 	if len(batch) > 0 {
 		// A run serving others besides its leader's caller must not be
 		// cancelled by that one caller giving up, and it lasts until the
 		// latest deadline among them (each caller still stops waiting at
 		// its own).
-		rctx := ctx
-		if len(batch) > 1 || !self {
-			rctx = context.WithoutCancel(ctx)
+		dl, ok := latest(batch)
+		rctx, cancel := r.ctx.set(ctx, len(batch) == 1 && self, dl, ok, b.s.via == viaDirect)
+		err = b.s.run(rctx, batch, &r.buf)
+		if cancel != nil {
+			cancel()
 		}
-		if dl, ok := latest(batch); ok {
-			var cancel context.CancelFunc
-			rctx, cancel = context.WithDeadline(rctx, dl)
-			defer cancel()
-		}
-		replies, err = b.s.run(rctx, batch)
+		r.ctx = runCtx{}
 	}
-	for i, q := range batch {
+	// Out of the watchdog's sight before its requests are answered: a
+	// caller answered may put its request back in the pool at once.
+	b.mu.Lock()
+	for i, o := range b.runs {
+		if o == r {
+			last := len(b.runs) - 1
+			b.runs[i], b.runs[last] = b.runs[last], nil
+			b.runs = b.runs[:last]
+			break
+		}
+	}
+	b.mu.Unlock()
+	for _, q := range batch {
 		if q == p {
 			continue
 		}
 		if err != nil {
 			q.err = err
-		} else {
-			q.reply = replies[i]
 		}
 		if q.state.CompareAndSwap(claimed, done) {
 			q.wake <- struct{}{}
 		}
 	}
+	own := p.reply
+	clear(batch)
 
 	b.mu.Lock()
-	for len(b.queue) > 0 {
-		q := b.queue[0]
-		b.queue[0] = nil
-		b.queue = b.queue[1:]
+	b.free = append(b.free, r)
+	for q := b.pop(); q != nil; q = b.pop() {
 		if q.state.CompareAndSwap(waiting, leading) {
 			b.mu.Unlock()
 			q.wake <- struct{}{}
-			return b.own(gaveUp, replies, err)
+			return b.own(gaveUp, own, err)
 		}
 	}
 	b.running--
 	b.mu.Unlock()
-	return b.own(gaveUp, replies, err)
+	return b.own(gaveUp, own, err)
+}
+
+// pop takes the oldest request off the queue, nil if none, with b.mu
+// held. The queue is read from head on and starts again at the start of
+// its array once empty, so that appending to it reuses the array rather
+// than growing a new one as the front is consumed.
+func (b *batcher) pop() *pending {
+	if b.head == len(b.queue) {
+		return nil
+	}
+	q := b.queue[b.head]
+	b.queue[b.head] = nil
+	b.head++
+	if b.head == len(b.queue) {
+		b.queue, b.head = b.queue[:0], 0
+	}
+	return q
 }
 
 // latest is the latest deadline in batch, if every request has one.
@@ -233,18 +339,71 @@ func latest(batch []*pending) (time.Time, bool) {
 	return dl, true
 }
 
-// own is the leader's answer: its reply, first in the batch, or why its
-// caller gave up when it sent the run without its own request.
-func (b *batcher) own(gaveUp error, replies [][]int64, err error) ([]int64, error) {
+// own is the leader's answer: its reply, or why its caller gave up when it
+// sent the run without its own request.
+func (b *batcher) own(gaveUp error, reply []int64, err error) ([]int64, error) {
 	if gaveUp != nil {
 		return nil, gaveUp
 	}
-	return ownReply(replies, err)
-}
-
-func ownReply(replies [][]int64, err error) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	return replies[0], nil
+	return reply, nil
 }
+
+// runCtx is the context of a run: its leader's caller's values, that
+// caller's cancellation only when the run serves that caller alone, and
+// the run's deadline. With a client that honours a context's deadline
+// itself (ContextTimeoutEnabled: go-redis sets it on the connection), the
+// deadline needs no timer: runCtx reports it and nothing more, and the
+// connection's deadline ends the call. Otherwise set makes a context with
+// a deadline, which the store's wait aside selects on.
+type runCtx struct {
+	parent context.Context
+	own    bool // the run serves its leader's caller alone
+	dl     time.Time
+	hasDL  bool
+}
+
+// set makes c the context of a run on ctx (see runCtx), own if the run
+// serves ctx's caller alone, ending at dl if hasDL; direct when the client
+// honours deadlines itself. cancel, if not nil, must be called when the
+// run is over.
+func (c *runCtx) set(ctx context.Context, own bool, dl time.Time, hasDL, direct bool) (context.Context, context.CancelFunc) {
+	if !direct {
+		if !own {
+			ctx = context.WithoutCancel(ctx)
+		}
+		if !hasDL {
+			return ctx, nil
+		}
+		return context.WithDeadline(ctx, dl)
+	}
+	*c = runCtx{parent: ctx, own: own, dl: dl, hasDL: hasDL}
+	return c, nil
+}
+
+func (c *runCtx) Deadline() (time.Time, bool) {
+	if c.hasDL || !c.own {
+		return c.dl, c.hasDL
+	}
+	return c.parent.Deadline()
+}
+
+// Done is the caller's when the run is its alone, else nil: the run's
+// deadline is the connection's, not a channel's.
+func (c *runCtx) Done() <-chan struct{} {
+	if c.own {
+		return c.parent.Done()
+	}
+	return nil
+}
+
+func (c *runCtx) Err() error {
+	if c.own {
+		return c.parent.Err()
+	}
+	return nil
+}
+
+func (c *runCtx) Value(key any) any { return c.parent.Value(key) }

@@ -55,7 +55,7 @@ func Running(s *Store) int {
 func Queued(s *Store) int {
 	s.batch.mu.Lock()
 	defer s.batch.mu.Unlock()
-	return len(s.batch.queue)
+	return len(s.batch.queue) - s.batch.head
 }
 
 // LeadAs makes a caller with ctx, and no request of its own to speak of,

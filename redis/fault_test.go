@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -249,9 +250,17 @@ func (p *proxy) close() {
 // around the stall may miss the 50ms deadline on a loaded machine: they
 // try again.
 func TestSlowRedis(t *testing.T) {
+	// With ContextTimeoutEnabled the client bounds a run by its context's
+	// deadline itself (the connection's); without, the store waits aside.
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", direct), func(t *testing.T) { testSlowRedis(t, direct) })
+	}
+}
+
+func testSlowRedis(t *testing.T, direct bool) {
 	srv := startRedis(t)
 	px := startProxy(t, srv.addr())
-	rc := goredis.NewClient(&goredis.Options{Addr: px.addr(), MaxRetries: -1, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
+	rc := goredis.NewClient(&goredis.Options{Addr: px.addr(), MaxRetries: -1, ReadTimeout: time.Minute, WriteTimeout: time.Minute, ContextTimeoutEnabled: direct})
 	t.Cleanup(func() { rc.Close() })
 	const timeout = 50 * time.Millisecond
 	s := newStore(t, rc, redis.WithPrefix(prefix(t)), redis.WithTimeout(timeout), redis.WithBreaker(0, 0))

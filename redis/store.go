@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -63,6 +65,7 @@ type Store struct {
 	// A fixed window is then a counter per window (see take.lua).
 	clock    bool
 	clockKey string
+	clockArg any // clockKey, boxed once
 	st       counters
 }
 
@@ -124,6 +127,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	// that a time before one the key has seen is read as that time.
 	if s.keys.share == shareNothing && (!o.callerTime || o.storeClock) {
 		s.clock, s.clockKey = true, o.prefix+"clock"
+		s.clockArg = s.clockKey
 	}
 	if o.denyCache > 0 {
 		s.cache = newDenyCache(o.denyCache)
@@ -209,6 +213,7 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	if err != nil {
 		return err
 	}
+	defer p.release()
 	cnow := s.cacheNow(now)
 	if s.cached(cnow, p, checks, out) {
 		return nil
@@ -228,9 +233,8 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 // together.
 func (s *Store) request(now time.Time, n int64, checks []sluice.Check) (*pending, error) {
 	// The request, with room for the arguments and keys of a few checks
-	// inside it: one allocation instead of three.
-	p := &pending{now: redisTime}
-	p.args = p.argBuf[:0]
+	// inside it, from the pool: no allocation for the common request.
+	p := newPending(redisTime)
 	if len(checks) > len(p.argBuf) {
 		p.args = make([]checkArgs, 0, len(checks))
 	}
@@ -238,13 +242,13 @@ func (s *Store) request(now time.Time, n int64, checks []sluice.Check) (*pending
 	for i := range checks {
 		a, err := argsOf(i, &checks[i], n)
 		if err != nil {
+			p.release()
 			return nil, err
 		}
 		a.key = nkeys
 		nkeys += a.p.nkeys()
 		p.args = append(p.args, a)
 	}
-	p.keys = p.keyBuf[:0]
 	if nkeys > len(p.keyBuf) {
 		p.keys = make([]string, 0, nkeys)
 	}
@@ -256,11 +260,13 @@ func (s *Store) request(now time.Time, n int64, checks []sluice.Check) (*pending
 		}
 	}
 	if err := s.keys.together(p.keys); err != nil {
+		p.release()
 		return nil, err
 	}
 	if s.callerTime {
 		us, err := micros(now)
 		if err != nil {
+			p.release()
 			return nil, err
 		}
 		p.now = float64(us) // exact: within 2^52
@@ -337,11 +343,10 @@ func (s *Store) call(ctx context.Context, p *pending) ([]int64, error) {
 		ctx, cancel = context.WithDeadline(ctx, p.expires)
 		defer cancel()
 	}
-	replies, err := s.run(ctx, []*pending{p})
-	if err != nil {
+	if err := s.run(ctx, []*pending{p}, nil); err != nil {
 		return nil, err
 	}
-	return replies[0], nil
+	return p.reply, nil
 }
 
 // failed is the error of a call that failed with err, counted and told to
@@ -394,8 +399,15 @@ func (p *pending) decode(reply []int64, out []sluice.Decision) {
 // run decides a batch of requests in one script run: EVALSHA, and on
 // NOSCRIPT (a restart, a failover, SCRIPT FLUSH) EVAL once, which loads it
 // again. A NOSCRIPT answer means the script did not run, so nothing is
-// charged twice. It returns each request's reply.
-func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
+// charged twice. It sets each request's reply. buf, if not nil, lends
+// the run's slices, and keeps them for the next run.
+//
+// Only a client called directly is done with a command when it returns:
+// called aside or through the autopipeliner, it may still be writing one
+// the store stopped waiting for. So only then does a run lend its slices
+// and its requests' keys (see below) to the client rather than copies.
+func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
+	lend := s.via == viaDirect && buf != nil
 	nkeys, size, nchecks := 0, 0, 0
 	for _, p := range batch {
 		nkeys += len(p.keys)
@@ -414,13 +426,16 @@ func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
 	// path of its own in the script (see fastRule), else 0 and the request
 	// in req. Those requests share one time, so they go only in runs whose
 	// requests all have the same: at Redis TIME, every run.
-	shape := make([]byte, 0, len(batch))
-	req := make([]byte, 0, size)
+	if !lend {
+		buf = new(runBuf)
+	}
+	shape := slices.Grow(buf.shape[:0], len(batch))
+	req := slices.Grow(buf.req[:0], size)
 	common := true
 	for _, p := range batch[1:] {
 		common = common && p.now == batch[0].now
 	}
-	fastNow := ""
+	anyFast := false
 	// The one-byte requests on a window's counter go with their window's
 	// key, guessed from guess, the store's clock (WithBreakerClock): the
 	// script mends the guess when Redis TIME says otherwise, and is spared
@@ -439,7 +454,7 @@ func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
 			if ri <= 255 {
 				shape = append(shape, byte(ri))
 				p.fast = true
-				fastNow = strconv.FormatInt(int64(p.now), 10) // exact: below 2^53
+				anyFast = true
 				continue
 			}
 		}
@@ -455,23 +470,44 @@ func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
 			req = appendF64(req, float64(a.cost))
 		}
 	}
-	args := make([]any, 0, 3+nkeys+6+len(rules))
+	fastNow := ""
+	if anyFast {
+		fastNow = redisTimeArg
+		if batch[0].now != redisTime {
+			fastNow = strconv.FormatInt(int64(batch[0].now), 10) // exact: below 2^53
+		}
+	}
+	args := slices.Grow(buf.args[:0], 3+nkeys+6+len(rules))
 	args = append(args, "evalsha", takeSHAArg, nkeys)
 	if s.clock {
-		args = append(args, s.clockKey)
+		args = append(args, s.clockArg)
 	}
 	for _, p := range batch {
 		if p.fast && p.args[0].p.windowed(s.clock) {
 			args = append(args, p.keys[0]+p.args[0].p.windowStart(guess))
 			continue
 		}
-		for _, k := range p.keys {
-			args = append(args, k)
+		// A key lent goes by its address, which boxes without
+		// allocating: the request outlives the call.
+		for i := range p.keys {
+			if lend {
+				args = append(args, &p.keys[i])
+			} else {
+				args = append(args, p.keys[i])
+			}
 		}
 	}
 	args = append(args, clock, shape, req, fastNow, strconv.FormatInt(guess, 10), len(rules))
 	for _, r := range rules {
 		args = append(args, s.record(r))
+	}
+	if lend {
+		// The slices go back for the next run once the call is over: the
+		// client keeps nothing of a command after it returns.
+		defer func() {
+			clear(args)
+			buf.args, buf.shape, buf.req = args[:0], shape[:0], req[:0]
+		}()
 	}
 	s.st.runs.Add(1)
 	reply, err := s.do(ctx, args)
@@ -481,33 +517,37 @@ func (s *Store) run(ctx context.Context, batch []*pending) ([][]int64, error) {
 		reply, err = s.do(ctx, args)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("redis: take: %w", err)
+		return fmt.Errorf("redis: take: %w", err)
 	}
 	if len(reply) == 0 {
-		return nil, errors.New("redis: script answered nothing")
+		return errors.New("redis: script answered nothing")
 	}
 	at := reply[0] // the time of the one-byte requests
 	reply = reply[1:]
-	replies := make([][]int64, len(batch))
-	for i, p := range batch {
-		m := 6 * len(p.args)
+	// Check the length first: a reply short for any request is an error
+	// for all, and none is answered.
+	want := 0
+	for _, p := range batch {
 		if p.fast {
-			m = 1
-		}
-		if len(reply) < m {
-			return nil, fmt.Errorf("redis: script answered %d values short", m-len(reply))
-		}
-		if p.fast {
-			replies[i] = p.args[0].p.expand(p.fastReply[:0], reply[0], at)
+			want++
 		} else {
-			replies[i] = reply[:m:m]
+			want += 6 * len(p.args)
 		}
+	}
+	if len(reply) != want {
+		return fmt.Errorf("redis: script answered %d values, want %d", len(reply), want)
+	}
+	for _, p := range batch {
+		if p.fast {
+			p.reply = p.args[0].p.expand(p.fastReply[:0], reply[0], at)
+			reply = reply[1:]
+			continue
+		}
+		m := 6 * len(p.args)
+		p.reply = reply[:m:m]
 		reply = reply[m:]
 	}
-	if len(reply) != 0 {
-		return nil, fmt.Errorf("redis: script answered %d values too many", len(reply))
-	}
-	return replies, nil
+	return nil
 }
 
 // fastRule reports whether p goes on its kind's path of its own in the
@@ -563,8 +603,18 @@ func (s *Store) record(r runRule) any {
 }
 
 // redisTime as a request's now has the script read Redis TIME: 2^53 µs,
-// outside the range micros allows.
-const redisTime = 1 << 53
+// outside the range micros allows. redisTimeArg is it as the script reads
+// it.
+const (
+	redisTime    = 1 << 53
+	redisTimeArg = "9007199254740992"
+)
+
+// runBuf holds a run's slices for the next run by the same leader.
+type runBuf struct {
+	args       []any
+	shape, req []byte
+}
 
 // do sends one command and waits for its answer or the end of ctx.
 func (s *Store) do(ctx context.Context, args []any) ([]int64, error) {
@@ -575,6 +625,14 @@ func (s *Store) do(ctx context.Context, args []any) ([]int64, error) {
 		err = s.ap.Submit(ctx, cmd).WaitContext(ctx)
 	case viaDirect:
 		err = s.client.Process(ctx, cmd)
+		// The client ends the call at ctx's deadline as the connection's,
+		// with an i/o timeout: that is the deadline running out, which
+		// failed tells apart from other errors as a timeout of the store.
+		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+				err = fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
+			}
+		}
 	default:
 		// The client's own timeouts (ReadTimeout, 3s by default) bound
 		// the call, not ctx: wait for it aside. The goroutine ends when
