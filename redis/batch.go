@@ -18,8 +18,7 @@ import (
 // it, so a queued request makes nothing of its own: its pending, with the
 // channel it is woken on, comes from a pool; the Store's timeout of every
 // queued request is watched by one timer per batcher, not one per request
-// (see watch); and a run's deadline is set without a context of its own
-// where the client allows (see runCtx).
+// (see watch).
 
 // leaders is how many script runs may be out at once: one on the wire
 // while the next is being built.
@@ -119,7 +118,6 @@ type batcher struct {
 // run is one script run being sent by its leader.
 type run struct {
 	batch []*pending
-	ctx   runCtx
 	buf   runBuf
 }
 
@@ -261,12 +259,11 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 		// latest deadline among them (each caller still stops waiting at
 		// its own).
 		dl, ok := latest(batch)
-		rctx, cancel := r.ctx.set(ctx, len(batch) == 1 && self, dl, ok, b.s.via == viaDirect)
+		rctx, cancel := runContext(ctx, len(batch) == 1 && self, dl, ok)
 		err = b.s.run(rctx, batch, &r.buf)
 		if cancel != nil {
 			cancel()
 		}
-		r.ctx = runCtx{}
 	}
 	// Out of the watchdog's sight before its requests are answered: a
 	// caller answered may put its request back in the pool at once.
@@ -351,59 +348,22 @@ func (b *batcher) own(gaveUp error, reply []int64, err error) ([]int64, error) {
 	return reply, nil
 }
 
-// runCtx is the context of a run: its leader's caller's values, that
-// caller's cancellation only when the run serves that caller alone, and
-// the run's deadline. With a client that honours a context's deadline
-// itself (ContextTimeoutEnabled: go-redis sets it on the connection), the
-// deadline needs no timer: runCtx reports it and nothing more, and the
-// connection's deadline ends the call. Otherwise set makes a context with
-// a deadline, which the store's wait aside selects on.
-type runCtx struct {
-	parent context.Context
-	own    bool // the run serves its leader's caller alone
-	dl     time.Time
-	hasDL  bool
-}
-
-// set makes c the context of a run on ctx (see runCtx), own if the run
-// serves ctx's caller alone, ending at dl if hasDL; direct when the client
-// honours deadlines itself. cancel, if not nil, must be called when the
-// run is over.
-func (c *runCtx) set(ctx context.Context, own bool, dl time.Time, hasDL, direct bool) (context.Context, context.CancelFunc) {
-	if !direct {
-		if !own {
-			ctx = context.WithoutCancel(ctx)
-		}
-		if !hasDL {
-			return ctx, nil
-		}
-		return context.WithDeadline(ctx, dl)
+// runContext is the context of a run on ctx: its leader's caller's
+// values, that caller's cancellation only when the run serves that caller
+// alone (own), and the run's deadline dl if hasDL. cancel, if not nil,
+// must be called when the run is over.
+//
+// It is a context of the standard library's, with a timer for the
+// deadline, even where the client would honour a bare deadline itself
+// (ContextTimeoutEnabled): a context that only reported its deadline,
+// never done, kept sluice serve from ever finding the new master after a
+// Sentinel failover (TestServeSentinelFailover).
+func runContext(ctx context.Context, own bool, dl time.Time, hasDL bool) (context.Context, context.CancelFunc) {
+	if !own {
+		ctx = context.WithoutCancel(ctx)
 	}
-	*c = runCtx{parent: ctx, own: own, dl: dl, hasDL: hasDL}
-	return c, nil
-}
-
-func (c *runCtx) Deadline() (time.Time, bool) {
-	if c.hasDL || !c.own {
-		return c.dl, c.hasDL
+	if !hasDL {
+		return ctx, nil
 	}
-	return c.parent.Deadline()
+	return context.WithDeadline(ctx, dl)
 }
-
-// Done is the caller's when the run is its alone, else nil: the run's
-// deadline is the connection's, not a channel's.
-func (c *runCtx) Done() <-chan struct{} {
-	if c.own {
-		return c.parent.Done()
-	}
-	return nil
-}
-
-func (c *runCtx) Err() error {
-	if c.own {
-		return c.parent.Err()
-	}
-	return nil
-}
-
-func (c *runCtx) Value(key any) any { return c.parent.Value(key) }
