@@ -136,7 +136,7 @@ func (l *Limiter) CheckRule(r *Rule) error {
 // The error is for bad input (a check without a rule or with an invalid
 // one, or a request the store refuses: ErrRefused) and for ctx; a store
 // failure is handled by each rule's Failure and reported in Result.Err.
-func (l *Limiter) Take(ctx context.Context, n int64, checks []Check, out []Decision) (Result, error) {
+func (l *Limiter) Take(ctx context.Context, n int64, checks []Check, out []Decision) (res Result, err error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
@@ -156,8 +156,11 @@ func (l *Limiter) Take(ctx context.Context, n int64, checks []Check, out []Decis
 	}
 	out = out[:len(checks)]
 	now := l.clock.Now()
-	err := l.take(ctx, l.store, now, n, checks, out)
-	res := Result{Decisions: out}
+	if l.timeout > 0 {
+		err = l.take(ctx, l.store, now, n, checks, out)
+	} else {
+		err = l.store.Take(ctx, now, n, checks, out)
+	}
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return Result{}, cerr
@@ -168,7 +171,9 @@ func (l *Limiter) Take(ctx context.Context, n int64, checks []Check, out []Decis
 		res.Err = err
 		l.degrade(ctx, now, n, checks, out)
 	}
-	res.Decision = Combine(checks, out)
+	// res is filled in place, field by field: see combineInto.
+	res.Decisions = out
+	combineInto(&res.Decision, checks, out)
 	return res, nil
 }
 
@@ -232,29 +237,43 @@ func (l *Limiter) degrade(ctx context.Context, now time.Time, n int64, checks []
 // the longest RetryAfter and ResetAfter. Shadow checks count only when
 // every check is in shadow mode. No checks at all is allowed.
 func Combine(checks []Check, ds []Decision) Decision {
+	var c Decision
+	combineInto(&c, checks, ds)
+	return c
+}
+
+// combineInto is Combine writing to *c, which it sets whole. The common
+// request of one enforced check is that check's decision, which it copies
+// field by field: a Decision has too many fields for the compiler to keep
+// in registers, and a copy of one as a block, with 16-byte moves, just
+// after the store wrote it a field at a time, stalls the processor (the
+// loads cannot be forwarded from the pending stores) for about as long as
+// the rest of the Limiter's work.
+func combineInto(c *Decision, checks []Check, ds []Decision) {
 	if len(checks) == 1 && !checks[0].Rule.Shadow {
-		// The common request of one enforced check is that check's
-		// decision: spare it the loops below, which walk the checks three
-		// times.
-		d := ds[0]
-		d.RetryAfter, d.ResetAfter = max(d.RetryAfter, 0), max(d.ResetAfter, 0)
+		// Spare the one check the loops below, which walk the checks
+		// three times.
+		d := &ds[0]
+		c.Allowed, c.Limit, c.Remaining = d.Allowed, d.Limit, d.Remaining
+		c.RetryAfter, c.ResetAfter = max(d.RetryAfter, 0), max(d.ResetAfter, 0)
 		if d.Allowed {
-			d.RetryAfter = 0
+			c.RetryAfter = 0
 		}
-		return d
+		return
 	}
-	c := Decision{Allowed: true}
+	*c = Decision{Allowed: true}
 	enforced := enforcedAny(checks)
 	for i := range checks {
 		if enforced && checks[i].Rule.Shadow {
 			continue
 		}
-		d := ds[i]
+		d := &ds[i]
+		allowed, retry := d.Allowed, d.RetryAfter
 		if !enforced {
-			d.Allowed, d.RetryAfter = true, 0 // shadow: reported, never denied
+			allowed, retry = true, 0 // shadow: reported, never denied
 		}
-		c.Allowed = c.Allowed && d.Allowed
-		c.RetryAfter = max(c.RetryAfter, d.RetryAfter)
+		c.Allowed = c.Allowed && allowed
+		c.RetryAfter = max(c.RetryAfter, retry)
 		c.ResetAfter = max(c.ResetAfter, d.ResetAfter)
 	}
 	if t := Tightest(checks, ds); t >= 0 {
@@ -263,7 +282,6 @@ func Combine(checks []Check, ds []Decision) Decision {
 	if c.Allowed {
 		c.RetryAfter = 0
 	}
-	return c
 }
 
 // Tightest is the index of the most restrictive check, the one whose
