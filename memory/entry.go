@@ -49,10 +49,10 @@ func short(key string) bool {
 
 // packKey is the cell's k for a short key: its bytes, zero-padded to 16,
 // as two words, so that finding it compares two words.
-func packKey(key string) [2]uint64 {
+func packKey(key string) (k0, k1 uint64) {
 	var b [inlineKey]byte
 	copy(b[:], key)
-	return [2]uint64{binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])}
+	return binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])
 }
 
 // tagOf is the tag of a key of hash h.
@@ -73,11 +73,17 @@ type probe struct {
 	tag uint16
 }
 
-func newProbe(h uint64, key string) probe {
+// init makes p the probe of key, of hash h. It writes p in place, a field
+// at a time, rather than returning a probe to copy: see put.
+func (p *probe) init(h uint64, key string) {
+	p.key, p.h = key, h
 	if short(key) {
-		return probe{key: key, h: h, k: packKey(key), tag: tagOf(h, false)}
+		p.k[0], p.k[1] = packKey(key)
+		p.tag = tagOf(h, false)
+		return
 	}
-	return probe{key: key, h: h, k: [2]uint64{0, uint64(len(key))}, tag: tagOf(h, true)}
+	p.k[0], p.k[1] = 0, uint64(len(key))
+	p.tag = tagOf(h, true)
 }
 
 // stampOf is the recency stamp of a request at now: its time in units of
@@ -120,25 +126,36 @@ type ref struct {
 func (r ref) cell() *cell { return &r.sh.tab[r.i] }
 
 // step decides n units at now against r under sp, the rule the cell was
-// found under: lock-free for the bucket algorithms (one CAS on one
-// uint64), under the window's own lock for the others. A sliding log's
-// ring that grows is counted in b, past its bounds if need be: the caller
-// then relieves the store. The caller holds the shard's lock, shared or
-// exclusive.
-func (r ref) step(sp *algo.Spec, now, n int64, b *bounded.Bound) sluice.Decision {
+// found under, and writes the decision to *d: lock-free for the bucket
+// algorithms (one CAS on one uint64), under the window's own lock for the
+// others. A sliding log's ring that grows is counted in b, past its bounds
+// if need be: the caller then relieves the store. The caller holds the
+// shard's lock, shared or exclusive.
+func (r ref) step(sp *algo.Spec, now, n int64, b *bounded.Bound, d *sluice.Decision) {
 	if sp.Kind == algo.KindBucket {
 		ok, rem, retry, reset := sp.TAT.Allow(&r.sh.tab[r.i].x, now, n)
-		return sluice.Decision{Allowed: ok, Limit: sp.TAT.Burst(), Remaining: rem, RetryAfter: retry, ResetAfter: reset}
+		d.Allowed, d.Limit, d.Remaining, d.RetryAfter, d.ResetAfter = ok, sp.TAT.Burst(), rem, retry, reset
+		return
 	}
 	w := r.sh.wins[r.i]
 	w.mu.Lock()
 	c := w.ringCap()
-	d := w.step(sp, now, n)
+	put(d, w.step(sp, now, n))
 	if grown := w.ringCap() - c; grown > 0 {
 		b.Force(0, int64(grown)*ringCellBytes)
 	}
 	w.mu.Unlock()
-	return d
+}
+
+// put sets *o to d field by field. A Decision has too many fields for the
+// compiler to keep in registers, so a plain assignment (or a Decision
+// returned through a variable) goes through a copy on the stack, written a
+// field at a time and read back in 16-byte blocks, and the processor
+// cannot forward such loads from the pending stores: each stalls, and the
+// few of a request cost as much as finding its key in cache. Decisions
+// are therefore written to where they go, with put or field by field.
+func put(o *sluice.Decision, d sluice.Decision) {
+	o.Allowed, o.Limit, o.Remaining, o.RetryAfter, o.ResetAfter = d.Allowed, d.Limit, d.Remaining, d.RetryAfter, d.ResetAfter
 }
 
 // spec is the rule of r's cell, which must not be empty.

@@ -42,11 +42,9 @@ func (s *Store) takeMulti(now, n int64, checks []sluice.Check, out []sluice.Deci
 		// Nothing will be charged: each check is decided on its own, as a
 		// read, with no exclusive lock.
 		for i := range checks {
-			d, err := s.take1(hs[i].sp, checks[i].Key, now, checks[i].CostFor(n))
-			if err != nil {
+			if err := s.take1(hs[i].sp, checks[i].Key, now, checks[i].CostFor(n), &out[i]); err != nil {
 				return err
 			}
-			out[i] = d
 		}
 		return nil
 	}
@@ -76,7 +74,7 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 	var ibuf [maxInline]int
 	ids := ibuf[:0]
 	for i := range hs {
-		hs[i].p = newProbe(s.hash(hs[i].sp, checks[i].Key), checks[i].Key)
+		hs[i].p.init(s.hash(hs[i].sp, checks[i].Key), checks[i].Key)
 		hs[i].found = false
 		ids = addSorted(ids, int(hs[i].p.h>>s.shift))
 	}
@@ -130,7 +128,7 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 			}
 		}
 		if hs[i].first == i {
-			hs[i].peek = hs[i].r.step(hs[i].sp, now, 0, s.bound)
+			hs[i].r.step(hs[i].sp, now, 0, s.bound, &hs[i].peek)
 			hs[i].saved = hs[i].r.save()
 		}
 	}
@@ -143,7 +141,7 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 			if checks[i].Rule.Shadow != shadow {
 				continue
 			}
-			out[i] = hs[i].r.step(hs[i].sp, now, checks[i].CostFor(n), s.bound)
+			hs[i].r.step(hs[i].sp, now, checks[i].CostFor(n), s.bound, &out[i])
 			allowed = allowed && (shadow || out[i].Allowed)
 		}
 	}
@@ -155,7 +153,7 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 		}
 		for i := range hs {
 			if out[i].Allowed {
-				out[i] = hs[hs[i].first].peek
+				put(&out[i], hs[hs[i].first].peek)
 			}
 		}
 	}

@@ -143,7 +143,8 @@ func TestLogRing(t *testing.T) {
 	}
 	ringCap := func() int {
 		sp, _ := r.Spec()
-		p := newProbe(s.hash(sp, "k"), "k")
+		var p probe
+		p.init(s.hash(sp, "k"), "k")
 		r, _ := s.shard(p.h).find(&p, sp)
 		return r.sh.wins[r.i].ring.Cap()
 	}

@@ -117,8 +117,7 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 		c := &checks[0]
 		if c.Rule != nil {
 			if sp, err := c.Rule.Spec(); err == nil {
-				out[0], err = s.take1(sp, c.Key, ns, c.CostFor(n))
-				return err
+				return s.take1(sp, c.Key, ns, c.CostFor(n), &out[0])
 			}
 		}
 		return ruleError(0, c.Rule)
@@ -130,28 +129,31 @@ func (s *Store) hash(sp *algo.Spec, key string) uint64 { return maphash.String(s
 
 func (s *Store) shard(h uint64) *shard { return &s.shards[h>>s.shift] }
 
-// take1 decides key under sp at cost n.
-func (s *Store) take1(sp *algo.Spec, key string, now, n int64) (sluice.Decision, error) {
+// take1 decides key under sp at cost n and writes the decision to *d
+// (see put), which it leaves alone if it errs.
+func (s *Store) take1(sp *algo.Spec, key string, now, n int64, d *sluice.Decision) error {
 	h := s.hash(sp, key)
-	p := newProbe(h, key)
+	var p probe
+	p.init(h, key)
 	sh := s.shard(h)
 	sh.observe(now)
 	sh.mu.RLock()
 	if r, ok := sh.find(&p, sp); ok {
 		r.cell().touch(stampOf(now))
-		d := r.step(sp, now, n, s.bound)
+		r.step(sp, now, n, s.bound, d)
 		sh.mu.RUnlock()
 		if sp.Kind == algo.KindLog && s.bound.Over() { // its ring grew
 			s.relieve(now, h)
 		}
-		return d, nil
+		return nil
 	}
 	sh.mu.RUnlock()
 	// A request that leaves a new key idle (a peek, a denial, a negative
 	// cost) is decided on a fresh state, which is then dropped, as the
 	// sweeper would: nothing is stored.
-	if d := freshDecision(sp, now, n); !d.Allowed || n <= 0 {
-		return d, nil
+	if fd := freshDecision(sp, now, n); !fd.Allowed || n <= 0 {
+		put(d, fd)
+		return nil
 	}
 	sh.mu.Lock()
 	r, ok := sh.find(&p, sp)
@@ -161,15 +163,15 @@ func (s *Store) take1(sp *algo.Spec, key string, now, n int64) (sluice.Decision,
 		var err error
 		if r, err = sh.insert(&p, sp, now); err != nil {
 			sh.mu.Unlock()
-			return sluice.Decision{}, err
+			return err
 		}
 	}
-	d := r.step(sp, now, n, s.bound)
+	r.step(sp, now, n, s.bound, d)
 	sh.mu.Unlock()
 	if s.bound.Over() {
 		s.relieve(now, h)
 	}
-	return d, nil
+	return nil
 }
 
 // relieve evicts from the shards, the one of hash h last, while the store

@@ -39,7 +39,8 @@ func (s *Store) has(r *sluice.Rule, key string) bool {
 	if err != nil {
 		return false
 	}
-	p := newProbe(s.hash(sp, key), key)
+	var p probe
+	p.init(s.hash(sp, key), key)
 	sh := s.shard(p.h)
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
@@ -83,7 +84,8 @@ func (sh *shard) check(t *testing.T) {
 				t.Errorf("cell %d of a window rule has no window", i)
 			}
 		}
-		p := newProbe(maphash.String(sh.seed, key)^sp.Hash, key)
+		var p probe
+		p.init(maphash.String(sh.seed, key)^sp.Hash, key)
 		if j := sh.lookup(&p, c.rid); j != i {
 			t.Errorf("the key in cell %d of %d is found at %d", i, len(sh.tab), j)
 		}
