@@ -50,6 +50,13 @@ type pending struct {
 	// fastReply holds its reply as the general path's (see expand).
 	fast      bool
 	fastReply [6]int64
+	// split is set for a request whose keys sit on more than one node
+	// (see split.go); mode is a part's run mode there, 'r' or 'g' (0 for
+	// any other request), and taken a give-back's receipts: the take's
+	// reply, 8 numbers a check.
+	split bool
+	mode  byte
+	taken []int64
 	// room for the args and keys of a request of up to two checks
 	argBuf [2]checkArgs
 	keyBuf [2]string

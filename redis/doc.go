@@ -76,12 +76,36 @@
 // callers' clocks with WithCallerTime, which may run behind Redis's, or
 // the store's clock below), and idle keys go within that bound; a bucket
 // or a window found idle is deleted at once, and a bucket with Rate 0,
-// which never refills, has no TTL. On a Cluster the keys of one request
-// must share a slot: checks on
-// one key always do; checks on different keys (per IP and per user) get
-// ErrCrossSlot, and nothing is charged, unless WithHashTag gives them a
-// common tag. A request is never split across slots, since it could not
-// be all-or-nothing.
+// which never refills, has no TTL. On a Cluster a script run's keys must
+// share a slot: the checks on one key always do; checks on different keys
+// (per IP and per user) are decided a part per slot, below, unless
+// WithHashTag gives them a common tag, which keeps them in one run.
+//
+// # Requests across slots
+//
+// On a Cluster (and a Ring, by hash tag), a request whose checks hash to
+// more than one slot is decided in parts, one per slot, all sent at once,
+// each a script run on its node, all-or-nothing within itself. If every
+// part passes, the request is allowed. If a part denies, or fails, every
+// part that charged is given back on its node, and its checks report the
+// peek a denied request reports; once the request returns, nothing of it
+// is charged. The give-back never mints: it takes off a window's count
+// only while the window is the one charged (the sliding counter's, from
+// its previous count once it rolled), the log's entry while it is in the
+// log, and from a bucket no more than what is left of the charge had
+// nothing else happened since: the debt after the take, drained since.
+// That is exact unless another request charged the bucket in between
+// and its debt would have drained below the charge; then part of the
+// charge, at most what drains in the round trip, stays.
+//
+// Two things differ from a request in one run. Between a part's take and
+// its give-back, one round trip to the slowest node and one back, a
+// concurrent request sees the charge and may be denied for it. And a
+// give-back that fails (its node stopped answering) leaves its charge
+// until the window ends or the bucket refills; the request then returns
+// the error, which Stats.GiveBackErrors counts. WithoutSplit refuses
+// such requests with ErrCrossSlot instead. split.go holds the protocol,
+// take.lua's modes 'r' and 'g' its Redis side.
 //
 // # The store's clock and the fixed window
 //

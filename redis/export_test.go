@@ -2,7 +2,10 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // WithTTLSlack adds d to every TTL. Tests that drive the time with
@@ -68,4 +71,45 @@ func LeadAs(ctx context.Context, s *Store) error {
 	s.batch.mu.Unlock()
 	_, err := s.batch.lead(ctx, p)
 	return err
+}
+
+// TakeThenGiveBack takes checks at t1 as one part of a request split
+// across slots (with receipts), writing the take's decisions to taken,
+// and, if it charged, gives it back at t2, writing the peeks the
+// give-back reports to back; between, if not nil, is called in between.
+// s must decide at the caller's time and not batch.
+func TakeThenGiveBack(ctx context.Context, s *Store, t1, t2 time.Time, n int64, checks []sluice.Check, between func(), taken, back []sluice.Decision) (charged bool, err error) {
+	if !s.callerTime || s.batch != nil {
+		return false, errors.New("TakeThenGiveBack: the store must have WithCallerTime and WithoutBatching")
+	}
+	p, err := s.request(t1, n, checks)
+	if err != nil {
+		return false, err
+	}
+	defer p.release()
+	p.mode = modeTake
+	reply, err := s.send(ctx, p)
+	if err != nil {
+		return false, err
+	}
+	pt := &part{p: p, idx: make([]int, len(checks)), reply: reply}
+	for i := range pt.idx {
+		pt.idx[i] = i
+	}
+	pt.decode(reply, 8, taken)
+	if !pt.passed() || !pt.charged() {
+		return false, nil
+	}
+	if between != nil {
+		between()
+	}
+	g := pt.giveBack()
+	defer g.release()
+	g.now = float64(t2.UnixMicro())
+	s.deadlines(ctx, g)
+	if reply, err = s.call(ctx, g); err != nil {
+		return true, err
+	}
+	g.decode(reply, back)
+	return true, nil
 }

@@ -26,6 +26,7 @@ type options struct {
 	ttlSlack     time.Duration
 	storeClock   bool // tests only: the store's clock with the caller's time
 	maxBatch     int
+	noSplit      bool
 }
 
 // defaults is the options of a Store that was given none: each Option
@@ -77,12 +78,27 @@ func WithTimeout(d time.Duration) Option {
 	return func(o *options) error { o.timeout = max(d, 0); return nil }
 }
 
+// WithoutSplit has a Store on a Cluster or a Ring refuse, with
+// ErrCrossSlot, a request whose checks' keys hash to more than one slot
+// (or Ring tag), rather than decide it a part per slot by taking and
+// giving back (see Requests across slots in the package documentation).
+// Such a request is then always atomic, and always refused unless
+// WithHashTag joins its keys.
+func WithoutSplit() Option {
+	return func(o *options) error {
+		o.noSplit = true
+		return nil
+	}
+}
+
 // WithHashTag sets the Redis Cluster hash tag of a check's keys. The
 // default is the check's key: the rules of one entity share a slot, and a
-// request whose checks have different keys (per IP and per user) fails
-// with ErrCrossSlot on a cluster. A tag common to a request's checks, such
-// as the user of a per-user and a per-user-and-route check, keeps it
-// atomic; a constant tag puts every key in one slot. Outside a cluster the
+// request whose checks have different keys (per IP and per user) is
+// decided a part per slot (see Requests across slots in the package
+// documentation), or refused with ErrCrossSlot under WithoutSplit. A tag
+// common to a request's checks, such as the user of a per-user and a
+// per-user-and-route check, keeps it in one script run; a constant tag
+// puts every key in one slot. Outside a cluster the
 // tag only names keys. The function must be deterministic per check.
 func WithHashTag(f func(sluice.Check) string) Option {
 	return func(o *options) error { o.tag = f; return nil }

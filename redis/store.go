@@ -34,10 +34,10 @@ var (
 	// ErrCircuitOpen is returned, at once, while the circuit breaker is
 	// open after consecutive failures.
 	ErrCircuitOpen = errors.New("redis: circuit open: recent calls failed")
-	// ErrCrossSlot is returned for a request whose checks hash to more
-	// than one Redis Cluster slot: they cannot be decided atomically, so
-	// none is decided. Give them a common hash tag with WithHashTag. It
-	// wraps sluice.ErrRefused.
+	// ErrCrossSlot is returned, under WithoutSplit, for a request whose
+	// checks hash to more than one Redis Cluster slot: they cannot be
+	// decided in one script run, so none is decided. Give them a common
+	// hash tag with WithHashTag. It wraps sluice.ErrRefused.
 	ErrCrossSlot = fmt.Errorf("redis: checks of one request in different cluster slots: %w", sluice.ErrRefused)
 	// ErrTimeout is returned when Redis did not answer within the bound
 	// set by WithTimeout, or by the Limiter's sluice.WithTimeout, whichever
@@ -101,7 +101,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	s := &Store{
 		client:     client,
-		keys:       keyScheme{prefix: o.prefix, tag: o.tag, window: o.window},
+		keys:       keyScheme{prefix: o.prefix, tag: o.tag, window: o.window, noSplit: o.noSplit},
 		callerTime: o.callerTime,
 		timeout:    o.timeout,
 		br:         breaker{threshold: o.failures, cooldown: o.cooldown, clock: o.clock},
@@ -154,24 +154,36 @@ type Stats struct {
 	Reloads   int64 // NOSCRIPT answers, after which the script was sent again
 	Rejected  int64 // calls refused at once by the open circuit
 	CacheHits int64 // requests denied from the local denial cache
-	Breaker   string
+	// Splits counts requests decided a part per slot, on a Cluster or a
+	// Ring (see Requests across slots in the package documentation);
+	// GiveBacks, the parts given back because another part denied or
+	// failed; GiveBackErrors, the give-backs that failed and so left
+	// their part charged.
+	Splits         int64
+	GiveBacks      int64
+	GiveBackErrors int64
+	Breaker        string
 }
 
 type counters struct {
 	calls, runs, errors, timeouts, reloads, rejected, hits atomic.Int64
+	splits, giveBacks, giveBackErrors                      atomic.Int64
 }
 
 // Stats returns the counters.
 func (s *Store) Stats() Stats {
 	return Stats{
-		Calls:     s.st.calls.Load(),
-		Runs:      s.st.runs.Load(),
-		Errors:    s.st.errors.Load(),
-		Timeouts:  s.st.timeouts.Load(),
-		Reloads:   s.st.reloads.Load(),
-		Rejected:  s.st.rejected.Load(),
-		CacheHits: s.st.hits.Load(),
-		Breaker:   s.br.state(),
+		Calls:          s.st.calls.Load(),
+		Runs:           s.st.runs.Load(),
+		Errors:         s.st.errors.Load(),
+		Timeouts:       s.st.timeouts.Load(),
+		Reloads:        s.st.reloads.Load(),
+		Rejected:       s.st.rejected.Load(),
+		CacheHits:      s.st.hits.Load(),
+		Splits:         s.st.splits.Load(),
+		GiveBacks:      s.st.giveBacks.Load(),
+		GiveBackErrors: s.st.giveBackErrors.Load(),
+		Breaker:        s.br.state(),
 	}
 }
 
@@ -194,7 +206,8 @@ var _ sluice.RuleChecker = (*Store)(nil)
 // script run: see sluice.Store. The time is Redis TIME unless
 // WithCallerTime. Errors are Redis's, ErrTimeout, ErrCircuitOpen,
 // ErrCrossSlot, ErrOutOfRange, or the context's; a failed Take charged
-// nothing, unless the script ran and its answer was lost.
+// nothing, unless the script ran and its answer was lost, or, for a
+// request split across slots, a give-back failed (Stats.GiveBackErrors).
 //
 // It goes in four steps: the request's arguments and keys (request), the
 // denial cache (cached), Redis behind the circuit breaker and the
@@ -218,11 +231,17 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	if s.cached(cnow, p, checks, out) {
 		return nil
 	}
-	reply, err := s.send(ctx, p)
+	if p.split {
+		err = s.split(ctx, p, out)
+	} else {
+		var reply []int64
+		if reply, err = s.send(ctx, p); err == nil {
+			p.decode(reply, out)
+		}
+	}
 	if err != nil {
 		return err
 	}
-	p.decode(reply, out)
 	s.remember(cnow, p, checks, out)
 	return nil
 }
@@ -259,10 +278,12 @@ func (s *Store) request(now time.Time, n int64, checks []sluice.Check) (*pending
 			p.keys = append(p.keys, k+":e")
 		}
 	}
-	if err := s.keys.together(p.keys); err != nil {
+	split, err := s.keys.together(p.keys)
+	if err != nil {
 		p.release()
 		return nil, err
 	}
+	p.split = split
 	if s.callerTime {
 		us, err := micros(now)
 		if err != nil {
@@ -385,14 +406,18 @@ func (s *Store) failed(ctx context.Context, p *pending, err error, probe bool) e
 // numbers a check.
 func (p *pending) decode(reply []int64, out []sluice.Decision) {
 	for i := range p.args {
-		r := reply[6*i : 6*i+6]
-		out[i] = sluice.Decision{
-			Allowed:    r[0] == 1,
-			Limit:      p.args[i].p.quota,
-			Remaining:  r[1],
-			RetryAfter: duration(r[2], r[3]),
-			ResetAfter: duration(r[4], r[5]),
-		}
+		p.decodeOne(i, reply[6*i:6*i+6], &out[i])
+	}
+}
+
+// decodeOne writes check i's decision from its six numbers in r.
+func (p *pending) decodeOne(i int, r []int64, d *sluice.Decision) {
+	*d = sluice.Decision{
+		Allowed:    r[0] == 1,
+		Limit:      p.args[i].p.quota,
+		Remaining:  r[1],
+		RetryAfter: duration(r[2], r[3]),
+		ResetAfter: duration(r[4], r[5]),
 	}
 }
 
@@ -412,11 +437,15 @@ func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
 	for _, p := range batch {
 		nkeys += len(p.keys)
 		nchecks += len(p.args)
-		size += 16 + 16*len(p.args)
+		size += 16 + 32*len(p.args)
 	}
-	clock := "0"
-	if s.clock {
-		clock = "1"
+	mode := "0"
+	switch {
+	case batch[0].mode != 0:
+		// a part of a split request, a run of its own (see split.go)
+		mode = string(rune(batch[0].mode))
+	case s.clock:
+		mode = "1"
 		nkeys++
 	}
 	// The rules of the run, each sent once however many requests name it.
@@ -448,7 +477,7 @@ func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
 	}
 	for _, p := range batch {
 		p.fast = false
-		if common && s.fastRule(p) {
+		if common && p.mode == 0 && s.fastRule(p) {
 			var ri int
 			rules, ri = ruleIndex(rules, p.args[0].p, p.args[0].shadow)
 			if ri <= 255 {
@@ -461,13 +490,17 @@ func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
 		shape = append(shape, 0)
 		req = appendF64(req, p.now)
 		req = appendF64(req, float64(len(p.args)))
-		for _, a := range p.args {
+		for i, a := range p.args {
 			var ri int
 			rules, ri = ruleIndex(rules, a.p, a.shadow)
 			req = appendF64(req, float64(ri))
 			// A cost is a double there as it was when the script read it
 			// as a decimal: float64 rounds alike.
 			req = appendF64(req, float64(a.cost))
+			if p.mode == modeGive {
+				req = appendF64(req, float64(p.taken[8*i+6]))
+				req = appendF64(req, float64(p.taken[8*i+7]))
+			}
 		}
 	}
 	fastNow := ""
@@ -479,7 +512,7 @@ func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
 	}
 	args := slices.Grow(buf.args[:0], 3+nkeys+6+len(rules))
 	args = append(args, "evalsha", takeSHAArg, nkeys)
-	if s.clock {
+	if mode == "1" {
 		args = append(args, s.clockArg)
 	}
 	for _, p := range batch {
@@ -497,7 +530,7 @@ func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
 			}
 		}
 	}
-	args = append(args, clock, shape, req, fastNow, strconv.FormatInt(guess, 10), len(rules))
+	args = append(args, mode, shape, req, fastNow, strconv.FormatInt(guess, 10), len(rules))
 	for _, r := range rules {
 		args = append(args, s.record(r))
 	}
@@ -531,7 +564,7 @@ func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
 		if p.fast {
 			want++
 		} else {
-			want += 6 * len(p.args)
+			want += p.stride() * len(p.args)
 		}
 	}
 	if len(reply) != want {
@@ -543,7 +576,7 @@ func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
 			reply = reply[1:]
 			continue
 		}
-		m := 6 * len(p.args)
+		m := p.stride() * len(p.args)
 		p.reply = reply[:m:m]
 		reply = reply[m:]
 	}
