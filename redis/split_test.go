@@ -33,7 +33,7 @@ func TestGiveBack(t *testing.T) {
 	cases := []struct {
 		name   string
 		before []step // requests both stores see
-		t1, t2 int64 // ms after t0
+		t1, t2 int64  // ms after t0
 		cost   int64
 		// between, if not 0, is the cost of a request at (t1+t2)/2, which
 		// both stores see; a bucket's give-back may then keep part of the
