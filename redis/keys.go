@@ -64,7 +64,8 @@ type keyScheme struct {
 	// for sluice's names.
 	window func(sluice.Check) string
 	share  share
-	// noSplit refuses a request across nodes (WithoutSplit).
+	// noSplit refuses a request that one script run cannot decide
+	// (WithoutSplit).
 	noSplit bool
 }
 
@@ -93,8 +94,8 @@ func (k *keyScheme) key(c sluice.Check, code string) string {
 
 // together checks that one script run can decide keys, the keys of one
 // request: no key twice. On a Cluster or a Ring, it reports whether they
-// sit on more than one node (a slot, a tag), so that the request must be
-// split (see split.go), or, with WithoutSplit, refuses them.
+// sit in more than one slot (a tag on a Ring), so that a run through the
+// Store's client cannot decide them together (see split.go).
 func (k *keyScheme) together(keys []string) (split bool, err error) {
 	for i := 1; i < len(keys); i++ {
 		for j := range i {
@@ -103,18 +104,18 @@ func (k *keyScheme) together(keys []string) (split bool, err error) {
 			}
 		}
 	}
-	if k.share == shareNothing {
-		return false, nil
-	}
+	return k.crossSlot(keys) != nil, nil
+}
+
+// crossSlot is ErrCrossSlot for keys not all in one slot (one tag on a
+// Ring), nil for keys that are.
+func (k *keyScheme) crossSlot(keys []string) error {
 	for _, key := range keys[1:] {
 		if !k.sameNode(key, keys[0]) {
-			if k.noSplit {
-				return false, fmt.Errorf("%w: %q and %q (use WithHashTag)", ErrCrossSlot, keys[0], key)
-			}
-			return true, nil
+			return fmt.Errorf("%w: %q and %q (use WithHashTag)", ErrCrossSlot, keys[0], key)
 		}
 	}
-	return false, nil
+	return nil
 }
 
 // sameNode reports whether one script run can hold keys a and b: on a

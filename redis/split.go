@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -40,6 +41,10 @@ const (
 	modeGive = 'g' // give back a take
 )
 
+// errMoved is the error of a request a Cluster node could not decide: a
+// slot of its keys had moved to another node. Nothing was charged.
+var errMoved = errors.New("redis: a key's slot moved")
+
 // stride is how many numbers the script answers per check of p.
 func (p *pending) stride() int {
 	if p.mode == modeTake {
@@ -57,9 +62,10 @@ type part struct {
 	back  *pending // its give-back, if it was charged
 }
 
-// split decides p, whose keys sit on more than one node, a part per node.
-func (s *Store) split(ctx context.Context, p *pending, out []sluice.Decision) error {
-	parts := s.parts(p)
+// split decides a request in parts, each on its node (see parts and
+// nodeSet.decide). It returns errMoved, having given back what the others
+// charged, when a part's node no longer held one of its keys.
+func (s *Store) split(ctx context.Context, parts []*part, out []sluice.Decision) error {
 	defer func() {
 		for _, pt := range parts {
 			pt.p.release()
@@ -79,9 +85,16 @@ func (s *Store) split(ctx context.Context, p *pending, out []sluice.Decision) er
 	var err error
 	passed := true
 	for _, pt := range parts {
+		if pt.err == nil && pt.p.moved {
+			pt.err = errMoved
+		}
 		switch {
 		case pt.err != nil:
-			err = firstErr(err, pt.err)
+			// an error of Redis's before a moved slot, which the caller
+			// would redo
+			if err == nil || err == errMoved {
+				err = pt.err
+			}
 		case !pt.passed():
 			passed = false
 		}
@@ -110,6 +123,9 @@ func (s *Store) split(ctx context.Context, p *pending, out []sluice.Decision) er
 			s.st.giveBacks.Add(1)
 			s.deadlines(gctx, pt.back)
 			reply, err := s.call(gctx, pt.back)
+			if err == nil && pt.back.moved {
+				err = errMoved
+			}
 			if err != nil {
 				pt.err = fmt.Errorf("redis: giving back a part of a request denied across slots: %w", err)
 				return
@@ -153,14 +169,25 @@ func firstErr(first, err error) error {
 	return err
 }
 
-// parts splits p's checks by node, in the order they first appear.
-func (s *Store) parts(p *pending) []*part {
+// slotParts splits p's checks by slot on a Cluster, by hash tag on a
+// Ring: the parts one run through the Store's client can decide.
+func (s *Store) slotParts(p *pending) []*part {
+	if s.keys.share == shareSlot {
+		return parts(p, func(i int) uint16 { return slot(p.keys[p.args[i].key]) }, nil)
+	}
+	return parts(p, func(i int) string { return tagOf(p.keys[p.args[i].key]) }, nil)
+}
+
+// parts splits p's checks into parts by id, in the order they first
+// appear; to, if not nil, is the node of each check.
+func parts[K comparable](p *pending, id func(i int) K, to []*node) []*part {
 	var parts []*part
+	var ids []K
 	for i, a := range p.args {
-		key := p.keys[a.key]
+		k := id(i)
 		var pt *part
-		for _, q := range parts {
-			if s.keys.sameNode(key, q.p.keys[0]) {
+		for j, q := range parts {
+			if ids[j] == k {
 				pt = q
 				break
 			}
@@ -168,7 +195,11 @@ func (s *Store) parts(p *pending) []*part {
 		if pt == nil {
 			pt = &part{p: newPending(p.now)}
 			pt.p.mode = modeTake
+			if to != nil {
+				pt.p.to = to[i]
+			}
 			parts = append(parts, pt)
+			ids = append(ids, k)
 		}
 		a.key = len(pt.p.keys)
 		pt.p.args = append(pt.p.args, a)
@@ -204,6 +235,7 @@ func (pt *part) charged() bool {
 func (pt *part) giveBack() *pending {
 	g := newPending(pt.p.now)
 	g.mode = modeGive
+	g.to = pt.p.to
 	g.keys = append(g.keys, pt.p.keys...)
 	for i, a := range pt.p.args {
 		if pt.reply[8*i] != 1 {

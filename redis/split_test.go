@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/redis"
@@ -111,60 +113,103 @@ func TestGiveBack(t *testing.T) {
 	}
 }
 
-// TestClusterSplit: on a 3-master Cluster, a request whose checks hash to
-// different slots is decided a part per slot: allowed, each charged; denied
-// by one part, the others given back, their checks reporting peeks, and
-// nothing left charged; a shadow check given back too. WithoutSplit
-// refuses it instead.
+// keysOn returns two check keys whose state the Cluster keeps in
+// different slots: on one master if same, else on two.
+func keysOn(t *testing.T, cc *goredis.ClusterClient, same bool) (string, string) {
+	t.Helper()
+	ctx := context.Background()
+	master := func(k string) string {
+		c, err := cc.MasterForKey(ctx, "{"+k+"}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Options().Addr
+	}
+	a := "203.0.113.7"
+	for i := range 1000 {
+		b := fmt.Sprint("user", i)
+		if redis.Slot("{"+a+"}") != redis.Slot("{"+b+"}") && (master(a) == master(b)) == same {
+			return a, b
+		}
+	}
+	t.Fatal("no such keys")
+	return "", ""
+}
+
+// TestClusterSplit: on a 3-master Cluster, a request whose checks sit on
+// different masters is decided a part per master: allowed, each charged;
+// denied by one part, the others given back, their checks reporting peeks,
+// and nothing left charged; a shadow check given back too. Checks in
+// different slots of one master are decided in one run. WithoutSplit
+// refuses a request across masters instead.
 func TestClusterSplit(t *testing.T) {
 	cl := startCluster(t)
 	cc := cl.client(t)
 	ctx := context.Background()
 	for _, a := range sluice.Algos() {
-		t.Run(string(a), func(t *testing.T) {
-			p := prefix(t)
-			s := newStore(t, cc, redis.WithPrefix(p), redis.WithDenyCache(0))
-			user := &sluice.Rule{Name: "user", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(3)}
-			ip := &sluice.Rule{Name: "ip", Algorithm: a, Limit: sluice.Limit{Rate: 10, Period: 1000 * time.Hour}}
-			two := []sluice.Check{{Rule: ip, Key: "203.0.113.7"}, {Rule: user, Key: "bob"}}
-			for i := range 4 {
-				out := take(t, s, time.Time{}, 1, two...)
-				if i < 3 && (!out[0].Allowed || !out[1].Allowed || out[0].Remaining != int64(9-i) || out[1].Remaining != int64(2-i)) {
-					t.Fatalf("take %d: %+v", i, out)
-				}
-				if i == 3 && (out[1].Allowed || !out[0].Allowed || out[0].Remaining != 7) {
-					t.Fatalf("user exhausted: %+v, want the user denied and the ip's peek, 7 left", out)
-				}
-			}
-			if d := take(t, s, time.Time{}, 0, two[0]); d[0].Remaining != 7 {
-				t.Fatalf("the ip after the denied request: %+v, want 7 left", d[0])
-			}
-			// the ip's part denies: the user's is given back
-			out := take(t, s, time.Time{}, 8, sluice.Check{Rule: ip, Key: "203.0.113.7"}, sluice.Check{Rule: user, Key: "carol", Cost: 1})
-			if out[0].Allowed || !out[1].Allowed || out[1].Remaining != 3 {
-				t.Fatalf("ip denies: %+v, want the user's peek, 3 left", out)
-			}
-			// a shadow check that allowed is given back with its part
-			shadow := &sluice.Rule{Name: "shadow", Algorithm: a, Limit: ip.Limit, Shadow: true}
-			out = take(t, s, time.Time{}, 1, sluice.Check{Rule: shadow, Key: "x"}, two[1])
-			if !out[0].Allowed || out[1].Allowed || out[0].Remaining != 10 {
-				t.Fatalf("shadow beside an exhausted user: %+v, want its peek, 10 left", out)
-			}
-			if d := take(t, s, time.Time{}, 0, sluice.Check{Rule: shadow, Key: "x"}); d[0].Remaining != 10 {
-				t.Fatalf("the shadow check was left charged: %+v", d[0])
-			}
-			st := s.Stats()
-			if st.Splits != 6 || st.GiveBacks != 3 || st.GiveBackErrors != 0 {
-				t.Fatalf("stats %+v, want 6 splits, 3 give-backs", st)
-			}
-		})
+		for _, same := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/same-master=%v", a, same), func(t *testing.T) {
+				clusterSplit(t, cc, a, same)
+			})
+		}
 	}
+	ipKey, userKey := keysOn(t, cc, false)
 	strict := newStore(t, cc, redis.WithPrefix(prefix(t)), redis.WithoutSplit())
 	ip := &sluice.Rule{Name: "ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)}
 	user := &sluice.Rule{Name: "user", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)}
-	two := []sluice.Check{{Rule: ip, Key: "203.0.113.7"}, {Rule: user, Key: "bob"}}
+	two := []sluice.Check{{Rule: ip, Key: ipKey}, {Rule: user, Key: userKey}}
 	if err := strict.Take(ctx, time.Time{}, 1, two, make([]sluice.Decision, 2)); !errors.Is(err, redis.ErrCrossSlot) || !errors.Is(err, sluice.ErrRefused) {
 		t.Fatalf("WithoutSplit: err = %v, want ErrCrossSlot, a refusal", err)
+	}
+	ipKey, userKey = keysOn(t, cc, true)
+	two = []sluice.Check{{Rule: ip, Key: ipKey}, {Rule: user, Key: userKey}}
+	if err := strict.Take(ctx, time.Time{}, 1, two, make([]sluice.Decision, 2)); err != nil {
+		t.Fatalf("WithoutSplit, one master: %v, want it decided in one run", err)
+	}
+}
+
+func clusterSplit(t *testing.T, cc *goredis.ClusterClient, a sluice.Algo, same bool) {
+	ipKey, userKey := keysOn(t, cc, same)
+	p := prefix(t)
+	s := newStore(t, cc, redis.WithPrefix(p), redis.WithDenyCache(0))
+	user := &sluice.Rule{Name: "user", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(3)}
+	ip := &sluice.Rule{Name: "ip", Algorithm: a, Limit: sluice.Limit{Rate: 10, Period: 1000 * time.Hour}}
+	two := []sluice.Check{{Rule: ip, Key: ipKey}, {Rule: user, Key: userKey}}
+	for i := range 4 {
+		out := take(t, s, time.Time{}, 1, two...)
+		if i < 3 && (!out[0].Allowed || !out[1].Allowed || out[0].Remaining != int64(9-i) || out[1].Remaining != int64(2-i)) {
+			t.Fatalf("take %d: %+v", i, out)
+		}
+		if i == 3 && (out[1].Allowed || !out[0].Allowed || out[0].Remaining != 7) {
+			t.Fatalf("user exhausted: %+v, want the user denied and the ip's peek, 7 left", out)
+		}
+	}
+	if d := take(t, s, time.Time{}, 0, two[0]); d[0].Remaining != 7 {
+		t.Fatalf("the ip after the denied request: %+v, want 7 left", d[0])
+	}
+	// the ip's part denies: the user's is given back
+	user2 := &sluice.Rule{Name: "user2", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(3)}
+	out := take(t, s, time.Time{}, 8, two[0], sluice.Check{Rule: user2, Key: userKey, Cost: 1})
+	if out[0].Allowed || !out[1].Allowed || out[1].Remaining != 3 {
+		t.Fatalf("ip denies: %+v, want the user's peek, 3 left", out)
+	}
+	// a shadow check that allowed is given back with its part
+	shadow := &sluice.Rule{Name: "shadow", Algorithm: a, Limit: ip.Limit, Shadow: true}
+	out = take(t, s, time.Time{}, 1, sluice.Check{Rule: shadow, Key: ipKey}, two[1])
+	if !out[0].Allowed || out[1].Allowed || out[0].Remaining != 10 {
+		t.Fatalf("shadow beside an exhausted user: %+v, want its peek, 10 left", out)
+	}
+	if d := take(t, s, time.Time{}, 0, sluice.Check{Rule: shadow, Key: ipKey}); d[0].Remaining != 10 {
+		t.Fatalf("the shadow check was left charged: %+v", d[0])
+	}
+	// across masters, 6 requests in parts, 3 of them given back;
+	// on one, none: each is one run
+	want := redis.Stats{Splits: 6, GiveBacks: 3}
+	if same {
+		want = redis.Stats{}
+	}
+	if st := s.Stats(); st.Splits != want.Splits || st.GiveBacks != want.GiveBacks || st.GiveBackErrors != 0 || st.Moved != 0 {
+		t.Fatalf("stats %+v, want %d splits, %d give-backs", st, want.Splits, want.GiveBacks)
 	}
 }
 
@@ -178,9 +223,10 @@ func TestClusterSplitHammer(t *testing.T) {
 	for _, a := range []sluice.Algo{sluice.AlgoFixedWindow, sluice.AlgoGCRA, sluice.AlgoSlidingLog} {
 		t.Run(string(a), func(t *testing.T) {
 			s := newStore(t, cc, redis.WithPrefix(prefix(t)), redis.WithDenyCache(0))
+			tenant, user := keysOn(t, cc, false)
 			checks := []sluice.Check{
-				{Rule: &sluice.Rule{Name: "tenant", Algorithm: a, Limit: sluice.Limit{Rate: 1000, Period: 1000 * time.Hour}}, Key: "acme"},
-				{Rule: &sluice.Rule{Name: "user", Algorithm: a, Limit: sluice.Limit{Rate: 50, Period: 1000 * time.Hour}}, Key: "bob"},
+				{Rule: &sluice.Rule{Name: "tenant", Algorithm: a, Limit: sluice.Limit{Rate: 1000, Period: 1000 * time.Hour}}, Key: tenant},
+				{Rule: &sluice.Rule{Name: "user", Algorithm: a, Limit: sluice.Limit{Rate: 50, Period: 1000 * time.Hour}}, Key: user},
 			}
 			var allowed atomic.Int64
 			var wg sync.WaitGroup

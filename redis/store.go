@@ -57,6 +57,7 @@ type Store struct {
 	callerTime bool          // decide at the caller's now, not Redis TIME
 	timeout    time.Duration // the store's bound on a call; see Deadlines and clocks
 	cache      *denyCache    // nil without the deny cache
+	nodes      *nodeSet      // on a Cluster with batching: runs per node
 	br         breaker
 	ttlSlack   time.Duration // tests only, see export_test.go
 	maxBatch   int           // requests in a script run, at most
@@ -135,6 +136,9 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	if o.batching && s.keys.share == shareNothing {
 		s.batch = &batcher{s: s}
 	}
+	if cc, ok := client.(*goredis.ClusterClient); ok && o.batching {
+		s.nodes = &nodeSet{cc: cc}
+	}
 	if s.batch == nil && o.autoPipeline {
 		ap, err := client.AsyncAutoPipeline()
 		if err != nil {
@@ -162,12 +166,15 @@ type Stats struct {
 	Splits         int64
 	GiveBacks      int64
 	GiveBackErrors int64
-	Breaker        string
+	// Moved counts requests a Cluster node could not decide, a slot of
+	// their keys having moved, decided again through the cluster client.
+	Moved   int64
+	Breaker string
 }
 
 type counters struct {
 	calls, runs, errors, timeouts, reloads, rejected, hits atomic.Int64
-	splits, giveBacks, giveBackErrors                      atomic.Int64
+	splits, giveBacks, giveBackErrors, moved               atomic.Int64
 }
 
 // Stats returns the counters.
@@ -183,6 +190,7 @@ func (s *Store) Stats() Stats {
 		Splits:         s.st.splits.Load(),
 		GiveBacks:      s.st.giveBacks.Load(),
 		GiveBackErrors: s.st.giveBackErrors.Load(),
+		Moved:          s.st.moved.Load(),
 		Breaker:        s.br.state(),
 	}
 }
@@ -231,18 +239,38 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	if s.cached(cnow, p, checks, out) {
 		return nil
 	}
-	if p.split {
-		err = s.split(ctx, p, out)
-	} else {
-		var reply []int64
-		if reply, err = s.send(ctx, p); err == nil {
-			p.decode(reply, out)
-		}
-	}
-	if err != nil {
+	if err := s.decide(ctx, p, out); err != nil {
 		return err
 	}
 	s.remember(cnow, p, checks, out)
+	return nil
+}
+
+// decide has Redis decide p: in one run, or in parts across slots or
+// Cluster nodes (see split.go and nodes.go).
+func (s *Store) decide(ctx context.Context, p *pending, out []sluice.Decision) error {
+	if s.nodes != nil {
+		err := s.nodes.decide(ctx, s, p, out)
+		if err != errMoved {
+			return err
+		}
+		// A slot moved: the cluster client reloads its map, and decides p
+		// meanwhile, a run per slot, following Redis's redirections.
+		s.st.moved.Add(1)
+		s.nodes.cc.ReloadState(ctx)
+		p.to, p.moved, p.reply = nil, false, nil
+	}
+	if p.split {
+		if s.keys.noSplit {
+			return s.keys.crossSlot(p.keys)
+		}
+		return s.split(ctx, s.slotParts(p), out)
+	}
+	reply, err := s.send(ctx, p)
+	if err != nil {
+		return err
+	}
+	p.decode(reply, out)
 	return nil
 }
 
@@ -356,7 +384,11 @@ func (s *Store) deadlines(ctx context.Context, p *pending) {
 
 // call sends p in the next batch, or alone in a run of its own.
 func (s *Store) call(ctx context.Context, p *pending) ([]int64, error) {
-	if s.batch != nil {
+	switch {
+	case p.mode != 0: // a part of a split request: a run of its own
+	case p.to != nil && p.to.batch != nil:
+		return p.to.batch.take(ctx, p)
+	case p.to == nil && s.batch != nil:
 		return s.batch.take(ctx, p)
 	}
 	if !p.expires.IsZero() {
@@ -364,7 +396,7 @@ func (s *Store) call(ctx context.Context, p *pending) ([]int64, error) {
 		ctx, cancel = context.WithDeadline(ctx, p.expires)
 		defer cancel()
 	}
-	if err := s.run(ctx, []*pending{p}, nil); err != nil {
+	if err := s.run(ctx, p.to, []*pending{p}, nil); err != nil {
 		return nil, err
 	}
 	return p.reply, nil
@@ -431,8 +463,15 @@ func (p *pending) decodeOne(i int, r []int64, d *sluice.Decision) {
 // called aside or through the autopipeliner, it may still be writing one
 // the store stopped waiting for. So only then does a run lend its slices
 // and its requests' keys (see below) to the client rather than copies.
-func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
-	lend := s.via == viaDirect && buf != nil
+//
+// to, if not nil, is the Cluster node to send the run to directly, its
+// keys in ARGV (see nodes.go); nil sends it through the Store's client.
+func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf) error {
+	via := s.via
+	if to != nil {
+		via = to.via
+	}
+	lend := via == viaDirect && buf != nil
 	nkeys, size, nchecks := 0, 0, 0
 	for _, p := range batch {
 		nkeys += len(p.keys)
@@ -447,6 +486,9 @@ func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
 	case s.clock:
 		mode = "1"
 		nkeys++
+	}
+	if to != nil {
+		mode = nodeModes[mode]
 	}
 	// The rules of the run, each sent once however many requests name it.
 	var rbuf [4]runRule
@@ -512,9 +554,13 @@ func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
 	}
 	args := slices.Grow(buf.args[:0], 3+nkeys+6+len(rules))
 	args = append(args, "evalsha", takeSHAArg, nkeys)
+	if to != nil {
+		args[2] = 0 // the keys go last, in ARGV
+	}
 	if mode == "1" {
 		args = append(args, s.clockArg)
 	}
+	tail := len(args) // where the keys begin
 	for _, p := range batch {
 		if p.fast && p.args[0].p.windowed(s.clock) {
 			args = append(args, p.keys[0]+p.args[0].p.windowStart(guess))
@@ -534,6 +580,13 @@ func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
 	for _, r := range rules {
 		args = append(args, s.record(r))
 	}
+	if to != nil {
+		// the keys after the rules: rotate them from tail to the end
+		keys := len(args) - tail - 6 - len(rules)
+		slices.Reverse(args[tail : tail+keys])
+		slices.Reverse(args[tail+keys:])
+		slices.Reverse(args[tail:])
+	}
 	if lend {
 		// The slices go back for the next run once the call is over: the
 		// client keeps nothing of a command after it returns.
@@ -543,11 +596,11 @@ func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
 		}()
 	}
 	s.st.runs.Add(1)
-	reply, err := s.do(ctx, args)
+	reply, err := s.do(ctx, to, args)
 	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
 		s.st.reloads.Add(1)
 		args[0], args[1] = "eval", takeScriptArg
-		reply, err = s.do(ctx, args)
+		reply, err = s.do(ctx, to, args)
 	}
 	if err != nil {
 		return fmt.Errorf("redis: take: %w", err)
@@ -571,8 +624,12 @@ func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
 		return fmt.Errorf("redis: script answered %d values, want %d", len(reply), want)
 	}
 	for _, p := range batch {
+		// -2 first: a run on a node (to) found a key of p no longer there
+		p.moved = reply[0] == -2
 		if p.fast {
-			p.reply = p.args[0].p.expand(p.fastReply[:0], reply[0], at)
+			if !p.moved {
+				p.reply = p.args[0].p.expand(p.fastReply[:0], reply[0], at)
+			}
 			reply = reply[1:]
 			continue
 		}
@@ -649,15 +706,20 @@ type runBuf struct {
 	shape, req []byte
 }
 
-// do sends one command and waits for its answer or the end of ctx.
-func (s *Store) do(ctx context.Context, args []any) ([]int64, error) {
+// do sends one command, to node to or through the Store's client, and
+// waits for its answer or the end of ctx.
+func (s *Store) do(ctx context.Context, to *node, args []any) ([]int64, error) {
 	cmd := goredis.NewCmd(ctx, args...)
 	var err error
-	switch s.via {
+	client, via := s.client, s.via
+	if to != nil {
+		client, via = to.client, to.via
+	}
+	switch via {
 	case viaPipeline:
 		err = s.ap.Submit(ctx, cmd).WaitContext(ctx)
 	case viaDirect:
-		err = s.client.Process(ctx, cmd)
+		err = client.Process(ctx, cmd)
 		// The client ends the call at ctx's deadline as the connection's,
 		// with an i/o timeout: that is the deadline running out, which
 		// failed tells apart from other errors as a timeout of the store.
@@ -671,7 +733,7 @@ func (s *Store) do(ctx context.Context, args []any) ([]int64, error) {
 		// the call, not ctx: wait for it aside. The goroutine ends when
 		// the client gives up.
 		ch := make(chan error, 1)
-		go func() { ch <- s.client.Process(ctx, cmd) }()
+		go func() { ch <- client.Process(ctx, cmd) }()
 		select {
 		case err = <-ch:
 		case <-ctx.Done():

@@ -13,7 +13,9 @@
 --   are split across slots (one run per slot, see split.go), 'r', a take
 --   that also reports, per check, the time it was decided at and a bucket's
 --   debt after, or 'g', which gives back what such a take charged (see
---   giveback). Neither comes with the clock or one-byte requests.
+--   giveback). Neither comes with the clock or one-byte requests. Any of
+--   these but '1' may follow an 'n': a run on one node of a Cluster, its
+--   keys in ARGV (see nodemode below).
 -- ARGV[2] the shape of the run: a byte per request, in order. 0: a request
 --   read from ARGV[3]. r > 0: one check of rule r, cost 1, at ARGV[4]'s
 --   time, decided on a path of its own for its kind, with a reply of one
@@ -38,7 +40,8 @@
 --     kind 5 fixed, a key per window (a1, a2, a3 = rate, period in µs, µs
 --            per unit of the window start appended to the key): only with
 --            the clock, which keeps time from going back
--- KEYS: the clock if any, then each check's key (two for the log), in
+-- KEYS (or, in mode 'n', ARGV after the rules): the clock if any, then
+-- each check's key (two for the log), in
 -- order; for kind 5, the key less the window's start, or, for a one-byte
 -- request, with the start of the window the client guessed.
 -- Reply: an array of integers: the time of the one-byte requests as
@@ -86,6 +89,19 @@ end
 -- rare run that finds it ahead of Redis TIME.
 local ki = 1 -- next key
 local mode = ARGV[1]
+-- A mode beginning with 'n' is a run on one node of a Cluster for keys
+-- of any of its slots: they come in ARGV after the rules (Redis would
+-- refuse KEYS of several slots), and each request is decided under pcall,
+-- so that a key the node no longer holds (a slot moved) fails that
+-- request alone, before it wrote anything, with a reply of -2 (see moved).
+local nodemode = string.byte(mode, 1) == 110 -- 'n'
+if nodemode then mode = string.sub(mode, 2) end
+local KEYS = KEYS
+if nodemode then
+  KEYS = {}
+  local from = 6 + #rules
+  for i = from + 1, #ARGV do KEYS[i - from] = ARGV[i] end
+end
 local clockon = mode == '1'
 local receipts, giving = mode == 'r', mode == 'g'
 if clockon then ki = 2 end
@@ -825,12 +841,19 @@ local function loadgeneral()
   -- giveback gives back one request's checks: per check its rule, the cost
   -- taken (0 if it was not charged), and the take's receipt (t1, x).
   local function giveback(now, k)
-    local c = {}
-    for _ = 1, k do
-      local ri, n, t1, x
-      ri, n, t1, x, pos = sunpack('<dddd', reqs, pos)
+    for i = 1, k do -- every key read before any is written
+      local c = checks[i]
+      if not c then
+        c = {}
+        checks[i] = c
+      end
+      local ri
+      ri, c.n, c.t1, c.x, pos = sunpack('<dddd', reqs, pos)
       open(c, ri)
-      if n > 0 then undo[c.kind](c, now, n, t1, x) end
+    end
+    for i = 1, k do
+      local c = checks[i]
+      if c.n > 0 then undo[c.kind](c, now, c.n, c.t1, c.x) end
       local d = steps[c.kind](c, now, 0)
       write(c, d, 0)
       put6(d[1], d[2], d[3], d[4], d[5], d[6])
@@ -898,7 +921,9 @@ if ARGV[4] ~= '' then
   out[1] = fastnow
 end
 local byte = string.byte
-for i = 1, #shape do
+
+-- one decides the run's request i.
+local function one(i)
   local ri = byte(shape, i)
   if ri == 0 then
     if not decide then decide = loadgeneral() end
@@ -929,6 +954,50 @@ for i = 1, #shape do
         out[nout] = c * 2 + 1
       end
     end
+  end
+end
+
+-- moved answers request i, which failed on a key the node does not hold,
+-- with -2 as its first number, and moves past it: from key ki0, reqs
+-- position pos0 and reply length nout0, where it began. Every path reads
+-- a request's keys before it writes, so it charged nothing.
+local function moved(i, ki0, pos0, nout0)
+  nout = nout0
+  if byte(shape, i) ~= 0 then
+    ki, nout = ki0 + 1, nout0 + 1
+    out[nout] = -2
+    return
+  end
+  local _, k = sunpack('<dd', reqs, pos0)
+  local at, nk, w = pos0 + 16, 0, 16
+  if giving then w = 32 end
+  for _ = 1, k do
+    if rules[sunpack('<d', reqs, at)].kind == 4 then nk = nk + 2 else nk = nk + 1 end
+    at = at + w
+  end
+  pos, ki = at, ki0 + nk
+  local per = 6
+  if receipts then per = 8 end
+  for j = 1, per * k do out[nout0 + j] = 0 end
+  out[nout0 + 1] = -2
+  nout = nout0 + per * k
+end
+
+for i = 1, #shape do
+  if nodemode then
+    local ki0, pos0, nout0 = ki, pos, nout
+    local ok, e = pcall(one, i)
+    if not ok then
+      local msg = e
+      if type(e) == 'table' then msg = e.err end
+      if type(msg) == 'string' and string.find(msg, 'non local key', 1, true) then
+        moved(i, ki0, pos0, nout0)
+      else
+        error(e)
+      end
+    end
+  else
+    one(i)
   end
 end
 if clocked then call('SET', KEYS[1], spack('<d', clock), 'PX', CLOCKTTL) end
