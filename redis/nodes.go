@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -87,6 +88,7 @@ func (ns *nodeSet) decide(ctx context.Context, s *Store, p *pending, out []sluic
 		p.to = first
 		reply, err := s.send(ctx, p)
 		if err != nil {
+			ns.failed(ctx, err)
 			return err
 		}
 		if p.moved {
@@ -98,5 +100,20 @@ func (ns *nodeSet) decide(ctx context.Context, s *Store, p *pending, out []sluic
 	if s.keys.noSplit {
 		return s.keys.crossSlot(p.keys)
 	}
-	return s.split(ctx, parts(p, func(i int) *node { return to[i] }, to), out)
+	err = s.split(ctx, parts(p, func(i int) *node { return to[i] }, to), out)
+	if err != nil && err != errMoved {
+		ns.failed(ctx, err)
+	}
+	return err
+}
+
+// failed has the cluster client reload its map of slots after a run on a
+// node failed for a reason of Redis's: the node may be gone, its slots
+// served by a replica promoted in its place. (The cluster client reloads
+// a map older than its reload interval anyway, and reloads at most once
+// per 200ms however many ask.)
+func (ns *nodeSet) failed(ctx context.Context, err error) {
+	if ctx.Err() == nil && !errors.Is(err, ErrCircuitOpen) && !errors.Is(err, sluice.ErrRefused) {
+		ns.cc.ReloadState(ctx)
+	}
 }
