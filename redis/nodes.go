@@ -29,7 +29,8 @@ import (
 type node struct {
 	client *goredis.Client
 	via    via
-	batch  *batcher // nil without batching
+	batch  *batcher // whole requests
+	parts  *batcher // parts of requests across masters (mode 'r')
 }
 
 // nodeSet is the masters a Store has sent runs to, by the cluster
@@ -56,6 +57,7 @@ func (ns *nodeSet) of(ctx context.Context, s *Store, key string) (*node, error) 
 		n.via = viaDirect
 	}
 	n.batch = &batcher{s: s, to: n}
+	n.parts = &batcher{s: s, to: n}
 	got, _ := ns.m.LoadOrStore(c, n)
 	return got.(*node), nil
 }

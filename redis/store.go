@@ -385,8 +385,10 @@ func (s *Store) deadlines(ctx context.Context, p *pending) {
 // call sends p in the next batch, or alone in a run of its own.
 func (s *Store) call(ctx context.Context, p *pending) ([]int64, error) {
 	switch {
-	case p.mode != 0: // a part of a split request: a run of its own
-	case p.to != nil && p.to.batch != nil:
+	case p.to != nil && p.mode == modeTake:
+		return p.to.parts.take(ctx, p) // with the other parts bound for its node
+	case p.mode != 0: // a give-back, or a part through the Store's client: a run of its own
+	case p.to != nil:
 		return p.to.batch.take(ctx, p)
 	case p.to == nil && s.batch != nil:
 		return s.batch.take(ctx, p)
