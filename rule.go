@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/internal/algo"
 )
@@ -147,7 +148,16 @@ type prepared struct {
 // cheapest first, without building a key.
 func (p *prepared) of(r *Rule) bool {
 	return p.limit.Rate == r.Limit.Rate && p.limit.Period == r.Limit.Period && p.limit.Burst == r.Limit.Burst &&
-		p.failure == r.Failure && p.name == r.Name && p.algo == r.Algorithm
+		p.failure == r.Failure && same(p.name, r.Name) && same(string(p.algo), string(r.Algorithm))
+}
+
+// same reports whether a == b. The strings a rule was prepared from are
+// most often the very strings it still holds, which same tells by their
+// address, without the call that compares bytes: a request through the
+// Limiter checks its rule twice (the Limiter, then the store), and those
+// four calls took about 5 ns of an in-cache decision of about 110.
+func same(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 // Validate reports whether the rule is usable: a name, a known algorithm,
