@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,6 +48,30 @@ func TestRulePreparedOnce(t *testing.T) {
 	r.Limit = sluice.PerSecond(10)
 	if sp3, _ := r.Spec(); sp3.Ident != sp.Ident {
 		t.Errorf("changed back: Ident differs from the first Spec's; want the same state identity")
+	}
+}
+
+// TestRuleRenamedInPlace: a name or algorithm changed to another of the
+// same length is noticed, as a change of length is; the same bytes at
+// another address are no change.
+func TestRuleRenamedInPlace(t *testing.T) {
+	r := &sluice.Rule{Name: "api", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(10)}
+	sp, err := r.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Name = strings.Clone("api")
+	if got, _ := r.Spec(); got != sp {
+		t.Errorf("the name's bytes copied: Spec() = %p, want %p", got, sp)
+	}
+	r.Name = "web"
+	web, _ := r.Spec()
+	if web == sp || web.Ident == sp.Ident || web.Key.Name != "web" {
+		t.Errorf("renamed to web: Spec() = %+v, want a new Spec named web", web.Key)
+	}
+	r.Algorithm = sluice.AlgoLeakyBucket // as long as token_bucket
+	if got, _ := r.Spec(); got == web || got.Key.Algo != string(sluice.AlgoLeakyBucket) {
+		t.Errorf("leaky_bucket for token_bucket: Spec() = %+v, want a new Spec of leaky_bucket", got.Key)
 	}
 }
 
