@@ -117,7 +117,11 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 		c := &checks[0]
 		if c.Rule != nil {
 			if sp, err := c.Rule.Spec(); err == nil {
-				return s.take1(sp, c.Key, ns, c.CostFor(n), &out[0])
+				if err := s.take1(sp, c.Key, ns, c.CostFor(n), &out[0]); err != nil {
+					out[0] = sluice.Decision{} // an error leaves no decision behind
+					return err
+				}
+				return nil
 			}
 		}
 		return ruleError(0, c.Rule)
