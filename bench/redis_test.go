@@ -63,7 +63,9 @@ func BenchmarkRedis(b *testing.B) {
 			algs = append(algs, sluice.Algo(a))
 		}
 	}
-	script := []string{"evalsha", "eval"}
+	// A run of the store is an FCALL (its library loaded by FUNCTION
+	// LOAD), or without functions an EVALSHA (loaded by EVAL).
+	script := []string{"fcall", "function", "evalsha", "eval"}
 	for _, alg := range algs {
 		rule := &sluice.Rule{Name: "bench", Algorithm: alg, Limit: limit}
 		for _, batch := range []int{1, 16, 64} {

@@ -8,10 +8,19 @@
 // # One script per decision
 //
 // A request — all its checks — is decided by one run of one Lua script
-// (take.lua, static, its parameters in ARGV), sent by EVALSHA and sent
-// again with EVAL once if Redis answers NOSCRIPT (after a restart, a
-// failover or SCRIPT FLUSH; NOSCRIPT means it did not run, so nothing is
-// charged twice). The script decides every check as if charged; if every
+// (take.lua, static, its parameters in ARGV). On a single Redis (node or
+// Sentinel) of version 7 or later the script is a library of Redis
+// functions, sluice_take_SHA1 (SHA1 the script's hash), run by FCALL and
+// loaded by FUNCTION LOAD when Redis answers that it has no such function
+// (the first run, or after a restart, a failover or FUNCTION FLUSH): Redis
+// then keeps what the script sets up between runs, which saves it a few
+// µs a run (see take.lua). A library stays in Redis, persisted and
+// replicated as Redis keeps functions, until FUNCTION DELETE or FLUSH; a
+// new version of the script loads a library of its own. On a Cluster or a
+// Ring, before Redis 7, or for a user whose ACL refuses functions, the
+// script is sent by EVALSHA, and again with EVAL once if Redis answers
+// NOSCRIPT. Either answer means the script did not run, so nothing is
+// charged twice. The script decides every check as if charged; if every
 // check not in shadow mode allows, it charges those that allow, shadow ones
 // included; otherwise it charges none and reports, for the checks that
 // would have allowed, a peek. The time is Redis TIME, so that the

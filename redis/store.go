@@ -29,6 +29,16 @@ var takeSHA = func() string {
 // The script and its hash as arguments, boxed once.
 var takeScriptArg, takeSHAArg any = takeScript, takeSHA
 
+// The script as a library of Redis functions (Redis 7 and later), and its
+// function's name, of this version of the script: a run by FCALL spares
+// Redis the script's set-up that EVALSHA redoes at every run (see
+// take.lua). The library is loaded on first use, as a script is.
+var (
+	takeFn          = "sluice_take_" + takeSHA
+	takeLibrary     = "#!lua name=" + takeFn + "\n" + takeScript + "\nredis.register_function('" + takeFn + "', take)\n"
+	takeFnArg   any = takeFn
+)
+
 // Errors a Take can return besides those of Redis and the context.
 var (
 	// ErrCircuitOpen is returned, at once, while the circuit breaker is
@@ -66,7 +76,13 @@ type Store struct {
 	clock    bool
 	clockKey string
 	clockArg any // clockKey, boxed once
-	st       counters
+	// fcall is set when a run goes by FCALL (a single Redis, not a
+	// Cluster's or a Ring's nodes, which would each need the library);
+	// noFunctions once the server has answered that it has no functions
+	// for the store (before Redis 7, or an ACL): runs go by EVALSHA then.
+	fcall       bool
+	noFunctions atomic.Bool
+	st          counters
 }
 
 // via is how a script run goes to Redis.
@@ -129,6 +145,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		s.clock, s.clockKey = true, o.prefix+"clock"
 		s.clockArg = s.clockKey
 	}
+	s.fcall = s.keys.share == shareNothing
 	if o.denyCache > 0 {
 		s.cache = newDenyCache(o.denyCache)
 	}
@@ -151,7 +168,7 @@ type Stats struct {
 	Runs      int64 // script runs: a run decides a batch of requests
 	Errors    int64 // calls that failed, timeouts included
 	Timeouts  int64 // calls without an answer within the deadline
-	Reloads   int64 // NOSCRIPT answers, after which the script was sent again
+	Reloads   int64 // answers that Redis had no script or function, after which it was sent again
 	Rejected  int64 // calls refused at once by the open circuit
 	CacheHits int64 // requests denied from the local denial cache
 	Breaker   string
@@ -396,11 +413,9 @@ func (p *pending) decode(reply []int64, out []sluice.Decision) {
 	}
 }
 
-// run decides a batch of requests in one script run: EVALSHA, and on
-// NOSCRIPT (a restart, a failover, SCRIPT FLUSH) EVAL once, which loads it
-// again. A NOSCRIPT answer means the script did not run, so nothing is
-// charged twice. It sets each request's reply. buf, if not nil, lends
-// the run's slices, and keeps them for the next run.
+// run decides a batch of requests in one script run: FCALL, or EVALSHA
+// without functions (see exec). It sets each request's reply. buf, if not
+// nil, lends the run's slices, and keeps them for the next run.
 //
 // Only a client called directly is done with a command when it returns:
 // called aside or through the autopipeliner, it may still be writing one
@@ -478,7 +493,7 @@ func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
 		}
 	}
 	args := slices.Grow(buf.args[:0], 3+nkeys+6+len(rules))
-	args = append(args, "evalsha", takeSHAArg, nkeys)
+	args = append(args, "fcall", takeFnArg, nkeys)
 	if s.clock {
 		args = append(args, s.clockArg)
 	}
@@ -510,12 +525,7 @@ func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
 		}()
 	}
 	s.st.runs.Add(1)
-	reply, err := s.do(ctx, args)
-	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		s.st.reloads.Add(1)
-		args[0], args[1] = "eval", takeScriptArg
-		reply, err = s.do(ctx, args)
-	}
+	reply, err := s.exec(ctx, args)
 	if err != nil {
 		return fmt.Errorf("redis: take: %w", err)
 	}
@@ -616,9 +626,55 @@ type runBuf struct {
 	shape, req []byte
 }
 
-// do sends one command and waits for its answer or the end of ctx.
+// exec runs the script with args, which begin with FCALL and the
+// function's name: by FCALL, and on "Function not found" (a restart, a
+// failover, FUNCTION FLUSH) FUNCTION LOAD, then FCALL again; or, on a
+// server with no functions for the store, by EVALSHA, and on NOSCRIPT
+// EVAL, which loads the script again. Such an answer means the script did
+// not run, so nothing is charged twice.
+func (s *Store) exec(ctx context.Context, args []any) ([]int64, error) {
+	if s.fcall && !s.noFunctions.Load() {
+		reply, err := s.do(ctx, args)
+		if err != nil && goredis.HasErrorPrefix(err, "Function not found") {
+			s.st.reloads.Add(1)
+			err = s.process(ctx, goredis.NewCmd(ctx, "function", "load", "replace", takeLibrary))
+			if err == nil {
+				reply, err = s.do(ctx, args)
+			}
+		}
+		if err == nil || !noFunctions(err) {
+			return reply, err
+		}
+		s.noFunctions.Store(true)
+	}
+	args[0], args[1] = "evalsha", takeSHAArg
+	reply, err := s.do(ctx, args)
+	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		s.st.reloads.Add(1)
+		args[0], args[1] = "eval", takeScriptArg
+		reply, err = s.do(ctx, args)
+	}
+	return reply, err
+}
+
+// noFunctions reports whether err says that the server has no functions
+// for the store: a Redis before 7, or a user whose ACL refuses them.
+func noFunctions(err error) bool {
+	return goredis.HasErrorPrefix(err, "unknown command") || goredis.HasErrorPrefix(err, "NOPERM")
+}
+
+// do sends one command and waits for its answer, an array of integers,
+// or the end of ctx.
 func (s *Store) do(ctx context.Context, args []any) ([]int64, error) {
 	cmd := goredis.NewCmd(ctx, args...)
+	if err := s.process(ctx, cmd); err != nil {
+		return nil, err
+	}
+	return cmd.Int64Slice()
+}
+
+// process sends cmd and waits for its answer or the end of ctx.
+func (s *Store) process(ctx context.Context, cmd *goredis.Cmd) error {
 	var err error
 	switch s.via {
 	case viaPipeline:
@@ -642,11 +698,8 @@ func (s *Store) do(ctx context.Context, args []any) ([]int64, error) {
 		select {
 		case err = <-ch:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	return cmd.Int64Slice()
+	return err
 }

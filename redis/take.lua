@@ -41,11 +41,21 @@
 -- request, else 6 per check: allowed, remaining, retry µs, retry ns,
 -- reset µs, reset ns; a µs of -1 is Never.
 
+-- How it runs: as a Redis function (FCALL, Redis 7 and later; see
+-- library in store.go) this file is loaded once, and what its top level
+-- makes, the helpers below and the rules' cache, lives from one run to the
+-- next, a run being a call of take; as a script (EVAL, the fallback) it is
+-- all made again at every run, closures, upvalues and tables, which costs
+-- Redis about 3µs a run. Loading a library sees no global but redis, and
+-- of it only register_function: the globals a run needs are bound at the
+-- first run, and KEYS and ARGV are the run's, set by take.
+local evalkeys, evalargv -- as a script: the run's KEYS and ARGV
+if not redis.register_function then evalkeys, evalargv = KEYS, ARGV end
+local KEYS, ARGV
+
 local P26 = 67108864 -- 2^26
 local P52 = 4503599627370496 -- 2^52
-local spack, sunpack = struct.pack, struct.unpack
-local floor = math.floor
-local call = redis.call
+local spack, sunpack, floor, call -- struct.pack, struct.unpack, math.floor, redis.call
 
 -- floor(a/b) for integers |a| < 2^53, b > 0, corrected for the rounding of
 -- the float quotient.
@@ -56,18 +66,15 @@ local function fdiv(a, b)
   return q
 end
 
-local out = {0} -- the reply
-local nout = 1
-local reqs = ARGV[3]
-local pos = 1 -- in reqs, of the next request
+-- A run's state, set by take.
+local out, nout -- the reply
+local reqs, pos -- ARGV[3], and in it the position of the next request
+local rules -- the run's rules, by index
 
--- The rules of this run, unpacked once.
-local rules = {}
-for i = 1, tonumber(ARGV[6]) do
-  local r = {}
-  r.kind, r.shadow, r.a1, r.a2, r.a3, r.a4, r.a5, r.a6, r.ttl = sunpack('<BBdddddds', ARGV[6 + i])
-  rules[i] = r
-end
+-- The rules as tables, unpacked once per record: as a function, once for
+-- the runs to come (forgotten all at once past 256 records; a store names
+-- few). A rule's table is read only but for mend, which each run clears.
+local rcache, nrcache = {}, 0
 
 -- The clock: the latest time the store has decided at, kept in KEYS[1] so
 -- that no decision is made at an earlier time, whatever Redis TIME does.
@@ -75,13 +82,12 @@ end
 -- plain counter per window. The first request of a run sets it and reads
 -- the old one in one call (SET ... GET), and puts the old one back in the
 -- rare run that finds it ahead of Redis TIME.
-local ki = 1 -- next key
-local clockon = ARGV[1] == '1'
-if clockon then ki = 2 end
-local clock, clocked = nil, false -- clocked: set after the first write
+local ki -- next key
+local clockon
+local clock, clocked -- clocked: set after the first write
 local CLOCKTTL = '86400000' -- ms: a day
 
-local redisnow = nil
+local redisnow -- Redis TIME in µs, once read
 local REDISTIME = 9007199254740992 -- 2^53 as now: read Redis TIME
 
 -- at is the time of a request sent with now.
@@ -115,7 +121,8 @@ end
 -- Kind 5: a key per window, its value the window's count, an integer that
 -- INCRBY charges and DECRBY gives back. window returns the key of the
 -- window holding now, for the key base, and how far into it now is; the
--- window's start, the key's suffix, is formatted once per period and time.
+-- window's start, the key's suffix, is formatted once per period and time
+-- (kept from run to run as a function: it is checked against now).
 local wcache = {}
 local function window(base, now, p, unit)
   local w = wcache[p]
@@ -168,7 +175,7 @@ end
 -- for the window at now, the run's time: false when the guess was right,
 -- as it nearly always is, so that the script makes no string per request;
 -- else the length of the guessed start and the right one.
-local guess = tonumber(ARGV[5])
+local guess -- ARGV[5]
 local function wkey(r, now)
   local p = r.a2
   local k, g = fdiv(now, p), fdiv(guess, p)
@@ -719,48 +726,84 @@ end
 
 local decide -- loadgeneral(), once a run needs it
 
--- Redis before 5 replicates a script by its text unless told otherwise,
--- and refuses writes after TIME; later ones replicate effects anyway.
-if redis.replicate_commands then redis.replicate_commands() end
-local shape = ARGV[2]
-local fastnow = nil
-if ARGV[4] ~= '' then
-  fastnow = at(tonumber(ARGV[4]))
-  out[1] = fastnow
-end
-local byte = string.byte
-for i = 1, #shape do
-  local ri = byte(shape, i)
-  if ri == 0 then
-    if not decide then decide = loadgeneral() end
-    decide()
-  else
-    local r = rules[ri]
-    local key = KEYS[ki]
-    ki = ki + 1
-    nout = nout + 1
-    if r.kind == 1 then
-      out[nout] = bfast(r, key, fastnow)
+-- take decides a run: keys and argv are its KEYS and ARGV. It returns the
+-- reply.
+local function take(keys, argv)
+  KEYS, ARGV = keys, argv
+  if not call then
+    spack, sunpack, floor, call = struct.pack, struct.unpack, math.floor, redis.call
+  end
+  out, nout = {0}, 1
+  reqs, pos = ARGV[3], 1
+  rules = {}
+  for i = 1, tonumber(ARGV[6]) do
+    local rec = ARGV[6 + i]
+    local r = rcache[rec]
+    if r then
+      r.mend = nil
     else
-      -- A unit taken from a window's counter (kind 5, Rate >= 1), or
-      -- given back if the window is full: the count after, times 2, plus
-      -- 1 if allowed. Inline: this is the commonest request.
-      local mend = r.mend
-      if mend == nil then
-        mend = wkey(r, fastnow)
-        r.mend = mend
-      end
-      if mend then key = string.sub(key, 1, #key - mend[1]) .. mend[2] end
-      local c = call('INCRBY', key, '1')
-      if c == 1 then call('PEXPIRE', key, r.ttl) end -- new: its window's first
-      if c > r.a1 then
-        call('DECRBY', key, '1')
-        out[nout] = c * 2 - 2
+      -- A constructor sizes the table once.
+      local kind, shadow, a1, a2, a3, a4, a5, a6, ttl = sunpack('<BBdddddds', rec)
+      r = {kind = kind, shadow = shadow, a1 = a1, a2 = a2, a3 = a3, a4 = a4, a5 = a5, a6 = a6, ttl = ttl}
+      if nrcache == 256 then rcache, nrcache = {}, 0 end
+      rcache[rec], nrcache = r, nrcache + 1
+    end
+    rules[i] = r
+  end
+  clockon = ARGV[1] == '1'
+  ki = clockon and 2 or 1
+  clock, clocked, redisnow = nil, false, nil
+  guess = tonumber(ARGV[5])
+  decide = nil
+
+  -- Redis before 5 replicates a script by its text unless told otherwise,
+  -- and refuses writes after TIME; later ones replicate effects anyway,
+  -- and a function runs on Redis 7 or later.
+  if evalkeys and redis.replicate_commands then redis.replicate_commands() end
+  local shape = ARGV[2]
+  local fastnow = nil
+  if ARGV[4] ~= '' then
+    fastnow = at(tonumber(ARGV[4]))
+    out[1] = fastnow
+  end
+  local byte = string.byte
+  for i = 1, #shape do
+    local ri = byte(shape, i)
+    if ri == 0 then
+      if not decide then decide = loadgeneral() end
+      decide()
+    else
+      local r = rules[ri]
+      local key = KEYS[ki]
+      ki = ki + 1
+      nout = nout + 1
+      if r.kind == 1 then
+        out[nout] = bfast(r, key, fastnow)
       else
-        out[nout] = c * 2 + 1
+        -- A unit taken from a window's counter (kind 5, Rate >= 1), or
+        -- given back if the window is full: the count after, times 2, plus
+        -- 1 if allowed. Inline: this is the commonest request.
+        local mend = r.mend
+        if mend == nil then
+          mend = wkey(r, fastnow)
+          r.mend = mend
+        end
+        if mend then key = string.sub(key, 1, #key - mend[1]) .. mend[2] end
+        local c = call('INCRBY', key, '1')
+        if c == 1 then call('PEXPIRE', key, r.ttl) end -- new: its window's first
+        if c > r.a1 then
+          call('DECRBY', key, '1')
+          out[nout] = c * 2 - 2
+        else
+          out[nout] = c * 2 + 1
+        end
       end
     end
   end
+  if clocked then call('SET', KEYS[1], spack('<d', clock), 'PX', CLOCKTTL) end
+  return out
 end
-if clocked then call('SET', KEYS[1], spack('<d', clock), 'PX', CLOCKTTL) end
-return out
+
+-- As a library, the store appends take's registration under a name of
+-- this text's version (see library in store.go).
+if evalkeys then return take(evalkeys, evalargv) end
