@@ -116,7 +116,7 @@ func TakeThenGiveBack(ctx context.Context, s *Store, t1, t2 time.Time, n int64, 
 	if err != nil {
 		return false, err
 	}
-	pt := &part{p: p, idx: make([]int, len(checks)), reply: reply}
+	pt := &part{s: s, p: p, idx: make([]int, len(checks)), reply: reply}
 	for i := range pt.idx {
 		pt.idx[i] = i
 	}

@@ -40,9 +40,6 @@ type nodeSet struct {
 	m  sync.Map // *goredis.Client → *node
 }
 
-// nodeModes is a run's mode (take.lua's ARGV[1]) sent to a node.
-var nodeModes = map[string]string{"0": "n0", string(modeTake): "nr", string(modeGive): "ng"}
-
 // of is the node that holds key.
 func (ns *nodeSet) of(ctx context.Context, s *Store, key string) (*node, error) {
 	c, err := ns.cc.MasterForKey(ctx, key)
@@ -102,7 +99,7 @@ func (ns *nodeSet) decide(ctx context.Context, s *Store, p *pending, out []sluic
 	if s.keys.noSplit {
 		return s.keys.crossSlot(p.keys)
 	}
-	err = s.split(ctx, parts(p, func(i int) *node { return to[i] }, to), out)
+	err = s.split(ctx, parts(s, p, func(i int) *node { return to[i] }, to), out)
 	if err != nil && err != errMoved {
 		ns.failed(ctx, err)
 	}

@@ -45,6 +45,27 @@ const (
 // slot of its keys had moved to another node. Nothing was charged.
 var errMoved = errors.New("redis: a key's slot moved")
 
+// runMode is take.lua's ARGV[1] for a run to a Cluster node or not, with
+// the store's clock or not, of requests in mode m (0, modeTake, modeGive).
+func runMode(node, clock bool, m byte) string {
+	i := 0
+	if node {
+		i += 6
+	}
+	if clock {
+		i += 3
+	}
+	switch m {
+	case modeTake:
+		i++
+	case modeGive:
+		i += 2
+	}
+	return runModes[i]
+}
+
+var runModes = [...]string{"0", "0r", "0g", "1", "1r", "1g", "n0", "n0r", "n0g", "n1", "n1r", "n1g"}
+
 // stride is how many numbers the script answers per check of p.
 func (p *pending) stride() int {
 	if p.mode == modeTake {
@@ -55,6 +76,7 @@ func (p *pending) stride() int {
 
 // part is the checks of a split request that one run can decide.
 type part struct {
+	s     *Store // the store that decides it
 	p     *pending
 	idx   []int // the request's check index of each of p's checks
 	reply []int64
@@ -77,9 +99,9 @@ func (s *Store) split(ctx context.Context, parts []*part, out []sluice.Decision)
 	s.st.splits.Add(1)
 	var wg sync.WaitGroup
 	for _, pt := range parts[1:] {
-		wg.Go(func() { pt.reply, pt.err = s.send(ctx, pt.p) })
+		wg.Go(func() { pt.reply, pt.err = pt.s.send(ctx, pt.p) })
 	}
-	parts[0].reply, parts[0].err = s.send(ctx, parts[0].p)
+	parts[0].reply, parts[0].err = parts[0].s.send(ctx, parts[0].p)
 	wg.Wait()
 
 	var err error
@@ -120,9 +142,9 @@ func (s *Store) split(ctx context.Context, parts []*part, out []sluice.Decision)
 			continue
 		}
 		wg.Go(func() {
-			s.st.giveBacks.Add(1)
-			s.deadlines(gctx, pt.back)
-			reply, err := s.call(gctx, pt.back)
+			pt.s.st.giveBacks.Add(1)
+			pt.s.deadlines(gctx, pt.back)
+			reply, err := pt.s.call(gctx, pt.back)
 			if err == nil && pt.back.moved {
 				err = errMoved
 			}
@@ -136,8 +158,8 @@ func (s *Store) split(ctx context.Context, parts []*part, out []sluice.Decision)
 	wg.Wait()
 	for _, pt := range parts {
 		if pt.back != nil && pt.err != nil {
-			s.st.errors.Add(1)
-			s.st.giveBackErrors.Add(1)
+			pt.s.st.errors.Add(1)
+			pt.s.st.giveBackErrors.Add(1)
 			backErr = firstErr(backErr, pt.err)
 		}
 	}
@@ -173,14 +195,14 @@ func firstErr(first, err error) error {
 // Ring: the parts one run through the Store's client can decide.
 func (s *Store) slotParts(p *pending) []*part {
 	if s.keys.share == shareSlot {
-		return parts(p, func(i int) uint16 { return slot(p.keys[p.args[i].key]) }, nil)
+		return parts(s, p, func(i int) uint16 { return slot(p.keys[p.args[i].key]) }, nil)
 	}
-	return parts(p, func(i int) string { return tagOf(p.keys[p.args[i].key]) }, nil)
+	return parts(s, p, func(i int) string { return tagOf(p.keys[p.args[i].key]) }, nil)
 }
 
-// parts splits p's checks into parts by id, in the order they first
-// appear; to, if not nil, is the node of each check.
-func parts[K comparable](p *pending, id func(i int) K, to []*node) []*part {
+// parts splits p's checks into parts of store s by id, in the order they
+// first appear; to, if not nil, is the node of each check.
+func parts[K comparable](s *Store, p *pending, id func(i int) K, to []*node) []*part {
 	var parts []*part
 	var ids []K
 	for i, a := range p.args {
@@ -193,7 +215,7 @@ func parts[K comparable](p *pending, id func(i int) K, to []*node) []*part {
 			}
 		}
 		if pt == nil {
-			pt = &part{p: newPending(p.now)}
+			pt = &part{s: s, p: newPending(p.now)}
 			pt.p.mode = modeTake
 			if to != nil {
 				pt.p.to = to[i]

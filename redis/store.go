@@ -480,18 +480,11 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 		nchecks += len(p.args)
 		size += 16 + 32*len(p.args)
 	}
-	mode := "0"
-	switch {
-	case batch[0].mode != 0:
-		// a part of a split request, a run of its own (see split.go)
-		mode = string(rune(batch[0].mode))
-	case s.clock:
-		mode = "1"
+	clock := s.clock && to == nil
+	if clock {
 		nkeys++
 	}
-	if to != nil {
-		mode = nodeModes[mode]
-	}
+	mode := runMode(to != nil, clock, batch[0].mode)
 	// The rules of the run, each sent once however many requests name it.
 	var rbuf [4]runRule
 	rules := rbuf[:0]
@@ -559,7 +552,7 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 	if to != nil {
 		args[2] = 0 // the keys go last, in ARGV
 	}
-	if mode == "1" {
+	if clock {
 		args = append(args, s.clockArg)
 	}
 	tail := len(args) // where the keys begin

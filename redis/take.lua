@@ -9,13 +9,12 @@
 -- made once per rule, and TIME is read once per run.
 --
 -- ARGV[1] the run's mode: '1' if KEYS[1] is the store's clock (see clock
---   below), else '0'; on a Cluster or a Ring, for a request whose checks
---   are split across slots (one run per slot, see split.go), 'r', a take
---   that also reports, per check, the time it was decided at and a bucket's
---   debt after, or 'g', which gives back what such a take charged (see
---   giveback). Neither comes with the clock or one-byte requests. Any of
---   these but '1' may follow an 'n': a run on one node of a Cluster, its
---   keys in ARGV (see nodemode below).
+--   below), else '0'; then, for the parts of a request that no one run can
+--   decide (see split.go), 'r', a take that also reports, per check, the
+--   time it was decided at and a bucket's debt after, or 'g', which gives
+--   back what such a take charged (see giveback); neither comes with
+--   one-byte requests. An 'n' first: a run on one node of a Cluster, its
+--   keys in ARGV (see nodemode below), never with the clock.
 -- ARGV[2] the shape of the run: a byte per request, in order. 0: a request
 --   read from ARGV[3]. r > 0: one check of rule r, cost 1, at ARGV[4]'s
 --   time, decided on a path of its own for its kind, with a reply of one
@@ -102,8 +101,8 @@ if nodemode then
   local from = 6 + #rules
   for i = from + 1, #ARGV do KEYS[i - from] = ARGV[i] end
 end
-local clockon = mode == '1'
-local receipts, giving = mode == 'r', mode == 'g'
+local clockon = string.byte(mode, 1) == 49 -- '1'
+local receipts, giving = string.byte(mode, 2) == 114, string.byte(mode, 2) == 103 -- 'r', 'g'
 if clockon then ki = 2 end
 local clock, clocked = nil, false -- clocked: set after the first write
 local CLOCKTTL = '86400000' -- ms: a day
@@ -632,6 +631,7 @@ local function loadgeneral()
     end
     d[1], d[2], d[3], d[4], d[5], d[6] = wdecision(r, ok, count, off, never)
     d[11], d[12] = count, off
+    d[15] = now -- the time decided at, for a receipt: it names the window
     return d
   end
 
@@ -836,7 +836,17 @@ local function loadgeneral()
     end
   end
 
-  local undo = {unbucket, unfixed, uncounter, unlog}
+  -- A fixed window, a key per window (kind 5): the charge is in the count
+  -- of the take's window while its key lives, which is as long as the
+  -- window (the clock keeps time from going back to it).
+  local function unwfixed(c, now, n, t1)
+    local key = window(c.key, t1, c.r.a2, c.r.a3)
+    local count = wcount(key)
+    if count < n then n = count end
+    if n > 0 then call('DECRBY', key, arg(n)) end
+  end
+
+  local undo = {unbucket, unfixed, uncounter, unlog, unwfixed}
 
   -- giveback gives back one request's checks: per check its rule, the cost
   -- taken (0 if it was not charged), and the take's receipt (t1, x).
