@@ -170,6 +170,12 @@ func pinRedis(b *testing.B, addr string) {
 // how much of the machine each side used (decisions/s × cpu-µs / 10^6 is
 // cores busy).
 func runRedis(b *testing.B, rc *goredis.Client, callers int, cmds []string, mk func() func(key string) bool) {
+	runOn(b, []*goredis.Client{rc}, callers, cmds, mk)
+}
+
+// runOn is runRedis with the Redis figures summed over servers: the
+// masters of a Cluster.
+func runOn(b *testing.B, servers []*goredis.Client, callers int, cmds []string, mk func() func(key string) bool) {
 	b.ReportAllocs()
 	keys := make([]string, 10000)
 	for i := range keys {
@@ -198,7 +204,7 @@ func runRedis(b *testing.B, rc *goredis.Client, callers int, cmds []string, mk f
 			lat[g] = own
 		})
 	}
-	server0, cmd0 := serverCPU(b, rc), commandUsec(b, rc, cmds)
+	server0, cmd0 := sumOver(servers, func(rc *goredis.Client) time.Duration { return serverCPU(b, rc) }), sumOver(servers, func(rc *goredis.Client) int64 { return commandUsec(b, rc, cmds) })
 	client0, clientOK := processCPU()
 	b.ResetTimer()
 	t := time.Now()
@@ -207,7 +213,7 @@ func runRedis(b *testing.B, rc *goredis.Client, callers int, cmds []string, mk f
 	el := time.Since(t)
 	b.StopTimer()
 	client1, _ := processCPU()
-	server1, cmd1 := serverCPU(b, rc), commandUsec(b, rc, cmds)
+	server1, cmd1 := sumOver(servers, func(rc *goredis.Client) time.Duration { return serverCPU(b, rc) }), sumOver(servers, func(rc *goredis.Client) int64 { return commandUsec(b, rc, cmds) })
 	all := slices.Concat(lat...)
 	slices.Sort(all)
 	if len(all) > 0 {
@@ -221,6 +227,104 @@ func runRedis(b *testing.B, rc *goredis.Client, callers int, cmds []string, mk f
 	if clientOK {
 		b.ReportMetric((client1-client0).Seconds()*1e6/float64(b.N), "client-cpu-µs")
 	}
+}
+
+// sumOver sums f over servers.
+func sumOver[T int64 | time.Duration](servers []*goredis.Client, f func(*goredis.Client) T) T {
+	var sum T
+	for _, rc := range servers {
+		sum += f(rc)
+	}
+	return sum
+}
+
+// BenchmarkRedisCluster measures what a decision costs a 3-master Redis
+// Cluster, summed over the masters, as BenchmarkRedis does for one
+// server: the Redis store with runs batched per master (the default,
+// 64 requests per run at most) and without batching (a run per request,
+// through the cluster client's autopipeliner), for one check per request
+// and, with checks=2, for a request on two keys (per user and per IP,
+// GCRA both), which sits on two masters two times in three and is then
+// decided in parts; beside the pipelined INCRBY + PEXPIRE pair. 128
+// callers. The masters are not pinned: they share the machine with the
+// benchmark.
+//
+//	go test -run '^$' -bench '^BenchmarkRedisCluster$' -benchtime 2s
+func BenchmarkRedisCluster(b *testing.B) {
+	addrs := testredis.StartCluster(b)
+	const callers = 128
+	limit := sluice.PerSecond(1000)
+	masters := make([]*goredis.Client, len(addrs))
+	for i, a := range addrs {
+		masters[i] = goredis.NewClient(&goredis.Options{Addr: a})
+		b.Cleanup(func() { masters[i].Close() })
+	}
+	cluster := func(b *testing.B) *goredis.ClusterClient {
+		cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, PoolSize: callers, ContextTimeoutEnabled: true})
+		b.Cleanup(func() { cc.Close() })
+		return cc
+	}
+	script := []string{"evalsha", "eval"}
+	for _, alg := range []sluice.Algo{sluice.AlgoFixedWindow, sluice.AlgoGCRA} {
+		for _, batched := range []bool{true, false} {
+			for _, n := range []int{1, 2} {
+				if n == 2 && alg != sluice.AlgoGCRA {
+					continue
+				}
+				b.Run(fmt.Sprintf("store=sluice/alg=%s/batched=%v/checks=%d", alg, batched, n), func(b *testing.B) {
+					opts := []sredis.Option{sredis.WithPrefix(fmt.Sprintf("b%d:", time.Now().UnixNano())), sredis.WithTimeout(time.Second)}
+					if !batched {
+						opts = append(opts, sredis.WithoutBatching())
+					}
+					s, err := sredis.New(cluster(b), opts...)
+					if err != nil {
+						b.Fatal(err)
+					}
+					user := &sluice.Rule{Name: "user", Algorithm: alg, Limit: limit}
+					ip := &sluice.Rule{Name: "ip", Algorithm: alg, Limit: limit}
+					runOn(b, masters, callers, script, func() func(key string) bool {
+						checks := []sluice.Check{{Rule: user}, {Rule: ip}}[:n]
+						out := make([]sluice.Decision, n)
+						return func(key string) bool {
+							checks[0].Key = key
+							if n == 2 {
+								checks[1].Key = "ip-" + key
+							}
+							if err := s.Take(context.Background(), time.Now(), 1, checks, out); err != nil {
+								b.Error(err)
+							}
+							return out[0].Allowed
+						}
+					})
+					st := s.Stats()
+					if st.Runs > 0 {
+						b.ReportMetric(float64(st.Calls)/float64(st.Runs), "reqs/run")
+					}
+					b.ReportMetric(float64(st.Splits)/float64(b.N), "split/op")
+				})
+			}
+		}
+	}
+	b.Run("store=pair", func(b *testing.B) {
+		cc := cluster(b)
+		prefix := fmt.Sprintf("p%d:", time.Now().UnixNano())
+		runOn(b, masters, callers, []string{"incrby", "pexpire"}, func() func(key string) bool {
+			return func(key string) bool {
+				k := prefix + key + "_" + strconv.FormatInt(time.Now().Unix(), 10)
+				var incr *goredis.IntCmd
+				_, err := cc.Pipelined(context.Background(), func(p goredis.Pipeliner) error {
+					incr = p.IncrBy(context.Background(), k, 1)
+					p.PExpire(context.Background(), k, time.Second)
+					return nil
+				})
+				if err != nil {
+					b.Error(err)
+					return false
+				}
+				return incr.Val() <= limit.Rate
+			}
+		})
+	})
 }
 
 // infoField is field of INFO section.

@@ -50,6 +50,18 @@ type pending struct {
 	// fastReply holds its reply as the general path's (see expand).
 	fast      bool
 	fastReply [6]int64
+	// split is set for a request whose keys sit on more than one node
+	// (see split.go); mode is a part's run mode there, 'r' or 'g' (0 for
+	// any other request), and taken a give-back's receipts: the take's
+	// reply, 8 numbers a check.
+	split bool
+	mode  byte
+	taken []int64
+	// to is the Cluster node p goes to directly, nil for the Store's
+	// client (see nodes.go); moved is set when that node no longer held
+	// one of its keys, and p was not decided.
+	to    *node
+	moved bool
 	// room for the args and keys of a request of up to two checks
 	argBuf [2]checkArgs
 	keyBuf [2]string
@@ -101,6 +113,7 @@ const (
 
 type batcher struct {
 	s       *Store
+	to      *node // the Cluster node its runs go to, nil for the Store's client
 	mu      sync.Mutex
 	queue   []*pending // from head on; see pop
 	head    int
@@ -260,7 +273,7 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 		// its own).
 		dl, ok := latest(batch)
 		rctx, cancel := runContext(ctx, len(batch) == 1 && self, dl, ok)
-		err = b.s.run(rctx, batch, &r.buf)
+		err = b.s.run(rctx, b.to, batch, &r.buf)
 		if cancel != nil {
 			cancel()
 		}

@@ -2,7 +2,6 @@ package redis_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,8 +19,8 @@ import (
 )
 
 // TestCluster runs on a 3-master Redis Cluster: keys spread over the
-// masters, each decided right; a request on two entities errs with
-// ErrCrossSlot and charges nothing, unless a hash tag joins them.
+// masters, each decided right; a hash tag joins a request's keys in one
+// slot, and one run (TestClusterSplit decides them apart).
 func TestCluster(t *testing.T) {
 	cl := startCluster(t)
 	cc := cl.client(t)
@@ -79,9 +78,6 @@ func TestCluster(t *testing.T) {
 	ip := &sluice.Rule{Name: "ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)}
 	user := &sluice.Rule{Name: "user", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)}
 	two := []sluice.Check{{Rule: ip, Key: "203.0.113.7"}, {Rule: user, Key: "bob"}}
-	if err := s.Take(ctx, time.Time{}, 1, two, make([]sluice.Decision, 2)); !errors.Is(err, redis.ErrCrossSlot) || !errors.Is(err, sluice.ErrRefused) {
-		t.Fatalf("two entities: err = %v, want ErrCrossSlot, a refusal", err)
-	}
 	tagged := newStore(t, cc, redis.WithPrefix(p), redis.WithHashTag(func(c sluice.Check) string { return "bob" }))
 	out := make([]sluice.Decision, 2)
 	if err := tagged.Take(ctx, time.Time{}, 5, two, out); err != nil || !out[0].Allowed || !out[1].Allowed {

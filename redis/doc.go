@@ -57,9 +57,11 @@
 // of them in order, all-or-nothing each, as if they had come one by one:
 // Redis parses one command, enters Lua once and reads TIME once for many
 // decisions. A run holds at most 64 requests (WithMaxBatch). The callers
-// take turns sending; no goroutine is started. On a Cluster (and a Ring)
-// a script's keys must share a slot, so each request is a run of its own,
-// sent through go-redis's autopipeliner.
+// take turns sending; no goroutine is started. On a Cluster, the same
+// holds per master: the store sends runs to each master directly, the
+// requests bound for one batched together (see Runs per Cluster node). On
+// a Ring each request is a run of its own, sent through go-redis's
+// autopipeliner.
 //
 // What Redis spends per decision is the part of the cost that does not
 // scale by adding application servers, so the script does as little as
@@ -85,12 +87,54 @@
 // callers' clocks with WithCallerTime, which may run behind Redis's, or
 // the store's clock below), and idle keys go within that bound; a bucket
 // or a window found idle is deleted at once, and a bucket with Rate 0,
-// which never refills, has no TTL. On a Cluster the keys of one request
-// must share a slot: checks on
-// one key always do; checks on different keys (per IP and per user) get
-// ErrCrossSlot, and nothing is charged, unless WithHashTag gives them a
-// common tag. A request is never split across slots, since it could not
-// be all-or-nothing.
+// which never refills, has no TTL.
+//
+// # Runs per Cluster node
+//
+// A command's KEYS must share a slot on a Cluster, but a script may touch
+// the keys of any slot its node holds. So the store sends each run to the
+// master that holds its keys, directly, with the keys in ARGV: the checks
+// of a request whose keys sit on one master (per IP and per user, in
+// different slots) are decided in one run, all-or-nothing, and the
+// requests bound for one master are batched. The master of a key is the
+// cluster client's map of slots; a run that finds a key its node no
+// longer holds (a slot moved, in a resharding or a failover) fails the
+// requests on that key alone, before they wrote anything, and the store
+// decides them again through the cluster client, which follows Redis's
+// redirections and reloads its map (Stats.Moved). Only a request whose
+// keys sit on different masters needs more than one run: see below.
+// WithHashTag can give a request's checks a common tag, which keeps them
+// on one master. WithoutBatching sends every run through the cluster
+// client, so a request's keys must then share a slot.
+//
+// # Requests across slots
+//
+// On a Cluster (and a Ring, by hash tag), a request whose keys one run
+// cannot hold — on different masters, or in different slots
+// WithoutBatching — is decided in parts, one per master (or slot), all
+// sent at once, each a script run on its node, all-or-nothing within
+// itself. If every
+// part passes, the request is allowed. If a part denies, or fails, every
+// part that charged is given back on its node, and its checks report the
+// peek a denied request reports; once the request returns, nothing of it
+// is charged. The give-back never mints: it takes off a window's count
+// only while the window is the one charged (the sliding counter's, from
+// its previous count once it rolled), the log's entry while it is in the
+// log, and from a bucket no more than what is left of the charge had
+// nothing else happened since: the debt after the take, drained since.
+// That is exact unless another request charged the bucket in between
+// and its debt would have drained below the charge; then part of the
+// charge, at most what drains in the round trip, stays.
+//
+// Two things differ from a request in one run. Between a part's take and
+// its give-back, one round trip to the slowest node and one back, a
+// concurrent request sees the charge and may be denied for it. And a
+// give-back that fails (its node stopped answering) leaves its charge
+// until the window ends or the bucket refills; the request then returns
+// the error, which Stats.GiveBackErrors counts. WithoutSplit refuses
+// such requests with ErrCrossSlot instead. split.go holds the protocol,
+// take.lua's modes 'r' and 'g' its Redis side; nodes.go the runs per
+// master.
 //
 // # The store's clock and the fixed window
 //
@@ -163,7 +207,7 @@
 // What rueidis would bring, pipelining concurrent callers on one
 // connection, the store gets from batching, which goes further (one
 // script run for many requests; see bench/redis_test.go for the figures),
-// and on a Cluster from go-redis's own autopipeliner.
+// and on a Cluster from batching per master.
 //
 // go-redis retries a command after a network error (Options.MaxRetries,
 // 3 by default). A retry of a script that ran but whose answer was lost

@@ -2,7 +2,10 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // WithTTLSlack adds d to every TTL. Tests that drive the time with
@@ -32,17 +35,7 @@ func (s *Store) CacheLen() int {
 
 // HoldLeaders takes every leader slot of s's batcher, so that Takes queue
 // until a test leads them; release gives the slots back.
-func HoldLeaders(s *Store) (release func()) {
-	s.batch.mu.Lock()
-	held := leaders - s.batch.running
-	s.batch.running = leaders
-	s.batch.mu.Unlock()
-	return func() {
-		s.batch.mu.Lock()
-		s.batch.running -= held
-		s.batch.mu.Unlock()
-	}
-}
+func HoldLeaders(s *Store) (release func()) { return s.batch.hold() }
 
 // Running is the number of leader slots in use in s's batcher.
 func Running(s *Store) int {
@@ -52,20 +45,98 @@ func Running(s *Store) int {
 }
 
 // Queued is the number of requests waiting in s's batcher.
-func Queued(s *Store) int {
-	s.batch.mu.Lock()
-	defer s.batch.mu.Unlock()
-	return len(s.batch.queue) - s.batch.head
-}
+func Queued(s *Store) int { return s.batch.queued() }
 
 // LeadAs makes a caller with ctx, and no request of its own to speak of,
 // lead the queued requests, as a waiter handed the queue does.
-func LeadAs(ctx context.Context, s *Store) error {
+func LeadAs(ctx context.Context, s *Store) error { return s.batch.leadAs(ctx) }
+
+// Batcher is the batcher of the Cluster node that s sends key's
+// requests to: HoldLeaders, Queued and LeadAs for that node.
+type Batcher struct{ b *batcher }
+
+// NodeBatcher is key's node's batcher.
+func NodeBatcher(ctx context.Context, s *Store, key string) (Batcher, error) {
+	n, err := s.nodes.of(ctx, s, key)
+	if err != nil {
+		return Batcher{}, err
+	}
+	return Batcher{n.batch}, nil
+}
+
+func (b Batcher) HoldLeaders() (release func())    { return b.b.hold() }
+func (b Batcher) Queued() int                      { return b.b.queued() }
+func (b Batcher) LeadAs(ctx context.Context) error { return b.b.leadAs(ctx) }
+func (b Batcher) Addr() string                     { return b.b.to.client.Options().Addr }
+
+func (b *batcher) hold() (release func()) {
+	b.mu.Lock()
+	held := leaders - b.running
+	b.running = leaders
+	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		b.running -= held
+		b.mu.Unlock()
+	}
+}
+
+func (b *batcher) queued() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue) - b.head
+}
+
+func (b *batcher) leadAs(ctx context.Context) error {
 	p := &pending{}
 	p.deadline, _ = ctx.Deadline()
-	s.batch.mu.Lock()
-	s.batch.running++ // the slot lead gives back or hands on, as take takes it
-	s.batch.mu.Unlock()
-	_, err := s.batch.lead(ctx, p)
+	b.mu.Lock()
+	b.running++ // the slot lead gives back or hands on, as take takes it
+	b.mu.Unlock()
+	_, err := b.lead(ctx, p)
 	return err
 }
+
+// TakeThenGiveBack takes checks at t1 as one part of a request split
+// across slots (with receipts), writing the take's decisions to taken,
+// and, if it charged, gives it back at t2, writing the peeks the
+// give-back reports to back; between, if not nil, is called in between.
+// s must decide at the caller's time and not batch.
+func TakeThenGiveBack(ctx context.Context, s *Store, t1, t2 time.Time, n int64, checks []sluice.Check, between func(), taken, back []sluice.Decision) (charged bool, err error) {
+	if !s.callerTime || s.batch != nil {
+		return false, errors.New("TakeThenGiveBack: the store must have WithCallerTime and WithoutBatching")
+	}
+	p, err := s.request(t1, n, checks)
+	if err != nil {
+		return false, err
+	}
+	defer p.release()
+	p.mode = modeTake
+	reply, err := s.send(ctx, p)
+	if err != nil {
+		return false, err
+	}
+	pt := &part{s: s, p: p, idx: make([]int, len(checks)), reply: reply}
+	for i := range pt.idx {
+		pt.idx[i] = i
+	}
+	pt.decode(reply, 8, taken)
+	if !pt.passed() || !pt.charged() {
+		return false, nil
+	}
+	if between != nil {
+		between()
+	}
+	g := pt.giveBack()
+	defer g.release()
+	g.now = float64(t2.UnixMicro())
+	s.deadlines(ctx, g)
+	if reply, err = s.call(ctx, g); err != nil {
+		return true, err
+	}
+	g.decode(reply, back)
+	return true, nil
+}
+
+// Slot is key's Redis Cluster hash slot.
+func Slot(key string) uint16 { return slot(key) }

@@ -64,6 +64,9 @@ type keyScheme struct {
 	// for sluice's names.
 	window func(sluice.Check) string
 	share  share
+	// noSplit refuses a request that one script run cannot decide
+	// (WithoutSplit).
+	noSplit bool
 }
 
 // share is what the keys of one request must have in common.
@@ -90,32 +93,41 @@ func (k *keyScheme) key(c sluice.Check, code string) string {
 }
 
 // together checks that one script run can decide keys, the keys of one
-// request: no key twice, and on a Cluster or a Ring, one node.
-func (k *keyScheme) together(keys []string) error {
+// request: no key twice. On a Cluster or a Ring, it reports whether they
+// sit in more than one slot (a tag on a Ring), so that a run through the
+// Store's client cannot decide them together (see split.go).
+func (k *keyScheme) together(keys []string) (split bool, err error) {
 	for i := 1; i < len(keys); i++ {
 		for j := range i {
 			if keys[i] == keys[j] {
-				return fmt.Errorf("redis: two checks of one request on %q: %w", keys[i], sluice.ErrRefused)
+				return false, fmt.Errorf("redis: two checks of one request on %q: %w", keys[i], sluice.ErrRefused)
 			}
 		}
 	}
-	switch k.share {
-	case shareSlot:
-		sl := slot(keys[0])
-		for _, key := range keys[1:] {
-			if slot(key) != sl {
-				return fmt.Errorf("%w: %q and %q (use WithHashTag)", ErrCrossSlot, keys[0], key)
-			}
-		}
-	case shareTag:
-		t := tagOf(keys[0])
-		for _, key := range keys[1:] {
-			if tagOf(key) != t {
-				return fmt.Errorf("%w: %q and %q (use WithHashTag)", ErrCrossSlot, keys[0], key)
-			}
+	return k.crossSlot(keys) != nil, nil
+}
+
+// crossSlot is ErrCrossSlot for keys not all in one slot (one tag on a
+// Ring), nil for keys that are.
+func (k *keyScheme) crossSlot(keys []string) error {
+	for _, key := range keys[1:] {
+		if !k.sameNode(key, keys[0]) {
+			return fmt.Errorf("%w: %q and %q (use WithHashTag)", ErrCrossSlot, keys[0], key)
 		}
 	}
 	return nil
+}
+
+// sameNode reports whether one script run can hold keys a and b: on a
+// Cluster, they share a slot; on a Ring, a hash tag.
+func (k *keyScheme) sameNode(a, b string) bool {
+	switch k.share {
+	case shareSlot:
+		return slot(a) == slot(b)
+	case shareTag:
+		return tagOf(a) == tagOf(b)
+	}
+	return true
 }
 
 // stateKey is the key of check (rule, key) with hash tag tag; tagged says

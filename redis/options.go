@@ -26,6 +26,7 @@ type options struct {
 	ttlSlack     time.Duration
 	storeClock   bool // tests only: the store's clock with the caller's time
 	maxBatch     int
+	noSplit      bool
 }
 
 // defaults is the options of a Store that was given none: each Option
@@ -77,12 +78,28 @@ func WithTimeout(d time.Duration) Option {
 	return func(o *options) error { o.timeout = max(d, 0); return nil }
 }
 
+// WithoutSplit has a Store on a Cluster or a Ring refuse, with
+// ErrCrossSlot, a request that one script run cannot decide — its keys on
+// more than one master of a Cluster (in more than one slot WithoutBatching,
+// more than one tag on a Ring) — rather than decide it in parts by taking
+// and giving back (see Requests across slots in the package
+// documentation). Every request is then decided in one run, and such a
+// request refused unless WithHashTag joins its keys.
+func WithoutSplit() Option {
+	return func(o *options) error {
+		o.noSplit = true
+		return nil
+	}
+}
+
 // WithHashTag sets the Redis Cluster hash tag of a check's keys. The
 // default is the check's key: the rules of one entity share a slot, and a
-// request whose checks have different keys (per IP and per user) fails
-// with ErrCrossSlot on a cluster. A tag common to a request's checks, such
-// as the user of a per-user and a per-user-and-route check, keeps it
-// atomic; a constant tag puts every key in one slot. Outside a cluster the
+// request whose checks have different keys (per IP and per user) may sit
+// on different masters, and is then decided in parts (see Requests across
+// slots in the package documentation), or refused with ErrCrossSlot under
+// WithoutSplit. A tag common to a request's checks, such as the user of a
+// per-user and a per-user-and-route check, keeps it in one script run; a
+// constant tag puts every key in one slot. Outside a cluster the
 // tag only names keys. The function must be deterministic per check.
 func WithHashTag(f func(sluice.Check) string) Option {
 	return func(o *options) error { o.tag = f; return nil }
@@ -145,15 +162,18 @@ func WithBreakerClock(c sluice.Clock) Option {
 
 // WithoutAutoPipeline sends each script run on a connection of its own
 // instead of through the client's autopipeliner, which a Store uses only
-// when it does not batch: on a Cluster or a Ring, or WithoutBatching.
+// for the runs it does not batch: on a Ring, WithoutBatching, and on a
+// Cluster the runs per slot that follow a moved slot.
 func WithoutAutoPipeline() Option {
 	return func(o *options) error { o.autoPipeline = false; return nil }
 }
 
 // WithoutBatching sends each request in a script run of its own. By
-// default, on a single Redis (not a Cluster or a Ring), requests that
-// arrive while a run is out are decided together in the next run, each
-// all-or-nothing and in order.
+// default, on a single Redis and on each master of a Cluster (not on a
+// Ring), requests that arrive while a run is out are decided together in
+// the next run, each all-or-nothing and in order. On a Cluster, it also
+// sends each run through the cluster client, so a request's keys must
+// then share a slot to be decided in one run.
 func WithoutBatching() Option { return func(o *options) error { o.batching = false; return nil } }
 
 // WithMaxBatch bounds the requests decided in one script run, and so the

@@ -44,10 +44,10 @@ var (
 	// ErrCircuitOpen is returned, at once, while the circuit breaker is
 	// open after consecutive failures.
 	ErrCircuitOpen = errors.New("redis: circuit open: recent calls failed")
-	// ErrCrossSlot is returned for a request whose checks hash to more
-	// than one Redis Cluster slot: they cannot be decided atomically, so
-	// none is decided. Give them a common hash tag with WithHashTag. It
-	// wraps sluice.ErrRefused.
+	// ErrCrossSlot is returned, under WithoutSplit, for a request whose
+	// checks hash to more than one Redis Cluster slot: they cannot be
+	// decided in one script run, so none is decided. Give them a common
+	// hash tag with WithHashTag. It wraps sluice.ErrRefused.
 	ErrCrossSlot = fmt.Errorf("redis: checks of one request in different cluster slots: %w", sluice.ErrRefused)
 	// ErrTimeout is returned when Redis did not answer within the bound
 	// set by WithTimeout, or by the Limiter's sluice.WithTimeout, whichever
@@ -67,6 +67,7 @@ type Store struct {
 	callerTime bool          // decide at the caller's now, not Redis TIME
 	timeout    time.Duration // the store's bound on a call; see Deadlines and clocks
 	cache      *denyCache    // nil without the deny cache
+	nodes      *nodeSet      // on a Cluster with batching: runs per node
 	br         breaker
 	ttlSlack   time.Duration // tests only, see export_test.go
 	maxBatch   int           // requests in a script run, at most
@@ -117,7 +118,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	s := &Store{
 		client:     client,
-		keys:       keyScheme{prefix: o.prefix, tag: o.tag, window: o.window},
+		keys:       keyScheme{prefix: o.prefix, tag: o.tag, window: o.window, noSplit: o.noSplit},
 		callerTime: o.callerTime,
 		timeout:    o.timeout,
 		br:         breaker{threshold: o.failures, cooldown: o.cooldown, clock: o.clock},
@@ -152,6 +153,9 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	if o.batching && s.keys.share == shareNothing {
 		s.batch = &batcher{s: s}
 	}
+	if cc, ok := client.(*goredis.ClusterClient); ok && o.batching {
+		s.nodes = &nodeSet{cc: cc}
+	}
 	if s.batch == nil && o.autoPipeline {
 		ap, err := client.AsyncAutoPipeline()
 		if err != nil {
@@ -171,24 +175,40 @@ type Stats struct {
 	Reloads   int64 // answers that Redis had no script or function, after which it was sent again
 	Rejected  int64 // calls refused at once by the open circuit
 	CacheHits int64 // requests denied from the local denial cache
-	Breaker   string
+	// Splits counts requests decided a part per slot, on a Cluster or a
+	// Ring (see Requests across slots in the package documentation);
+	// GiveBacks, the parts given back because another part denied or
+	// failed; GiveBackErrors, the give-backs that failed and so left
+	// their part charged.
+	Splits         int64
+	GiveBacks      int64
+	GiveBackErrors int64
+	// Moved counts requests a Cluster node could not decide, a slot of
+	// their keys having moved, decided again through the cluster client.
+	Moved   int64
+	Breaker string
 }
 
 type counters struct {
 	calls, runs, errors, timeouts, reloads, rejected, hits atomic.Int64
+	splits, giveBacks, giveBackErrors, moved               atomic.Int64
 }
 
 // Stats returns the counters.
 func (s *Store) Stats() Stats {
 	return Stats{
-		Calls:     s.st.calls.Load(),
-		Runs:      s.st.runs.Load(),
-		Errors:    s.st.errors.Load(),
-		Timeouts:  s.st.timeouts.Load(),
-		Reloads:   s.st.reloads.Load(),
-		Rejected:  s.st.rejected.Load(),
-		CacheHits: s.st.hits.Load(),
-		Breaker:   s.br.state(),
+		Calls:          s.st.calls.Load(),
+		Runs:           s.st.runs.Load(),
+		Errors:         s.st.errors.Load(),
+		Timeouts:       s.st.timeouts.Load(),
+		Reloads:        s.st.reloads.Load(),
+		Rejected:       s.st.rejected.Load(),
+		CacheHits:      s.st.hits.Load(),
+		Splits:         s.st.splits.Load(),
+		GiveBacks:      s.st.giveBacks.Load(),
+		GiveBackErrors: s.st.giveBackErrors.Load(),
+		Moved:          s.st.moved.Load(),
+		Breaker:        s.br.state(),
 	}
 }
 
@@ -211,7 +231,8 @@ var _ sluice.RuleChecker = (*Store)(nil)
 // script run: see sluice.Store. The time is Redis TIME unless
 // WithCallerTime. Errors are Redis's, ErrTimeout, ErrCircuitOpen,
 // ErrCrossSlot, ErrOutOfRange, or the context's; a failed Take charged
-// nothing, unless the script ran and its answer was lost.
+// nothing, unless the script ran and its answer was lost, or, for a
+// request split across slots, a give-back failed (Stats.GiveBackErrors).
 //
 // It goes in four steps: the request's arguments and keys (request), the
 // denial cache (cached), Redis behind the circuit breaker and the
@@ -235,12 +256,38 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	if s.cached(cnow, p, checks, out) {
 		return nil
 	}
+	if err := s.decide(ctx, p, out); err != nil {
+		return err
+	}
+	s.remember(cnow, p, checks, out)
+	return nil
+}
+
+// decide has Redis decide p: in one run, or in parts across slots or
+// Cluster nodes (see split.go and nodes.go).
+func (s *Store) decide(ctx context.Context, p *pending, out []sluice.Decision) error {
+	if s.nodes != nil {
+		err := s.nodes.decide(ctx, s, p, out)
+		if err != errMoved {
+			return err
+		}
+		// A slot moved: the cluster client reloads its map, and decides p
+		// meanwhile, a run per slot, following Redis's redirections.
+		s.st.moved.Add(1)
+		s.nodes.cc.ReloadState(ctx)
+		p.to, p.moved, p.reply = nil, false, nil
+	}
+	if p.split {
+		if s.keys.noSplit {
+			return s.keys.crossSlot(p.keys)
+		}
+		return s.split(ctx, s.slotParts(p), out)
+	}
 	reply, err := s.send(ctx, p)
 	if err != nil {
 		return err
 	}
 	p.decode(reply, out)
-	s.remember(cnow, p, checks, out)
 	return nil
 }
 
@@ -276,10 +323,12 @@ func (s *Store) request(now time.Time, n int64, checks []sluice.Check) (*pending
 			p.keys = append(p.keys, k+":e")
 		}
 	}
-	if err := s.keys.together(p.keys); err != nil {
+	split, err := s.keys.together(p.keys)
+	if err != nil {
 		p.release()
 		return nil, err
 	}
+	p.split = split
 	if s.callerTime {
 		us, err := micros(now)
 		if err != nil {
@@ -352,7 +401,13 @@ func (s *Store) deadlines(ctx context.Context, p *pending) {
 
 // call sends p in the next batch, or alone in a run of its own.
 func (s *Store) call(ctx context.Context, p *pending) ([]int64, error) {
-	if s.batch != nil {
+	switch {
+	case p.to != nil && p.mode == modeTake:
+		return p.to.parts.take(ctx, p) // with the other parts bound for its node
+	case p.mode != 0: // a give-back, or a part through the Store's client: a run of its own
+	case p.to != nil:
+		return p.to.batch.take(ctx, p)
+	case p.to == nil && s.batch != nil:
 		return s.batch.take(ctx, p)
 	}
 	if !p.expires.IsZero() {
@@ -360,7 +415,7 @@ func (s *Store) call(ctx context.Context, p *pending) ([]int64, error) {
 		ctx, cancel = context.WithDeadline(ctx, p.expires)
 		defer cancel()
 	}
-	if err := s.run(ctx, []*pending{p}, nil); err != nil {
+	if err := s.run(ctx, p.to, []*pending{p}, nil); err != nil {
 		return nil, err
 	}
 	return p.reply, nil
@@ -402,14 +457,18 @@ func (s *Store) failed(ctx context.Context, p *pending, err error, probe bool) e
 // numbers a check.
 func (p *pending) decode(reply []int64, out []sluice.Decision) {
 	for i := range p.args {
-		r := reply[6*i : 6*i+6]
-		out[i] = sluice.Decision{
-			Allowed:    r[0] == 1,
-			Limit:      p.args[i].p.quota,
-			Remaining:  r[1],
-			RetryAfter: duration(r[2], r[3]),
-			ResetAfter: duration(r[4], r[5]),
-		}
+		p.decodeOne(i, reply[6*i:6*i+6], &out[i])
+	}
+}
+
+// decodeOne writes check i's decision from its six numbers in r.
+func (p *pending) decodeOne(i int, r []int64, d *sluice.Decision) {
+	*d = sluice.Decision{
+		Allowed:    r[0] == 1,
+		Limit:      p.args[i].p.quota,
+		Remaining:  r[1],
+		RetryAfter: duration(r[2], r[3]),
+		ResetAfter: duration(r[4], r[5]),
 	}
 }
 
@@ -421,19 +480,26 @@ func (p *pending) decode(reply []int64, out []sluice.Decision) {
 // called aside or through the autopipeliner, it may still be writing one
 // the store stopped waiting for. So only then does a run lend its slices
 // and its requests' keys (see below) to the client rather than copies.
-func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
-	lend := s.via == viaDirect && buf != nil
+//
+// to, if not nil, is the Cluster node to send the run to directly, its
+// keys in ARGV (see nodes.go); nil sends it through the Store's client.
+func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf) error {
+	via := s.via
+	if to != nil {
+		via = to.via
+	}
+	lend := via == viaDirect && buf != nil
 	nkeys, size, nchecks := 0, 0, 0
 	for _, p := range batch {
 		nkeys += len(p.keys)
 		nchecks += len(p.args)
-		size += 16 + 16*len(p.args)
+		size += 16 + 32*len(p.args)
 	}
-	clock := "0"
-	if s.clock {
-		clock = "1"
+	clock := s.clock && to == nil
+	if clock {
 		nkeys++
 	}
+	mode := runMode(to != nil, clock, batch[0].mode)
 	// The rules of the run, each sent once however many requests name it.
 	var rbuf [4]runRule
 	rules := rbuf[:0]
@@ -463,7 +529,7 @@ func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
 	}
 	for _, p := range batch {
 		p.fast = false
-		if common && s.fastRule(p) {
+		if common && p.mode == 0 && s.fastRule(p) {
 			var ri int
 			rules, ri = ruleIndex(rules, p.args[0].p, p.args[0].shadow)
 			if ri <= 255 {
@@ -476,13 +542,17 @@ func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
 		shape = append(shape, 0)
 		req = appendF64(req, p.now)
 		req = appendF64(req, float64(len(p.args)))
-		for _, a := range p.args {
+		for i, a := range p.args {
 			var ri int
 			rules, ri = ruleIndex(rules, a.p, a.shadow)
 			req = appendF64(req, float64(ri))
 			// A cost is a double there as it was when the script read it
 			// as a decimal: float64 rounds alike.
 			req = appendF64(req, float64(a.cost))
+			if p.mode == modeGive {
+				req = appendF64(req, float64(p.taken[8*i+6]))
+				req = appendF64(req, float64(p.taken[8*i+7]))
+			}
 		}
 	}
 	fastNow := ""
@@ -494,9 +564,13 @@ func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
 	}
 	args := slices.Grow(buf.args[:0], 3+nkeys+6+len(rules))
 	args = append(args, "fcall", takeFnArg, nkeys)
-	if s.clock {
+	if to != nil {
+		args[2] = 0 // the keys go last, in ARGV
+	}
+	if clock {
 		args = append(args, s.clockArg)
 	}
+	tail := len(args) // where the keys begin
 	for _, p := range batch {
 		if p.fast && p.args[0].p.windowed(s.clock) {
 			args = append(args, p.keys[0]+p.args[0].p.windowStart(guess))
@@ -512,9 +586,16 @@ func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
 			}
 		}
 	}
-	args = append(args, clock, shape, req, fastNow, strconv.FormatInt(guess, 10), len(rules))
+	args = append(args, mode, shape, req, fastNow, strconv.FormatInt(guess, 10), len(rules))
 	for _, r := range rules {
 		args = append(args, s.record(r))
+	}
+	if to != nil {
+		// the keys after the rules: rotate them from tail to the end
+		keys := len(args) - tail - 6 - len(rules)
+		slices.Reverse(args[tail : tail+keys])
+		slices.Reverse(args[tail+keys:])
+		slices.Reverse(args[tail:])
 	}
 	if lend {
 		// The slices go back for the next run once the call is over: the
@@ -525,7 +606,7 @@ func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
 		}()
 	}
 	s.st.runs.Add(1)
-	reply, err := s.exec(ctx, args)
+	reply, err := s.exec(ctx, to, args)
 	if err != nil {
 		return fmt.Errorf("redis: take: %w", err)
 	}
@@ -541,19 +622,23 @@ func (s *Store) run(ctx context.Context, batch []*pending, buf *runBuf) error {
 		if p.fast {
 			want++
 		} else {
-			want += 6 * len(p.args)
+			want += p.stride() * len(p.args)
 		}
 	}
 	if len(reply) != want {
 		return fmt.Errorf("redis: script answered %d values, want %d", len(reply), want)
 	}
 	for _, p := range batch {
+		// -2 first: a run on a node (to) found a key of p no longer there
+		p.moved = reply[0] == -2
 		if p.fast {
-			p.reply = p.args[0].p.expand(p.fastReply[:0], reply[0], at)
+			if !p.moved {
+				p.reply = p.args[0].p.expand(p.fastReply[:0], reply[0], at)
+			}
 			reply = reply[1:]
 			continue
 		}
-		m := 6 * len(p.args)
+		m := p.stride() * len(p.args)
 		p.reply = reply[:m:m]
 		reply = reply[m:]
 	}
@@ -627,19 +712,20 @@ type runBuf struct {
 }
 
 // exec runs the script with args, which begin with FCALL and the
-// function's name: by FCALL, and on "Function not found" (a restart, a
-// failover, FUNCTION FLUSH) FUNCTION LOAD, then FCALL again; or, on a
-// server with no functions for the store, by EVALSHA, and on NOSCRIPT
-// EVAL, which loads the script again. Such an answer means the script did
-// not run, so nothing is charged twice.
-func (s *Store) exec(ctx context.Context, args []any) ([]int64, error) {
-	if s.fcall && !s.noFunctions.Load() {
-		reply, err := s.do(ctx, args)
+// function's name, to node to or through the Store's client: by FCALL,
+// and on "Function not found" (a restart, a failover, FUNCTION FLUSH)
+// FUNCTION LOAD, then FCALL again; or, on a Cluster's node or a server
+// with no functions for the store, by EVALSHA, and on NOSCRIPT EVAL, which
+// loads the script again. Such an answer means the script did not run, so
+// nothing is charged twice.
+func (s *Store) exec(ctx context.Context, to *node, args []any) ([]int64, error) {
+	if to == nil && s.fcall && !s.noFunctions.Load() {
+		reply, err := s.do(ctx, to, args)
 		if err != nil && goredis.HasErrorPrefix(err, "Function not found") {
 			s.st.reloads.Add(1)
-			err = s.process(ctx, goredis.NewCmd(ctx, "function", "load", "replace", takeLibrary))
+			err = s.process(ctx, to, goredis.NewCmd(ctx, "function", "load", "replace", takeLibrary))
 			if err == nil {
-				reply, err = s.do(ctx, args)
+				reply, err = s.do(ctx, to, args)
 			}
 		}
 		if err == nil || !noFunctions(err) {
@@ -648,11 +734,11 @@ func (s *Store) exec(ctx context.Context, args []any) ([]int64, error) {
 		s.noFunctions.Store(true)
 	}
 	args[0], args[1] = "evalsha", takeSHAArg
-	reply, err := s.do(ctx, args)
+	reply, err := s.do(ctx, to, args)
 	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
 		s.st.reloads.Add(1)
 		args[0], args[1] = "eval", takeScriptArg
-		reply, err = s.do(ctx, args)
+		reply, err = s.do(ctx, to, args)
 	}
 	return reply, err
 }
@@ -663,24 +749,29 @@ func noFunctions(err error) bool {
 	return goredis.HasErrorPrefix(err, "unknown command") || goredis.HasErrorPrefix(err, "NOPERM")
 }
 
-// do sends one command and waits for its answer, an array of integers,
-// or the end of ctx.
-func (s *Store) do(ctx context.Context, args []any) ([]int64, error) {
+// do sends one command, to node to or through the Store's client, and
+// waits for its answer, an array of integers, or the end of ctx.
+func (s *Store) do(ctx context.Context, to *node, args []any) ([]int64, error) {
 	cmd := goredis.NewCmd(ctx, args...)
-	if err := s.process(ctx, cmd); err != nil {
+	if err := s.process(ctx, to, cmd); err != nil {
 		return nil, err
 	}
 	return cmd.Int64Slice()
 }
 
-// process sends cmd and waits for its answer or the end of ctx.
-func (s *Store) process(ctx context.Context, cmd *goredis.Cmd) error {
+// process sends cmd, to node to or through the Store's client, and waits
+// for its answer or the end of ctx.
+func (s *Store) process(ctx context.Context, to *node, cmd *goredis.Cmd) error {
 	var err error
-	switch s.via {
+	client, via := s.client, s.via
+	if to != nil {
+		client, via = to.client, to.via
+	}
+	switch via {
 	case viaPipeline:
 		err = s.ap.Submit(ctx, cmd).WaitContext(ctx)
 	case viaDirect:
-		err = s.client.Process(ctx, cmd)
+		err = client.Process(ctx, cmd)
 		// The client ends the call at ctx's deadline as the connection's,
 		// with an i/o timeout: that is the deadline running out, which
 		// failed tells apart from other errors as a timeout of the store.
@@ -694,7 +785,7 @@ func (s *Store) process(ctx context.Context, cmd *goredis.Cmd) error {
 		// the call, not ctx: wait for it aside. The goroutine ends when
 		// the client gives up.
 		ch := make(chan error, 1)
-		go func() { ch <- s.client.Process(ctx, cmd) }()
+		go func() { ch <- client.Process(ctx, cmd) }()
 		select {
 		case err = <-ch:
 		case <-ctx.Done():

@@ -8,7 +8,13 @@
 -- So a single check takes a path of its own per kind, TTLs are strings
 -- made once per rule, and TIME is read once per run.
 --
--- ARGV[1] '1' if KEYS[1] is the store's clock (see clock below), else '0'
+-- ARGV[1] the run's mode: '1' if KEYS[1] is the store's clock (see clock
+--   below), else '0'; then, for the parts of a request that no one run can
+--   decide (see split.go), 'r', a take that also reports, per check, the
+--   time it was decided at and a bucket's debt after, or 'g', which gives
+--   back what such a take charged (see giveback); neither comes with
+--   one-byte requests. An 'n' first: a run on one node of a Cluster, its
+--   keys in ARGV (see nodemode below), never with the clock.
 -- ARGV[2] the shape of the run: a byte per request, in order. 0: a request
 --   read from ARGV[3]. r > 0: one check of rule r, cost 1, at ARGV[4]'s
 --   time, decided on a path of its own for its kind, with a reply of one
@@ -33,13 +39,18 @@
 --     kind 5 fixed, a key per window (a1, a2, a3 = rate, period in µs, µs
 --            per unit of the window start appended to the key): only with
 --            the clock, which keeps time from going back
--- KEYS: the clock if any, then each check's key (two for the log), in
+-- KEYS (or, in mode 'n', ARGV after the rules): the clock if any, then
+-- each check's key (two for the log), in
 -- order; for kind 5, the key less the window's start, or, for a one-byte
 -- request, with the start of the window the client guessed.
 -- Reply: an array of integers: the time of the one-byte requests as
 -- decided (0 if none), then per request one number for a one-byte
 -- request, else 6 per check: allowed, remaining, retry µs, retry ns,
--- reset µs, reset ns; a µs of -1 is Never.
+-- reset µs, reset ns; a µs of -1 is Never. In mode 'r', 8 per check: the
+-- six, the time in µs the check was decided at, and a bucket's debt after
+-- (0 for the other kinds). In mode 'g', requests come with 4 numbers per
+-- check (rule, cost, and the take's two) and the reply is the six per
+-- check of a peek after the give-back.
 
 -- How it runs: as a Redis function (FCALL, Redis 7 and later; see
 -- library in store.go) this file is loaded once, and what its top level
@@ -55,7 +66,8 @@ local KEYS, ARGV
 
 local P26 = 67108864 -- 2^26
 local P52 = 4503599627370496 -- 2^52
-local spack, sunpack, floor, call -- struct.pack, struct.unpack, math.floor, redis.call
+-- struct.pack, struct.unpack, math.floor, redis.call, string.byte
+local spack, sunpack, floor, call, byte
 
 -- floor(a/b) for integers |a| < 2^53, b > 0, corrected for the rounding of
 -- the float quotient.
@@ -83,7 +95,14 @@ local rcache, nrcache = {}, 0
 -- the old one in one call (SET ... GET), and puts the old one back in the
 -- rare run that finds it ahead of Redis TIME.
 local ki -- next key
-local clockon
+-- mode, ARGV[1]. A mode beginning with 'n' is a run on one node of a
+-- Cluster for keys of any of its slots: they come in ARGV after the rules
+-- (Redis would refuse KEYS of several slots), and each request is decided
+-- under pcall, so that a key the node no longer holds (a slot moved) fails
+-- that request alone, before it wrote anything, with a reply of -2 (see
+-- moved). take sets them all.
+local mode, nodemode
+local clockon, receipts, giving
 local clock, clocked -- clocked: set after the first write
 local CLOCKTTL = '86400000' -- ms: a day
 
@@ -376,6 +395,7 @@ local function loadgeneral()
       bcore(r.a1, r.a2, r.a3, r.a4, r.a5, r.a6, has, t0, D0, now, n)
     local d = {ok, rem, rus, rns, zus, zns, w, false, zus, zns}
     if w == 1 then d[8] = spack('dd', t, after) end
+    d[15], d[16] = t, after
     return d
   end
 
@@ -416,6 +436,7 @@ local function loadgeneral()
     elseif st then
       d[7] = 2
     end
+    d[15] = now -- the time decided at, for a receipt
     return d
   end
 
@@ -498,6 +519,7 @@ local function loadgeneral()
     elseif st then
       d[7] = 2
     end
+    d[15] = now -- the time decided at, for a receipt
     return d
   end
 
@@ -569,6 +591,7 @@ local function loadgeneral()
     elseif st then
       d[7] = 2
     end
+    d[15] = now -- the time decided at, for a receipt
     return d
   end
 
@@ -608,6 +631,7 @@ local function loadgeneral()
     end
     d[1], d[2], d[3], d[4], d[5], d[6] = wdecision(r, ok, count, off, never)
     d[11], d[12] = count, off
+    d[15] = now -- the time decided at, for a receipt: it names the window
     return d
   end
 
@@ -616,6 +640,34 @@ local function loadgeneral()
   -- checks[1..k] are the current request's checks, their tables reused
   -- from one request to the next.
   local checks = {}
+
+  -- open sets check c to rule ri, with the next keys, and reads its state.
+  local function open(c, ri)
+    local r = rules[ri]
+    c.r, c.kind, c.shadow = r, r.kind, r.shadow == 1
+    c.key, c.key2, c.st, c.d = KEYS[ki], false, false, false
+    ki = ki + 1
+    if c.kind == 4 then
+      c.key2 = KEYS[ki]
+      ki = ki + 1
+    end
+    if c.kind ~= 5 then
+      local raw = call('GET', c.key)
+      if raw then c.st = {sunpack(unpackfmt[c.kind], raw)} end
+    end
+  end
+
+  -- write makes check c's writes that a step's decision d says, for cost.
+  local function write(c, d, cost)
+    local w = d[7]
+    if w == 1 then
+      put(c, d[8])
+    elseif w == 2 then
+      if c.key2 then call('DEL', c.key, c.key2) else call('DEL', c.key) end
+    elseif w == 3 then
+      logcommit(c, d, cost)
+    end
+  end
 
   local function multi(now, k)
     for i = 1, k do
@@ -626,18 +678,7 @@ local function loadgeneral()
       end
       local ri
       ri, c.n, pos = sunpack('<dd', reqs, pos)
-      local r = rules[ri]
-      c.r, c.kind, c.shadow = r, r.kind, r.shadow == 1
-      c.key, c.key2, c.st, c.d = KEYS[ki], false, false, false
-      ki = ki + 1
-      if c.kind == 4 then
-        c.key2 = KEYS[ki]
-        ki = ki + 1
-      end
-      if c.kind ~= 5 then
-        local raw = call('GET', c.key)
-        if raw then c.st = {sunpack(unpackfmt[c.kind], raw)} end
-      end
+      open(c, ri)
     end
 
     -- Phase 1: decide every check as if it were charged; the request passes
@@ -668,14 +709,163 @@ local function loadgeneral()
           d = steps[c.kind](c, now, 0)
         end
       end
-      local w = d[7]
-      if w == 1 then
-        put(c, d[8])
-      elseif w == 2 then
-        if c.key2 then call('DEL', c.key, c.key2) else call('DEL', c.key) end
-      elseif w == 3 then
-        logcommit(c, d, cost)
+      write(c, d, cost)
+      put6(d[1], d[2], d[3], d[4], d[5], d[6])
+      if receipts then
+        out[nout + 1], out[nout + 2] = d[15] or 0, d[16] or 0
+        nout = nout + 2
       end
+    end
+  end
+
+  ---------------------------------------------------------------------------
+  -- Give back (mode 'g'). A request split across slots was taken slot by
+  -- slot (mode 'r'); when a slot's part denies, the parts that were charged
+  -- are given back here, on their own node, so that the request as a whole
+  -- charged nothing. A give-back never mints: it takes off no more than is
+  -- left of the take's charge had nothing else happened since, t1 being the
+  -- time the take decided at. Then each check reports a peek, which is what
+  -- it would have reported in a denied request decided in one run.
+
+  -- A bucket: what is left of the take's charge at now is its debt after
+  -- (x) drained since t1, at most the charge; the bucket's debt now holds
+  -- at least that much of it.
+  local function unbucket(c, now, n, t1, x)
+    local st, r = c.st, c.r
+    if not st then return end -- idle since: the charge is gone
+    local pt, m, q = r.a2, r.a3, r.a5
+    local t0, D = st[1], st[2]
+    if now < t0 then now = t0 end
+    local left = x
+    if q ~= 0 then
+      if now - t0 < D / m + 1 then D = D - (now - t0) * m else D = 0 end
+      if D < 0 then D = 0 end
+      local el = now - t1
+      if el < 0 then el = 0 end
+      if el < x / m + 1 then left = x - el * m else left = 0 end
+      if left < 0 then left = 0 end
+    end
+    local give = n * pt
+    if left < give then give = left end
+    if D < give then give = D end
+    D = D - give
+    if D == 0 then
+      call('DEL', c.key)
+      c.st = false
+    else
+      c.st = {now, D}
+      put(c, spack('dd', now, D))
+    end
+  end
+
+  -- A fixed window: the charge is in the count while the window is the
+  -- take's.
+  local function unfixed(c, now, n, t1)
+    local st = c.st
+    if not st or st[1] ~= fdiv(t1, c.r.a2) then return end
+    local count = st[2] - n
+    if count <= 0 then
+      call('DEL', c.key)
+      c.st = false
+    else
+      c.st = {st[1], count, st[3]}
+      put(c, spack('ddd', st[1], count, st[3]))
+    end
+  end
+
+  -- A sliding counter: the charge is in the current count while the window
+  -- is the take's, in the previous one for the window after.
+  local function uncounter(c, now, n, t1)
+    local st = c.st
+    if not st then return end
+    local k1 = fdiv(t1, c.r.a2)
+    local win, prev, curr = st[1], st[2], st[3]
+    if win == k1 then
+      curr = curr - n
+      if curr < 0 then curr = 0 end
+    elseif win == k1 + 1 then
+      prev = prev - n
+      if prev < 0 then prev = 0 end
+    else
+      return
+    end
+    if prev == 0 and curr == 0 then
+      call('DEL', c.key)
+      c.st = false
+    else
+      c.st = {win, prev, curr, st[4]}
+      put(c, spack('dddd', win, prev, curr, st[4]))
+    end
+  end
+
+  -- A sliding log: the charge is in the entry of time t1 until it leaves
+  -- the window. Entries are oldest first; the search starts at the newest.
+  local function unlog(c, now, n, t1)
+    local st = c.st
+    if not st then return end
+    local lkey = c.key2
+    local i = call('LLEN', lkey) - 1
+    while i >= 0 do
+      local from = i - 31
+      if from < 0 then from = 0 end
+      local batch = call('LRANGE', lkey, from, i)
+      for j = #batch, 1, -1 do
+        local at, u = sunpack('dd', batch[j])
+        if at < t1 then return end
+        if at == t1 then
+          local give = n
+          if u < give then give = u end
+          if u > give then
+            call('LSET', lkey, from + j - 1, spack('dd', at, u - give))
+          else
+            call('LSET', lkey, from + j - 1, '') -- no entry is empty
+            call('LREM', lkey, 1, '')
+          end
+          local count = st[1] - give
+          if count <= 0 then
+            call('DEL', c.key, lkey)
+            c.st = false
+          else
+            c.st = {count, st[2]}
+            put(c, spack('dd', count, st[2]))
+          end
+          return
+        end
+      end
+      i = from - 1
+    end
+  end
+
+  -- A fixed window, a key per window (kind 5): the charge is in the count
+  -- of the take's window while its key lives, which is as long as the
+  -- window (the clock keeps time from going back to it).
+  local function unwfixed(c, now, n, t1)
+    local key = window(c.key, t1, c.r.a2, c.r.a3)
+    local count = wcount(key)
+    if count < n then n = count end
+    if n > 0 then call('DECRBY', key, arg(n)) end
+  end
+
+  local undo = {unbucket, unfixed, uncounter, unlog, unwfixed}
+
+  -- giveback gives back one request's checks: per check its rule, the cost
+  -- taken (0 if it was not charged), and the take's receipt (t1, x).
+  local function giveback(now, k)
+    for i = 1, k do -- every key read before any is written
+      local c = checks[i]
+      if not c then
+        c = {}
+        checks[i] = c
+      end
+      local ri
+      ri, c.n, c.t1, c.x, pos = sunpack('<dddd', reqs, pos)
+      open(c, ri)
+    end
+    for i = 1, k do
+      local c = checks[i]
+      if c.n > 0 then undo[c.kind](c, now, c.n, c.t1, c.x) end
+      local d = steps[c.kind](c, now, 0)
+      write(c, d, 0)
       put6(d[1], d[2], d[3], d[4], d[5], d[6])
     end
   end
@@ -685,7 +875,12 @@ local function loadgeneral()
     local now, k, ri, n
     now, k, ri, n, pos = sunpack('<dddd', reqs, pos)
     now = at(now)
-    if k == 1 then
+    if giving then
+      pos = pos - 16
+      giveback(now, k)
+      return
+    end
+    if k == 1 and not receipts then
       -- One check: no peeks, as it is charged iff it allows.
       local r = rules[ri]
       local kind = r.kind
@@ -725,13 +920,75 @@ local function loadgeneral()
 end
 
 local decide -- loadgeneral(), once a run needs it
+local shape, fastnow -- ARGV[2], and the time of its one-byte requests
+
+-- one decides the run's request i.
+local function one(i)
+  local ri = byte(shape, i)
+  if ri == 0 then
+    if not decide then decide = loadgeneral() end
+    decide()
+  else
+    local r = rules[ri]
+    local key = KEYS[ki]
+    ki = ki + 1
+    nout = nout + 1
+    if r.kind == 1 then
+      out[nout] = bfast(r, key, fastnow)
+    else
+      -- A unit taken from a window's counter (kind 5, Rate >= 1), or
+      -- given back if the window is full: the count after, times 2, plus
+      -- 1 if allowed. Inline: this is the commonest request.
+      local mend = r.mend
+      if mend == nil then
+        mend = wkey(r, fastnow)
+        r.mend = mend
+      end
+      if mend then key = string.sub(key, 1, #key - mend[1]) .. mend[2] end
+      local c = call('INCRBY', key, '1')
+      if c == 1 then call('PEXPIRE', key, r.ttl) end -- new: its window's first
+      if c > r.a1 then
+        call('DECRBY', key, '1')
+        out[nout] = c * 2 - 2
+      else
+        out[nout] = c * 2 + 1
+      end
+    end
+  end
+end
+
+-- moved answers request i, which failed on a key the node does not hold,
+-- with -2 as its first number, and moves past it: from key ki0, reqs
+-- position pos0 and reply length nout0, where it began. Every path reads
+-- a request's keys before it writes, so it charged nothing.
+local function moved(i, ki0, pos0, nout0)
+  nout = nout0
+  if byte(shape, i) ~= 0 then
+    ki, nout = ki0 + 1, nout0 + 1
+    out[nout] = -2
+    return
+  end
+  local _, k = sunpack('<dd', reqs, pos0)
+  local at, nk, w = pos0 + 16, 0, 16
+  if giving then w = 32 end
+  for _ = 1, k do
+    if rules[sunpack('<d', reqs, at)].kind == 4 then nk = nk + 2 else nk = nk + 1 end
+    at = at + w
+  end
+  pos, ki = at, ki0 + nk
+  local per = 6
+  if receipts then per = 8 end
+  for j = 1, per * k do out[nout0 + j] = 0 end
+  out[nout0 + 1] = -2
+  nout = nout0 + per * k
+end
 
 -- take decides a run: keys and argv are its KEYS and ARGV. It returns the
 -- reply.
 local function take(keys, argv)
   KEYS, ARGV = keys, argv
   if not call then
-    spack, sunpack, floor, call = struct.pack, struct.unpack, math.floor, redis.call
+    spack, sunpack, floor, call, byte = struct.pack, struct.unpack, math.floor, redis.call, string.byte
   end
   out, nout = {0}, 1
   reqs, pos = ARGV[3], 1
@@ -750,8 +1007,18 @@ local function take(keys, argv)
     end
     rules[i] = r
   end
-  clockon = ARGV[1] == '1'
-  ki = clockon and 2 or 1
+  ki = 1
+  mode = ARGV[1]
+  nodemode = byte(mode, 1) == 110 -- 'n'
+  if nodemode then
+    mode = string.sub(mode, 2)
+    KEYS = {}
+    local from = 6 + #rules
+    for i = from + 1, #ARGV do KEYS[i - from] = ARGV[i] end
+  end
+  clockon = string.byte(mode, 1) == 49 -- '1'
+  receipts, giving = string.byte(mode, 2) == 114, string.byte(mode, 2) == 103 -- 'r', 'g'
+  if clockon then ki = 2 end
   clock, clocked, redisnow = nil, false, nil
   guess = tonumber(ARGV[5])
   decide = nil
@@ -760,44 +1027,26 @@ local function take(keys, argv)
   -- and refuses writes after TIME; later ones replicate effects anyway,
   -- and a function runs on Redis 7 or later.
   if evalkeys and redis.replicate_commands then redis.replicate_commands() end
-  local shape = ARGV[2]
-  local fastnow = nil
+  shape, fastnow = ARGV[2], nil
   if ARGV[4] ~= '' then
     fastnow = at(tonumber(ARGV[4]))
     out[1] = fastnow
   end
-  local byte = string.byte
   for i = 1, #shape do
-    local ri = byte(shape, i)
-    if ri == 0 then
-      if not decide then decide = loadgeneral() end
-      decide()
-    else
-      local r = rules[ri]
-      local key = KEYS[ki]
-      ki = ki + 1
-      nout = nout + 1
-      if r.kind == 1 then
-        out[nout] = bfast(r, key, fastnow)
-      else
-        -- A unit taken from a window's counter (kind 5, Rate >= 1), or
-        -- given back if the window is full: the count after, times 2, plus
-        -- 1 if allowed. Inline: this is the commonest request.
-        local mend = r.mend
-        if mend == nil then
-          mend = wkey(r, fastnow)
-          r.mend = mend
-        end
-        if mend then key = string.sub(key, 1, #key - mend[1]) .. mend[2] end
-        local c = call('INCRBY', key, '1')
-        if c == 1 then call('PEXPIRE', key, r.ttl) end -- new: its window's first
-        if c > r.a1 then
-          call('DECRBY', key, '1')
-          out[nout] = c * 2 - 2
+    if nodemode then
+      local ki0, pos0, nout0 = ki, pos, nout
+      local ok, e = pcall(one, i)
+      if not ok then
+        local msg = e
+        if type(e) == 'table' then msg = e.err end
+        if type(msg) == 'string' and string.find(msg, 'non local key', 1, true) then
+          moved(i, ki0, pos0, nout0)
         else
-          out[nout] = c * 2 + 1
+          error(e)
         end
       end
+    else
+      one(i)
     end
   end
   if clocked then call('SET', KEYS[1], spack('<d', clock), 'PX', CLOCKTTL) end

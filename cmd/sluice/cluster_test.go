@@ -32,11 +32,11 @@ descriptors:
         requests_per_unit: 2
 `
 
-// sluice serve -redis-cluster on a real 3-master cluster. Only requests
-// whose checks share one key are tested (one descriptor, or several
-// limits of one descriptor), each decided in one script run on the node
-// of its slot: a request with descriptors on different keys is refused
-// until a protocol across slots exists (see the README).
+// sluice serve -redis-cluster on a real 3-master cluster: requests whose
+// checks share one key (one descriptor, or several limits of one
+// descriptor), each decided in one script run on the node of its slot,
+// and requests with descriptors on keys in different slots, decided a
+// part per slot and given back when denied (see the README).
 func TestServeCluster(t *testing.T) {
 	addrs := testredis.StartCluster(t)
 	s := startServe(t, "-config", writeConfig(t, clusterYAML), "-redis-cluster", strings.Join(addrs, ","))
@@ -94,19 +94,35 @@ func TestServeCluster(t *testing.T) {
 		}
 	}
 
-	// Two descriptors on two keys land in two slots: refused whole, not
-	// decided in halves, until the protocol across slots (issue 11) lands.
-	body := fmt.Sprintf(`{"domain":"shop","descriptors":[{"entries":[{"key":"user","value":"x%s"}]},{"entries":[{"key":"user","value":"y%s"}]}]}`, run, run)
-	resp, err := http.Post("http://"+s.addr("http")+"/json", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
+	// Two descriptors on two keys, in two slots: decided a part per slot.
+	// Allowed, both are charged; denied by one, the other is given back.
+	two := func(a, b string) int {
+		t.Helper()
+		body := fmt.Sprintf(`{"domain":"shop","descriptors":[{"entries":[{"key":"user","value":%q}]},{"entries":[{"key":"user","value":%q}]}]}`, a, b)
+		resp, err := http.Post("http://"+s.addr("http")+"/json", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusInternalServerError {
-		t.Errorf("two keys in two slots: %d, want 500 (refused)", resp.StatusCode)
+	x, y := "x"+run, "y"+run
+	for i, want := range []int{200, 200, 429} {
+		if code := two(x, y); code != want {
+			t.Errorf("two keys, request %d: %d, want %d", i+1, code, want)
+		}
 	}
-	if code, _ := s.postJSON(t, "shop", "user", "x"+run); code != 200 {
-		t.Errorf("after the refused request: %d, want 200 (nothing charged)", code)
+	a, b := "a"+run, "b"+run
+	for range 2 {
+		s.postJSON(t, "shop", "user", b)
+	}
+	if code := two(a, b); code != 429 {
+		t.Errorf("two keys, the second exhausted: %d, want 429", code)
+	}
+	for i, want := range []int{200, 200, 429} {
+		if code, body := s.postJSON(t, "shop", "user", a); code != want {
+			t.Errorf("the first key after the denied request, request %d: %d %s, want %d (given back)", i+1, code, body, want)
+		}
 	}
 }
 

@@ -1,0 +1,118 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Runs per Cluster node. A script run's KEYS must share a slot, but a
+// script may touch keys of any slot its node holds. So on a Cluster the
+// Store sends each run to a master directly, with its keys in ARGV (mode
+// 'n' in take.lua): the checks of a request whose keys sit on one node
+// are decided in one run, all-or-nothing, whatever their slots, and the
+// requests bound for one node are batched together, as on a single Redis.
+// Only a request across nodes is decided in parts (see split.go).
+//
+// The node of a key is the cluster client's map of slots. A run that
+// finds a key the node no longer holds (a slot moved, in a resharding or
+// a failover) fails that request alone, before it wrote anything: the
+// Store has the cluster client reload its map and decides the request
+// again through it, a run per slot, which follows Redis's redirections.
+
+// node is a Cluster master a Store sends runs to.
+type node struct {
+	client *goredis.Client
+	via    via
+	batch  *batcher // whole requests
+	parts  *batcher // parts of requests across masters (mode 'r')
+}
+
+// nodeSet is the masters a Store has sent runs to, by the cluster
+// client's client for each: as many as the cluster has had masters.
+type nodeSet struct {
+	cc *goredis.ClusterClient
+	m  sync.Map // *goredis.Client → *node
+}
+
+// of is the node that holds key.
+func (ns *nodeSet) of(ctx context.Context, s *Store, key string) (*node, error) {
+	c, err := ns.cc.MasterForKey(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("redis: the node of %q: %w", key, err)
+	}
+	if n, ok := ns.m.Load(c); ok {
+		return n.(*node), nil
+	}
+	n := &node{client: c, via: viaAside}
+	if ns.cc.Options().ContextTimeoutEnabled {
+		n.via = viaDirect
+	}
+	n.batch = &batcher{s: s, to: n}
+	n.parts = &batcher{s: s, to: n}
+	got, _ := ns.m.LoadOrStore(c, n)
+	return got.(*node), nil
+}
+
+// decide has p decided on the nodes of its keys: in one run if they sit
+// on one, else a part per node. It returns errMoved when a node no longer
+// held a key of p, and p was not decided.
+func (ns *nodeSet) decide(ctx context.Context, s *Store, p *pending, out []sluice.Decision) error {
+	first, err := ns.of(ctx, s, p.keys[0])
+	if err != nil {
+		return err
+	}
+	var to []*node // each check's node, once they differ
+	for i := 1; i < len(p.args); i++ {
+		n, err := ns.of(ctx, s, p.keys[p.args[i].key])
+		if err != nil {
+			return err
+		}
+		if n != first && to == nil {
+			to = make([]*node, len(p.args))
+			for j := range i {
+				to[j] = first
+			}
+		}
+		if to != nil {
+			to[i] = n
+		}
+	}
+	if to == nil {
+		p.to = first
+		reply, err := s.send(ctx, p)
+		if err != nil {
+			ns.failed(ctx, err)
+			return err
+		}
+		if p.moved {
+			return errMoved
+		}
+		p.decode(reply, out)
+		return nil
+	}
+	if s.keys.noSplit {
+		return s.keys.crossSlot(p.keys)
+	}
+	err = s.split(ctx, parts(s, p, func(i int) *node { return to[i] }, to), out)
+	if err != nil && err != errMoved {
+		ns.failed(ctx, err)
+	}
+	return err
+}
+
+// failed has the cluster client reload its map of slots after a run on a
+// node failed for a reason of Redis's: the node may be gone, its slots
+// served by a replica promoted in its place. (The cluster client reloads
+// a map older than its reload interval anyway, and reloads at most once
+// per 200ms however many ask.)
+func (ns *nodeSet) failed(ctx context.Context, err error) {
+	if ctx.Err() == nil && !errors.Is(err, ErrCircuitOpen) && !errors.Is(err, sluice.ErrRefused) {
+		ns.cc.ReloadState(ctx)
+	}
+}

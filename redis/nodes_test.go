@@ -1,0 +1,150 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/redis"
+)
+
+// TestClusterBatchPerNode: on a Cluster, concurrent requests bound for one
+// master are decided in one run, whatever their slots, each as if alone.
+// When a slot has moved to another master under the store (a resharding
+// the cluster client has not seen yet), the run decides the other
+// requests and fails only those on the moved slot, before they write;
+// the store decides them again through the cluster client, from the
+// state the slot took along.
+func TestClusterBatchPerNode(t *testing.T) {
+	cl := startCluster(t)
+	cc := cl.client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := newStore(t, cc, redis.WithPrefix(prefix(t)), redis.WithDenyCache(0))
+	gcra := &sluice.Rule{Name: "gcra", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)}
+	log := &sluice.Rule{Name: "log", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerDay(5)}
+
+	// keys on one master, in different slots: the first will move
+	b, err := redis.NodeBatcher(ctx, s, "{k0}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for i := 0; len(keys) < 6; i++ {
+		k := fmt.Sprint("k", i)
+		if n, _ := redis.NodeBatcher(ctx, s, "{"+k+"}"); n.Addr() == b.Addr() {
+			keys = append(keys, k)
+		}
+	}
+	// two requests on each key, one of one check (one byte in its run), one
+	// of two (the general path)
+	one := func(k string) []sluice.Check { return []sluice.Check{{Rule: gcra, Key: k}} }
+	two := func(k string) []sluice.Check { return []sluice.Check{{Rule: gcra, Key: k}, {Rule: log, Key: k}} }
+	for _, k := range keys {
+		take(t, s, time.Time{}, 1, one(k)...)
+		take(t, s, time.Time{}, 1, two(k)...)
+	}
+
+	moveSlot(t, ctx, cl, redis.Slot("{"+keys[0]+"}"))
+
+	// Queue every key's two requests on the master's batcher, then run
+	// them as one batch.
+	release := b.HoldLeaders()
+	var wg sync.WaitGroup
+	outs := make([][]sluice.Decision, 2*len(keys))
+	for i, k := range keys {
+		for j, checks := range [][]sluice.Check{one(k), two(k)} {
+			wg.Go(func() {
+				out := make([]sluice.Decision, len(checks))
+				if err := s.Take(ctx, time.Time{}, 1, checks, out); err != nil {
+					t.Errorf("%s, %d checks: %v", k, len(checks), err)
+				}
+				outs[2*i+j] = out
+			})
+		}
+	}
+	for b.Queued() < 2*len(keys) {
+		if ctx.Err() != nil {
+			t.Fatalf("%d requests queued", b.Queued())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	runs := s.Stats().Runs
+	release()
+	if err := b.LeadAs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	// gcra: 2 taken before, a third and a fourth now; log: 1, then 2
+	for i, k := range keys {
+		if d := outs[2*i]; !d[0].Allowed || d[0].Remaining != 2 && d[0].Remaining != 1 {
+			t.Errorf("%s, one check: %+v", k, d)
+		}
+		if d := outs[2*i+1]; !d[0].Allowed || !d[1].Allowed || d[1].Remaining != 3 || d[0].Remaining+outs[2*i][0].Remaining != 3 {
+			t.Errorf("%s, two checks: %+v beside %+v", k, d, outs[2*i])
+		}
+	}
+	st := s.Stats()
+	if st.Moved != 2 {
+		t.Errorf("stats %+v: want the moved key's 2 requests moved", st)
+	}
+	// one run for the batch, and one per moved request through the
+	// cluster client
+	if got := st.Runs - runs; got != 3 {
+		t.Errorf("%d runs for the batch, want 3 (1 + the 2 moved)", got)
+	}
+	// the state moved with its slot: 1 left on the moved key, after the
+	// cluster client has learned where it is
+	if d := take(t, s, time.Time{}, 0, one(keys[0])...); d[0].Remaining != 1 {
+		t.Errorf("moved key: %+v, want 1 left", d[0])
+	}
+}
+
+// moveSlot moves slot sl, and its keys, from its master to another, as
+// redis-cli --cluster reshard does, without telling any client.
+func moveSlot(t *testing.T, ctx context.Context, cl *cluster, sl uint16) {
+	t.Helper()
+	clients := make([]*goredis.Client, len(cl.nodes))
+	ids := make([]string, len(cl.nodes))
+	from := -1
+	for i, n := range cl.nodes {
+		clients[i] = n.client(t)
+		id, err := clients[i].ClusterMyID(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+		if n, err := clients[i].ClusterCountKeysInSlot(ctx, int(sl)).Result(); err == nil && n > 0 {
+			from = i
+		}
+	}
+	if from < 0 {
+		t.Fatalf("no master holds keys in slot %d", sl)
+	}
+	to := (from + 1) % len(cl.nodes)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(clients[to].Do(ctx, "cluster", "setslot", sl, "importing", ids[from]).Err())
+	must(clients[from].Do(ctx, "cluster", "setslot", sl, "migrating", ids[to]).Err())
+	keys, err := clients[from].ClusterGetKeysInSlot(ctx, int(sl), 1000).Result()
+	must(err)
+	host, port, _ := strings.Cut(cl.nodes[to].addr(), ":")
+	args := []any{"migrate", host, port, "", 0, 5000, "keys"}
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	must(clients[from].Do(ctx, args...).Err())
+	for i := range clients {
+		must(clients[i].Do(ctx, "cluster", "setslot", sl, "node", ids[to]).Err())
+	}
+}

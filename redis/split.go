@@ -1,0 +1,278 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Requests across slots. On a Cluster a script run's keys must share a
+// slot (on a Ring, a shard), while the checks of one request, per IP and
+// per user, hash where their keys do. Such a request is decided in parts,
+// one per slot, by a protocol that keeps it all-or-nothing once it
+// completes:
+//
+//  1. Every part is taken at once, each in a run of its own on its node
+//     (mode 'r' in take.lua): all-or-nothing within the part, and with a
+//     receipt per check, the time it was decided at and a bucket's debt
+//     after.
+//  2. If every part passes, the request is allowed and charged.
+//  3. If any part denies, or fails, each part that was charged is given
+//     back (mode 'g'), on its node, with its receipts: the charge comes
+//     off what the check's state holds of it, never more, so a give-back
+//     mints nothing (see giveback in take.lua). Its checks then report the
+//     peek a denied request reports.
+//
+// Between a part's take and its give-back, one round trip to the slowest
+// node and one back, a concurrent request on a charged key sees the
+// charge and may be denied for it: that is the window in which the
+// interim state shows. A request that fails (a node timed out) gives back
+// what it charged elsewhere and returns the error. A give-back that
+// fails leaves its part's charge in place until the state's window or
+// refill ends it; it is counted in Stats.GiveBackErrors and its error is
+// returned.
+
+// Run modes of a part, take.lua's ARGV[1].
+const (
+	modeTake = 'r' // take, with receipts
+	modeGive = 'g' // give back a take
+)
+
+// errMoved is the error of a request a Cluster node could not decide: a
+// slot of its keys had moved to another node. Nothing was charged.
+var errMoved = errors.New("redis: a key's slot moved")
+
+// runMode is take.lua's ARGV[1] for a run to a Cluster node or not, with
+// the store's clock or not, of requests in mode m (0, modeTake, modeGive).
+func runMode(node, clock bool, m byte) string {
+	i := 0
+	if node {
+		i += 6
+	}
+	if clock {
+		i += 3
+	}
+	switch m {
+	case modeTake:
+		i++
+	case modeGive:
+		i += 2
+	}
+	return runModes[i]
+}
+
+var runModes = [...]string{"0", "0r", "0g", "1", "1r", "1g", "n0", "n0r", "n0g", "n1", "n1r", "n1g"}
+
+// stride is how many numbers the script answers per check of p.
+func (p *pending) stride() int {
+	if p.mode == modeTake {
+		return 8
+	}
+	return 6
+}
+
+// part is the checks of a split request that one run can decide.
+type part struct {
+	s     *Store // the store that decides it
+	p     *pending
+	idx   []int // the request's check index of each of p's checks
+	reply []int64
+	err   error
+	back  *pending // its give-back, if it was charged
+}
+
+// split decides a request in parts, each on its node (see parts and
+// nodeSet.decide). It returns errMoved, having given back what the others
+// charged, when a part's node no longer held one of its keys.
+func (s *Store) split(ctx context.Context, parts []*part, out []sluice.Decision) error {
+	defer func() {
+		for _, pt := range parts {
+			pt.p.release()
+			if pt.back != nil {
+				pt.back.release()
+			}
+		}
+	}()
+	s.st.splits.Add(1)
+	var wg sync.WaitGroup
+	for _, pt := range parts[1:] {
+		wg.Go(func() { pt.reply, pt.err = pt.s.send(ctx, pt.p) })
+	}
+	parts[0].reply, parts[0].err = parts[0].s.send(ctx, parts[0].p)
+	wg.Wait()
+
+	var err error
+	passed := true
+	for _, pt := range parts {
+		if pt.err == nil && pt.p.moved {
+			pt.err = errMoved
+		}
+		switch {
+		case pt.err != nil:
+			// an error of Redis's before a moved slot, which the caller
+			// would redo
+			if err == nil || err == errMoved {
+				err = pt.err
+			}
+		case !pt.passed():
+			passed = false
+		}
+	}
+	if err == nil && passed {
+		for _, pt := range parts {
+			pt.decode(pt.reply, 8, out)
+		}
+		return nil
+	}
+
+	// Give back every part that charged: even for a caller that gave up,
+	// under the store's own deadline.
+	gctx := context.WithoutCancel(ctx)
+	for _, pt := range parts {
+		if pt.err == nil && pt.passed() && pt.charged() {
+			pt.back = pt.giveBack()
+		}
+	}
+	var backErr error
+	for _, pt := range parts {
+		if pt.back == nil {
+			continue
+		}
+		wg.Go(func() {
+			pt.s.st.giveBacks.Add(1)
+			pt.s.deadlines(gctx, pt.back)
+			reply, err := pt.s.call(gctx, pt.back)
+			if err == nil && pt.back.moved {
+				err = errMoved
+			}
+			if err != nil {
+				pt.err = fmt.Errorf("redis: giving back a part of a request denied across slots: %w", err)
+				return
+			}
+			pt.back.reply = reply
+		})
+	}
+	wg.Wait()
+	for _, pt := range parts {
+		if pt.back != nil && pt.err != nil {
+			pt.s.st.errors.Add(1)
+			pt.s.st.giveBackErrors.Add(1)
+			backErr = firstErr(backErr, pt.err)
+		}
+	}
+	if err == nil {
+		err = backErr
+	}
+	if err != nil {
+		return err
+	}
+	for _, pt := range parts {
+		pt.decode(pt.reply, 8, out)
+		if pt.back != nil {
+			// the checks given back report their peek
+			for i, a := range pt.back.args {
+				if a.cost > 0 {
+					pt.back.decodeOne(i, pt.back.reply[6*i:6*i+6], &out[pt.idx[i]])
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// firstErr keeps the first error.
+func firstErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// slotParts splits p's checks by slot on a Cluster, by hash tag on a
+// Ring: the parts one run through the Store's client can decide.
+func (s *Store) slotParts(p *pending) []*part {
+	if s.keys.share == shareSlot {
+		return parts(s, p, func(i int) uint16 { return slot(p.keys[p.args[i].key]) }, nil)
+	}
+	return parts(s, p, func(i int) string { return tagOf(p.keys[p.args[i].key]) }, nil)
+}
+
+// parts splits p's checks into parts of store s by id, in the order they
+// first appear; to, if not nil, is the node of each check.
+func parts[K comparable](s *Store, p *pending, id func(i int) K, to []*node) []*part {
+	var parts []*part
+	var ids []K
+	for i, a := range p.args {
+		k := id(i)
+		var pt *part
+		for j, q := range parts {
+			if ids[j] == k {
+				pt = q
+				break
+			}
+		}
+		if pt == nil {
+			pt = &part{s: s, p: newPending(p.now)}
+			pt.p.mode = modeTake
+			if to != nil {
+				pt.p.to = to[i]
+			}
+			parts = append(parts, pt)
+			ids = append(ids, k)
+		}
+		a.key = len(pt.p.keys)
+		pt.p.args = append(pt.p.args, a)
+		pt.p.keys = append(pt.p.keys, p.keys[p.args[i].key:p.args[i].key+a.p.nkeys()]...)
+		pt.idx = append(pt.idx, i)
+	}
+	return parts
+}
+
+// passed reports whether the part's take passed: every check not in
+// shadow mode allowed, so that it charged its checks that allowed.
+func (pt *part) passed() bool {
+	for i, a := range pt.p.args {
+		if pt.reply[8*i] != 1 && !a.shadow {
+			return false
+		}
+	}
+	return true
+}
+
+// charged reports whether the part's take, which passed, charged a check.
+func (pt *part) charged() bool {
+	for i, a := range pt.p.args {
+		if pt.reply[8*i] == 1 && a.cost > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// giveBack is the request that gives back what the part's take charged:
+// each check at the cost it was charged, 0 if none, with its receipt.
+func (pt *part) giveBack() *pending {
+	g := newPending(pt.p.now)
+	g.mode = modeGive
+	g.to = pt.p.to
+	g.keys = append(g.keys, pt.p.keys...)
+	for i, a := range pt.p.args {
+		if pt.reply[8*i] != 1 {
+			a.cost = 0
+		}
+		g.args = append(g.args, a)
+	}
+	g.taken = pt.reply
+	return g
+}
+
+// decode writes the part's decisions from reply, stride numbers a check,
+// to the request's out.
+func (pt *part) decode(reply []int64, stride int, out []sluice.Decision) {
+	for i := range pt.p.args {
+		pt.p.decodeOne(i, reply[stride*i:stride*i+6], &out[pt.idx[i]])
+	}
+}
