@@ -230,6 +230,28 @@ func TestScriptFlush(t *testing.T) {
 	}
 }
 
+// TestShorterRun: a run whose reply is shorter than the one before it
+// (the function keeps its reply's table from run to run) answers only its
+// own.
+func TestShorterRun(t *testing.T) {
+	srv := startRedis(t)
+	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)))
+	var checks []sluice.Check
+	for i := range 4 {
+		checks = append(checks, sluice.Check{Rule: &sluice.Rule{Name: fmt.Sprint("r", i), Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(10)}, Key: "k"})
+	}
+	taken := make([]int64, len(checks))
+	for _, n := range []int{4, 1, 3, 2, 1} {
+		d := take(t, s, time.Time{}, 1, checks[:n]...)
+		for i := range n {
+			taken[i]++
+			if !d[i].Allowed || d[i].Remaining != 10-taken[i] {
+				t.Fatalf("take of %d checks: check %d = %+v, want allowed, %d left", n, i, d[i], 10-taken[i])
+			}
+		}
+	}
+}
+
 // TestWithoutFunctions: a server that has no functions for the store (a
 // Redis before 7, here an ACL that refuses them) has its runs by EVALSHA,
 // the script loaded by EVAL, and decides the same.

@@ -79,7 +79,11 @@ local function fdiv(a, b)
 end
 
 -- A run's state, set by take.
-local out, nout -- the reply
+-- The reply, out[1..nout]. Its table is kept from run to run, as a
+-- function: its array part then grows once rather than at every run, and
+-- what a longer run left past this one's end is cleared at the end (every
+-- writer writes out from 1 without gaps).
+local out, nout = {}, 0
 local reqs, pos -- ARGV[3], and in it the position of the next request
 local rules -- the run's rules, by index
 
@@ -990,7 +994,7 @@ local function take(keys, argv)
   if not call then
     spack, sunpack, floor, call, byte = struct.pack, struct.unpack, math.floor, redis.call, string.byte
   end
-  out, nout = {0}, 1
+  out[1], nout = 0, 1
   reqs, pos = ARGV[3], 1
   rules = {}
   for i = 1, tonumber(ARGV[6]) do
@@ -1050,6 +1054,11 @@ local function take(keys, argv)
     end
   end
   if clocked then call('SET', KEYS[1], spack('<d', clock), 'PX', CLOCKTTL) end
+  local i = nout + 1
+  while out[i] ~= nil do
+    out[i] = nil
+    i = i + 1
+  end
   return out
 end
 
