@@ -2,8 +2,6 @@ package redis_test
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,26 +113,7 @@ func TestPairHammer(t *testing.T) {
 				{Rule: &sluice.Rule{Name: string(alg) + "-tenant", Algorithm: alg, Limit: sluice.Limit{Rate: 1000, Period: 1000 * time.Hour}}, Key: "acme"},
 				{Rule: &sluice.Rule{Name: string(alg) + "-user", Algorithm: alg, Limit: sluice.Limit{Rate: 50, Period: 1000 * time.Hour}}, Key: "bob"},
 			}
-			var allowed atomic.Int64
-			var wg sync.WaitGroup
-			for range 16 {
-				wg.Go(func() {
-					out := make([]sluice.Decision, 2)
-					for denied := 0; denied < 10; {
-						if err := pair.Take(context.Background(), time.Time{}, 1, checks, out); err != nil {
-							t.Error(err)
-							return
-						}
-						if out[0].Allowed && out[1].Allowed {
-							allowed.Add(1)
-						} else {
-							denied++
-						}
-					}
-				})
-			}
-			wg.Wait()
-			if n := allowed.Load(); n != 50 {
+			if n := hammer(t, pair, checks); n != 50 {
 				t.Fatalf("%d allowed, want exactly 50", n)
 			}
 			out := make([]sluice.Decision, 1)

@@ -121,6 +121,36 @@ func TestGiveBack(t *testing.T) {
 	}
 }
 
+// hammer has 16 goroutines take checks from s, at cost 1, until each has
+// been denied 10 times, and returns how many requests were allowed.
+func hammer(t *testing.T, s sluice.Store, checks []sluice.Check) int64 {
+	t.Helper()
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			out := make([]sluice.Decision, len(checks))
+			for denied := 0; denied < 10; {
+				if err := s.Take(context.Background(), time.Time{}, 1, checks, out); err != nil {
+					t.Error(err)
+					return
+				}
+				all := true
+				for _, d := range out {
+					all = all && d.Allowed
+				}
+				if all {
+					allowed.Add(1)
+				} else {
+					denied++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return allowed.Load()
+}
+
 // keysOn returns two check keys whose state the Cluster keeps in
 // different slots: on one master if same, else on two.
 func keysOn(t *testing.T, cc *goredis.ClusterClient, same bool) (string, string) {
@@ -236,26 +266,7 @@ func TestClusterSplitHammer(t *testing.T) {
 				{Rule: &sluice.Rule{Name: "tenant", Algorithm: a, Limit: sluice.Limit{Rate: 1000, Period: 1000 * time.Hour}}, Key: tenant},
 				{Rule: &sluice.Rule{Name: "user", Algorithm: a, Limit: sluice.Limit{Rate: 50, Period: 1000 * time.Hour}}, Key: user},
 			}
-			var allowed atomic.Int64
-			var wg sync.WaitGroup
-			for range 16 {
-				wg.Go(func() {
-					out := make([]sluice.Decision, 2)
-					for denied := 0; denied < 10; {
-						if err := s.Take(context.Background(), time.Time{}, 1, checks, out); err != nil {
-							t.Error(err)
-							return
-						}
-						if out[0].Allowed && out[1].Allowed {
-							allowed.Add(1)
-						} else {
-							denied++
-						}
-					}
-				})
-			}
-			wg.Wait()
-			if n := allowed.Load(); n != 50 {
+			if n := hammer(t, s, checks); n != 50 {
 				t.Fatalf("%d allowed, want exactly 50", n)
 			}
 			if d := take(t, s, time.Time{}, 0, checks[0]); d[0].Remaining != 950 {

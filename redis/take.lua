@@ -644,6 +644,14 @@ local function loadgeneral()
   -- checks[1..k] are the current request's checks, their tables reused
   -- from one request to the next.
   local checks = {}
+  local function check(i)
+    local c = checks[i]
+    if not c then
+      c = {}
+      checks[i] = c
+    end
+    return c
+  end
 
   -- open sets check c to rule ri, with the next keys, and reads its state.
   local function open(c, ri)
@@ -675,11 +683,7 @@ local function loadgeneral()
 
   local function multi(now, k)
     for i = 1, k do
-      local c = checks[i]
-      if not c then
-        c = {}
-        checks[i] = c
-      end
+      local c = check(i)
       local ri
       ri, c.n, pos = sunpack('<dd', reqs, pos)
       open(c, ri)
@@ -856,11 +860,7 @@ local function loadgeneral()
   -- taken (0 if it was not charged), and the take's receipt (t1, x).
   local function giveback(now, k)
     for i = 1, k do -- every key read before any is written
-      local c = checks[i]
-      if not c then
-        c = {}
-        checks[i] = c
-      end
+      local c = check(i)
       local ri
       ri, c.n, c.t1, c.x, pos = sunpack('<dddd', reqs, pos)
       open(c, ri)
