@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -38,6 +39,8 @@ func NewPair(main, second *Store, toSecond func(*sluice.Rule) bool) (*Pair, erro
 	if main == second {
 		return nil, errors.New("redis: a pair of one store")
 	}
+	main.capDenials()
+	second.capDenials()
 	return &Pair{main: main, second: second, toSecond: toSecond}, nil
 }
 
@@ -62,6 +65,9 @@ func (pr *Pair) CheckRule(r *sluice.Rule) error { return pr.store(r).CheckRule(r
 func (pr *Pair) Take(ctx context.Context, now time.Time, n int64, checks []sluice.Check, out []sluice.Decision) error {
 	second := 0
 	for i := range checks {
+		if checks[i].Rule == nil {
+			return fmt.Errorf("redis: check %d has no rule", i)
+		}
 		if pr.store(checks[i].Rule) == pr.second {
 			second++
 		}
@@ -133,8 +139,8 @@ func (pr *Pair) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	return errMoved
 }
 
-// Stats is the two stores' counters, added; Breaker is main's state, and
-// second's after a slash when they differ.
+// Stats is the two stores' counters, added; Breaker is the worse of the
+// two stores' states: open if either is.
 func (pr *Pair) Stats() Stats {
 	a, b := pr.main.Stats(), pr.second.Stats()
 	st := Stats{
@@ -151,8 +157,11 @@ func (pr *Pair) Stats() Stats {
 		Moved:          a.Moved + b.Moved,
 		Breaker:        a.Breaker,
 	}
-	if b.Breaker != a.Breaker {
-		st.Breaker += "/" + b.Breaker
+	for _, state := range []string{"open", "half-open"} {
+		if a.Breaker == state || b.Breaker == state {
+			st.Breaker = state
+			break
+		}
 	}
 	return st
 }
@@ -163,6 +172,9 @@ func (pr *Pair) Stats() Stats {
 // Redis's redirections.
 func (s *Store) partsOf(ctx context.Context, p *pending, byClient bool) ([]*part, error) {
 	if s.nodes != nil && !byClient {
+		if err := s.nodes.load(ctx, s); err != nil {
+			return nil, err
+		}
 		to := make([]*node, len(p.args))
 		for i, a := range p.args {
 			n, err := s.nodes.of(ctx, s, p.keys[a.key])
@@ -171,9 +183,15 @@ func (s *Store) partsOf(ctx context.Context, p *pending, byClient bool) ([]*part
 			}
 			to[i] = n
 		}
+		if s.keys.noSplit && slices.ContainsFunc(to, func(n *node) bool { return n != to[0] }) {
+			return nil, s.keys.crossSlot(p.keys)
+		}
 		return parts(s, p, func(i int) *node { return to[i] }, to), nil
 	}
 	if p.split {
+		if s.keys.noSplit {
+			return nil, s.keys.crossSlot(p.keys)
+		}
 		return s.slotParts(p), nil
 	}
 	return parts(s, p, func(int) bool { return true }, nil), nil

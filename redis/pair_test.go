@@ -2,6 +2,8 @@ package redis_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,6 +68,9 @@ func TestPair(t *testing.T) {
 			t.Fatalf("no keys on %s", srv.addr())
 		}
 		for _, k := range keys {
+			if strings.Contains(k, ":give:") {
+				continue // a give-back's token, for a minute
+			}
 			ok := false
 			for _, r := range want {
 				ok = ok || containsRule(k, r)
@@ -159,5 +164,52 @@ func TestPairCluster(t *testing.T) {
 	}
 	if st := pair.Stats(); st.GiveBacks != 2 {
 		t.Errorf("stats %+v, want 2 parts given back", st)
+	}
+	// A Cluster store that refuses requests across masters refuses them
+	// in a pair too.
+	strict := newStore(t, cc, redis.WithPrefix(p), redis.WithoutSplit())
+	spair, err := redis.NewPair(strict, second, func(r *sluice.Rule) bool { return r.Name == "tenant" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := spair.Take(context.Background(), time.Time{}, 1, checks, out); !errors.Is(err, redis.ErrCrossSlot) {
+		t.Fatalf("WithoutSplit in a pair: %v, want ErrCrossSlot", err)
+	}
+	if err := spair.Take(context.Background(), time.Time{}, 1, []sluice.Check{checks[1], {}}, out); err == nil || !strings.Contains(err.Error(), "check 1 has no rule") {
+		t.Fatalf("a check without a rule: %v", err)
+	}
+}
+
+// TestPairDenialCache: a store in a pair caches a denial no longer than a
+// give-back can take, since the charge that caused it may be given back.
+func TestPairDenialCache(t *testing.T) {
+	a, b := startRedis(t), startRedis(t)
+	opts := []redis.Option{redis.WithPrefix(prefix(t)), redis.WithCallerTime(), redis.WithTTLSlack(time.Hour), redis.WithTimeout(time.Second)}
+	main := newStore(t, a.client(t), opts...)
+	second := newStore(t, b.client(t), opts...)
+	rule := &sluice.Rule{Name: "daily", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerDay(1)}
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	out := make([]sluice.Decision, 1)
+	takeAt := func(key string, at time.Duration) {
+		t.Helper()
+		if err := main.Take(context.Background(), t0.Add(at), 1, []sluice.Check{{Rule: rule, Key: key}}, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	takeAt("k", 0)             // the day's one
+	takeAt("k", 0)             // denied for 14h: cached
+	takeAt("k", 6*time.Second) // from the cache
+	if st := main.Stats(); st.CacheHits != 1 {
+		t.Fatalf("alone: %+v, want the denial cached for its RetryAfter", st)
+	}
+	if _, err := redis.NewPair(main, second, redis.PerSecond); err != nil {
+		t.Fatal(err)
+	}
+	takeAt("k2", 0)
+	takeAt("k2", 0)             // denied, cached for 5s only
+	takeAt("k2", 4*time.Second) // from the cache
+	takeAt("k2", 6*time.Second) // from Redis
+	if st := main.Stats(); st.CacheHits != 2 {
+		t.Fatalf("in a pair: %+v, want the denial cached 5s (5 timeouts of 1s), not 14h", st)
 	}
 }

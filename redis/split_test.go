@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -90,7 +91,9 @@ func TestGiveBack(t *testing.T) {
 						}
 					}
 					taken, back := make([]sluice.Decision, 1), make([]sluice.Decision, 1)
-					charged, err := redis.TakeThenGiveBack(ctx, s, ms(c.t1), ms(c.t2), c.cost, chk, between, taken, back)
+					// sent twice, as a client that retried after a lost
+					// answer would: given back once
+					charged, err := redis.TakeThenGiveBack(ctx, s, ms(c.t1), ms(c.t2), c.cost, chk, between, 2, taken, back)
 					if err != nil || !charged || !taken[0].Allowed {
 						t.Fatalf("take at %dms: %+v, charged %v, %v", c.t1, taken[0], charged, err)
 					}
@@ -203,6 +206,19 @@ func TestClusterSplit(t *testing.T) {
 	two = []sluice.Check{{Rule: ip, Key: ipKey}, {Rule: user, Key: userKey}}
 	if err := strict.Take(ctx, time.Time{}, 1, two, make([]sluice.Decision, 2)); err != nil {
 		t.Fatalf("WithoutSplit, one master: %v, want it decided in one run", err)
+	}
+	// A request on more slots than a request may have parts, each a run
+	// at once (WithoutBatching: a part per slot), is refused.
+	perSlot := newStore(t, cc, redis.WithPrefix(prefix(t)), redis.WithoutBatching())
+	var many []sluice.Check
+	for i := range 65 {
+		many = append(many, sluice.Check{Rule: ip, Key: fmt.Sprint("ip", i)})
+	}
+	if err := perSlot.Take(ctx, time.Time{}, 1, many, make([]sluice.Decision, len(many))); !errors.Is(err, redis.ErrCrossSlot) || !strings.Contains(err.Error(), "at most 64") {
+		t.Fatalf("65 checks on 65 slots: %v, want refused", err)
+	}
+	if err := perSlot.Take(ctx, time.Time{}, 1, many[:3], make([]sluice.Decision, 3)); err != nil {
+		t.Fatalf("3 checks on 3 slots, WithoutBatching: %v", err)
 	}
 }
 

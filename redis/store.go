@@ -68,9 +68,12 @@ type Store struct {
 	timeout    time.Duration // the store's bound on a call; see Deadlines and clocks
 	cache      *denyCache    // nil without the deny cache
 	nodes      *nodeSet      // on a Cluster with batching: runs per node
-	br         breaker
-	ttlSlack   time.Duration // tests only, see export_test.go
-	maxBatch   int           // requests in a script run, at most
+	// cacheCap, if not 0, bounds how long a denial is cached, in ns: see
+	// capDenials.
+	cacheCap atomic.Int64
+	br       breaker
+	ttlSlack time.Duration // tests only, see export_test.go
+	maxBatch int           // requests in a script run, at most
 	// clock is set when the store keeps its own clock (clockKey): at Redis
 	// TIME on a single Redis, where every key of a run may sit with it.
 	// A fixed window is then a counter per window (see take.lua).
@@ -156,6 +159,9 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	if cc, ok := client.(*goredis.ClusterClient); ok && o.batching {
 		s.nodes = &nodeSet{cc: cc}
 	}
+	if s.keys.share != shareNothing && !o.noSplit {
+		s.capDenials()
+	}
 	if s.batch == nil && o.autoPipeline {
 		ap, err := client.AsyncAutoPipeline()
 		if err != nil {
@@ -175,8 +181,9 @@ type Stats struct {
 	Reloads   int64 // answers that Redis had no script or function, after which it was sent again
 	Rejected  int64 // calls refused at once by the open circuit
 	CacheHits int64 // requests denied from the local denial cache
-	// Splits counts requests decided a part per slot, on a Cluster or a
-	// Ring (see Requests across slots in the package documentation);
+	// Splits counts requests decided in parts: across Cluster masters
+	// (slots WithoutBatching), Ring tags or a Pair's stores (see Requests
+	// across slots in the package documentation);
 	// GiveBacks, the parts given back because another part denied or
 	// failed; GiveBackErrors, the give-backs that failed and so left
 	// their part charged.
@@ -231,8 +238,8 @@ var _ sluice.RuleChecker = (*Store)(nil)
 // script run: see sluice.Store. The time is Redis TIME unless
 // WithCallerTime. Errors are Redis's, ErrTimeout, ErrCircuitOpen,
 // ErrCrossSlot, ErrOutOfRange, or the context's; a failed Take charged
-// nothing, unless the script ran and its answer was lost, or, for a
-// request split across slots, a give-back failed (Stats.GiveBackErrors).
+// nothing, unless the script ran and its answer was lost (for a request
+// in parts, a part's), or a give-back failed (Stats.GiveBackErrors).
 //
 // It goes in four steps: the request's arguments and keys (request), the
 // denial cache (cached), Redis behind the circuit breaker and the
@@ -263,6 +270,18 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	return nil
 }
 
+// capDenials bounds how long a denial is cached on a store whose requests
+// may be split: a denial may then be caused by a charge that is given back
+// a moment later, within a take's send and a give-back's two, each bounded
+// by the store's timeout (a second without one): five leave room.
+func (s *Store) capDenials() {
+	t := s.timeout
+	if t <= 0 {
+		t = time.Second
+	}
+	s.cacheCap.Store(int64(5 * t))
+}
+
 // decide has Redis decide p: in one run, or in parts across slots or
 // Cluster nodes (see split.go and nodes.go).
 func (s *Store) decide(ctx context.Context, p *pending, out []sluice.Decision) error {
@@ -277,6 +296,12 @@ func (s *Store) decide(ctx context.Context, p *pending, out []sluice.Decision) e
 		s.nodes.cc.ReloadState(ctx)
 		p.to, p.moved, p.reply = nil, false, nil
 	}
+	return s.decideByClient(ctx, p, out)
+}
+
+// decideByClient has p decided through the Store's client: one run, or
+// on a Cluster or a Ring, a part per slot (tag).
+func (s *Store) decideByClient(ctx context.Context, p *pending, out []sluice.Decision) error {
 	if p.split {
 		if s.keys.noSplit {
 			return s.keys.crossSlot(p.keys)

@@ -49,8 +49,9 @@
 -- reset µs, reset ns; a µs of -1 is Never. In mode 'r', 8 per check: the
 -- six, the time in µs the check was decided at, and a bucket's debt after
 -- (0 for the other kinds). In mode 'g', requests come with 4 numbers per
--- check (rule, cost, and the take's two) and the reply is the six per
--- check of a peek after the give-back.
+-- check (rule, cost, and the take's two) and a token key after their
+-- check's keys (see giveback), and the reply is the six per check of a
+-- peek after the give-back.
 
 -- How it runs: as a Redis function (FCALL, Redis 7 and later; see
 -- library in store.go) this file is loaded once, and what its top level
@@ -858,7 +859,11 @@ local function loadgeneral()
   local undo = {unbucket, unfixed, uncounter, unlog, unwfixed}
 
   -- giveback gives back one request's checks: per check its rule, the cost
-  -- taken (0 if it was not charged), and the take's receipt (t1, x).
+  -- taken (0 if it was not charged), and the take's receipt (t1, x). The
+  -- request's last key is its token, a key of its own in its first
+  -- check's slot: a give-back sent again (a client's retry after a lost
+  -- answer, or the store's after a timeout) finds it set, and only peeks,
+  -- so that nothing is given back twice.
   local function giveback(now, k)
     for i = 1, k do -- every key read before any is written
       local c = check(i)
@@ -866,9 +871,12 @@ local function loadgeneral()
       ri, c.n, c.t1, c.x, pos = sunpack('<dddd', reqs, pos)
       open(c, ri)
     end
+    local token = KEYS[ki]
+    ki = ki + 1
+    local first = call('SET', token, '1', 'NX', 'PX', '60000')
     for i = 1, k do
       local c = checks[i]
-      if c.n > 0 then undo[c.kind](c, now, c.n, c.t1, c.x) end
+      if first and c.n > 0 then undo[c.kind](c, now, c.n, c.t1, c.x) end
       local d = steps[c.kind](c, now, 0)
       write(c, d, 0)
       put6(d[1], d[2], d[3], d[4], d[5], d[6])
@@ -980,6 +988,7 @@ local function moved(i, ki0, pos0, nout0)
     if rules[sunpack('<d', reqs, at)].kind == 4 then nk = nk + 2 else nk = nk + 1 end
     at = at + w
   end
+  if giving then nk = nk + 1 end -- the token
   pos, ki = at, ki0 + nk
   local per = 6
   if receipts then per = 8 end
