@@ -59,9 +59,9 @@
 -- next, a run being a call of take; as a script (EVAL, the fallback) it is
 -- all made again at every run, closures, upvalues and tables, which costs
 -- Redis about 2.5µs a run (BENCHMARKS.md, "Where a run's fixed cost
--- went"). Loading a library sees no global but redis, and
--- of it only register_function: the globals a run needs are bound at the
--- first run, and KEYS and ARGV are the run's, set by take.
+-- went"). Loading a library sees no global but redis, and of it only
+-- register_function: the globals a run needs are bound at the first run,
+-- and KEYS and ARGV are the run's, set by take.
 local evalkeys, evalargv -- as a script: the run's KEYS and ARGV
 if not redis.register_function then evalkeys, evalargv = KEYS, ARGV end
 local KEYS, ARGV
