@@ -63,7 +63,9 @@ func BenchmarkRedis(b *testing.B) {
 			algs = append(algs, sluice.Algo(a))
 		}
 	}
-	script := []string{"evalsha", "eval"}
+	// A run of the store is an FCALL (its library loaded by FUNCTION
+	// LOAD), or without functions an EVALSHA (loaded by EVAL).
+	script := []string{"fcall", "function", "evalsha", "eval"}
 	for _, alg := range algs {
 		rule := &sluice.Rule{Name: "bench", Algorithm: alg, Limit: limit}
 		for _, batch := range []int{1, 16, 64} {
@@ -102,25 +104,7 @@ func contenders(b *testing.B, addr string, callers int, limit sluice.Limit) {
 	script := []string{"evalsha", "eval"}
 	b.Run(fmt.Sprintf("store=pair/callers=%d", callers), func(b *testing.B) {
 		rc := benchClient(b, addr, callers)
-		prefix := fmt.Sprintf("p%d:", time.Now().UnixNano())
-		runRedis(b, rc, callers, []string{"incrby", "pexpire"}, func() func(key string) bool {
-			return func(key string) bool {
-				// A key per window, named as envoyproxy/ratelimit names
-				// it: the window's start in Unix seconds at the end.
-				k := prefix + key + "_" + strconv.FormatInt(time.Now().Unix(), 10)
-				var incr *goredis.IntCmd
-				_, err := rc.Pipelined(context.Background(), func(p goredis.Pipeliner) error {
-					incr = p.IncrBy(context.Background(), k, 1)
-					p.PExpire(context.Background(), k, time.Second)
-					return nil
-				})
-				if err != nil {
-					b.Error(err)
-					return false
-				}
-				return incr.Val() <= limit.Rate
-			}
-		})
+		runRedis(b, rc, callers, []string{"incrby", "pexpire"}, pairDecide(b, rc, limit))
 	})
 	b.Run(fmt.Sprintf("store=redis_rate/callers=%d", callers), func(b *testing.B) {
 		rc := benchClient(b, addr, callers)
@@ -305,24 +289,31 @@ func BenchmarkRedisCluster(b *testing.B) {
 	}
 	b.Run("store=pair", func(b *testing.B) {
 		cc := cluster(b)
-		prefix := fmt.Sprintf("p%d:", time.Now().UnixNano())
-		runOn(b, masters, callers, []string{"incrby", "pexpire"}, func() func(key string) bool {
-			return func(key string) bool {
-				k := prefix + key + "_" + strconv.FormatInt(time.Now().Unix(), 10)
-				var incr *goredis.IntCmd
-				_, err := cc.Pipelined(context.Background(), func(p goredis.Pipeliner) error {
-					incr = p.IncrBy(context.Background(), k, 1)
-					p.PExpire(context.Background(), k, time.Second)
-					return nil
-				})
-				if err != nil {
-					b.Error(err)
-					return false
-				}
-				return incr.Val() <= limit.Rate
-			}
-		})
+		runOn(b, masters, callers, []string{"incrby", "pexpire"}, pairDecide(b, cc, limit))
 	})
+}
+
+// pairDecide makes the pair's callers: a pipelined INCRBY + PEXPIRE on
+// rc per decision, of a key per window named as envoyproxy/ratelimit
+// names it (the window's start in Unix seconds at the end).
+func pairDecide(b *testing.B, rc goredis.Cmdable, limit sluice.Limit) func() func(key string) bool {
+	prefix := fmt.Sprintf("p%d:", time.Now().UnixNano())
+	return func() func(key string) bool {
+		return func(key string) bool {
+			k := prefix + key + "_" + strconv.FormatInt(time.Now().Unix(), 10)
+			var incr *goredis.IntCmd
+			_, err := rc.Pipelined(context.Background(), func(p goredis.Pipeliner) error {
+				incr = p.IncrBy(context.Background(), k, 1)
+				p.PExpire(context.Background(), k, time.Second)
+				return nil
+			})
+			if err != nil {
+				b.Error(err)
+				return false
+			}
+			return incr.Val() <= limit.Rate
+		}
+	}
 }
 
 // infoField is field of INFO section.

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/redis"
 )
@@ -187,11 +189,17 @@ func trace(rng *rand.Rand, l sluice.Limit, steps int) ([]time.Time, []int64) {
 // with nothing cached.
 func newCallerStore(t testing.TB, srv *server, opts ...redis.Option) *redis.Store {
 	t.Helper()
+	return newCallerStoreOn(t, srv.client(t), opts...)
+}
+
+// newCallerStoreOn is newCallerStore on client c.
+func newCallerStoreOn(t testing.TB, c *goredis.Client, opts ...redis.Option) *redis.Store {
+	t.Helper()
 	opts = append([]redis.Option{
 		redis.WithPrefix(prefix(t)), redis.WithCallerTime(), redis.WithDenyCache(0),
 		redis.WithTTLSlack(time.Hour), redis.WithTimeout(5 * time.Second),
 	}, opts...)
-	s, err := redis.New(srv.client(t), opts...)
+	s, err := redis.New(c, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

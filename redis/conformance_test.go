@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/storetest"
@@ -34,13 +36,24 @@ func ceilµs(d time.Duration) time.Duration {
 }
 
 // TestConformance runs the stores' conformance suite, at the caller's
-// time, with the denial cache off (it reports Remaining as of the denial).
+// time, with the denial cache off (it reports Remaining as of the denial):
+// by FCALL, and by EVALSHA as on a server without functions.
 func TestConformance(t *testing.T) {
 	srv := startRedis(t)
-	storetest.Run(t, storetest.Config{
-		New: func(t *testing.T) sluice.Store {
-			return µsStore{newCallerStore(t, srv)}
-		},
-		Resolution: time.Microsecond,
-	})
+	for _, by := range []struct {
+		name   string
+		client func(testing.TB) *goredis.Client
+	}{
+		{"fcall", srv.client},
+		{"evalsha", func(t testing.TB) *goredis.Client { return scriptOnlyClient(t, srv) }},
+	} {
+		t.Run(by.name, func(t *testing.T) {
+			storetest.Run(t, storetest.Config{
+				New: func(t *testing.T) sluice.Store {
+					return µsStore{newCallerStoreOn(t, by.client(t))}
+				},
+				Resolution: time.Microsecond,
+			})
+		})
+	}
 }

@@ -13,7 +13,12 @@ import (
 // against one key is answered locally. It is exact in what matters: a
 // denial of cost n at t says that no request of cost n is allowed before
 // t+RetryAfter, whatever else comes (other requests only charge), so the
-// cache never denies what Redis would allow. Its RetryAfter and ResetAfter
+// cache never denies what Redis would allow — except on a store whose
+// requests may be split (a Cluster, a Ring, a Pair's), where a denial may
+// be caused by another request's charge that is given back a moment later
+// (see Requests across slots): there an entry lives at most as long as a
+// give-back can take (capDenials), not the denial's whole RetryAfter. Its
+// RetryAfter and ResetAfter
 // are Redis's, shifted by the time since; if other processes charged the
 // key meanwhile, the true waits are longer. Remaining is as of the
 // denial. A request of this process charged on the key drops the entry. The times are the callers' now; with Redis TIME, the
@@ -220,8 +225,12 @@ func (s *Store) remember(now time.Time, p *pending, checks []sluice.Check, out [
 			all = append([]sluice.Decision(nil), out[:len(checks)]...)
 			sig = signature(p)
 		}
+		until := now.Add(d.RetryAfter)
+		if max := time.Duration(s.cacheCap.Load()); max > 0 && d.RetryAfter > max {
+			until = now.Add(max)
+		}
 		s.cache.put(k, &denyEntry{
-			at: now, until: now.Add(d.RetryAfter), n: a.cost, d: d, sig: sig, all: all,
+			at: now, until: until, n: a.cost, d: d, sig: sig, all: all,
 		})
 	}
 }

@@ -8,10 +8,19 @@
 // # One script per decision
 //
 // A request — all its checks — is decided by one run of one Lua script
-// (take.lua, static, its parameters in ARGV), sent by EVALSHA and sent
-// again with EVAL once if Redis answers NOSCRIPT (after a restart, a
-// failover or SCRIPT FLUSH; NOSCRIPT means it did not run, so nothing is
-// charged twice). The script decides every check as if charged; if every
+// (take.lua, static, its parameters in ARGV). On a single Redis (node or
+// Sentinel) of version 7 or later the script is a library of Redis
+// functions, sluice_take_SHA1 (SHA1 the script's hash), run by FCALL and
+// loaded by FUNCTION LOAD when Redis answers that it has no such function
+// (the first run, or after a restart, a failover or FUNCTION FLUSH): Redis
+// then keeps what the script sets up between runs, which saves it a few
+// µs a run (see take.lua). A library stays in Redis, persisted and
+// replicated as Redis keeps functions, until FUNCTION DELETE or FLUSH; a
+// new version of the script loads a library of its own. On a Cluster or a
+// Ring, before Redis 7, or for a user whose ACL refuses functions, the
+// script is sent by EVALSHA, and again with EVAL once if Redis answers
+// NOSCRIPT. Either answer means the script did not run, so nothing is
+// charged twice. The script decides every check as if charged; if every
 // check not in shadow mode allows, it charges those that allow, shadow ones
 // included; otherwise it charges none and reports, for the checks that
 // would have allowed, a peek. The time is Redis TIME, so that the
@@ -48,7 +57,8 @@
 // of them in order, all-or-nothing each, as if they had come one by one:
 // Redis parses one command, enters Lua once and reads TIME once for many
 // decisions. A run holds at most 64 requests (WithMaxBatch). The callers
-// take turns sending; no goroutine is started. On a Cluster, the same
+// take turns sending; no goroutine is started (but for the parts of a
+// request across masters: see Requests across slots). On a Cluster, the same
 // holds per master: the store sends runs to each master directly, the
 // requests bound for one batched together (see Runs per Cluster node). On
 // a Ring each request is a run of its own, sent through go-redis's
@@ -96,7 +106,8 @@
 // keys sit on different masters needs more than one run: see below.
 // WithHashTag can give a request's checks a common tag, which keeps them
 // on one master. WithoutBatching sends every run through the cluster
-// client, so a request's keys must then share a slot.
+// client, so a request's keys must then share a slot to be decided in one
+// run.
 //
 // # Requests across slots
 //
@@ -116,6 +127,10 @@
 // That is exact unless another request charged the bucket in between
 // and its debt would have drained below the charge; then part of the
 // charge, at most what drains in the round trip, stays.
+//
+// A give-back sent twice (a client's retry after a lost answer) gives
+// back once: it carries a token, a key in its part's first slot for a
+// minute.
 //
 // Two things differ from a request in one run. Between a part's take and
 // its give-back, one round trip to the slowest node and one back, a
@@ -153,7 +168,11 @@
 // probes (WithBreaker). Stats counts calls, errors and reloads. Denials
 // are remembered locally until their RetryAfter (WithDenyCache), so that a
 // flood against one key does not reach Redis: nothing can make a denied
-// key allowed sooner, so the cache never denies what Redis would allow.
+// key allowed sooner, so the cache never denies what Redis would allow;
+// but a give-back can (see Requests across slots), so where requests may
+// be split (a Cluster, a Ring, a Pair's stores) a denial is remembered at
+// most five times the store's timeout, the longest a take and its
+// give-back can last.
 //
 // # Deadlines and clocks
 //
@@ -203,5 +222,6 @@
 // go-redis retries a command after a network error (Options.MaxRetries,
 // 3 by default). A retry of a script that ran but whose answer was lost
 // charges twice; set MaxRetries to -1 where exact counts matter more than
-// a retry.
+// a retry. (A give-back is safe to retry: see its token in Requests
+// across slots.)
 package redis

@@ -101,8 +101,9 @@ func (b *batcher) leadAs(ctx context.Context) error {
 // across slots (with receipts), writing the take's decisions to taken,
 // and, if it charged, gives it back at t2, writing the peeks the
 // give-back reports to back; between, if not nil, is called in between.
-// s must decide at the caller's time and not batch.
-func TakeThenGiveBack(ctx context.Context, s *Store, t1, t2 time.Time, n int64, checks []sluice.Check, between func(), taken, back []sluice.Decision) (charged bool, err error) {
+// The give-back is sent sends times, as a client's retries would. s must
+// decide at the caller's time and not batch.
+func TakeThenGiveBack(ctx context.Context, s *Store, t1, t2 time.Time, n int64, checks []sluice.Check, between func(), sends int, taken, back []sluice.Decision) (charged bool, err error) {
 	if !s.callerTime || s.batch != nil {
 		return false, errors.New("TakeThenGiveBack: the store must have WithCallerTime and WithoutBatching")
 	}
@@ -116,7 +117,7 @@ func TakeThenGiveBack(ctx context.Context, s *Store, t1, t2 time.Time, n int64, 
 	if err != nil {
 		return false, err
 	}
-	pt := &part{p: p, idx: make([]int, len(checks)), reply: reply}
+	pt := &part{s: s, p: p, idx: make([]int, len(checks)), reply: reply}
 	for i := range pt.idx {
 		pt.idx[i] = i
 	}
@@ -130,9 +131,11 @@ func TakeThenGiveBack(ctx context.Context, s *Store, t1, t2 time.Time, n int64, 
 	g := pt.giveBack()
 	defer g.release()
 	g.now = float64(t2.UnixMicro())
-	s.deadlines(ctx, g)
-	if reply, err = s.call(ctx, g); err != nil {
-		return true, err
+	for range sends {
+		s.deadlines(ctx, g)
+		if reply, err = s.call(ctx, g); err != nil {
+			return true, err
+		}
 	}
 	g.decode(reply, back)
 	return true, nil

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -38,10 +40,76 @@ type node struct {
 type nodeSet struct {
 	cc *goredis.ClusterClient
 	m  sync.Map // *goredis.Client → *node
+	// ready is set once cc has its map of slots: of never waits for it
+	// after that (a stale map is reloaded in the background). Until then
+	// load waits for it, bounded as a call is; loading is the wait of the
+	// load under way, nil for none.
+	ready   atomic.Bool
+	mu      sync.Mutex
+	loading chan struct{}
+	loadErr error
 }
 
-// nodeModes is a run's mode (take.lua's ARGV[1]) sent to a node.
-var nodeModes = map[string]string{"0": "n0", string(modeTake): "nr", string(modeGive): "ng"}
+// load waits for the cluster client's map of slots, which it loads on its
+// first need: without a bound of the store's, a request would wait for
+// it as long as go-redis's own timeouts, and the breaker would never hear
+// of it. One load is under way at a time; each caller waits for it
+// within its own deadlines, through the breaker, as for a call.
+func (ns *nodeSet) load(ctx context.Context, s *Store) error {
+	if ns.ready.Load() {
+		return nil
+	}
+	ok, probe := s.br.allow()
+	if !ok {
+		s.st.rejected.Add(1)
+		return ErrCircuitOpen
+	}
+	ns.mu.Lock()
+	if ns.loading == nil {
+		done := make(chan struct{})
+		ns.loading = done
+		go func() {
+			_, err := ns.cc.MasterForKey(context.Background(), "sluice")
+			ns.mu.Lock()
+			ns.loadErr = err
+			if err == nil {
+				ns.ready.Store(true)
+			} else {
+				ns.loading = nil // the next caller tries again
+			}
+			ns.mu.Unlock()
+			close(done)
+		}()
+	}
+	done := ns.loading
+	ns.mu.Unlock()
+	p := &pending{}
+	s.deadlines(ctx, p)
+	var timeout <-chan time.Time
+	if !p.deadline.IsZero() {
+		t := time.NewTimer(time.Until(p.deadline))
+		defer t.Stop()
+		timeout = t.C
+	}
+	var err error
+	select {
+	case <-done:
+		ns.mu.Lock()
+		if !ns.ready.Load() {
+			err = fmt.Errorf("redis: the cluster's slots: %w", ns.loadErr)
+		}
+		ns.mu.Unlock()
+	case <-timeout:
+		err = context.DeadlineExceeded
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		return s.failed(ctx, p, err, probe)
+	}
+	s.br.done(probe, false)
+	return nil
+}
 
 // of is the node that holds key.
 func (ns *nodeSet) of(ctx context.Context, s *Store, key string) (*node, error) {
@@ -66,6 +134,9 @@ func (ns *nodeSet) of(ctx context.Context, s *Store, key string) (*node, error) 
 // on one, else a part per node. It returns errMoved when a node no longer
 // held a key of p, and p was not decided.
 func (ns *nodeSet) decide(ctx context.Context, s *Store, p *pending, out []sluice.Decision) error {
+	if err := ns.load(ctx, s); err != nil {
+		return err
+	}
 	first, err := ns.of(ctx, s, p.keys[0])
 	if err != nil {
 		return err
@@ -102,7 +173,7 @@ func (ns *nodeSet) decide(ctx context.Context, s *Store, p *pending, out []sluic
 	if s.keys.noSplit {
 		return s.keys.crossSlot(p.keys)
 	}
-	err = s.split(ctx, parts(p, func(i int) *node { return to[i] }, to), out)
+	err = s.split(ctx, parts(s, p, func(i int) *node { return to[i] }, to), out)
 	if err != nil && err != errMoved {
 		ns.failed(ctx, err)
 	}

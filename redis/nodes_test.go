@@ -2,7 +2,10 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -146,5 +149,51 @@ func moveSlot(t *testing.T, ctx context.Context, cl *cluster, sl uint16) {
 	must(clients[from].Do(ctx, args...).Err())
 	for i := range clients {
 		must(clients[i].Do(ctx, "cluster", "setslot", sl, "node", ids[to]).Err())
+	}
+}
+
+// TestClusterUnreachable: a Cluster whose seed node accepts connections
+// and never answers. Finding a key's master needs the map of slots, which
+// go-redis would wait for as long as its own read timeout (10s here): the
+// store's bound (50ms) ends each Take instead, as a timeout, and the
+// breaker opens after its failures, as for any call.
+func TestClusterUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go io.Copy(io.Discard, c) // reads, never answers
+		}
+	}()
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{ln.Addr().String()}, ReadTimeout: 10 * time.Second, MaxRetries: -1})
+	defer cc.Close()
+	s, err := redis.New(cc, redis.WithTimeout(50*time.Millisecond), redis.WithBreaker(3, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)}
+	for i := range 5 {
+		start := time.Now()
+		err := s.Take(context.Background(), time.Time{}, 1, []sluice.Check{{Rule: r, Key: "k"}}, make([]sluice.Decision, 1))
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("take %d waited %v, for go-redis's read timeout", i, took)
+		}
+		want := redis.ErrTimeout
+		if i >= 3 {
+			want = redis.ErrCircuitOpen
+		}
+		if !errors.Is(err, want) {
+			t.Fatalf("take %d: %v, want %v", i, err, want)
+		}
+	}
+	if st := s.Stats(); st.Timeouts != 3 || st.Rejected != 2 || st.Breaker != "open" {
+		t.Fatalf("stats %+v: want 3 timeouts, then the breaker open", st)
 	}
 }

@@ -4,16 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"sync"
 
 	"github.com/sluicehq/sluice"
 )
 
-// Requests across slots. On a Cluster a script run's keys must share a
-// slot (on a Ring, a shard), while the checks of one request, per IP and
-// per user, hash where their keys do. Such a request is decided in parts,
-// one per slot, by a protocol that keeps it all-or-nothing once it
-// completes:
+// Requests across slots. On a Cluster a script run's keys must sit on one
+// master (share a slot, through the cluster client; on a Ring, a tag),
+// while the checks of one request, per IP and per user, hash where their
+// keys do; and a Pair's two stores are two Redis. Such a request is
+// decided in parts, one per master (slot, tag, store), by a protocol that
+// keeps it all-or-nothing once it completes:
 //
 //  1. Every part is taken at once, each in a run of its own on its node
 //     (mode 'r' in take.lua): all-or-nothing within the part, and with a
@@ -30,10 +33,21 @@ import (
 // node and one back, a concurrent request on a charged key sees the
 // charge and may be denied for it: that is the window in which the
 // interim state shows. A request that fails (a node timed out) gives back
-// what it charged elsewhere and returns the error. A give-back that
-// fails leaves its part's charge in place until the state's window or
-// refill ends it; it is counted in Stats.GiveBackErrors and its error is
-// returned.
+// what it charged elsewhere and returns the error; the part that timed out
+// may have run all the same, and its charge stays, as any Take's whose
+// answer was lost. A give-back carries a token, a key of its own for a
+// minute, so that sending it twice gives back once: a client's retry
+// after a lost answer cannot mint, and the store sends a give-back that
+// failed once more. One that fails twice leaves its part's charge in
+// place until the state's window or refill ends it; it is counted in
+// Stats.GiveBackErrors and its error is returned. A request on more than
+// maxParts parts is refused. The parts beyond the first, and the
+// give-backs, are sent each from a goroutine of its own.
+
+// maxParts bounds the parts of one request, each a script run at once: a
+// request on more masters, or more slots (WithoutBatching, or a Ring's
+// tags), is refused with ErrCrossSlot.
+const maxParts = 64
 
 // Run modes of a part, take.lua's ARGV[1].
 const (
@@ -45,6 +59,27 @@ const (
 // slot of its keys had moved to another node. Nothing was charged.
 var errMoved = errors.New("redis: a key's slot moved")
 
+// runMode is take.lua's ARGV[1] for a run to a Cluster node or not, with
+// the store's clock or not, of requests in mode m (0, modeTake, modeGive).
+func runMode(node, clock bool, m byte) string {
+	i := 0
+	if node {
+		i += 6
+	}
+	if clock {
+		i += 3
+	}
+	switch m {
+	case modeTake:
+		i++
+	case modeGive:
+		i += 2
+	}
+	return runModes[i]
+}
+
+var runModes = [...]string{"0", "0r", "0g", "1", "1r", "1g", "n0", "n0r", "n0g", "n1", "n1r", "n1g"}
+
 // stride is how many numbers the script answers per check of p.
 func (p *pending) stride() int {
 	if p.mode == modeTake {
@@ -55,6 +90,7 @@ func (p *pending) stride() int {
 
 // part is the checks of a split request that one run can decide.
 type part struct {
+	s     *Store // the store that decides it
 	p     *pending
 	idx   []int // the request's check index of each of p's checks
 	reply []int64
@@ -74,12 +110,15 @@ func (s *Store) split(ctx context.Context, parts []*part, out []sluice.Decision)
 			}
 		}
 	}()
+	if len(parts) > maxParts {
+		return fmt.Errorf("%w: %d parts, at most %d", ErrCrossSlot, len(parts), maxParts)
+	}
 	s.st.splits.Add(1)
 	var wg sync.WaitGroup
 	for _, pt := range parts[1:] {
-		wg.Go(func() { pt.reply, pt.err = s.send(ctx, pt.p) })
+		wg.Go(func() { pt.reply, pt.err = pt.s.send(ctx, pt.p) })
 	}
-	parts[0].reply, parts[0].err = s.send(ctx, parts[0].p)
+	parts[0].reply, parts[0].err = parts[0].s.send(ctx, parts[0].p)
 	wg.Wait()
 
 	var err error
@@ -120,24 +159,32 @@ func (s *Store) split(ctx context.Context, parts []*part, out []sluice.Decision)
 			continue
 		}
 		wg.Go(func() {
-			s.st.giveBacks.Add(1)
-			s.deadlines(gctx, pt.back)
-			reply, err := s.call(gctx, pt.back)
-			if err == nil && pt.back.moved {
-				err = errMoved
+			pt.s.st.giveBacks.Add(1)
+			// Twice at most: its token makes a second send safe.
+			var err error
+			for range 2 {
+				pt.s.deadlines(gctx, pt.back)
+				var reply []int64
+				reply, err = pt.s.call(gctx, pt.back)
+				if err == nil && pt.back.moved {
+					err = errMoved
+				}
+				if err == nil {
+					pt.back.reply = reply
+					return
+				}
+				if err == errMoved {
+					break
+				}
 			}
-			if err != nil {
-				pt.err = fmt.Errorf("redis: giving back a part of a request denied across slots: %w", err)
-				return
-			}
-			pt.back.reply = reply
+			pt.err = fmt.Errorf("redis: giving back a part of a request denied across slots: %w", err)
 		})
 	}
 	wg.Wait()
 	for _, pt := range parts {
 		if pt.back != nil && pt.err != nil {
-			s.st.errors.Add(1)
-			s.st.giveBackErrors.Add(1)
+			pt.s.st.errors.Add(1)
+			pt.s.st.giveBackErrors.Add(1)
 			backErr = firstErr(backErr, pt.err)
 		}
 	}
@@ -173,14 +220,14 @@ func firstErr(first, err error) error {
 // Ring: the parts one run through the Store's client can decide.
 func (s *Store) slotParts(p *pending) []*part {
 	if s.keys.share == shareSlot {
-		return parts(p, func(i int) uint16 { return slot(p.keys[p.args[i].key]) }, nil)
+		return parts(s, p, func(i int) uint16 { return slot(p.keys[p.args[i].key]) }, nil)
 	}
-	return parts(p, func(i int) string { return tagOf(p.keys[p.args[i].key]) }, nil)
+	return parts(s, p, func(i int) string { return tagOf(p.keys[p.args[i].key]) }, nil)
 }
 
-// parts splits p's checks into parts by id, in the order they first
-// appear; to, if not nil, is the node of each check.
-func parts[K comparable](p *pending, id func(i int) K, to []*node) []*part {
+// parts splits p's checks into parts of store s by id, in the order they
+// first appear; to, if not nil, is the node of each check.
+func parts[K comparable](s *Store, p *pending, id func(i int) K, to []*node) []*part {
 	var parts []*part
 	var ids []K
 	for i, a := range p.args {
@@ -193,7 +240,7 @@ func parts[K comparable](p *pending, id func(i int) K, to []*node) []*part {
 			}
 		}
 		if pt == nil {
-			pt = &part{p: newPending(p.now)}
+			pt = &part{s: s, p: newPending(p.now)}
 			pt.p.mode = modeTake
 			if to != nil {
 				pt.p.to = to[i]
@@ -231,12 +278,15 @@ func (pt *part) charged() bool {
 }
 
 // giveBack is the request that gives back what the part's take charged:
-// each check at the cost it was charged, 0 if none, with its receipt.
+// each check at the cost it was charged, 0 if none, with its receipt, and
+// a token of its own, a key in its first check's slot, which makes it
+// once only however often it is sent (see giveback in take.lua).
 func (pt *part) giveBack() *pending {
 	g := newPending(pt.p.now)
 	g.mode = modeGive
 	g.to = pt.p.to
 	g.keys = append(g.keys, pt.p.keys...)
+	g.keys = append(g.keys, pt.s.keys.prefix+"{"+tagOf(pt.p.keys[0])+"}:give:"+strconv.FormatUint(rand.Uint64(), 36))
 	for i, a := range pt.p.args {
 		if pt.reply[8*i] != 1 {
 			a.cost = 0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,67 +51,107 @@ func TestGiveBack(t *testing.T) {
 		{name: "drained, then touched", t1: 0, t2: 3000, cost: 2, between: 3},
 		{name: "rolled, then touched", before: []step{{0, 1}}, t1: 9500, t2: 11500, cost: 2, between: 3},
 	}
-	for _, a := range sluice.Algos() {
-		for _, c := range cases {
-			t.Run(fmt.Sprintf("%s/%s", a, c.name), func(t *testing.T) {
-				rule := &sluice.Rule{Name: "r", Algorithm: a, Limit: sluice.Limit{Rate: 10, Period: 10 * time.Second}}
-				exact := c.between == 0 || a == sluice.AlgoFixedWindow || a == sluice.AlgoSlidingCounter || a == sluice.AlgoSlidingLog
-				chk := []sluice.Check{{Rule: rule, Key: "k"}}
-				s := newCallerStore(t, srv, redis.WithoutBatching())
-				ref, err := memory.New()
-				if err != nil {
-					t.Fatal(err)
-				}
-				both := func(at, n int64) {
-					t.Helper()
-					got, want := take(t, s, ms(at), n, chk...), make([]sluice.Decision, 1)
-					if err := ref.Take(ctx, ms(at), n, chk, want); err != nil {
+	// at the caller's time, and under the store's clock, where a fixed
+	// window is a counter per window
+	flavours := []struct {
+		name string
+		opts []redis.Option
+	}{{"caller-time", nil}, {"store-clock", []redis.Option{redis.WithStoreClock()}}}
+	for _, f := range flavours {
+		for _, a := range sluice.Algos() {
+			for _, c := range cases {
+				t.Run(fmt.Sprintf("%s/%s/%s", f.name, a, c.name), func(t *testing.T) {
+					rule := &sluice.Rule{Name: "r", Algorithm: a, Limit: sluice.Limit{Rate: 10, Period: 10 * time.Second}}
+					exact := c.between == 0 || a == sluice.AlgoFixedWindow || a == sluice.AlgoSlidingCounter || a == sluice.AlgoSlidingLog
+					chk := []sluice.Check{{Rule: rule, Key: "k"}}
+					s := newCallerStore(t, srv, append(f.opts, redis.WithoutBatching())...)
+					ref, err := memory.New()
+					if err != nil {
 						t.Fatal(err)
 					}
-					if got[0] != want[0] {
-						t.Fatalf("at %dms cost %d: %+v, memory %+v", at, n, got[0], want[0])
+					both := func(at, n int64) {
+						t.Helper()
+						got, want := take(t, s, ms(at), n, chk...), make([]sluice.Decision, 1)
+						if err := ref.Take(ctx, ms(at), n, chk, want); err != nil {
+							t.Fatal(err)
+						}
+						if got[0] != want[0] {
+							t.Fatalf("at %dms cost %d: %+v, memory %+v", at, n, got[0], want[0])
+						}
 					}
-				}
-				for _, b := range c.before {
-					both(b.at, b.cost)
-				}
-				var between func()
-				if c.between != 0 {
-					tb := (c.t1 + c.t2) / 2
-					between = func() { take(t, s, ms(tb), c.between, chk...) }
-					if err := ref.Take(ctx, ms(tb), c.between, chk, make([]sluice.Decision, 1)); err != nil {
+					for _, b := range c.before {
+						both(b.at, b.cost)
+					}
+					var between func()
+					if c.between != 0 {
+						tb := (c.t1 + c.t2) / 2
+						between = func() { take(t, s, ms(tb), c.between, chk...) }
+						if err := ref.Take(ctx, ms(tb), c.between, chk, make([]sluice.Decision, 1)); err != nil {
+							t.Fatal(err)
+						}
+					}
+					taken, back := make([]sluice.Decision, 1), make([]sluice.Decision, 1)
+					// sent twice, as a client that retried after a lost
+					// answer would: given back once
+					charged, err := redis.TakeThenGiveBack(ctx, s, ms(c.t1), ms(c.t2), c.cost, chk, between, 2, taken, back)
+					if err != nil || !charged || !taken[0].Allowed {
+						t.Fatalf("take at %dms: %+v, charged %v, %v", c.t1, taken[0], charged, err)
+					}
+					want := make([]sluice.Decision, 1)
+					if err := ref.Take(ctx, ms(c.t2), 0, chk, want); err != nil {
 						t.Fatal(err)
 					}
-				}
-				taken, back := make([]sluice.Decision, 1), make([]sluice.Decision, 1)
-				charged, err := redis.TakeThenGiveBack(ctx, s, ms(c.t1), ms(c.t2), c.cost, chk, between, taken, back)
-				if err != nil || !charged || !taken[0].Allowed {
-					t.Fatalf("take at %dms: %+v, charged %v, %v", c.t1, taken[0], charged, err)
-				}
-				want := make([]sluice.Decision, 1)
-				if err := ref.Take(ctx, ms(c.t2), 0, chk, want); err != nil {
-					t.Fatal(err)
-				}
-				if exact && back[0] != want[0] {
-					t.Fatalf("given back at %dms: peek %+v, memory %+v", c.t2, back[0], want[0])
-				}
-				if back[0].Remaining > want[0].Remaining {
-					t.Fatalf("given back at %dms: peek %+v has more room than memory's %+v: minted", c.t2, back[0], want[0])
-				}
-				// and every later decision, to the last unit
-				for i := range 12 {
-					at := c.t2 + 10*int64(i+1)
-					got, w := take(t, s, ms(at), 1, chk...), make([]sluice.Decision, 1)
-					if err := ref.Take(ctx, ms(at), 1, chk, w); err != nil {
-						t.Fatal(err)
+					if exact && back[0] != want[0] {
+						t.Fatalf("given back at %dms: peek %+v, memory %+v", c.t2, back[0], want[0])
 					}
-					if exact && got[0] != w[0] || got[0].Allowed && !w[0].Allowed {
-						t.Fatalf("after the give-back, take %d at %dms: %+v, memory %+v", i, at, got[0], w[0])
+					if back[0].Remaining > want[0].Remaining {
+						t.Fatalf("given back at %dms: peek %+v has more room than memory's %+v: minted", c.t2, back[0], want[0])
 					}
-				}
-			})
+					// and every later decision, to the last unit
+					for i := range 12 {
+						at := c.t2 + 10*int64(i+1)
+						got, w := take(t, s, ms(at), 1, chk...), make([]sluice.Decision, 1)
+						if err := ref.Take(ctx, ms(at), 1, chk, w); err != nil {
+							t.Fatal(err)
+						}
+						if exact && got[0] != w[0] || got[0].Allowed && !w[0].Allowed {
+							t.Fatalf("after the give-back, take %d at %dms: %+v, memory %+v", i, at, got[0], w[0])
+						}
+					}
+				})
+			}
 		}
 	}
+}
+
+// hammer has 16 goroutines take checks from s, at cost 1, until each has
+// been denied 10 times, and returns how many requests were allowed.
+func hammer(t *testing.T, s sluice.Store, checks []sluice.Check) int64 {
+	t.Helper()
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			out := make([]sluice.Decision, len(checks))
+			for denied := 0; denied < 10; {
+				if err := s.Take(context.Background(), time.Time{}, 1, checks, out); err != nil {
+					t.Error(err)
+					return
+				}
+				all := true
+				for _, d := range out {
+					all = all && d.Allowed
+				}
+				if all {
+					allowed.Add(1)
+				} else {
+					denied++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return allowed.Load()
 }
 
 // keysOn returns two check keys whose state the Cluster keeps in
@@ -165,6 +206,19 @@ func TestClusterSplit(t *testing.T) {
 	two = []sluice.Check{{Rule: ip, Key: ipKey}, {Rule: user, Key: userKey}}
 	if err := strict.Take(ctx, time.Time{}, 1, two, make([]sluice.Decision, 2)); err != nil {
 		t.Fatalf("WithoutSplit, one master: %v, want it decided in one run", err)
+	}
+	// A request on more slots than a request may have parts, each a run
+	// at once (WithoutBatching: a part per slot), is refused.
+	perSlot := newStore(t, cc, redis.WithPrefix(prefix(t)), redis.WithoutBatching())
+	var many []sluice.Check
+	for i := range 65 {
+		many = append(many, sluice.Check{Rule: ip, Key: fmt.Sprint("ip", i)})
+	}
+	if err := perSlot.Take(ctx, time.Time{}, 1, many, make([]sluice.Decision, len(many))); !errors.Is(err, redis.ErrCrossSlot) || !strings.Contains(err.Error(), "at most 64") {
+		t.Fatalf("65 checks on 65 slots: %v, want refused", err)
+	}
+	if err := perSlot.Take(ctx, time.Time{}, 1, many[:3], make([]sluice.Decision, 3)); err != nil {
+		t.Fatalf("3 checks on 3 slots, WithoutBatching: %v", err)
 	}
 }
 
@@ -228,26 +282,7 @@ func TestClusterSplitHammer(t *testing.T) {
 				{Rule: &sluice.Rule{Name: "tenant", Algorithm: a, Limit: sluice.Limit{Rate: 1000, Period: 1000 * time.Hour}}, Key: tenant},
 				{Rule: &sluice.Rule{Name: "user", Algorithm: a, Limit: sluice.Limit{Rate: 50, Period: 1000 * time.Hour}}, Key: user},
 			}
-			var allowed atomic.Int64
-			var wg sync.WaitGroup
-			for range 16 {
-				wg.Go(func() {
-					out := make([]sluice.Decision, 2)
-					for denied := 0; denied < 10; {
-						if err := s.Take(context.Background(), time.Time{}, 1, checks, out); err != nil {
-							t.Error(err)
-							return
-						}
-						if out[0].Allowed && out[1].Allowed {
-							allowed.Add(1)
-						} else {
-							denied++
-						}
-					}
-				})
-			}
-			wg.Wait()
-			if n := allowed.Load(); n != 50 {
+			if n := hammer(t, s, checks); n != 50 {
 				t.Fatalf("%d allowed, want exactly 50", n)
 			}
 			if d := take(t, s, time.Time{}, 0, checks[0]); d[0].Remaining != 950 {

@@ -29,6 +29,16 @@ var takeSHA = func() string {
 // The script and its hash as arguments, boxed once.
 var takeScriptArg, takeSHAArg any = takeScript, takeSHA
 
+// The script as a library of Redis functions (Redis 7 and later), and its
+// function's name, of this version of the script: a run by FCALL spares
+// Redis the script's set-up that EVALSHA redoes at every run (see
+// take.lua). The library is loaded on first use, as a script is.
+var (
+	takeFn          = "sluice_take_" + takeSHA
+	takeLibrary     = "#!lua name=" + takeFn + "\n" + takeScript + "\nredis.register_function('" + takeFn + "', take)\n"
+	takeFnArg   any = takeFn
+)
+
 // Errors a Take can return besides those of Redis and the context.
 var (
 	// ErrCircuitOpen is returned, at once, while the circuit breaker is
@@ -58,16 +68,25 @@ type Store struct {
 	timeout    time.Duration // the store's bound on a call; see Deadlines and clocks
 	cache      *denyCache    // nil without the deny cache
 	nodes      *nodeSet      // on a Cluster with batching: runs per node
-	br         breaker
-	ttlSlack   time.Duration // tests only, see export_test.go
-	maxBatch   int           // requests in a script run, at most
+	// cacheCap, if not 0, bounds how long a denial is cached, in ns: see
+	// capDenials.
+	cacheCap atomic.Int64
+	br       breaker
+	ttlSlack time.Duration // tests only, see export_test.go
+	maxBatch int           // requests in a script run, at most
 	// clock is set when the store keeps its own clock (clockKey): at Redis
 	// TIME on a single Redis, where every key of a run may sit with it.
 	// A fixed window is then a counter per window (see take.lua).
 	clock    bool
 	clockKey string
 	clockArg any // clockKey, boxed once
-	st       counters
+	// fcall is set when a run goes by FCALL (a single Redis, not a
+	// Cluster's or a Ring's nodes, which would each need the library);
+	// noFunctions once the server has answered that it has no functions
+	// for the store (before Redis 7, or an ACL): runs go by EVALSHA then.
+	fcall       bool
+	noFunctions atomic.Bool
+	st          counters
 }
 
 // via is how a script run goes to Redis.
@@ -130,6 +149,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		s.clock, s.clockKey = true, o.prefix+"clock"
 		s.clockArg = s.clockKey
 	}
+	s.fcall = s.keys.share == shareNothing
 	if o.denyCache > 0 {
 		s.cache = newDenyCache(o.denyCache)
 	}
@@ -138,6 +158,9 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	if cc, ok := client.(*goredis.ClusterClient); ok && o.batching {
 		s.nodes = &nodeSet{cc: cc}
+	}
+	if s.keys.share != shareNothing && !o.noSplit {
+		s.capDenials()
 	}
 	if s.batch == nil && o.autoPipeline {
 		ap, err := client.AsyncAutoPipeline()
@@ -155,11 +178,12 @@ type Stats struct {
 	Runs      int64 // script runs: a run decides a batch of requests
 	Errors    int64 // calls that failed, timeouts included
 	Timeouts  int64 // calls without an answer within the deadline
-	Reloads   int64 // NOSCRIPT answers, after which the script was sent again
+	Reloads   int64 // answers that Redis had no script or function, after which it was sent again
 	Rejected  int64 // calls refused at once by the open circuit
 	CacheHits int64 // requests denied from the local denial cache
-	// Splits counts requests decided a part per slot, on a Cluster or a
-	// Ring (see Requests across slots in the package documentation);
+	// Splits counts requests decided in parts: across Cluster masters
+	// (slots WithoutBatching), Ring tags or a Pair's stores (see Requests
+	// across slots in the package documentation);
 	// GiveBacks, the parts given back because another part denied or
 	// failed; GiveBackErrors, the give-backs that failed and so left
 	// their part charged.
@@ -214,8 +238,8 @@ var _ sluice.RuleChecker = (*Store)(nil)
 // script run: see sluice.Store. The time is Redis TIME unless
 // WithCallerTime. Errors are Redis's, ErrTimeout, ErrCircuitOpen,
 // ErrCrossSlot, ErrOutOfRange, or the context's; a failed Take charged
-// nothing, unless the script ran and its answer was lost, or, for a
-// request split across slots, a give-back failed (Stats.GiveBackErrors).
+// nothing, unless the script ran and its answer was lost (for a request
+// in parts, a part's), or a give-back failed (Stats.GiveBackErrors).
 //
 // It goes in four steps: the request's arguments and keys (request), the
 // denial cache (cached), Redis behind the circuit breaker and the
@@ -246,6 +270,18 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	return nil
 }
 
+// capDenials bounds how long a denial is cached on a store whose requests
+// may be split: a denial may then be caused by a charge that is given back
+// a moment later, within a take's send and a give-back's two, each bounded
+// by the store's timeout (a second without one): five leave room.
+func (s *Store) capDenials() {
+	t := s.timeout
+	if t <= 0 {
+		t = time.Second
+	}
+	s.cacheCap.Store(int64(5 * t))
+}
+
 // decide has Redis decide p: in one run, or in parts across slots or
 // Cluster nodes (see split.go and nodes.go).
 func (s *Store) decide(ctx context.Context, p *pending, out []sluice.Decision) error {
@@ -260,6 +296,12 @@ func (s *Store) decide(ctx context.Context, p *pending, out []sluice.Decision) e
 		s.nodes.cc.ReloadState(ctx)
 		p.to, p.moved, p.reply = nil, false, nil
 	}
+	return s.decideByClient(ctx, p, out)
+}
+
+// decideByClient has p decided through the Store's client: one run, or
+// on a Cluster or a Ring, a part per slot (tag).
+func (s *Store) decideByClient(ctx context.Context, p *pending, out []sluice.Decision) error {
 	if p.split {
 		if s.keys.noSplit {
 			return s.keys.crossSlot(p.keys)
@@ -455,11 +497,9 @@ func (p *pending) decodeOne(i int, r []int64, d *sluice.Decision) {
 	}
 }
 
-// run decides a batch of requests in one script run: EVALSHA, and on
-// NOSCRIPT (a restart, a failover, SCRIPT FLUSH) EVAL once, which loads it
-// again. A NOSCRIPT answer means the script did not run, so nothing is
-// charged twice. It sets each request's reply. buf, if not nil, lends
-// the run's slices, and keeps them for the next run.
+// run decides a batch of requests in one script run: FCALL, or EVALSHA
+// without functions (see exec). It sets each request's reply. buf, if not
+// nil, lends the run's slices, and keeps them for the next run.
 //
 // Only a client called directly is done with a command when it returns:
 // called aside or through the autopipeliner, it may still be writing one
@@ -480,18 +520,11 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 		nchecks += len(p.args)
 		size += 16 + 32*len(p.args)
 	}
-	mode := "0"
-	switch {
-	case batch[0].mode != 0:
-		// a part of a split request, a run of its own (see split.go)
-		mode = string(rune(batch[0].mode))
-	case s.clock:
-		mode = "1"
+	clock := s.clock && to == nil
+	if clock {
 		nkeys++
 	}
-	if to != nil {
-		mode = nodeModes[mode]
-	}
+	mode := runMode(to != nil, clock, batch[0].mode)
 	// The rules of the run, each sent once however many requests name it.
 	var rbuf [4]runRule
 	rules := rbuf[:0]
@@ -555,11 +588,11 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 		}
 	}
 	args := slices.Grow(buf.args[:0], 3+nkeys+6+len(rules))
-	args = append(args, "evalsha", takeSHAArg, nkeys)
+	args = append(args, "fcall", takeFnArg, nkeys)
 	if to != nil {
 		args[2] = 0 // the keys go last, in ARGV
 	}
-	if mode == "1" {
+	if clock {
 		args = append(args, s.clockArg)
 	}
 	tail := len(args) // where the keys begin
@@ -598,12 +631,7 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 		}()
 	}
 	s.st.runs.Add(1)
-	reply, err := s.do(ctx, to, args)
-	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		s.st.reloads.Add(1)
-		args[0], args[1] = "eval", takeScriptArg
-		reply, err = s.do(ctx, to, args)
-	}
+	reply, err := s.exec(ctx, to, args)
 	if err != nil {
 		return fmt.Errorf("redis: take: %w", err)
 	}
@@ -708,10 +736,57 @@ type runBuf struct {
 	shape, req []byte
 }
 
+// exec runs the script with args, which begin with FCALL and the
+// function's name, to node to or through the Store's client: by FCALL,
+// and on "Function not found" (a restart, a failover, FUNCTION FLUSH)
+// FUNCTION LOAD, then FCALL again; or, on a Cluster's node or a server
+// with no functions for the store, by EVALSHA, and on NOSCRIPT EVAL, which
+// loads the script again. Such an answer means the script did not run, so
+// nothing is charged twice.
+func (s *Store) exec(ctx context.Context, to *node, args []any) ([]int64, error) {
+	if to == nil && s.fcall && !s.noFunctions.Load() {
+		reply, err := s.do(ctx, to, args)
+		if err != nil && goredis.HasErrorPrefix(err, "Function not found") {
+			s.st.reloads.Add(1)
+			err = s.process(ctx, to, goredis.NewCmd(ctx, "function", "load", "replace", takeLibrary))
+			if err == nil {
+				reply, err = s.do(ctx, to, args)
+			}
+		}
+		if err == nil || !noFunctions(err) {
+			return reply, err
+		}
+		s.noFunctions.Store(true)
+	}
+	args[0], args[1] = "evalsha", takeSHAArg
+	reply, err := s.do(ctx, to, args)
+	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		s.st.reloads.Add(1)
+		args[0], args[1] = "eval", takeScriptArg
+		reply, err = s.do(ctx, to, args)
+	}
+	return reply, err
+}
+
+// noFunctions reports whether err says that the server has no functions
+// for the store: a Redis before 7, or a user whose ACL refuses them.
+func noFunctions(err error) bool {
+	return goredis.HasErrorPrefix(err, "unknown command") || goredis.HasErrorPrefix(err, "NOPERM")
+}
+
 // do sends one command, to node to or through the Store's client, and
-// waits for its answer or the end of ctx.
+// waits for its answer, an array of integers, or the end of ctx.
 func (s *Store) do(ctx context.Context, to *node, args []any) ([]int64, error) {
 	cmd := goredis.NewCmd(ctx, args...)
+	if err := s.process(ctx, to, cmd); err != nil {
+		return nil, err
+	}
+	return cmd.Int64Slice()
+}
+
+// process sends cmd, to node to or through the Store's client, and waits
+// for its answer or the end of ctx.
+func (s *Store) process(ctx context.Context, to *node, cmd *goredis.Cmd) error {
 	var err error
 	client, via := s.client, s.via
 	if to != nil {
@@ -739,11 +814,8 @@ func (s *Store) do(ctx context.Context, to *node, args []any) ([]int64, error) {
 		select {
 		case err = <-ch:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	return cmd.Int64Slice()
+	return err
 }

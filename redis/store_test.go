@@ -196,8 +196,9 @@ func TestNoKeyWithoutTTL(t *testing.T) {
 	}
 }
 
-// TestScriptFlush: after SCRIPT FLUSH the script is loaded again, once,
-// and the request is charged once.
+// TestScriptFlush: after SCRIPT FLUSH and FUNCTION FLUSH the script is
+// loaded again, once, and the request is charged once; on a single Redis
+// a run is an FCALL.
 func TestScriptFlush(t *testing.T) {
 	srv := startRedis(t)
 	rc := srv.client(t)
@@ -215,12 +216,99 @@ func TestScriptFlush(t *testing.T) {
 	if err := rc.ScriptFlush(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
+	if err := rc.FunctionFlush(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
 	if d := take(t, s, time.Time{}, 1, c)[0]; d.Remaining != 7 {
-		t.Fatalf("take after SCRIPT FLUSH = %+v, want 7 left: charged once", d)
+		t.Fatalf("take after SCRIPT FLUSH and FUNCTION FLUSH = %+v, want 7 left: charged once", d)
 	}
 	if got := s.Stats().Reloads; got != 2 {
 		t.Fatalf("reloads = %d, want 2", got)
 	}
+	if calls := commandCalls(t, rc, "fcall"); calls != 5 { // three runs, two of them after a "Function not found"
+		t.Errorf("FCALL calls = %d, want 5", calls)
+	}
+}
+
+// TestShorterRun: a run whose reply is shorter than the one before it
+// (the function keeps its reply's table from run to run) answers only its
+// own.
+func TestShorterRun(t *testing.T) {
+	srv := startRedis(t)
+	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)))
+	var checks []sluice.Check
+	for i := range 4 {
+		checks = append(checks, sluice.Check{Rule: &sluice.Rule{Name: fmt.Sprint("r", i), Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(10)}, Key: "k"})
+	}
+	taken := make([]int64, len(checks))
+	for _, n := range []int{4, 1, 3, 2, 1} {
+		d := take(t, s, time.Time{}, 1, checks[:n]...)
+		for i := range n {
+			taken[i]++
+			if !d[i].Allowed || d[i].Remaining != 10-taken[i] {
+				t.Fatalf("take of %d checks: check %d = %+v, want allowed, %d left", n, i, d[i], 10-taken[i])
+			}
+		}
+	}
+}
+
+// TestWithoutFunctions: a server that has no functions for the store (a
+// Redis before 7, here an ACL that refuses them) has its runs by EVALSHA,
+// the script loaded by EVAL, and decides the same.
+func TestWithoutFunctions(t *testing.T) {
+	srv := startRedis(t)
+	s := newStore(t, scriptOnlyClient(t, srv), redis.WithPrefix(prefix(t)))
+	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerDay(10)}, Key: "k"}
+	w := sluice.Check{Rule: &sluice.Rule{Name: "w", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerDay(10)}, Key: "k"}
+	for i := range 3 {
+		if d := take(t, s, time.Time{}, 1, c, w); d[0].Remaining != int64(9-i) || d[1].Remaining != int64(9-2*i) {
+			t.Fatalf("take %d = %+v, want %d and %d left", i, d, 9-i, 9-2*i)
+		}
+		if d := take(t, s, time.Time{}, 1, w)[0]; d.Remaining != int64(8-2*i) {
+			t.Fatalf("take %d of the window alone = %+v, want %d left", i, d, 8-2*i)
+		}
+	}
+	if got := s.Stats().Reloads; got != 1 {
+		t.Fatalf("reloads = %d, want 1: the script loaded by EVAL once", got)
+	}
+	rc := srv.client(t)
+	if calls := commandCalls(t, rc, "evalsha"); calls != 6 {
+		t.Errorf("EVALSHA calls = %d, want 6", calls)
+	}
+}
+
+// scriptOnlyClient is a client of srv as a user whose ACL refuses Redis
+// functions (FCALL, FUNCTION): its store runs the script by EVALSHA, as on
+// a Redis before 7.
+func scriptOnlyClient(t testing.TB, srv *server) *goredis.Client {
+	t.Helper()
+	err := srv.client(t).Do(context.Background(), "ACL", "SETUSER", "nofunctions", "on", "nopass", "~*", "&*", "+@all", "-fcall", "-function").Err()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: srv.addr(), Username: "nofunctions", Password: "any", MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// commandCalls is the number of calls of cmd that INFO commandstats counts.
+func commandCalls(t testing.TB, rc *goredis.Client, cmd string) int64 {
+	t.Helper()
+	info, err := rc.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls="); ok {
+			n, _, _ := strings.Cut(rest, ",")
+			v, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				t.Fatalf("INFO commandstats: %s: %v", line, err)
+			}
+			return v
+		}
+	}
+	return 0
 }
 
 // TestOutOfRange: limits the script cannot hold exactly are refused

@@ -9,13 +9,12 @@
 -- made once per rule, and TIME is read once per run.
 --
 -- ARGV[1] the run's mode: '1' if KEYS[1] is the store's clock (see clock
---   below), else '0'; on a Cluster or a Ring, for a request whose checks
---   are split across slots (one run per slot, see split.go), 'r', a take
---   that also reports, per check, the time it was decided at and a bucket's
---   debt after, or 'g', which gives back what such a take charged (see
---   giveback). Neither comes with the clock or one-byte requests. Any of
---   these but '1' may follow an 'n': a run on one node of a Cluster, its
---   keys in ARGV (see nodemode below).
+--   below), else '0'; then, for the parts of a request that no one run can
+--   decide (see split.go), 'r', a take that also reports, per check, the
+--   time it was decided at and a bucket's debt after, or 'g', which gives
+--   back what such a take charged (see giveback); neither comes with
+--   one-byte requests. An 'n' first: a run on one node of a Cluster, its
+--   keys in ARGV (see nodemode below), never with the clock.
 -- ARGV[2] the shape of the run: a byte per request, in order. 0: a request
 --   read from ARGV[3]. r > 0: one check of rule r, cost 1, at ARGV[4]'s
 --   time, decided on a path of its own for its kind, with a reply of one
@@ -50,14 +49,27 @@
 -- reset µs, reset ns; a µs of -1 is Never. In mode 'r', 8 per check: the
 -- six, the time in µs the check was decided at, and a bucket's debt after
 -- (0 for the other kinds). In mode 'g', requests come with 4 numbers per
--- check (rule, cost, and the take's two) and the reply is the six per
--- check of a peek after the give-back.
+-- check (rule, cost, and the take's two) and a token key after their
+-- check's keys (see giveback), and the reply is the six per check of a
+-- peek after the give-back.
+
+-- How it runs: as a Redis function (FCALL, Redis 7 and later; see
+-- library in store.go) this file is loaded once, and what its top level
+-- makes, the helpers below and the rules' cache, lives from one run to the
+-- next, a run being a call of take; as a script (EVAL, the fallback) it is
+-- all made again at every run, closures, upvalues and tables, which costs
+-- Redis about 2.5µs a run (BENCHMARKS.md, "Where a run's fixed cost
+-- went"). Loading a library sees no global but redis, and of it only
+-- register_function: the globals a run needs are bound at the first run,
+-- and KEYS and ARGV are the run's, set by take.
+local evalkeys, evalargv -- as a script: the run's KEYS and ARGV
+if not redis.register_function then evalkeys, evalargv = KEYS, ARGV end
+local KEYS, ARGV
 
 local P26 = 67108864 -- 2^26
 local P52 = 4503599627370496 -- 2^52
-local spack, sunpack = struct.pack, struct.unpack
-local floor = math.floor
-local call = redis.call
+-- struct.pack, struct.unpack, math.floor, redis.call, string.byte
+local spack, sunpack, floor, call, byte
 
 -- floor(a/b) for integers |a| < 2^53, b > 0, corrected for the rounding of
 -- the float quotient.
@@ -68,18 +80,19 @@ local function fdiv(a, b)
   return q
 end
 
-local out = {0} -- the reply
-local nout = 1
-local reqs = ARGV[3]
-local pos = 1 -- in reqs, of the next request
+-- A run's state, set by take.
+-- The reply, out[1..nout]. Its table is kept from run to run, as a
+-- function: its array part then grows once rather than at every run, and
+-- what a longer run left past this one's end is cleared at the end (every
+-- writer writes out from 1 without gaps).
+local out, nout = {}, 0
+local reqs, pos -- ARGV[3], and in it the position of the next request
+local rules -- the run's rules, by index
 
--- The rules of this run, unpacked once.
-local rules = {}
-for i = 1, tonumber(ARGV[6]) do
-  local r = {}
-  r.kind, r.shadow, r.a1, r.a2, r.a3, r.a4, r.a5, r.a6, r.ttl = sunpack('<BBdddddds', ARGV[6 + i])
-  rules[i] = r
-end
+-- The rules as tables, unpacked once per record: as a function, once for
+-- the runs to come (forgotten all at once past 256 records; a store names
+-- few). A rule's table is read only but for mend, which each run clears.
+local rcache, nrcache = {}, 0
 
 -- The clock: the latest time the store has decided at, kept in KEYS[1] so
 -- that no decision is made at an earlier time, whatever Redis TIME does.
@@ -87,28 +100,19 @@ end
 -- plain counter per window. The first request of a run sets it and reads
 -- the old one in one call (SET ... GET), and puts the old one back in the
 -- rare run that finds it ahead of Redis TIME.
-local ki = 1 -- next key
-local mode = ARGV[1]
--- A mode beginning with 'n' is a run on one node of a Cluster for keys
--- of any of its slots: they come in ARGV after the rules (Redis would
--- refuse KEYS of several slots), and each request is decided under pcall,
--- so that a key the node no longer holds (a slot moved) fails that
--- request alone, before it wrote anything, with a reply of -2 (see moved).
-local nodemode = string.byte(mode, 1) == 110 -- 'n'
-if nodemode then mode = string.sub(mode, 2) end
-local KEYS = KEYS
-if nodemode then
-  KEYS = {}
-  local from = 6 + #rules
-  for i = from + 1, #ARGV do KEYS[i - from] = ARGV[i] end
-end
-local clockon = mode == '1'
-local receipts, giving = mode == 'r', mode == 'g'
-if clockon then ki = 2 end
-local clock, clocked = nil, false -- clocked: set after the first write
+local ki -- next key
+-- mode, ARGV[1]. A mode beginning with 'n' is a run on one node of a
+-- Cluster for keys of any of its slots: they come in ARGV after the rules
+-- (Redis would refuse KEYS of several slots), and each request is decided
+-- under pcall, so that a key the node no longer holds (a slot moved) fails
+-- that request alone, before it wrote anything, with a reply of -2 (see
+-- moved). take sets them all.
+local mode, nodemode
+local clockon, receipts, giving
+local clock, clocked -- clocked: set after the first write
 local CLOCKTTL = '86400000' -- ms: a day
 
-local redisnow = nil
+local redisnow -- Redis TIME in µs, once read
 local REDISTIME = 9007199254740992 -- 2^53 as now: read Redis TIME
 
 -- at is the time of a request sent with now.
@@ -142,7 +146,8 @@ end
 -- Kind 5: a key per window, its value the window's count, an integer that
 -- INCRBY charges and DECRBY gives back. window returns the key of the
 -- window holding now, for the key base, and how far into it now is; the
--- window's start, the key's suffix, is formatted once per period and time.
+-- window's start, the key's suffix, is formatted once per period and time
+-- (kept from run to run as a function: it is checked against now).
 local wcache = {}
 local function window(base, now, p, unit)
   local w = wcache[p]
@@ -195,7 +200,7 @@ end
 -- for the window at now, the run's time: false when the guess was right,
 -- as it nearly always is, so that the script makes no string per request;
 -- else the length of the guessed start and the right one.
-local guess = tonumber(ARGV[5])
+local guess -- ARGV[5]
 local function wkey(r, now)
   local p = r.a2
   local k, g = fdiv(now, p), fdiv(guess, p)
@@ -632,6 +637,7 @@ local function loadgeneral()
     end
     d[1], d[2], d[3], d[4], d[5], d[6] = wdecision(r, ok, count, off, never)
     d[11], d[12] = count, off
+    d[15] = now -- the time decided at, for a receipt: it names the window
     return d
   end
 
@@ -640,6 +646,14 @@ local function loadgeneral()
   -- checks[1..k] are the current request's checks, their tables reused
   -- from one request to the next.
   local checks = {}
+  local function check(i)
+    local c = checks[i]
+    if not c then
+      c = {}
+      checks[i] = c
+    end
+    return c
+  end
 
   -- open sets check c to rule ri, with the next keys, and reads its state.
   local function open(c, ri)
@@ -671,11 +685,7 @@ local function loadgeneral()
 
   local function multi(now, k)
     for i = 1, k do
-      local c = checks[i]
-      if not c then
-        c = {}
-        checks[i] = c
-      end
+      local c = check(i)
       local ri
       ri, c.n, pos = sunpack('<dd', reqs, pos)
       open(c, ri)
@@ -836,24 +846,37 @@ local function loadgeneral()
     end
   end
 
-  local undo = {unbucket, unfixed, uncounter, unlog}
+  -- A fixed window, a key per window (kind 5): the charge is in the count
+  -- of the take's window while its key lives, which is as long as the
+  -- window (the clock keeps time from going back to it).
+  local function unwfixed(c, now, n, t1)
+    local key = window(c.key, t1, c.r.a2, c.r.a3)
+    local count = wcount(key)
+    if count < n then n = count end
+    if n > 0 then call('DECRBY', key, arg(n)) end
+  end
+
+  local undo = {unbucket, unfixed, uncounter, unlog, unwfixed}
 
   -- giveback gives back one request's checks: per check its rule, the cost
-  -- taken (0 if it was not charged), and the take's receipt (t1, x).
+  -- taken (0 if it was not charged), and the take's receipt (t1, x). The
+  -- request's last key is its token, a key of its own in its first
+  -- check's slot: a give-back sent again (a client's retry after a lost
+  -- answer, or the store's after a timeout) finds it set, and only peeks,
+  -- so that nothing is given back twice.
   local function giveback(now, k)
     for i = 1, k do -- every key read before any is written
-      local c = checks[i]
-      if not c then
-        c = {}
-        checks[i] = c
-      end
+      local c = check(i)
       local ri
       ri, c.n, c.t1, c.x, pos = sunpack('<dddd', reqs, pos)
       open(c, ri)
     end
+    local token = KEYS[ki]
+    ki = ki + 1
+    local first = call('SET', token, '1', 'NX', 'PX', '60000')
     for i = 1, k do
       local c = checks[i]
-      if c.n > 0 then undo[c.kind](c, now, c.n, c.t1, c.x) end
+      if first and c.n > 0 then undo[c.kind](c, now, c.n, c.t1, c.x) end
       local d = steps[c.kind](c, now, 0)
       write(c, d, 0)
       put6(d[1], d[2], d[3], d[4], d[5], d[6])
@@ -910,17 +933,7 @@ local function loadgeneral()
 end
 
 local decide -- loadgeneral(), once a run needs it
-
--- Redis before 5 replicates a script by its text unless told otherwise,
--- and refuses writes after TIME; later ones replicate effects anyway.
-if redis.replicate_commands then redis.replicate_commands() end
-local shape = ARGV[2]
-local fastnow = nil
-if ARGV[4] ~= '' then
-  fastnow = at(tonumber(ARGV[4]))
-  out[1] = fastnow
-end
-local byte = string.byte
+local shape, fastnow -- ARGV[2], and the time of its one-byte requests
 
 -- one decides the run's request i.
 local function one(i)
@@ -975,6 +988,7 @@ local function moved(i, ki0, pos0, nout0)
     if rules[sunpack('<d', reqs, at)].kind == 4 then nk = nk + 2 else nk = nk + 1 end
     at = at + w
   end
+  if giving then nk = nk + 1 end -- the token
   pos, ki = at, ki0 + nk
   local per = 6
   if receipts then per = 8 end
@@ -983,22 +997,81 @@ local function moved(i, ki0, pos0, nout0)
   nout = nout0 + per * k
 end
 
-for i = 1, #shape do
-  if nodemode then
-    local ki0, pos0, nout0 = ki, pos, nout
-    local ok, e = pcall(one, i)
-    if not ok then
-      local msg = e
-      if type(e) == 'table' then msg = e.err end
-      if type(msg) == 'string' and string.find(msg, 'non local key', 1, true) then
-        moved(i, ki0, pos0, nout0)
-      else
-        error(e)
-      end
-    end
-  else
-    one(i)
+-- take decides a run: keys and argv are its KEYS and ARGV. It returns the
+-- reply.
+local function take(keys, argv)
+  KEYS, ARGV = keys, argv
+  if not call then
+    spack, sunpack, floor, call, byte = struct.pack, struct.unpack, math.floor, redis.call, string.byte
   end
+  out[1], nout = 0, 1
+  reqs, pos = ARGV[3], 1
+  rules = {}
+  for i = 1, tonumber(ARGV[6]) do
+    local rec = ARGV[6 + i]
+    local r = rcache[rec]
+    if r then
+      r.mend = nil
+    else
+      -- A constructor sizes the table once.
+      local kind, shadow, a1, a2, a3, a4, a5, a6, ttl = sunpack('<BBdddddds', rec)
+      r = {kind = kind, shadow = shadow, a1 = a1, a2 = a2, a3 = a3, a4 = a4, a5 = a5, a6 = a6, ttl = ttl}
+      if nrcache == 256 then rcache, nrcache = {}, 0 end
+      rcache[rec], nrcache = r, nrcache + 1
+    end
+    rules[i] = r
+  end
+  ki = 1
+  mode = ARGV[1]
+  nodemode = byte(mode, 1) == 110 -- 'n'
+  if nodemode then
+    mode = string.sub(mode, 2)
+    KEYS = {}
+    local from = 6 + #rules
+    for i = from + 1, #ARGV do KEYS[i - from] = ARGV[i] end
+  end
+  clockon = string.byte(mode, 1) == 49 -- '1'
+  receipts, giving = string.byte(mode, 2) == 114, string.byte(mode, 2) == 103 -- 'r', 'g'
+  if clockon then ki = 2 end
+  clock, clocked, redisnow = nil, false, nil
+  guess = tonumber(ARGV[5])
+  decide = nil
+
+  -- Redis before 5 replicates a script by its text unless told otherwise,
+  -- and refuses writes after TIME; later ones replicate effects anyway,
+  -- and a function runs on Redis 7 or later.
+  if evalkeys and redis.replicate_commands then redis.replicate_commands() end
+  shape, fastnow = ARGV[2], nil
+  if ARGV[4] ~= '' then
+    fastnow = at(tonumber(ARGV[4]))
+    out[1] = fastnow
+  end
+  for i = 1, #shape do
+    if nodemode then
+      local ki0, pos0, nout0 = ki, pos, nout
+      local ok, e = pcall(one, i)
+      if not ok then
+        local msg = e
+        if type(e) == 'table' then msg = e.err end
+        if type(msg) == 'string' and string.find(msg, 'non local key', 1, true) then
+          moved(i, ki0, pos0, nout0)
+        else
+          error(e)
+        end
+      end
+    else
+      one(i)
+    end
+  end
+  if clocked then call('SET', KEYS[1], spack('<d', clock), 'PX', CLOCKTTL) end
+  local i = nout + 1
+  while out[i] ~= nil do
+    out[i] = nil
+    i = i + 1
+  end
+  return out
 end
-if clocked then call('SET', KEYS[1], spack('<d', clock), 'PX', CLOCKTTL) end
-return out
+
+-- As a library, the store appends take's registration under a name of
+-- this text's version (see library in store.go).
+if evalkeys then return take(evalkeys, evalargv) end

@@ -44,11 +44,10 @@ var (
 )
 
 const (
-	noteStatsd    = "statsd is not implemented: sluice's metrics are Prometheus's, on /metrics (and -metrics ADDR)"
-	noteMemcache  = "memcache is not implemented: sluice keeps its counts in Redis (REDIS_*) or in memory"
-	noteXDS       = "configuration over xDS is not implemented: sluice reads its config from files (RUNTIME_*)"
-	noteTracing   = "tracing is not implemented"
-	notePersecond = "a second Redis for per-second limits is not implemented: per-second limits are counted in the main Redis (REDIS_URL) with the others, the same limits from one server"
+	noteStatsd   = "statsd is not implemented: sluice's metrics are Prometheus's, on /metrics (and -metrics ADDR)"
+	noteMemcache = "memcache is not implemented: sluice keeps its counts in Redis (REDIS_*) or in memory"
+	noteXDS      = "configuration over xDS is not implemented: sluice reads its config from files (RUNTIME_*)"
+	noteTracing  = "tracing is not implemented"
 )
 
 // envoyVars lists the variables sluice knows, in the order of the
@@ -102,14 +101,14 @@ var envoyVars = []envoyVar{
 	{name: "GRPC_MAX_CONNECTION_AGE_GRACE", def: "1h", flags: "-grpc-max-connection-age-grace"},
 	{name: "FORCE_START_WITHOUT_INITIAL_CONFIG", def: "false", flags: "-start-without-config"},
 	{name: "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", def: "false", flags: "-health-requires-config"},
-	{name: "REDIS_PERSECOND", def: "false", note: notePersecond, report: whenTrue},
-	{name: "REDIS_PERSECOND_SOCKET_TYPE", def: "unix", note: notePersecond, report: whenSet},
-	{name: "REDIS_PERSECOND_TYPE", def: "SINGLE", note: notePersecond, report: whenSet},
-	{name: "REDIS_PERSECOND_URL", def: "/var/run/nutcracker/ratelimitpersecond.sock", note: notePersecond, report: whenSet},
-	{name: "REDIS_PERSECOND_POOL_SIZE", def: "10", note: notePersecond, report: whenSet},
-	{name: "REDIS_PERSECOND_AUTH", note: notePersecond, report: whenSet},
-	{name: "REDIS_PERSECOND_SENTINEL_AUTH", note: notePersecond, report: whenSet},
-	{name: "REDIS_PERSECOND_TLS", def: "false", note: notePersecond, report: whenSet},
+	{name: "REDIS_PERSECOND", def: "false", flags: "-redis-persecond, -redis-persecond-sentinel, -redis-persecond-cluster"},
+	{name: "REDIS_PERSECOND_SOCKET_TYPE", def: "unix", flags: "-redis-persecond"},
+	{name: "REDIS_PERSECOND_TYPE", def: "SINGLE", flags: "-redis-persecond, -redis-persecond-sentinel, -redis-persecond-cluster"},
+	{name: "REDIS_PERSECOND_URL", def: "/var/run/nutcracker/ratelimitpersecond.sock", flags: "-redis-persecond, -redis-persecond-sentinel, -redis-persecond-cluster"},
+	{name: "REDIS_PERSECOND_POOL_SIZE", def: "10", flags: "-redis-persecond-pool-size"},
+	{name: "REDIS_PERSECOND_AUTH", flags: "-redis-persecond-username, -redis-persecond-password"},
+	{name: "REDIS_PERSECOND_SENTINEL_AUTH", flags: "-redis-persecond-sentinel-password"},
+	{name: "REDIS_PERSECOND_TLS", def: "false", flags: "-redis-persecond-tls"},
 	{name: "REDIS_PIPELINE_WINDOW", def: "0", note: "ignored: sluice batches the requests that arrive while a script run is out, on its own", report: whenSet},
 	{name: "REDIS_PIPELINE_LIMIT", def: "0", note: "ignored: sluice batches the requests that arrive while a script run is out, on its own", report: whenSet},
 	{name: "REDIS_TIMEOUT", def: "10s", note: "ignored: each Redis call has a deadline of 50ms, far below Envoy's for the rate-limit call, after which each rule's failure mode decides", report: whenSet},
@@ -281,7 +280,14 @@ func envoySettings(lookup func(string) (string, bool)) ([]envSetting, []envNote,
 	}
 	add("log-format", strings.ToLower(r.get("LOG_FORMAT")))
 
-	envoyRedis(r, add)
+	envoyRedis(r, add, "REDIS", "redis")
+	if r.getBool("REDIS_PERSECOND") {
+		envoyRedis(r, add, "REDIS_PERSECOND", "redis-persecond")
+	} else {
+		for _, f := range []string{"redis-persecond", "redis-persecond-sentinel", "redis-persecond-cluster"} {
+			add(f, "")
+		}
+	}
 
 	add("shadow", strconv.FormatBool(r.getBool("SHADOW_MODE")))
 	add("quota-mode", strconv.FormatBool(r.getBool("QUOTA_MODE")))
@@ -349,16 +355,22 @@ func envoySettings(lookup func(string) (string, bool)) ([]envSetting, []envNote,
 	return out, notes, nil
 }
 
-// envoyRedis reads the Redis variables: REDIS_TYPE and REDIS_SOCKET_TYPE
-// say how to read REDIS_URL.
-func envoyRedis(r *envReader, add func(flag, value string)) {
-	if b := r.get("BACKEND_TYPE"); !strings.EqualFold(b, "redis") {
-		r.errs = append(r.errs, fmt.Sprintf("BACKEND_TYPE=%q: only redis is implemented (%s)", b, noteMemcache))
+// envoyRedis reads the variables of a Redis, v REDIS for the main one or
+// REDIS_PERSECOND for the per-second one, into the flags beginning with f,
+// redis or redis-persecond: v_TYPE and v_SOCKET_TYPE say how to read
+// v_URL. The TLS files are REDIS_TLS_*'s for both, as in
+// envoyproxy/ratelimit.
+func envoyRedis(r *envReader, add func(flag, value string), v, f string) {
+	main := v == "REDIS"
+	if main {
+		if b := r.get("BACKEND_TYPE"); !strings.EqualFold(b, "redis") {
+			r.errs = append(r.errs, fmt.Sprintf("BACKEND_TYPE=%q: only redis is implemented (%s)", b, noteMemcache))
+		}
+		r.source()
 	}
-	r.source()
-	typ, socket, url := strings.ToUpper(r.get("REDIS_TYPE")), strings.ToLower(r.get("REDIS_SOCKET_TYPE")), r.get("REDIS_URL")
+	typ, socket, url := strings.ToUpper(r.get(v+"_TYPE")), strings.ToLower(r.get(v+"_SOCKET_TYPE")), r.get(v+"_URL")
 	if socket != "tcp" && socket != "unix" {
-		r.errs = append(r.errs, fmt.Sprintf("REDIS_SOCKET_TYPE=%q: want tcp or unix", socket))
+		r.errs = append(r.errs, fmt.Sprintf(v+"_SOCKET_TYPE=%q: want tcp or unix", socket))
 	}
 	switch typ {
 	case "SINGLE":
@@ -369,58 +381,61 @@ func envoyRedis(r *envReader, add func(flag, value string)) {
 		default:
 			url = "redis://" + url
 		}
-		add("redis", url)
-		add("redis-sentinel", "")
-		add("redis-cluster", "")
+		add(f, url)
+		add(f+"-sentinel", "")
+		add(f+"-cluster", "")
 	case "SENTINEL":
 		master, sentinels, _ := strings.Cut(url, ",")
 		if sentinels == "" {
-			r.errs = append(r.errs, fmt.Sprintf("REDIS_URL=%q: REDIS_TYPE=sentinel wants the master's name and the sentinels, MASTER,HOST:PORT,…", url))
+			r.errs = append(r.errs, fmt.Sprintf(v+"_URL=%q: "+v+"_TYPE=sentinel wants the master's name and the sentinels, MASTER,HOST:PORT,…", url))
 		}
 		if socket == "unix" {
-			r.errs = append(r.errs, "REDIS_TYPE=sentinel: set REDIS_SOCKET_TYPE=tcp; sentinels are reached over TCP")
+			r.errs = append(r.errs, v+"_TYPE=sentinel: set "+v+"_SOCKET_TYPE=tcp; sentinels are reached over TCP")
 		}
-		add("redis-sentinel", master+"@"+sentinels)
-		add("redis", "")
-		add("redis-cluster", "")
+		add(f+"-sentinel", master+"@"+sentinels)
+		add(f, "")
+		add(f+"-cluster", "")
 	case "CLUSTER":
 		if socket == "unix" {
-			r.errs = append(r.errs, "REDIS_TYPE=cluster: set REDIS_SOCKET_TYPE=tcp; cluster nodes are reached over TCP")
+			r.errs = append(r.errs, v+"_TYPE=cluster: set "+v+"_SOCKET_TYPE=tcp; cluster nodes are reached over TCP")
 		}
-		add("redis-cluster", url)
-		add("redis", "")
-		add("redis-sentinel", "")
+		add(f+"-cluster", url)
+		add(f, "")
+		add(f+"-sentinel", "")
 	default:
-		r.errs = append(r.errs, fmt.Sprintf("REDIS_TYPE=%q: want single, sentinel or cluster", typ))
+		r.errs = append(r.errs, fmt.Sprintf(v+"_TYPE=%q: want single, sentinel or cluster", typ))
 		r.source()
 	}
-	if auth, ok := r.lookup("REDIS_AUTH"); ok {
+	if auth, ok := r.lookup(v + "_AUTH"); ok {
 		// "password", or "username:password".
 		user, pass, found := strings.Cut(auth, ":")
 		if !found {
 			user, pass = "", auth
 		}
-		r.set = append(r.set, "REDIS_AUTH")
-		add("redis-username", user)
-		r.set = append(r.set, "REDIS_AUTH")
-		add("redis-password", pass)
+		r.set = append(r.set, v+"_AUTH")
+		add(f+"-username", user)
+		r.set = append(r.set, v+"_AUTH")
+		add(f+"-password", pass)
 	}
-	if v, ok := r.lookup("REDIS_SENTINEL_AUTH"); ok {
-		r.set = append(r.set, "REDIS_SENTINEL_AUTH")
-		add("redis-sentinel-password", v)
+	if pw, ok := r.lookup(v + "_SENTINEL_AUTH"); ok {
+		r.set = append(r.set, v+"_SENTINEL_AUTH")
+		add(f+"-sentinel-password", pw)
 	}
-	add("redis-tls", strconv.FormatBool(r.getBool("REDIS_TLS")))
-	for _, f := range [][2]string{{"redis-tls-ca", "REDIS_TLS_CACERT"}, {"redis-tls-cert", "REDIS_TLS_CLIENT_CERT"}, {"redis-tls-key", "REDIS_TLS_CLIENT_KEY"}} {
-		if v, ok := r.lookup(f[1]); ok {
-			r.set = append(r.set, f[1])
-			add(f[0], v)
+	tls := r.getBool(v + "_TLS")
+	add(f+"-tls", strconv.FormatBool(tls))
+	if tls || main {
+		for _, t := range [][2]string{{"-tls-ca", "REDIS_TLS_CACERT"}, {"-tls-cert", "REDIS_TLS_CLIENT_CERT"}, {"-tls-key", "REDIS_TLS_CLIENT_KEY"}} {
+			if file, ok := r.lookup(t[1]); ok {
+				r.set = append(r.set, t[1])
+				add(f+t[0], file)
+			}
 		}
+		add(f+"-tls-skip-hostname-verification", strconv.FormatBool(r.getBool("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")))
 	}
-	add("redis-tls-skip-hostname-verification", strconv.FormatBool(r.getBool("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")))
-	add("redis-pool-size", r.getInt("REDIS_POOL_SIZE"))
-	if v, ok := r.lookup("CACHE_KEY_PREFIX"); ok {
+	add(f+"-pool-size", r.getInt(v+"_POOL_SIZE"))
+	if p, ok := r.lookup("CACHE_KEY_PREFIX"); ok && main {
 		r.set = append(r.set, "CACHE_KEY_PREFIX")
-		add("redis-prefix", v)
+		add("redis-prefix", p)
 	}
 }
 

@@ -191,14 +191,31 @@ func TestEnvoyModeTrigger(t *testing.T) {
 // without (another backend, xDS), and values it cannot read, are errors.
 func TestEnvoyEnvNotesAndErrors(t *testing.T) {
 	_, _, out := printed(t, []string{"USE_STATSD", "true", "STATSD_HOST", "statsd",
-		"REDIS_PERSECOND", "true", "REDIS_PERSECOND_URL", "r2:6379", "LOCAL_CACHE_SIZE_IN_BYTES", "1000000",
+		"LOCAL_CACHE_SIZE_IN_BYTES", "1000000",
 		"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true", "GRPC_CLIENT_TLS_CACERT", "/ca"})
 	for _, want := range []string{"USE_STATSD=true: statsd is not implemented", "STATSD_HOST=statsd: statsd",
-		"REDIS_PERSECOND=true: a second Redis", "REDIS_PERSECOND_URL=r2:6379", "LOCAL_CACHE_SIZE_IN_BYTES=1000000: ignored",
+		"LOCAL_CACHE_SIZE_IN_BYTES=1000000: ignored",
 		"GRPC_CLIENT_TLS_CACERT=/ca: ignored: GRPC_SERVER_USE_TLS is not true"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("print-config does not say %q:\n%s", want, out)
 		}
+	}
+	// REDIS_PERSECOND=true: a second Redis, by its own variables, with
+	// the main one's TLS files
+	v, src, _ := printed(t, []string{"REDIS_PERSECOND", "true", "REDIS_PERSECOND_SOCKET_TYPE", "tcp", "REDIS_PERSECOND_URL", "r2:6379",
+		"REDIS_PERSECOND_AUTH", "u:p", "REDIS_PERSECOND_TLS", "true", "REDIS_TLS_CACERT", "/ca.pem", "REDIS_PERSECOND_POOL_SIZE", "7"})
+	for flag, want := range map[string]string{"redis-persecond": "redis://r2:6379", "redis-persecond-username": "u", "redis-persecond-password": "p",
+		"redis-persecond-tls": "true", "redis-persecond-tls-ca": "/ca.pem", "redis-persecond-pool-size": "7", "redis-tls-ca": "/ca.pem"} {
+		if v[flag] != want {
+			t.Errorf("REDIS_PERSECOND_*: -%s %q, want %q", flag, v[flag], want)
+		}
+	}
+	if !strings.Contains(src["redis-persecond"], "REDIS_PERSECOND") {
+		t.Errorf("-redis-persecond's source %q does not name REDIS_PERSECOND", src["redis-persecond"])
+	}
+	v, _, _ = printed(t, []string{"REDIS_PERSECOND_URL", "r2:6379"})
+	if v["redis-persecond"] != `""` {
+		t.Errorf("REDIS_PERSECOND unset: -redis-persecond %q, want none", v["redis-persecond"])
 	}
 	if v, _, _ := printed(t, []string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true"}); v["charge-per-descriptor"] != "false" {
 		t.Errorf("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true: -charge-per-descriptor %q, want false (all or nothing)", v["charge-per-descriptor"])

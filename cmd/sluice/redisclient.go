@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -42,12 +43,31 @@ type redisFlags struct {
 	// does, beginning with envoyPrefix (-envoy-keys).
 	envoyKeys   bool
 	envoyPrefix string
+	flag        string // what its flags begin with: redis or redis-persecond
+}
+
+// register defines the flags of a Redis whose flags begin with f: redis,
+// or redis-persecond for the per-second one (its prefix is the main one's).
+func (r *redisFlags) register(fs *flag.FlagSet, f string) {
+	fs.StringVar(&r.url, f, "", "")
+	fs.StringVar(&r.cluster, f+"-cluster", "", "")
+	fs.StringVar(&r.sentinel, f+"-sentinel", "", "")
+	fs.StringVar(&r.username, f+"-username", "", "")
+	fs.StringVar(&r.password, f+"-password", "", "")
+	fs.StringVar(&r.sentinelPassword, f+"-sentinel-password", "", "")
+	fs.BoolVar(&r.tls, f+"-tls", false, "")
+	fs.StringVar(&r.tlsCA, f+"-tls-ca", "", "")
+	fs.StringVar(&r.tlsCert, f+"-tls-cert", "", "")
+	fs.StringVar(&r.tlsKey, f+"-tls-key", "", "")
+	fs.BoolVar(&r.tlsSkipHostname, f+"-tls-skip-hostname-verification", false, "")
+	fs.IntVar(&r.poolSize, f+"-pool-size", 0, "")
+	r.flag = f
 }
 
 // kind is which Redis the flags name, "" for none (the memory store).
 func (f *redisFlags) kind() (string, error) {
 	var kinds []string
-	for _, k := range []struct{ flag, v string }{{"-redis", f.url}, {"-redis-cluster", f.cluster}, {"-redis-sentinel", f.sentinel}} {
+	for _, k := range []struct{ flag, v string }{{"-" + f.flag, f.url}, {"-" + f.flag + "-cluster", f.cluster}, {"-" + f.flag + "-sentinel", f.sentinel}} {
 		if k.v != "" {
 			kinds = append(kinds, k.flag)
 		}
@@ -84,7 +104,7 @@ func addrs(flag, list string) ([]string, error) {
 func (f *redisFlags) tlsConfig() (*tls.Config, error) {
 	if !f.tls {
 		if f.tlsCA != "" || f.tlsCert != "" || f.tlsKey != "" || f.tlsSkipHostname {
-			return nil, errors.New("-redis-tls-*: set -redis-tls too (or use a rediss:// URL)")
+			return nil, fmt.Errorf("-%[1]s-tls-*: set -%[1]s-tls too (or use a rediss:// URL)", f.flag)
 		}
 		return nil, nil
 	}
@@ -92,20 +112,20 @@ func (f *redisFlags) tlsConfig() (*tls.Config, error) {
 	if f.tlsCA != "" {
 		pem, err := os.ReadFile(f.tlsCA)
 		if err != nil {
-			return nil, fmt.Errorf("-redis-tls-ca: %w", err)
+			return nil, fmt.Errorf("-%s-tls-ca: %w", f.flag, err)
 		}
 		c.RootCAs = x509.NewCertPool()
 		if !c.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("-redis-tls-ca: no PEM certificate in %s", f.tlsCA)
+			return nil, fmt.Errorf("-%s-tls-ca: no PEM certificate in %s", f.flag, f.tlsCA)
 		}
 	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return nil, errors.New("-redis-tls-cert and -redis-tls-key go together")
+		return nil, fmt.Errorf("-%[1]s-tls-cert and -%[1]s-tls-key go together", f.flag)
 	}
 	if f.tlsCert != "" {
 		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
 		if err != nil {
-			return nil, fmt.Errorf("-redis-tls-cert: %w", err)
+			return nil, fmt.Errorf("-%s-tls-cert: %w", f.flag, err)
 		}
 		c.Certificates = []tls.Certificate{cert}
 	}
@@ -157,29 +177,68 @@ type openedStore struct {
 	close    func()
 }
 
-// openStore opens the Redis the flags name, or a memory store when they
-// name none. Redis is not required to be up: until it answers, each
-// rule's failure mode decides.
-func openStore(ctx context.Context, rf *redisFlags, maxMem int64, log *slog.Logger) (*openedStore, error) {
+// openStore opens the Redis the flags name, and beside it the per-second
+// one that ps names, if any, or a memory store when rf names none. Redis
+// is not required to be up: until it answers, each rule's failure mode
+// decides.
+func openStore(ctx context.Context, rf, ps *redisFlags, maxMem int64, log *slog.Logger) (*openedStore, error) {
 	mem, err := memory.New(memory.WithMaxBytes(maxMem))
 	if err != nil {
 		return nil, fmt.Errorf("-max-memory: %v", err)
 	}
 	redisLog.Store(log)
-	client, name, err := rf.client()
-	if err != nil || client == nil {
-		if err != nil {
+	rs, name, closeMain, err := rf.open(ctx, rf, log)
+	if err != nil {
+		mem.Close()
+		return nil, err
+	}
+	if rs == nil {
+		if k, _ := ps.kind(); k != "" {
 			mem.Close()
-			return nil, err
+			return nil, fmt.Errorf("%s: a per-second Redis beside no main one (-redis, -redis-cluster or -redis-sentinel)", k)
 		}
 		return &openedStore{store: mem, name: "memory", close: func() { mem.Close() }}, nil
 	}
-	opts := append([]redis.Option(nil), redisOptions...)
-	if rf.prefix != "" {
-		opts = append(opts, redis.WithPrefix(rf.prefix))
+	o := &openedStore{store: rs, fallback: mem, name: name, close: func() {
+		closeMain()
+		mem.Close()
+	}}
+	second, psName, closeSecond, err := ps.open(ctx, rf, log)
+	if err != nil {
+		o.close()
+		return nil, err
 	}
-	if rf.envoyKeys {
-		prefix := rf.envoyPrefix
+	if second == nil {
+		return o, nil
+	}
+	pair, err := redis.NewPair(rs, second, redis.PerSecond)
+	if err != nil {
+		closeSecond()
+		o.close()
+		return nil, err
+	}
+	o.store, o.name = pair, name+", per second "+psName
+	o.close = func() {
+		closeSecond()
+		closeMain()
+		mem.Close()
+	}
+	return o, nil
+}
+
+// open makes the Redis store the flags name, its keys as main's flags say
+// (the prefix, envoyproxy/ratelimit's key names); nil if they name none.
+func (rf *redisFlags) open(ctx context.Context, main *redisFlags, log *slog.Logger) (*redis.Store, string, func(), error) {
+	client, name, err := rf.client()
+	if err != nil || client == nil {
+		return nil, "", nil, err
+	}
+	opts := append([]redis.Option(nil), redisOptions...)
+	if main.prefix != "" {
+		opts = append(opts, redis.WithPrefix(main.prefix))
+	}
+	if main.envoyKeys {
+		prefix := main.envoyPrefix
 		opts = append(opts, redis.WithWindowKeys(func(c sluice.Check) string {
 			if k, ok := strings.CutPrefix(c.Key, config.EnvoyKeyMark); ok {
 				return prefix + k
@@ -190,18 +249,14 @@ func openStore(ctx context.Context, rf *redisFlags, maxMem int64, log *slog.Logg
 	rs, err := redis.New(client, opts...)
 	if err != nil {
 		client.Close()
-		mem.Close()
-		return nil, fmt.Errorf("-redis-prefix: %v", err)
+		return nil, "", nil, fmt.Errorf("-redis-prefix: %v", err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := client.Ping(pctx).Err(); err != nil {
 		log.WarnContext(ctx, "redis does not answer yet; until it does, each rule's failure mode decides", "redis", name, "err", err)
 	}
-	return &openedStore{store: rs, fallback: mem, name: name, close: func() {
-		client.Close()
-		mem.Close()
-	}}, nil
+	return rs, name, func() { client.Close() }, nil
 }
 
 // client makes the go-redis client the flags name and describes it
@@ -218,10 +273,10 @@ func (rf *redisFlags) client() (goredis.UniversalClient, string, error) {
 		return nil, "", err
 	}
 	switch kind {
-	case "-redis":
+	case "-" + rf.flag:
 		opts, err := goredis.ParseURL(rf.url)
 		if err != nil {
-			return nil, "", fmt.Errorf("-redis: %v", err)
+			return nil, "", fmt.Errorf("%s: %v", kind, err)
 		}
 		if rf.username != "" {
 			opts.Username = rf.username
@@ -231,7 +286,7 @@ func (rf *redisFlags) client() (goredis.UniversalClient, string, error) {
 		}
 		if tc != nil {
 			if opts.Network == "unix" {
-				return nil, "", errors.New("-redis-tls: not over a unix socket")
+				return nil, "", fmt.Errorf("%s-tls: not over a unix socket", kind)
 			}
 			if opts.TLSConfig != nil { // rediss://: its ServerName
 				tc.ServerName = opts.TLSConfig.ServerName
@@ -248,8 +303,8 @@ func (rf *redisFlags) client() (goredis.UniversalClient, string, error) {
 			name += " (TLS)"
 		}
 		return goredis.NewClient(opts), name, nil
-	case "-redis-cluster":
-		as, err := addrs("-redis-cluster", rf.cluster)
+	case "-" + rf.flag + "-cluster":
+		as, err := addrs(kind, rf.cluster)
 		if err != nil {
 			return nil, "", err
 		}
@@ -266,9 +321,9 @@ func (rf *redisFlags) client() (goredis.UniversalClient, string, error) {
 	default: // -redis-sentinel
 		master, list, ok := strings.Cut(rf.sentinel, "@")
 		if !ok || master == "" {
-			return nil, "", fmt.Errorf("-redis-sentinel: %q: want MASTER@HOST:PORT,…", rf.sentinel)
+			return nil, "", fmt.Errorf("%s: %q: want MASTER@HOST:PORT,…", kind, rf.sentinel)
 		}
-		as, err := addrs("-redis-sentinel", list)
+		as, err := addrs(kind, list)
 		if err != nil {
 			return nil, "", err
 		}

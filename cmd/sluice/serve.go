@@ -102,6 +102,12 @@ Redis (without one, the counts are in this process's memory):
                        checks the chain but not the name
   -redis-pool-size N   connections per node (default: go-redis's, 10 per CPU)
   -redis-prefix P      the prefix of every key (default sluice:)
+  -redis-persecond URL, -redis-persecond-cluster ..., -redis-persecond-sentinel ...
+                       a second Redis for the limits per second (envoyproxy/
+                       ratelimit's REDIS_PERSECOND), with the same -redis-*
+                       flags under -redis-persecond-* (-redis-persecond-tls,
+                       -redis-persecond-password, ...); a request on both is
+                       taken on each and given back if either denies
 
 TLS (each port on its own; a client CA requires client certificates):
   -grpc-tls-cert FILE, -grpc-tls-key FILE
@@ -221,6 +227,7 @@ type serveFlags struct {
 	logLevel    string
 	logFormat   string
 	redis       redisFlags
+	perSecond   redisFlags // a Redis of its own for per-second limits
 	grpcTLS     tlsFlags
 	httpTLS     tlsFlags
 	printConfig bool
@@ -291,20 +298,9 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	fs.StringVar(&o.names.Reset, "reset-header", server.DefaultResetHeader, "")
 	fs.StringVar(&o.logLevel, "log-level", "info", "")
 	fs.StringVar(&o.logFormat, "log-format", "text", "")
-	r := &o.redis
-	fs.StringVar(&r.url, "redis", "", "")
-	fs.StringVar(&r.cluster, "redis-cluster", "", "")
-	fs.StringVar(&r.sentinel, "redis-sentinel", "", "")
-	fs.StringVar(&r.username, "redis-username", "", "")
-	fs.StringVar(&r.password, "redis-password", "", "")
-	fs.StringVar(&r.sentinelPassword, "redis-sentinel-password", "", "")
-	fs.BoolVar(&r.tls, "redis-tls", false, "")
-	fs.StringVar(&r.tlsCA, "redis-tls-ca", "", "")
-	fs.StringVar(&r.tlsCert, "redis-tls-cert", "", "")
-	fs.StringVar(&r.tlsKey, "redis-tls-key", "", "")
-	fs.BoolVar(&r.tlsSkipHostname, "redis-tls-skip-hostname-verification", false, "")
-	fs.IntVar(&r.poolSize, "redis-pool-size", 0, "")
-	fs.StringVar(&r.prefix, "redis-prefix", "sluice:", "")
+	o.redis.register(fs, "redis")
+	o.perSecond.register(fs, "redis-persecond")
+	fs.StringVar(&o.redis.prefix, "redis-prefix", "sluice:", "")
 	for _, p := range []struct {
 		name string
 		t    *tlsFlags
@@ -388,10 +384,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return usageErr("-grpc-max-connection-age %v and -grpc-max-connection-age-grace %v must not be negative", o.maxAge, o.maxAgeGrace)
 	case o.redis.poolSize < 0:
 		return usageErr("-redis-pool-size %d must not be negative", o.redis.poolSize)
+	case o.perSecond.poolSize < 0:
+		return usageErr("-redis-persecond-pool-size %d must not be negative", o.perSecond.poolSize)
 	case o.metricsPath == "" || o.metricsPath[0] != '/':
 		return usageErr("-metrics-path %q: want a path such as /metrics", o.metricsPath)
 	}
 	if _, err := o.redis.kind(); err != nil {
+		return usageErr("%v", err)
+	}
+	if _, err := o.perSecond.kind(); err != nil {
 		return usageErr("%v", err)
 	}
 	grpcTLS, err := o.grpcTLS.config("grpc")
@@ -429,7 +430,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			o.redis.envoyPrefix = o.redis.prefix
 		}
 	}
-	st, err := openStore(ctx, &o.redis, int64(o.maxMem), log)
+	o.perSecond.prefix = o.redis.prefix
+	st, err := openStore(ctx, &o.redis, &o.perSecond, int64(o.maxMem), log)
 	if err != nil {
 		return usageErr("%v", err)
 	}
@@ -570,7 +572,7 @@ func adminBanner(addr net.Addr, ui, lookup bool) string {
 
 // flagGroups are flags that choose one thing together: given one on the
 // command line, the variables set none of them.
-var flagGroups = [][]string{{"redis", "redis-cluster", "redis-sentinel"}, {"grpc", "grpc-uds"}}
+var flagGroups = [][]string{{"redis", "redis-cluster", "redis-sentinel"}, {"redis-persecond", "redis-persecond-cluster", "redis-persecond-sentinel"}, {"grpc", "grpc-uds"}}
 
 // envoyMode says whether envoyproxy/ratelimit's variables are read, and
 // why.

@@ -127,7 +127,7 @@ measure() {
   local name=$1 pid=$2 kind=$3
   shift 3
   local rp= cmds=
-  [[ $name == *Redis* ]] && rp=$redis_pid cmds="evalsha eval"
+  [[ $name == *Redis* ]] && rp=$redis_pid cmds="fcall function evalsha eval"
   [[ $name == *pair* ]] && cmds="incrby pexpire"
   echo
   echo "== $name: $*"

@@ -58,7 +58,7 @@ for store in memory redis; do
   out=$("$tmp/rlsload" grpc -addr "$grpc" -c "$c" -d "$d")
   t1=$(ticks "$pid"); read -r r1 w1 < <(io "$pid"); read -r v1 n1 < <(csw "$pid")
   n=$(awk '/calls in/ {c = $2} /warm-up calls before/ {w = $4} END {print c + w}' <<<"$out")
-  runs=$(redis-cli -p "$rport" info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_evalsha:/ {print $3}')
+  runs=$(redis-cli -p "$rport" info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_(fcall|evalsha):/ {n += $3} END {print n + 0}')
   awk -v s=$store -v n="$n" -v t=$((t1 - t0)) -v hz="$hz" -v r=$((r1 - r0)) -v w=$((w1 - w0)) -v v=$((v1 - v0)) -v nv=$((n1 - n0)) -v runs="${runs:-0}" \
     'BEGIN {printf "%-6s %d requests: CPU %.1f µs, reads %.2f, writes %.2f, context switches %.2f voluntary + %.2f involuntary, per request; script runs %.3f per request\n", s, n, t * 1e6 / hz / n, r / n, w / n, v / n, nv / n, runs / n}'
   kill "$pid"

@@ -1,0 +1,198 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Pair is a sluice.Store over two Redis stores, each check decided by the
+// one its rule goes to: envoyproxy/ratelimit's REDIS_PERSECOND, a Redis of
+// its own for the per-second limits, which are the busiest. A request
+// whose checks go to one store is that store's. A request with checks on
+// both is decided all-or-nothing as a request across Cluster masters is:
+// a part on each, taken at once, and the part that charged given back if
+// the other denies (see Requests across slots in the package
+// documentation). Such a request is not served from the stores' denial
+// caches.
+type Pair struct {
+	main, second *Store
+	toSecond     func(*sluice.Rule) bool
+}
+
+var (
+	_ sluice.Store       = (*Pair)(nil)
+	_ sluice.RuleChecker = (*Pair)(nil)
+)
+
+// NewPair returns a Pair deciding the checks whose rule toSecond picks in
+// second and the others in main. The stores must be two, on different
+// Redis: their keys may be named alike.
+func NewPair(main, second *Store, toSecond func(*sluice.Rule) bool) (*Pair, error) {
+	if main == nil || second == nil || toSecond == nil {
+		return nil, errors.New("redis: a pair needs two stores and a rule's route")
+	}
+	if main == second {
+		return nil, errors.New("redis: a pair of one store")
+	}
+	main.capDenials()
+	second.capDenials()
+	return &Pair{main: main, second: second, toSecond: toSecond}, nil
+}
+
+// PerSecond is NewPair's route for REDIS_PERSECOND: a limit per second,
+// as envoyproxy/ratelimit counts a limit of unit second in its per-second
+// Redis.
+func PerSecond(r *sluice.Rule) bool { return r.Limit.Period == time.Second }
+
+// store is the store of checks with rule r.
+func (pr *Pair) store(r *sluice.Rule) *Store {
+	if r != nil && pr.toSecond(r) {
+		return pr.second
+	}
+	return pr.main
+}
+
+// CheckRule reports whether r's store can hold r: see Store.CheckRule.
+func (pr *Pair) CheckRule(r *sluice.Rule) error { return pr.store(r).CheckRule(r) }
+
+// Take decides a request of cost n against checks, all-or-nothing: see
+// sluice.Store and Store.Take.
+func (pr *Pair) Take(ctx context.Context, now time.Time, n int64, checks []sluice.Check, out []sluice.Decision) error {
+	second := 0
+	for i := range checks {
+		if checks[i].Rule == nil {
+			return fmt.Errorf("redis: check %d has no rule", i)
+		}
+		if pr.store(checks[i].Rule) == pr.second {
+			second++
+		}
+	}
+	switch second {
+	case 0:
+		return pr.main.Take(ctx, now, n, checks, out)
+	case len(checks):
+		return pr.second.Take(ctx, now, n, checks, out)
+	}
+	if len(out) < len(checks) {
+		return fmt.Errorf("redis: %d decisions for %d checks", len(out), len(checks))
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	type sub struct {
+		s      *Store
+		checks []sluice.Check
+		idx    []int // in checks
+	}
+	subs := [2]sub{{s: pr.main}, {s: pr.second}}
+	for i, c := range checks {
+		j := 0
+		if pr.store(c.Rule) == pr.second {
+			j = 1
+		}
+		subs[j].checks = append(subs[j].checks, c)
+		subs[j].idx = append(subs[j].idx, i)
+	}
+	// A second attempt, after a Cluster's slot moved, goes through the
+	// cluster client.
+	for attempt := range 2 {
+		var all []*part
+		var ps []*pending
+		err := func() error {
+			for _, sb := range subs {
+				p, err := sb.s.request(now, n, sb.checks)
+				if err != nil {
+					return err
+				}
+				ps = append(ps, p)
+				parts, err := sb.s.partsOf(ctx, p, attempt > 0)
+				if err != nil {
+					return err
+				}
+				for _, pt := range parts {
+					for k, i := range pt.idx {
+						pt.idx[k] = sb.idx[i]
+					}
+				}
+				all = append(all, parts...)
+			}
+			return pr.main.split(ctx, all, out)
+		}()
+		for _, p := range ps {
+			p.release()
+		}
+		if err != errMoved {
+			return err
+		}
+		for _, sb := range subs {
+			if sb.s.nodes != nil {
+				sb.s.st.moved.Add(1)
+				sb.s.nodes.cc.ReloadState(ctx)
+			}
+		}
+	}
+	return errMoved
+}
+
+// Stats is the two stores' counters, added; Breaker is the worse of the
+// two stores' states: open if either is.
+func (pr *Pair) Stats() Stats {
+	a, b := pr.main.Stats(), pr.second.Stats()
+	st := Stats{
+		Calls:          a.Calls + b.Calls,
+		Runs:           a.Runs + b.Runs,
+		Errors:         a.Errors + b.Errors,
+		Timeouts:       a.Timeouts + b.Timeouts,
+		Reloads:        a.Reloads + b.Reloads,
+		Rejected:       a.Rejected + b.Rejected,
+		CacheHits:      a.CacheHits + b.CacheHits,
+		Splits:         a.Splits + b.Splits,
+		GiveBacks:      a.GiveBacks + b.GiveBacks,
+		GiveBackErrors: a.GiveBackErrors + b.GiveBackErrors,
+		Moved:          a.Moved + b.Moved,
+		Breaker:        a.Breaker,
+	}
+	for _, state := range []string{"open", "half-open"} {
+		if a.Breaker == state || b.Breaker == state {
+			st.Breaker = state
+			break
+		}
+	}
+	return st
+}
+
+// partsOf is p's parts in s: one when a run can decide it, else one per
+// Cluster master, or per slot (a Ring's tag). byClient has a Cluster's
+// parts go through the cluster client, a run per slot, which follows
+// Redis's redirections.
+func (s *Store) partsOf(ctx context.Context, p *pending, byClient bool) ([]*part, error) {
+	if s.nodes != nil && !byClient {
+		if err := s.nodes.load(ctx, s); err != nil {
+			return nil, err
+		}
+		to := make([]*node, len(p.args))
+		for i, a := range p.args {
+			n, err := s.nodes.of(ctx, s, p.keys[a.key])
+			if err != nil {
+				return nil, err
+			}
+			to[i] = n
+		}
+		if s.keys.noSplit && slices.ContainsFunc(to, func(n *node) bool { return n != to[0] }) {
+			return nil, s.keys.crossSlot(p.keys)
+		}
+		return parts(s, p, func(i int) *node { return to[i] }, to), nil
+	}
+	if p.split {
+		if s.keys.noSplit {
+			return nil, s.keys.crossSlot(p.keys)
+		}
+		return s.slotParts(p), nil
+	}
+	return parts(s, p, func(int) bool { return true }, nil), nil
+}
