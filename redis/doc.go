@@ -129,8 +129,11 @@
 // charge, at most what drains in the round trip, stays.
 //
 // A give-back sent twice (a client's retry after a lost answer) gives
-// back once: it carries a token, a key in its part's first slot for a
-// minute.
+// back once: it carries a token, a key in its part's first slot for ten
+// seconds, longer than its sends and their retries last. (A client that
+// floods denied requests across masters leaves at most one such key per
+// give-back for those ten seconds; the denial cache answers repeats on a
+// denied key for a while without any.)
 //
 // Two things differ from a request in one run. Between a part's take and
 // its give-back, one round trip to the slowest node and one back, a

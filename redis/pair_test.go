@@ -69,7 +69,7 @@ func TestPair(t *testing.T) {
 		}
 		for _, k := range keys {
 			if strings.Contains(k, ":give:") {
-				continue // a give-back's token, for a minute
+				continue // a give-back's token, for ten seconds
 			}
 			ok := false
 			for _, r := range want {

@@ -35,8 +35,8 @@ import (
 // interim state shows. A request that fails (a node timed out) gives back
 // what it charged elsewhere and returns the error; the part that timed out
 // may have run all the same, and its charge stays, as any Take's whose
-// answer was lost. A give-back carries a token, a key of its own for a
-// minute, so that sending it twice gives back once: a client's retry
+// answer was lost. A give-back carries a token, a key of its own for ten
+// seconds, so that sending it twice gives back once: a client's retry
 // after a lost answer cannot mint, and the store sends a give-back that
 // failed once more. One that fails twice leaves its part's charge in
 // place until the state's window or refill ends it; it is counted in

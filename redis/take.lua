@@ -861,7 +861,7 @@ local function loadgeneral()
   -- giveback gives back one request's checks: per check its rule, the cost
   -- taken (0 if it was not charged), and the take's receipt (t1, x). The
   -- request's last key is its token, a key of its own in its first
-  -- check's slot: a give-back sent again (a client's retry after a lost
+  -- check's slot, for ten seconds: a give-back sent again (a client's retry after a lost
   -- answer, or the store's after a timeout) finds it set, and only peeks,
   -- so that nothing is given back twice.
   local function giveback(now, k)
@@ -873,7 +873,7 @@ local function loadgeneral()
     end
     local token = KEYS[ki]
     ki = ki + 1
-    local first = call('SET', token, '1', 'NX', 'PX', '60000')
+    local first = call('SET', token, '1', 'NX', 'PX', '10000')
     for i = 1, k do
       local c = checks[i]
       if first and c.n > 0 then undo[c.kind](c, now, c.n, c.t1, c.x) end
