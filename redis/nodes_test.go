@@ -102,6 +102,14 @@ func TestClusterBatchPerNode(t *testing.T) {
 	if got := st.Runs - runs; got != 3 {
 		t.Errorf("%d runs for the batch, want 3 (1 + the 2 moved)", got)
 	}
+	// runs to a master go by FCALL, the library loaded on each
+	fcalls := int64(0)
+	for _, n := range cl.nodes {
+		fcalls += commandCalls(t, n.client(t), "fcall")
+	}
+	if fcalls == 0 {
+		t.Errorf("no FCALL on the masters: the runs to them went by EVALSHA")
+	}
 	// the state moved with its slot: 1 left on the moved key, after the
 	// cluster client has learned where it is
 	if d := take(t, s, time.Time{}, 0, one(keys[0])...); d[0].Remaining != 1 {

@@ -32,10 +32,13 @@ var takeScriptArg, takeSHAArg any = takeScript, takeSHA
 // The script as a library of Redis functions (Redis 7 and later), and its
 // function's name, of this version of the script: a run by FCALL spares
 // Redis the script's set-up that EVALSHA redoes at every run (see
-// take.lua). The library is loaded on first use, as a script is.
+// take.lua). The library is loaded on first use, as a script is. Its
+// function may touch keys of any slot its node holds
+// (allow-cross-slot-keys), as a run to a Cluster's master does with the
+// keys in ARGV (see nodes.go); elsewhere the flag changes nothing.
 var (
 	takeFn          = "sluice_take_" + takeSHA
-	takeLibrary     = "#!lua name=" + takeFn + "\n" + takeScript + "\nredis.register_function('" + takeFn + "', take)\n"
+	takeLibrary     = "#!lua name=" + takeFn + "\n" + takeScript + "\nredis.register_function{function_name='" + takeFn + "', callback=take, flags={'allow-cross-slot-keys'}}\n"
 	takeFnArg   any = takeFn
 )
 
@@ -80,10 +83,12 @@ type Store struct {
 	clock    bool
 	clockKey string
 	clockArg any // clockKey, boxed once
-	// fcall is set when a run goes by FCALL (a single Redis, not a
-	// Cluster's or a Ring's nodes, which would each need the library);
-	// noFunctions once the server has answered that it has no functions
-	// for the store (before Redis 7, or an ACL): runs go by EVALSHA then.
+	// fcall is set when runs go by FCALL: on a single Redis, and on a
+	// Cluster those sent to a master (each master loads the library on
+	// its first "Function not found"), not those through the cluster
+	// client, nor a Ring's; noFunctions once a server has answered that it
+	// has no functions for the store (before Redis 7, or an ACL): runs go
+	// by EVALSHA then.
 	fcall       bool
 	noFunctions atomic.Bool
 	st          counters
@@ -149,7 +154,6 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		s.clock, s.clockKey = true, o.prefix+"clock"
 		s.clockArg = s.clockKey
 	}
-	s.fcall = s.keys.share == shareNothing
 	if o.denyCache > 0 {
 		s.cache = newDenyCache(o.denyCache)
 	}
@@ -159,6 +163,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	if cc, ok := client.(*goredis.ClusterClient); ok && o.batching {
 		s.nodes = &nodeSet{cc: cc}
 	}
+	s.fcall = s.keys.share == shareNothing || s.nodes != nil
 	if s.keys.share != shareNothing && !o.noSplit {
 		s.capDenials()
 	}
@@ -739,12 +744,13 @@ type runBuf struct {
 // exec runs the script with args, which begin with FCALL and the
 // function's name, to node to or through the Store's client: by FCALL,
 // and on "Function not found" (a restart, a failover, FUNCTION FLUSH)
-// FUNCTION LOAD, then FCALL again; or, on a Cluster's node or a server
-// with no functions for the store, by EVALSHA, and on NOSCRIPT EVAL, which
+// FUNCTION LOAD, then FCALL again; or, through a Cluster's or a Ring's
+// client, or on a server with no functions for the store, by EVALSHA, and
+// on NOSCRIPT EVAL, which
 // loads the script again. Such an answer means the script did not run, so
 // nothing is charged twice.
 func (s *Store) exec(ctx context.Context, to *node, args []any) ([]int64, error) {
-	if to == nil && s.fcall && !s.noFunctions.Load() {
+	if s.fcall && (to != nil || s.keys.share == shareNothing) && !s.noFunctions.Load() {
 		reply, err := s.do(ctx, to, args)
 		if err != nil && goredis.HasErrorPrefix(err, "Function not found") {
 			s.st.reloads.Add(1)
