@@ -213,3 +213,57 @@ func TestPairDenialCache(t *testing.T) {
 		t.Fatalf("in a pair: %+v, want the denial cached 5s (5 timeouts of 1s), not 14h", st)
 	}
 }
+
+// TestPairGiveBackFails: the main Redis dies between its part's take and
+// the give-back that the second's denial calls for. The request returns
+// the give-back's error, and Stats.GiveBackErrors counts the part left
+// charged.
+func TestPairGiveBackFails(t *testing.T) {
+	x, y := startRedis(t), startRedis(t)
+	p := prefix(t)
+	main := newStore(t, x.client(t), redis.WithPrefix(p), redis.WithTimeout(10*time.Second), redis.WithDenyCache(0))
+	second := newStore(t, y.client(t), redis.WithPrefix(p), redis.WithTimeout(10*time.Second), redis.WithDenyCache(0))
+	pair, err := redis.NewPair(main, second, func(r *sluice.Rule) bool { return r.Name == "second" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	checks := []sluice.Check{
+		{Rule: &sluice.Rule{Name: "main", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(10)}, Key: "k"},
+		{Rule: &sluice.Rule{Name: "second", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1)}, Key: "k"},
+	}
+	out := make([]sluice.Decision, 2)
+	if err := second.Take(ctx, time.Time{}, 1, checks[1:], out); err != nil || !out[0].Allowed {
+		t.Fatalf("exhausting the second: %+v, %v", out[0], err)
+	}
+	// The second Redis busy for two seconds: the pair's part there waits,
+	// while its part on the main one is taken; then the main one dies.
+	yc := y.client(t)
+	busy := make(chan error, 1)
+	go func() {
+		busy <- yc.Eval(ctx, "local t0 = redis.call('TIME')[1]; while redis.call('TIME')[1] - t0 < 2 do end return 1", nil).Err()
+	}()
+	xc := x.client(t)
+	before := commandCalls(t, xc, "fcall")
+	res := make(chan error, 1)
+	time.Sleep(100 * time.Millisecond) // the busy script first
+	go func() { res <- pair.Take(ctx, time.Time{}, 1, checks, out) }()
+	for commandCalls(t, xc, "fcall") == before {
+		if ctx.Err() != nil {
+			t.Fatal("the main part was never taken")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	x.kill()
+	err = <-res
+	if err == nil || !strings.Contains(err.Error(), "giving back") {
+		t.Fatalf("Take: %v, want the give-back's error", err)
+	}
+	if st := main.Stats(); st.GiveBackErrors != 1 || st.GiveBacks != 1 {
+		t.Fatalf("main's stats %+v: want 1 give-back, failed", st)
+	}
+	if err := <-busy; err != nil {
+		t.Fatal(err)
+	}
+}
