@@ -237,12 +237,17 @@ func TestPairGiveBackFails(t *testing.T) {
 	if err := second.Take(ctx, time.Time{}, 1, checks[1:], out); err != nil || !out[0].Allowed {
 		t.Fatalf("exhausting the second: %+v, %v", out[0], err)
 	}
-	// The second Redis busy for two seconds: the pair's part there waits,
-	// while its part on the main one is taken; then the main one dies.
+	// the main Redis has the library, and the store a connection to it
+	if err := main.Take(ctx, time.Time{}, 1, []sluice.Check{{Rule: checks[0].Rule, Key: "warm"}}, out); err != nil {
+		t.Fatal(err)
+	}
+	// The second Redis busy for two seconds or more: the pair's part there
+	// waits, while its part on the main one is taken and answered; then
+	// the main one dies.
 	yc := y.client(t)
 	busy := make(chan error, 1)
 	go func() {
-		busy <- yc.Eval(ctx, "local t0 = redis.call('TIME')[1]; while redis.call('TIME')[1] - t0 < 2 do end return 1", nil).Err()
+		busy <- yc.Eval(ctx, "local t0 = redis.call('TIME')[1]; while redis.call('TIME')[1] - t0 < 3 do end return 1", nil).Err()
 	}()
 	xc := x.client(t)
 	before := commandCalls(t, xc, "fcall")
@@ -255,6 +260,7 @@ func TestPairGiveBackFails(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	time.Sleep(500 * time.Millisecond) // its answer read
 	x.kill()
 	err = <-res
 	if err == nil || !strings.Contains(err.Error(), "giving back") {
