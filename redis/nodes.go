@@ -130,22 +130,20 @@ func (ns *nodeSet) of(ctx context.Context, s *Store, key string) (*node, error) 
 	return got.(*node), nil
 }
 
-// decide has p decided on the nodes of its keys: in one run if they sit
-// on one, else a part per node. It returns errMoved when a node no longer
-// held a key of p, and p was not decided.
-func (ns *nodeSet) decide(ctx context.Context, s *Store, p *pending, out []sluice.Decision) error {
+// route finds the nodes of p's checks, once the map of slots is loaded:
+// first, its first check's, and to, each check's, nil when they are all
+// first's (the common request, which then costs no slice).
+func (ns *nodeSet) route(ctx context.Context, s *Store, p *pending) (first *node, to []*node, err error) {
 	if err := ns.load(ctx, s); err != nil {
-		return err
+		return nil, nil, err
 	}
-	first, err := ns.of(ctx, s, p.keys[0])
-	if err != nil {
-		return err
+	if first, err = ns.of(ctx, s, p.keys[0]); err != nil {
+		return nil, nil, err
 	}
-	var to []*node // each check's node, once they differ
 	for i := 1; i < len(p.args); i++ {
 		n, err := ns.of(ctx, s, p.keys[p.args[i].key])
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		if n != first && to == nil {
 			to = make([]*node, len(p.args))
@@ -156,6 +154,17 @@ func (ns *nodeSet) decide(ctx context.Context, s *Store, p *pending, out []sluic
 		if to != nil {
 			to[i] = n
 		}
+	}
+	return first, to, nil
+}
+
+// decide has p decided on the nodes of its keys: in one run if they sit
+// on one, else a part per node. It returns errMoved when a node no longer
+// held a key of p, and p was not decided.
+func (ns *nodeSet) decide(ctx context.Context, s *Store, p *pending, out []sluice.Decision) error {
+	first, to, err := ns.route(ctx, s, p)
+	if err != nil {
+		return err
 	}
 	if to == nil {
 		p.to = first

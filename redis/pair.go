@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -172,18 +171,16 @@ func (pr *Pair) Stats() Stats {
 // Redis's redirections.
 func (s *Store) partsOf(ctx context.Context, p *pending, byClient bool) ([]*part, error) {
 	if s.nodes != nil && !byClient {
-		if err := s.nodes.load(ctx, s); err != nil {
+		first, to, err := s.nodes.route(ctx, s, p)
+		switch {
+		case err != nil:
 			return nil, err
-		}
-		to := make([]*node, len(p.args))
-		for i, a := range p.args {
-			n, err := s.nodes.of(ctx, s, p.keys[a.key])
-			if err != nil {
-				return nil, err
+		case to == nil:
+			to = make([]*node, len(p.args))
+			for i := range to {
+				to[i] = first
 			}
-			to[i] = n
-		}
-		if s.keys.noSplit && slices.ContainsFunc(to, func(n *node) bool { return n != to[0] }) {
+		case s.keys.noSplit:
 			return nil, s.keys.crossSlot(p.keys)
 		}
 		return parts(s, p, func(i int) *node { return to[i] }, to), nil

@@ -185,7 +185,9 @@ func (s *Store) split(ctx context.Context, parts []*part, out []sluice.Decision)
 		if pt.back != nil && pt.err != nil {
 			pt.s.st.errors.Add(1)
 			pt.s.st.giveBackErrors.Add(1)
-			backErr = firstErr(backErr, pt.err)
+			if backErr == nil {
+				backErr = pt.err
+			}
 		}
 	}
 	if err == nil {
@@ -206,14 +208,6 @@ func (s *Store) split(ctx context.Context, parts []*part, out []sluice.Decision)
 		}
 	}
 	return nil
-}
-
-// firstErr keeps the first error.
-func firstErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
 }
 
 // slotParts splits p's checks by slot on a Cluster, by hash tag on a

@@ -219,6 +219,13 @@ local function loadgeneral()
   -- units; span is a full bucket's debt. A time before the last one seen is
   -- read as the last one seen.
   --
+  -- usns is y units of debt (y > 0, q > 0) as a wait in µs and ns, the
+  -- ns rounded up.
+  local function usns(y, m, h, q)
+    local us = fdiv(y, m)
+    return us, -fdiv(-(y - us * m) * h, q)
+  end
+
   -- bcore decides without tables: has, t0, D0 the state if any (the last
   -- time seen and the debt then). It returns the decision's six values, the
   -- write (0 nothing, 1 SET the state (now, after) with the reset as TTL,
@@ -251,13 +258,7 @@ local function loadgeneral()
       elseif q == 0 then
         rus = -1
       else
-        -- (D + need - span) units as µs and ns
-        local y = D + need - span
-        local cq = floor(y / m)
-        local r = y - cq * m
-        if r < 0 then cq = cq - 1 elseif r >= m then cq = cq + 1 end
-        rus = cq
-        rns = -fdiv(-(y - cq * m) * h, q)
+        rus, rns = usns(D + need - span, m, h, q)
       end
     end
     if after <= span then rem = fdiv(span - after, pt) end
@@ -268,11 +269,7 @@ local function loadgeneral()
     if q == 0 then
       zus = -1
     else
-      local cq = floor(after / m)
-      local r = after - cq * m
-      if r < 0 then cq = cq - 1 elseif r >= m then cq = cq + 1 end
-      zus = cq
-      zns = -fdiv(-(after - cq * m) * h, q)
+      zus, zns = usns(after, m, h, q)
     end
     if not has or t0 ~= now or D0 ~= after then
       return ok, rem, rus, rns, zus, zns, 1, now, after
