@@ -20,8 +20,15 @@ import (
 // queued request is watched by one timer per batcher, not one per request
 // (see watch).
 
-// leaders is how many script runs may be out at once: one on the wire
-// while the next is being built.
+// leaders is how many script runs may be out at once. A second goes out
+// only with a full run (maxBatch requests) to send, see mayLead: below
+// that, requests wait for the run out to come back and go together, so
+// that a run carries as many as arrive in a round trip. Two runs of half
+// as many cost Redis a second run's fixed cost (the call, TIME, the
+// clock) and the process a second round trip: under the service's load
+// in bench/cmd/rlsload, one run out at a time took Redis's command time
+// per request and sluice's CPU per request down by a sixth, at higher
+// throughput (BENCHMARKS.md, "One run out at a time").
 const leaders = 2
 
 // pending is one request, queued or in a run.
@@ -137,7 +144,7 @@ type run struct {
 // take decides p, alone or with others, within ctx and p's deadlines.
 func (b *batcher) take(ctx context.Context, p *pending) ([]int64, error) {
 	b.mu.Lock()
-	if b.running < leaders {
+	if b.mayLead(len(b.queue) - b.head + 1) {
 		b.running++
 		b.mu.Unlock()
 		return b.lead(ctx, p)
@@ -162,6 +169,12 @@ func (b *batcher) take(ctx context.Context, p *pending) ([]int64, error) {
 		return nil, context.DeadlineExceeded
 	}
 	return p.reply, p.err
+}
+
+// mayLead reports whether a run of n requests may go out now, with b.mu
+// held: at once when no run is out, and beside one only when it is full.
+func (b *batcher) mayLead(n int) bool {
+	return b.running == 0 || b.running < leaders && n >= b.s.maxBatch
 }
 
 // watch has the watchdog fire no later than at, with b.mu held. The
@@ -306,7 +319,13 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 
 	b.mu.Lock()
 	b.free = append(b.free, r)
-	for q := b.pop(); q != nil; q = b.pop() {
+	// The queue goes on in a run of its own unless another run is out
+	// and the queue would not fill one: then it waits for that run.
+	for b.running == 1 || len(b.queue)-b.head >= b.s.maxBatch {
+		q := b.pop()
+		if q == nil {
+			break
+		}
 		if q.state.CompareAndSwap(waiting, leading) {
 			b.mu.Unlock()
 			q.wake <- struct{}{}

@@ -19,7 +19,8 @@
 # time Redis spent in the commands the server sent per request (INFO
 # commandstats: EVALSHA and EVAL for sluice, whose script's own calls
 # they include; INCRBY and PEXPIRE for the pair), which the summary sets
-# beside the pair's.
+# beside the pair's, and how many requests a script run carried (the
+# store's Calls ÷ Runs from sluice's /v1/stats, read with curl and jq).
 #
 # The loads are wrk -t$T -c$C (1000 users in turn) and rlsload -c $C
 # (32 ShouldRateLimit calls in flight over 2 connections, 1000 keys), one
@@ -41,6 +42,7 @@ c=${C:-32}
 t=${T:-2}
 base=${PORT_BASE:-18080}
 command -v wrk >/dev/null || { echo "wrk is missing (Debian: apt-get install wrk)" >&2; exit 1; }
+for tool in curl jq; do command -v $tool >/dev/null || { echo "$tool is missing (Debian: apt-get install $tool)" >&2; exit 1; }; done
 
 tmp=$(mktemp -d)
 pids=()
@@ -119,10 +121,17 @@ cmdusec() {
     awk -F'[:,=]' -v cmds=" $* " 'index(cmds, " " substr($1, 9) " ") { for (i = 2; i < NF; i++) if ($i == "usec") s += $(i + 1) } END { print s + 0 }'
 }
 
+# runstats: sluice on Redis's requests sent and script runs, from its
+# admin /v1/stats.
+runstats() {
+  curl -fsS "http://$red_admin/v1/stats" | jq -r '.store.redis | "\(.Calls) \(.Runs)"'
+}
+
 rows=()
 # measure NAME PID KIND CMD...: runs the load, prints its output, and adds
 # a summary row: requests/s, p50, p99, the CPU per request of PID (and of
-# redis-server, and Redis's command time, for the loads on Redis).
+# redis-server, Redis's command time, and the requests per script run,
+# for the loads on Redis).
 measure() {
   local name=$1 pid=$2 kind=$3
   shift 3
@@ -131,14 +140,16 @@ measure() {
   [[ $name == *pair* ]] && cmds="incrby pexpire"
   echo
   echo "== $name: $*"
-  local c0 r0=0 u0=0 c1 r1=0 u1=0 out
+  local c0 r0=0 u0=0 c1 r1=0 u1=0 s0= s1= out
   c0=$(ticks "$pid")
   [ -n "$rp" ] && r0=$(ticks "$rp")
   [ -n "$cmds" ] && u0=$(cmdusec $cmds)
+  [[ $name == "sluice Redis"* ]] && s0=$(runstats)
   out=$("$@")
   c1=$(ticks "$pid")
   [ -n "$rp" ] && r1=$(ticks "$rp")
   [ -n "$cmds" ] && u1=$(cmdusec $cmds)
+  [ -n "$s0" ] && s1=$(runstats)
   echo "$out"
   local n rps p50 p99
   if [ "$kind" = wrk ]; then
@@ -157,7 +168,9 @@ measure() {
   cpu=$(awk -v a="$c0" -v b="$c1" -v hz="$hz" -v n="$n" 'BEGIN {printf "%.1f", (b - a) * 1e6 / hz / n}')
   [ -n "$rp" ] && rcpu=$(awk -v a="$r0" -v b="$r1" -v hz="$hz" -v n="$n" 'BEGIN {printf "%.1f", (b - a) * 1e6 / hz / n}')
   [ -n "$cmds" ] && cmd=$(awk -v a="$u0" -v b="$u1" -v n="$n" 'BEGIN {printf "%.2f", (b - a) / n}')
-  rows+=("$name|$rps|$p50|$p99|$cpu|$rcpu|$cmd")
+  local per=-
+  [ -n "$s1" ] && per=$(awk -v a="$s0" -v b="$s1" 'BEGIN {split(a, x, " "); split(b, y, " "); if (y[2] > x[2]) printf "%.1f", (y[1] - x[1]) / (y[2] - x[2])}')
+  rows+=("$name|$rps|$p50|$p99|$cpu|$rcpu|$cmd|$per")
 }
 
 echo "machine: $(nproc) CPUs,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(go version | cut -d' ' -f3-), $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)"
@@ -180,11 +193,11 @@ echo "end: $(uptime)"
 # The summary: sluice's CPU per request beside the bare server's of its
 # protocol (GET, POST or gRPC) from this run.
 echo
-echo "| target | requests/s | p50 | p99 | server CPU µs/request | redis-server CPU µs/request | Redis command µs/request | sluice − bare, µs/request |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| target | requests/s | p50 | p99 | server CPU µs/request | redis-server CPU µs/request | Redis command µs/request | requests per run | sluice − bare, µs/request |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 declare -A bare cmds
 for r in "${rows[@]}"; do
-  IFS='|' read -r name rps p50 p99 cpu rcpu cmd <<<"$r"
+  IFS='|' read -r name rps p50 p99 cpu rcpu cmd per <<<"$r"
   cmds[$name]=$cmd
   diff=-
   case $name in
@@ -196,7 +209,7 @@ for r in "${rows[@]}"; do
   *pair*) ;; # not sluice
   *gRPC*) diff=$(awk -v a="$cpu" -v b="${bare[grpc]}" 'BEGIN {printf "%+.1f", a - b}') ;;
   esac
-  echo "| $name | $rps | $p50 | $p99 | $cpu | $rcpu | $cmd | $diff |"
+  echo "| $name | $rps | $p50 | $p99 | $cpu | $rcpu | $cmd | $per | $diff |"
 done
 # Redis's command time per request under sluice, as a multiple of the
 # pair's in this run (the issue's target: at most 2×).
