@@ -51,6 +51,60 @@ func TestBatchOutlivesLeaderDeadline(t *testing.T) {
 	}
 }
 
+// While a run is out, requests wait for it rather than go in a second
+// run of their own, until there are enough of them to fill one: then they
+// go at once, beside the run out.
+func TestSecondRunOnlyWhenFull(t *testing.T) {
+	srv := startRedis(t)
+	s := newStore(t, srv.client(t), redis.WithCallerTime(), redis.WithMaxBatch(4), redis.WithTimeout(0))
+	release := redis.HoldRun(s)
+	rule := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(100)}
+	now := time.Unix(1_700_000_000, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	take := func(n int) {
+		for range n {
+			wg.Go(func() {
+				out := make([]sluice.Decision, 1)
+				if err := s.Take(ctx, now, 1, []sluice.Check{{Rule: rule, Key: "k"}}, out); err != nil || !out[0].Allowed {
+					t.Errorf("Take = %v, %+v; want allowed", err, out[0])
+				}
+			})
+		}
+	}
+
+	take(3)
+	for redis.Queued(s) < 3 {
+		if n := redis.Running(s); n != 1 {
+			t.Fatalf("%d runs out with %d requests queued, want them queued behind the one run out", n, redis.Queued(s))
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d of 3 requests queued", redis.Queued(s))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	take(1) // the fourth fills a run: it goes, the first run still out
+	wg.Wait()
+	if st := s.Stats(); st.Runs != 1 || st.Calls != 4 {
+		t.Errorf("Stats = %+v, want the 4 requests in 1 run", st)
+	}
+
+	take(2)
+	waitQueued(t, s, 2)
+	release()
+	if err := redis.LeadAs(ctx, s); err != nil { // as the run out's leader hands on the queue
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if st := s.Stats(); st.Runs != 2 || st.Calls != 6 {
+		t.Errorf("Stats = %+v, want the 2 more requests in 1 more run", st)
+	}
+	if n := redis.Running(s); n != 0 {
+		t.Errorf("%d leader slots still taken", n)
+	}
+}
+
 // waitQueued waits until n requests are queued in s's batcher: for the
 // goroutines to get there, not for time to pass.
 func waitQueued(t *testing.T, s *redis.Store, n int) {

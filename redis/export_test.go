@@ -37,6 +37,20 @@ func (s *Store) CacheLen() int {
 // until a test leads them; release gives the slots back.
 func HoldLeaders(s *Store) (release func()) { return s.batch.hold() }
 
+// HoldRun takes one leader slot of s's batcher, as a run out does;
+// release gives it back.
+func HoldRun(s *Store) (release func()) {
+	b := s.batch
+	b.mu.Lock()
+	b.running++
+	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		b.running--
+		b.mu.Unlock()
+	}
+}
+
 // Running is the number of leader slots in use in s's batcher.
 func Running(s *Store) int {
 	s.batch.mu.Lock()
