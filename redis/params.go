@@ -309,17 +309,18 @@ func (p *params) expand(b []int64, v, now int64) []int64 {
 	return append(b, ok, rem, rus, rns, zus, zns)
 }
 
-// windowStart is the start of the window holding now (µs since the
-// epoch) as a fixed window's key ends in it (see keys.go): in Unix seconds
-// for a period of whole seconds, else in µs.
-func (p *params) windowStart(now int64) string {
+// appendWindowStart appends to b the start of the window holding now (µs
+// since the epoch) as a fixed window's key ends in it (see keys.go): in
+// Unix seconds for a period of whole seconds, else in µs. At most 20
+// bytes.
+func (p *params) appendWindowStart(b []byte, now int64) []byte {
 	per := p.a[1]
 	k := now / per
 	if now%per < 0 {
 		k--
 	}
 	if per%1e6 == 0 {
-		return strconv.FormatInt(k*(per/1e6), 10)
+		return strconv.AppendInt(b, k*(per/1e6), 10)
 	}
-	return strconv.FormatInt(k*per, 10)
+	return strconv.AppendInt(b, k*per, 10)
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -601,9 +602,29 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 		args = append(args, s.clockArg)
 	}
 	tail := len(args) // where the keys begin
+	// The keys of one-byte requests on a window's counter, their window's
+	// start appended, are made in kb, sized first so that it never moves,
+	// and go as strings over its bytes (wkeys, for their addresses): no
+	// allocation per request.
+	need, nw := 0, 0
 	for _, p := range batch {
 		if p.fast && p.args[0].p.windowed(s.clock) {
-			args = append(args, p.keys[0]+p.args[0].p.windowStart(guess))
+			need += len(p.keys[0]) + 20
+			nw++
+		}
+	}
+	kb := slices.Grow(buf.kb[:0], need)
+	wkeys := slices.Grow(buf.wkeys[:0], nw)
+	for _, p := range batch {
+		if p.fast && p.args[0].p.windowed(s.clock) {
+			from := len(kb)
+			kb = p.args[0].p.appendWindowStart(append(kb, p.keys[0]...), guess)
+			wkeys = append(wkeys, unsafe.String(&kb[from], len(kb)-from))
+			if lend {
+				args = append(args, &wkeys[len(wkeys)-1])
+			} else {
+				args = append(args, wkeys[len(wkeys)-1])
+			}
 			continue
 		}
 		// A key lent goes by its address, which boxes without
@@ -632,7 +653,9 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 		// client keeps nothing of a command after it returns.
 		defer func() {
 			clear(args)
+			clear(wkeys)
 			buf.args, buf.shape, buf.req = args[:0], shape[:0], req[:0]
+			buf.kb, buf.wkeys = kb[:0], wkeys[:0]
 		}()
 	}
 	s.st.runs.Add(1)
@@ -739,6 +762,8 @@ const (
 type runBuf struct {
 	args       []any
 	shape, req []byte
+	kb         []byte   // the bytes of wkeys
+	wkeys      []string // windowed keys, see run
 }
 
 // exec runs the script with args, which begin with FCALL and the
