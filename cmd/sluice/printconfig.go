@@ -34,7 +34,7 @@ func printConfig(w io.Writer, fs *flag.FlagSet, sources map[string]string, mode 
 			v = redactURL(v)
 		case f.Name == "trusted-proxies" && sources[f.Name] == "":
 			v = "127.0.0.0/8,::1"
-		case f.Name == "max-memory":
+		case f.Name == "max-memory" || f.Name == "gc-floor":
 			v += " bytes"
 		}
 		if v == "" {

@@ -178,6 +178,12 @@ Behaviour:
   -max-memory BYTES    the memory store's bound on what its keys hold, in
                        bytes, KiB, MiB or GiB (default 256MiB); the least
                        recently used keys go first past it
+  -gc-floor BYTES      let Go's heap grow to this size before it is
+                       collected (default 64MiB): the service allocates
+                       much that dies at once and keeps little, and Go
+                       would collect hundreds of times a second; 0 leaves
+                       GOGC alone. Raises, never lowers, GOGC's percent;
+                       GOMEMLIMIT still holds
   -log-level debug|info|warn|error
                        the least important log records written (default info)
   -log-format text|json
@@ -220,6 +226,7 @@ type serveFlags struct {
 	maxAge      time.Duration
 	maxAgeGrace time.Duration
 	maxMem      bytesFlag
+	gcFloor     gcFloorFlag
 	startEmpty  bool
 	healthCfg   bool
 	headers     string
@@ -264,6 +271,7 @@ func (t tlsFlags) String() string {
 
 func (o *serveFlags) flagSet() *flag.FlagSet {
 	o.maxMem = bytesFlag(memory.DefaultMaxBytes)
+	o.gcFloor = gcFloorFlag{defaultGCFloor}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.Var(&o.configs, "config", "")
 	fs.StringVar(&o.httpAddr, "http", server.DefaultHTTPAddr, "")
@@ -290,6 +298,7 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	fs.DurationVar(&o.maxAge, "grpc-max-connection-age", 0, "")
 	fs.DurationVar(&o.maxAgeGrace, "grpc-max-connection-age-grace", 0, "")
 	fs.Var(&o.maxMem, "max-memory", "")
+	fs.Var(&o.gcFloor, "gc-floor", "")
 	fs.BoolVar(&o.startEmpty, "start-without-config", false, "")
 	fs.BoolVar(&o.healthCfg, "health-requires-config", false, "")
 	fs.StringVar(&o.headers, "response-headers", server.HeadersIETF.String(), "")
@@ -411,6 +420,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		printConfig(stdout, fs, sources, mode, notes)
 		return exitOK
 	}
+	defer gcFloor(int64(o.gcFloor.bytesFlag))()
 	if mode.on {
 		log.WarnContext(ctx, "envoy mode: envoyproxy/ratelimit's variables configure sluice serve", "because", mode.why)
 	}
