@@ -34,6 +34,7 @@
 #	REDIS_URL=redis://127.0.0.1:6379/0 bench/cmd/rlsload/run.sh
 #	PPROF=1 bench/cmd/rlsload/run.sh        # sluice serves /debug/pprof/ on its admin ports
 #	SLUICE=/tmp/sluice-old bench/cmd/rlsload/run.sh   # that binary, not one built here
+#	BARE_GOGC=1500 bench/cmd/rlsload/run.sh  # the bare servers with GOGC=1500
 set -euo pipefail
 cd "$(dirname "$0")"
 export PATH="$PATH:/usr/local/go/bin"
@@ -86,10 +87,15 @@ pprof=()
 "$tmp/sluice" serve --config bench.yaml --http "$mem_http" --grpc "$mem_grpc" --admin "$mem_admin" --poll 0 "${pprof[@]}" >"$tmp/mem.out" 2>&1 &
 mem_pid=$!
 pids+=("$mem_pid")
-"$tmp/rlsload" bare-http -addr "$bare_http" &
+# BARE_GOGC, if set, is the bare servers' GOGC: 1500 is what sluice
+# serve's -gc-floor sets for a live heap under 4 MiB, for a comparison on
+# the same footing.
+bare_env=()
+[ -n "${BARE_GOGC:-}" ] && bare_env=(env GOGC="$BARE_GOGC")
+"${bare_env[@]}" "$tmp/rlsload" bare-http -addr "$bare_http" &
 bare_http_pid=$!
 pids+=("$bare_http_pid")
-"$tmp/rlsload" bare-grpc -addr "$bare_grpc" &
+"${bare_env[@]}" "$tmp/rlsload" bare-grpc -addr "$bare_grpc" &
 bare_grpc_pid=$!
 pids+=("$bare_grpc_pid")
 wait_port() {
