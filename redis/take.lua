@@ -208,10 +208,10 @@ local function wkey(r, now)
   return {#string.format('%.0f', g * p / r.a3), string.format('%.0f', k * p / r.a3)}
 end
 
--- loadgeneral defines what the requests not in one byte need, in the runs
--- that have any: closures are made at every run, so the common run makes
--- only those of the one-byte paths. It returns decide, which decides the
--- next request of reqs.
+-- loadgeneral defines what the requests not in one byte need, in the
+-- first run that has any (as a script: in each such run), so that a run of
+-- one-byte requests alone never makes them. It returns decide, which
+-- decides the next request of reqs.
 local function loadgeneral()
   ---------------------------------------------------------------------------
   -- Bucket (token, leaky, GCRA). State: the last time seen, in µs, and the
@@ -929,7 +929,11 @@ local function loadgeneral()
   return decide
 end
 
-local decide -- loadgeneral(), once a run needs it
+-- decide is loadgeneral(), made by the first run that needs it: as a
+-- function, once for the runs to come, as its closures keep no state of a
+-- run but the reused tables of checks (see check), which each request sets
+-- afresh; as a script, once a run.
+local decide
 local shape, fastnow -- ARGV[2], and the time of its one-byte requests
 
 -- one decides the run's request i.
@@ -1032,7 +1036,6 @@ local function take(keys, argv)
   if clockon then ki = 2 end
   clock, clocked, redisnow = nil, false, nil
   guess = tonumber(ARGV[5])
-  decide = nil
 
   -- Redis before 5 replicates a script by its text unless told otherwise,
   -- and refuses writes after TIME; later ones replicate effects anyway,
