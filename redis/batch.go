@@ -57,6 +57,9 @@ type pending struct {
 	// fastReply holds its reply as the general path's (see expand).
 	fast      bool
 	fastReply [6]int64
+	// slow keeps p off that path: its state was ahead of the run's time
+	// (see cfast in take.lua).
+	slow bool
 	// split is set for a request whose keys sit on more than one node
 	// (see split.go); mode is a part's run mode there, 'r' or 'g' (0 for
 	// any other request), and taken a give-back's receipts: the take's

@@ -272,6 +272,9 @@ func duration(us, ns int64) time.Duration {
 func (p *params) expand(b []int64, v, now int64) []int64 {
 	ok, x := v&1, v>>1
 	var rem, rus, rns, zus, zns int64
+	if p.kind == kindCounter {
+		return p.expandCounter(b, x, now)
+	}
 	if p.kind == kindBucket {
 		span, pt, m, h, q := p.a[0], p.a[1], p.a[2], p.a[3], p.a[4]
 		if x <= span {
@@ -307,6 +310,38 @@ func (p *params) expand(b []int64, v, now int64) []int64 {
 		}
 	}
 	return append(b, ok, rem, rus, rns, zus, zns)
+}
+
+// expandCounter is expand for a sliding counter, whose script answers the
+// counts it decided from, rolled to now's window, packed as
+// prev·(Rate+1) + curr (see cfast in take.lua): the decision is the
+// algorithm's own (internal/algo, as the memory store decides), made again
+// from them at now, in ns.
+func (p *params) expandCounter(b []int64, x, now int64) []int64 {
+	rate, per := p.a[0], p.a[1]
+	prev, curr := x/(rate+1), x%(rate+1)
+	k := now / per
+	if now%per < 0 {
+		k--
+	}
+	w := algo.NewWindow(rate, time.Duration(per)*time.Microsecond)
+	st := algo.CounterState{Window: k, Prev: prev, Curr: curr, Last: now * 1000, Used: true}
+	d := w.Counter(&st, now*1000, 1)
+	ok := int64(0)
+	if d.Allowed {
+		ok = 1
+	}
+	rus, rns := usns(d.RetryAfter)
+	zus, zns := usns(d.ResetAfter)
+	return append(b, ok, d.Remaining, rus, rns, zus, zns)
+}
+
+// usns is d as the script's µs and ns; Never is -1 µs.
+func usns(d time.Duration) (us, ns int64) {
+	if d == algo.Never {
+		return -1, 0
+	}
+	return int64(d / 1000), int64(d % 1000)
 }
 
 // appendWindowStart appends to b the start of the window holding now (µs

@@ -681,11 +681,16 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 	if len(reply) != want {
 		return fmt.Errorf("redis: script answered %d values, want %d", len(reply), want)
 	}
+	var again []*pending
 	for _, p := range batch {
 		// -2 first: a run on a node (to) found a key of p no longer there
 		p.moved = reply[0] == -2
 		if p.fast {
-			if !p.moved {
+			switch {
+			case reply[0] == -3: // see cfast: decided again, below
+				p.slow = true
+				again = append(again, p)
+			case !p.moved:
 				p.reply = p.args[0].p.expand(p.fastReply[:0], reply[0], at)
 			}
 			reply = reply[1:]
@@ -695,13 +700,18 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 		p.reply = reply[:m:m]
 		reply = reply[m:]
 	}
+	if again != nil {
+		return s.run(ctx, to, again, nil)
+	}
 	return nil
 }
 
 // fastRule reports whether p goes on its kind's path of its own in the
 // script, answered with one number (see expand): one check of cost 1, of a
-// bucket that holds a unit or of a fixed window as a counter per window
-// that does.
+// bucket that holds a unit, of a fixed window as a counter per window that
+// does, or of a sliding counter that does, under the store's clock (which
+// keeps a state from being ahead of the run's time, but for a lost clock:
+// see cfast in take.lua).
 func (s *Store) fastRule(p *pending) bool {
 	if len(p.args) != 1 || p.args[0].cost != 1 {
 		return false
@@ -712,9 +722,16 @@ func (s *Store) fastRule(p *pending) bool {
 		return pr.a[5] >= 1
 	case pr.windowed(s.clock):
 		return pr.a[0] >= 1
+	case pr.kind == kindCounter && s.clock && !p.slow:
+		// its answer packs both counts in one number, below 2^53
+		return pr.a[0] >= 1 && pr.a[0] < maxFastCounter
 	}
 	return false
 }
+
+// maxFastCounter bounds the Rate of a sliding counter on the script's path
+// of its own: (prev·(Rate+1) + curr)·2 + 1 stays below 2^53 (see cfast).
+const maxFastCounter = 1 << 25
 
 // runRule is a rule as sent in one run: its params, shadow or not.
 type runRule struct {

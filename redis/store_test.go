@@ -2,8 +2,10 @@ package redis_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -82,6 +84,50 @@ func TestRedisTime(t *testing.T) {
 	d := take(t, s, time.Time{}, 1, c)[0]
 	if d.Allowed || d.RetryAfter <= 0 || d.RetryAfter > 24*time.Hour/5 || d.ResetAfter > 24*time.Hour {
 		t.Fatalf("6th take = %+v, want denied for at most 24h/5", d)
+	}
+}
+
+// A sliding counter's request of one unit goes on the script's path of
+// its own, at the run's time. A state written at a later time (which only
+// a lost clock allows: Redis TIME gone back with the clock's key gone) is
+// not decided there: the request is decided again on the general path,
+// at the state's time, as the algorithm reads a time before the last one
+// seen.
+func TestCounterStateAhead(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	p := prefix(t)
+	s := newStore(t, rc, redis.WithPrefix(p))
+	rule := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.PerMinute(10)}
+	c := sluice.Check{Rule: rule, Key: "k"}
+	if d := take(t, s, time.Time{}, 1, c)[0]; !d.Allowed || d.Remaining != 9 {
+		t.Fatalf("first take = %+v, want allowed, 9 left", d)
+	}
+	keys := stateKeys(scanKeys(t, rc, p))
+	if len(keys) != 1 {
+		t.Fatalf("keys %v, want 1", keys)
+	}
+	ctx := context.Background()
+	raw, err := rc.Get(ctx, keys[0]).Bytes()
+	if err != nil || len(raw) != 32 {
+		t.Fatalf("state %q, %v: want 4 doubles", raw, err)
+	}
+	// The state's last time an hour ahead: its window, and the next, are
+	// over by then, so its counts no longer count.
+	f := func(i int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(raw[8*i:])) }
+	ahead := f(3) + 3600e6
+	binary.LittleEndian.PutUint64(raw[24:], math.Float64bits(ahead))
+	if err := rc.Set(ctx, keys[0], raw, goredis.KeepTTL).Err(); err != nil {
+		t.Fatal(err)
+	}
+	runs := s.Stats().Runs
+	d := take(t, s, time.Time{}, 1, c)[0]
+	off := time.Duration(int64(ahead)%60e6) * time.Microsecond
+	if !d.Allowed || d.Remaining != 9 || d.ResetAfter != 2*time.Minute-off {
+		t.Errorf("take on a state ahead = %+v, want allowed, 9 left, reset in %v: decided at the state's time", d, 2*time.Minute-off)
+	}
+	if got := s.Stats().Runs - runs; got != 2 {
+		t.Errorf("%d runs, want 2: the script's path of its own, then the general path", got)
 	}
 }
 

@@ -18,7 +18,7 @@
 -- ARGV[2] the shape of the run: a byte per request, in order. 0: a request
 --   read from ARGV[3]. r > 0: one check of rule r, cost 1, at ARGV[4]'s
 --   time, decided on a path of its own for its kind, with a reply of one
---   number (see bfast, and kind 5's below), the Go side making the
+--   number (see bfast, cfast, and kind 5's below), the Go side making the
 --   Decision from it:
 --   what Redis spends per decision is what scales least.
 -- ARGV[3] the other requests, little-endian doubles as struct.pack('<d...')
@@ -157,6 +157,69 @@ local function window(base, now, p, unit)
     wcache[p] = w
   end
   return base .. w[3], w[2]
+end
+
+-- a*b for 0 <= a, b < 2^52 as hi*2^52 + lo, 0 <= lo < 2^52.
+local function mul(a, b)
+  local a1 = floor(a / P26)
+  local a0 = a - a1 * P26
+  local b1 = floor(b / P26)
+  local b0 = b - b1 * P26
+  local mid = a1 * b0 + a0 * b1
+  local m1 = floor(mid / P26)
+  local lo = a0 * b0 + (mid - m1 * P26) * P26
+  local hi = a1 * b1 + m1
+  if lo >= P52 then
+    lo = lo - P52
+    hi = hi + 1
+  end
+  return hi, lo
+end
+
+local function less(h1, l1, h2, l2)
+  return h1 < h2 or (h1 == h2 and l1 < l2)
+end
+
+-- prev*r < m*p, exactly.
+local function fits(prev, r, m, p)
+  local h1, l1 = mul(prev, r)
+  local h2, l2 = mul(m, p)
+  return less(h1, l1, h2, l2)
+end
+
+-- cfast decides one unit from a sliding window counter (kind 3, Rate
+-- below 2^25, with the store's clock) at now, as counter does: it reads
+-- the state and writes it only if allowed (a denial changes nothing that
+-- a later read does not roll the same way). It returns the counts the
+-- decision was made from, rolled to now's window, as (prev·(Rate+1) +
+-- curr)·2, plus 1 if allowed: the Go side makes the Decision from them
+-- (expand). Or -3, deciding nothing, for a state last written after now,
+-- which only a lost clock allows: the Go side decides that request again
+-- on the general path, which reads the time as the state's.
+local function cfast(r, key, now)
+  local rate, p = r.a1, r.a2
+  local raw = call('GET', key)
+  local k = fdiv(now, p)
+  local prev, curr = 0, 0
+  if raw then
+    local win, p0, c0, last = sunpack('dddd', raw)
+    if last > now then return -3 end
+    if k == win then
+      prev, curr = p0, c0
+    elseif k == win + 1 then
+      prev = c0
+    end
+  end
+  local ok = 0
+  if curr < rate and fits(prev, p - (now - k * p), rate - curr, p) then
+    ok = 1
+    if r.ttl == '' then
+      call('SET', key, spack('dddd', k, prev, curr + 1, now))
+    else
+      call('SET', key, spack('dddd', k, prev, curr + 1, now), 'PX', r.ttl)
+    end
+  end
+  return (prev * (rate + 1) + curr) * 2 + ok
 end
 
 -- bfast decides one unit from a bucket (a rule of Burst >= 1) at now. It
@@ -336,27 +399,6 @@ local function loadgeneral()
     local ok, count = wtake(key, r, n)
     return wdecision(r, ok, count, off, false)
   end
-  -- a*b for 0 <= a, b < 2^52 as hi*2^52 + lo, 0 <= lo < 2^52.
-  local function mul(a, b)
-    local a1 = floor(a / P26)
-    local a0 = a - a1 * P26
-    local b1 = floor(b / P26)
-    local b0 = b - b1 * P26
-    local mid = a1 * b0 + a0 * b1
-    local m1 = floor(mid / P26)
-    local lo = a0 * b0 + (mid - m1 * P26) * P26
-    local hi = a1 * b1 + m1
-    if lo >= P52 then
-      lo = lo - P52
-      hi = hi + 1
-    end
-    return hi, lo
-  end
-
-  local function less(h1, l1, h2, l2)
-    return h1 < h2 or (h1 == h2 and l1 < l2)
-  end
-
   -- floor(a*b/c) and the remainder, for a, b, c < 2^52 and a quotient < 2^51.
   local function muldiv(a, b, c)
     local hi, lo = mul(a, b)
@@ -459,13 +501,6 @@ local function loadgeneral()
     end
     if Q >= p then return nil end
     return Q, s
-  end
-
-  -- prev*r < m*p, exactly.
-  local function fits(prev, r, m, p)
-    local h1, l1 = mul(prev, r)
-    local h2, l2 = mul(m, p)
-    return less(h1, l1, h2, l2)
   end
 
   -- Sliding window counter. State: window, prev, curr, last.
@@ -949,6 +984,8 @@ local function one(i)
     nout = nout + 1
     if r.kind == 1 then
       out[nout] = bfast(r, key, fastnow)
+    elseif r.kind == 3 then
+      out[nout] = cfast(r, key, fastnow)
     else
       -- A unit taken from a window's counter (kind 5, Rate >= 1), or
       -- given back if the window is full: the count after, times 2, plus
