@@ -449,7 +449,7 @@ func (s *Store) call(ctx context.Context, p *pending) ([]int64, error) {
 	if err := s.run(ctx, p.to, []*pending{p}, nil); err != nil {
 		return nil, err
 	}
-	return p.reply, nil
+	return p.reply, p.err
 }
 
 // failed is the error of a call that failed with err, counted and told to
@@ -700,8 +700,15 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 		p.reply = reply[:m:m]
 		reply = reply[m:]
 	}
+	// The requests of a run were in flight together: deciding these after
+	// the others breaks no order a caller could see. An error is theirs
+	// alone: the others were decided.
 	if again != nil {
-		return s.run(ctx, to, again, nil)
+		if err := s.run(ctx, to, again, nil); err != nil {
+			for _, p := range again {
+				p.err = err
+			}
+		}
 	}
 	return nil
 }

@@ -131,6 +131,28 @@ func TestCounterStateAhead(t *testing.T) {
 	}
 }
 
+// A sliding counter whose rule kept its name while its rate came down
+// has counts above the new rate, which its path of its own cannot answer
+// with: the request is decided on the general path, from the counts.
+func TestCounterRateLowered(t *testing.T) {
+	srv := startRedis(t)
+	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)))
+	high := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.PerHour(100)}
+	low := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.PerHour(10)}
+	take(t, s, time.Time{}, 50, sluice.Check{Rule: high, Key: "k"})
+	runs := s.Stats().Runs
+	d := take(t, s, time.Time{}, 1, sluice.Check{Rule: low, Key: "k"})[0]
+	if d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 {
+		t.Errorf("one unit at the lower rate, 50 counted = %+v, want denied", d)
+	}
+	if got := s.Stats().Runs - runs; got != 2 {
+		t.Errorf("%d runs, want 2: the script's path of its own, then the general path", got)
+	}
+	if d := take(t, s, time.Time{}, 0, sluice.Check{Rule: high, Key: "k"})[0]; d.Remaining != 50 {
+		t.Errorf("peek at the higher rate = %+v, want 50 left: nothing charged", d)
+	}
+}
+
 // TestTTL checks that every key lives at least until its ResetAfter, and
 // not much longer than its rule can keep a state live: the longest
 // ResetAfter the rule can give (its period; two for the sliding counter)

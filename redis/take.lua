@@ -193,9 +193,11 @@ end
 -- a later read does not roll the same way). It returns the counts the
 -- decision was made from, rolled to now's window, as (prev·(Rate+1) +
 -- curr)·2, plus 1 if allowed: the Go side makes the Decision from them
--- (expand). Or -3, deciding nothing, for a state last written after now,
--- which only a lost clock allows: the Go side decides that request again
--- on the general path, which reads the time as the state's.
+-- (expand). Or -3, deciding nothing, for a state this path cannot
+-- decide from: one last written after now, which only a lost clock
+-- allows, or counts above the rate, left by a higher rate under the same
+-- rule's name. The Go side decides that request again on the general path
+-- (which reads the time as the state's, and any counts).
 local function cfast(r, key, now)
   local rate, p = r.a1, r.a2
   local raw = call('GET', key)
@@ -209,6 +211,9 @@ local function cfast(r, key, now)
     elseif k == win + 1 then
       prev = c0
     end
+    -- counted under a higher rate of the same rule's name: more than
+    -- the answer can pack
+    if prev > rate or curr > rate then return -3 end
   end
   local ok = 0
   if curr < rate and fits(prev, p - (now - k * p), rate - curr, p) then
