@@ -142,12 +142,13 @@ type batcher struct {
 type run struct {
 	batch []*pending
 	buf   runBuf
+	start time.Time // when it went out
 }
 
 // take decides p, alone or with others, within ctx and p's deadlines.
 func (b *batcher) take(ctx context.Context, p *pending) ([]int64, error) {
 	b.mu.Lock()
-	if b.mayLead(len(b.queue) - b.head + 1) {
+	if b.mayLead(len(b.queue)-b.head+1, p.arrived(b.s.timeout)) {
 		b.running++
 		b.mu.Unlock()
 		return b.lead(ctx, p)
@@ -174,10 +175,37 @@ func (b *batcher) take(ctx context.Context, p *pending) ([]int64, error) {
 	return p.reply, p.err
 }
 
-// mayLead reports whether a run of n requests may go out now, with b.mu
-// held: at once when no run is out, and beside one only when it is full.
-func (b *batcher) mayLead(n int) bool {
-	return b.running == 0 || b.running < leaders && n >= b.s.maxBatch
+// mayLead reports whether a run of n requests may go out at now, with b.mu
+// held: at once when no run is out, and beside one only when it is full,
+// or when the run out has stalled.
+func (b *batcher) mayLead(n int, now time.Time) bool {
+	return b.running == 0 || b.running < leaders && (n >= b.s.maxBatch || b.stalled(now))
+}
+
+// stalled reports whether a run out has been out for half the Store's
+// timeout at now (zero: unknown), with b.mu held. Past that, the queue
+// goes in a run of its own however short, so that a connection that stops
+// answering holds up its own run's requests, not every request after
+// them until its run times out.
+func (b *batcher) stalled(now time.Time) bool {
+	if now.IsZero() || b.s.timeout <= 0 {
+		return false
+	}
+	for _, r := range b.runs {
+		if now.Sub(r.start) > b.s.timeout/2 {
+			return true
+		}
+	}
+	return false
+}
+
+// arrived is when p's caller called, as its Store timeout's expiry tells
+// (see deadlines), or zero without one: no clock is read per request.
+func (p *pending) arrived(timeout time.Duration) time.Time {
+	if p.expires.IsZero() {
+		return time.Time{}
+	}
+	return p.expires.Add(-timeout)
 }
 
 // watch has the watchdog fire no later than at, with b.mu held. The
@@ -278,6 +306,7 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 		}
 	}
 	r.batch = batch
+	r.start = time.Now()
 	b.runs = append(b.runs, r)
 	b.mu.Unlock()
 
@@ -318,26 +347,40 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 		}
 	}
 	own := p.reply
+	if err == nil {
+		err = p.err // its own request's alone (see run's redo)
+	}
 	clear(batch)
 
 	b.mu.Lock()
 	b.free = append(b.free, r)
-	// The queue goes on in a run of its own unless another run is out
-	// and the queue would not fill one: then it waits for that run.
-	for b.running == 1 || len(b.queue)-b.head >= b.s.maxBatch {
+	q := b.next()
+	if q == nil {
+		b.running--
+	}
+	b.mu.Unlock()
+	if q != nil {
+		q.wake <- struct{}{}
+	}
+	return b.own(gaveUp, own, err)
+}
+
+// next is the queue's oldest live waiter, made leader of the next run in
+// place of one that ended, with b.mu held; nil when there is none, or when
+// the queue is to wait: another run is out, and the queue would not fill
+// a run of its own and that run has not stalled. The caller wakes it, or,
+// for nil, gives back the ended run's slot.
+func (b *batcher) next() *pending {
+	for b.running == 1 || len(b.queue)-b.head >= b.s.maxBatch || b.stalled(time.Now()) {
 		q := b.pop()
 		if q == nil {
-			break
+			return nil
 		}
 		if q.state.CompareAndSwap(waiting, leading) {
-			b.mu.Unlock()
-			q.wake <- struct{}{}
-			return b.own(gaveUp, own, err)
+			return q
 		}
 	}
-	b.running--
-	b.mu.Unlock()
-	return b.own(gaveUp, own, err)
+	return nil
 }
 
 // pop takes the oldest request off the queue, nil if none, with b.mu

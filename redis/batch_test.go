@@ -57,7 +57,7 @@ func TestBatchOutlivesLeaderDeadline(t *testing.T) {
 func TestSecondRunOnlyWhenFull(t *testing.T) {
 	srv := startRedis(t)
 	s := newStore(t, srv.client(t), redis.WithCallerTime(), redis.WithMaxBatch(4), redis.WithTimeout(0))
-	release := redis.HoldRun(s)
+	release := redis.HoldRun(s, 0)
 	rule := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(100)}
 	now := time.Unix(1_700_000_000, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -92,16 +92,45 @@ func TestSecondRunOnlyWhenFull(t *testing.T) {
 
 	take(2)
 	waitQueued(t, s, 2)
-	release()
-	if err := redis.LeadAs(ctx, s); err != nil { // as the run out's leader hands on the queue
-		t.Fatal(err)
-	}
+	release() // the run out ends: its leader hands the queue on
 	wg.Wait()
 	if st := s.Stats(); st.Runs != 2 || st.Calls != 6 {
 		t.Errorf("Stats = %+v, want the 2 more requests in 1 more run", st)
 	}
 	if n := redis.Running(s); n != 0 {
 		t.Errorf("%d leader slots still taken", n)
+	}
+}
+
+// A run out that does not come back holds up the requests after it only
+// until it has been out for half the Store's timeout: then they go in a
+// run of their own, however few.
+func TestSecondRunWhenStalled(t *testing.T) {
+	srv := startRedis(t)
+	s := newStore(t, srv.client(t), redis.WithCallerTime(), redis.WithTimeout(10*time.Second))
+	rule := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(100)}
+	now := time.Unix(1_700_000_000, 0)
+	c := []sluice.Check{{Rule: rule, Key: "k"}}
+
+	// out for a second: it has not stalled; a request queues behind it
+	release := redis.HoldRun(s, time.Second)
+	done := make(chan error, 1)
+	go func() { done <- s.Take(context.Background(), now, 1, c, make([]sluice.Decision, 1)) }()
+	waitQueued(t, s, 1)
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// out for 6s of a 10s timeout: the next request goes at once
+	release = redis.HoldRun(s, 6*time.Second)
+	defer release()
+	out := make([]sluice.Decision, 1)
+	if err := s.Take(context.Background(), now, 1, c, out); err != nil || !out[0].Allowed {
+		t.Fatalf("beside a stalled run: Take = %v, %+v; want allowed", err, out[0])
+	}
+	if st := s.Stats(); st.Runs != 2 {
+		t.Errorf("Stats = %+v, want 2 runs", st)
 	}
 }
 

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -37,17 +38,20 @@ func (s *Store) CacheLen() int {
 // until a test leads them; release gives the slots back.
 func HoldLeaders(s *Store) (release func()) { return s.batch.hold() }
 
-// HoldRun takes one leader slot of s's batcher, as a run out does;
-// release gives it back.
-func HoldRun(s *Store) (release func()) {
+// HoldRun puts in s's batcher a run out since age ago that comes back
+// only at release, as a run on a connection that stopped answering;
+// release ends it as a run ends, handing the queue on.
+func HoldRun(s *Store, age time.Duration) (release func()) {
 	b := s.batch
+	r := &run{start: time.Now().Add(-age)}
 	b.mu.Lock()
 	b.running++
+	b.runs = append(b.runs, r)
 	b.mu.Unlock()
 	return func() {
 		b.mu.Lock()
-		b.running--
-		b.mu.Unlock()
+		b.runs = slices.DeleteFunc(b.runs, func(o *run) bool { return o == r })
+		b.endLocked()
 	}
 }
 
@@ -66,7 +70,7 @@ func Queued(s *Store) int { return s.batch.queued() }
 func LeadAs(ctx context.Context, s *Store) error { return s.batch.leadAs(ctx) }
 
 // Batcher is the batcher of the Cluster node that s sends key's
-// requests to: HoldLeaders, Queued and LeadAs for that node.
+// requests to: HoldLeaders and Queued for that node.
 type Batcher struct{ b *batcher }
 
 // NodeBatcher is key's node's batcher.
@@ -78,10 +82,9 @@ func NodeBatcher(ctx context.Context, s *Store, key string) (Batcher, error) {
 	return Batcher{n.batch}, nil
 }
 
-func (b Batcher) HoldLeaders() (release func())    { return b.b.hold() }
-func (b Batcher) Queued() int                      { return b.b.queued() }
-func (b Batcher) LeadAs(ctx context.Context) error { return b.b.leadAs(ctx) }
-func (b Batcher) Addr() string                     { return b.b.to.client.Options().Addr }
+func (b Batcher) HoldLeaders() (release func()) { return b.b.hold() }
+func (b Batcher) Queued() int                   { return b.b.queued() }
+func (b Batcher) Addr() string                  { return b.b.to.client.Options().Addr }
 
 func (b *batcher) hold() (release func()) {
 	b.mu.Lock()
@@ -89,9 +92,23 @@ func (b *batcher) hold() (release func()) {
 	b.running = leaders
 	b.mu.Unlock()
 	return func() {
-		b.mu.Lock()
-		b.running -= held
-		b.mu.Unlock()
+		for range held {
+			b.mu.Lock()
+			b.endLocked()
+		}
+	}
+}
+
+// endLocked ends a run slot held by a test as lead ends a run: the queue
+// goes on, or the slot is given back. It unlocks b.mu.
+func (b *batcher) endLocked() {
+	q := b.next()
+	if q == nil {
+		b.running--
+	}
+	b.mu.Unlock()
+	if q != nil {
+		q.wake <- struct{}{}
 	}
 }
 
