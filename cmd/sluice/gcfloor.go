@@ -40,20 +40,21 @@ func (f *gcFloorFlag) Set(s string) error {
 }
 
 // minHeap: Go's heap goal is never below 4 MiB × GOGC/100, so the
-// percent is figured as if the live heap were at least that; figured from
+// percent is figured as if what it scans were at least that; figured from
 // less, the goal would pass the floor.
 const minHeap = 4 << 20
 
 // gcFloorPercent is the GOGC that makes a heap of live bytes grow to
 // floor before the next collection, never below base, Go's percent
-// without the floor.
-func gcFloorPercent(live, floor uint64, base int) int {
-	live = max(live, minHeap)
+// without the floor. Go's goal is live + (live + roots)·GOGC/100, roots
+// being the stacks and globals it scans.
+func gcFloorPercent(live, roots, floor uint64, base int) int {
 	if live >= floor {
 		return base
 	}
+	scan := max(live+roots, minHeap)
 	d := floor - live
-	p := d/live*100 + d%live*100/live // (floor-live)·100/live, not overflowing
+	p := d/scan*100 + d%scan*100/scan // (floor-live)·100/scan, not overflowing
 	return max(int(min(p, math.MaxInt32)), base)
 }
 
@@ -74,8 +75,7 @@ func gcFloor(floor int64) (stop func()) {
 		return func() {}
 	}
 	if tuner.users == 0 {
-		tuner.base = debug.SetGCPercent(100)
-		debug.SetGCPercent(tuner.base)
+		tuner.base = gogc()
 		if tuner.base < 0 {
 			return func() {}
 		}
@@ -108,8 +108,8 @@ type floorTuner struct {
 	floor uint64
 	base  int  // the percent before the first
 	armed bool // a sentinel waits for the next collection
-	// sample is read under mu
-	sample [1]metrics.Sample
+	// samples are read under mu
+	samples [3]metrics.Sample
 }
 
 // sentinel is an object whose finalizer runs once a collection finds it
@@ -136,11 +136,24 @@ func (f *floorTuner) arm() {
 // tuneLocked sets the percent for the live heap the last collection left,
 // with f.mu held.
 func (f *floorTuner) tuneLocked() {
-	f.sample[0].Name = "/gc/heap/live:bytes"
-	metrics.Read(f.sample[:])
-	live := uint64(0)
-	if f.sample[0].Value.Kind() == metrics.KindUint64 {
-		live = f.sample[0].Value.Uint64()
+	s := &f.samples
+	s[0].Name, s[1].Name, s[2].Name = "/gc/heap/live:bytes", "/gc/scan/stack:bytes", "/gc/scan/globals:bytes"
+	metrics.Read(s[:])
+	var v [3]uint64
+	for i := range s {
+		if s[i].Value.Kind() == metrics.KindUint64 {
+			v[i] = s[i].Value.Uint64()
+		}
 	}
-	debug.SetGCPercent(gcFloorPercent(live, f.floor, f.base))
+	debug.SetGCPercent(gcFloorPercent(v[0], v[1]+v[2], f.floor, f.base))
+}
+
+// gogc is the process's GOGC percent, -1 for off, read without setting it.
+func gogc() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 100
+	}
+	return int(int64(s[0].Value.Uint64()))
 }

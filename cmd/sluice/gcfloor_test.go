@@ -11,21 +11,23 @@ import (
 func TestGCFloorPercent(t *testing.T) {
 	const MiB = 1 << 20
 	for _, c := range []struct {
-		live, floor uint64
-		base, want  int
+		live, roots, floor uint64
+		base, want         int
 	}{
-		{0, 64 * MiB, 100, 1500},       // before any collection: from 4 MiB
-		{1 * MiB, 64 * MiB, 100, 1500}, // Go's goal is never below 4 MiB × percent
-		{8 * MiB, 64 * MiB, 100, 700},  // 8 MiB grows to 64 before the next
-		{10 * MiB, 64 * MiB, 100, 540},
-		{40 * MiB, 64 * MiB, 100, 100}, // 60 would do: never below the base
-		{64 * MiB, 64 * MiB, 100, 100},
-		{1 << 40, 64 * MiB, 100, 100},
-		{8 * MiB, 64 * MiB, 1000, 1000}, // GOGC=1000: the floor raises only
-		{4 * MiB, 1<<63 - 1, 100, 1<<31 - 1},
+		{0, 0, 64 * MiB, 100, 1600},       // before any collection: from 4 MiB
+		{1 * MiB, 0, 64 * MiB, 100, 1575}, // Go's goal is never below 4 MiB × percent
+		{8 * MiB, 0, 64 * MiB, 100, 700},  // 8 MiB grows to 64 before the next
+		{10 * MiB, 0, 64 * MiB, 100, 540},
+		{8 * MiB, 8 * MiB, 64 * MiB, 100, 350}, // stacks and globals count towards the goal
+		{8 * MiB, 32 * MiB, 64 * MiB, 100, 140},
+		{40 * MiB, 0, 64 * MiB, 100, 100}, // 60 would do: never below the base
+		{64 * MiB, 0, 64 * MiB, 100, 100},
+		{1 << 40, 0, 64 * MiB, 100, 100},
+		{8 * MiB, 0, 64 * MiB, 1000, 1000}, // GOGC=1000: the floor raises only
+		{4 * MiB, 0, 1<<63 - 1, 100, 1<<31 - 1},
 	} {
-		if got := gcFloorPercent(c.live, c.floor, c.base); got != c.want {
-			t.Errorf("gcFloorPercent(%d, %d, %d) = %d, want %d", c.live, c.floor, c.base, got, c.want)
+		if got := gcFloorPercent(c.live, c.roots, c.floor, c.base); got != c.want {
+			t.Errorf("gcFloorPercent(%d, %d, %d, %d) = %d, want %d", c.live, c.roots, c.floor, c.base, got, c.want)
 		}
 	}
 }
@@ -106,11 +108,4 @@ func TestGCFloor(t *testing.T) {
 	if p := gogc(); p != 100 {
 		t.Errorf("GOGC %d after a floor of 0, want 100", p)
 	}
-}
-
-// gogc is the process's GOGC percent.
-func gogc() int {
-	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
-	metrics.Read(s)
-	return int(s[0].Value.Uint64())
 }
