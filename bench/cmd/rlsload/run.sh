@@ -92,10 +92,10 @@ pids+=("$mem_pid")
 # the same footing.
 bare_env=()
 [ -n "${BARE_GOGC:-}" ] && bare_env=(env GOGC="$BARE_GOGC")
-"${bare_env[@]}" "$tmp/rlsload" bare-http -addr "$bare_http" &
+${bare_env[@]+"${bare_env[@]}"} "$tmp/rlsload" bare-http -addr "$bare_http" &
 bare_http_pid=$!
 pids+=("$bare_http_pid")
-"${bare_env[@]}" "$tmp/rlsload" bare-grpc -addr "$bare_grpc" &
+${bare_env[@]+"${bare_env[@]}"} "$tmp/rlsload" bare-grpc -addr "$bare_grpc" &
 bare_grpc_pid=$!
 pids+=("$bare_grpc_pid")
 wait_port() {
@@ -130,7 +130,7 @@ cmdusec() {
 # runstats: sluice on Redis's requests sent and script runs, from its
 # admin /v1/stats.
 runstats() {
-  curl -fsS "http://$red_admin/v1/stats" | jq -r '.store.redis | "\(.Calls) \(.Runs)"'
+  curl -fsS "http://$red_admin/v1/stats" | jq -r '.store.redis | "\(.Calls) \(.Runs)"' || true
 }
 
 rows=()
@@ -175,7 +175,7 @@ measure() {
   [ -n "$rp" ] && rcpu=$(awk -v a="$r0" -v b="$r1" -v hz="$hz" -v n="$n" 'BEGIN {printf "%.1f", (b - a) * 1e6 / hz / n}')
   [ -n "$cmds" ] && cmd=$(awk -v a="$u0" -v b="$u1" -v n="$n" 'BEGIN {printf "%.2f", (b - a) / n}')
   local per=-
-  [ -n "$s1" ] && per=$(awk -v a="$s0" -v b="$s1" 'BEGIN {split(a, x, " "); split(b, y, " "); if (y[2] > x[2]) printf "%.1f", (y[1] - x[1]) / (y[2] - x[2])}')
+  [ -n "$s1" ] && per=$(awk -v a="$s0" -v b="$s1" 'BEGIN {split(a, x, " "); split(b, y, " "); if (y[2] > x[2]) printf "%.1f", (y[1] - x[1]) / (y[2] - x[2]); else printf "-"}')
   rows+=("$name|$rps|$p50|$p99|$cpu|$rcpu|$cmd|$per")
 }
 
