@@ -110,9 +110,11 @@ var _ sluice.Store = (*Store)(nil)
 // client, a *goredis.ClusterClient or a *goredis.Ring. It does not contact
 // Redis; the script is loaded by the first call that needs it.
 //
-// The Store does not own client. Without batching, it uses the client's
-// shared asynchronous autopipeliner (unless WithoutAutoPipeline), which
-// the client releases when closed. A client with ContextTimeoutEnabled is
+// The Store does not own client, and reuses the memory of a command's
+// arguments once the call is over: a hook added to client must not keep
+// them past its call (copy what it keeps). Without batching, it uses the
+// client's shared asynchronous autopipeliner (unless
+// WithoutAutoPipeline), which the client releases when closed. A client with ContextTimeoutEnabled is
 // called directly; otherwise a call waits aside, in a goroutine that ends
 // when the client's own timeouts end it, so that WithTimeout holds.
 func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
