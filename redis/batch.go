@@ -354,6 +354,14 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 
 	b.mu.Lock()
 	b.free = append(b.free, r)
+	b.endLocked()
+	return b.own(gaveUp, own, err)
+}
+
+// endLocked ends a run's slot, with b.mu held, which it unlocks: the
+// queue goes on in the next run, its leader woken, or the slot is given
+// back.
+func (b *batcher) endLocked() {
 	q := b.next()
 	if q == nil {
 		b.running--
@@ -362,7 +370,6 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 	if q != nil {
 		q.wake <- struct{}{}
 	}
-	return b.own(gaveUp, own, err)
 }
 
 // next is the queue's oldest live waiter, made leader of the next run in

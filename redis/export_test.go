@@ -99,19 +99,6 @@ func (b *batcher) hold() (release func()) {
 	}
 }
 
-// endLocked ends a run slot held by a test as lead ends a run: the queue
-// goes on, or the slot is given back. It unlocks b.mu.
-func (b *batcher) endLocked() {
-	q := b.next()
-	if q == nil {
-		b.running--
-	}
-	b.mu.Unlock()
-	if q != nil {
-		q.wake <- struct{}{}
-	}
-}
-
 func (b *batcher) queued() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
