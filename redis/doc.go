@@ -56,13 +56,16 @@
 // script run is out are sent together as the next run, which decides each
 // of them in order, all-or-nothing each, as if they had come one by one:
 // Redis parses one command, enters Lua once and reads TIME once for many
-// decisions. A run holds at most 64 requests (WithMaxBatch). The callers
-// take turns sending; no goroutine is started (but for the parts of a
-// request across masters: see Requests across slots). On a Cluster, the same
-// holds per master: the store sends runs to each master directly, the
-// requests bound for one batched together (see Runs per Cluster node). On
-// a Ring each request is a run of its own, sent through go-redis's
-// autopipeliner.
+// decisions. A run holds at most 64 requests (WithMaxBatch). One run is
+// out at a time, and a second beside it only with a full run to send, or
+// once the first has been out for half the store's timeout (a connection
+// that stopped answering): so a run carries what arrives in a round trip.
+// The callers take turns sending; no goroutine is started (but for the
+// parts of a request across masters: see Requests across slots). On a
+// Cluster, the same holds per master: the store sends runs to each master
+// directly, the requests bound for one batched together (see Runs per
+// Cluster node). On a Ring each request is a run of its own, sent through
+// go-redis's autopipeliner.
 //
 // What Redis spends per decision is the part of the cost that does not
 // scale by adding application servers, so the script does as little as
@@ -71,9 +74,11 @@
 // its run (its rule; the run's time is sent once) and is decided with one
 // call when its key is idle or new: a bucket by SET ... GET of the state
 // an idle bucket would have, written again only when the key was not
-// idle; a fixed window by INCRBY on its window's counter (see below). The
-// script answers it with one integer, from which the store computes the
-// Decision with the script's arithmetic. Rules and their TTLs are sent as
+// idle; a fixed window by INCRBY on its window's counter (see below); a
+// sliding window counter (Rate below 2^25) by a GET, and a SET only when
+// allowed. The script answers it with one integer, from which the store
+// computes the Decision with the script's arithmetic (for the sliding
+// counter, the memory store's, from the two counts it decided from). Rules and their TTLs are sent as
 // strings made once per rule, so that Redis formats no number per call.
 // bench/redis_test.go measures Redis's time per decision.
 //
