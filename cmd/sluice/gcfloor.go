@@ -19,8 +19,8 @@ import (
 // the heap grow to at least that many bytes before a collection: GOGC is
 // raised after each collection for as long as the live heap is small, and
 // is GOGC again once the live heap is large enough on its own, as the
-// memory store's can be with many keys (BENCHMARKS.md, "The collector's
-// floor").
+// memory store's can be with many keys (BENCHMARKS.md, "The service on
+// Redis: one run out at a time, and the collector's floor").
 
 // defaultGCFloor is -gc-floor's default.
 const defaultGCFloor = 64 << 20
