@@ -215,6 +215,11 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 	healthpb.RegisterHealthServer(gs, s.health)
 	reflection.Register(gs)
 
+	// Ready before either server answers its first request: a caller
+	// told the listeners are up (sluice serve's banner) may probe at once,
+	// and must not find it not ready in the moment before this line.
+	s.ready.Store(true)
+	s.setServing(healthpb.HealthCheckResponse_SERVING)
 	errc := make(chan error, 2)
 	go func() {
 		if err := hs.Serve(httpLn); !errors.Is(err, http.ErrServerClosed) {
@@ -236,8 +241,6 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 	if len(s.cfg.Paths) > 0 && s.cfg.ReloadInterval > 0 {
 		wg.Go(func() { s.watch(watchCtx) })
 	}
-	s.ready.Store(true)
-	s.setServing(healthpb.HealthCheckResponse_SERVING)
 	s.log.InfoContext(ctx, "serving", "http", httpLn.Addr().String(), "grpc", grpcLn.Addr().String(),
 		"domains", s.Domains(), "store", s.cfg.StoreName, "shadow", s.cfg.Shadow)
 
