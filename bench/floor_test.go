@@ -95,39 +95,56 @@ func BenchmarkFloor(b *testing.B) {
 		})
 	}
 	for _, mb := range []int{10, 48, 96} {
-		b.Run(fmt.Sprintf("op=miss/MB=%d", mb), func(b *testing.B) {
-			if testing.Short() && mb > 10 {
-				b.Skip("-short")
-			}
-			const line = 8 // uint64s per 64-byte line
-			lines := uint64(mb << 20 / 64)
-			tab := make([]uint64, lines*line)
-			// A random cycle through every line (Sattolo's shuffle), so that
-			// each read depends on the last and the prefetcher cannot guess.
-			perm := make([]uint64, lines)
-			for i := range perm {
-				perm[i] = uint64(i)
-			}
-			x := uint64(0x9E3779B97F4A7C15)
-			for i := len(perm) - 1; i > 0; i-- {
-				x ^= x << 13
-				x ^= x >> 7
-				x ^= x << 17
-				j := x % uint64(i)
-				perm[i], perm[j] = perm[j], perm[i]
-			}
-			for i, p := range perm {
-				tab[uint64(i)*line] = p * line
-			}
-			perm = nil
-			b.ResetTimer()
-			at := uint64(0)
-			for range b.N {
-				at = tab[at]
-			}
-			sinkUint = at
-		})
+		b.Run(fmt.Sprintf("op=miss/MB=%d", mb), func(b *testing.B) { missChain(b, mb, false) })
 	}
+	// The same table in 2 MB pages where the kernel grants them
+	// (MADV_HUGEPAGE, Linux): how much of a miss is the page walk's.
+	b.Run("op=miss-hugepages/MB=48", func(b *testing.B) { missChain(b, 48, true) })
+}
+
+// missChain times one dependent read at a time through a table of mb MB,
+// in pages of 2 MB if huge (skipped where they cannot be asked for).
+func missChain(b *testing.B, mb int, huge bool) {
+	if testing.Short() && mb > 10 {
+		b.Skip("-short")
+	}
+	const line = 8 // uint64s per 64-byte line
+	lines := uint64(mb << 20 / 64)
+	var tab []uint64
+	if huge {
+		t, release, ok := hugeTable(int(lines * line))
+		if !ok {
+			b.Skip("no MADV_HUGEPAGE here")
+		}
+		defer release()
+		tab = t
+	} else {
+		tab = make([]uint64, lines*line)
+	}
+	// A random cycle through every line (Sattolo's shuffle), so that
+	// each read depends on the last and the prefetcher cannot guess.
+	perm := make([]uint64, lines)
+	for i := range perm {
+		perm[i] = uint64(i)
+	}
+	x := uint64(0x9E3779B97F4A7C15)
+	for i := len(perm) - 1; i > 0; i-- {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		j := x % uint64(i)
+		perm[i], perm[j] = perm[j], perm[i]
+	}
+	for i, p := range perm {
+		tab[uint64(i)*line] = p * line
+	}
+	perm = nil
+	b.ResetTimer()
+	at := uint64(0)
+	for range b.N {
+		at = tab[at]
+	}
+	sinkUint = at
 }
 
 var (
