@@ -1001,10 +1001,10 @@ local function one(i)
         r.mend = mend
       end
       if mend then key = string.sub(key, 1, #key - mend[1]) .. mend[2] end
-      local c = call('INCRBY', key, '1')
+      local c = call('INCR', key)
       if c == 1 then call('PEXPIRE', key, r.ttl) end -- new: its window's first
       if c > r.a1 then
-        call('DECRBY', key, '1')
+        call('DECR', key)
         out[nout] = c * 2 - 2
       else
         out[nout] = c * 2 + 1
