@@ -181,7 +181,7 @@ Behaviour:
   -gc-floor BYTES      let Go's heap grow to this size before it is
                        collected (default 64MiB): the service allocates
                        much that dies at once and keeps little, and Go
-                       would collect tens of times a second; 0 leaves
+                       would collect about 100 times a second; 0 leaves
                        GOGC alone. Raises, never lowers, GOGC's percent;
                        GOMEMLIMIT still holds
   -log-level debug|info|warn|error

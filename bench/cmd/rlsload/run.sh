@@ -20,7 +20,11 @@
 # commandstats: EVALSHA and EVAL for sluice, whose script's own calls
 # they include; INCRBY and PEXPIRE for the pair), which the summary sets
 # beside the pair's, and how many requests a script run carried (the
-# store's Calls ÷ Runs from sluice's /v1/stats, read with curl and jq).
+# store's Calls ÷ Runs from sluice's /v1/stats, read with curl and jq),
+# and for each sluice row its garbage collections a second (Go's
+# go_gc_duration_seconds_count on its /metrics, over the load's wall
+# time). SLUICE_FLAGS are added to both sluice serve commands (for
+# instance -gc-floor 0).
 #
 # The loads are wrk -t$T -c$C (1000 users in turn) and rlsload -c $C
 # (32 ShouldRateLimit calls in flight over 2 connections, 1000 keys), one
@@ -35,6 +39,7 @@
 #	PPROF=1 bench/cmd/rlsload/run.sh        # sluice serves /debug/pprof/ on its admin ports
 #	SLUICE=/tmp/sluice-old bench/cmd/rlsload/run.sh   # that binary, not one built here
 #	BARE_GOGC=1500 bench/cmd/rlsload/run.sh  # the bare servers with GOGC=1500
+#	SLUICE_FLAGS='-gc-floor 0' bench/cmd/rlsload/run.sh  # sluice without its GC floor
 set -euo pipefail
 cd "$(dirname "$0")"
 export PATH="$PATH:/usr/local/go/bin"
@@ -82,9 +87,11 @@ fi
 mem_http=127.0.0.1:$base mem_grpc=127.0.0.1:$((base + 1)) mem_admin=127.0.0.1:$((base + 2))
 red_http=127.0.0.1:$((base + 3)) red_grpc=127.0.0.1:$((base + 4)) red_admin=127.0.0.1:$((base + 5))
 bare_http=127.0.0.1:$((base + 6)) bare_grpc=127.0.0.1:$((base + 7)) pair_grpc=127.0.0.1:$((base + 8))
-pprof=()
-[ -n "${PPROF:-}" ] && pprof=(-pprof)
-"$tmp/sluice" serve --config bench.yaml --http "$mem_http" --grpc "$mem_grpc" --admin "$mem_admin" --poll 0 "${pprof[@]}" >"$tmp/mem.out" 2>&1 &
+sflags=() # what both sluice serve commands add
+[ -n "${PPROF:-}" ] && sflags=(-pprof)
+read -ra extra <<<"${SLUICE_FLAGS:-}"
+sflags+=(${extra[@]+"${extra[@]}"})
+"$tmp/sluice" serve --config bench.yaml --http "$mem_http" --grpc "$mem_grpc" --admin "$mem_admin" --poll 0 "${sflags[@]}" >"$tmp/mem.out" 2>&1 &
 mem_pid=$!
 pids+=("$mem_pid")
 # BARE_GOGC, if set, is the bare servers' GOGC: 1500 is what sluice
@@ -107,7 +114,7 @@ wait_port() {
   return 1
 }
 [ -n "${REDIS_URL:-}" ] || wait_port "127.0.0.1:$rport"
-"$tmp/sluice" serve --config bench.yaml --http "$red_http" --grpc "$red_grpc" --admin "$red_admin" --poll 0 --redis "$redis_url" "${pprof[@]}" >"$tmp/redis-sluice.out" 2>&1 &
+"$tmp/sluice" serve --config bench.yaml --http "$red_http" --grpc "$red_grpc" --admin "$red_admin" --poll 0 --redis "$redis_url" "${sflags[@]}" >"$tmp/redis-sluice.out" 2>&1 &
 red_pid=$!
 pids+=("$red_pid")
 "$tmp/rlsload" pair-grpc -addr "$pair_grpc" -redis "$redis_url" &
@@ -133,6 +140,11 @@ runstats() {
   curl -fsS "http://$red_admin/v1/stats" | jq -r '.store.redis | "\(.Calls) \(.Runs)"' || true
 }
 
+# gcs ADDR: the collections of the sluice serving HTTP on ADDR so far.
+gcs() {
+  curl -fsS "http://$1/metrics" | awk '$1 == "go_gc_duration_seconds_count" {print $2}' || true
+}
+
 rows=()
 # measure NAME PID KIND CMD...: runs the load, prints its output, and adds
 # a summary row: requests/s, p50, p99, the CPU per request of PID (and of
@@ -146,7 +158,11 @@ measure() {
   [[ $name == *pair* ]] && cmds="incrby pexpire"
   echo
   echo "== $name: $*"
-  local c0 r0=0 u0=0 c1 r1=0 u1=0 s0= s1= out
+  local c0 r0=0 u0=0 c1 r1=0 u1=0 s0= s1= g0= g1= w0 w1 out haddr=
+  [[ $name == "sluice memory"* ]] && haddr=$mem_http
+  [[ $name == "sluice Redis"* ]] && haddr=$red_http
+  [ -n "$haddr" ] && g0=$(gcs "$haddr")
+  w0=$(date +%s.%N)
   c0=$(ticks "$pid")
   [ -n "$rp" ] && r0=$(ticks "$rp")
   [ -n "$cmds" ] && u0=$(cmdusec $cmds)
@@ -156,6 +172,8 @@ measure() {
   [ -n "$rp" ] && r1=$(ticks "$rp")
   [ -n "$cmds" ] && u1=$(cmdusec $cmds)
   [ -n "$s0" ] && s1=$(runstats)
+  w1=$(date +%s.%N)
+  [ -n "$g0" ] && g1=$(gcs "$haddr")
   echo "$out"
   local n rps p50 p99
   if [ "$kind" = wrk ]; then
@@ -176,7 +194,9 @@ measure() {
   [ -n "$cmds" ] && cmd=$(awk -v a="$u0" -v b="$u1" -v n="$n" 'BEGIN {printf "%.2f", (b - a) / n}')
   local per=-
   [ -n "$s1" ] && per=$(awk -v a="$s0" -v b="$s1" 'BEGIN {split(a, x, " "); split(b, y, " "); if (y[2] > x[2]) printf "%.1f", (y[1] - x[1]) / (y[2] - x[2]); else printf "-"}')
-  rows+=("$name|$rps|$p50|$p99|$cpu|$rcpu|$cmd|$per")
+  local gps=-
+  [ -n "$g1" ] && gps=$(awk -v a="$g0" -v b="$g1" -v t0="$w0" -v t1="$w1" 'BEGIN {printf "%.0f", (b - a) / (t1 - t0)}')
+  rows+=("$name|$rps|$p50|$p99|$cpu|$rcpu|$cmd|$per|$gps")
 }
 
 echo "machine: $(nproc) CPUs,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(go version | cut -d' ' -f3-), $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)"
@@ -199,11 +219,11 @@ echo "end: $(uptime)"
 # The summary: sluice's CPU per request beside the bare server's of its
 # protocol (GET, POST or gRPC) from this run.
 echo
-echo "| target | requests/s | p50 | p99 | server CPU µs/request | redis-server CPU µs/request | Redis command µs/request | requests per run | sluice − bare, µs/request |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| target | requests/s | p50 | p99 | server CPU µs/request | redis-server CPU µs/request | Redis command µs/request | requests per run | GCs/s | sluice − bare, µs/request |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 declare -A bare cmds
 for r in "${rows[@]}"; do
-  IFS='|' read -r name rps p50 p99 cpu rcpu cmd per <<<"$r"
+  IFS='|' read -r name rps p50 p99 cpu rcpu cmd per gps <<<"$r"
   cmds[$name]=$cmd
   diff=-
   case $name in
@@ -215,7 +235,7 @@ for r in "${rows[@]}"; do
   *pair*) ;; # not sluice
   *gRPC*) diff=$(awk -v a="$cpu" -v b="${bare[grpc]}" 'BEGIN {printf "%+.1f", a - b}') ;;
   esac
-  echo "| $name | $rps | $p50 | $p99 | $cpu | $rcpu | $cmd | $per | $diff |"
+  echo "| $name | $rps | $p50 | $p99 | $cpu | $rcpu | $cmd | $per | $gps | $diff |"
 done
 # Redis's command time per request under sluice, as a multiple of the
 # pair's in this run (the issue's target: at most 2×).
