@@ -148,7 +148,7 @@ type run struct {
 // take decides p, alone or with others, within ctx and p's deadlines.
 func (b *batcher) take(ctx context.Context, p *pending) ([]int64, error) {
 	b.mu.Lock()
-	if b.mayLead(len(b.queue)-b.head+1, p.arrived(b.s.timeout)) {
+	if b.mayLead(len(b.queue)-b.head+1, p) {
 		b.running++
 		b.mu.Unlock()
 		return b.lead(ctx, p)
@@ -175,11 +175,11 @@ func (b *batcher) take(ctx context.Context, p *pending) ([]int64, error) {
 	return p.reply, p.err
 }
 
-// mayLead reports whether a run of n requests may go out at now, with b.mu
-// held: at once when no run is out, and beside one only when it is full,
-// or when the run out has stalled.
-func (b *batcher) mayLead(n int, now time.Time) bool {
-	return b.running == 0 || b.running < leaders && (n >= b.s.maxBatch || b.stalled(now))
+// mayLead reports whether a run of n requests, p's the latest, may go out
+// now, with b.mu held: at once when no run is out, and beside one only
+// when it is full, or when the run out has stalled as of p's arrival.
+func (b *batcher) mayLead(n int, p *pending) bool {
+	return b.running == 0 || b.running < leaders && (n >= b.s.maxBatch || b.stalled(p.arrived(b.s.timeout)))
 }
 
 // stalled reports whether a run out has been out for half the Store's
