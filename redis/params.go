@@ -320,10 +320,7 @@ func (p *params) expand(b []int64, v, now int64) []int64 {
 func (p *params) expandCounter(b []int64, x, now int64) []int64 {
 	rate, per := p.a[0], p.a[1]
 	prev, curr := x/(rate+1), x%(rate+1)
-	k := now / per
-	if now%per < 0 {
-		k--
-	}
+	k := windowOf(now, per)
 	w := algo.NewWindow(rate, time.Duration(per)*time.Microsecond)
 	st := algo.CounterState{Window: k, Prev: prev, Curr: curr, Last: now * 1000, Used: true}
 	d := w.Counter(&st, now*1000, 1)
@@ -334,6 +331,15 @@ func (p *params) expandCounter(b []int64, x, now int64) []int64 {
 	rus, rns := usns(d.RetryAfter)
 	zus, zns := usns(d.ResetAfter)
 	return append(b, ok, d.Remaining, rus, rns, zus, zns)
+}
+
+// windowOf is the index of the window of per µs holding now: ⌊now/per⌋.
+func windowOf(now, per int64) int64 {
+	k := now / per
+	if now%per < 0 {
+		k--
+	}
+	return k
 }
 
 // usns is d as the script's µs and ns; Never is -1 µs.
@@ -350,10 +356,7 @@ func usns(d time.Duration) (us, ns int64) {
 // bytes.
 func (p *params) appendWindowStart(b []byte, now int64) []byte {
 	per := p.a[1]
-	k := now / per
-	if now%per < 0 {
-		k--
-	}
+	k := windowOf(now, per)
 	if per%1e6 == 0 {
 		return strconv.AppendInt(b, k*(per/1e6), 10)
 	}
