@@ -58,7 +58,7 @@ type pending struct {
 	fast      bool
 	fastReply [6]int64
 	// slow keeps p off that path: its state was ahead of the run's time
-	// (see cfast in take.lua).
+	// (see cstretch in take.lua).
 	slow bool
 	// split is set for a request whose keys sit on more than one node
 	// (see split.go); mode is a part's run mode there, 'r' or 'g' (0 for

@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -181,5 +182,60 @@ func TestQueuedCallerTimesOut(t *testing.T) {
 	}
 	if n := redis.Running(s); n != 0 {
 		t.Errorf("%d leader slots still taken", n)
+	}
+}
+
+// One run of requests on many rules, in the order they queued: the script decides the one-check requests a stretch of one rule
+// at a time (see upto in take.lua), and finds a stretch's end by the byte
+// of its rule, which here takes every value from 1 to 120, letters and a
+// pattern's magic characters ('%', '-', ']', '^') among them. Each rule
+// has two requests on one key, and allows one: whatever the order, every
+// pair must be one allowed and one denied, each reply the request's own.
+func TestStretchesOfManyRules(t *testing.T) {
+	srv := startRedis(t)
+	s := newStore(t, srv.client(t), redis.WithMaxBatch(240))
+	algs := []sluice.Algo{sluice.AlgoGCRA, sluice.AlgoFixedWindow, sluice.AlgoSlidingCounter, sluice.AlgoTokenBucket}
+	const nrules = 120
+	rules := make([]*sluice.Rule, nrules)
+	for i := range rules {
+		period := time.Duration(i+1) * time.Minute // each its own: a reply decided by another rule shows
+		rules[i] = &sluice.Rule{Name: fmt.Sprintf("r%d", i), Algorithm: algs[i%len(algs)], Limit: sluice.Limit{Rate: 1, Period: period, Burst: 1}}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	release := redis.HoldRun(s, 0)
+	got := make([][2]sluice.Decision, nrules)
+	var wg sync.WaitGroup
+	for i := range 2 * nrules {
+		wg.Go(func() {
+			out := make([]sluice.Decision, 1)
+			if err := s.Take(ctx, time.Now(), 1, []sluice.Check{{Rule: rules[i%nrules], Key: "k"}}, out); err != nil {
+				t.Error(err)
+			}
+			got[i%nrules][i/nrules] = out[0]
+		})
+	}
+	wg.Wait() // the last fills the run, which goes beside the one held out
+	release()
+	if st := s.Stats(); st.Runs != 1 || st.Calls != 2*nrules {
+		t.Fatalf("Stats = %+v, want the %d requests in 1 run", st, 2*nrules)
+	}
+	for i, d := range got {
+		a, b := d[0], d[1]
+		if a.Allowed == b.Allowed || a.Remaining != 0 || b.Remaining != 0 {
+			t.Errorf("rule %d (%s): %+v and %+v, want one allowed and one denied, 0 remaining", i, rules[i].Algorithm, a, b)
+			continue
+		}
+		denied := a
+		if a.Allowed {
+			denied = b
+		}
+		lo, hi := time.Duration(0), rules[i].Limit.Period
+		if rules[i].Algorithm != sluice.AlgoFixedWindow && rules[i].Algorithm != sluice.AlgoSlidingCounter {
+			lo = hi - 10*time.Second // a bucket: a period after the allowed one, less the time between
+		}
+		if denied.RetryAfter <= lo || denied.RetryAfter > hi {
+			t.Errorf("rule %d (%s): denied with RetryAfter %v, want in (%v, %v]", i, rules[i].Algorithm, denied.RetryAfter, lo, hi)
+		}
 	}
 }

@@ -314,7 +314,7 @@ func (p *params) expand(b []int64, v, now int64) []int64 {
 
 // expandCounter is expand for a sliding counter, whose script answers the
 // counts it decided from, rolled to now's window, packed as
-// prev·(Rate+1) + curr (see cfast in take.lua): the decision is the
+// prev·(Rate+1) + curr (see cstretch in take.lua): the decision is the
 // algorithm's own (internal/algo, as the memory store decides), made again
 // from them at now, in ns.
 func (p *params) expandCounter(b []int64, x, now int64) []int64 {

@@ -689,7 +689,7 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 		p.moved = reply[0] == -2
 		if p.fast {
 			switch {
-			case reply[0] == -3: // see cfast: decided again, below
+			case reply[0] == -3: // see cstretch: decided again, below
 				p.slow = true
 				again = append(again, p)
 			case !p.moved:
@@ -720,7 +720,7 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 // bucket that holds a unit, of a fixed window as a counter per window that
 // does, or of a sliding counter that does, under the store's clock (which
 // keeps a state from being ahead of the run's time, but for a lost clock:
-// see cfast in take.lua).
+// see cstretch in take.lua).
 func (s *Store) fastRule(p *pending) bool {
 	if len(p.args) != 1 || p.args[0].cost != 1 {
 		return false
@@ -739,7 +739,7 @@ func (s *Store) fastRule(p *pending) bool {
 }
 
 // maxFastCounter bounds the Rate of a sliding counter on the script's path
-// of its own: (prev·(Rate+1) + curr)·2 + 1 stays below 2^53 (see cfast).
+// of its own: (prev·(Rate+1) + curr)·2 + 1 stays below 2^53 (see cstretch).
 const maxFastCounter = 1 << 25
 
 // runRule is a rule as sent in one run: its params, shadow or not.

@@ -18,7 +18,7 @@
 -- ARGV[2] the shape of the run: a byte per request, in order. 0: a request
 --   read from ARGV[3]. r > 0: one check of rule r, cost 1, at ARGV[4]'s
 --   time, decided on a path of its own for its kind, with a reply of one
---   number (see bfast, cfast, and kind 5's below), the Go side making the
+--   number (see bstretch, cstretch and wstretch), the Go side making the
 --   Decision from it:
 --   what Redis spends per decision is what scales least.
 -- ARGV[3] the other requests, little-endian doubles as struct.pack('<d...')
@@ -87,11 +87,11 @@ end
 -- writer writes out from 1 without gaps).
 local out, nout = {}, 0
 local reqs, pos -- ARGV[3], and in it the position of the next request
-local rules -- the run's rules, by index
+local rules = {} -- the run's rules, by index (kept: a run reads only its own)
 
 -- The rules as tables, unpacked once per record: as a function, once for
 -- the runs to come (forgotten all at once past 256 records; a store names
--- few). A rule's table is read only but for mend, which each run clears.
+-- few). A rule's table is read only.
 local rcache, nrcache = {}, 0
 
 -- The clock: the latest time the store has decided at, kept in KEYS[1] so
@@ -187,80 +187,116 @@ local function fits(prev, r, m, p)
   return less(h1, l1, h2, l2)
 end
 
--- cfast decides one unit from a sliding window counter (kind 3, Rate
--- below 2^25, with the store's clock) at now, as counter does: it reads
--- the state and writes it only if allowed (a denial changes nothing that
--- a later read does not roll the same way). It returns the counts the
--- decision was made from, rolled to now's window, as (prev·(Rate+1) +
+-- The one-byte requests (see ARGV[2]) are decided a stretch at a time:
+-- the requests of one rule in a row, which in the commonest run is all of
+-- them, with the rule's fields and the run's time in locals, so that a
+-- request costs its redis.call and little else (upto finds the stretch).
+-- Each stretch function decides requests i to e, all of rule r, each at
+-- key KEYS[ki], ki moving on; appends one number per request to the reply;
+-- and returns e + 1, the next request.
+local shape, fastnow -- ARGV[2], and the time of its one-byte requests
+
+-- cstretch decides single units from a sliding window counter (kind 3,
+-- Rate below 2^25, with the store's clock) at now, as counter does: it
+-- reads the state and writes it only if allowed (a denial changes nothing
+-- that a later read does not roll the same way). Its number is the counts
+-- the decision was made from, rolled to now's window, as (prev·(Rate+1) +
 -- curr)·2, plus 1 if allowed: the Go side makes the Decision from them
--- (expand). Or -3, deciding nothing, for a state this path cannot
+-- (expandCounter). Or -3, deciding nothing, for a state this path cannot
 -- decide from: one last written after now, which only a lost clock
 -- allows, or counts above the rate, left by a higher rate under the same
 -- rule's name. The Go side decides that request again on the general path
 -- (which reads the time as the state's, and any counts).
-local function cfast(r, key, now)
-  local rate, p = r.a1, r.a2
-  local raw = call('GET', key)
+local function cstretch(r, i, e)
+  local rate, p, ttl, now = r.a1, r.a2, r.ttl, fastnow
   local k = fdiv(now, p)
-  local prev, curr = 0, 0
-  if raw then
-    local win, p0, c0, last = sunpack('dddd', raw)
-    if last > now then return -3 end
-    if k == win then
-      prev, curr = p0, c0
-    elseif k == win + 1 then
-      prev = c0
+  local off = p - (now - k * p) -- of the window's P, what is still ahead
+  for _ = i, e do
+    local key = KEYS[ki]
+    ki = ki + 1
+    local raw = call('GET', key)
+    local prev, curr, v = 0, 0, nil
+    if raw then
+      local win, p0, c0, last = sunpack('dddd', raw)
+      if last > now then
+        v = -3
+      else
+        if k == win then
+          prev, curr = p0, c0
+        elseif k == win + 1 then
+          prev = c0
+        end
+        -- counted under a higher rate of the same rule's name: more than
+        -- the answer can pack
+        if prev > rate or curr > rate then v = -3 end
+      end
     end
-    -- counted under a higher rate of the same rule's name: more than
-    -- the answer can pack
-    if prev > rate or curr > rate then return -3 end
-  end
-  local ok = 0
-  if curr < rate and fits(prev, p - (now - k * p), rate - curr, p) then
-    ok = 1
-    if r.ttl == '' then
-      call('SET', key, spack('dddd', k, prev, curr + 1, now))
-    else
-      call('SET', key, spack('dddd', k, prev, curr + 1, now), 'PX', r.ttl)
+    if not v then
+      v = (prev * (rate + 1) + curr) * 2
+      if curr < rate and fits(prev, off, rate - curr, p) then
+        v = v + 1
+        if ttl == '' then
+          call('SET', key, spack('dddd', k, prev, curr + 1, now))
+        else
+          call('SET', key, spack('dddd', k, prev, curr + 1, now), 'PX', ttl)
+        end
+      end
     end
+    nout = nout + 1
+    out[nout] = v
   end
-  return (prev * (rate + 1) + curr) * 2 + ok
+  return e + 1
 end
 
--- bfast decides one unit from a bucket (a rule of Burst >= 1) at now. It
--- writes first, optimistically, the state of a bucket that was idle, and
--- reads the old one in the same call (SET ... GET): a key that was absent,
--- the common case for keys many and idle, costs one call. Otherwise it
--- decides from the old state, as bcore does, and writes again if the
--- guess was wrong. It returns the debt after, times 2, plus 1 if allowed.
-local function bfast(r, key, now)
-  local span, pt, m = r.a1, r.a2, r.a3
-  local raw
-  if r.ttl == '' then
-    raw = call('SET', key, spack('dd', now, pt), 'GET')
-  else
-    raw = call('SET', key, spack('dd', now, pt), 'PX', r.ttl, 'GET')
-  end
-  if not raw then return pt * 2 + 1 end
-  local t0, D0 = sunpack('dd', raw)
-  local t, D = now, 0
-  if t < t0 then t = t0 end
-  if r.a5 == 0 then
-    D = D0
-  elseif t - t0 < D0 / m + 1 then -- else el*m might not be exact: D is 0
-    D = D0 - (t - t0) * m
-    if D < 0 then D = 0 end
-  end
-  local ok, after = 0, D
-  if D + pt <= span then ok, after = 1, D + pt end
-  if t ~= now or after ~= pt then
-    if r.ttl == '' then
-      call('SET', key, spack('dd', t, after))
+-- bstretch decides single units from a bucket (a rule of Burst >= 1) at
+-- now. It writes first, optimistically, the state of a bucket that was
+-- idle, and reads the old one in the same call (SET ... GET): a key that
+-- was absent, the common case for keys many and idle, costs one call.
+-- Otherwise it decides from the old state, as bcore does, and writes again
+-- if the guess was wrong. Its number is the debt after, times 2, plus 1 if
+-- allowed.
+local function bstretch(r, i, e)
+  local span, pt, m, ttl, now = r.a1, r.a2, r.a3, r.ttl, fastnow
+  local drains = r.a5 ~= 0
+  local idle = spack('dd', now, pt) -- the guess, the same for every key
+  for _ = i, e do
+    local key = KEYS[ki]
+    ki = ki + 1
+    local raw
+    if ttl == '' then
+      raw = call('SET', key, idle, 'GET')
     else
-      call('SET', key, spack('dd', t, after), 'PX', r.ttl)
+      raw = call('SET', key, idle, 'PX', ttl, 'GET')
     end
+    local v = pt * 2 + 1
+    if raw then
+      local t0, D0 = sunpack('dd', raw)
+      local t, D = now, 0
+      if t < t0 then t = t0 end
+      if not drains then
+        D = D0
+      elseif t - t0 < D0 / m + 1 then -- else el*m might not be exact: D is 0
+        D = D0 - (t - t0) * m
+        if D < 0 then D = 0 end
+      end
+      local after = D
+      v = D * 2
+      if D + pt <= span then
+        after = D + pt
+        v = after * 2 + 1
+      end
+      if t ~= now or after ~= pt then
+        if ttl == '' then
+          call('SET', key, spack('dd', t, after))
+        else
+          call('SET', key, spack('dd', t, after), 'PX', ttl)
+        end
+      end
+    end
+    nout = nout + 1
+    out[nout] = v
   end
-  return after * 2 + ok
+  return e + 1
 end
 
 -- wkey returns how to mend the keys of rule r's one-byte requests, which
@@ -974,43 +1010,62 @@ end
 -- run but the reused tables of checks (see check), which each request sets
 -- afresh; as a script, once a run.
 local decide
-local shape, fastnow -- ARGV[2], and the time of its one-byte requests
 
--- one decides the run's request i.
-local function one(i)
+-- wstretch takes single units from windows' counters (kind 5, Rate >= 1),
+-- each given back if its window is full. Its number is the count after,
+-- times 2, plus 1 if allowed.
+local function wstretch(r, i, e)
+  local rate, ttl = r.a1, r.ttl
+  local mend = wkey(r, fastnow)
+  for _ = i, e do
+    local key = KEYS[ki]
+    ki = ki + 1
+    if mend then key = string.sub(key, 1, #key - mend[1]) .. mend[2] end
+    local c = call('INCR', key)
+    if c == 1 then call('PEXPIRE', key, ttl) end -- new: its window's first
+    nout = nout + 1
+    if c > rate then
+      call('DECR', key)
+      out[nout] = c * 2 - 2
+    else
+      out[nout] = c * 2 + 1
+    end
+  end
+  return e + 1
+end
+
+-- notrule[ri] is a pattern of one byte other than ri, to find where a
+-- stretch of rule ri's requests ends in the shape with one string.find
+-- rather than a string.byte per request (a '%' before a byte not
+-- alphanumeric takes it as itself).
+local notrule = {}
+
+-- upto decides the run's requests from i, up to n at most: one request
+-- not in one byte, or a stretch of one-byte ones. It returns the index of
+-- the next request.
+local function upto(i, n)
   local ri = byte(shape, i)
   if ri == 0 then
     if not decide then decide = loadgeneral() end
     decide()
-  else
-    local r = rules[ri]
-    local key = KEYS[ki]
-    ki = ki + 1
-    nout = nout + 1
-    if r.kind == 1 then
-      out[nout] = bfast(r, key, fastnow)
-    elseif r.kind == 3 then
-      out[nout] = cfast(r, key, fastnow)
-    else
-      -- A unit taken from a window's counter (kind 5, Rate >= 1), or
-      -- given back if the window is full: the count after, times 2, plus
-      -- 1 if allowed. Inline: this is the commonest request.
-      local mend = r.mend
-      if mend == nil then
-        mend = wkey(r, fastnow)
-        r.mend = mend
-      end
-      if mend then key = string.sub(key, 1, #key - mend[1]) .. mend[2] end
-      local c = call('INCR', key)
-      if c == 1 then call('PEXPIRE', key, r.ttl) end -- new: its window's first
-      if c > r.a1 then
-        call('DECR', key)
-        out[nout] = c * 2 - 2
-      else
-        out[nout] = c * 2 + 1
-      end
-    end
+    return i + 1
   end
+  local e = n
+  if i < n then
+    local pat = notrule[ri]
+    if not pat then
+      local c = string.char(ri)
+      if string.find(c, '%w') then pat = '[^' .. c .. ']' else pat = '[^%' .. c .. ']' end
+      notrule[ri] = pat
+    end
+    local j = string.find(shape, pat, i + 1)
+    if j and j <= n then e = j - 1 end
+  end
+  local r = rules[ri]
+  local kind = r.kind
+  if kind == 1 then return bstretch(r, i, e) end
+  if kind == 3 then return cstretch(r, i, e) end
+  return wstretch(r, i, e)
 end
 
 -- moved answers request i, which failed on a key the node does not hold,
@@ -1049,13 +1104,11 @@ local function take(keys, argv)
   end
   out[1], nout = 0, 1
   reqs, pos = ARGV[3], 1
-  rules = {}
-  for i = 1, tonumber(ARGV[6]) do
+  local nrules = tonumber(ARGV[6])
+  for i = 1, nrules do
     local rec = ARGV[6 + i]
     local r = rcache[rec]
-    if r then
-      r.mend = nil
-    else
+    if not r then
       -- A constructor sizes the table once.
       local kind, shadow, a1, a2, a3, a4, a5, a6, ttl = sunpack('<BBdddddds', rec)
       r = {kind = kind, shadow = shadow, a1 = a1, a2 = a2, a3 = a3, a4 = a4, a5 = a5, a6 = a6, ttl = ttl}
@@ -1070,7 +1123,7 @@ local function take(keys, argv)
   if nodemode then
     mode = string.sub(mode, 2)
     KEYS = {}
-    local from = 6 + #rules
+    local from = 6 + nrules
     for i = from + 1, #ARGV do KEYS[i - from] = ARGV[i] end
   end
   clockon = string.byte(mode, 1) == 49 -- '1'
@@ -1088,21 +1141,25 @@ local function take(keys, argv)
     fastnow = at(tonumber(ARGV[4]))
     out[1] = fastnow
   end
-  for i = 1, #shape do
+  local i, n = 1, #shape
+  while i <= n do
     if nodemode then
       local ki0, pos0, nout0 = ki, pos, nout
-      local ok, e = pcall(one, i)
-      if not ok then
+      local ok, e = pcall(upto, i, i)
+      if ok then
+        i = e
+      else
         local msg = e
         if type(e) == 'table' then msg = e.err end
         if type(msg) == 'string' and string.find(msg, 'non local key', 1, true) then
           moved(i, ki0, pos0, nout0)
+          i = i + 1
         else
           error(e)
         end
       end
     else
-      one(i)
+      i = upto(i, n)
     end
   end
   if clocked then call('SET', KEYS[1], spack('<d', clock), 'PX', CLOCKTTL) end
