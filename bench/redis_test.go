@@ -26,7 +26,9 @@ import (
 // contenders on the same redis-server in the same run: a pipelined
 // INCRBY + PEXPIRE pair per decision (store=pair: what the inexact
 // fixed-window limiters, envoyproxy/ratelimit among them, pay; it counts
-// denied requests too) and go-redis/redis_rate v10 (GCRA). Keys are spread
+// denied requests too) and go-redis/redis_rate v10 (GCRA); and, for the
+// fixed window and GCRA at 16 and 64 a run, the least script that keeps
+// the store's guarantees (store=floor, see floorLibrary). Keys are spread
 // over 10000 entities at 1000 per second each, so nearly every request is
 // allowed.
 //
@@ -72,7 +74,7 @@ func BenchmarkRedis(b *testing.B) {
 			callers := max(32, 4*batch)
 			b.Run(fmt.Sprintf("store=sluice/alg=%s/batch=%d", alg, batch), func(b *testing.B) {
 				rc := benchClient(b, addr, callers)
-				s, err := sredis.New(rc, sredis.WithPrefix(fmt.Sprintf("b%d:", time.Now().UnixNano())),
+				s, err := sredis.New(rc, sredis.WithPrefix(benchPrefix("b")),
 					sredis.WithTimeout(time.Second), sredis.WithMaxBatch(batch))
 				if err != nil {
 					b.Fatal(err)
@@ -96,6 +98,140 @@ func BenchmarkRedis(b *testing.B) {
 	}
 	for _, callers := range []int{32, 64} {
 		contenders(b, addr, callers, limit)
+	}
+	floors(b, addr, algs)
+}
+
+// floorLibrary is the least a run can cost Redis and keep the store's
+// guarantees for a single unit of one check (exact, all-or-nothing, at
+// Redis TIME, never at a time before one already decided at): TIME, the
+// clock's SET ... GET, then per key one call for a bucket and an INCR
+// (PEXPIRE if new, DECR if over) for a fixed window, with one number of
+// reply per decision, as take.lua's one-byte requests. It knows one rule,
+// PerSecond(1000) (BenchmarkRedis's): argv is its constants, as strings.
+// It trusts the window in a key and takes no rules, shapes or other
+// kinds of request: what the store's run pays beyond it is its
+// generality.
+const floorLibrary = `#!lua name=sluicefloor
+local function at(clock)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local raw = redis.call('SET', clock, struct.pack('<d', now), 'PX', '86400000', 'GET')
+  if raw then
+    local old = struct.unpack('<d', raw)
+    if old > now then
+      redis.call('SET', clock, raw, 'PX', '86400000')
+      now = old
+    end
+  end
+  return now
+end
+redis.register_function{function_name='floor_fixed', flags={'allow-cross-slot-keys'},
+callback=function(keys, argv)
+  local out = {at(keys[1])}
+  local rate, ttl = tonumber(argv[1]), argv[2]
+  for i = 2, #keys do
+    local c = redis.call('INCR', keys[i])
+    if c == 1 then redis.call('PEXPIRE', keys[i], ttl) end
+    if c > rate then
+      redis.call('DECR', keys[i])
+      out[i] = c * 2 - 2
+    else
+      out[i] = c * 2 + 1
+    end
+  end
+  return out
+end}
+redis.register_function{function_name='floor_bucket', flags={'allow-cross-slot-keys'},
+callback=function(keys, argv)
+  local now = at(keys[1])
+  local out = {now}
+  local span, pt, ttl = tonumber(argv[1]), tonumber(argv[2]), argv[3]
+  local idle = struct.pack('dd', now, pt)
+  for i = 2, #keys do
+    local raw = redis.call('SET', keys[i], idle, 'PX', ttl, 'GET')
+    local v = pt * 2 + 1
+    if raw then
+      local t0, D0 = struct.unpack('dd', raw)
+      local t = now
+      if t < t0 then t = t0 end
+      local D = D0 - (t - t0)
+      if D < 0 then D = 0 end
+      local after = D
+      v = D * 2
+      if D + pt <= span then
+        after = D + pt
+        v = after * 2 + 1
+      end
+      if t ~= now or after ~= pt then
+        redis.call('SET', keys[i], struct.pack('dd', t, after), 'PX', ttl)
+      end
+    end
+    out[i] = v
+  end
+  return out
+end}
+`
+
+// floors runs floorLibrary, store=floor, for the fixed window and GCRA
+// (for the buckets: their one-unit path is the same) among algs at 16 and
+// 64 decisions a run: an FCALL of that many
+// keys, named as the store names them, from 4 callers, as many runs in
+// flight as the store's 4·B callers keep. Its cmd-µs beside
+// the store's at the same run size is what the store's generality costs
+// Redis; what the floor costs is what the guarantees do.
+func floors(b *testing.B, addr string, algs []sluice.Algo) {
+	const floorCallers = 4 // runs in flight, as the store's 4·B callers make at B a run
+	rc := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer rc.Close()
+	if err := rc.FunctionLoadReplace(context.Background(), floorLibrary).Err(); err != nil {
+		b.Logf("no floor: FUNCTION LOAD: %v", err) // Redis before 7
+		return
+	}
+	// PerSecond(1000) as the store has it: a window's count and its keys'
+	// TTL in ms (its period and a second), and a bucket's debt in µs, a
+	// unit costing 1000 of it and the full bucket 1000 units.
+	kinds := map[sluice.Algo]struct {
+		fn, code string
+		argv     []any
+	}{
+		sluice.AlgoFixedWindow: {"floor_fixed", "w:", []any{"1000", "2000"}},
+		sluice.AlgoGCRA:        {"floor_bucket", "b", []any{"1000000", "1000", "2000"}},
+	}
+	for _, alg := range algs {
+		k, ok := kinds[alg]
+		if !ok {
+			continue
+		}
+		for _, batch := range []int{16, 64} {
+			b.Run(fmt.Sprintf("store=floor/alg=%s/batch=%d", alg, batch), func(b *testing.B) {
+				rc := benchClient(b, addr, floorCallers)
+				prefix := benchPrefix("f")
+				runOn(b, []*goredis.Client{rc}, floorCallers, batch, []string{"fcall"}, func() func(users []string) int {
+					keys := make([]string, batch+1)
+					keys[0] = prefix + "clock"
+					return func(users []string) int {
+						window := ""
+						if k.code == "w:" {
+							window = strconv.FormatInt(time.Now().Unix(), 10)
+						}
+						for i, u := range users {
+							keys[i+1] = prefix + "{" + u + "}:bench:" + k.code + window
+						}
+						reply, err := rc.FCall(context.Background(), k.fn, keys, k.argv...).Int64Slice()
+						if err != nil {
+							b.Error(err)
+							return 0
+						}
+						allowed := 0
+						for _, v := range reply[1:] {
+							allowed += int(v & 1)
+						}
+						return allowed
+					}
+				})
+			})
+		}
 	}
 }
 
@@ -152,17 +288,35 @@ func pinRedis(b *testing.B, addr string) {
 // how much of the machine each side used (decisions/s × cpu-µs / 10^6 is
 // cores busy).
 func runRedis(b *testing.B, rc *goredis.Client, callers int, cmds []string, mk func() func(key string) bool) {
-	runOn(b, []*goredis.Client{rc}, callers, cmds, mk)
+	runOn(b, []*goredis.Client{rc}, callers, 1, cmds, each(mk))
 }
 
-// runOn is runRedis with the Redis figures summed over servers: the
-// masters of a Cluster.
-func runOn(b *testing.B, servers []*goredis.Client, callers int, cmds []string, mk func() func(key string) bool) {
+// each makes mk's deciders, of one key, deciders of a run of per keys
+// (per being 1).
+func each(mk func() func(key string) bool) func() func(keys []string) int {
+	return func() func(keys []string) int {
+		decide := mk()
+		return func(keys []string) int {
+			if decide(keys[0]) {
+				return 1
+			}
+			return 0
+		}
+	}
+}
+
+// runOn is runRedis with the Redis figures summed over servers (the
+// masters of a Cluster), and with per decisions a call of decide, which
+// gets their keys and returns how many were allowed. The latencies are
+// of the calls.
+func runOn(b *testing.B, servers []*goredis.Client, callers, per int, cmds []string, mk func() func(keys []string) int) {
 	b.ReportAllocs()
-	keys := make([]string, 10000)
+	keys := make([]string, 10000, 10000+per)
 	for i := range keys {
 		keys[i] = "user" + strconv.Itoa(i)
 	}
+	keys = append(keys, keys[:per-1]...) // a run may go round the end
+	calls := (b.N + per - 1) / per
 	lat := make([][]time.Duration, callers)
 	var next, allowed atomic.Int64
 	var wg sync.WaitGroup
@@ -170,17 +324,16 @@ func runOn(b *testing.B, servers []*goredis.Client, callers int, cmds []string, 
 	for g := range callers {
 		decide := mk()
 		wg.Go(func() {
-			own := make([]time.Duration, 0, b.N/callers+1)
+			own := make([]time.Duration, 0, calls/callers+1)
 			<-start
 			for {
 				i := next.Add(1) - 1
-				if i >= int64(b.N) {
+				if i >= int64(calls) {
 					break
 				}
+				j := i * int64(per) % 10000
 				t := time.Now()
-				if decide(keys[i%int64(len(keys))]) {
-					allowed.Add(1)
-				}
+				allowed.Add(int64(decide(keys[j : j+int64(per)])))
 				own = append(own, time.Since(t))
 			}
 			lat[g] = own
@@ -202,12 +355,13 @@ func runOn(b *testing.B, servers []*goredis.Client, callers int, cmds []string, 
 		b.ReportMetric(all[len(all)/2].Seconds()*1e6, "p50-µs")
 		b.ReportMetric(all[len(all)*99/100].Seconds()*1e6, "p99-µs")
 	}
-	b.ReportMetric(float64(b.N)/el.Seconds(), "decisions/s")
-	b.ReportMetric(float64(allowed.Load())/float64(b.N), "allowed/op")
-	b.ReportMetric(float64(cmd1-cmd0)/float64(b.N), "cmd-µs")
-	b.ReportMetric((server1-server0).Seconds()*1e6/float64(b.N), "server-cpu-µs")
+	n := float64(calls * per) // decisions: b.N, or a few more
+	b.ReportMetric(n/el.Seconds(), "decisions/s")
+	b.ReportMetric(float64(allowed.Load())/n, "allowed/op")
+	b.ReportMetric(float64(cmd1-cmd0)/n, "cmd-µs")
+	b.ReportMetric((server1-server0).Seconds()*1e6/n, "server-cpu-µs")
 	if clientOK {
-		b.ReportMetric((client1-client0).Seconds()*1e6/float64(b.N), "client-cpu-µs")
+		b.ReportMetric((client1-client0).Seconds()*1e6/n, "client-cpu-µs")
 	}
 }
 
@@ -255,7 +409,7 @@ func BenchmarkRedisCluster(b *testing.B) {
 					continue
 				}
 				b.Run(fmt.Sprintf("store=sluice/alg=%s/batched=%v/checks=%d", alg, batched, n), func(b *testing.B) {
-					opts := []sredis.Option{sredis.WithPrefix(fmt.Sprintf("b%d:", time.Now().UnixNano())), sredis.WithTimeout(time.Second)}
+					opts := []sredis.Option{sredis.WithPrefix(benchPrefix("b")), sredis.WithTimeout(time.Second)}
 					if !batched {
 						opts = append(opts, sredis.WithoutBatching())
 					}
@@ -265,7 +419,7 @@ func BenchmarkRedisCluster(b *testing.B) {
 					}
 					user := &sluice.Rule{Name: "user", Algorithm: alg, Limit: limit}
 					ip := &sluice.Rule{Name: "ip", Algorithm: alg, Limit: limit}
-					runOn(b, masters, callers, script, func() func(key string) bool {
+					runOn(b, masters, callers, 1, script, each(func() func(key string) bool {
 						checks := []sluice.Check{{Rule: user}, {Rule: ip}}[:n]
 						out := make([]sluice.Decision, n)
 						return func(key string) bool {
@@ -278,7 +432,7 @@ func BenchmarkRedisCluster(b *testing.B) {
 							}
 							return out[0].Allowed
 						}
-					})
+					}))
 					st := s.Stats()
 					if st.Runs > 0 {
 						b.ReportMetric(float64(st.Calls)/float64(st.Runs), "reqs/run")
@@ -290,15 +444,27 @@ func BenchmarkRedisCluster(b *testing.B) {
 	}
 	b.Run("store=pair", func(b *testing.B) {
 		cc := cluster(b)
-		runOn(b, masters, callers, []string{"incrby", "pexpire"}, pairDecide(b, cc, limit))
+		runOn(b, masters, callers, 1, []string{"incrby", "pexpire"}, each(pairDecide(b, cc, limit)))
 	})
+}
+
+// prefixes counts the keys' prefixes of the process: each sub-benchmark
+// starts on keys of its own.
+var prefixes atomic.Int64
+
+// benchPrefix is a prefix of keys no other sub-benchmark of the process
+// uses, of the length of the store's default, "sluice:": c, 5 digits, a
+// colon. (Until 2026-12-01's fifth session it was 21 characters, c and
+// the time in ns; a key's length shows in what Redis spends on it.)
+func benchPrefix(c string) string {
+	return fmt.Sprintf("%s%05d:", c, prefixes.Add(1))
 }
 
 // pairDecide makes the pair's callers: a pipelined INCRBY + PEXPIRE on
 // rc per decision, of a key per window named as envoyproxy/ratelimit
 // names it (the window's start in Unix seconds at the end).
 func pairDecide(b *testing.B, rc goredis.Cmdable, limit sluice.Limit) func() func(key string) bool {
-	prefix := fmt.Sprintf("p%d:", time.Now().UnixNano())
+	prefix := benchPrefix("p")
 	return func() func(key string) bool {
 		return func(key string) bool {
 			k := prefix + key + "_" + strconv.FormatInt(time.Now().Unix(), 10)
