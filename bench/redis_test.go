@@ -176,12 +176,12 @@ end}
 // floors runs floorLibrary, store=floor, for the fixed window and GCRA
 // (for the buckets: their one-unit path is the same) among algs at 16 and
 // 64 decisions a run: an FCALL of that many
-// keys, named as the store names them, from 4 callers, as many runs in
-// flight as the store's 4·B callers keep. Its cmd-µs beside
+// keys, named as the store names them, from 2 callers: as many runs in
+// flight as the store keeps out at most. Its cmd-µs beside
 // the store's at the same run size is what the store's generality costs
 // Redis; what the floor costs is what the guarantees do.
 func floors(b *testing.B, addr string, algs []sluice.Algo) {
-	const floorCallers = 4 // runs in flight, as the store's 4·B callers make at B a run
+	const floorCallers = 2 // runs in flight: as many as the store keeps out at most
 	rc := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer rc.Close()
 	if err := rc.FunctionLoadReplace(context.Background(), floorLibrary).Err(); err != nil {
