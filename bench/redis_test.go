@@ -102,16 +102,18 @@ func BenchmarkRedis(b *testing.B) {
 	floors(b, addr, algs)
 }
 
-// floorLibrary is the least a run can cost Redis and keep the store's
-// guarantees for a single unit of one check (exact, all-or-nothing, at
-// Redis TIME, never at a time before one already decided at): TIME, the
-// clock's SET ... GET, then per key one call for a bucket and an INCR
-// (PEXPIRE if new, DECR if over) for a fixed window, with one number of
-// reply per decision, as take.lua's one-byte requests. It knows one rule,
-// PerSecond(1000) (BenchmarkRedis's): argv is its constants, as strings.
-// It trusts the window in a key and takes no rules, shapes or other
-// kinds of request: what the store's run pays beyond it is its
-// generality.
+// floorLibrary is about the least a run can cost Redis and keep the
+// store's guarantees for a single unit of one check (exact,
+// all-or-nothing, at Redis TIME, never at a time before one already
+// decided at): TIME, the clock's SET ... GET, then per key one call for a
+// bucket and an INCR (PEXPIRE if new, DECR if over) for a fixed window,
+// with one number of reply per decision, as take.lua's one-byte requests.
+// It knows one rule, PerSecond(1000) (BenchmarkRedis's): argv is its
+// constants, as strings. It takes no rules, shapes or other kinds of
+// request, and it trusts the window the client put in a fixed window's
+// key, which the store checks against Redis TIME once a run (wkey in
+// take.lua) and mends when wrong, so the floor is a shade lower than
+// exact. What the store's run pays beyond it is its generality.
 const floorLibrary = `#!lua name=sluicefloor
 local function at(clock)
   local t = redis.call('TIME')
@@ -175,11 +177,11 @@ end}
 
 // floors runs floorLibrary, store=floor, for the fixed window and GCRA
 // (for the buckets: their one-unit path is the same) among algs at 16 and
-// 64 decisions a run: an FCALL of that many
-// keys, named as the store names them, from 2 callers: as many runs in
-// flight as the store keeps out at most. Its cmd-µs beside
-// the store's at the same run size is what the store's generality costs
-// Redis; what the floor costs is what the guarantees do.
+// 64 decisions a run: an FCALL of that many keys, named as the store
+// names them, from 2 callers, as many runs in flight as the store keeps
+// out at most. Its cmd-µs beside the store's at the same run size is what
+// the store's generality costs Redis; what the floor costs is what the
+// guarantees do. Its p50-µs and p99-µs are of a run, not of a decision.
 func floors(b *testing.B, addr string, algs []sluice.Algo) {
 	const floorCallers = 2 // runs in flight: as many as the store keeps out at most
 	rc := goredis.NewClient(&goredis.Options{Addr: addr})

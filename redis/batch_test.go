@@ -185,42 +185,79 @@ func TestQueuedCallerTimesOut(t *testing.T) {
 	}
 }
 
-// One run of requests on many rules, in the order they queued: the script decides the one-check requests a stretch of one rule
-// at a time (see upto in take.lua), and finds a stretch's end by the byte
-// of its rule, which here takes every value from 1 to 120, letters and a
-// pattern's magic characters ('%', '-', ']', '^') among them. Each rule
-// has two requests on one key, and allows one: whatever the order, every
-// pair must be one allowed and one denied, each reply the request's own.
+// One run of requests on 255 rules, every byte a rule can have in the
+// run's shape, letters, a pattern's magic characters ('%', '-', ']', '^')
+// and bytes past 127 among them: the script decides the one-check
+// requests a stretch of one rule at a time (see upto in take.lua), and
+// finds where a stretch ends by its rule's byte. The requests queue in a
+// set order: each rule has two on one key, side by side (a stretch of
+// two) for the even rules, apart for the odd ones, and a request of two
+// checks (the general path, a 0 in the shape) comes after every
+// sixteenth rule. A rule allows one request a key: every pair must be one
+// allowed and one denied, each reply the request's own.
 func TestStretchesOfManyRules(t *testing.T) {
 	srv := startRedis(t)
-	s := newStore(t, srv.client(t), redis.WithMaxBatch(240))
 	algs := []sluice.Algo{sluice.AlgoGCRA, sluice.AlgoFixedWindow, sluice.AlgoSlidingCounter, sluice.AlgoTokenBucket}
-	const nrules = 120
+	const nrules = 255
 	rules := make([]*sluice.Rule, nrules)
 	for i := range rules {
 		period := time.Duration(i+1) * time.Minute // each its own: a reply decided by another rule shows
 		rules[i] = &sluice.Rule{Name: fmt.Sprintf("r%d", i), Algorithm: algs[i%len(algs)], Limit: sluice.Limit{Rate: 1, Period: period, Burst: 1}}
 	}
+	const general = -1
+	var order []int // rule indexes, or general
+	for r := range nrules {
+		order = append(order, r)
+		if r%2 == 0 {
+			order = append(order, r)
+		}
+		if r%16 == 15 {
+			order = append(order, general)
+		}
+	}
+	for r := 1; r < nrules; r += 2 {
+		order = append(order, r)
+	}
+	s := newStore(t, srv.client(t), redis.WithMaxBatch(len(order)))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	release := redis.HoldRun(s, 0)
-	got := make([][2]sluice.Decision, nrules)
+	got := make([][]sluice.Decision, nrules)
+	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for i := range 2 * nrules {
+	for n, r := range order {
 		wg.Go(func() {
-			out := make([]sluice.Decision, 1)
-			if err := s.Take(ctx, time.Now(), 1, []sluice.Check{{Rule: rules[i%nrules], Key: "k"}}, out); err != nil {
+			checks := []sluice.Check{{Rule: rules[0], Key: fmt.Sprintf("g%d", n)}, {Rule: rules[1], Key: fmt.Sprintf("g%d", n)}}
+			if r != general {
+				checks = []sluice.Check{{Rule: rules[r], Key: "k"}}
+			}
+			out := make([]sluice.Decision, len(checks))
+			if err := s.Take(ctx, time.Now(), 1, checks, out); err != nil {
 				t.Error(err)
 			}
-			got[i%nrules][i/nrules] = out[0]
+			if r == general {
+				if !out[0].Allowed || !out[1].Allowed {
+					t.Errorf("request %d, of two checks on keys of their own: %+v, want both allowed", n, out)
+				}
+				return
+			}
+			mu.Lock()
+			got[r] = append(got[r], out[0])
+			mu.Unlock()
 		})
+		if n < len(order)-1 {
+			waitQueued(t, s, n+1) // in order; the last fills the run, which goes beside the one held out
+		}
 	}
-	wg.Wait() // the last fills the run, which goes beside the one held out
+	wg.Wait()
 	release()
-	if st := s.Stats(); st.Runs != 1 || st.Calls != 2*nrules {
-		t.Fatalf("Stats = %+v, want the %d requests in 1 run", st, 2*nrules)
+	if st := s.Stats(); st.Runs != 1 || st.Calls != int64(len(order)) {
+		t.Fatalf("Stats = %+v, want the %d requests in 1 run", st, len(order))
 	}
 	for i, d := range got {
+		if len(d) != 2 {
+			t.Fatalf("rule %d: %d decisions, want 2", i, len(d))
+		}
 		a, b := d[0], d[1]
 		if a.Allowed == b.Allowed || a.Remaining != 0 || b.Remaining != 0 {
 			t.Errorf("rule %d (%s): %+v and %+v, want one allowed and one denied, 0 remaining", i, rules[i].Algorithm, a, b)

@@ -55,8 +55,9 @@
 
 -- How it runs: as a Redis function (FCALL, Redis 7 and later; see
 -- library in store.go) this file is loaded once, and what its top level
--- makes, the helpers below and the rules' cache, lives from one run to the
--- next, a run being a call of take; as a script (EVAL, the fallback) it is
+-- makes, the helpers below, the rules' cache and the tables a run reuses
+-- (out, rules, notrule), lives from one run to the next, a run being a
+-- call of take; as a script (EVAL, the fallback) it is
 -- all made again at every run, closures, upvalues and tables, which costs
 -- Redis about 2.5µs a run (BENCHMARKS.md, "Where a run's fixed cost
 -- went"). Loading a library sees no global but redis, and of it only
@@ -1014,9 +1015,14 @@ local decide
 -- wstretch takes single units from windows' counters (kind 5, Rate >= 1),
 -- each given back if its window is full. Its number is the count after,
 -- times 2, plus 1 if allowed.
+local mends = {} -- by rule index: wkey's answer for the run, once asked
 local function wstretch(r, i, e)
-  local rate, ttl = r.a1, r.ttl
-  local mend = wkey(r, fastnow)
+  local rate, ttl, ri = r.a1, r.ttl, byte(shape, i)
+  local mend = mends[ri]
+  if mend == nil then
+    mend = wkey(r, fastnow)
+    mends[ri] = mend
+  end
   for _ = i, e do
     local key = KEYS[ki]
     ki = ki + 1
@@ -1115,7 +1121,7 @@ local function take(keys, argv)
       if nrcache == 256 then rcache, nrcache = {}, 0 end
       rcache[rec], nrcache = r, nrcache + 1
     end
-    rules[i] = r
+    rules[i], mends[i] = r, nil
   end
   ki = 1
   mode = ARGV[1]
@@ -1163,10 +1169,10 @@ local function take(keys, argv)
     end
   end
   if clocked then call('SET', KEYS[1], spack('<d', clock), 'PX', CLOCKTTL) end
-  local i = nout + 1
-  while out[i] ~= nil do
-    out[i] = nil
-    i = i + 1
+  local j = nout + 1
+  while out[j] ~= nil do
+    out[j] = nil
+    j = j + 1
   end
   return out
 end
