@@ -2,11 +2,16 @@ package redis_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/redis"
@@ -274,5 +279,90 @@ func TestStretchesOfManyRules(t *testing.T) {
 		if denied.RetryAfter <= lo || denied.RetryAfter > hi {
 			t.Errorf("rule %d (%s): denied with RetryAfter %v, want in (%v, %v]", i, rules[i].Algorithm, denied.RetryAfter, lo, hi)
 		}
+	}
+}
+
+// errInjected is the error failHook gives a script run.
+var errInjected = errors.New("injected failure")
+
+// failHook fails every script run (FCALL, EVALSHA, EVAL) from the
+// from-th on (1 the first; 0 none), counting them in runs.
+type failHook struct {
+	runs, from *atomic.Int64
+}
+
+func (failHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h failHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		switch cmd.Name() {
+		case "fcall", "evalsha", "eval":
+			if n := h.runs.Add(1); h.from.Load() > 0 && n >= h.from.Load() {
+				cmd.SetErr(errInjected)
+				return errInjected
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (failHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+// A request the script sends back to the general path (-3, see
+// cstretch in take.lua) is decided again in a run of its own after the
+// first. If that run fails, the error is that request's alone: the other
+// request of the first run was decided there, and is answered.
+func TestRedoErrorIsItsOwn(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	var runs, from atomic.Int64
+	rc.AddHook(failHook{&runs, &from})
+	p := prefix(t)
+	s := newStore(t, rc, redis.WithPrefix(p), redis.WithMaxBatch(2))
+	counter := sluice.Check{Rule: &sluice.Rule{Name: "c", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.PerMinute(10)}, Key: "k"}
+	other := sluice.Check{Rule: &sluice.Rule{Name: "g", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerMinute(10)}, Key: "k"}
+	take(t, s, time.Time{}, 1, counter)
+	// The counter's state written an hour ahead, as only a lost clock
+	// could: the one-unit path answers -3 for it (TestCounterStateAhead).
+	keys := stateKeys(scanKeys(t, rc, p))
+	if len(keys) != 1 {
+		t.Fatalf("keys %v, want 1", keys)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	raw, err := rc.Get(ctx, keys[0]).Bytes()
+	if err != nil || len(raw) != 32 {
+		t.Fatalf("state %q, %v: want 4 doubles", raw, err)
+	}
+	last := math.Float64frombits(binary.LittleEndian.Uint64(raw[24:]))
+	binary.LittleEndian.PutUint64(raw[24:], math.Float64bits(last+3600e6))
+	if err := rc.Set(ctx, keys[0], raw, goredis.KeepTTL).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	from.Store(runs.Load() + 2) // the first run goes through; the redo fails
+	release := redis.HoldRun(s, 0)
+	outC, outO := make([]sluice.Decision, 1), make([]sluice.Decision, 1)
+	var errC, errO error
+	var wg sync.WaitGroup
+	wg.Go(func() { errC = s.Take(ctx, time.Time{}, 1, []sluice.Check{counter}, outC) })
+	waitQueued(t, s, 1)
+	wg.Go(func() { errO = s.Take(ctx, time.Time{}, 1, []sluice.Check{other}, outO) })
+	wg.Wait() // the second fills a run of 2, which goes beside the one held out
+	release()
+	if got := runs.Load() - (from.Load() - 2); got != 2 {
+		t.Errorf("%d script runs, want 2: the run of both, then the counter's again", got)
+	}
+	if errO != nil || !outO[0].Allowed || outO[0].Remaining != 9 {
+		t.Errorf("the other request: %+v, %v; want allowed, 9 left, no error", outO[0], errO)
+	}
+	if !errors.Is(errC, errInjected) {
+		t.Errorf("the request decided again: %+v, %v; want the redo's error", outC[0], errC)
+	}
+	after, err := rc.Get(ctx, keys[0]).Bytes()
+	if err != nil || string(after) != string(raw) {
+		t.Errorf("the counter's state went from %x to %x (%v): want it unchanged", raw, after, err)
 	}
 }
