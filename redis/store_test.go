@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -710,5 +711,55 @@ func TestWindowKeysShared(t *testing.T) {
 			t.Errorf("bob's keys %v, want one under sluice's name", keys)
 		}
 		return
+	}
+}
+
+// A sliding log's entries of one µs are one entry: a request at the time
+// of the log's last decision adds its units to the newest entry, and one
+// at a later time pushes an entry of its own.
+func TestLogMergesSameMicrosecond(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	p := prefix(t)
+	s := newStore(t, rc, redis.WithPrefix(p), redis.WithCallerTime())
+	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)}, Key: "k"}
+	now := time.Unix(1_700_000_000, 0)
+	entries := func() [][2]float64 {
+		t.Helper()
+		var key string
+		for _, k := range scanKeys(t, rc, p) {
+			if strings.HasSuffix(k, ":l:e") {
+				key = k
+			}
+		}
+		raws, err := rc.LRange(context.Background(), key, 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var es [][2]float64
+		for _, r := range raws {
+			if len(r) != 16 {
+				t.Fatalf("entry %q, want 2 doubles", r)
+			}
+			f := func(i int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64([]byte(r[8*i:]))) }
+			es = append(es, [2]float64{f(0), f(1)})
+		}
+		return es
+	}
+	at := float64(now.UnixMicro())
+	take(t, s, now, 1, c)
+	take(t, s, now, 2, c)
+	if got, want := entries(), [][2]float64{{at, 3}}; !slices.Equal(got, want) {
+		t.Errorf("after 1 and 2 units at one µs: entries %v, want %v", got, want)
+	}
+	take(t, s, now.Add(time.Microsecond), 1, c)
+	if got, want := entries(), [][2]float64{{at, 3}, {at + 1, 1}}; !slices.Equal(got, want) {
+		t.Errorf("after 1 more a µs later: entries %v, want %v", got, want)
+	}
+	if d := take(t, s, now.Add(time.Microsecond), 1, c)[0]; !d.Allowed || d.Remaining != 5 {
+		t.Errorf("the fifth unit: %+v, want allowed, 5 left", d)
+	}
+	if got, want := entries(), [][2]float64{{at, 3}, {at + 1, 2}}; !slices.Equal(got, want) {
+		t.Errorf("after 1 more at that µs: entries %v, want %v", got, want)
 	}
 }

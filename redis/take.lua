@@ -611,34 +611,32 @@ local function loadgeneral()
   local function slog(c, now, n)
     local rate, p = c.r.a1, c.r.a2
     local st = c.st
-    local count = 0
+    local count, last = 0, false
     if st then
       if now < st[2] then now = st[2] end
-      count = st[1]
+      count, last = st[1], st[2]
     end
     local lkey = c.key2
-    -- entries at or before now-p leave the window
-    local drop, len = 0, 0
+    -- Entries at or before now-p leave the window, read from the oldest: a
+    -- few first, as a request on a key in use finds one or none to drop,
+    -- then 32 at a time. rest: entries are left after them.
+    local drop, rest = 0, false
     if count > 0 then
-      len = call('LLEN', lkey)
-      while drop < len do
-        local batch = call('LRANGE', lkey, drop, drop + 31)
-        local stop = false
+      local k = 4
+      while true do
+        local batch = call('LRANGE', lkey, drop, drop + k - 1)
         for i = 1, #batch do
           local at, u = sunpack('dd', batch[i])
           if now - at < p then
-            stop = true
+            rest = true
             break
           end
           drop = drop + 1
           count = count - u
         end
-        if stop or #batch == 0 then break end
+        if rest or #batch < k then break end
+        k = 32
       end
-    end
-    local newest = nil
-    if drop < len then
-      newest = sunpack('dd', call('LINDEX', lkey, -1))
     end
     local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
     local push = false
@@ -663,11 +661,20 @@ local function loadgeneral()
       end
     end
     d[2] = rate - count
-    if push then newest = now end
+    local newest = nil
+    if push then
+      newest = now
+    elseif rest then
+      newest = sunpack('dd', call('LINDEX', lkey, -1))
+    end
     if newest then d[5] = newest + p - now end
     if count > 0 then
       d[7], d[8], d[9] = 3, spack('dd', count, now), d[5]
-      d[11], d[12], d[13], d[14] = drop, push, len - drop, now
+      -- An entry at now, which a push merges with, can only be the newest,
+      -- and only if the last time decided at is now: an entry's time is
+      -- that of the decision that pushed it, and the meta's last is the
+      -- latest decision's.
+      d[11], d[12], d[13], d[14] = drop, push, rest and last == now, now
     elseif st then
       d[7] = 2
     end
@@ -681,7 +688,7 @@ local function loadgeneral()
     if d[11] > 0 then call('LTRIM', lkey, d[11], -1) end
     if d[12] then
       local at, u = nil, 0
-      if d[13] > 0 then at, u = sunpack('dd', call('LINDEX', lkey, -1)) end
+      if d[13] then at, u = sunpack('dd', call('LINDEX', lkey, -1)) end
       if at == d[14] then
         call('LSET', lkey, -1, spack('dd', at, u + n))
       else
