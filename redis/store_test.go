@@ -715,8 +715,9 @@ func TestWindowKeysShared(t *testing.T) {
 }
 
 // A sliding log's entries of one µs are one entry: a request at the time
-// of the log's last decision adds its units to the newest entry, and one
-// at a later time pushes an entry of its own.
+// of the log's last decision (or before it, which is read as that time)
+// adds its units to the newest entry, and one at a later time pushes an
+// entry of its own.
 func TestLogMergesSameMicrosecond(t *testing.T) {
 	srv := startRedis(t)
 	rc := srv.client(t)
@@ -761,5 +762,10 @@ func TestLogMergesSameMicrosecond(t *testing.T) {
 	}
 	if got, want := entries(), [][2]float64{{at, 3}, {at + 1, 2}}; !slices.Equal(got, want) {
 		t.Errorf("after 1 more at that µs: entries %v, want %v", got, want)
+	}
+	// A time before the last decision's is read as that time: merged too.
+	take(t, s, now, 1, c)
+	if got, want := entries(), [][2]float64{{at, 3}, {at + 1, 3}}; !slices.Equal(got, want) {
+		t.Errorf("after 1 more at an earlier time: entries %v, want %v", got, want)
 	}
 }
