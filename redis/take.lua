@@ -56,9 +56,9 @@
 -- How it runs: as a Redis function (FCALL, Redis 7 and later; see
 -- library in store.go) this file is loaded once, and what its top level
 -- makes, the helpers below, the rules' cache and the tables a run reuses
--- (out, rules, notrule), lives from one run to the next, a run being a
--- call of take; as a script (EVAL, the fallback) it is
--- all made again at every run, closures, upvalues and tables, which costs
+-- (out, rules, mends, notrule), lives from one run to the next, a run
+-- being a call of take; as a script (EVAL, the fallback) it is all made
+-- again at every run, closures, upvalues and tables, which costs
 -- Redis about 2.5µs a run (BENCHMARKS.md, "Where a run's fixed cost
 -- went"). Loading a library sees no global but redis, and of it only
 -- register_function: the globals a run needs are bound at the first run,
