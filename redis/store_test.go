@@ -769,3 +769,23 @@ func TestLogMergesSameMicrosecond(t *testing.T) {
 		t.Errorf("after 1 more at an earlier time: entries %v, want %v", got, want)
 	}
 }
+
+// A rule whose rate came down under the same name finds more counted than
+// it allows: its Remaining is 0, never below. The fixed window's packed
+// state and the sliding log, on the general path (the caller's time).
+func TestRemainingNeverNegative(t *testing.T) {
+	srv := startRedis(t)
+	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithCallerTime())
+	now := time.Unix(1_700_000_000, 0)
+	for _, alg := range []sluice.Algo{sluice.AlgoFixedWindow, sluice.AlgoSlidingLog} {
+		high := &sluice.Rule{Name: string(alg), Algorithm: alg, Limit: sluice.PerMinute(100)}
+		low := &sluice.Rule{Name: string(alg), Algorithm: alg, Limit: sluice.PerMinute(10)}
+		take(t, s, now, 50, sluice.Check{Rule: high, Key: "k"})
+		if d := take(t, s, now, 1, sluice.Check{Rule: low, Key: "k"})[0]; d.Allowed || d.Remaining != 0 {
+			t.Errorf("%s: 1 at the lower rate, 50 counted = %+v, want denied, 0 remaining", alg, d)
+		}
+		if d := take(t, s, now, 0, sluice.Check{Rule: low, Key: "k"})[0]; d.Remaining != 0 {
+			t.Errorf("%s: a peek at the lower rate, 50 counted = %+v, want 0 remaining", alg, d)
+		}
+	}
+}

@@ -515,6 +515,7 @@ local function loadgeneral()
       d[3] = p - off
     end
     d[2] = rate - count
+    if d[2] < 0 then d[2] = 0 end -- a rate lowered under the same name
     if count > 0 then
       d[5] = p - off
       if not st or st[1] ~= k or st[2] ~= count or st[3] ~= now then
@@ -661,6 +662,7 @@ local function loadgeneral()
       end
     end
     d[2] = rate - count
+    if d[2] < 0 then d[2] = 0 end -- a rate lowered under the same name
     local newest = nil
     if push then
       newest = now
