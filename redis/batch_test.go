@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -202,11 +204,14 @@ func TestQueuedCallerTimesOut(t *testing.T) {
 // allowed and one denied, each reply the request's own.
 func TestStretchesOfManyRules(t *testing.T) {
 	srv := startRedis(t)
-	algs := []sluice.Algo{sluice.AlgoGCRA, sluice.AlgoFixedWindow, sluice.AlgoSlidingCounter, sluice.AlgoTokenBucket}
+	algs := []sluice.Algo{sluice.AlgoGCRA, sluice.AlgoFixedWindow, sluice.AlgoSlidingCounter, sluice.AlgoTokenBucket, sluice.AlgoSlidingLog}
 	const nrules = 255
 	rules := make([]*sluice.Rule, nrules)
 	for i := range rules {
-		period := time.Duration(i+1) * time.Minute // each its own: a reply decided by another rule shows
+		// Each its own period, so that a reply decided by another rule
+		// shows; the logs' first ones below 2^26 µs, on their path of
+		// their own, two keys a request.
+		period := time.Duration(i+1) * time.Second
 		rules[i] = &sluice.Rule{Name: fmt.Sprintf("r%d", i), Algorithm: algs[i%len(algs)], Limit: sluice.Limit{Rate: 1, Period: period, Burst: 1}}
 	}
 	const general = -1
@@ -273,8 +278,8 @@ func TestStretchesOfManyRules(t *testing.T) {
 			denied = b
 		}
 		lo, hi := time.Duration(0), rules[i].Limit.Period
-		if rules[i].Algorithm != sluice.AlgoFixedWindow && rules[i].Algorithm != sluice.AlgoSlidingCounter {
-			lo = hi - 10*time.Second // a bucket: a period after the allowed one, less the time between
+		if a := rules[i].Algorithm; a != sluice.AlgoFixedWindow && a != sluice.AlgoSlidingCounter {
+			lo = hi - 10*time.Second // a bucket or a log: a period after the allowed one, less the time between
 		}
 		if denied.RetryAfter <= lo || denied.RetryAfter > hi {
 			t.Errorf("rule %d (%s): denied with RetryAfter %v, want in (%v, %v]", i, rules[i].Algorithm, denied.RetryAfter, lo, hi)
@@ -365,4 +370,118 @@ func TestRedoErrorIsItsOwn(t *testing.T) {
 	if err != nil || string(after) != string(raw) {
 		t.Errorf("the counter's state went from %x to %x (%v): want it unchanged", raw, after, err)
 	}
+}
+
+// A sliding log's one-unit request, under the store's clock and a Period
+// below 2^26 µs, goes on the script's path of its own (lstretch): two in
+// one run on one key are decided at one µs and share one entry; a meta
+// written after the run's time, or more counted than the rate allows,
+// is decided again on the general path, in a second run, with nothing
+// written by the first.
+func TestLogPathOfItsOwn(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rule := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)}
+	logKeys := func(p string) (meta, entries string) {
+		for _, k := range scanKeys(t, rc, p) {
+			switch {
+			case strings.HasSuffix(k, ":l:e"):
+				entries = k
+			case strings.HasSuffix(k, ":l"):
+				meta = k
+			}
+		}
+		return meta, entries
+	}
+
+	t.Run("one run", func(t *testing.T) {
+		p := prefix(t)
+		s := newStore(t, rc, redis.WithPrefix(p), redis.WithMaxBatch(2))
+		release := redis.HoldRun(s, 0)
+		var wg sync.WaitGroup
+		outs := [2][]sluice.Decision{make([]sluice.Decision, 1), make([]sluice.Decision, 1)}
+		for i := range 2 {
+			wg.Go(func() {
+				if err := s.Take(ctx, time.Time{}, 1, []sluice.Check{{Rule: rule, Key: "k"}}, outs[i]); err != nil {
+					t.Error(err)
+				}
+			})
+			if i == 0 {
+				waitQueued(t, s, 1)
+			}
+		}
+		wg.Wait() // the second fills the run, which goes beside the one held out
+		release()
+		if st := s.Stats(); st.Runs != 1 {
+			t.Fatalf("Stats = %+v, want 1 run", st)
+		}
+		rems := []int64{outs[0][0].Remaining, outs[1][0].Remaining}
+		slices.Sort(rems)
+		for _, o := range outs {
+			if d := o[0]; !d.Allowed || d.ResetAfter != time.Minute || d.RetryAfter != 0 {
+				t.Errorf("decision %+v, want allowed, reset in 1m", d)
+			}
+		}
+		if rems[0] != 8 || rems[1] != 9 {
+			t.Errorf("remaining %v, want 8 and 9", rems)
+		}
+		_, entries := logKeys(p)
+		if es, err := rc.LRange(ctx, entries, 0, -1).Result(); err != nil || len(es) != 1 || binary.LittleEndian.Uint64([]byte(es[0][8:])) != math.Float64bits(2) {
+			t.Errorf("entries %q, %v: want one, of 2 units", es, err)
+		}
+		// The eight units left, then a denial: the waits until the entry
+		// leaves the window, from the path of its own.
+		for range 8 {
+			take(t, s, time.Time{}, 1, sluice.Check{Rule: rule, Key: "k"})
+		}
+		d := take(t, s, time.Time{}, 1, sluice.Check{Rule: rule, Key: "k"})[0]
+		if d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 || d.RetryAfter > time.Minute || d.ResetAfter < d.RetryAfter {
+			t.Errorf("the eleventh unit: %+v, want denied, a retry within a minute, the reset no sooner", d)
+		}
+	})
+
+	t.Run("meta ahead", func(t *testing.T) {
+		p := prefix(t)
+		s := newStore(t, rc, redis.WithPrefix(p))
+		take(t, s, time.Time{}, 1, sluice.Check{Rule: rule, Key: "k"})
+		meta, _ := logKeys(p)
+		raw, err := rc.Get(ctx, meta).Bytes()
+		if err != nil || len(raw) != 16 {
+			t.Fatalf("meta %q, %v: want 2 doubles", raw, err)
+		}
+		last := math.Float64frombits(binary.LittleEndian.Uint64(raw[8:]))
+		binary.LittleEndian.PutUint64(raw[8:], math.Float64bits(last+3600e6)) // an hour ahead
+		if err := rc.Set(ctx, meta, raw, goredis.KeepTTL).Err(); err != nil {
+			t.Fatal(err)
+		}
+		runs := s.Stats().Runs
+		d := take(t, s, time.Time{}, 1, sluice.Check{Rule: rule, Key: "k"})[0]
+		if got := s.Stats().Runs - runs; got != 2 {
+			t.Errorf("%d runs, want 2: the script's path of its own, then the general path", got)
+		}
+		// At the meta's time, an hour on, the first entry has left.
+		if !d.Allowed || d.Remaining != 9 {
+			t.Errorf("decision %+v, want allowed, 9 left: decided at the meta's time", d)
+		}
+	})
+
+	t.Run("rate lowered", func(t *testing.T) {
+		p := prefix(t)
+		s := newStore(t, rc, redis.WithPrefix(p))
+		high := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(100)}
+		take(t, s, time.Time{}, 50, sluice.Check{Rule: high, Key: "k"})
+		runs := s.Stats().Runs
+		d := take(t, s, time.Time{}, 1, sluice.Check{Rule: rule, Key: "k"})[0]
+		if d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 {
+			t.Errorf("one unit at the lower rate, 50 counted = %+v, want denied", d)
+		}
+		if got := s.Stats().Runs - runs; got != 2 {
+			t.Errorf("%d runs, want 2: the script's path of its own, then the general path", got)
+		}
+		if d := take(t, s, time.Time{}, 0, sluice.Check{Rule: high, Key: "k"})[0]; d.Remaining != 50 {
+			t.Errorf("peek at the higher rate = %+v, want 50 left: nothing charged", d)
+		}
+	})
 }

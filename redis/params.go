@@ -267,13 +267,21 @@ func duration(us, ns int64) time.Duration {
 // remaining, retry µs and ns, reset µs and ns) from v, the one number
 // the script answers for a unit taken at now on its path of its own: the
 // bucket's debt after, or the window's count after, times 2, plus 1 if
-// allowed. The arithmetic is the script's (take.lua, bcore and wdecision),
+// allowed; for a sliding log, see the case below and lstretch. The arithmetic is the script's (take.lua, bcore and wdecision),
 // done here to spare Redis the work.
 func (p *params) expand(b []int64, v, now int64) []int64 {
 	ok, x := v&1, v>>1
 	var rem, rus, rns, zus, zns int64
 	if p.kind == kindCounter {
 		return p.expandCounter(b, x, now)
+	}
+	if p.kind == kindLog {
+		// allowed: the count after, the newest entry now; denied: the
+		// waits until the oldest entry and the newest leave the window
+		if ok == 1 {
+			return append(b, 1, p.a[0]-x, 0, 0, p.a[1], 0)
+		}
+		return append(b, 0, 0, x>>26, 0, x&(1<<26-1), 0)
 	}
 	if p.kind == kindBucket {
 		span, pt, m, h, q := p.a[0], p.a[1], p.a[2], p.a[3], p.a[4]

@@ -718,9 +718,9 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 // fastRule reports whether p goes on its kind's path of its own in the
 // script, answered with one number (see expand): one check of cost 1, of a
 // bucket that holds a unit, of a fixed window as a counter per window that
-// does, or of a sliding counter that does, under the store's clock (which
-// keeps a state from being ahead of the run's time, but for a lost clock:
-// see cstretch in take.lua).
+// does, or of a sliding counter or a sliding log that does, under the
+// store's clock (which keeps a state from being ahead of the run's time,
+// but for a lost clock: see cstretch and lstretch in take.lua).
 func (s *Store) fastRule(p *pending) bool {
 	if len(p.args) != 1 || p.args[0].cost != 1 {
 		return false
@@ -734,6 +734,9 @@ func (s *Store) fastRule(p *pending) bool {
 	case pr.kind == kindCounter && s.clock && !p.slow:
 		// its answer packs both counts in one number, below 2^53
 		return pr.a[0] >= 1 && pr.a[0] < maxFastCounter
+	case pr.kind == kindLog && s.clock && !p.slow:
+		// a denial's answer packs two waits of at most the Period
+		return pr.a[0] >= 1 && pr.a[1] < maxFastLogPeriod
 	}
 	return false
 }
@@ -741,6 +744,11 @@ func (s *Store) fastRule(p *pending) bool {
 // maxFastCounter bounds the Rate of a sliding counter on the script's path
 // of its own: (prev·(Rate+1) + curr)·2 + 1 stays below 2^53 (see cstretch).
 const maxFastCounter = 1 << 25
+
+// maxFastLogPeriod bounds the Period, in µs, of a sliding log on the
+// script's path of its own: a denial's two waits, each at most the
+// Period, pack in one number below 2^53 (see lstretch).
+const maxFastLogPeriod = 1 << 26
 
 // runRule is a rule as sent in one run: its params, shadow or not.
 type runRule struct {

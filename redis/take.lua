@@ -18,7 +18,7 @@
 -- ARGV[2] the shape of the run: a byte per request, in order. 0: a request
 --   read from ARGV[3]. r > 0: one check of rule r, cost 1, at ARGV[4]'s
 --   time, decided on a path of its own for its kind, with a reply of one
---   number (see bstretch, cstretch and wstretch), the Go side making the
+--   number (see bstretch, cstretch, lstretch and wstretch), the Go side making the
 --   Decision from it:
 --   what Redis spends per decision is what scales least.
 -- ARGV[3] the other requests, little-endian doubles as struct.pack('<d...')
@@ -292,6 +292,71 @@ local function bstretch(r, i, e)
         else
           call('SET', key, spack('dd', t, after), 'PX', ttl)
         end
+      end
+    end
+    nout = nout + 1
+    out[nout] = v
+  end
+  return e + 1
+end
+
+-- lstretch decides single units from sliding logs (kind 4, Period below
+-- 2^26 µs, with the store's clock) at now, as slog and logcommit do, each
+-- request with two keys, the meta's and the entries'. Its number is, if
+-- allowed, the count after, times 2, plus 1; if denied, (retry·2^26 +
+-- reset)·2, the µs until the oldest entry and the newest leave the window,
+-- both at most the Period. Or -3, deciding and writing nothing, for what
+-- this path does not decide: a meta last written after now (a lost
+-- clock), counts above the rate (a rate lowered under the same rule's
+-- name), or a count with no entries left to show for it.
+local function lstretch(r, i, e)
+  local rate, p, ttl, now = r.a1, r.a2, r.ttl, fastnow
+  for _ = i, e do
+    local key, lkey = KEYS[ki], KEYS[ki + 1]
+    ki = ki + 2
+    local count, last = 0, false
+    local raw = call('GET', key)
+    if raw then count, last = sunpack('dd', raw) end
+    local v = -3
+    if not last or last <= now then
+      -- the entries that leave the window, as slog drops them
+      local drop, oldest = 0, false
+      if count > 0 then
+        local k = 4
+        while true do
+          local batch = call('LRANGE', lkey, drop, drop + k - 1)
+          for j = 1, #batch do
+            local at, u = sunpack('dd', batch[j])
+            if now - at < p then
+              oldest = at
+              break
+            end
+            drop = drop + 1
+            count = count - u
+          end
+          if oldest or #batch < k then break end
+          k = 32
+        end
+      end
+      if count < rate then
+        count = count + 1
+        if drop > 0 then call('LTRIM', lkey, drop, -1) end
+        local at, u = false, 0
+        if oldest and last == now then at, u = sunpack('dd', call('LINDEX', lkey, -1)) end
+        if at == now then
+          call('LSET', lkey, -1, spack('dd', at, u + 1))
+        else
+          call('RPUSH', lkey, spack('dd', now, 1))
+        end
+        call('SET', key, spack('dd', count, now), 'PX', ttl)
+        call('PEXPIRE', lkey, ttl)
+        v = count * 2 + 1
+      elseif count == rate and oldest then
+        local newest = sunpack('dd', call('LINDEX', lkey, -1))
+        if drop > 0 then call('LTRIM', lkey, drop, -1) end
+        call('SET', key, spack('dd', count, now), 'PX', ttl)
+        call('PEXPIRE', lkey, ttl)
+        v = ((oldest + p - now) * P26 + (newest + p - now)) * 2
       end
     end
     nout = nout + 1
@@ -1080,6 +1145,7 @@ local function upto(i, n)
   local kind = r.kind
   if kind == 1 then return bstretch(r, i, e) end
   if kind == 3 then return cstretch(r, i, e) end
+  if kind == 4 then return lstretch(r, i, e) end
   return wstretch(r, i, e)
 end
 
@@ -1089,8 +1155,10 @@ end
 -- a request's keys before it writes, so it charged nothing.
 local function moved(i, ki0, pos0, nout0)
   nout = nout0
-  if byte(shape, i) ~= 0 then
+  local ri = byte(shape, i)
+  if ri ~= 0 then
     ki, nout = ki0 + 1, nout0 + 1
+    if rules[ri].kind == 4 then ki = ki0 + 2 end -- the log's two keys
     out[nout] = -2
     return
   end
