@@ -278,8 +278,11 @@ func TestStretchesOfManyRules(t *testing.T) {
 			denied = b
 		}
 		lo, hi := time.Duration(0), rules[i].Limit.Period
-		if a := rules[i].Algorithm; a != sluice.AlgoFixedWindow && a != sluice.AlgoSlidingCounter {
-			lo = hi - 10*time.Second // a bucket or a log: a period after the allowed one, less the time between
+		switch rules[i].Algorithm {
+		case sluice.AlgoSlidingLog: // both decided at one µs: the entry leaves a period on
+			lo = hi - time.Microsecond
+		case sluice.AlgoGCRA, sluice.AlgoTokenBucket: // a period after the allowed one, less the time between
+			lo = max(0, hi-10*time.Second)
 		}
 		if denied.RetryAfter <= lo || denied.RetryAfter > hi {
 			t.Errorf("rule %d (%s): denied with RetryAfter %v, want in (%v, %v]", i, rules[i].Algorithm, denied.RetryAfter, lo, hi)
@@ -436,9 +439,13 @@ func TestLogPathOfItsOwn(t *testing.T) {
 		for range 8 {
 			take(t, s, time.Time{}, 1, sluice.Check{Rule: rule, Key: "k"})
 		}
+		runs := s.Stats().Runs
 		d := take(t, s, time.Time{}, 1, sluice.Check{Rule: rule, Key: "k"})[0]
-		if d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 || d.RetryAfter > time.Minute || d.ResetAfter < d.RetryAfter {
+		if d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 || d.ResetAfter < d.RetryAfter || d.ResetAfter > time.Minute {
 			t.Errorf("the eleventh unit: %+v, want denied, a retry within a minute, the reset no sooner", d)
+		}
+		if got := s.Stats().Runs - runs; got != 1 {
+			t.Errorf("the denial took %d runs, want 1: decided on the path of its own", got)
 		}
 	})
 
@@ -464,6 +471,35 @@ func TestLogPathOfItsOwn(t *testing.T) {
 		// At the meta's time, an hour on, the first entry has left.
 		if !d.Allowed || d.Remaining != 9 {
 			t.Errorf("decision %+v, want allowed, 9 left: decided at the meta's time", d)
+		}
+	})
+
+	// Entries that outlived their meta (evicted, say) and a new meta that
+	// counts fewer units than leave the window: the general path decides,
+	// as if the log were new, and nothing was written by the first run.
+	t.Run("entries outlived their meta", func(t *testing.T) {
+		p := prefix(t)
+		s := newStore(t, rc, redis.WithPrefix(p))
+		take(t, s, time.Time{}, 1, sluice.Check{Rule: rule, Key: "k"})
+		_, entries := logKeys(p)
+		es, err := rc.LRange(ctx, entries, 0, -1).Result()
+		if err != nil || len(es) != 1 {
+			t.Fatalf("entries %q, %v: want 1", es, err)
+		}
+		at := math.Float64frombits(binary.LittleEndian.Uint64([]byte(es[0])))
+		old := make([]byte, 16)
+		binary.LittleEndian.PutUint64(old, math.Float64bits(at-120e6)) // two minutes before: out of the window
+		binary.LittleEndian.PutUint64(old[8:], math.Float64bits(2))
+		if err := rc.LPush(ctx, entries, old).Err(); err != nil {
+			t.Fatal(err)
+		}
+		runs := s.Stats().Runs
+		d := take(t, s, time.Time{}, 1, sluice.Check{Rule: rule, Key: "k"})[0]
+		if got := s.Stats().Runs - runs; got != 2 {
+			t.Errorf("%d runs, want 2: the script's path of its own, then the general path", got)
+		}
+		if !d.Allowed {
+			t.Errorf("decision %+v, want allowed", d)
 		}
 	})
 

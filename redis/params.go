@@ -267,8 +267,9 @@ func duration(us, ns int64) time.Duration {
 // remaining, retry µs and ns, reset µs and ns) from v, the one number
 // the script answers for a unit taken at now on its path of its own: the
 // bucket's debt after, or the window's count after, times 2, plus 1 if
-// allowed; for a sliding log, see the case below and lstretch. The arithmetic is the script's (take.lua, bcore and wdecision),
-// done here to spare Redis the work.
+// allowed; a sliding log's answer is in the case below (see lstretch).
+// The arithmetic is the script's (take.lua: bcore, wdecision, slog), done
+// here to spare Redis the work.
 func (p *params) expand(b []int64, v, now int64) []int64 {
 	ok, x := v&1, v>>1
 	var rem, rus, rns, zus, zns int64

@@ -689,7 +689,7 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 		p.moved = reply[0] == -2
 		if p.fast {
 			switch {
-			case reply[0] == -3: // see cstretch: decided again, below
+			case reply[0] == -3: // see cstretch and lstretch: decided again, below
 				p.slow = true
 				again = append(again, p)
 			case !p.moved:

@@ -308,7 +308,10 @@ end
 -- both at most the Period. Or -3, deciding and writing nothing, for what
 -- this path does not decide: a meta last written after now (a lost
 -- clock), counts above the rate (a rate lowered under the same rule's
--- name), or a count with no entries left to show for it.
+-- name), or a count the entries do not bear out: more units leaving the
+-- window than the meta counted (entries that outlived their meta), or
+-- none left to answer a denial with. The general path then decides as
+-- slog does, and may drop both keys.
 local function lstretch(r, i, e)
   local rate, p, ttl, now = r.a1, r.a2, r.ttl, fastnow
   for _ = i, e do
@@ -338,7 +341,9 @@ local function lstretch(r, i, e)
           k = 32
         end
       end
-      if count < rate then
+      if count < 0 then
+        v = -3
+      elseif count < rate then
         count = count + 1
         if drop > 0 then call('LTRIM', lkey, drop, -1) end
         local at, u = false, 0
