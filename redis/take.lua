@@ -300,6 +300,33 @@ local function bstretch(r, i, e)
   return e + 1
 end
 
+-- logdrop finds the entries of a sliding log (at key lkey, its meta
+-- counting count units) at or before now-p, which leave the window,
+-- reading from the oldest: a few first, as a request on a key in use finds
+-- one or none to drop, then 32 at a time. It returns how many leave, the
+-- count without them, and the time of the oldest entry left, or false if
+-- none is.
+local function logdrop(lkey, now, p, count)
+  local drop, oldest = 0, false
+  if count <= 0 then return drop, count, oldest end
+  local k = 4
+  while true do
+    local batch = call('LRANGE', lkey, drop, drop + k - 1)
+    for j = 1, #batch do
+      local at, u = sunpack('dd', batch[j])
+      if now - at < p then
+        oldest = at
+        break
+      end
+      drop = drop + 1
+      count = count - u
+    end
+    if oldest or #batch < k then break end
+    k = 32
+  end
+  return drop, count, oldest
+end
+
 -- lstretch decides single units from sliding logs (kind 4, Period below
 -- 2^26 µs, with the store's clock) at now, as slog and logcommit do, each
 -- request with two keys, the meta's and the entries'. Its number is, if
@@ -322,25 +349,8 @@ local function lstretch(r, i, e)
     if raw then count, last = sunpack('dd', raw) end
     local v = -3
     if not last or last <= now then
-      -- the entries that leave the window, as slog drops them
-      local drop, oldest = 0, false
-      if count > 0 then
-        local k = 4
-        while true do
-          local batch = call('LRANGE', lkey, drop, drop + k - 1)
-          for j = 1, #batch do
-            local at, u = sunpack('dd', batch[j])
-            if now - at < p then
-              oldest = at
-              break
-            end
-            drop = drop + 1
-            count = count - u
-          end
-          if oldest or #batch < k then break end
-          k = 32
-        end
-      end
+      local drop, oldest
+      drop, count, oldest = logdrop(lkey, now, p, count)
       if count < 0 then
         v = -3
       elseif count < rate then
@@ -688,27 +698,10 @@ local function loadgeneral()
       count, last = st[1], st[2]
     end
     local lkey = c.key2
-    -- Entries at or before now-p leave the window, read from the oldest: a
-    -- few first, as a request on a key in use finds one or none to drop,
-    -- then 32 at a time. rest: entries are left after them.
-    local drop, rest = 0, false
-    if count > 0 then
-      local k = 4
-      while true do
-        local batch = call('LRANGE', lkey, drop, drop + k - 1)
-        for i = 1, #batch do
-          local at, u = sunpack('dd', batch[i])
-          if now - at < p then
-            rest = true
-            break
-          end
-          drop = drop + 1
-          count = count - u
-        end
-        if rest or #batch < k then break end
-        k = 32
-      end
-    end
+    -- the entries that leave the window; rest: entries are left after them
+    local drop, oldest
+    drop, count, oldest = logdrop(lkey, now, p, count)
+    local rest = oldest ~= false
     local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
     local push = false
     if n < 0 or n > rate then
