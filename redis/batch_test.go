@@ -476,7 +476,7 @@ func TestLogPathOfItsOwn(t *testing.T) {
 
 	// Entries that outlived their meta (evicted, say) and a new meta that
 	// counts fewer units than leave the window: the general path decides,
-	// as if the log were new, and nothing was written by the first run.
+	// from the entries left, nothing written by the first run.
 	t.Run("entries outlived their meta", func(t *testing.T) {
 		p := prefix(t)
 		s := newStore(t, rc, redis.WithPrefix(p))
@@ -498,8 +498,11 @@ func TestLogPathOfItsOwn(t *testing.T) {
 		if got := s.Stats().Runs - runs; got != 2 {
 			t.Errorf("%d runs, want 2: the script's path of its own, then the general path", got)
 		}
-		if !d.Allowed {
-			t.Errorf("decision %+v, want allowed", d)
+		if !d.Allowed || d.Remaining != 8 {
+			t.Errorf("decision %+v, want allowed, 8 left: the entry left in the window counted, and this one", d)
+		}
+		if d := take(t, s, time.Time{}, 0, sluice.Check{Rule: rule, Key: "k"})[0]; d.Remaining != 8 {
+			t.Errorf("a peek after = %+v, want 8 left", d)
 		}
 	})
 

@@ -702,6 +702,17 @@ local function loadgeneral()
     local drop, oldest
     drop, count, oldest = logdrop(lkey, now, p, count)
     local rest = oldest ~= false
+    if count < 0 then
+      -- More units left than the meta counted: entries that outlived an
+      -- earlier meta (evicted, say). The entries are what was charged:
+      -- count those left, rather than decide from a count below them.
+      count = 0
+      local es = call('LRANGE', lkey, drop, -1)
+      for j = 1, #es do
+        local _, u = sunpack('dd', es[j])
+        count = count + u
+      end
+    end
     local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
     local push = false
     if n < 0 or n > rate then
