@@ -121,15 +121,23 @@ func TestCounterStateAhead(t *testing.T) {
 	if err := rc.Set(ctx, keys[0], raw, goredis.KeepTTL).Err(); err != nil {
 		t.Fatal(err)
 	}
-	runs := s.Stats().Runs
-	d := take(t, s, time.Time{}, 1, c)[0]
+	d := takeRedone(t, s, c)
 	off := time.Duration(int64(ahead)%60e6) * time.Microsecond
 	if !d.Allowed || d.Remaining != 9 || d.ResetAfter != 2*time.Minute-off {
 		t.Errorf("take on a state ahead = %+v, want allowed, 9 left, reset in %v: decided at the state's time", d, 2*time.Minute-off)
 	}
+}
+
+// takeRedone takes one unit of c now, which the script's path of its own
+// answers -3 for and the general path decides, in a second run.
+func takeRedone(t testing.TB, s *redis.Store, c sluice.Check) sluice.Decision {
+	t.Helper()
+	runs := s.Stats().Runs
+	d := take(t, s, time.Time{}, 1, c)[0]
 	if got := s.Stats().Runs - runs; got != 2 {
 		t.Errorf("%d runs, want 2: the script's path of its own, then the general path", got)
 	}
+	return d
 }
 
 // A sliding counter whose rule kept its name while its rate came down
@@ -140,14 +148,17 @@ func TestCounterRateLowered(t *testing.T) {
 	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)))
 	high := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.PerHour(100)}
 	low := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.PerHour(10)}
+	rateLowered(t, s, high, low)
+}
+
+// rateLowered counts 50 units of key "k" under high, then takes one under
+// low, the same rule's name at a lower rate: denied, with nothing left,
+// decided again on the general path (takeRedone), and charging nothing.
+func rateLowered(t *testing.T, s *redis.Store, high, low *sluice.Rule) {
+	t.Helper()
 	take(t, s, time.Time{}, 50, sluice.Check{Rule: high, Key: "k"})
-	runs := s.Stats().Runs
-	d := take(t, s, time.Time{}, 1, sluice.Check{Rule: low, Key: "k"})[0]
-	if d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 {
+	if d := takeRedone(t, s, sluice.Check{Rule: low, Key: "k"}); d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 {
 		t.Errorf("one unit at the lower rate, 50 counted = %+v, want denied", d)
-	}
-	if got := s.Stats().Runs - runs; got != 2 {
-		t.Errorf("%d runs, want 2: the script's path of its own, then the general path", got)
 	}
 	if d := take(t, s, time.Time{}, 0, sluice.Check{Rule: high, Key: "k"})[0]; d.Remaining != 50 {
 		t.Errorf("peek at the higher rate = %+v, want 50 left: nothing charged", d)
