@@ -197,6 +197,16 @@ end
 -- and returns e + 1, the next request.
 local shape, fastnow -- ARGV[2], and the time of its one-byte requests
 
+-- setstate writes a key's state with ttl, a rule's TTL in ms as a string
+-- ('' for none), as every state but the log's meta is written.
+local function setstate(key, state, ttl)
+  if ttl == '' then
+    call('SET', key, state)
+  else
+    call('SET', key, state, 'PX', ttl)
+  end
+end
+
 -- cstretch decides single units from a sliding window counter (kind 3,
 -- Rate below 2^25, with the store's clock) at now, as counter does: it
 -- reads the state and writes it only if allowed (a denial changes nothing
@@ -236,11 +246,7 @@ local function cstretch(r, i, e)
       v = (prev * (rate + 1) + curr) * 2
       if curr < rate and fits(prev, off, rate - curr, p) then
         v = v + 1
-        if ttl == '' then
-          call('SET', key, spack('dddd', k, prev, curr + 1, now))
-        else
-          call('SET', key, spack('dddd', k, prev, curr + 1, now), 'PX', ttl)
-        end
+        setstate(key, spack('dddd', k, prev, curr + 1, now), ttl)
       end
     end
     nout = nout + 1
@@ -287,11 +293,7 @@ local function bstretch(r, i, e)
         v = after * 2 + 1
       end
       if t ~= now or after ~= pt then
-        if ttl == '' then
-          call('SET', key, spack('dd', t, after))
-        else
-          call('SET', key, spack('dd', t, after), 'PX', ttl)
-        end
+        setstate(key, spack('dd', t, after), ttl)
       end
     end
     nout = nout + 1
@@ -539,11 +541,7 @@ local function loadgeneral()
 
   -- put writes check c's state with its rule's TTL.
   local function put(c, state)
-    if c.r.ttl == '' then
-      call('SET', c.key, state)
-    else
-      call('SET', c.key, state, 'PX', c.r.ttl)
-    end
+    setstate(c.key, state, c.r.ttl)
   end
 
   ---------------------------------------------------------------------------
@@ -1066,11 +1064,7 @@ local function loadgeneral()
         local ok, rem, rus, rns, zus, zns, w, t, after =
           bcore(r.a1, r.a2, r.a3, r.a4, r.a5, r.a6, has, t0, D0, now, n)
         if w == 1 then
-          if r.ttl == '' then
-            call('SET', key, spack('dd', t, after))
-          else
-            call('SET', key, spack('dd', t, after), 'PX', r.ttl)
-          end
+          setstate(key, spack('dd', t, after), r.ttl)
         elseif w == 2 then
           call('DEL', key)
         end
