@@ -108,6 +108,12 @@ func BenchmarkRedis(b *testing.B) {
 // decided at): TIME, the clock's SET ... GET, then per key one call for a
 // bucket and an INCR (PEXPIRE if new, DECR if over) for a fixed window,
 // with one number of reply per decision, as take.lua's one-byte requests.
+// Its sliding log is a list of one entry per unit, its length the count:
+// an LRANGE of the oldest, an LTRIM of those that left the window, an
+// RPUSH whose answer is the count (an RPOP if over) and a PEXPIRE. That is
+// below anything the store can be: a request of cost n would take n
+// entries there, where the store's log takes one for all the units of a
+// µs; and it keeps no record of the latest time decided at but the clock.
 // It knows one rule, PerSecond(1000) (BenchmarkRedis's): argv is its
 // constants, as strings. It takes no rules, shapes or other kinds of
 // request, and it trusts the window the client put in a fixed window's
@@ -173,11 +179,45 @@ callback=function(keys, argv)
   end
   return out
 end}
+redis.register_function{function_name='floor_log', flags={'allow-cross-slot-keys'},
+callback=function(keys, argv)
+  local now = at(keys[1])
+  local out = {now}
+  local rate, p, ttl = tonumber(argv[1]), tonumber(argv[2]), argv[3]
+  local entry = struct.pack('<d', now)
+  for i = 2, #keys do
+    local key = keys[i]
+    local drop, k, oldest = 0, 2, false
+    while true do
+      local batch = redis.call('LRANGE', key, drop, drop + k - 1)
+      for j = 1, #batch do
+        local t = struct.unpack('<d', batch[j])
+        if now - t < p then
+          oldest = t
+          break
+        end
+        drop = drop + 1
+      end
+      if oldest or #batch < k then break end
+      k = 32
+    end
+    if drop > 0 then redis.call('LTRIM', key, drop, -1) end
+    local n = redis.call('RPUSH', key, entry)
+    if n > rate then
+      redis.call('RPOP', key)
+      out[i] = (oldest + p - now) * 2
+    else
+      redis.call('PEXPIRE', key, ttl)
+      out[i] = n * 2 + 1
+    end
+  end
+  return out
+end}
 `
 
-// floors runs floorLibrary, store=floor, for the fixed window and GCRA
-// (for the buckets: their one-unit path is the same) among algs at 16 and
-// 64 decisions a run: an FCALL of that many keys, named as the store
+// floors runs floorLibrary, store=floor, for the fixed window, GCRA (for
+// the buckets: their one-unit path is the same) and the sliding log among
+// algs at 16 and 64 decisions a run: an FCALL of that many keys, named as the store
 // names them, from 2 callers, as many runs in flight as the store keeps
 // out at most. Its cmd-µs beside the store's at the same run size is what
 // the store's generality costs Redis; what the floor costs is what the
@@ -199,6 +239,7 @@ func floors(b *testing.B, addr string, algs []sluice.Algo) {
 	}{
 		sluice.AlgoFixedWindow: {"floor_fixed", "w:", []any{"1000", "2000"}},
 		sluice.AlgoGCRA:        {"floor_bucket", "b", []any{"1000000", "1000", "2000"}},
+		sluice.AlgoSlidingLog:  {"floor_log", "l:e", []any{"1000", "1000000", "1000"}},
 	}
 	for _, alg := range algs {
 		k, ok := kinds[alg]
