@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -210,7 +209,7 @@ func TestStretchesOfManyRules(t *testing.T) {
 	for i := range rules {
 		// Each its own period, so that a reply decided by another rule
 		// shows; the logs' first ones below 2^26 µs, on their path of
-		// their own, two keys a request.
+		// their own.
 		period := time.Duration(i+1) * time.Second
 		rules[i] = &sluice.Rule{Name: fmt.Sprintf("r%d", i), Algorithm: algs[i%len(algs)], Limit: sluice.Limit{Rate: 1, Period: period, Burst: 1}}
 	}
@@ -377,27 +376,16 @@ func TestRedoErrorIsItsOwn(t *testing.T) {
 
 // A sliding log's one-unit request, under the store's clock and a Period
 // below 2^26 µs, goes on the script's path of its own (lstretch): two in
-// one run on one key are decided at one µs and share one entry; a meta
-// written after the run's time, or more counted than the rate allows,
-// is decided again on the general path, in a second run, with nothing
-// written by the first.
+// one run on one key are decided at one µs and share one entry; a log
+// that holds a later time than the run's (a lost clock), or more counted
+// than the rate allows, is decided again on the general path, in a second
+// run, with nothing written by the first.
 func TestLogPathOfItsOwn(t *testing.T) {
 	srv := startRedis(t)
 	rc := srv.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rule := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)}
-	logKeys := func(p string) (meta, entries string) {
-		for _, k := range scanKeys(t, rc, p) {
-			switch {
-			case strings.HasSuffix(k, ":l:e"):
-				entries = k
-			case strings.HasSuffix(k, ":l"):
-				meta = k
-			}
-		}
-		return meta, entries
-	}
 
 	t.Run("one run", func(t *testing.T) {
 		p := prefix(t)
@@ -430,9 +418,8 @@ func TestLogPathOfItsOwn(t *testing.T) {
 		if rems[0] != 8 || rems[1] != 9 {
 			t.Errorf("remaining %v, want 8 and 9", rems)
 		}
-		_, entries := logKeys(p)
-		if es, err := rc.LRange(ctx, entries, 0, -1).Result(); err != nil || len(es) != 1 || binary.LittleEndian.Uint64([]byte(es[0][8:])) != math.Float64bits(2) {
-			t.Errorf("entries %q, %v: want one, of 2 units", es, err)
+		if es := logEntries(t, rc, logKey(t, rc, p)); len(es) != 2 || es[1][1]-es[0][1] != 2 {
+			t.Errorf("entries %v: want the anchor and one of 2 units", es)
 		}
 		// The eight units left, then a denial: the waits until the entry
 		// leaves the window, from the path of its own.
@@ -449,52 +436,43 @@ func TestLogPathOfItsOwn(t *testing.T) {
 		}
 	})
 
-	t.Run("meta ahead", func(t *testing.T) {
+	// A later time decided at (a denial's, say) than the run's: the
+	// general path decides at that time, when the entry has left.
+	t.Run("decided ahead", func(t *testing.T) {
 		p := prefix(t)
 		s := newStore(t, rc, redis.WithPrefix(p))
 		take(t, s, time.Time{}, 1, sluice.Check{Rule: rule, Key: "k"})
-		meta, _ := logKeys(p)
-		raw, err := rc.Get(ctx, meta).Bytes()
-		if err != nil || len(raw) != 16 {
-			t.Fatalf("meta %q, %v: want 2 doubles", raw, err)
+		key := logKey(t, rc, p)
+		es := logEntries(t, rc, key)
+		if len(es) != 2 {
+			t.Fatalf("entries %v, want the anchor and one", es)
 		}
-		last := math.Float64frombits(binary.LittleEndian.Uint64(raw[8:]))
-		binary.LittleEndian.PutUint64(raw[8:], math.Float64bits(last+3600e6)) // an hour ahead
-		if err := rc.Set(ctx, meta, raw, goredis.KeepTTL).Err(); err != nil {
-			t.Fatal(err)
-		}
+		setLogEntry(t, rc, key, -1, es[1][0], es[1][1], es[1][0]+3600e6) // an hour ahead
 		d := takeRedone(t, s, sluice.Check{Rule: rule, Key: "k"})
-		// At the meta's time, an hour on, the first entry has left.
 		if !d.Allowed || d.Remaining != 9 {
-			t.Errorf("decision %+v, want allowed, 9 left: decided at the meta's time", d)
+			t.Errorf("decision %+v, want allowed, 9 left: decided an hour on", d)
 		}
 	})
 
-	// Entries that outlived their meta (evicted, say) and a new meta that
-	// counts fewer units than leave the window: the general path decides,
-	// from the entries left, nothing written by the first run.
-	t.Run("entries outlived their meta", func(t *testing.T) {
+	// An anchor that left the window after the run's time: a push trimmed
+	// at a later time (a lost clock). The general path decides at the
+	// time it left, when the entry after it has left too.
+	t.Run("anchor ahead", func(t *testing.T) {
 		p := prefix(t)
 		s := newStore(t, rc, redis.WithPrefix(p))
 		take(t, s, time.Time{}, 1, sluice.Check{Rule: rule, Key: "k"})
-		_, entries := logKeys(p)
-		es, err := rc.LRange(ctx, entries, 0, -1).Result()
-		if err != nil || len(es) != 1 {
-			t.Fatalf("entries %q, %v: want 1", es, err)
+		key := logKey(t, rc, p)
+		es := logEntries(t, rc, key)
+		if len(es) != 2 {
+			t.Fatalf("entries %v, want the anchor and one", es)
 		}
-		at := math.Float64frombits(binary.LittleEndian.Uint64([]byte(es[0])))
-		old := make([]byte, 16)
-		binary.LittleEndian.PutUint64(old, math.Float64bits(at-120e6)) // two minutes before: out of the window
-		binary.LittleEndian.PutUint64(old[8:], math.Float64bits(2))
-		if err := rc.LPush(ctx, entries, old).Err(); err != nil {
-			t.Fatal(err)
-		}
+		setLogEntry(t, rc, key, 0, es[1][0]+3600e6-60e6, 0) // left the window an hour on
 		d := takeRedone(t, s, sluice.Check{Rule: rule, Key: "k"})
-		if !d.Allowed || d.Remaining != 8 {
-			t.Errorf("decision %+v, want allowed, 8 left: the entry left in the window counted, and this one", d)
+		if !d.Allowed || d.Remaining != 9 {
+			t.Errorf("decision %+v, want allowed, 9 left: decided an hour on", d)
 		}
-		if d := take(t, s, time.Time{}, 0, sluice.Check{Rule: rule, Key: "k"})[0]; d.Remaining != 8 {
-			t.Errorf("a peek after = %+v, want 8 left", d)
+		if d := take(t, s, time.Time{}, 0, sluice.Check{Rule: rule, Key: "k"})[0]; d.Remaining != 9 {
+			t.Errorf("a peek after = %+v, want 9 left", d)
 		}
 	})
 

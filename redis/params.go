@@ -169,7 +169,7 @@ func newParams(sp *algo.Spec) *params {
 		case algo.KindCounter:
 			p.kind, p.code = kindCounter, "c"
 		default:
-			p.kind, p.code = kindLog, "l"
+			p.kind, p.code = kindLog, "log"
 		}
 		if l.Period%time.Microsecond != 0 {
 			p.err = fmt.Errorf("%w: rule %q: a window's period must be whole microseconds, not %v", ErrOutOfRange, name, l.Period)
@@ -189,7 +189,9 @@ func newParams(sp *algo.Spec) *params {
 		// end, or the next's for the sliding counter; the log's entries
 		// count for a period.
 		p.ttl = ceilDiv(us, 1000)
-		if p.kind == kindCounter {
+		if p.kind == kindCounter || p.kind == kindLog {
+			// the counter's state counts into the next window; the
+			// log's TTL is set lazily, once a Period (see logpush)
 			p.ttl *= 2
 		}
 		p.wcode = windowSeconds
@@ -224,13 +226,6 @@ func (p *params) codeFor(clock bool) string {
 // appendF64 appends v as the script unpacks it: a little-endian double.
 func appendF64(b []byte, v float64) []byte {
 	return binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
-}
-
-func (p *params) nkeys() int {
-	if p.kind == kindLog {
-		return 2
-	}
-	return 1
 }
 
 func gcd(a, b int64) int64 {

@@ -244,7 +244,7 @@ func parts[K comparable](s *Store, p *pending, id func(i int) K, to []*node) []*
 		}
 		a.key = len(pt.p.keys)
 		pt.p.args = append(pt.p.args, a)
-		pt.p.keys = append(pt.p.keys, p.keys[p.args[i].key:p.args[i].key+a.p.nkeys()]...)
+		pt.p.keys = append(pt.p.keys, p.keys[p.args[i].key])
 		pt.idx = append(pt.idx, i)
 	}
 	return parts

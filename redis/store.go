@@ -335,26 +335,20 @@ func (s *Store) request(now time.Time, n int64, checks []sluice.Check) (*pending
 	if len(checks) > len(p.argBuf) {
 		p.args = make([]checkArgs, 0, len(checks))
 	}
-	nkeys := 0
 	for i := range checks {
 		a, err := argsOf(i, &checks[i], n)
 		if err != nil {
 			p.release()
 			return nil, err
 		}
-		a.key = nkeys
-		nkeys += a.p.nkeys()
+		a.key = i
 		p.args = append(p.args, a)
 	}
-	if nkeys > len(p.keyBuf) {
-		p.keys = make([]string, 0, nkeys)
+	if len(checks) > len(p.keyBuf) {
+		p.keys = make([]string, 0, len(checks))
 	}
 	for i, c := range checks {
-		k := s.keys.key(c, p.args[i].p.codeFor(s.clock))
-		p.keys = append(p.keys, k)
-		if p.args[i].p.kind == kindLog {
-			p.keys = append(p.keys, k+":e")
-		}
+		p.keys = append(p.keys, s.keys.key(c, p.args[i].p.codeFor(s.clock)))
 	}
 	split, err := s.keys.together(p.keys)
 	if err != nil {

@@ -167,8 +167,9 @@ func rateLowered(t *testing.T, s *redis.Store, high, low *sluice.Rule) {
 
 // TestTTL checks that every key lives at least until its ResetAfter, and
 // not much longer than its rule can keep a state live: the longest
-// ResetAfter the rule can give (its period; two for the sliding counter)
-// and a second of slack.
+// ResetAfter the rule can give (its period; two for the sliding counter,
+// and for the sliding log, whose TTL is set once a period: see
+// TestLogExpiresLazily) and a second of slack.
 func TestTTL(t *testing.T) {
 	srv := startRedis(t)
 	rc := srv.client(t)
@@ -180,15 +181,11 @@ func TestTTL(t *testing.T) {
 			start := time.Now()
 			d := take(t, s, time.Time{}, 3, sluice.Check{Rule: rule, Key: "k"})[0]
 			keys := stateKeys(scanKeys(t, rc, p))
-			want := 1
-			if alg == sluice.AlgoSlidingLog {
-				want = 2
-			}
-			if len(keys) != want {
-				t.Fatalf("keys %v, want %d", keys, want)
+			if len(keys) != 1 {
+				t.Fatalf("keys %v, want 1", keys)
 			}
 			most := 90*time.Second + time.Second
-			if alg == sluice.AlgoSlidingCounter {
+			if alg == sluice.AlgoSlidingCounter || alg == sluice.AlgoSlidingLog {
 				most += 90 * time.Second
 			}
 			for _, k := range keys {
@@ -436,8 +433,8 @@ func TestKeys(t *testing.T) {
 		take(t, s, t0, 1, c)
 	}
 	keys := scanKeys(t, rc, p)
-	if len(keys) != 14 {
-		t.Fatalf("%d keys, want 14 (7 checks, 2 keys each): %q", len(keys), keys)
+	if len(keys) != 7 {
+		t.Fatalf("%d keys, want 7 (7 checks): %q", len(keys), keys)
 	}
 	for _, k := range keys {
 		rest := strings.TrimPrefix(k, p)
@@ -738,46 +735,127 @@ func TestLogMergesSameMicrosecond(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	entries := func() [][2]float64 {
 		t.Helper()
-		var key string
-		for _, k := range scanKeys(t, rc, p) {
-			if strings.HasSuffix(k, ":l:e") {
-				key = k
-			}
-		}
-		raws, err := rc.LRange(context.Background(), key, 0, -1).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
 		var es [][2]float64
-		for _, r := range raws {
-			if len(r) != 16 {
-				t.Fatalf("entry %q, want 2 doubles", r)
-			}
-			f := func(i int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64([]byte(r[8*i:]))) }
-			es = append(es, [2]float64{f(0), f(1)})
+		for _, e := range logEntries(t, rc, logKey(t, rc, p)) {
+			es = append(es, [2]float64{e[0], e[1]})
 		}
 		return es
 	}
 	at := float64(now.UnixMicro())
+	anchor := [2]float64{-(1 << 53), 0}
 	take(t, s, now, 1, c)
 	take(t, s, now, 2, c)
-	if got, want := entries(), [][2]float64{{at, 3}}; !slices.Equal(got, want) {
+	if got, want := entries(), [][2]float64{anchor, {at, 3}}; !slices.Equal(got, want) {
 		t.Errorf("after 1 and 2 units at one µs: entries %v, want %v", got, want)
 	}
 	take(t, s, now.Add(time.Microsecond), 1, c)
-	if got, want := entries(), [][2]float64{{at, 3}, {at + 1, 1}}; !slices.Equal(got, want) {
+	if got, want := entries(), [][2]float64{anchor, {at, 3}, {at + 1, 4}}; !slices.Equal(got, want) {
 		t.Errorf("after 1 more a µs later: entries %v, want %v", got, want)
 	}
 	if d := take(t, s, now.Add(time.Microsecond), 1, c)[0]; !d.Allowed || d.Remaining != 5 {
 		t.Errorf("the fifth unit: %+v, want allowed, 5 left", d)
 	}
-	if got, want := entries(), [][2]float64{{at, 3}, {at + 1, 2}}; !slices.Equal(got, want) {
+	if got, want := entries(), [][2]float64{anchor, {at, 3}, {at + 1, 5}}; !slices.Equal(got, want) {
 		t.Errorf("after 1 more at that µs: entries %v, want %v", got, want)
 	}
 	// A time before the last decision's is read as that time: merged too.
 	take(t, s, now, 1, c)
-	if got, want := entries(), [][2]float64{{at, 3}, {at + 1, 3}}; !slices.Equal(got, want) {
+	if got, want := entries(), [][2]float64{anchor, {at, 3}, {at + 1, 6}}; !slices.Equal(got, want) {
 		t.Errorf("after 1 more at an earlier time: entries %v, want %v", got, want)
+	}
+	// Once the first entry has left the window, a push trims the entries
+	// before it, and it stays as the anchor the count starts from.
+	later := now.Add(time.Minute)
+	if d := take(t, s, later, 1, c)[0]; !d.Allowed || d.Remaining != 6 {
+		t.Errorf("a unit a minute on: %+v, want allowed, 6 left (3 of the first entry gone)", d)
+	}
+	if got, want := entries(), [][2]float64{{at, 3}, {at + 1, 6}, {float64(later.UnixMicro()), 7}}; !slices.Equal(got, want) {
+		t.Errorf("after a unit a minute on: entries %v, want %v", got, want)
+	}
+}
+
+// logKey is the one key of a sliding log under prefix p.
+func logKey(t testing.TB, rc *goredis.Client, p string) string {
+	t.Helper()
+	for _, k := range scanKeys(t, rc, p) {
+		if strings.HasSuffix(k, ":log") {
+			return k
+		}
+	}
+	t.Fatalf("no sliding log under %q", p)
+	return ""
+}
+
+// logEntries reads a sliding log's entries, oldest first: each its time,
+// its end and the latest time decided at (its third number if it has
+// one, else its time).
+func logEntries(t testing.TB, rc *goredis.Client, key string) [][3]float64 {
+	t.Helper()
+	raws, err := rc.LRange(context.Background(), key, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var es [][3]float64
+	for _, r := range raws {
+		if len(r) != 16 && len(r) != 24 {
+			t.Fatalf("entry %q, want 2 or 3 doubles", r)
+		}
+		f := func(i int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64([]byte(r[8*i:]))) }
+		e := [3]float64{f(0), f(1), f(0)}
+		if len(r) == 24 {
+			e[2] = f(2)
+		}
+		es = append(es, e)
+	}
+	return es
+}
+
+// setLogEntry writes entry i of a sliding log (-1 the newest).
+func setLogEntry(t testing.TB, rc *goredis.Client, key string, i int64, e ...float64) {
+	t.Helper()
+	var b []byte
+	for _, v := range e {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+	}
+	if err := rc.LSet(context.Background(), key, i, b).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A sliding log's key is given its TTL, two Periods and the slack, by
+// the first push of each aligned Period, and left alone by the pushes
+// after it in that Period: the first was at the Period's start or after,
+// so the key outlives its newest entry's Period by the slack at least.
+func TestLogExpiresLazily(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	ctx := context.Background()
+	p := prefix(t)
+	s := newStore(t, rc, redis.WithPrefix(p), redis.WithCallerTime())
+	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)}, Key: "k"}
+	start := time.Unix(1_700_000_040, 0) // a whole minute, since 1_700_000_040 = 28_333_334 minutes
+	pttl := func() time.Duration {
+		t.Helper()
+		d, err := rc.PTTL(ctx, logKey(t, rc, p)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	take(t, s, start.Add(10*time.Second), 1, c)
+	if d := pttl(); d <= 2*time.Minute-10*time.Second || d > 2*time.Minute+time.Second {
+		t.Fatalf("PTTL after the first push %v, want two Periods and the slack", d)
+	}
+	if err := rc.PExpire(ctx, logKey(t, rc, p), time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	take(t, s, start.Add(50*time.Second), 1, c)
+	if d := pttl(); d <= 59*time.Minute {
+		t.Errorf("PTTL after a push in the same Period %v, want the hour set before: left alone", d)
+	}
+	take(t, s, start.Add(70*time.Second), 1, c)
+	if d := pttl(); d > 2*time.Minute+time.Second {
+		t.Errorf("PTTL after the first push of the next Period %v, want two Periods and the slack", d)
 	}
 }
 

@@ -35,13 +35,12 @@
 --     kind 1 bucket  (a1..a6 = span, pt, m, h, q, burst)
 --     kind 2 fixed   (a1, a2 = rate, period in µs), one packed state
 --     kind 3 counter (a1, a2 = rate, period in µs)
---     kind 4 log     (a1, a2 = rate, period in µs), two keys: meta and entries
+--     kind 4 log     (a1, a2 = rate, period in µs), a list (see logread)
 --     kind 5 fixed, a key per window (a1, a2, a3 = rate, period in µs, µs
 --            per unit of the window start appended to the key): only with
 --            the clock, which keeps time from going back
 -- KEYS (or, in mode 'n', ARGV after the rules): the clock if any, then
--- each check's key (two for the log), in
--- order; for kind 5, the key less the window's start, or, for a one-byte
+-- each check's key, in order; for kind 5, the key less the window's start, or, for a one-byte
 -- request, with the start of the window the client guessed.
 -- Reply: an array of integers: the time of the one-byte requests as
 -- decided (0 if none), then per request one number for a one-byte
@@ -69,8 +68,8 @@ local KEYS, ARGV
 
 local P26 = 67108864 -- 2^26
 local P52 = 4503599627370496 -- 2^52
--- struct.pack, struct.unpack, math.floor, redis.call, string.byte
-local spack, sunpack, floor, call, byte
+-- struct.pack, struct.unpack, math.floor, redis.call, string.byte, unpack
+local spack, sunpack, floor, call, byte, tunpack
 
 -- floor(a/b) for integers |a| < 2^53, b > 0, corrected for the rounding of
 -- the float quotient.
@@ -302,78 +301,112 @@ local function bstretch(r, i, e)
   return e + 1
 end
 
--- logdrop finds the entries of a sliding log (at key lkey, its meta
--- counting count units) at or before now-p, which leave the window,
--- reading from the oldest: a few first, as a request on a key in use finds
--- one or none to drop, then 32 at a time. It returns how many leave, the
--- count without them, and the time of the oldest entry left, or false if
--- none is.
-local function logdrop(lkey, now, p, count)
-  local drop, oldest = 0, false
-  if count <= 0 then return drop, count, oldest end
-  local k = 4
+-- A sliding log (kind 4) is one list of entries, oldest first, each
+-- spack('dd', at, end): the µs of the decisions it holds the units of,
+-- and the units counted through it since the list was made, so that the
+-- units of a stretch of entries is the difference of two ends. Its first
+-- entry, the anchor, has left the window, and its end is the base the
+-- live entries count from: a list starts with ANCHOR, and a trim keeps
+-- the last entry that left as the anchor. So one LRANGE of the oldest
+-- and the newest entry give the count, with no key of the count's own,
+-- and the time of the anchor and of the newest bound the time decided at
+-- last: a time before either is read as that time (see slog).
+--
+-- Its key expires lazily: a push whose newest entry before it is of
+-- another aligned Period (or of none) sets the key's TTL to the rule's,
+-- two Periods and the slack, and the pushes after it in that Period
+-- leave it be. The first push of a Period set it at a time no earlier
+-- than the Period's start, so the key outlives its newest entry's Period
+-- by the slack at least, and an idle log goes within two Periods and the
+-- slack.
+local ANCHOR -- spack('dd', -2^53, 0): a time that left every window
+local P53 = 9007199254740992
+
+-- logread reads the log at key at now, p its Period. It returns nothing
+-- for no list; else L, the index of the last entry that left the window
+-- (the anchor to be; -1 if even the first has not: a time before the
+-- last trim's), and its time and end; the first entry in the window, its
+-- time and end, or false; and the newest entry's time and end, and the
+-- latest time decided at: the newest entry's, or a later one that a
+-- decision which pushed nothing wrote as the entry's third number (see
+-- logcommit).
+local function logread(key, now, p)
+  local L, k, lat, lend, lraw, fat, fend = -1, 3, false, 0, false, false, 0
+  local batch
   while true do
-    local batch = call('LRANGE', lkey, drop, drop + k - 1)
+    batch = call('LRANGE', key, L + 1, L + k)
     for j = 1, #batch do
-      local at, u = sunpack('dd', batch[j])
-      if now - at < p then
-        oldest = at
+      local raw = batch[j]
+      local t, e = sunpack('dd', raw)
+      if now - t < p then
+        fat, fend = t, e
         break
       end
-      drop = drop + 1
-      count = count - u
+      L, lat, lend, lraw = L + 1, t, e, raw
     end
-    if oldest or #batch < k then break end
+    if fat or #batch < k then break end
     k = 32
   end
-  return drop, count, oldest
+  local nraw = lraw
+  if fat then
+    if #batch < k then nraw = batch[#batch] else nraw = call('LINDEX', key, -1) end
+  elseif L < 0 then
+    return
+  end
+  if #nraw == 24 then
+    local nat, nend, last = sunpack('ddd', nraw)
+    return L, lat, lend, fat, fend, nat, nend, last
+  end
+  local nat, nend = sunpack('dd', nraw)
+  return L, lat, lend, fat, fend, nat, nend, nat
+end
+
+-- logpush appends n units at now to the log at key, with ttl, after the
+-- entries through L leave (the one at L staying as the anchor); nat and
+-- nend are the newest entry's, false if there is no list: an entry of the
+-- same µs takes the units, as entries of one µs are one.
+local function logpush(key, L, nat, nend, now, n, p, ttl)
+  if not nat then
+    call('RPUSH', key, ANCHOR, spack('dd', now, n))
+    call('PEXPIRE', key, ttl)
+    return
+  end
+  if L > 0 then call('LTRIM', key, L, -1) end
+  if nat == now then
+    call('LSET', key, -1, spack('dd', now, nend + n))
+    return
+  end
+  call('RPUSH', key, spack('dd', now, nend + n))
+  if fdiv(nat, p) ~= fdiv(now, p) then call('PEXPIRE', key, ttl) end
 end
 
 -- lstretch decides single units from sliding logs (kind 4, Period below
--- 2^26 µs, with the store's clock) at now, as slog and logcommit do, each
--- request with two keys, the meta's and the entries'. Its number is, if
--- allowed, the count after, times 2, plus 1; if denied, (retry·2^26 +
+-- 2^26 µs, with the store's clock) at now, as slog does. Its number is,
+-- if allowed, the count after, times 2, plus 1; if denied, (retry·2^26 +
 -- reset)·2, the µs until the oldest entry and the newest leave the window,
 -- both at most the Period. Or -3, deciding and writing nothing, for what
--- this path does not decide: a meta last written after now (a lost
--- clock), counts above the rate (a rate lowered under the same rule's
--- name), or a count the entries do not bear out: more units leaving the
--- window than the meta counted (entries that outlived their meta), or
--- none left to answer a denial with. The general path then decides as
--- slog does, and may drop both keys.
+-- this path does not decide: a time before the last decided at (a lost
+-- clock: an entry newer than now, or an anchor still in the window),
+-- counts above the rate (a rate lowered under the same rule's name), or
+-- an oldest entry of no units. The general path then decides as slog
+-- does.
 local function lstretch(r, i, e)
   local rate, p, ttl, now = r.a1, r.a2, r.ttl, fastnow
   for _ = i, e do
-    local key, lkey = KEYS[ki], KEYS[ki + 1]
-    ki = ki + 2
-    local count, last = 0, false
-    local raw = call('GET', key)
-    if raw then count, last = sunpack('dd', raw) end
+    local key = KEYS[ki]
+    ki = ki + 1
     local v = -3
-    if not last or last <= now then
-      local drop, oldest
-      drop, count, oldest = logdrop(lkey, now, p, count)
-      if count < 0 then
-        v = -3
-      elseif count < rate then
-        count = count + 1
-        if drop > 0 then call('LTRIM', lkey, drop, -1) end
-        local at, u = false, 0
-        if oldest and last == now then at, u = sunpack('dd', call('LINDEX', lkey, -1)) end
-        if at == now then
-          call('LSET', lkey, -1, spack('dd', at, u + 1))
-        else
-          call('RPUSH', lkey, spack('dd', now, 1))
-        end
-        call('SET', key, spack('dd', count, now), 'PX', ttl)
-        call('PEXPIRE', lkey, ttl)
-        v = count * 2 + 1
-      elseif count == rate and oldest then
-        local newest = sunpack('dd', call('LINDEX', lkey, -1))
-        if drop > 0 then call('LTRIM', lkey, drop, -1) end
-        call('SET', key, spack('dd', count, now), 'PX', ttl)
-        call('PEXPIRE', lkey, ttl)
-        v = ((oldest + p - now) * P26 + (newest + p - now)) * 2
+    local L, lat, lend, fat, fend, nat, nend, last = logread(key, now, p)
+    if not L then
+      logpush(key, 0, false, 0, now, 1, p, ttl)
+      v = 3
+    elseif L >= 0 and last <= now and nend >= lend then
+      local count = nend - lend
+      if count < rate then
+        logpush(key, L, nat, nend, now, 1, p, ttl)
+        v = count * 2 + 3
+      elseif count == rate and fend > lend then
+        v = ((fat + p - now) * P26 + (nat + p - now)) * 2
       end
     end
     nout = nout + 1
@@ -683,34 +716,20 @@ local function loadgeneral()
   end
 
   ---------------------------------------------------------------------------
-  -- Sliding log. Meta: count, last. Entries, oldest first: at µs, units; at
-  -- most rate of them, as each holds at least one unit. Entries of one µs are
-  -- merged, which changes no decision.
+  -- Sliding log: one list, its entries (at, end) and its anchor (see
+  -- logread). A time before the last decided at, the newest entry's or the
+  -- one the anchor left the window at, is read as that time.
 
   local function slog(c, now, n)
-    local rate, p = c.r.a1, c.r.a2
-    local st = c.st
-    local count, last = 0, false
-    if st then
-      if now < st[2] then now = st[2] end
-      count, last = st[1], st[2]
+    local rate, p, key = c.r.a1, c.r.a2, c.key
+    local L, lat, lend, fat, fend, nat, nend, last = logread(key, now, p)
+    if L and (L < 0 or last > now) then
+      if last > now then now = last end
+      if L < 0 and fat + p > now then now = fat + p end -- the anchor's
+      L, lat, lend, fat, fend, nat, nend, last = logread(key, now, p)
     end
-    local lkey = c.key2
-    -- the entries that leave the window; rest: entries are left after them
-    local drop, oldest
-    drop, count, oldest = logdrop(lkey, now, p, count)
-    local rest = oldest ~= false
-    if count < 0 then
-      -- More units left than the meta counted: entries that outlived an
-      -- earlier meta (evicted, say). The entries are what was charged:
-      -- count those left, rather than decide from a count below them.
-      count = 0
-      local es = call('LRANGE', lkey, drop, -1)
-      for j = 1, #es do
-        local _, u = sunpack('dd', es[j])
-        count = count + u
-      end
-    end
+    local count = 0
+    if fat then count = nend - lend end
     local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
     local push = false
     if n < 0 or n > rate then
@@ -722,55 +741,46 @@ local function loadgeneral()
       push = true
       count = count + n
     else
-      local need = count + n - rate
-      local entries = call('LRANGE', lkey, drop, drop + need - 1)
-      for i = 1, #entries do
-        local at, u = sunpack('dd', entries[i])
-        need = need - u
-        if need <= 0 then
-          d[3] = at + p - now
-          break
+      -- Units leave oldest first: the wait is until the entry through
+      -- which need units have left does, need being at most the count.
+      local need, from = count + n - rate, L + 1
+      while d[3] == 0 do
+        local batch = call('LRANGE', key, from, from + 31)
+        for j = 1, #batch do
+          local at, e = sunpack('dd', batch[j])
+          if e - lend >= need then
+            d[3] = at + p - now
+            break
+          end
         end
+        if #batch < 32 then break end
+        from = from + 32
       end
     end
     d[2] = rate - count
     if d[2] < 0 then d[2] = 0 end -- a rate lowered under the same name
-    local newest = nil
     if push then
-      newest = now
-    elseif rest then
-      newest = sunpack('dd', call('LINDEX', lkey, -1))
-    end
-    if newest then d[5] = newest + p - now end
-    if count > 0 then
-      d[7], d[8], d[9] = 3, spack('dd', count, now), d[5]
-      -- An entry at now, which a push merges with, can only be the newest,
-      -- and only if the last time decided at is now: an entry's time is
-      -- that of the decision that pushed it, and the meta's last is the
-      -- latest decision's.
-      d[11], d[12], d[13], d[14] = drop, push, rest and last == now, now
-    elseif st then
-      d[7] = 2
+      d[5] = p
+      d[7], d[9], d[11], d[12], d[13], d[14] = 3, 1, L or 0, nat, nend, now
+    elseif fat then
+      d[5] = nat + p - now
+      -- the time decided at, if later than any the log holds
+      if now > last then d[7], d[9], d[12], d[13], d[14] = 3, 0, nat, nend, now end
+    elseif L then
+      d[7] = 2 -- every entry left the window: the list goes
     end
     d[15] = now -- the time decided at, for a receipt
     return d
   end
 
-  -- logcommit writes what slog decided (d) for a request of cost n.
+  -- logcommit writes what slog decided (d) for a request of cost n: the
+  -- push, or the time decided at as the newest entry's third number.
   local function logcommit(c, d, n)
-    local lkey = c.key2
-    if d[11] > 0 then call('LTRIM', lkey, d[11], -1) end
-    if d[12] then
-      local at, u = nil, 0
-      if d[13] then at, u = sunpack('dd', call('LINDEX', lkey, -1)) end
-      if at == d[14] then
-        call('LSET', lkey, -1, spack('dd', at, u + n))
-      else
-        call('RPUSH', lkey, spack('dd', d[14], n))
-      end
+    if d[9] == 1 then
+      logpush(c.key, d[11], d[12] or false, d[13], d[14], n, c.r.a2, c.r.ttl)
+    else
+      call('LSET', c.key, -1, spack('ddd', d[12], d[13], d[14]))
     end
-    call('SET', c.key, d[8], 'PX', c.r.ttl)
-    call('PEXPIRE', lkey, c.r.ttl)
   end
 
   ---------------------------------------------------------------------------
@@ -814,13 +824,9 @@ local function loadgeneral()
   local function open(c, ri)
     local r = rules[ri]
     c.r, c.kind, c.shadow = r, r.kind, r.shadow == 1
-    c.key, c.key2, c.st, c.d = KEYS[ki], false, false, false
+    c.key, c.st, c.d = KEYS[ki], false, false
     ki = ki + 1
-    if c.kind == 4 then
-      c.key2 = KEYS[ki]
-      ki = ki + 1
-    end
-    if c.kind ~= 5 then
+    if c.kind ~= 5 and c.kind ~= 4 then -- the log reads its list itself
       local raw = call('GET', c.key)
       if raw then c.st = {sunpack(unpackfmt[c.kind], raw)} end
     end
@@ -832,7 +838,7 @@ local function loadgeneral()
     if w == 1 then
       put(c, d[8])
     elseif w == 2 then
-      if c.key2 then call('DEL', c.key, c.key2) else call('DEL', c.key) end
+      call('DEL', c.key)
     elseif w == 3 then
       logcommit(c, d, cost)
     end
@@ -964,35 +970,45 @@ local function loadgeneral()
   end
 
   -- A sliding log: the charge is in the entry of time t1 until it leaves
-  -- the window. Entries are oldest first; the search starts at the newest.
+  -- the window. Entries are oldest first; the search starts at the newest
+  -- and stops at the anchor, whose units have left. What is given back
+  -- comes off the entry's end and every later one's (an entry left with no
+  -- units goes): the tail is read, trimmed and pushed again.
   local function unlog(c, now, n, t1)
-    local st = c.st
-    if not st then return end
-    local lkey = c.key2
-    local i = call('LLEN', lkey) - 1
-    while i >= 0 do
+    local key = c.key
+    local i = call('LLEN', key) - 1
+    while i >= 1 do
       local from = i - 31
-      if from < 0 then from = 0 end
-      local batch = call('LRANGE', lkey, from, i)
+      if from < 1 then from = 1 end
+      local batch = call('LRANGE', key, from, i)
       for j = #batch, 1, -1 do
-        local at, u = sunpack('dd', batch[j])
+        local at, e = sunpack('dd', batch[j])
         if at < t1 then return end
         if at == t1 then
-          local give = n
-          if u < give then give = u end
-          if u > give then
-            call('LSET', lkey, from + j - 1, spack('dd', at, u - give))
-          else
-            call('LSET', lkey, from + j - 1, '') -- no entry is empty
-            call('LREM', lkey, 1, '')
-          end
-          local count = st[1] - give
-          if count <= 0 then
-            call('DEL', c.key, lkey)
-            c.st = false
-          else
-            c.st = {count, st[2]}
-            put(c, spack('dd', count, st[2]))
+          local idx = from + j - 1
+          local prev = batch[j - 1] or call('LINDEX', key, idx - 1)
+          local _, pe = sunpack('dd', prev)
+          local give = e - pe
+          if n < give then give = n end
+          if give <= 0 then return end
+          local tail = call('LRANGE', key, idx, -1)
+          call('LTRIM', key, 0, idx - 1) -- keeps the anchor: the key stays, its TTL too
+          local again, m = {}, 0
+          for x = 1, #tail do
+            local t, y = sunpack('dd', tail[x])
+            if x > 1 or y - give > pe then
+              m = m + 1
+              if #tail[x] == 24 then
+                local _, _, z = sunpack('ddd', tail[x])
+                again[m] = spack('ddd', t, y - give, z)
+              else
+                again[m] = spack('dd', t, y - give)
+              end
+            end
+            if m == 1000 or (x == #tail and m > 0) then
+              call('RPUSH', key, tunpack(again, 1, m))
+              m = 0
+            end
           end
           return
         end
@@ -1161,19 +1177,13 @@ local function moved(i, ki0, pos0, nout0)
   local ri = byte(shape, i)
   if ri ~= 0 then
     ki, nout = ki0 + 1, nout0 + 1
-    if rules[ri].kind == 4 then ki = ki0 + 2 end -- the log's two keys
     out[nout] = -2
     return
   end
   local _, k = sunpack('<dd', reqs, pos0)
-  local at, nk, w = pos0 + 16, 0, 16
-  if giving then w = 32 end
-  for _ = 1, k do
-    if rules[sunpack('<d', reqs, at)].kind == 4 then nk = nk + 2 else nk = nk + 1 end
-    at = at + w
-  end
-  if giving then nk = nk + 1 end -- the token
-  pos, ki = at, ki0 + nk
+  local w, nk = 16, k
+  if giving then w, nk = 32, k + 1 end -- and the token
+  pos, ki = pos0 + 16 + w * k, ki0 + nk
   local per = 6
   if receipts then per = 8 end
   for j = 1, per * k do out[nout0 + j] = 0 end
@@ -1186,7 +1196,8 @@ end
 local function take(keys, argv)
   KEYS, ARGV = keys, argv
   if not call then
-    spack, sunpack, floor, call, byte = struct.pack, struct.unpack, math.floor, redis.call, string.byte
+    spack, sunpack, floor, call, byte, tunpack = struct.pack, struct.unpack, math.floor, redis.call, string.byte, unpack
+    ANCHOR = spack('dd', -P53, 0)
   end
   out[1], nout = 0, 1
   reqs, pos = ARGV[3], 1
