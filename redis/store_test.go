@@ -18,6 +18,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/redis"
 )
 
@@ -822,41 +823,92 @@ func setLogEntry(t testing.TB, rc *goredis.Client, key string, i int64, e ...flo
 	}
 }
 
-// A sliding log's key is given its TTL, two Periods and the slack, by
-// the first push of each aligned Period, and left alone by the pushes
-// after it in that Period: the first was at the Period's start or after,
-// so the key outlives its newest entry's Period by the slack at least.
+// A sliding log's key is given its TTL, two Periods and the slack, on
+// the one-unit path by the first push of each aligned Period, and left
+// alone by the pushes after it in that Period: the first was at the
+// Period's start or after, so the key outlives its newest entry's Period
+// by the slack at least. The general path, whose time may not run as
+// Redis's does (the callers' clocks), sets it at every decision: a
+// caller whose clock stands still, every request read as the latest time
+// decided at, keeps the key while it asks.
 func TestLogExpiresLazily(t *testing.T) {
 	srv := startRedis(t)
 	rc := srv.client(t)
 	ctx := context.Background()
-	p := prefix(t)
-	s := newStore(t, rc, redis.WithPrefix(p), redis.WithCallerTime())
-	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)}, Key: "k"}
-	start := time.Unix(1_700_000_040, 0) // a whole minute, since 1_700_000_040 = 28_333_334 minutes
-	pttl := func() time.Duration {
+	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerSecond(1000)}, Key: "k"}
+	pttl := func(key string) time.Duration {
 		t.Helper()
-		d, err := rc.PTTL(ctx, logKey(t, rc, p)).Result()
+		d, err := rc.PTTL(ctx, key).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return d
 	}
-	take(t, s, start.Add(10*time.Second), 1, c)
-	if d := pttl(); d <= 2*time.Minute-10*time.Second || d > 2*time.Minute+time.Second {
-		t.Fatalf("PTTL after the first push %v, want two Periods and the slack", d)
+	hour := func(key string) {
+		t.Helper()
+		if err := rc.PExpire(ctx, key, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := rc.PExpire(ctx, logKey(t, rc, p), time.Hour).Err(); err != nil {
-		t.Fatal(err)
-	}
-	take(t, s, start.Add(50*time.Second), 1, c)
-	if d := pttl(); d <= 59*time.Minute {
-		t.Errorf("PTTL after a push in the same Period %v, want the hour set before: left alone", d)
-	}
-	take(t, s, start.Add(70*time.Second), 1, c)
-	if d := pttl(); d > 2*time.Minute+time.Second {
-		t.Errorf("PTTL after the first push of the next Period %v, want two Periods and the slack", d)
-	}
+	const ttl = 2*time.Second + time.Second // two Periods and the slack
+
+	t.Run("one-unit path", func(t *testing.T) {
+		p := prefix(t)
+		s := newStore(t, rc, redis.WithPrefix(p))
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			take(t, s, time.Time{}, 1, c)
+			key := logKey(t, rc, p)
+			if d := pttl(key); d <= 0 || d > ttl {
+				t.Fatalf("PTTL after the first push %v, want at most %v", d, ttl)
+			}
+			hour(key)
+			take(t, s, time.Time{}, 1, c)
+			es := logEntries(t, rc, key)
+			first, second := es[len(es)-2][0], es[len(es)-1][0]
+			if math.Floor(first/1e6) != math.Floor(second/1e6) {
+				if time.Now().After(deadline) {
+					t.Fatal("no two pushes in one second in 20s")
+				}
+				if err := rc.Del(ctx, key).Err(); err != nil {
+					t.Fatal(err)
+				}
+				continue // the second push began a Period: try again
+			}
+			if d := pttl(key); d <= 59*time.Minute {
+				t.Errorf("PTTL after a push in the same Period %v, want the hour set before: left alone", d)
+			}
+			time.Sleep(time.Until(time.UnixMicro(int64(math.Floor(second/1e6)+1) * 1e6)))
+			take(t, s, time.Time{}, 1, c)
+			if d := pttl(key); d > ttl {
+				t.Errorf("PTTL after the first push of the next Period %v, want at most %v", d, ttl)
+			}
+			return
+		}
+	})
+
+	t.Run("general path", func(t *testing.T) {
+		p := prefix(t)
+		s := newStore(t, rc, redis.WithPrefix(p), redis.WithCallerTime())
+		now := time.Unix(1_700_000_000, 0)
+		take(t, s, now, 1000, c)
+		key := logKey(t, rc, p)
+		hour(key)
+		take(t, s, now.Add(time.Millisecond), 0, c) // a peek
+		if d := pttl(key); d > ttl {
+			t.Errorf("PTTL after a peek %v, want at most %v: set", d, ttl)
+		}
+		if err := rc.PExpire(ctx, key, 100*time.Millisecond).Err(); err != nil {
+			t.Fatal(err)
+		}
+		// A clock that stands still: read as the time decided at last.
+		if d := take(t, s, now.Add(-time.Millisecond), 1, c)[0]; d.Allowed {
+			t.Errorf("a unit over the rate: %+v, want denied", d)
+		}
+		if d := pttl(key); d < ttl-time.Second {
+			t.Errorf("PTTL after a denial %v, want about %v: set again", d, ttl)
+		}
+	})
 }
 
 // A rule whose rate came down under the same name finds more counted than
@@ -876,5 +928,109 @@ func TestRemainingNeverNegative(t *testing.T) {
 		if d := take(t, s, now, 0, sluice.Check{Rule: low, Key: "k"})[0]; d.Remaining != 0 {
 			t.Errorf("%s: a peek at the lower rate, 50 counted = %+v, want 0 remaining", alg, d)
 		}
+	}
+}
+
+// A store whose clock runs ahead of Redis TIME (Redis's clock went back)
+// decides at the clock's time, which stands still until Redis's catches
+// up: a sliding log's one-unit request then goes to the general path,
+// which sets the key's TTL at every decision, so that a clock standing
+// still does not let the key expire under its entries.
+func TestLogClockAhead(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	ctx := context.Background()
+	p := prefix(t)
+	s := newStore(t, rc, redis.WithPrefix(p))
+	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)}, Key: "k"}
+	take(t, s, time.Time{}, 1, c)
+	key := logKey(t, rc, p)
+	ahead := binary.LittleEndian.AppendUint64(nil, math.Float64bits(float64(time.Now().Add(time.Hour).UnixMicro())))
+	if err := rc.Set(ctx, p+"clock", ahead, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.PExpire(ctx, key, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d := takeRedone(t, s, c); !d.Allowed || d.Remaining != 9 {
+		t.Errorf("a unit at the clock's time, an hour on: %+v, want allowed, 9 left (the first unit gone)", d)
+	}
+	if d, err := rc.PTTL(ctx, key).Result(); err != nil || d > 2*time.Minute+time.Second {
+		t.Errorf("PTTL %v (%v), want at most two Periods and the slack: set", d, err)
+	}
+}
+
+// A give-back of the newest entry's every unit drops the entry, and the
+// latest time decided at that it held (a peek's, after the take) stays
+// with the entry before it: a request at an earlier time is still read as
+// that time, as the memory store reads it.
+func TestLogGiveBackKeepsLatestTime(t *testing.T) {
+	srv := startRedis(t)
+	ctx := context.Background()
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	rule := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.Limit{Rate: 2, Period: 10 * time.Second}}
+	checks := []sluice.Check{{Rule: rule, Key: "k"}}
+	s := newCallerStore(t, srv, redis.WithoutBatching())
+	ref, err := memory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	both := func(sec float64, n int64) (got, want sluice.Decision) {
+		t.Helper()
+		out := make([]sluice.Decision, 1)
+		if err := ref.Take(ctx, at(sec), n, checks, out); err != nil {
+			t.Fatal(err)
+		}
+		return take(t, s, at(sec), n, checks...)[0], out[0]
+	}
+	both(-5, 1)
+	// A take at 3s, a peek at 8s in between, then the take given back.
+	taken, back := make([]sluice.Decision, 1), make([]sluice.Decision, 1)
+	between := func() { take(t, s, at(8), 0, checks...) }
+	if err := ref.Take(ctx, at(8), 0, checks, make([]sluice.Decision, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if charged, err := redis.TakeThenGiveBack(ctx, s, at(3), at(3), 1, checks, between, 1, taken, back); err != nil || !charged {
+		t.Fatalf("TakeThenGiveBack: charged %v, %v", charged, err)
+	}
+	want := make([]sluice.Decision, 1)
+	if err := ref.Take(ctx, at(3), 0, checks, want); err != nil {
+		t.Fatal(err)
+	}
+	if back[0] != want[0] {
+		t.Errorf("the give-back's peek %+v, want %+v (the memory store's, at 8s)", back[0], want[0])
+	}
+	if got, want := both(4, 2); got != want {
+		t.Errorf("2 units at 4s, read as 8s: %+v, want %+v", got, want)
+	}
+}
+
+// A sliding log's ends count every unit since its list was made; one
+// that would reach 2^52 counts from 0 again, from its anchor, and decides
+// as before.
+func TestLogRebase(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	p := prefix(t)
+	s := newStore(t, rc, redis.WithPrefix(p), redis.WithCallerTime())
+	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)}, Key: "k"}
+	now := time.Unix(1_700_000_000, 0)
+	take(t, s, now, 3, c)
+	key := logKey(t, rc, p)
+	es := logEntries(t, rc, key)
+	const high = 1 << 52
+	setLogEntry(t, rc, key, 0, es[0][0], high-5)
+	setLogEntry(t, rc, key, 1, es[1][0], high-2) // the same 3 units, near 2^52
+	if d := take(t, s, now.Add(time.Second), 4, c)[0]; !d.Allowed || d.Remaining != 3 {
+		t.Errorf("4 more units: %+v, want allowed, 3 left", d)
+	}
+	got := logEntries(t, rc, key)
+	want := [][3]float64{{es[0][0], 0, es[0][0]}, {es[1][0], 3, es[1][0]}, {float64(now.Add(time.Second).UnixMicro()), 7, float64(now.Add(time.Second).UnixMicro())}}
+	if !slices.Equal(got, want) {
+		t.Errorf("entries %v, want %v: counted from 0 again", got, want)
+	}
+	if d := take(t, s, now.Add(2*time.Second), 0, c)[0]; d.Remaining != 3 {
+		t.Errorf("a peek after: %+v, want 3 left", d)
 	}
 }

@@ -361,23 +361,57 @@ local function logread(key, now, p)
   return L, lat, lend, fat, fend, nat, nend, nat
 end
 
+-- logrebase counts the log at key from 0 again, from its entry L, the
+-- anchor to be: it rewrites the entries from L with lend, L's end, taken
+-- off, so that no end reaches 2^53, where doubles stop being exact. It
+-- returns the newest entry's end after.
+local function logrebase(key, L, lend, ttl)
+  local es = call('LRANGE', key, L, -1)
+  call('DEL', key)
+  local again, m, last = {}, 0, 0
+  for x = 1, #es do
+    local t, e = sunpack('dd', es[x])
+    last = e - lend
+    m = m + 1
+    if #es[x] == 24 then
+      local _, _, z = sunpack('ddd', es[x])
+      again[m] = spack('ddd', t, last, z)
+    else
+      again[m] = spack('dd', t, last)
+    end
+    if m == 1000 or x == #es then
+      call('RPUSH', key, tunpack(again, 1, m))
+      m = 0
+    end
+  end
+  call('PEXPIRE', key, ttl)
+  return last
+end
+
 -- logpush appends n units at now to the log at key, with ttl, after the
--- entries through L leave (the one at L staying as the anchor); nat and
--- nend are the newest entry's, false if there is no list: an entry of the
--- same µs takes the units, as entries of one µs are one.
-local function logpush(key, L, nat, nend, now, n, p, ttl)
+-- entries through L leave (the one at L, of end lend, staying as the
+-- anchor); nat and nend are the newest entry's, false if there is no
+-- list: an entry of the same µs takes the units, as entries of one µs are
+-- one. The TTL is set by a push of another aligned Period than the newest
+-- entry's, or by every push if always.
+local function logpush(key, L, lend, nat, nend, now, n, p, ttl, always)
   if not nat then
     call('RPUSH', key, ANCHOR, spack('dd', now, n))
     call('PEXPIRE', key, ttl)
     return
   end
+  if nend + n >= P52 then
+    nend = logrebase(key, L, lend, ttl)
+    L = 0
+  end
   if L > 0 then call('LTRIM', key, L, -1) end
   if nat == now then
     call('LSET', key, -1, spack('dd', now, nend + n))
-    return
+  else
+    call('RPUSH', key, spack('dd', now, nend + n))
+    if not always and fdiv(nat, p) ~= fdiv(now, p) then call('PEXPIRE', key, ttl) end
   end
-  call('RPUSH', key, spack('dd', now, nend + n))
-  if fdiv(nat, p) ~= fdiv(now, p) then call('PEXPIRE', key, ttl) end
+  if always then call('PEXPIRE', key, ttl) end
 end
 
 -- lstretch decides single units from sliding logs (kind 4, Period below
@@ -386,24 +420,34 @@ end
 -- reset)·2, the µs until the oldest entry and the newest leave the window,
 -- both at most the Period. Or -3, deciding and writing nothing, for what
 -- this path does not decide: a time before the last decided at (a lost
--- clock: an entry newer than now, or an anchor still in the window),
+-- clock: an entry newer than now, or an anchor still in the window), a
+-- run's time held back by the clock, ahead of Redis TIME (the TTLs set
+-- once a Period assume that time runs as Redis's does),
 -- counts above the rate (a rate lowered under the same rule's name), or
 -- an oldest entry of no units. The general path then decides as slog
 -- does.
 local function lstretch(r, i, e)
   local rate, p, ttl, now = r.a1, r.a2, r.ttl, fastnow
+  if now ~= redisnow then -- the clock is ahead
+    for _ = i, e do
+      nout = nout + 1
+      out[nout] = -3
+    end
+    ki = ki + e - i + 1
+    return e + 1
+  end
   for _ = i, e do
     local key = KEYS[ki]
     ki = ki + 1
     local v = -3
     local L, lat, lend, fat, fend, nat, nend, last = logread(key, now, p)
     if not L then
-      logpush(key, 0, false, 0, now, 1, p, ttl)
+      logpush(key, 0, 0, false, 0, now, 1, p, ttl, false)
       v = 3
     elseif L >= 0 and last <= now and nend >= lend then
       local count = nend - lend
       if count < rate then
-        logpush(key, L, nat, nend, now, 1, p, ttl)
+        logpush(key, L, lend, nat, nend, now, 1, p, ttl, false)
         v = count * 2 + 3
       elseif count == rate and fend > lend then
         v = ((fat + p - now) * P26 + (nat + p - now)) * 2
@@ -718,7 +762,10 @@ local function loadgeneral()
   ---------------------------------------------------------------------------
   -- Sliding log: one list, its entries (at, end) and its anchor (see
   -- logread). A time before the last decided at, the newest entry's or the
-  -- one the anchor left the window at, is read as that time.
+  -- one the anchor left the window at, is read as that time. As time may
+  -- not run here as Redis's does (the callers' clocks, or one read as a
+  -- later time), every decision on a log with units in the window sets
+  -- its TTL, as the one-unit path's once a Period does not.
 
   local function slog(c, now, n)
     local rate, p, key = c.r.a1, c.r.a2, c.key
@@ -761,11 +808,11 @@ local function loadgeneral()
     if d[2] < 0 then d[2] = 0 end -- a rate lowered under the same name
     if push then
       d[5] = p
-      d[7], d[9], d[11], d[12], d[13], d[14] = 3, 1, L or 0, nat, nend, now
+      d[7], d[9], d[10], d[11], d[12], d[13], d[14] = 3, 1, lend, L or 0, nat, nend, now
     elseif fat then
       d[5] = nat + p - now
       -- the time decided at, if later than any the log holds
-      if now > last then d[7], d[9], d[12], d[13], d[14] = 3, 0, nat, nend, now end
+      d[7], d[9], d[12], d[13], d[14], d[8] = 3, 0, nat, nend, now, now > last
     elseif L then
       d[7] = 2 -- every entry left the window: the list goes
     end
@@ -777,10 +824,11 @@ local function loadgeneral()
   -- push, or the time decided at as the newest entry's third number.
   local function logcommit(c, d, n)
     if d[9] == 1 then
-      logpush(c.key, d[11], d[12] or false, d[13], d[14], n, c.r.a2, c.r.ttl)
-    else
-      call('LSET', c.key, -1, spack('ddd', d[12], d[13], d[14]))
+      logpush(c.key, d[11], d[10], d[12] or false, d[13], d[14], n, c.r.a2, c.r.ttl, true)
+      return
     end
+    if d[8] then call('LSET', c.key, -1, spack('ddd', d[12], d[13], d[14])) end
+    call('PEXPIRE', c.key, c.r.ttl)
   end
 
   ---------------------------------------------------------------------------
@@ -993,6 +1041,23 @@ local function loadgeneral()
           if give <= 0 then return end
           local tail = call('LRANGE', key, idx, -1)
           call('LTRIM', key, 0, idx - 1) -- keeps the anchor: the key stays, its TTL too
+          if #tail == 1 and e - give == pe then
+            -- The newest goes: the one before it keeps the latest time
+            -- decided at.
+            local z, pat = at, sunpack('dd', prev)
+            local pz = pat
+            if #tail[1] == 24 then
+              local _, _, tz = sunpack('ddd', tail[1])
+              z = tz
+            end
+            if #prev == 24 then
+              local _, _, ppz = sunpack('ddd', prev)
+              pz = ppz
+            end
+            if pz < z then pz = z end
+            call('LSET', key, -1, spack('ddd', pat, pe, pz))
+            return
+          end
           local again, m = {}, 0
           for x = 1, #tail do
             local t, y = sunpack('dd', tail[x])
@@ -1041,6 +1106,7 @@ local function loadgeneral()
       local ri
       ri, c.n, c.t1, c.x, pos = sunpack('<dddd', reqs, pos)
       open(c, ri)
+      if c.kind == 4 then call('EXISTS', c.key) end -- read by unlog, later
     end
     local token = KEYS[ki]
     ki = ki + 1
