@@ -110,6 +110,7 @@ local ki -- next key
 local mode, nodemode
 local clockon, receipts, giving
 local clock, clocked -- clocked: set after the first write
+local ahead -- set when the clock was ahead of the run's first time
 local CLOCKTTL = '86400000' -- ms: a day
 
 local redisnow -- Redis TIME in µs, once read
@@ -131,7 +132,7 @@ local function at(now)
       local old = sunpack('<d', raw)
       if old > now then
         call('SET', KEYS[1], raw, 'PX', CLOCKTTL)
-        now = old
+        now, ahead = old, true
       end
     end
     clock = now
@@ -393,7 +394,9 @@ end
 -- anchor); nat and nend are the newest entry's, false if there is no
 -- list: an entry of the same µs takes the units, as entries of one µs are
 -- one. The TTL is set by a push of another aligned Period than the newest
--- entry's, or by every push if always.
+-- entry's, or by every push if always. (A store's clock ahead of Redis's
+-- by more than the slack, and then back in step, may see a key go that
+-- much early: the bound of every key's TTL, see idleSlack in params.go.)
 local function logpush(key, L, lend, nat, nend, now, n, p, ttl, always)
   if not nat then
     call('RPUSH', key, ANCHOR, spack('dd', now, n))
@@ -428,7 +431,7 @@ end
 -- does.
 local function lstretch(r, i, e)
   local rate, p, ttl, now = r.a1, r.a2, r.ttl, fastnow
-  if now ~= redisnow then -- the clock is ahead
+  if ahead then
     for _ = i, e do
       nout = nout + 1
       out[nout] = -3
@@ -625,7 +628,8 @@ local function loadgeneral()
   -- Each step decides a check c at now for cost n without writing, and
   -- returns d: the decision in d[1..6], as replied, and what to write in
   -- d[7..]: d[7] 0 nothing, 1 SET d[8] with a TTL of d[9] µs d[10] ns,
-  -- 2 DEL, 3 the log's writes (logcommit).
+  -- 2 DEL, 3 the log's writes (logcommit, which reads d[8..14] as slog
+  -- sets them).
 
   -- Bucket: bcore as a step.
   local function bucket(c, now, n)
@@ -1292,7 +1296,7 @@ local function take(keys, argv)
   clockon = string.byte(mode, 1) == 49 -- '1'
   receipts, giving = string.byte(mode, 2) == 114, string.byte(mode, 2) == 103 -- 'r', 'g'
   if clockon then ki = 2 end
-  clock, clocked, redisnow = nil, false, nil
+  clock, clocked, redisnow, ahead = nil, false, nil, false
   guess = tonumber(ARGV[5])
 
   -- Redis before 5 replicates a script by its text unless told otherwise,
