@@ -436,9 +436,10 @@ func TestLogPathOfItsOwn(t *testing.T) {
 		}
 	})
 
-	// A later time decided at (a denial's, say) than the run's: the
-	// general path decides at that time, when the entry has left.
-	t.Run("decided ahead", func(t *testing.T) {
+	// oneEntry is a store with a log of one unit taken, its key and its
+	// entries: the anchor and the unit's.
+	oneEntry := func(t *testing.T) (*redis.Store, string, [][3]float64) {
+		t.Helper()
 		p := prefix(t)
 		s := newStore(t, rc, redis.WithPrefix(p))
 		take(t, s, time.Time{}, 1, sluice.Check{Rule: rule, Key: "k"})
@@ -447,6 +448,13 @@ func TestLogPathOfItsOwn(t *testing.T) {
 		if len(es) != 2 {
 			t.Fatalf("entries %v, want the anchor and one", es)
 		}
+		return s, key, es
+	}
+
+	// A later time decided at (a denial's, say) than the run's: the
+	// general path decides at that time, when the entry has left.
+	t.Run("decided ahead", func(t *testing.T) {
+		s, key, es := oneEntry(t)
 		setLogEntry(t, rc, key, -1, es[1][0], es[1][1], es[1][0]+3600e6) // an hour ahead
 		d := takeRedone(t, s, sluice.Check{Rule: rule, Key: "k"})
 		if !d.Allowed || d.Remaining != 9 {
@@ -458,14 +466,7 @@ func TestLogPathOfItsOwn(t *testing.T) {
 	// at a later time (a lost clock). The general path decides at the
 	// time it left, when the entry after it has left too.
 	t.Run("anchor ahead", func(t *testing.T) {
-		p := prefix(t)
-		s := newStore(t, rc, redis.WithPrefix(p))
-		take(t, s, time.Time{}, 1, sluice.Check{Rule: rule, Key: "k"})
-		key := logKey(t, rc, p)
-		es := logEntries(t, rc, key)
-		if len(es) != 2 {
-			t.Fatalf("entries %v, want the anchor and one", es)
-		}
+		s, key, es := oneEntry(t)
 		setLogEntry(t, rc, key, 0, es[1][0]+3600e6-60e6, 0) // left the window an hour on
 		d := takeRedone(t, s, sluice.Check{Rule: rule, Key: "k"})
 		if !d.Allowed || d.Remaining != 9 {
