@@ -198,7 +198,7 @@ end
 local shape, fastnow -- ARGV[2], and the time of its one-byte requests
 
 -- setstate writes a key's state with ttl, a rule's TTL in ms as a string
--- ('' for none), as every state but the log's meta is written.
+-- ('' for none), as every state but the sliding log's list is written.
 local function setstate(key, state, ttl)
   if ttl == '' then
     call('SET', key, state)
@@ -326,13 +326,13 @@ local P53 = 9007199254740992
 -- logread reads the log at key at now, p its Period. It returns nothing
 -- for no list; else L, the index of the last entry that left the window
 -- (the anchor to be; -1 if even the first has not: a time before the
--- last trim's), and its time and end; the first entry in the window, its
+-- last trim's), and its end; the first entry in the window, its
 -- time and end, or false; and the newest entry's time and end, and the
 -- latest time decided at: the newest entry's, or a later one that a
 -- decision which pushed nothing wrote as the entry's third number (see
 -- logcommit).
 local function logread(key, now, p)
-  local L, k, lat, lend, lraw, fat, fend = -1, 3, false, 0, false, false, 0
+  local L, k, lend, lraw, fat, fend = -1, 3, 0, false, false, 0
   local batch
   while true do
     batch = call('LRANGE', key, L + 1, L + k)
@@ -343,7 +343,7 @@ local function logread(key, now, p)
         fat, fend = t, e
         break
       end
-      L, lat, lend, lraw = L + 1, t, e, raw
+      L, lend, lraw = L + 1, e, raw
     end
     if fat or #batch < k then break end
     k = 32
@@ -356,10 +356,10 @@ local function logread(key, now, p)
   end
   if #nraw == 24 then
     local nat, nend, last = sunpack('ddd', nraw)
-    return L, lat, lend, fat, fend, nat, nend, last
+    return L, lend, fat, fend, nat, nend, last
   end
   local nat, nend = sunpack('dd', nraw)
-  return L, lat, lend, fat, fend, nat, nend, nat
+  return L, lend, fat, fend, nat, nend, nat
 end
 
 -- logrebase counts the log at key from 0 again, from its entry L, the
@@ -443,7 +443,7 @@ local function lstretch(r, i, e)
     local key = KEYS[ki]
     ki = ki + 1
     local v = -3
-    local L, lat, lend, fat, fend, nat, nend, last = logread(key, now, p)
+    local L, lend, fat, fend, nat, nend, last = logread(key, now, p)
     if not L then
       logpush(key, 0, 0, false, 0, now, 1, p, ttl, false)
       v = 3
@@ -773,11 +773,11 @@ local function loadgeneral()
 
   local function slog(c, now, n)
     local rate, p, key = c.r.a1, c.r.a2, c.key
-    local L, lat, lend, fat, fend, nat, nend, last = logread(key, now, p)
+    local L, lend, fat, fend, nat, nend, last = logread(key, now, p)
     if L and (L < 0 or last > now) then
       if last > now then now = last end
       if L < 0 and fat + p > now then now = fat + p end -- the anchor's
-      L, lat, lend, fat, fend, nat, nend, last = logread(key, now, p)
+      L, lend, fat, fend, nat, nend, last = logread(key, now, p)
     end
     local count = 0
     if fat then count = nend - lend end
