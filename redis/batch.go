@@ -33,7 +33,7 @@ const leaders = 2
 
 // pending is one request, queued or in a run.
 type pending struct {
-	keys  []string    // each check's keys, in order
+	keys  []string    // each check's key, in order: keys[i] is args[i]'s
 	now   float64     // µs, or redisTime
 	args  []checkArgs // one per check
 	reply []int64
@@ -109,7 +109,6 @@ type checkArgs struct {
 	p      *params
 	cost   int64 // its CostFor the request's cost
 	shadow bool
-	key    int // the index in keys of its first key
 }
 
 // pending states

@@ -183,7 +183,7 @@ func (s *Store) cached(now time.Time, p *pending, checks []sluice.Check, out []s
 		if a.shadow {
 			continue
 		}
-		e := s.cache.get(denyKey{p.keys[a.key], checks[i].Rule.Limit}, now, a.cost)
+		e := s.cache.get(denyKey{p.keys[i], checks[i].Rule.Limit}, now, a.cost)
 		if e == nil {
 			continue
 		}
@@ -214,7 +214,7 @@ func (s *Store) remember(now time.Time, p *pending, checks []sluice.Check, out [
 	var sig uint64
 	for i, a := range p.args {
 		d := out[i]
-		k := denyKey{p.keys[a.key], checks[i].Rule.Limit}
+		k := denyKey{p.keys[i], checks[i].Rule.Limit}
 		if d.Allowed {
 			s.cache.drop(k)
 		}

@@ -141,7 +141,7 @@ func (ns *nodeSet) route(ctx context.Context, s *Store, p *pending) (first *node
 		return nil, nil, err
 	}
 	for i := 1; i < len(p.args); i++ {
-		n, err := ns.of(ctx, s, p.keys[p.args[i].key])
+		n, err := ns.of(ctx, s, p.keys[i])
 		if err != nil {
 			return nil, nil, err
 		}

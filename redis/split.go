@@ -214,9 +214,9 @@ func (s *Store) split(ctx context.Context, parts []*part, out []sluice.Decision)
 // Ring: the parts one run through the Store's client can decide.
 func (s *Store) slotParts(p *pending) []*part {
 	if s.keys.share == shareSlot {
-		return parts(s, p, func(i int) uint16 { return slot(p.keys[p.args[i].key]) }, nil)
+		return parts(s, p, func(i int) uint16 { return slot(p.keys[i]) }, nil)
 	}
-	return parts(s, p, func(i int) string { return tagOf(p.keys[p.args[i].key]) }, nil)
+	return parts(s, p, func(i int) string { return tagOf(p.keys[i]) }, nil)
 }
 
 // parts splits p's checks into parts of store s by id, in the order they
@@ -242,9 +242,8 @@ func parts[K comparable](s *Store, p *pending, id func(i int) K, to []*node) []*
 			parts = append(parts, pt)
 			ids = append(ids, k)
 		}
-		a.key = len(pt.p.keys)
 		pt.p.args = append(pt.p.args, a)
-		pt.p.keys = append(pt.p.keys, p.keys[p.args[i].key])
+		pt.p.keys = append(pt.p.keys, p.keys[i])
 		pt.idx = append(pt.idx, i)
 	}
 	return parts

@@ -341,7 +341,6 @@ func (s *Store) request(now time.Time, n int64, checks []sluice.Check) (*pending
 			p.release()
 			return nil, err
 		}
-		a.key = i
 		p.args = append(p.args, a)
 	}
 	if len(checks) > len(p.keyBuf) {
