@@ -859,7 +859,7 @@ local function loadgeneral()
   end
 
   local steps = {bucket, fixed, counter, slog, wfixed}
-  local unpackfmt = {'dd', 'ddd', 'dddd', 'dd'}
+  local unpackfmt = {'dd', 'ddd', 'dddd'} -- the states of kinds 1 to 3
   -- checks[1..k] are the current request's checks, their tables reused
   -- from one request to the next.
   local checks = {}
@@ -878,7 +878,7 @@ local function loadgeneral()
     c.r, c.kind, c.shadow = r, r.kind, r.shadow == 1
     c.key, c.st, c.d = KEYS[ki], false, false
     ki = ki + 1
-    if c.kind ~= 5 and c.kind ~= 4 then -- the log reads its list itself
+    if c.kind <= 3 then -- the log reads its list itself, kind 5 its window's key
       local raw = call('GET', c.key)
       if raw then c.st = {sunpack(unpackfmt[c.kind], raw)} end
     end
