@@ -22,13 +22,18 @@ type Clock interface {
 // an hour. Until the wall clock steps forward again, SystemClock then
 // stays ahead of it by the step.
 //
+// A read costs the monotonic clock alone and two atomic loads, about
+// half a time.Now, which reads the wall clock too. The wall clock is read
+// once a millisecond of monotonic time (wallEvery): a step forward is
+// followed within a millisecond, and between two readings SystemClock may
+// be behind the wall clock by what it gained on the monotonic one, as
+// NTP slewing does, under a microsecond.
+//
 // Processes that must agree on the time, as those sharing a Redis store
 // WithCallerTime do, want the wall clock itself: ClockFunc(time.Now).
 // Inside a testing/synctest bubble, where time.Now has no monotonic
 // reading, SystemClock is time.Now.
-//
-// A read costs one time.Now and an atomic load.
-var SystemClock Clock = newSteadyClock(systemReading)
+var SystemClock Clock = newSteadyClock(systemReading, monoReading)
 
 // monoBase is the origin of systemReading's monotonic time.
 var monoBase = time.Now()
@@ -44,34 +49,62 @@ func systemReading() (wall, mono int64, ok bool) {
 	return t.UnixNano(), int64(t.Sub(monoBase)), t != t.Round(0)
 }
 
+// monoReading reads the monotonic clock alone, on systemReading's
+// origin: time.Since reads no wall clock when its argument has a
+// monotonic reading. In a synctest bubble, time.Since subtracts wall
+// times, and the bubble's clock, which starts in 2000, is before the
+// process began: the reading is negative, which says there is none.
+func monoReading() int64 { return int64(time.Since(monoBase)) }
+
+// wallEvery is how much monotonic time a steadyClock lets pass between
+// two readings of the wall clock, in ns.
+const wallEvery = int64(time.Millisecond)
+
 // steadyClock is a Clock that reads mono + offset, where offset is the
 // largest wall - mono read so far: the offset only grows, so the time
 // never goes back, and it grows when, and only when, the wall clock is
-// ahead, so forward steps are followed. It is lock-free.
+// ahead, so forward steps are followed. The wall clock is read when the
+// monotonic clock reaches next, which each reading moves wallEvery on.
+// It is lock-free.
 type steadyClock struct {
-	read   func() (wall, mono int64, ok bool) // the clocks; the seam tests drive
+	read   func() (wall, mono int64, ok bool) // both clocks; the seam tests drive
+	mono   func() int64                       // the monotonic clock alone; negative when there is none
 	offset atomic.Int64
+	next   atomic.Int64 // the monotonic time at which to read the wall clock again
 }
 
-func newSteadyClock(read func() (wall, mono int64, ok bool)) *steadyClock {
-	c := &steadyClock{read: read}
-	wall, mono, _ := read()
-	c.offset.Store(wall - mono)
+func newSteadyClock(read func() (wall, mono int64, ok bool), mono func() int64) *steadyClock {
+	c := &steadyClock{read: read, mono: mono}
+	wall, m, _ := read()
+	c.offset.Store(wall - m)
+	c.next.Store(m + wallEvery)
 	return c
 }
 
 // Now returns the steady time.
 func (c *steadyClock) Now() time.Time {
+	mono := c.mono()
+	if mono < 0 || mono >= c.next.Load() {
+		return c.sync()
+	}
+	// A call that begins after another ended reads a monotonic time and
+	// an offset no smaller than the other's, so its time is no earlier.
+	return time.Unix(0, mono+c.offset.Load())
+}
+
+// sync reads both clocks, raises the offset if the wall clock is ahead,
+// and returns the steady time.
+func (c *steadyClock) sync() time.Time {
 	wall, mono, ok := c.read()
 	if !ok {
 		return time.Unix(0, wall)
 	}
-	// A call that begins after another ended reads a monotonic time and
-	// an offset no smaller than the other's, so its time is no earlier.
 	off := c.offset.Load()
 	if d := wall - mono; d > off {
 		off = c.raise(off, d)
 	}
+	// Racing syncs may leave an earlier next: the next call syncs again.
+	c.next.Store(mono + wallEvery)
 	return time.Unix(0, mono+off)
 }
 

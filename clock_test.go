@@ -82,29 +82,39 @@ func runClockSteps(t *testing.T, steps []clockStep) {
 
 // TestSteadyClockStepBack: a wall clock stepped back is not followed; the
 // time keeps flowing at the monotonic clock's rate until the wall clock
-// is ahead again.
+// is ahead again, and is read so (once WallEvery has passed since the
+// last reading).
 func TestSteadyClockStepBack(t *testing.T) {
+	ms := sluice.WallEvery
 	runClockSteps(t, []clockStep{
 		{"1s passes", time.Second, 0, time.Second},
 		{"the wall clock steps back 1h", 0, -time.Hour, time.Second},
 		{"2s pass", 2 * time.Second, 0, 3 * time.Second},
 		{"the wall clock steps forward 30m, still behind", 0, 30 * time.Minute, 3 * time.Second},
 		{"1s passes", time.Second, 0, 4 * time.Second},
-		{"the wall clock steps forward 1h, 30m ahead", 0, time.Hour, 4*time.Second + 30*time.Minute},
-		{"1s passes", time.Second, 0, 5*time.Second + 30*time.Minute},
-		{"the wall clock steps back 1ns", 0, -1, 5*time.Second + 30*time.Minute},
-		{"1ns passes", 1, 0, 5*time.Second + 30*time.Minute + 1},
+		{"the wall clock steps forward 1h, 30m ahead, not read yet", 0, time.Hour, 4 * time.Second},
+		{"WallEvery passes: read", ms, 0, 4*time.Second + ms + 30*time.Minute},
+		{"1s passes", time.Second, 0, 5*time.Second + ms + 30*time.Minute},
+		{"the wall clock steps back 1ns", 0, -1, 5*time.Second + ms + 30*time.Minute},
+		{"1ns passes", 1, 0, 5*time.Second + ms + 30*time.Minute + 1},
 	})
 }
 
 // TestSteadyClockStepForward: a wall clock stepped forward is followed at
-// once, and the time flows on from there.
+// the first reading WallEvery after the last, and the time flows on from
+// there; the readings in between run on the monotonic clock.
 func TestSteadyClockStepForward(t *testing.T) {
+	ms := sluice.WallEvery
 	runClockSteps(t, []clockStep{
-		{"the wall clock steps forward 1h", 0, time.Hour, time.Hour},
-		{"1s passes", time.Second, 0, time.Hour + time.Second},
-		{"the wall clock steps forward 1ns", 0, 1, time.Hour + time.Second + 1},
-		{"1s passes and the wall clock steps forward 1s", time.Second, time.Second, time.Hour + 3*time.Second + 1},
+		{"the wall clock steps forward 1h", 0, time.Hour, 0},
+		{"WallEvery - 1ns passes", ms - 1, 0, ms - 1},
+		{"1ns passes: read", 1, 0, time.Hour + ms},
+		{"1s passes", time.Second, 0, time.Hour + time.Second + ms},
+		{"the wall clock steps forward 1ns", 0, 1, time.Hour + time.Second + ms},
+		{"1s passes and the wall clock steps forward 1s", time.Second, time.Second, time.Hour + 3*time.Second + ms + 1},
+		{"the wall clock steps forward 1m", 0, time.Minute, time.Hour + 3*time.Second + ms + 1},
+		{"WallEvery / 2 passes", ms / 2, 0, time.Hour + 3*time.Second + ms + ms/2 + 1},
+		{"WallEvery / 2 passes: read", ms / 2, 0, time.Hour + time.Minute + 3*time.Second + 2*ms + 1},
 	})
 }
 
@@ -158,13 +168,20 @@ func TestSteadyClockConcurrent(t *testing.T) {
 }
 
 // TestSystemClock: SystemClock is never behind the wall clock read before
-// it.
+// it by as much as WallEvery, the most a step forward may go unread, and
+// its readings never go back.
 func TestSystemClock(t *testing.T) {
-	for range 1000 {
+	var last time.Time
+	for range 100000 {
 		before := time.Now().Round(0)
-		if got := sluice.SystemClock.Now(); got.Before(before) {
-			t.Fatalf("SystemClock.Now() = %v, before time.Now() = %v", got, before)
+		got := sluice.SystemClock.Now()
+		if got.Before(before.Add(-sluice.WallEvery)) {
+			t.Fatalf("SystemClock.Now() = %v, %v before time.Now() = %v", got, before.Sub(got), before)
 		}
+		if got.Before(last) {
+			t.Fatalf("SystemClock.Now() = %v after %v", got, last)
+		}
+		last = got
 	}
 }
 
