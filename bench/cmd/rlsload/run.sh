@@ -41,6 +41,7 @@
 #	BARE_GOGC=1500 bench/cmd/rlsload/run.sh  # the bare servers with GOGC=1500
 #	SLUICE_FLAGS='-gc-floor 0' bench/cmd/rlsload/run.sh  # sluice without its GC floor
 #	REDIS_NICE=-10 bench/cmd/rlsload/run.sh  # its redis-server reniced (root)
+#	REDIS_CPU=1 taskset -c 0 bench/cmd/rlsload/run.sh  # its redis-server alone on CPU 1
 set -euo pipefail
 cd "$(dirname "$0")"
 export PATH="$PATH:/usr/local/go/bin"
@@ -119,6 +120,11 @@ wait_port() {
 # counts a command's wall time, and on cores shared with the servers and
 # the loads a long script run is preempted more often than an INCRBY.
 if [ -n "${REDIS_NICE:-}" ] && [ -n "$redis_pid" ]; then renice -n "$REDIS_NICE" -p "$redis_pid" >/dev/null; fi
+# REDIS_CPU pins the script's redis-server (all its threads) to that CPU;
+# with the script itself under taskset on the others, Redis has a core of
+# its own, as BenchmarkRedis's pinned figures do, and its commands' time
+# is no longer inflated by sharing one.
+if [ -n "${REDIS_CPU:-}" ] && [ -n "$redis_pid" ]; then taskset -a -p -c "$REDIS_CPU" "$redis_pid" >/dev/null; fi
 "$tmp/sluice" serve --config bench.yaml --http "$red_http" --grpc "$red_grpc" --admin "$red_admin" --poll 0 --redis "$redis_url" "${sflags[@]}" >"$tmp/redis-sluice.out" 2>&1 &
 red_pid=$!
 pids+=("$red_pid")
