@@ -24,15 +24,18 @@ type Clock interface {
 //
 // A read costs the monotonic clock alone and two atomic loads, about
 // half a time.Now, which reads the wall clock too. The wall clock is read
-// once a millisecond of monotonic time (wallEvery): a step forward is
-// followed within a millisecond, and between two readings SystemClock may
-// be behind the wall clock by what it gained on the monotonic one, as
-// NTP slewing does, under a microsecond.
+// by the first read a millisecond (wallEvery) or more of monotonic time
+// after the last reading of it: a step forward is followed by then, and
+// until then SystemClock is behind the wall clock by the step. (On Linux
+// the monotonic clock is slewed with the wall clock, so nothing else
+// comes between them.)
 //
 // Processes that must agree on the time, as those sharing a Redis store
 // WithCallerTime do, want the wall clock itself: ClockFunc(time.Now).
 // Inside a testing/synctest bubble, where time.Now has no monotonic
-// reading, SystemClock is time.Now.
+// reading, SystemClock is time.Now, as long as the bubble's time is
+// before the process started, as it is unless a test sleeps the bubble
+// (which starts in 2000) into the present (see monoReading).
 var SystemClock Clock = newSteadyClock(systemReading, monoReading)
 
 // monoBase is the origin of systemReading's monotonic time.
@@ -53,7 +56,10 @@ func systemReading() (wall, mono int64, ok bool) {
 // origin: time.Since reads no wall clock when its argument has a
 // monotonic reading. In a synctest bubble, time.Since subtracts wall
 // times, and the bubble's clock, which starts in 2000, is before the
-// process began: the reading is negative, which says there is none.
+// process began: the reading is negative, which says there is none. A
+// bubble slept past the process's start would read as a monotonic time,
+// and SystemClock would give the bubble's time plus the forward steps
+// the offset has taken since the start.
 func monoReading() int64 { return int64(time.Since(monoBase)) }
 
 // wallEvery is how much monotonic time a steadyClock lets pass between

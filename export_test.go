@@ -18,3 +18,7 @@ func NewSteadyClock(read func() (wall, mono int64, ok bool)) Clock {
 // WallEvery is how much monotonic time a steady clock lets pass between
 // two readings of the wall clock.
 const WallEvery = time.Duration(wallEvery)
+
+// MonoReading is SystemClock's reading of the monotonic clock alone:
+// negative in a synctest bubble.
+func MonoReading() int64 { return monoReading() }
