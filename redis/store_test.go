@@ -1017,6 +1017,35 @@ func TestLogGiveBackKeepsLatestTime(t *testing.T) {
 	}
 }
 
+// A give-back of every unit of an entry that is not the newest takes the
+// entry out and the units off every later end: no entry of no units is
+// left in the log.
+func TestLogGiveBackDropsEmptyEntry(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	ctx := context.Background()
+	p := prefix(t)
+	s := newStore(t, rc, redis.WithPrefix(p), redis.WithCallerTime(), redis.WithoutBatching())
+	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	checks := []sluice.Check{{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)}, Key: "k"}}
+	take(t, s, at(0), 1, checks...)
+	between := func() { take(t, s, at(2), 1, checks...) }
+	taken, back := make([]sluice.Decision, 1), make([]sluice.Decision, 1)
+	if charged, err := redis.TakeThenGiveBack(ctx, s, at(1), at(1), 2, checks, between, 1, taken, back); err != nil || !charged {
+		t.Fatalf("TakeThenGiveBack: charged %v, %v", charged, err)
+	}
+	var ends []float64
+	for _, e := range logEntries(t, rc, logKey(t, rc, p)) {
+		ends = append(ends, e[1])
+	}
+	if !slices.Equal(ends, []float64{0, 1, 2}) {
+		t.Errorf("ends %v, want [0 1 2]: the anchor, the unit at 0s and the one at 2s", ends)
+	}
+	if d := take(t, s, at(3), 0, checks...)[0]; d.Remaining != 8 {
+		t.Errorf("a peek after: %+v, want 8 left", d)
+	}
+}
+
 // A sliding log's ends count every unit since its list was made; one
 // that would reach 2^52 counts from 0 again, from its anchor, and decides
 // as before.

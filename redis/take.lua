@@ -362,6 +362,30 @@ local function logread(key, now, p)
   return L, lend, fat, fend, nat, nend, nat
 end
 
+-- repush appends the log entries es, from es[first] on, to the list at
+-- key, each with its end less d and with the latest time decided at that
+-- it carries, if any: 1000 to an RPUSH. A give-back and a rebase rewrite a
+-- log's tail so.
+local function repush(key, es, first, d)
+  local again, m = {}, 0
+  for x = first, #es do
+    local raw = es[x]
+    m = m + 1
+    if #raw == 24 then
+      local t, y, z = sunpack('ddd', raw)
+      again[m] = spack('ddd', t, y - d, z)
+    else
+      local t, y = sunpack('dd', raw)
+      again[m] = spack('dd', t, y - d)
+    end
+    if m == 1000 then
+      call('RPUSH', key, tunpack(again, 1, m))
+      m = 0
+    end
+  end
+  if m > 0 then call('RPUSH', key, tunpack(again, 1, m)) end
+end
+
 -- logrebase counts the log at key from 0 again, from its entry L, the
 -- anchor to be: it rewrites the entries from L with lend, L's end, taken
 -- off, so that no end reaches 2^53, where doubles stop being exact. It
@@ -369,24 +393,10 @@ end
 local function logrebase(key, L, lend, ttl)
   local es = call('LRANGE', key, L, -1)
   call('DEL', key)
-  local again, m, last = {}, 0, 0
-  for x = 1, #es do
-    local t, e = sunpack('dd', es[x])
-    last = e - lend
-    m = m + 1
-    if #es[x] == 24 then
-      local _, _, z = sunpack('ddd', es[x])
-      again[m] = spack('ddd', t, last, z)
-    else
-      again[m] = spack('dd', t, last)
-    end
-    if m == 1000 or x == #es then
-      call('RPUSH', key, tunpack(again, 1, m))
-      m = 0
-    end
-  end
+  repush(key, es, 1, lend)
   call('PEXPIRE', key, ttl)
-  return last
+  local _, e = sunpack('dd', es[#es])
+  return e - lend
 end
 
 -- logpush appends n units at now to the log at key, with ttl, after the
@@ -1062,23 +1072,10 @@ local function loadgeneral()
             call('LSET', key, -1, spack('ddd', pat, pe, pz))
             return
           end
-          local again, m = {}, 0
-          for x = 1, #tail do
-            local t, y = sunpack('dd', tail[x])
-            if x > 1 or y - give > pe then
-              m = m + 1
-              if #tail[x] == 24 then
-                local _, _, z = sunpack('ddd', tail[x])
-                again[m] = spack('ddd', t, y - give, z)
-              else
-                again[m] = spack('dd', t, y - give)
-              end
-            end
-            if m == 1000 or (x == #tail and m > 0) then
-              call('RPUSH', key, tunpack(again, 1, m))
-              m = 0
-            end
-          end
+          -- the entry given back goes if left with no units
+          local first = 1
+          if e - give == pe then first = 2 end
+          repush(key, tail, first, give)
           return
         end
       end
