@@ -105,6 +105,21 @@ func TestCounterStateAhead(t *testing.T) {
 	if d := take(t, s, time.Time{}, 1, c)[0]; !d.Allowed || d.Remaining != 9 {
 		t.Fatalf("first take = %+v, want allowed, 9 left", d)
 	}
+	// The state's last time an hour ahead: its window, and the next, are
+	// over by then, so its counts no longer count.
+	_, _, ahead := counterAhead(t, rc, p)
+	d := takeRedone(t, s, c)
+	off := time.Duration(int64(ahead)%60e6) * time.Microsecond
+	if !d.Allowed || d.Remaining != 9 || d.ResetAfter != 2*time.Minute-off {
+		t.Errorf("take on a state ahead = %+v, want allowed, 9 left, reset in %v: decided at the state's time", d, 2*time.Minute-off)
+	}
+}
+
+// counterAhead writes the one sliding counter's state under prefix p
+// with its last time an hour ahead, as only a lost clock could, and
+// returns its key, the state written and that time.
+func counterAhead(t testing.TB, rc *goredis.Client, p string) (key string, state []byte, ahead float64) {
+	t.Helper()
 	keys := stateKeys(scanKeys(t, rc, p))
 	if len(keys) != 1 {
 		t.Fatalf("keys %v, want 1", keys)
@@ -114,19 +129,12 @@ func TestCounterStateAhead(t *testing.T) {
 	if err != nil || len(raw) != 32 {
 		t.Fatalf("state %q, %v: want 4 doubles", raw, err)
 	}
-	// The state's last time an hour ahead: its window, and the next, are
-	// over by then, so its counts no longer count.
-	f := func(i int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(raw[8*i:])) }
-	ahead := f(3) + 3600e6
+	ahead = math.Float64frombits(binary.LittleEndian.Uint64(raw[24:])) + 3600e6
 	binary.LittleEndian.PutUint64(raw[24:], math.Float64bits(ahead))
 	if err := rc.Set(ctx, keys[0], raw, goredis.KeepTTL).Err(); err != nil {
 		t.Fatal(err)
 	}
-	d := takeRedone(t, s, c)
-	off := time.Duration(int64(ahead)%60e6) * time.Microsecond
-	if !d.Allowed || d.Remaining != 9 || d.ResetAfter != 2*time.Minute-off {
-		t.Errorf("take on a state ahead = %+v, want allowed, 9 left, reset in %v: decided at the state's time", d, 2*time.Minute-off)
-	}
+	return keys[0], raw, ahead
 }
 
 // takeRedone takes one unit of c now, which the script's path of its own
