@@ -27,8 +27,9 @@ import (
 // INCRBY + PEXPIRE pair per decision (store=pair: what the inexact
 // fixed-window limiters, envoyproxy/ratelimit among them, pay; it counts
 // denied requests too) and go-redis/redis_rate v10 (GCRA); and, for the
-// fixed window and GCRA at 16 and 64 a run, the least script that keeps
-// the store's guarantees (store=floor, see floorLibrary). Keys are spread
+// fixed window, GCRA and the sliding log at 16 and 64 a run, the least
+// script that keeps the store's guarantees (store=floor, see
+// floorLibrary). Keys are spread
 // over 10000 entities at 1000 per second each, so nearly every request is
 // allowed.
 //
@@ -239,7 +240,7 @@ func floors(b *testing.B, addr string, algs []sluice.Algo) {
 	}{
 		sluice.AlgoFixedWindow: {"floor_fixed", "w:", []any{"1000", "2000"}},
 		sluice.AlgoGCRA:        {"floor_bucket", "b", []any{"1000000", "1000", "2000"}},
-		sluice.AlgoSlidingLog:  {"floor_log", "l:e", []any{"1000", "1000000", "1000"}},
+		sluice.AlgoSlidingLog:  {"floor_log", "log", []any{"1000", "1000000", "1000"}},
 	}
 	for _, alg := range algs {
 		k, ok := kinds[alg]
