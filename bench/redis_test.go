@@ -29,7 +29,7 @@ import (
 // denied requests too) and go-redis/redis_rate v10 (GCRA); and, for the
 // fixed window, GCRA and the sliding log at 16 and 64 a run, the least
 // script that keeps the store's guarantees (store=floor, see
-// floorLibrary). Keys are spread
+// FloorLibrary). Keys are spread
 // over 10000 entities at 1000 per second each, so nearly every request is
 // allowed.
 //
@@ -103,120 +103,7 @@ func BenchmarkRedis(b *testing.B) {
 	floors(b, addr, algs)
 }
 
-// floorLibrary is about the least a run can cost Redis and keep the
-// store's guarantees for a single unit of one check (exact,
-// all-or-nothing, at Redis TIME, never at a time before one already
-// decided at): TIME, the clock's SET ... GET, then per key one call for a
-// bucket and an INCR (PEXPIRE if new, DECR if over) for a fixed window,
-// with one number of reply per decision, as take.lua's one-byte requests.
-// Its sliding log is a list of one entry per unit, its length the count:
-// an LRANGE of the oldest, an LTRIM of those that left the window, an
-// RPUSH whose answer is the count (an RPOP if over) and a PEXPIRE. That is
-// below anything the store can be: a request of cost n would take n
-// entries there, where the store's log takes one for all the units of a
-// µs; and it keeps no record of the latest time decided at but the clock.
-// It knows one rule, PerSecond(1000) (BenchmarkRedis's): argv is its
-// constants, as strings. It takes no rules, shapes or other kinds of
-// request, and it trusts the window the client put in a fixed window's
-// key, which the store checks against Redis TIME once a run (wkey in
-// take.lua) and mends when wrong, so the floor is a shade lower than
-// exact. What the store's run pays beyond it is its generality.
-const floorLibrary = `#!lua name=sluicefloor
-local function at(clock)
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local raw = redis.call('SET', clock, struct.pack('<d', now), 'PX', '86400000', 'GET')
-  if raw then
-    local old = struct.unpack('<d', raw)
-    if old > now then
-      redis.call('SET', clock, raw, 'PX', '86400000')
-      now = old
-    end
-  end
-  return now
-end
-redis.register_function{function_name='floor_fixed', flags={'allow-cross-slot-keys'},
-callback=function(keys, argv)
-  local out = {at(keys[1])}
-  local rate, ttl = tonumber(argv[1]), argv[2]
-  for i = 2, #keys do
-    local c = redis.call('INCR', keys[i])
-    if c == 1 then redis.call('PEXPIRE', keys[i], ttl) end
-    if c > rate then
-      redis.call('DECR', keys[i])
-      out[i] = c * 2 - 2
-    else
-      out[i] = c * 2 + 1
-    end
-  end
-  return out
-end}
-redis.register_function{function_name='floor_bucket', flags={'allow-cross-slot-keys'},
-callback=function(keys, argv)
-  local now = at(keys[1])
-  local out = {now}
-  local span, pt, ttl = tonumber(argv[1]), tonumber(argv[2]), argv[3]
-  local idle = struct.pack('dd', now, pt)
-  for i = 2, #keys do
-    local raw = redis.call('SET', keys[i], idle, 'PX', ttl, 'GET')
-    local v = pt * 2 + 1
-    if raw then
-      local t0, D0 = struct.unpack('dd', raw)
-      local t = now
-      if t < t0 then t = t0 end
-      local D = D0 - (t - t0)
-      if D < 0 then D = 0 end
-      local after = D
-      v = D * 2
-      if D + pt <= span then
-        after = D + pt
-        v = after * 2 + 1
-      end
-      if t ~= now or after ~= pt then
-        redis.call('SET', keys[i], struct.pack('dd', t, after), 'PX', ttl)
-      end
-    end
-    out[i] = v
-  end
-  return out
-end}
-redis.register_function{function_name='floor_log', flags={'allow-cross-slot-keys'},
-callback=function(keys, argv)
-  local now = at(keys[1])
-  local out = {now}
-  local rate, p, ttl = tonumber(argv[1]), tonumber(argv[2]), argv[3]
-  local entry = struct.pack('<d', now)
-  for i = 2, #keys do
-    local key = keys[i]
-    local drop, k, oldest = 0, 2, false
-    while true do
-      local batch = redis.call('LRANGE', key, drop, drop + k - 1)
-      for j = 1, #batch do
-        local t = struct.unpack('<d', batch[j])
-        if now - t < p then
-          oldest = t
-          break
-        end
-        drop = drop + 1
-      end
-      if oldest or #batch < k then break end
-      k = 32
-    end
-    if drop > 0 then redis.call('LTRIM', key, drop, -1) end
-    local n = redis.call('RPUSH', key, entry)
-    if n > rate then
-      redis.call('RPOP', key)
-      out[i] = (oldest + p - now) * 2
-    else
-      redis.call('PEXPIRE', key, ttl)
-      out[i] = n * 2 + 1
-    end
-  end
-  return out
-end}
-`
-
-// floors runs floorLibrary, store=floor, for the fixed window, GCRA (for
+// floors runs FloorLibrary, store=floor, for the fixed window, GCRA (for
 // the buckets: their one-unit path is the same) and the sliding log among
 // algs at 16 and 64 decisions a run: an FCALL of that many keys, named as the store
 // names them, from 2 callers, as many runs in flight as the store keeps
@@ -227,7 +114,7 @@ func floors(b *testing.B, addr string, algs []sluice.Algo) {
 	const floorCallers = 2 // runs in flight: as many as the store keeps out at most
 	rc := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer rc.Close()
-	if err := rc.FunctionLoadReplace(context.Background(), floorLibrary).Err(); err != nil {
+	if err := rc.FunctionLoadReplace(context.Background(), FloorLibrary).Err(); err != nil {
 		b.Logf("no floor: FUNCTION LOAD: %v", err) // Redis before 7
 		return
 	}
