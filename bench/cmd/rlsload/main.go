@@ -7,6 +7,8 @@
 //	rlsload bare-http -addr 127.0.0.1:9080           # an HTTP handler that decides nothing
 //	rlsload pair-grpc -addr 127.0.0.1:9082 -redis redis://127.0.0.1:6379/0
 //	                                                 # an RLS deciding by INCRBY + PEXPIRE, as the inexact peers do
+//	rlsload floor-grpc -addr 127.0.0.1:9083 -redis redis://127.0.0.1:6379/0
+//	                                                 # an RLS deciding by the least exact script, in runs as sluice's
 //
 // The load is bounded in time and sent to one address, which must be a
 // loopback one. run.sh beside this file starts sluice and the bare
@@ -45,7 +47,7 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: rlsload grpc|bare-grpc|bare-http|pair-grpc [flags]")
+		fmt.Fprintln(stderr, "usage: rlsload grpc|bare-grpc|bare-http|pair-grpc|floor-grpc [flags]")
 		return 2
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
@@ -57,7 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	keys := fs.Int("keys", 1000, "distinct descriptor values, sent in turn")
 	domain := fs.String("domain", "bench", "the request's domain")
 	key := fs.String("key", "user", "the descriptor's key")
-	redisURL := fs.String("redis", "", "pair-grpc: the Redis to count in (loopback only)")
+	redisURL := fs.String("redis", "", "pair-grpc, floor-grpc: the Redis to count in (loopback only)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -79,6 +81,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = bareHTTP(ctx, *addr)
 	case "pair-grpc":
 		err = pairGRPC(ctx, *addr, *redisURL)
+	case "floor-grpc":
+		err = floorGRPC(ctx, *addr, *redisURL)
 	default:
 		fmt.Fprintf(stderr, "rlsload: unknown mode %q\n", args[0])
 		return 2

@@ -8,6 +8,10 @@
 #   rlsload  ShouldRateLimit on `rlsload pair-grpc`, which decides as the
 #            inexact peers do (envoyproxy/ratelimit): INCRBY + PEXPIRE,
 #            pipelined, per request, on the same redis-server
+#   rlsload  ShouldRateLimit on `rlsload floor-grpc`, which decides by the
+#            least exact script (bench.FloorLibrary's fixed window: Redis
+#            TIME and the clock once a run, an INCR a request), in runs of
+#            the requests queued while one is out, as the store's are
 #
 # sluice runs twice, on the memory store and on the Redis store: a
 # redis-server of the script's own on a free port, or REDIS_URL's. Each
@@ -20,7 +24,8 @@
 # commandstats: FCALL, EVALSHA and EVAL for sluice, whose script's own calls
 # they include; INCRBY and PEXPIRE for the pair), which the summary sets
 # beside the pair's, and how many requests a script run carried (the
-# store's Calls ÷ Runs from sluice's /v1/stats, read with curl and jq),
+# store's Calls ÷ Runs from sluice's /v1/stats, read with curl and jq; the
+# floor's requests ÷ its FCALLs),
 # and for each sluice row its garbage collections a second (Go's
 # go_gc_duration_seconds_count on its /metrics, over the load's wall
 # time). SLUICE_FLAGS are added to both sluice serve commands (for
@@ -28,7 +33,7 @@
 #
 # The loads are wrk -t$T -c$C (1000 users in turn) and rlsload -c $C
 # (32 ShouldRateLimit calls in flight over 2 connections, 1000 keys), one
-# after the other, each for $D: 10 × D in all. The load generators share
+# after the other, each for $D: 11 × D in all. The load generators share
 # the machine with the servers; compare each row with the bare row of the
 # same run. The summary's last column is sluice's CPU per request minus
 # the bare server's of the same protocol.
@@ -89,6 +94,7 @@ fi
 mem_http=127.0.0.1:$base mem_grpc=127.0.0.1:$((base + 1)) mem_admin=127.0.0.1:$((base + 2))
 red_http=127.0.0.1:$((base + 3)) red_grpc=127.0.0.1:$((base + 4)) red_admin=127.0.0.1:$((base + 5))
 bare_http=127.0.0.1:$((base + 6)) bare_grpc=127.0.0.1:$((base + 7)) pair_grpc=127.0.0.1:$((base + 8))
+floor_grpc=127.0.0.1:$((base + 10)) # base + 9 is the script's redis-server
 sflags=() # what both sluice serve commands add
 [ -n "${PPROF:-}" ] && sflags=(-pprof)
 read -ra extra <<<"${SLUICE_FLAGS:-}"
@@ -131,7 +137,10 @@ pids+=("$red_pid")
 "$tmp/rlsload" pair-grpc -addr "$pair_grpc" -redis "$redis_url" &
 pair_pid=$!
 pids+=("$pair_pid")
-for a in "$mem_http" "$mem_grpc" "$red_http" "$red_grpc" "$bare_http" "$bare_grpc" "$pair_grpc"; do wait_port "$a"; done
+"$tmp/rlsload" floor-grpc -addr "$floor_grpc" -redis "$redis_url" &
+floor_pid=$!
+pids+=("$floor_pid")
+for a in "$mem_http" "$mem_grpc" "$red_http" "$red_grpc" "$bare_http" "$bare_grpc" "$pair_grpc" "$floor_grpc"; do wait_port "$a"; done
 
 # ticks PID: the process's utime + stime, in clock ticks (fields 14 and 15
 # of /proc/PID/stat, counted after the command name's closing parenthesis).
@@ -143,6 +152,12 @@ hz=$(getconf CLK_TCK)
 cmdusec() {
   redis-cli -u "$redis_url" info commandstats | tr -d '\r' |
     awk -F'[:,=]' -v cmds=" $* " 'index(cmds, " " substr($1, 9) " ") { for (i = 2; i < NF; i++) if ($i == "usec") s += $(i + 1) } END { print s + 0 }'
+}
+
+# fcalls: the FCALLs redis-server has answered since its start.
+fcalls() {
+  redis-cli -u "$redis_url" info commandstats | tr -d '\r' |
+    awk -F'[:,=]' '$1 == "cmdstat_fcall" { for (i = 2; i < NF; i++) if ($i == "calls") print $(i + 1) }'
 }
 
 # runstats: sluice on Redis's requests sent and script runs, from its
@@ -167,6 +182,7 @@ measure() {
   local rp= cmds=
   [[ $name == *Redis* ]] && rp=$redis_pid cmds="fcall function evalsha eval"
   [[ $name == *pair* ]] && cmds="incrby pexpire"
+  [[ $name == *floor* ]] && cmds="fcall"
   echo
   echo "== $name: $*"
   local c0 r0=0 u0=0 c1 r1=0 u1=0 s0= s1= g0= g1= w0 w1 out haddr=
@@ -178,7 +194,10 @@ measure() {
   [ -n "$rp" ] && r0=$(ticks "$rp")
   [ -n "$cmds" ] && u0=$(cmdusec $cmds)
   [[ $name == "sluice Redis"* ]] && s0=$(runstats)
+  local f0= f1=
+  [[ $name == *floor* ]] && f0=$(fcalls)
   out=$("$@")
+  [ -n "$f0" ] && f1=$(fcalls)
   c1=$(ticks "$pid")
   [ -n "$rp" ] && r1=$(ticks "$rp")
   [ -n "$cmds" ] && u1=$(cmdusec $cmds)
@@ -204,6 +223,7 @@ measure() {
   [ -n "$rp" ] && rcpu=$(awk -v a="$r0" -v b="$r1" -v hz="$hz" -v n="$n" 'BEGIN {printf "%.1f", (b - a) * 1e6 / hz / n}')
   [ -n "$cmds" ] && cmd=$(awk -v a="$u0" -v b="$u1" -v n="$n" 'BEGIN {printf "%.2f", (b - a) / n}')
   local per=-
+  [ -n "$f1" ] && per=$(awk -v a="$f0" -v b="$f1" -v n="$n" 'BEGIN {if (b > a) printf "%.1f", n / (b - a); else printf "-"}')
   [ -n "$s1" ] && per=$(awk -v a="$s0" -v b="$s1" 'BEGIN {split(a, x, " "); split(b, y, " "); if (y[2] > x[2]) printf "%.1f", (y[1] - x[1]) / (y[2] - x[2]); else printf "-"}')
   local gps=-
   [ -n "$g1" ] && gps=$(awk -v a="$g0" -v b="$g1" -v t0="$w0" -v t1="$w1" 'BEGIN {printf "%.0f", (b - a) / (t1 - t0)}')
@@ -224,6 +244,7 @@ for store in memory Redis; do
   measure "sluice $store, gRPC" "$pid" rlsload "$tmp/rlsload" grpc -addr "$g" -c "$c" -d "$d"
 done
 measure "INCRBY + PEXPIRE pair on Redis, gRPC" "$pair_pid" rlsload "$tmp/rlsload" grpc -addr "$pair_grpc" -c "$c" -d "$d"
+measure "exact floor on Redis, gRPC" "$floor_pid" rlsload "$tmp/rlsload" grpc -addr "$floor_grpc" -c "$c" -d "$d"
 echo
 echo "end: $(uptime)"
 
@@ -243,15 +264,16 @@ for r in "${rows[@]}"; do
   "bare gRPC") bare[grpc]=$cpu ;;
   *auth*) diff=$(awk -v a="$cpu" -v b="${bare[auth]}" 'BEGIN {printf "%+.1f", a - b}') ;;
   *json*) diff=$(awk -v a="$cpu" -v b="${bare[json]}" 'BEGIN {printf "%+.1f", a - b}') ;;
-  *pair*) ;; # not sluice
+  *pair* | *floor*) ;; # not sluice
   *gRPC*) diff=$(awk -v a="$cpu" -v b="${bare[grpc]}" 'BEGIN {printf "%+.1f", a - b}') ;;
   esac
   echo "| $name | $rps | $p50 | $p99 | $cpu | $rcpu | $cmd | $per | $gps | $diff |"
 done
-# Redis's command time per request under sluice, as a multiple of the
-# pair's in this run (the issue's target: at most 2×).
+# Redis's command time per request under sluice and under the exact
+# floor, as a multiple of the pair's in this run (the issue's target for
+# sluice: at most 2×).
 pair=${cmds["INCRBY + PEXPIRE pair on Redis, gRPC"]}
 echo
-for name in "sluice Redis, GET /v1/auth" "sluice Redis, POST /json" "sluice Redis, gRPC"; do
+for name in "sluice Redis, GET /v1/auth" "sluice Redis, POST /json" "sluice Redis, gRPC" "exact floor on Redis, gRPC"; do
   awk -v n="$name" -v a="${cmds[$name]}" -v b="$pair" 'BEGIN {printf "%s: Redis command time %.2f µs/request, %.2f× the pair'"'"'s %.2f\n", n, a, a / b, b}'
 done
