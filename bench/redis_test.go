@@ -127,7 +127,7 @@ func floors(b *testing.B, addr string, algs []sluice.Algo) {
 	}{
 		sluice.AlgoFixedWindow: {"floor_fixed", "w:", []any{"1000", "2000"}},
 		sluice.AlgoGCRA:        {"floor_bucket", "b", []any{"1000000", "1000", "2000"}},
-		sluice.AlgoSlidingLog:  {"floor_log", "log", []any{"1000", "1000000", "1000"}},
+		sluice.AlgoSlidingLog:  {"floor_log", "lu", []any{"1000", "1000000", "1000"}},
 	}
 	for _, alg := range algs {
 		k, ok := kinds[alg]

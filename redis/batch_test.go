@@ -362,8 +362,8 @@ func TestRedoErrorIsItsOwn(t *testing.T) {
 
 // A sliding log's one-unit request, under the store's clock and a Period
 // below 2^26 µs, goes on the script's path of its own (lstretch): two in
-// one run on one key are decided at one µs and share one entry; a log
-// that holds a later time than the run's (a lost clock), or more counted
+// one run on one key are decided at one µs, an entry each; a log whose
+// anchor holds a later time than the run's (a lost clock), or more counted
 // than the rate allows, is decided again on the general path, in a second
 // run, with nothing written by the first.
 func TestLogPathOfItsOwn(t *testing.T) {
@@ -404,8 +404,8 @@ func TestLogPathOfItsOwn(t *testing.T) {
 		if rems[0] != 8 || rems[1] != 9 {
 			t.Errorf("remaining %v, want 8 and 9", rems)
 		}
-		if es := logEntries(t, rc, logKey(t, rc, p)); len(es) != 2 || es[1][1]-es[0][1] != 2 {
-			t.Errorf("entries %v: want the anchor and one of 2 units", es)
+		if an, es := logList(t, rc, logKey(t, rc, p)); an.x != 0 || len(es) != 2 || es[0] != es[1] || es[0][1] != 1 {
+			t.Errorf("anchor %v, entries %v: want two of one unit at one µs", an, es)
 		}
 		// The eight units left, then a denial: the waits until the entry
 		// leaves the window, from the path of its own.
@@ -422,26 +422,26 @@ func TestLogPathOfItsOwn(t *testing.T) {
 		}
 	})
 
-	// oneEntry is a store with a log of one unit taken, its key and its
-	// entries: the anchor and the unit's.
-	oneEntry := func(t *testing.T) (*redis.Store, string, [][3]float64) {
+	// oneEntry is a store with a log of one unit taken, its key and the
+	// unit's time.
+	oneEntry := func(t *testing.T) (*redis.Store, string, float64) {
 		t.Helper()
 		p := prefix(t)
 		s := newStore(t, rc, redis.WithPrefix(p))
 		take(t, s, time.Time{}, 1, sluice.Check{Rule: rule, Key: "k"})
 		key := logKey(t, rc, p)
-		es := logEntries(t, rc, key)
-		if len(es) != 2 {
-			t.Fatalf("entries %v, want the anchor and one", es)
+		_, es := logList(t, rc, key)
+		if len(es) != 1 {
+			t.Fatalf("entries %v, want one", es)
 		}
-		return s, key, es
+		return s, key, es[0][0]
 	}
 
 	// A later time decided at (a denial's, say) than the run's: the
 	// general path decides at that time, when the entry has left.
 	t.Run("decided ahead", func(t *testing.T) {
-		s, key, es := oneEntry(t)
-		setLogEntry(t, rc, key, -1, es[1][0], es[1][1], es[1][0]+3600e6) // an hour ahead
+		s, key, at := oneEntry(t)
+		setLogRaw(t, rc, key, 0, -(1 << 53), 0, at+3600e6) // the anchor's last, an hour ahead
 		d := takeRedone(t, s, sluice.Check{Rule: rule, Key: "k"})
 		if !d.Allowed || d.Remaining != 9 {
 			t.Errorf("decision %+v, want allowed, 9 left: decided an hour on", d)
@@ -452,8 +452,8 @@ func TestLogPathOfItsOwn(t *testing.T) {
 	// at a later time (a lost clock). The general path decides at the
 	// time it left, when the entry after it has left too.
 	t.Run("anchor ahead", func(t *testing.T) {
-		s, key, es := oneEntry(t)
-		setLogEntry(t, rc, key, 0, es[1][0]+3600e6-60e6, 0) // left the window an hour on
+		s, key, at := oneEntry(t)
+		setLogRaw(t, rc, key, 0, at+3600e6-60e6) // left the window an hour on
 		d := takeRedone(t, s, sluice.Check{Rule: rule, Key: "k"})
 		if !d.Allowed || d.Remaining != 9 {
 			t.Errorf("decision %+v, want allowed, 9 left: decided an hour on", d)

@@ -36,9 +36,11 @@
 // the debt then, in units of h/q ns where Period/Rate = p/q in lowest
 // terms and h = gcd(1000, p), so that nothing is ever rounded; the windows
 // keep counters, their products compared exactly in 26-bit limbs; the
-// sliding log keeps one Redis list of at most Rate entries and an anchor,
-// each entry the units counted through it, so that the oldest entries and
-// the newest give the count (see logread in take.lua). The range,
+// sliding log keeps one Redis list, an anchor and then an entry a push of
+// units at a µs, at most Rate of them in the window: the list's length,
+// less the entries that left the window (a later push trims them), and
+// the units beyond one an entry that the anchor keeps give the count (see
+// logread in take.lua). The range,
 // checked before any call (ErrOutOfRange, which wraps
 // sluice.ErrLimitTooLarge):
 //
@@ -89,16 +91,19 @@
 // A check's state is at prefix{key}:rule:code, with the check's key as
 // the hash tag, escaped (see keys.go). The code names the state's layout,
 // and a new layout gets a new code, so that no server misreads another's
-// state: since 2026-12 the sliding log is one list, "log", where it was
-// a count and a list, "l" and "l:e". Servers of the two layouts side by
-// side, in a rolling upgrade, keep two logs of each key, and a client may
-// get up to twice a log's rate in the period the rollout takes; the old
-// keys expire a period after their last use. Its TTL is fixed per rule: the
+// state: since 2026-12 the sliding log is one list, "lu", where it was
+// a count and a list, "l" and "l:e", and then a list of running totals,
+// "log". Servers of two layouts side by side, in a rolling upgrade, keep
+// two logs of each key, and a client may get up to twice a log's rate in
+// the period the rollout takes; the old keys expire within two periods
+// and a second of their last use. Its TTL is fixed per rule: the
 // longest its state can stay live (a full bucket's refill, a window's
 // period, two for the sliding counter) and a second of slack, sent as a
-// string made once per rule. The sliding log's is two periods and the
-// slack, set by the first push of each aligned period only: it lives a
-// period and the slack past its newest entry at least, and two at most.
+// string made once per rule. The sliding log's is three periods and the
+// slack, set on its one-unit path only by a push whose oldest entry in the
+// window is of an earlier aligned span of two periods, the first push of
+// each span among them: it lives a period and the slack past its newest
+// entry at least, and, idle, three periods and the slack at most.
 // So a key never expires while its state
 // counts, even when it is read at a time other than Redis's (the
 // callers' clocks with WithCallerTime, which may run behind Redis's, or

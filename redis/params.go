@@ -38,6 +38,15 @@ const (
 	kindWindow  = 5 // a fixed window as a counter per window: with the store's clock
 )
 
+// logSpan is how many Periods a sliding log's TTL, once set, serves on
+// the one-unit path, which sets it only by a push whose oldest entry in
+// the window is of an earlier aligned span of that many, the first push of
+// each span among them (see take.lua): an idle log goes within that many
+// Periods, one more and the slack. 2 spares Redis about half the PEXPIREs
+// of setting it at every push (BENCHMARKS.md, "The sliding log with an
+// entry a push").
+const logSpan = 2
+
 // idleSlack is added to every TTL. A key's TTL is counted in Redis's
 // clock from when the script wrote it, while its state is read at the
 // time of later decisions: with WithCallerTime, the callers' clocks; at
@@ -169,7 +178,7 @@ func newParams(sp *algo.Spec) *params {
 		case algo.KindCounter:
 			p.kind, p.code = kindCounter, "c"
 		default:
-			p.kind, p.code = kindLog, "log"
+			p.kind, p.code = kindLog, "lu"
 		}
 		if l.Period%time.Microsecond != 0 {
 			p.err = fmt.Errorf("%w: rule %q: a window's period must be whole microseconds, not %v", ErrOutOfRange, name, l.Period)
@@ -189,10 +198,15 @@ func newParams(sp *algo.Spec) *params {
 		// end, or the next's for the sliding counter; the log's entries
 		// count for a period.
 		p.ttl = ceilDiv(us, 1000)
-		if p.kind == kindCounter || p.kind == kindLog {
-			// the counter's state counts into the next window; the
-			// log's TTL is set lazily, once a Period (see logpush)
-			p.ttl *= 2
+		switch p.kind {
+		case kindCounter:
+			p.ttl *= 2 // the counter's state counts into the next window
+		case kindLog:
+			// The log's TTL is set lazily, once in each aligned span
+			// (a3) of logSpan Periods at least (see logSpan), and keeps
+			// the key a Period past the span's end.
+			a[2] = logSpan * us
+			p.ttl *= logSpan + 1
 		}
 		p.wcode = windowSeconds
 		if us%1e6 != 0 {

@@ -176,38 +176,45 @@ func rateLowered(t *testing.T, s *redis.Store, high, low *sluice.Rule) {
 
 // TestTTL checks that every key lives at least until its ResetAfter, and
 // not much longer than its rule can keep a state live: the longest
-// ResetAfter the rule can give (its period; two for the sliding counter,
-// and for the sliding log, whose TTL is set once a period: see
-// TestLogExpiresLazily) and a second of slack.
+// ResetAfter the rule can give (its period; two for the sliding counter;
+// three for the sliding log, whose TTL is set once a span of two periods:
+// see TestLogExpiresLazily) and a second of slack.
 func TestTTL(t *testing.T) {
 	srv := startRedis(t)
 	rc := srv.client(t)
 	for _, alg := range sluice.Algos() {
-		t.Run(string(alg), func(t *testing.T) {
-			p := prefix(t)
-			s := newStore(t, rc, redis.WithPrefix(p))
-			rule := &sluice.Rule{Name: "r", Algorithm: alg, Limit: sluice.Limit{Rate: 10, Period: 90 * time.Second}}
-			start := time.Now()
-			d := take(t, s, time.Time{}, 3, sluice.Check{Rule: rule, Key: "k"})[0]
-			keys := stateKeys(scanKeys(t, rc, p))
-			if len(keys) != 1 {
-				t.Fatalf("keys %v, want 1", keys)
-			}
-			most := 90*time.Second + time.Second
-			if alg == sluice.AlgoSlidingCounter || alg == sluice.AlgoSlidingLog {
-				most += 90 * time.Second
-			}
-			for _, k := range keys {
-				ttl, err := rc.PTTL(context.Background(), k).Result()
-				if err != nil {
-					t.Fatal(err)
+		// cost 1 on a path of its own where the algorithm has one, 3 on
+		// the general path
+		for _, cost := range []int64{1, 3} {
+			t.Run(fmt.Sprintf("%s/cost=%d", alg, cost), func(t *testing.T) {
+				p := prefix(t)
+				s := newStore(t, rc, redis.WithPrefix(p))
+				rule := &sluice.Rule{Name: "r", Algorithm: alg, Limit: sluice.Limit{Rate: 10, Period: 90 * time.Second}}
+				start := time.Now()
+				d := take(t, s, time.Time{}, cost, sluice.Check{Rule: rule, Key: "k"})[0]
+				keys := stateKeys(scanKeys(t, rc, p))
+				if len(keys) != 1 {
+					t.Fatalf("keys %v, want 1", keys)
 				}
-				least := d.ResetAfter.Truncate(time.Millisecond) - time.Since(start)
-				if ttl < least || ttl > most {
-					t.Errorf("PTTL %s = %v, want in [%v, %v] (ResetAfter %v)", k, ttl, least, most, d.ResetAfter)
+				most := 90*time.Second + time.Second
+				switch alg {
+				case sluice.AlgoSlidingCounter:
+					most += 90 * time.Second
+				case sluice.AlgoSlidingLog:
+					most += 2 * 90 * time.Second
 				}
-			}
-		})
+				for _, k := range keys {
+					ttl, err := rc.PTTL(context.Background(), k).Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					least := d.ResetAfter.Truncate(time.Millisecond) - time.Since(start)
+					if ttl < least || ttl > most {
+						t.Errorf("PTTL %s = %v, want in [%v, %v] (ResetAfter %v)", k, ttl, least, most, d.ResetAfter)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -731,51 +738,133 @@ func TestWindowKeysShared(t *testing.T) {
 	}
 }
 
-// A sliding log's entries of one µs are one entry: a request at the time
-// of the log's last decision (or before it, which is read as that time)
-// adds its units to the newest entry, and one at a later time pushes an
-// entry of its own.
-func TestLogMergesSameMicrosecond(t *testing.T) {
+// A sliding log's entry is one push: of one unit, or of several, whose
+// units beyond one the anchor counts (x). Pushes at one µs are entries of
+// their own; a request at a time before the log's last decision is read
+// as that time. Once the first entries have left the window, a push trims
+// them, and the last of them stays as the anchor the count starts from.
+// At the callers' time, the anchor keeps the latest push's time too (see
+// TestLogMixedClocks).
+func TestLogEntries(t *testing.T) {
 	rc, p, s, c, now := callerLog(t)
-	entries := func() [][2]float64 {
+	list := func() (logAnchor, [][2]float64) {
 		t.Helper()
-		var es [][2]float64
-		for _, e := range logEntries(t, rc, logKey(t, rc, p)) {
-			es = append(es, [2]float64{e[0], e[1]})
-		}
-		return es
+		return logList(t, rc, logKey(t, rc, p))
 	}
 	at := float64(now.UnixMicro())
-	anchor := [2]float64{-(1 << 53), 0}
+	check := func(what string, wantAnchor logAnchor, want ...[2]float64) {
+		t.Helper()
+		an, es := list()
+		if an != wantAnchor || !slices.Equal(es, want) {
+			t.Errorf("after %s: anchor %v, entries %v; want %v, %v", what, an, es, wantAnchor, want)
+		}
+	}
+	const none = -(1 << 53)
 	take(t, s, now, 1, c)
 	take(t, s, now, 2, c)
-	if got, want := entries(), [][2]float64{anchor, {at, 3}}; !slices.Equal(got, want) {
-		t.Errorf("after 1 and 2 units at one µs: entries %v, want %v", got, want)
+	check("1 and 2 units at one µs", logAnchor{none, 1, at}, [2]float64{at, 1}, [2]float64{at, 2})
+	if d := take(t, s, now.Add(time.Microsecond), 1, c)[0]; !d.Allowed || d.Remaining != 6 {
+		t.Errorf("the fourth unit: %+v, want allowed, 6 left", d)
 	}
-	take(t, s, now.Add(time.Microsecond), 1, c)
-	if got, want := entries(), [][2]float64{anchor, {at, 3}, {at + 1, 4}}; !slices.Equal(got, want) {
-		t.Errorf("after 1 more a µs later: entries %v, want %v", got, want)
-	}
-	if d := take(t, s, now.Add(time.Microsecond), 1, c)[0]; !d.Allowed || d.Remaining != 5 {
-		t.Errorf("the fifth unit: %+v, want allowed, 5 left", d)
-	}
-	if got, want := entries(), [][2]float64{anchor, {at, 3}, {at + 1, 5}}; !slices.Equal(got, want) {
-		t.Errorf("after 1 more at that µs: entries %v, want %v", got, want)
-	}
-	// A time before the last decision's is read as that time: merged too.
+	// A time before the last decision's is read as that time.
 	take(t, s, now, 1, c)
-	if got, want := entries(), [][2]float64{anchor, {at, 3}, {at + 1, 6}}; !slices.Equal(got, want) {
-		t.Errorf("after 1 more at an earlier time: entries %v, want %v", got, want)
-	}
-	// Once the first entry has left the window, a push trims the entries
-	// before it, and it stays as the anchor the count starts from.
+	check("1 more at an earlier time", logAnchor{none, 1, at + 1},
+		[2]float64{at, 1}, [2]float64{at, 2}, [2]float64{at + 1, 1}, [2]float64{at + 1, 1})
+	// A minute on, the entries of the first µs have left: the one of 2
+	// units stays as the anchor, its units no longer counted.
 	later := now.Add(time.Minute)
-	if d := take(t, s, later, 1, c)[0]; !d.Allowed || d.Remaining != 6 {
-		t.Errorf("a unit a minute on: %+v, want allowed, 6 left (3 of the first entry gone)", d)
+	if d := take(t, s, later, 1, c)[0]; !d.Allowed || d.Remaining != 7 {
+		t.Errorf("a unit a minute on: %+v, want allowed, 7 left (3 of the first µs gone)", d)
 	}
-	if got, want := entries(), [][2]float64{{at, 3}, {at + 1, 6}, {float64(later.UnixMicro()), 7}}; !slices.Equal(got, want) {
-		t.Errorf("after a unit a minute on: entries %v, want %v", got, want)
+	check("a unit a minute on", logAnchor{at, 0, float64(later.UnixMicro())}, [2]float64{at + 1, 1}, [2]float64{at + 1, 1}, [2]float64{float64(later.UnixMicro()), 1})
+}
+
+// The units an entry holds beyond one are counted through the anchor, on
+// the general path and on the one-unit path, and when the entry leaves
+// the window, the trim takes them off.
+func TestLogUnitsBeyondOne(t *testing.T) {
+	t.Run("general path", func(t *testing.T) {
+		rc, p, s, c, now := callerLog(t)
+		at := float64(now.UnixMicro())
+		take(t, s, now, 3, c)
+		take(t, s, now.Add(30*time.Second), 2, c)
+		// The entry of 3 units leaves: it is the anchor, whose x, 1, is
+		// the entry of 2's.
+		if d := take(t, s, now.Add(61*time.Second), 1, c)[0]; !d.Allowed || d.Remaining != 7 {
+			t.Errorf("a unit at 61s: %+v, want allowed, 7 left", d)
+		}
+		an, es := logList(t, rc, logKey(t, rc, p))
+		want := [][2]float64{{at + 30e6, 2}, {at + 61e6, 1}}
+		if an != (logAnchor{at, 1, at + 61e6}) || !slices.Equal(es, want) {
+			t.Errorf("anchor %v, entries %v; want {%v 1 %v}, %v", an, es, at, at+61e6, want)
+		}
+	})
+
+	t.Run("one-unit path", func(t *testing.T) {
+		rc := startRedis(t).client(t)
+		p := prefix(t)
+		s := newStore(t, rc, redis.WithPrefix(p))
+		minute := sluice.Check{Rule: &sluice.Rule{Name: "m", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)}, Key: "k"}
+		take(t, s, time.Time{}, 3, minute)
+		runs := s.Stats().Runs
+		if d := take(t, s, time.Time{}, 1, minute)[0]; !d.Allowed || d.Remaining != 6 {
+			t.Errorf("a unit after 3: %+v, want allowed, 6 left", d)
+		}
+		if got := s.Stats().Runs - runs; got != 1 {
+			t.Errorf("the unit took %d runs, want 1: decided on the path of its own", got)
+		}
+		// Entries that leave: of a log with a short Period.
+		c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.Limit{Rate: 10, Period: 300 * time.Millisecond}}, Key: "k"}
+		take(t, s, time.Time{}, 3, c)
+		take(t, s, time.Time{}, 1, c)
+		time.Sleep(400 * time.Millisecond) // every entry leaves the window
+		if d := take(t, s, time.Time{}, 1, c)[0]; !d.Allowed || d.Remaining != 9 {
+			t.Errorf("a unit once the others left: %+v, want allowed, 9 left", d)
+		}
+		an, es := logList(t, rc, p+"{k}:r:lu")
+		if an.x != 0 || len(es) != 1 || es[0][1] != 1 {
+			t.Errorf("anchor %v, entries %v; want x 0 and one entry of one unit", an, es)
+		}
+	})
+}
+
+// A store at the store's clock and one at the callers' share a prefix (a
+// configuration being rolled out, say), the callers' clock ahead: a push
+// at the callers' time keeps its time in the anchor, so that the one-unit
+// path, which reads no newest entry, does not push before it, and the
+// decisions are the memory store's, which reads a time before the latest
+// decided at as that time.
+func TestLogMixedClocks(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	ctx := context.Background()
+	p := prefix(t)
+	clocked := newStore(t, rc, redis.WithPrefix(p), redis.WithStoreClock(), redis.WithDenyCache(0))
+	callers := newStore(t, rc, redis.WithPrefix(p), redis.WithCallerTime(), redis.WithDenyCache(0))
+	ref, err := memory.New()
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer ref.Close()
+	checks := []sluice.Check{{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.Limit{Rate: 10, Period: time.Second}}, Key: "k"}}
+	both := func(s *redis.Store, at time.Time, n int64, what string) {
+		t.Helper()
+		want := make([]sluice.Decision, 1)
+		if err := ref.Take(ctx, at, n, checks, want); err != nil {
+			t.Fatal(err)
+		}
+		if got := take(t, s, at, n, checks...)[0]; got != want[0] {
+			t.Errorf("%s: %+v, want the memory store's %+v", what, got, want[0])
+		}
+	}
+	both(callers, t0.Add(500*time.Millisecond), 1, "a unit at the callers' time, 500ms ahead")
+	runs := clocked.Stats().Runs
+	both(clocked, t0, 1, "a unit at the store's clock")
+	if got := clocked.Stats().Runs - runs; got != 2 {
+		t.Errorf("the store's clock's unit took %d runs, want 2: decided again on the general path", got)
+	}
+	both(callers, t0.Add(250*time.Millisecond), 0, "a peek at 250ms")
+	both(callers, t0.Add(1250*time.Millisecond), 0, "a peek at 1250ms")
 }
 
 // callerLog starts a Redis with a store at the caller's time under a
@@ -794,7 +883,7 @@ func callerLog(t *testing.T) (*goredis.Client, string, *redis.Store, sluice.Chec
 func logKey(t testing.TB, rc *goredis.Client, p string) string {
 	t.Helper()
 	for _, k := range scanKeys(t, rc, p) {
-		if strings.HasSuffix(k, ":log") {
+		if strings.HasSuffix(k, ":lu") {
 			return k
 		}
 	}
@@ -802,32 +891,54 @@ func logKey(t testing.TB, rc *goredis.Client, p string) string {
 	return ""
 }
 
-// logEntries reads a sliding log's entries, oldest first: each its time,
-// its end and the latest time decided at (its third number if it has
-// one, else its time).
-func logEntries(t testing.TB, rc *goredis.Client, key string) [][3]float64 {
+// logAnchor is a sliding log's anchor: its time, the units of the
+// entries after it beyond one an entry, and the latest time decided at
+// that it keeps (-2^53 for none).
+type logAnchor struct{ at, x, last float64 }
+
+// logList reads a sliding log at key: its anchor, and its entries, oldest
+// first, each its time and units.
+func logList(t testing.TB, rc *goredis.Client, key string) (logAnchor, [][2]float64) {
 	t.Helper()
 	raws, err := rc.LRange(context.Background(), key, 0, -1).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var es [][3]float64
-	for _, r := range raws {
-		if len(r) != 16 && len(r) != 24 {
-			t.Fatalf("entry %q, want 2 or 3 doubles", r)
-		}
-		f := func(i int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64([]byte(r[8*i:]))) }
-		e := [3]float64{f(0), f(1), f(0)}
-		if len(r) == 24 {
-			e[2] = f(2)
-		}
-		es = append(es, e)
+	if len(raws) == 0 {
+		t.Fatalf("no list at %s", key)
 	}
-	return es
+	f := func(r string, i int) float64 {
+		return math.Float64frombits(binary.LittleEndian.Uint64([]byte(r[8*i:])))
+	}
+	var an logAnchor
+	switch a := raws[0]; len(a) {
+	case 8, 16: // an entry that left the window: x 0, no last
+		an = logAnchor{f(a, 0), 0, -(1 << 53)}
+	case 24:
+		an = logAnchor{f(a, 0), f(a, 1), f(a, 2)}
+	default:
+		t.Fatalf("anchor %q, want 1, 2 or 3 doubles", a)
+	}
+	var es [][2]float64
+	for _, r := range raws[1:] {
+		switch len(r) {
+		case 8:
+			es = append(es, [2]float64{f(r, 0), 1})
+		case 16:
+			if f(r, 1) < 2 {
+				t.Fatalf("entry %v of %v units, want 2 or more", f(r, 0), f(r, 1))
+			}
+			es = append(es, [2]float64{f(r, 0), f(r, 1)})
+		default:
+			t.Fatalf("entry %q, want 1 or 2 doubles", r)
+		}
+	}
+	return an, es
 }
 
-// setLogEntry writes entry i of a sliding log (-1 the newest).
-func setLogEntry(t testing.TB, rc *goredis.Client, key string, i int64, e ...float64) {
+// setLogRaw writes element i of a sliding log's list (0 its anchor, -1
+// its newest entry) as the doubles e.
+func setLogRaw(t testing.TB, rc *goredis.Client, key string, i int64, e ...float64) {
 	t.Helper()
 	var b []byte
 	for _, v := range e {
@@ -838,14 +949,16 @@ func setLogEntry(t testing.TB, rc *goredis.Client, key string, i int64, e ...flo
 	}
 }
 
-// A sliding log's key is given its TTL, two Periods and the slack, on
-// the one-unit path by the first push of each aligned Period, and left
-// alone by the pushes after it in that Period: the first was at the
-// Period's start or after, so the key outlives its newest entry's Period
-// by the slack at least. The general path, whose time may not run as
-// Redis's does (the callers' clocks), sets it at every decision: a
-// caller whose clock stands still, every request read as the latest time
-// decided at, keeps the key while it asks.
+// A sliding log's key is given its TTL, a span of two Periods, a Period
+// and the slack, on the one-unit path by a push whose oldest entry in the
+// window is of another aligned span than its time (or that finds none),
+// and left alone by a push whose oldest entry is of its own span: the
+// first push of a span was at the span's start or after, so the key
+// outlives the span's every entry by a Period and the slack at least. The
+// general path, whose time may not run as Redis's does (the callers'
+// clocks), sets it at every decision: a caller whose clock stands still,
+// every request read as the latest time decided at, keeps the key while
+// it asks.
 func TestLogExpiresLazily(t *testing.T) {
 	srv := startRedis(t)
 	rc := srv.client(t)
@@ -865,7 +978,8 @@ func TestLogExpiresLazily(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const ttl = 2*time.Second + time.Second // two Periods and the slack
+	const span = 2 * time.Second                 // two Periods
+	const ttl = span + time.Second + time.Second // a Period past the span, and the slack
 
 	t.Run("one-unit path", func(t *testing.T) {
 		p := prefix(t)
@@ -879,24 +993,25 @@ func TestLogExpiresLazily(t *testing.T) {
 			}
 			hour(key)
 			take(t, s, time.Time{}, 1, c)
-			es := logEntries(t, rc, key)
+			_, es := logList(t, rc, key)
 			first, second := es[len(es)-2][0], es[len(es)-1][0]
-			if math.Floor(first/1e6) != math.Floor(second/1e6) {
+			spanOf := func(us float64) float64 { return math.Floor(us / float64(span.Microseconds())) }
+			if spanOf(first) != spanOf(second) || second-first >= 1e6 {
 				if time.Now().After(deadline) {
-					t.Fatal("no two pushes in one second in 20s")
+					t.Fatal("no two pushes in one span, within a Period, in 20s")
 				}
 				if err := rc.Del(ctx, key).Err(); err != nil {
 					t.Fatal(err)
 				}
-				continue // the second push began a Period: try again
+				continue // the second push began a span, or found the first gone: try again
 			}
 			if d := pttl(key); d <= 59*time.Minute {
-				t.Errorf("PTTL after a push in the same Period %v, want the hour set before: left alone", d)
+				t.Errorf("PTTL after a push whose oldest entry is of its span %v, want the hour set before: left alone", d)
 			}
-			time.Sleep(time.Until(time.UnixMicro(int64(math.Floor(second/1e6)+1) * 1e6)))
+			time.Sleep(time.Until(time.UnixMicro(int64(spanOf(second)+1) * span.Microseconds())))
 			take(t, s, time.Time{}, 1, c)
 			if d := pttl(key); d > ttl {
-				t.Errorf("PTTL after the first push of the next Period %v, want at most %v", d, ttl)
+				t.Errorf("PTTL after the first push of the next span %v, want at most %v", d, ttl)
 			}
 			return
 		}
@@ -968,17 +1083,17 @@ func TestLogClockAhead(t *testing.T) {
 	if d := takeRedone(t, s, c); !d.Allowed || d.Remaining != 9 {
 		t.Errorf("a unit at the clock's time, an hour on: %+v, want allowed, 9 left (the first unit gone)", d)
 	}
-	// Another unit at the clock's time, which has not moved: a push of
-	// the same Period, which the one-unit path would leave the TTL alone
-	// for.
+	// Another unit at the clock's time, which has not moved: a push whose
+	// oldest entry is of its own span, which the one-unit path would
+	// leave the TTL alone for.
 	if err := rc.PExpire(ctx, key, time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if d := takeRedone(t, s, c); !d.Allowed || d.Remaining != 8 {
 		t.Errorf("a second unit at the clock's time: %+v, want allowed, 8 left", d)
 	}
-	if d, err := rc.PTTL(ctx, key).Result(); err != nil || d > 2*time.Minute+time.Second {
-		t.Errorf("PTTL %v (%v), want at most two Periods and the slack: set", d, err)
+	if d, err := rc.PTTL(ctx, key).Result(); err != nil || d > 3*time.Minute+time.Second {
+		t.Errorf("PTTL %v (%v), want at most three Periods and the slack: set", d, err)
 	}
 }
 
@@ -1025,10 +1140,9 @@ func TestLogGiveBackKeepsLatestTime(t *testing.T) {
 	}
 }
 
-// A give-back of every unit of an entry that is not the newest takes the
-// entry out and the units off every later end: no entry of no units is
-// left in the log.
-func TestLogGiveBackDropsEmptyEntry(t *testing.T) {
+// A give-back takes out the entry its take pushed, the newest or not,
+// and the anchor no longer counts its units beyond one.
+func TestLogGiveBackTakesEntryOut(t *testing.T) {
 	srv := startRedis(t)
 	rc := srv.client(t)
 	ctx := context.Background()
@@ -1042,38 +1156,12 @@ func TestLogGiveBackDropsEmptyEntry(t *testing.T) {
 	if charged, err := redis.TakeThenGiveBack(ctx, s, at(1), at(1), 2, checks, between, 1, taken, back); err != nil || !charged {
 		t.Fatalf("TakeThenGiveBack: charged %v, %v", charged, err)
 	}
-	var ends []float64
-	for _, e := range logEntries(t, rc, logKey(t, rc, p)) {
-		ends = append(ends, e[1])
-	}
-	if !slices.Equal(ends, []float64{0, 1, 2}) {
-		t.Errorf("ends %v, want [0 1 2]: the anchor, the unit at 0s and the one at 2s", ends)
+	an, es := logList(t, rc, logKey(t, rc, p))
+	want := [][2]float64{{float64(at(0).UnixMicro()), 1}, {float64(at(2).UnixMicro()), 1}}
+	if an.x != 0 || an.last != float64(at(2).UnixMicro()) || !slices.Equal(es, want) {
+		t.Errorf("anchor %v, entries %v; want x 0, the latest time 2s, and %v: the units at 0s and 2s", an, es, want)
 	}
 	if d := take(t, s, at(3), 0, checks...)[0]; d.Remaining != 8 {
 		t.Errorf("a peek after: %+v, want 8 left", d)
-	}
-}
-
-// A sliding log's ends count every unit since its list was made; one
-// that would reach 2^52 counts from 0 again, from its anchor, and decides
-// as before.
-func TestLogRebase(t *testing.T) {
-	rc, p, s, c, now := callerLog(t)
-	take(t, s, now, 3, c)
-	key := logKey(t, rc, p)
-	es := logEntries(t, rc, key)
-	const high = 1 << 52
-	setLogEntry(t, rc, key, 0, es[0][0], high-5)
-	setLogEntry(t, rc, key, 1, es[1][0], high-2) // the same 3 units, near 2^52
-	if d := take(t, s, now.Add(time.Second), 4, c)[0]; !d.Allowed || d.Remaining != 3 {
-		t.Errorf("4 more units: %+v, want allowed, 3 left", d)
-	}
-	got := logEntries(t, rc, key)
-	want := [][3]float64{{es[0][0], 0, es[0][0]}, {es[1][0], 3, es[1][0]}, {float64(now.Add(time.Second).UnixMicro()), 7, float64(now.Add(time.Second).UnixMicro())}}
-	if !slices.Equal(got, want) {
-		t.Errorf("entries %v, want %v: counted from 0 again", got, want)
-	}
-	if d := take(t, s, now.Add(2*time.Second), 0, c)[0]; d.Remaining != 3 {
-		t.Errorf("a peek after: %+v, want 3 left", d)
 	}
 }

@@ -35,7 +35,8 @@
 --     kind 1 bucket  (a1..a6 = span, pt, m, h, q, burst)
 --     kind 2 fixed   (a1, a2 = rate, period in µs), one packed state
 --     kind 3 counter (a1, a2 = rate, period in µs)
---     kind 4 log     (a1, a2 = rate, period in µs), a list (see logread)
+--     kind 4 log     (a1, a2, a3 = rate, period and the span its TTL is
+--            set once in, in µs), a list (see logread)
 --     kind 5 fixed, a key per window (a1, a2, a3 = rate, period in µs, µs
 --            per unit of the window start appended to the key): only with
 --            the clock, which keeps time from going back
@@ -68,8 +69,8 @@ local KEYS, ARGV
 
 local P26 = 67108864 -- 2^26
 local P52 = 4503599627370496 -- 2^52
--- struct.pack, struct.unpack, math.floor, redis.call, string.byte, unpack
-local spack, sunpack, floor, call, byte, tunpack
+-- struct.pack, struct.unpack, math.floor, redis.call, string.byte
+local spack, sunpack, floor, call, byte
 
 -- floor(a/b) for integers |a| < 2^53, b > 0, corrected for the rounding of
 -- the float quotient.
@@ -117,7 +118,11 @@ local redisnow -- Redis TIME in µs, once read
 local REDISTIME = 9007199254740992 -- 2^53 as now: read Redis TIME
 
 -- at is the time of a request sent with now.
+-- theirs is set by at when the request's time is its caller's: neither
+-- Redis's nor the store's clock.
+local theirs
 local function at(now)
+  theirs = now ~= REDISTIME and not clockon
   if now == REDISTIME then
     if not redisnow then
       local t = call('TIME')
@@ -302,145 +307,126 @@ local function bstretch(r, i, e)
   return e + 1
 end
 
--- A sliding log (kind 4) is one list of entries, oldest first, each
--- spack('dd', at, end): the µs of the decisions it holds the units of,
--- and the units counted through it since the list was made, so that the
--- units of a stretch of entries is the difference of two ends. Its first
--- entry, the anchor, has left the window, and its end is the base the
--- live entries count from: a list starts with ANCHOR, and a trim keeps
--- the last entry that left as the anchor. So one LRANGE of the oldest
--- and the newest entry give the count, with no key of the count's own,
--- and the time of the anchor and of the newest bound the time decided at
--- last: a time before either is read as that time (see slog).
+-- A sliding log (kind 4) is one list: its anchor, then its entries, oldest
+-- first. An entry is one push of units at a µs: spack('d', at) for one
+-- unit, spack('dd', at, n) for n > 1. The anchor is an entry that left
+-- the window, the last a trim left (a list starts with ANCHOR, a time that
+-- left every window; the entries after it may have left too, until a
+-- trim), or a record written over it, spack('ddd', at, x, last), when
+-- it has more to keep (see anchor): x, the units of the entries after it
+-- beyond one an entry, and last, the latest time decided at when a
+-- decision that pushed nothing made it later than every entry's (NOLAST
+-- for none; a push at a caller's time writes its time there too). So the
+-- count is the number of entries after the anchor, less those that left
+-- the window, plus x less theirs: a push's RPUSH answers it, and an
+-- allowed one-unit decision reads only the anchor and the oldest entries
+-- (see lstretch). The time of the anchor, of the newest entry and
+-- last bound the time decided at last: a time before them is read as
+-- that time (see slog).
 --
--- Its key expires lazily: a push whose newest entry before it is of
--- another aligned Period (or of none) sets the key's TTL to the rule's,
--- two Periods and the slack, and the pushes after it in that Period
--- leave it be. The first push of a Period set it at a time no earlier
--- than the Period's start, so the key outlives its newest entry's Period
--- by the slack at least, and an idle log goes within two Periods and the
--- slack.
-local ANCHOR -- spack('dd', -2^53, 0): a time that left every window
+-- Its key expires lazily. The rule's TTL is a span (a3, some Periods)
+-- plus a Period and the slack. The one-unit path sets it by a push whose
+-- oldest entry in the window is of another aligned span than the push's
+-- time, or that finds none, and leaves it alone otherwise: a busy log's
+-- pushes in the first Period of each span. The first push of each span is
+-- among them, and sets it at the span's start or after, which keeps the
+-- key a Period and the slack past every entry the span pushes; and an
+-- idle log goes within the span, a Period and the slack. The general path,
+-- whose time may not run as Redis's does, sets it at every decision. (A
+-- store's clock ahead of Redis's by more than the slack, and then back in
+-- step, may see a key go that much early: the bound of every key's TTL,
+-- see idleSlack in params.go.)
+local ANCHOR -- spack('d', -2^53): a time that left every window
+-- The one-unit path trims the entries that left the window once there are
+-- LOGTRIM of them, rather than at every push: a busy log's push makes
+-- about one leave, so it trims every other push, and reads one entry more.
+local LOGTRIM = 2
 local P53 = 9007199254740992
+local NOLAST = -P53
+
+-- entry is the entry of n units at t.
+local function entry(t, n)
+  if n == 1 then return spack('d', t) end
+  return spack('dd', t, n)
+end
+
+-- unentry returns an entry's time and units.
+local function unentry(raw)
+  if #raw == 8 then return (sunpack('d', raw)), 1 end
+  local t, n = sunpack('dd', raw)
+  return t, n
+end
+
+-- anchor is the anchor at time t with x and last: an entry of one unit
+-- when x is 0 and last says nothing t does not.
+local function anchor(t, x, last)
+  if x == 0 and last <= t then return spack('d', t) end
+  return spack('ddd', t, x, last)
+end
+
+-- unanchor returns an anchor's time, x and last.
+local function unanchor(raw)
+  if #raw == 24 then
+    local t, x, last = sunpack('ddd', raw)
+    return t, x, last
+  end
+  return (sunpack('d', raw)), 0, NOLAST
+end
 
 -- logread reads the log at key at now, p its Period. It returns nothing
--- for no list; else L, the index of the last entry that left the window
--- (the anchor to be; -1 if even the first has not: a time before the
--- last trim's), and its end; the first entry in the window, its
--- time and end, or false; and the newest entry's time and end, and the
--- latest time decided at: the newest entry's, or a later one that a
--- decision which pushed nothing wrote as the entry's third number (see
--- logcommit).
+-- for no list; else the anchor's time, x and last; L, the number of
+-- entries after the anchor that have left the window, lx their units
+-- beyond one an entry, and the time of the last of them (the anchor's if
+-- L is 0); and the time of the first entry in the window, or
+-- false. (The anchor itself may be in the window: a time before the last
+-- trim's, which its caller checks.)
 local function logread(key, now, p)
-  local L, k, lend, lraw, fat, fend = -1, 3, 0, false, false, 0
-  local batch
+  local batch = call('LRANGE', key, 0, LOGTRIM + 1)
+  if #batch == 0 then return end
+  local at, x, last = unanchor(batch[1])
+  local L, lx, lat, fat = 0, 0, at, false
+  local from, j, k = 0, 2, LOGTRIM + 2
   while true do
-    batch = call('LRANGE', key, L + 1, L + k)
-    for j = 1, #batch do
-      local raw = batch[j]
-      local t, e = sunpack('dd', raw)
+    for q = j, #batch do
+      local t, n = unentry(batch[q])
       if now - t < p then
-        fat, fend = t, e
+        fat = t
         break
       end
-      L, lend, lraw = L + 1, e, raw
+      L, lx, lat = L + 1, lx + n - 1, t
     end
     if fat or #batch < k then break end
-    k = 32
+    from, j, k = from + k, 1, 32
+    batch = call('LRANGE', key, from, from + 31)
   end
-  local nraw = lraw
-  if fat then
-    if #batch < k then nraw = batch[#batch] else nraw = call('LINDEX', key, -1) end
-  elseif L < 0 then
-    return
-  end
-  if #nraw == 24 then
-    local nat, nend, last = sunpack('ddd', nraw)
-    return L, lend, fat, fend, nat, nend, last
-  end
-  local nat, nend = sunpack('dd', nraw)
-  return L, lend, fat, fend, nat, nend, nat
+  return at, x, last, L, lx, lat, fat
 end
 
--- repush appends the log entries es, from es[first] on, to the list at
--- key, each with its end less d and with the latest time decided at that
--- it carries, if any: 1000 to an RPUSH. A give-back and a rebase rewrite a
--- log's tail so.
-local function repush(key, es, first, d)
-  local again, m = {}, 0
-  for x = first, #es do
-    local raw = es[x]
-    m = m + 1
-    if #raw == 24 then
-      local t, y, z = sunpack('ddd', raw)
-      again[m] = spack('ddd', t, y - d, z)
-    else
-      local t, y = sunpack('dd', raw)
-      again[m] = spack('dd', t, y - d)
-    end
-    if m == 1000 then
-      call('RPUSH', key, tunpack(again, 1, m))
-      m = 0
-    end
-  end
-  if m > 0 then call('RPUSH', key, tunpack(again, 1, m)) end
-end
-
--- logrebase counts the log at key from 0 again, from its entry L, the
--- anchor to be: it rewrites the entries from L with lend, L's end, taken
--- off, so that no end reaches 2^53, where doubles stop being exact. It
--- returns the newest entry's end after.
-local function logrebase(key, L, lend, ttl)
-  local es = call('LRANGE', key, L, -1)
-  call('DEL', key)
-  repush(key, es, 1, lend)
-  call('PEXPIRE', key, ttl)
-  local _, e = sunpack('dd', es[#es])
-  return e - lend
-end
-
--- logpush appends n units at now to the log at key, with ttl, after the
--- entries through L leave (the one at L, of end lend, staying as the
--- anchor); nat and nend are the newest entry's, false if there is no
--- list: an entry of the same µs takes the units, as entries of one µs are
--- one. The TTL is set by a push of another aligned Period than the newest
--- entry's, or by every push if always. (A store's clock ahead of Redis's
--- by more than the slack, and then back in step, may see a key go that
--- much early: the bound of every key's TTL, see idleSlack in params.go.)
-local function logpush(key, L, lend, nat, nend, now, n, p, ttl, always)
-  if not nat then
-    call('RPUSH', key, ANCHOR, spack('dd', now, n))
-    call('PEXPIRE', key, ttl)
-    return
-  end
-  if nend + n >= P52 then
-    nend = logrebase(key, L, lend, ttl)
-    L = 0
-  end
-  if L > 0 then call('LTRIM', key, L, -1) end
-  if nat == now then
-    call('LSET', key, -1, spack('dd', now, nend + n))
-  else
-    call('RPUSH', key, spack('dd', now, nend + n))
-    if not always and fdiv(nat, p) ~= fdiv(now, p) then call('PEXPIRE', key, ttl) end
-  end
-  if always then call('PEXPIRE', key, ttl) end
+-- logtrim drops the L > 0 entries of the log at key that left the window,
+-- the last of them, of time lat, becoming the anchor, with x and last:
+-- written over only if it has more to say than its time (an entry of
+-- several units reads as an anchor of its time, x 0 and no last).
+local function logtrim(key, L, lat, x, last)
+  call('LTRIM', key, L, -1)
+  if x ~= 0 or last > lat then call('LSET', key, 0, anchor(lat, x, last)) end
 end
 
 -- lstretch decides single units from sliding logs (kind 4, Period below
 -- 2^26 µs, with the store's clock) at now, as slog does. Its number is,
 -- if allowed, the count after, times 2, plus 1; if denied, (retry·2^26 +
 -- reset)·2, the µs until the oldest entry and the newest leave the window,
--- both at most the Period. Or -3, deciding and writing nothing, for what
--- this path does not decide: a time before the last decided at (a lost
--- clock: an entry newer than now, or an anchor still in the window), a
+-- both at most the Period. A push comes first, its RPUSH answering the
+-- count, and a denial takes it back (RPOP) and reads the newest entry.
+-- Or -3, deciding and writing nothing but a trim, for what this path does
+-- not decide: a time before the last decided at (a lost clock: an anchor
+-- still in the window, or a later last, which a push at a caller's time
+-- writes, see logcommit; on a denial, a newest entry newer than now), a
 -- run's time held back by the clock, ahead of Redis TIME (the TTLs set
--- once a Period assume that time runs as Redis's does),
--- counts above the rate (a rate lowered under the same rule's name), or
--- an oldest entry of no units. The general path then decides as slog
--- does.
+-- once a span assume that time runs as Redis's does), or counts above the
+-- rate (a rate lowered under the same rule's name). The general path then
+-- decides as slog does.
 local function lstretch(r, i, e)
-  local rate, p, ttl, now = r.a1, r.a2, r.ttl, fastnow
+  local rate, p, span, ttl, now = r.a1, r.a2, r.a3, r.ttl, fastnow
   if ahead then
     for _ = i, e do
       nout = nout + 1
@@ -449,21 +435,32 @@ local function lstretch(r, i, e)
     ki = ki + e - i + 1
     return e + 1
   end
+  local unit = spack('d', now)
   for _ = i, e do
     local key = KEYS[ki]
     ki = ki + 1
     local v = -3
-    local L, lend, fat, fend, nat, nend, last = logread(key, now, p)
-    if not L then
-      logpush(key, 0, 0, false, 0, now, 1, p, ttl, false)
+    local at, x, last, L, lx, lat, fat = logread(key, now, p)
+    if not at then
+      call('RPUSH', key, ANCHOR, unit)
+      call('PEXPIRE', key, ttl)
       v = 3
-    elseif L >= 0 and last <= now and nend >= lend then
-      local count = nend - lend
+    elseif now - at >= p and last <= now then
+      if L >= LOGTRIM then
+        x = x - lx
+        logtrim(key, L, lat, x, last)
+        L, lx = 0, 0
+      end
+      local count = call('RPUSH', key, unit) - 2 - L + x - lx
       if count < rate then
-        logpush(key, L, lend, nat, nend, now, 1, p, ttl, false)
+        if not fat or fdiv(fat, span) ~= fdiv(now, span) then call('PEXPIRE', key, ttl) end
         v = count * 2 + 3
-      elseif count == rate and fend > lend then
-        v = ((fat + p - now) * P26 + (nat + p - now)) * 2
+      else
+        call('RPOP', key)
+        if count == rate and fat then
+          local nat = unentry(call('LINDEX', key, -1))
+          if nat <= now then v = ((fat + p - now) * P26 + (nat + p - now)) * 2 end
+        end
       end
     end
     nout = nout + 1
@@ -638,7 +635,7 @@ local function loadgeneral()
   -- Each step decides a check c at now for cost n without writing, and
   -- returns d: the decision in d[1..6], as replied, and what to write in
   -- d[7..]: d[7] 0 nothing, 1 SET d[8] with a TTL of d[9] µs d[10] ns,
-  -- 2 DEL, 3 the log's writes (logcommit, which reads d[8..14] as slog
+  -- 2 DEL, 3 the log's writes (logcommit, which reads d[8..18] as slog
   -- sets them).
 
   -- Bucket: bcore as a step.
@@ -774,23 +771,32 @@ local function loadgeneral()
   end
 
   ---------------------------------------------------------------------------
-  -- Sliding log: one list, its entries (at, end) and its anchor (see
-  -- logread). A time before the last decided at, the newest entry's or the
-  -- one the anchor left the window at, is read as that time. As time may
-  -- not run here as Redis's does (the callers' clocks, or one read as a
-  -- later time), every decision on a log with units in the window sets
-  -- its TTL, as the one-unit path's once a Period does not.
+  -- Sliding log: one list, its anchor and its entries (see logread). A
+  -- time before the last decided at, the anchor's (a trim's), the newest
+  -- entry's or the anchor's last, is read as that time. As time may not
+  -- run here as Redis's does (the callers' clocks, or one read as a later
+  -- time), every decision on a log with units in the window sets its
+  -- TTL, as the one-unit path's once a span does not.
 
   local function slog(c, now, n)
     local rate, p, key = c.r.a1, c.r.a2, c.key
-    local L, lend, fat, fend, nat, nend, last = logread(key, now, p)
-    if L and (L < 0 or last > now) then
-      if last > now then now = last end
-      if L < 0 and fat + p > now then now = fat + p end -- the anchor's
-      L, lend, fat, fend, nat, nend, last = logread(key, now, p)
+    local at, x, last, L, lx, lat, fat = logread(key, now, p)
+    local len, nat, latest = 0, NOLAST, NOLAST
+    if not at then
+      x, last, L, lx = 0, NOLAST, 0, 0
+    else
+      len = call('LLEN', key)
+      if len > 1 then nat = unentry(call('LINDEX', key, -1)) end
+      latest = last
+      if nat > latest then latest = nat end
+      if now - at < p or latest > now then
+        if latest > now then now = latest end
+        if now - at < p then now = at + p end -- the anchor's
+        at, x, last, L, lx, lat, fat = logread(key, now, p)
+      end
     end
     local count = 0
-    if fat then count = nend - lend end
+    if at then count = len - 1 - L + x - lx end
     local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
     local push = false
     if n < 0 or n > rate then
@@ -808,9 +814,10 @@ local function loadgeneral()
       while d[3] == 0 do
         local batch = call('LRANGE', key, from, from + 31)
         for j = 1, #batch do
-          local at, e = sunpack('dd', batch[j])
-          if e - lend >= need then
-            d[3] = at + p - now
+          local t, u = unentry(batch[j])
+          need = need - u
+          if need <= 0 then
+            d[3] = t + p - now
             break
           end
         end
@@ -822,27 +829,47 @@ local function loadgeneral()
     if d[2] < 0 then d[2] = 0 end -- a rate lowered under the same name
     if push then
       d[5] = p
-      d[7], d[9], d[10], d[11], d[12], d[13], d[14] = 3, 1, lend, L or 0, nat, nend, now
+      d[7], d[9] = 3, 1
     elseif fat then
       d[5] = nat + p - now
       -- the time decided at, if later than any the log holds
-      d[7], d[9], d[12], d[13], d[14], d[8] = 3, 0, nat, nend, now, now > last
-    elseif L then
+      d[7], d[9], d[8] = 3, 0, now > latest
+    elseif at then
       d[7] = 2 -- every entry left the window: the list goes
     end
+    -- what logcommit writes from
+    d[10], d[12], d[13], d[14], d[17], d[18] = L, lat, x - lx, last, at or false, x
     d[15] = now -- the time decided at, for a receipt
     return d
   end
 
-  -- logcommit writes what slog decided (d) for a request of cost n: the
-  -- push, or the time decided at as the newest entry's third number.
+  -- logcommit writes what slog decided (d) for a request of cost n at
+  -- d[15]: the push, with the trim of the entries that left, or the time
+  -- decided at as the anchor's last.
   local function logcommit(c, d, n)
+    local key, now = c.key, d[15]
     if d[9] == 1 then
-      logpush(c.key, d[11], d[10], d[12] or false, d[13], d[14], n, c.r.a2, c.r.ttl, true)
-      return
+      local L, lat, x, last, at = d[10], d[12], d[13], d[14], d[17]
+      -- A push at a caller's time may be ahead of the time of the
+      -- one-unit path (a store at the store's clock on the same keys),
+      -- which reads no newest entry: the anchor keeps it as the latest
+      -- time decided at, which that path checks, so that it never pushes
+      -- before it.
+      local was = last
+      if theirs and now > last then last = now end
+      if not at then
+        call('RPUSH', key, anchor(-P53, n - 1, last), entry(now, n))
+      elseif L > 0 then
+        logtrim(key, L, lat, x + n - 1, last)
+        call('RPUSH', key, entry(now, n))
+      else
+        if n > 1 or last ~= was then call('LSET', key, 0, anchor(at, x + n - 1, last)) end
+        call('RPUSH', key, entry(now, n))
+      end
+    elseif d[8] then
+      call('LSET', key, 0, anchor(d[17], d[18], now))
     end
-    if d[8] then call('LSET', c.key, -1, spack('ddd', d[12], d[13], d[14])) end
-    call('PEXPIRE', c.key, c.r.ttl)
+    call('PEXPIRE', key, c.r.ttl)
   end
 
   ---------------------------------------------------------------------------
@@ -1031,55 +1058,20 @@ local function loadgeneral()
     end
   end
 
-  -- A sliding log: the charge is in the entry of time t1 until it leaves
-  -- the window. Entries are oldest first; the search starts at the newest
-  -- and stops at the anchor, whose units have left. What is given back
-  -- comes off the entry's end and every later one's (an entry left with no
-  -- units goes): the tail is read, trimmed and pushed again.
+  -- A sliding log: the charge is the entry the take pushed, of time t1
+  -- and n units, until it is trimmed (the anchor's time is then t1 or
+  -- later). Any entry of the same time and units is as good: one is taken
+  -- out, and the anchor keeps t1 as the latest time decided at, and the
+  -- units it no longer has beyond one.
   local function unlog(c, now, n, t1)
     local key = c.key
-    local i = call('LLEN', key) - 1
-    while i >= 1 do
-      local from = i - 31
-      if from < 1 then from = 1 end
-      local batch = call('LRANGE', key, from, i)
-      for j = #batch, 1, -1 do
-        local at, e = sunpack('dd', batch[j])
-        if at < t1 then return end
-        if at == t1 then
-          local idx = from + j - 1
-          local prev = batch[j - 1] or call('LINDEX', key, idx - 1)
-          local _, pe = sunpack('dd', prev)
-          local give = e - pe
-          if n < give then give = n end
-          if give <= 0 then return end
-          local tail = call('LRANGE', key, idx, -1)
-          call('LTRIM', key, 0, idx - 1) -- keeps the anchor: the key stays, its TTL too
-          if #tail == 1 and e - give == pe then
-            -- The newest goes: the one before it keeps the latest time
-            -- decided at.
-            local z, pat = at, sunpack('dd', prev)
-            local pz = pat
-            if #tail[1] == 24 then
-              local _, _, tz = sunpack('ddd', tail[1])
-              z = tz
-            end
-            if #prev == 24 then
-              local _, _, ppz = sunpack('ddd', prev)
-              pz = ppz
-            end
-            if pz < z then pz = z end
-            call('LSET', key, -1, spack('ddd', pat, pe, pz))
-            return
-          end
-          -- the entry given back goes if left with no units
-          local first = 1
-          if e - give == pe then first = 2 end
-          repush(key, tail, first, give)
-          return
-        end
-      end
-      i = from - 1
+    local raw = call('LINDEX', key, 0)
+    if not raw then return end
+    local at, x, last = unanchor(raw)
+    if at >= t1 or call('LREM', key, -1, entry(t1, n)) == 0 then return end
+    if n > 1 or last < t1 then
+      if last < t1 then last = t1 end
+      call('LSET', key, 0, anchor(at, x - n + 1, last))
     end
   end
 
@@ -1263,8 +1255,8 @@ end
 local function take(keys, argv)
   KEYS, ARGV = keys, argv
   if not call then
-    spack, sunpack, floor, call, byte, tunpack = struct.pack, struct.unpack, math.floor, redis.call, string.byte, unpack
-    ANCHOR = spack('dd', -P53, 0)
+    spack, sunpack, floor, call, byte = struct.pack, struct.unpack, math.floor, redis.call, string.byte
+    ANCHOR = spack('d', -P53)
   end
   out[1], nout = 0, 1
   reqs, pos = ARGV[3], 1
