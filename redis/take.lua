@@ -377,15 +377,16 @@ end
 -- for no list; else the anchor's time, x and last; L, the number of
 -- entries after the anchor that have left the window, lx their units
 -- beyond one an entry, and the time of the last of them (the anchor's if
--- L is 0); and the time of the first entry in the window, or
--- false. (The anchor itself may be in the window: a time before the last
--- trim's, which its caller checks.)
+-- L is 0); and the time of the first entry in the window, or false; and,
+-- when it read the list to its end, the list's length and its last
+-- element. (The anchor itself may be in the window: a time before the
+-- last trim's, which its caller checks.)
 local function logread(key, now, p)
   local batch = call('LRANGE', key, 0, LOGTRIM + 1)
   if #batch == 0 then return end
   local at, x, last = unanchor(batch[1])
   local L, lx, lat, fat = 0, 0, at, false
-  local from, j, k = 0, 2, LOGTRIM + 2
+  local from, j, k, nraw = 0, 2, LOGTRIM + 2, batch[#batch]
   while true do
     for q = j, #batch do
       local t, n = unentry(batch[q])
@@ -398,6 +399,10 @@ local function logread(key, now, p)
     if fat or #batch < k then break end
     from, j, k = from + k, 1, 32
     batch = call('LRANGE', key, from, from + 31)
+    if #batch > 0 then nraw = batch[#batch] end
+  end
+  if #batch < k then -- read to its end: its length and last element too
+    return at, x, last, L, lx, lat, fat, from + #batch, nraw
   end
   return at, x, last, L, lx, lat, fat
 end
@@ -780,13 +785,16 @@ local function loadgeneral()
 
   local function slog(c, now, n)
     local rate, p, key = c.r.a1, c.r.a2, c.key
-    local at, x, last, L, lx, lat, fat = logread(key, now, p)
-    local len, nat, latest = 0, NOLAST, NOLAST
+    local at, x, last, L, lx, lat, fat, len, nraw = logread(key, now, p)
+    local nat, latest = NOLAST, NOLAST
     if not at then
-      x, last, L, lx = 0, NOLAST, 0, 0
+      x, last, L, lx, len = 0, NOLAST, 0, 0, 0
     else
-      len = call('LLEN', key)
-      if len > 1 then nat = unentry(call('LINDEX', key, -1)) end
+      if not len then
+        len = call('LLEN', key)
+        nraw = call('LINDEX', key, -1)
+      end
+      if len > 1 then nat = unentry(nraw) end
       latest = last
       if nat > latest then latest = nat end
       if now - at < p or latest > now then
