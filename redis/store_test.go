@@ -1017,6 +1017,26 @@ func TestLogExpiresLazily(t *testing.T) {
 		}
 	})
 
+	// Whether a push sets the TTL or leaves it, the key then lives a
+	// Period and the slack past the push at least: pushes every quarter
+	// second for three seconds, across spans.
+	t.Run("outlives its entries", func(t *testing.T) {
+		p := prefix(t)
+		s := newStore(t, rc, redis.WithPrefix(p))
+		end := time.Now().Add(3 * time.Second)
+		for time.Now().Before(end) {
+			before := time.Now()
+			take(t, s, time.Time{}, 1, c)
+			// a Period and the slack, less what passed since the push and
+			// a millisecond of Redis's rounding
+			least := time.Second + time.Second - time.Since(before) - time.Millisecond
+			if d := pttl(logKey(t, rc, p)); d < least {
+				t.Fatalf("PTTL after a push %v, want at least %v", d, least)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	})
+
 	t.Run("general path", func(t *testing.T) {
 		p := prefix(t)
 		s := newStore(t, rc, redis.WithPrefix(p), redis.WithCallerTime())
@@ -1163,5 +1183,19 @@ func TestLogGiveBackTakesEntryOut(t *testing.T) {
 	}
 	if d := take(t, s, at(3), 0, checks...)[0]; d.Remaining != 8 {
 		t.Errorf("a peek after: %+v, want 8 left", d)
+	}
+
+	// A give-back after its entry left the window and was trimmed (the
+	// anchor is of its time) takes nothing out.
+	between = func() { take(t, s, at(100), 1, checks...) }
+	if charged, err := redis.TakeThenGiveBack(ctx, s, at(40), at(40), 1, checks, between, 1, taken, back); err != nil || !charged {
+		t.Fatalf("TakeThenGiveBack: charged %v, %v", charged, err)
+	}
+	an, es = logList(t, rc, logKey(t, rc, p))
+	if want := [][2]float64{{float64(at(100).UnixMicro()), 1}}; an.at != float64(at(40).UnixMicro()) || !slices.Equal(es, want) {
+		t.Errorf("anchor %v, entries %v; want the anchor at 40s and %v", an, es, want)
+	}
+	if d := take(t, s, at(100), 0, checks...)[0]; d.Remaining != 9 {
+		t.Errorf("a peek after: %+v, want 9 left", d)
 	}
 }
