@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	goredis "github.com/redis/go-redis/v9"
-	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/bench"
 )
@@ -129,31 +127,15 @@ func (s *floorRLS) runs(ctx context.Context) {
 // floorGRPC serves floorRLS on addr, on the Redis at url, into which it
 // loads bench.FloorLibrary (Redis 7 or later).
 func floorGRPC(ctx context.Context, addr, url string) error {
-	opts, err := goredis.ParseURL(url)
+	rc, err := redisClient(url)
 	if err != nil {
 		return err
 	}
-	if err := loopback(opts.Addr); err != nil {
-		return fmt.Errorf("-redis: %w", err)
-	}
-	opts.MaxRetries = -1 // as sluice serve's client
-	opts.ContextTimeoutEnabled = true
-	rc := goredis.NewClient(opts)
 	defer rc.Close()
 	if err := rc.FunctionLoadReplace(ctx, bench.FloorLibrary).Err(); err != nil {
 		return fmt.Errorf("FUNCTION LOAD of the floor: %w", err)
 	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
 	fs := &floorRLS{rc: rc, queue: make(chan *floorCall, 1024)}
 	go fs.runs(ctx)
-	s := grpc.NewServer()
-	rlspb.RegisterRateLimitServiceServer(s, fs)
-	go func() {
-		<-ctx.Done()
-		s.Stop()
-	}()
-	return s.Serve(l)
+	return serveRLS(ctx, addr, fs)
 }

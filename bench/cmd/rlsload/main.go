@@ -205,12 +205,17 @@ func (bareRLS) ShouldRateLimit(_ context.Context, req *rlspb.RateLimitRequest) (
 }
 
 func bareGRPC(ctx context.Context, addr string) error {
+	return serveRLS(ctx, addr, bareRLS{})
+}
+
+// serveRLS serves rls on addr until ctx is done.
+func serveRLS(ctx context.Context, addr string, rls rlspb.RateLimitServiceServer) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	s := grpc.NewServer()
-	rlspb.RegisterRateLimitServiceServer(s, bareRLS{})
+	rlspb.RegisterRateLimitServiceServer(s, rls)
 	go func() {
 		<-ctx.Done()
 		s.Stop()

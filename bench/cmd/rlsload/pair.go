@@ -3,14 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	goredis "github.com/redis/go-redis/v9"
-	"google.golang.org/grpc"
 )
 
 // pairRLS decides each descriptor as the inexact peers do (envoyproxy/
@@ -68,26 +66,25 @@ func (s pairRLS) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 
 // pairGRPC serves pairRLS on addr, on the Redis at url.
 func pairGRPC(ctx context.Context, addr, url string) error {
-	opts, err := goredis.ParseURL(url)
+	rc, err := redisClient(url)
 	if err != nil {
 		return err
 	}
+	defer rc.Close()
+	return serveRLS(ctx, addr, pairRLS{rc: rc, limit: 100})
+}
+
+// redisClient is a client of the Redis at url, which must be on loopback,
+// set as sluice serve's is.
+func redisClient(url string) (*goredis.Client, error) {
+	opts, err := goredis.ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
 	if err := loopback(opts.Addr); err != nil {
-		return fmt.Errorf("-redis: %w", err)
+		return nil, fmt.Errorf("-redis: %w", err)
 	}
 	opts.MaxRetries = -1 // as sluice serve's client
 	opts.ContextTimeoutEnabled = true
-	rc := goredis.NewClient(opts)
-	defer rc.Close()
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	s := grpc.NewServer()
-	rlspb.RegisterRateLimitServiceServer(s, pairRLS{rc: rc, limit: 100})
-	go func() {
-		<-ctx.Done()
-		s.Stop()
-	}()
-	return s.Serve(l)
+	return goredis.NewClient(opts), nil
 }
