@@ -146,18 +146,15 @@ for a in "$mem_http" "$mem_grpc" "$red_http" "$red_grpc" "$bare_http" "$bare_grp
 # of /proc/PID/stat, counted after the command name's closing parenthesis).
 ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 hz=$(getconf CLK_TCK)
-# cmdusec CMD...: the µs redis-server has spent in the commands CMD since
-# its start (INFO commandstats). Only commands sent to it: a script's
-# calls are counted in the script's time and again in their own.
-cmdusec() {
+# cmdstat FIELD CMD...: the sum of FIELD (usec, the µs spent in them; or
+# calls) over the commands CMD since redis-server's start (INFO
+# commandstats). Only commands sent to it: a script's calls are counted
+# in the script's time and again in their own.
+cmdstat() {
+  local field=$1
+  shift
   redis-cli -u "$redis_url" info commandstats | tr -d '\r' |
-    awk -F'[:,=]' -v cmds=" $* " 'index(cmds, " " substr($1, 9) " ") { for (i = 2; i < NF; i++) if ($i == "usec") s += $(i + 1) } END { print s + 0 }'
-}
-
-# fcalls: the FCALLs redis-server has answered since its start.
-fcalls() {
-  redis-cli -u "$redis_url" info commandstats | tr -d '\r' |
-    awk -F'[:,=]' '$1 == "cmdstat_fcall" { for (i = 2; i < NF; i++) if ($i == "calls") print $(i + 1) }'
+    awk -F'[:,=]' -v f="$field" -v cmds=" $* " 'index(cmds, " " substr($1, 9) " ") { for (i = 2; i < NF; i++) if ($i == f) s += $(i + 1) } END { print s + 0 }'
 }
 
 # runstats: sluice on Redis's requests sent and script runs, from its
@@ -192,15 +189,15 @@ measure() {
   w0=$(date +%s.%N)
   c0=$(ticks "$pid")
   [ -n "$rp" ] && r0=$(ticks "$rp")
-  [ -n "$cmds" ] && u0=$(cmdusec $cmds)
+  [ -n "$cmds" ] && u0=$(cmdstat usec $cmds)
   [[ $name == "sluice Redis"* ]] && s0=$(runstats)
   local f0= f1=
-  [[ $name == *floor* ]] && f0=$(fcalls)
+  [[ $name == *floor* ]] && f0=$(cmdstat calls fcall)
   out=$("$@")
-  [ -n "$f0" ] && f1=$(fcalls)
+  [ -n "$f0" ] && f1=$(cmdstat calls fcall)
   c1=$(ticks "$pid")
   [ -n "$rp" ] && r1=$(ticks "$rp")
-  [ -n "$cmds" ] && u1=$(cmdusec $cmds)
+  [ -n "$cmds" ] && u1=$(cmdstat usec $cmds)
   [ -n "$s0" ] && s1=$(runstats)
   w1=$(date +%s.%N)
   [ -n "$g0" ] && g1=$(gcs "$haddr")
