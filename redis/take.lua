@@ -440,7 +440,7 @@ local function lstretch(r, i, e)
     ki = ki + e - i + 1
     return e + 1
   end
-  local unit = spack('d', now)
+  local unit, nowspan = entry(now, 1), fdiv(now, span)
   for _ = i, e do
     local key = KEYS[ki]
     ki = ki + 1
@@ -458,7 +458,7 @@ local function lstretch(r, i, e)
       end
       local count = call('RPUSH', key, unit) - 2 - L + x - lx
       if count < rate then
-        if not fat or fdiv(fat, span) ~= fdiv(now, span) then call('PEXPIRE', key, ttl) end
+        if not fat or fdiv(fat, span) ~= nowspan then call('PEXPIRE', key, ttl) end
         v = count * 2 + 3
       else
         call('RPOP', key)
