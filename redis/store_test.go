@@ -826,6 +826,27 @@ func TestLogUnitsBeyondOne(t *testing.T) {
 			t.Errorf("anchor %v, entries %v; want x 0 and one entry of one unit", an, es)
 		}
 	})
+
+	// An entry of 5 units that left the window, not trimmed yet, its 4
+	// beyond one still in the anchor's x: a one-unit request, whose first
+	// read holds the whole list, counts without them, even under a rate
+	// lowered to 3 under the same name, where with them it would be full.
+	t.Run("one-unit path, units that left", func(t *testing.T) {
+		rc := startRedis(t).client(t)
+		p := prefix(t)
+		s := newStore(t, rc, redis.WithPrefix(p), redis.WithStoreClock())
+		high := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.Limit{Rate: 10, Period: time.Second}}, Key: "k"}
+		low := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.Limit{Rate: 3, Period: time.Second}}, Key: "k"}
+		take(t, s, t0, 5, high)
+		take(t, s, t0.Add(500*time.Millisecond), 1, high)
+		runs := s.Stats().Runs
+		if d := take(t, s, t0.Add(1200*time.Millisecond), 1, low)[0]; !d.Allowed || d.Remaining != 1 {
+			t.Errorf("a unit at the lower rate, the 5 gone: %+v, want allowed, 1 left", d)
+		}
+		if got := s.Stats().Runs - runs; got != 1 {
+			t.Errorf("the unit took %d runs, want 1: decided on the path of its own", got)
+		}
+	})
 }
 
 // A store at the store's clock and one at the callers' share a prefix (a

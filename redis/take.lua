@@ -421,7 +421,9 @@ end
 -- if allowed, the count after, times 2, plus 1; if denied, (retry·2^26 +
 -- reset)·2, the µs until the oldest entry and the newest leave the window,
 -- both at most the Period. A push comes first, its RPUSH answering the
--- count, and a denial takes it back (RPOP) and reads the newest entry.
+-- count, and a denial takes it back (RPOP) and reads the newest entry;
+-- but a list its first LRANGE read whole is counted from that read, and
+-- denied with no push.
 -- Or -3, deciding and writing nothing but a trim, for what this path does
 -- not decide: a time before the last decided at (a lost clock: an anchor
 -- still in the window, or a later last, which a push at a caller's time
@@ -445,11 +447,17 @@ local function lstretch(r, i, e)
     local key = KEYS[ki]
     ki = ki + 1
     local v = -3
-    local at, x, last, L, lx, lat, fat = logread(key, now, p)
+    local at, x, last, L, lx, lat, fat, len, nraw = logread(key, now, p)
     if not at then
       call('RPUSH', key, ANCHOR, unit)
       call('PEXPIRE', key, ttl)
       v = 3
+    elseif now - at >= p and last <= now and len and len - 1 - L + x - lx >= rate then
+      -- The whole list was read, and it is full: a denial with no push.
+      if len - 1 - L + x - lx == rate and fat then
+        local nat = unentry(nraw)
+        if nat <= now then v = ((fat + p - now) * P26 + (nat + p - now)) * 2 end
+      end
     elseif now - at >= p and last <= now then
       if L >= LOGTRIM then
         x = x - lx
