@@ -103,6 +103,75 @@ func BenchmarkRedis(b *testing.B) {
 	floors(b, addr, algs)
 }
 
+// BenchmarkRedisLog measures what the sliding log costs Redis besides the
+// one-unit path's allowed decisions that BenchmarkRedis measures, with
+// the same figures, at 32 callers:
+//
+//   - load=denied: a rate of one a minute over BenchmarkRedis's 10000
+//     keys, so that nearly every decision is a denial, with the store's
+//     denial cache off (cache=off: every denial is Redis's to decide) and
+//     on (cache=on, the default: a denial is answered in the process until
+//     its RetryAfter);
+//   - load=busy/cache=off: 100 a second over 100 keys, so that most
+//     decisions are denials of a log of about 100 entries, which the
+//     store's first read of it does not hold whole;
+//   - load=caller-time: WithCallerTime at 1000 a second, every decision
+//     allowed and on the script's general path.
+//
+// With redis-server on a core of its own, as bench/redis.sh runs
+// BenchmarkRedis:
+//
+//	BENCH_REDIS_CPU=1 taskset -c 0 go test -run '^$' -bench '^BenchmarkRedisLog$' -benchtime 2s
+func BenchmarkRedisLog(b *testing.B) {
+	addr := testredis.Start(b)
+	pinRedis(b, addr)
+	const callers = 32
+	script := []string{"fcall", "function", "evalsha", "eval"}
+	loads := []struct {
+		name  string
+		limit sluice.Limit
+		opts  []sredis.Option
+		now   bool // pass time.Now(), for WithCallerTime
+		keys  int  // the keys decided at, of the benchmark's, 0 for all
+	}{
+		{"load=denied/cache=off", sluice.PerMinute(1), []sredis.Option{sredis.WithDenyCache(0)}, false, 0},
+		{"load=denied/cache=on", sluice.PerMinute(1), nil, false, 0},
+		{"load=busy/cache=off", sluice.PerSecond(100), []sredis.Option{sredis.WithDenyCache(0)}, false, 100},
+		{"load=caller-time", sluice.PerSecond(1000), []sredis.Option{sredis.WithCallerTime()}, true, 0},
+	}
+	for _, l := range loads {
+		b.Run(l.name, func(b *testing.B) {
+			rc := benchClient(b, addr, callers)
+			opts := append([]sredis.Option{sredis.WithPrefix(benchPrefix("l")), sredis.WithTimeout(time.Second)}, l.opts...)
+			s, err := sredis.New(rc, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rule := &sluice.Rule{Name: "bench", Algorithm: sluice.AlgoSlidingLog, Limit: l.limit}
+			runRedis(b, rc, callers, script, func() func(key string) bool {
+				checks := []sluice.Check{{Rule: rule}}
+				out := make([]sluice.Decision, 1)
+				n := 0
+				return func(key string) bool {
+					checks[0].Key = key
+					if l.keys > 0 { // key n of l.keys, in turn
+						checks[0].Key = "user" + strconv.Itoa(n%l.keys)
+						n++
+					}
+					var now time.Time
+					if l.now {
+						now = time.Now()
+					}
+					if err := s.Take(context.Background(), now, 1, checks, out); err != nil {
+						b.Error(err)
+					}
+					return out[0].Allowed
+				}
+			})
+		})
+	}
+}
+
 // floors runs FloorLibrary, store=floor, for the fixed window, GCRA (for
 // the buckets: their one-unit path is the same) and the sliding log among
 // algs at 16 and 64 decisions a run: an FCALL of that many keys, named as the store
