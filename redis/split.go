@@ -49,36 +49,15 @@ import (
 // tags), is refused with ErrCrossSlot.
 const maxParts = 64
 
-// Run modes of a part, take.lua's ARGV[1].
+// Run modes of a part: take.lua's flavour, in the head of its ARGV[1].
 const (
-	modeTake = 'r' // take, with receipts
-	modeGive = 'g' // give back a take
+	modeTake = 1 // take, with receipts
+	modeGive = 2 // give back a take
 )
 
 // errMoved is the error of a request a Cluster node could not decide: a
 // slot of its keys had moved to another node. Nothing was charged.
 var errMoved = errors.New("redis: a key's slot moved")
-
-// runMode is take.lua's ARGV[1] for a run to a Cluster node or not, with
-// the store's clock or not, of requests in mode m (0, modeTake, modeGive).
-func runMode(node, clock bool, m byte) string {
-	i := 0
-	if node {
-		i += 6
-	}
-	if clock {
-		i += 3
-	}
-	switch m {
-	case modeTake:
-		i++
-	case modeGive:
-		i += 2
-	}
-	return runModes[i]
-}
-
-var runModes = [...]string{"0", "0r", "0g", "1", "1r", "1g", "n0", "n0r", "n0g", "n1", "n1r", "n1g"}
 
 // stride is how many numbers the script answers per check of p.
 func (p *pending) stride() int {

@@ -4,12 +4,13 @@ import (
 	"context"
 	"crypto/sha1"
 	_ "embed"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -525,19 +526,20 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 	if clock {
 		nkeys++
 	}
-	mode := runMode(to != nil, clock, batch[0].mode)
 	// The rules of the run, each sent once however many requests name it.
 	var rbuf [4]runRule
 	rules := rbuf[:0]
-	// The shape: a byte per request, its rule for a request that takes a
-	// path of its own in the script (see fastRule), else 0 and the request
-	// in req. Those requests share one time, so they go only in runs whose
-	// requests all have the same: at Redis TIME, every run.
+	// The run goes as one string, the script's ARGV[1]: its head (written
+	// last), the shape, and the other requests. The shape: a byte per
+	// request, its rule for a request that takes a path of its own in the
+	// script (see fastRule), else 0 and the request after the shape. Those
+	// requests share one time, so they go only in runs whose requests all
+	// have the same: at Redis TIME, every run.
 	if !lend {
 		buf = new(runBuf)
 	}
-	shape := slices.Grow(buf.shape[:0], len(batch))
-	req := slices.Grow(buf.req[:0], size)
+	run := slices.Grow(buf.run[:0], runHead+len(batch)+size)
+	run = run[:runHead+len(batch)]
 	common := true
 	for _, p := range batch[1:] {
 		common = common && p.now == batch[0].now
@@ -553,42 +555,36 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 	} else if common {
 		guess = int64(batch[0].now)
 	}
-	for _, p := range batch {
+	for j, p := range batch {
 		p.fast = false
 		if common && p.mode == 0 && s.fastRule(p) {
 			var ri int
 			rules, ri = ruleIndex(rules, p.args[0].p, p.args[0].shadow)
 			if ri <= 255 {
-				shape = append(shape, byte(ri))
+				run[runHead+j] = byte(ri)
 				p.fast = true
 				anyFast = true
 				continue
 			}
 		}
-		shape = append(shape, 0)
-		req = appendF64(req, p.now)
-		req = appendF64(req, float64(len(p.args)))
+		run[runHead+j] = 0
+		run = appendF64(run, p.now)
+		run = appendF64(run, float64(len(p.args)))
 		for i, a := range p.args {
 			var ri int
 			rules, ri = ruleIndex(rules, a.p, a.shadow)
-			req = appendF64(req, float64(ri))
+			run = appendF64(run, float64(ri))
 			// A cost is a double there as it was when the script read it
 			// as a decimal: float64 rounds alike.
-			req = appendF64(req, float64(a.cost))
+			run = appendF64(run, float64(a.cost))
 			if p.mode == modeGive {
-				req = appendF64(req, float64(p.taken[8*i+6]))
-				req = appendF64(req, float64(p.taken[8*i+7]))
+				run = appendF64(run, float64(p.taken[8*i+6]))
+				run = appendF64(run, float64(p.taken[8*i+7]))
 			}
 		}
 	}
-	fastNow := ""
-	if anyFast {
-		fastNow = redisTimeArg
-		if batch[0].now != redisTime {
-			fastNow = strconv.FormatInt(int64(batch[0].now), 10) // exact: below 2^53
-		}
-	}
-	args := slices.Grow(buf.args[:0], 3+nkeys+6+len(rules))
+	putRunHead(run, runFlags(to != nil, clock, batch[0].mode, anyFast), batch[0].now, guess, len(rules), len(batch))
+	args := slices.Grow(buf.args[:0], 3+nkeys+1+len(rules))
 	args = append(args, "fcall", takeFnArg, nkeys)
 	if to != nil {
 		args[2] = 0 // the keys go last, in ARGV
@@ -632,13 +628,13 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 			}
 		}
 	}
-	args = append(args, mode, shape, req, fastNow, strconv.FormatInt(guess, 10), len(rules))
+	args = append(args, run)
 	for _, r := range rules {
 		args = append(args, s.record(r))
 	}
 	if to != nil {
 		// the keys after the rules: rotate them from tail to the end
-		keys := len(args) - tail - 6 - len(rules)
+		keys := len(args) - tail - 1 - len(rules)
 		slices.Reverse(args[tail : tail+keys])
 		slices.Reverse(args[tail+keys:])
 		slices.Reverse(args[tail:])
@@ -649,7 +645,7 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 		defer func() {
 			clear(args)
 			clear(wkeys)
-			buf.args, buf.shape, buf.req = args[:0], shape[:0], req[:0]
+			buf.args, buf.run = args[:0], run[:0]
 			buf.kb, buf.wkeys = kb[:0], wkeys[:0]
 		}()
 	}
@@ -778,19 +774,44 @@ func (s *Store) record(r runRule) any {
 }
 
 // redisTime as a request's now has the script read Redis TIME: 2^53 µs,
-// outside the range micros allows. redisTimeArg is it as the script reads
-// it.
-const (
-	redisTime    = 1 << 53
-	redisTimeArg = "9007199254740992"
-)
+// outside the range micros allows.
+const redisTime = 1 << 53
+
+// runHead is the length of the head of take.lua's ARGV[1]: four bytes of
+// flags (see runFlags), the time of the one-byte requests and the guess
+// of their windows as doubles, then the number of rules and of requests
+// as uint32s, all little-endian, as struct.unpack('<BBBBddI4I4') reads
+// them.
+const runHead = 4 + 8 + 8 + 4 + 4
+
+// runFlags is the head's four bytes for a run to a Cluster node or not,
+// with the store's clock or not, of requests in mode m (0, modeTake,
+// modeGive), with one-byte requests or not.
+func runFlags(node, clock bool, m byte, fast bool) [4]byte {
+	b := func(v bool) byte {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	return [4]byte{b(node), b(clock), m, b(fast)}
+}
+
+// putRunHead writes the head into run[:runHead].
+func putRunHead(run []byte, flags [4]byte, now float64, guess int64, rules, reqs int) {
+	copy(run, flags[:])
+	binary.LittleEndian.PutUint64(run[4:], math.Float64bits(now))
+	binary.LittleEndian.PutUint64(run[12:], math.Float64bits(float64(guess)))
+	binary.LittleEndian.PutUint32(run[20:], uint32(rules))
+	binary.LittleEndian.PutUint32(run[24:], uint32(reqs))
+}
 
 // runBuf holds a run's slices for the next run by the same leader.
 type runBuf struct {
-	args       []any
-	shape, req []byte
-	kb         []byte   // the bytes of wkeys
-	wkeys      []string // windowed keys, see run
+	args  []any
+	run   []byte
+	kb    []byte   // the bytes of wkeys
+	wkeys []string // windowed keys, see run
 }
 
 // exec runs the script with args, which begin with FCALL and the

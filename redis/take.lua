@@ -8,28 +8,33 @@
 -- So a single check takes a path of its own per kind, TTLs are strings
 -- made once per rule, and TIME is read once per run.
 --
--- ARGV[1] the run's mode: '1' if KEYS[1] is the store's clock (see clock
---   below), else '0'; then, for the parts of a request that no one run can
---   decide (see split.go), 'r', a take that also reports, per check, the
---   time it was decided at and a bucket's debt after, or 'g', which gives
---   back what such a take charged (see giveback); neither comes with
---   one-byte requests. An 'n' first: a run on one node of a Cluster, its
---   keys in ARGV (see nodemode below), never with the clock.
--- ARGV[2] the shape of the run: a byte per request, in order. 0: a request
---   read from ARGV[3]. r > 0: one check of rule r, cost 1, at ARGV[4]'s
---   time, decided on a path of its own for its kind, with a reply of one
---   number (see bstretch, cstretch, lstretch and wstretch), the Go side making the
---   Decision from it:
---   what Redis spends per decision is what scales least.
--- ARGV[3] the other requests, little-endian doubles as struct.pack('<d...')
---   makes them: for each request, now in µs, or 2^53 for Redis TIME, and
---   the number of checks; then per check its rule (an index into the
---   rules) and its cost.
--- ARGV[4] the time of the requests of one byte, as ARGV[3]'s: a decimal
--- ARGV[5] the time, in µs, at which the client guessed the windows of the
---   one-byte kind 5 requests: their keys come with their window's start
---   (see wkey)
--- ARGV[6] the number of rules; ARGV[6+i] rule i, '<BBdddddds': kind,
+-- ARGV[1] the run, one string, as struct.pack('<BBBBddI4I4') makes its
+--   head (each ARGV element costs Redis about 0.25µs a run to pass; the
+--   head's fields as elements of their own cost a run 1µs more):
+--   node: 1 for a run on one node of a Cluster, its keys in ARGV (see
+--     nodemode below), never with the clock; else 0
+--   clock: 1 if KEYS[1] is the store's clock (see clock below), else 0
+--   flavour: for the parts of a request that no one run can decide (see
+--     split.go), 1, a take that also reports, per check, the time it was
+--     decided at and a bucket's debt after, or 2, which gives back what
+--     such a take charged (see giveback); else 0. Neither comes with
+--     one-byte requests
+--   fast: 1 if the run has one-byte requests, else 0
+--   now: their time, in µs, or 2^53 for Redis TIME
+--   guess: the time, in µs, at which the client guessed the windows of
+--     the one-byte kind 5 requests: their keys come with their window's
+--     start (see wkey)
+--   the number of rules, and n, the number of requests;
+--   then the shape of the run: a byte per request, in order. 0: a request
+--   read from what follows. r > 0: one check of rule r, cost 1, at the
+--   head's now, decided on a path of its own for its kind, with a reply
+--   of one number (see bstretch, cstretch, lstretch and wstretch), the Go
+--   side making the Decision from it: what Redis spends per decision is
+--   what scales least;
+--   then the other requests, little-endian doubles: for each request, now
+--   in µs, or 2^53 for Redis TIME, and the number of checks; then per
+--   check its rule (an index into the rules) and its cost.
+-- ARGV[1+i] rule i, '<BBdddddds': kind,
 --   shadow (1 or 0), a1..a6, and the TTL of its keys in ms as a string ('',
 --   none), made once per rule so that Redis formats no number per call:
 --     kind 1 bucket  (a1..a6 = span, pt, m, h, q, burst)
@@ -40,15 +45,15 @@
 --     kind 5 fixed, a key per window (a1, a2, a3 = rate, period in µs, µs
 --            per unit of the window start appended to the key): only with
 --            the clock, which keeps time from going back
--- KEYS (or, in mode 'n', ARGV after the rules): the clock if any, then
+-- KEYS (or, on a node, ARGV after the rules): the clock if any, then
 -- each check's key, in order; for kind 5, the key less the window's start, or, for a one-byte
 -- request, with the start of the window the client guessed.
 -- Reply: an array of integers: the time of the one-byte requests as
 -- decided (0 if none), then per request one number for a one-byte
 -- request, else 6 per check: allowed, remaining, retry µs, retry ns,
--- reset µs, reset ns; a µs of -1 is Never. In mode 'r', 8 per check: the
+-- reset µs, reset ns; a µs of -1 is Never. In flavour 1, 8 per check: the
 -- six, the time in µs the check was decided at, and a bucket's debt after
--- (0 for the other kinds). In mode 'g', requests come with 4 numbers per
+-- (0 for the other kinds). In flavour 2, requests come with 4 numbers per
 -- check (rule, cost, and the take's two) and a token key after their
 -- check's keys (see giveback), and the reply is the six per check of a
 -- peek after the give-back.
@@ -87,7 +92,7 @@ end
 -- what a longer run left past this one's end is cleared at the end (every
 -- writer writes out from 1 without gaps).
 local out, nout = {}, 0
-local reqs, pos -- ARGV[3], and in it the position of the next request
+local reqs, pos -- ARGV[1], and in it the position of the next request
 local rules = {} -- the run's rules, by index (kept: a run reads only its own)
 
 -- The rules as tables, unpacked once per record: as a function, once for
@@ -102,13 +107,13 @@ local rcache, nrcache = {}, 0
 -- the old one in one call (SET ... GET), and puts the old one back in the
 -- rare run that finds it ahead of Redis TIME.
 local ki -- next key
--- mode, ARGV[1]. A mode beginning with 'n' is a run on one node of a
+-- The head's fields (see ARGV[1]). nodemode: a run on one node of a
 -- Cluster for keys of any of its slots: they come in ARGV after the rules
 -- (Redis would refuse KEYS of several slots), and each request is decided
 -- under pcall, so that a key the node no longer holds (a slot moved) fails
 -- that request alone, before it wrote anything, with a reply of -2 (see
 -- moved). take sets them all.
-local mode, nodemode
+local nodemode
 local clockon, receipts, giving
 local clock, clocked -- clocked: set after the first write
 local ahead -- set when the clock was ahead of the run's first time
@@ -200,7 +205,9 @@ end
 -- Each stretch function decides requests i to e, all of rule r, each at
 -- key KEYS[ki], ki moving on; appends one number per request to the reply;
 -- and returns e + 1, the next request.
-local shape, fastnow -- ARGV[2], and the time of its one-byte requests
+-- shape is ARGV[1], the run's shape from shape[soff + 1] on; fastnow is
+-- the time of its one-byte requests.
+local shape, soff, fastnow
 
 -- setstate writes a key's state with ttl, a rule's TTL in ms as a string
 -- ('' for none), as every state but the sliding log's list is written.
@@ -487,7 +494,7 @@ end
 -- for the window at now, the run's time: false when the guess was right,
 -- as it nearly always is, so that the script makes no string per request;
 -- else the length of the guessed start and the right one.
-local guess -- ARGV[5]
+local guess -- the head's guess
 local function wkey(r, now)
   local p = r.a2
   local k, g = fdiv(now, p), fdiv(guess, p)
@@ -1185,7 +1192,7 @@ local decide
 -- times 2, plus 1 if allowed.
 local mends = {} -- by rule index: wkey's answer for the run, once asked
 local function wstretch(r, i, e)
-  local rate, ttl, ri = r.a1, r.ttl, byte(shape, i)
+  local rate, ttl, ri = r.a1, r.ttl, byte(shape, soff + i)
   local mend = mends[ri]
   if mend == nil then
     mend = wkey(r, fastnow)
@@ -1218,7 +1225,7 @@ local notrule = {}
 -- not in one byte, or a stretch of one-byte ones. It returns the index of
 -- the next request.
 local function upto(i, n)
-  local ri = byte(shape, i)
+  local ri = byte(shape, soff + i)
   if ri == 0 then
     if not decide then decide = loadgeneral() end
     decide()
@@ -1232,8 +1239,8 @@ local function upto(i, n)
       if string.find(c, '%w') then pat = '[^' .. c .. ']' else pat = '[^%' .. c .. ']' end
       notrule[ri] = pat
     end
-    local j = string.find(shape, pat, i + 1)
-    if j and j <= n then e = j - 1 end
+    local j = string.find(shape, pat, soff + i + 1)
+    if j and j <= soff + n then e = j - soff - 1 end
   end
   local r = rules[ri]
   local kind = r.kind
@@ -1249,7 +1256,7 @@ end
 -- a request's keys before it writes, so it charged nothing.
 local function moved(i, ki0, pos0, nout0)
   nout = nout0
-  local ri = byte(shape, i)
+  local ri = byte(shape, soff + i)
   if ri ~= 0 then
     ki, nout = ki0 + 1, nout0 + 1
     out[nout] = -2
@@ -1275,10 +1282,13 @@ local function take(keys, argv)
     ANCHOR = spack('d', -P53)
   end
   out[1], nout = 0, 1
-  reqs, pos = ARGV[3], 1
-  local nrules = tonumber(ARGV[6])
+  local run = ARGV[1]
+  local node, clk, flavour, fast, now, n, nrules
+  node, clk, flavour, fast, now, guess, nrules, n, soff = sunpack('<BBBBddI4I4', run)
+  soff = soff - 1
+  shape, reqs, pos = run, run, soff + n + 1
   for i = 1, nrules do
-    local rec = ARGV[6 + i]
+    local rec = ARGV[1 + i]
     local r = rcache[rec]
     if not r then
       -- A constructor sizes the table once.
@@ -1290,30 +1300,27 @@ local function take(keys, argv)
     rules[i], mends[i] = r, nil
   end
   ki = 1
-  mode = ARGV[1]
-  nodemode = byte(mode, 1) == 110 -- 'n'
+  nodemode = node == 1
   if nodemode then
-    mode = string.sub(mode, 2)
     KEYS = {}
-    local from = 6 + nrules
+    local from = 1 + nrules
     for i = from + 1, #ARGV do KEYS[i - from] = ARGV[i] end
   end
-  clockon = string.byte(mode, 1) == 49 -- '1'
-  receipts, giving = string.byte(mode, 2) == 114, string.byte(mode, 2) == 103 -- 'r', 'g'
+  clockon = clk == 1
+  receipts, giving = flavour == 1, flavour == 2
   if clockon then ki = 2 end
   clock, clocked, redisnow, ahead = nil, false, nil, false
-  guess = tonumber(ARGV[5])
 
   -- Redis before 5 replicates a script by its text unless told otherwise,
   -- and refuses writes after TIME; later ones replicate effects anyway,
   -- and a function runs on Redis 7 or later.
   if evalkeys and redis.replicate_commands then redis.replicate_commands() end
-  shape, fastnow = ARGV[2], nil
-  if ARGV[4] ~= '' then
-    fastnow = at(tonumber(ARGV[4]))
+  fastnow = nil
+  if fast == 1 then
+    fastnow = at(now)
     out[1] = fastnow
   end
-  local i, n = 1, #shape
+  local i = 1
   while i <= n do
     if nodemode then
       local ki0, pos0, nout0 = ki, pos, nout
