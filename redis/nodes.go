@@ -15,8 +15,8 @@ import (
 
 // Runs per Cluster node. A script run's KEYS must share a slot, but a
 // script may touch keys of any slot its node holds. So on a Cluster the
-// Store sends each run to a master directly, with its keys in ARGV (mode
-// 'n' in take.lua): the checks of a request whose keys sit on one node
+// Store sends each run to a master directly, with its keys in ARGV (the
+// node flag in take.lua): the checks of a request whose keys sit on one node
 // are decided in one run, all-or-nothing, whatever their slots, and the
 // requests bound for one node are batched together, as on a single Redis.
 // Only a request across nodes is decided in parts (see split.go).
