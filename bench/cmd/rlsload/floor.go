@@ -124,9 +124,10 @@ func (s *floorRLS) runs(ctx context.Context) {
 	}
 }
 
-// floorGRPC serves floorRLS on addr, on the Redis at url, into which it
-// loads bench.FloorLibrary (Redis 7 or later).
-func floorGRPC(ctx context.Context, addr, url string) error {
+// floorGRPC serves floorRLS on addr (and POST /json on httpAddr, if not
+// empty), on the Redis at url, into which it loads bench.FloorLibrary
+// (Redis 7 or later).
+func floorGRPC(ctx context.Context, addr, httpAddr, url string) error {
 	rc, err := redisClient(url)
 	if err != nil {
 		return err
@@ -137,5 +138,5 @@ func floorGRPC(ctx context.Context, addr, url string) error {
 	}
 	fs := &floorRLS{rc: rc, queue: make(chan *floorCall, 1024)}
 	go fs.runs(ctx)
-	return serveRLS(ctx, addr, fs)
+	return serveRLS(ctx, addr, httpAddr, fs)
 }

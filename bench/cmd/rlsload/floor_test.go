@@ -2,8 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	ratelimitpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -84,5 +90,71 @@ func TestFloorShouldRateLimit(t *testing.T) {
 	}
 	if _, err := s.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "bench"}); err == nil {
 		t.Fatal("a request with no descriptor was answered")
+	}
+}
+
+// POST /json on the floor answers as sluice serve's does: 200 while the
+// user is under bench.yaml's 100 a second, 429 past it, 400 for a body
+// that is not a RateLimitRequest, 405 for another method.
+func TestFloorJSON(t *testing.T) {
+	srv := httptest.NewServer(jsonHandler(floorServer(t)))
+	defer srv.Close()
+	post := func(body string) (int, string) {
+		t.Helper()
+		resp, err := http.Post(srv.URL+"/json", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// 101 requests for one user in one second (the floor's window), tried
+	// again for another user when they straddle two
+	counted := false
+	for try := 0; try < 5 && !counted; try++ {
+		req := fmt.Sprintf(`{"domain":"bench","descriptors":[{"entries":[{"key":"user","value":"json%d"}]}]}`, try)
+		codes := map[int]int{}
+		start := time.Now().Unix()
+		for range 101 {
+			code, body := post(req)
+			codes[code]++
+			if code == http.StatusOK && !strings.Contains(body, `"overallCode":"OK"`) {
+				t.Fatalf("200 with %s", body)
+			}
+		}
+		if time.Now().Unix() != start {
+			continue
+		}
+		counted = true
+		if codes[http.StatusOK] != 100 || codes[http.StatusTooManyRequests] != 1 {
+			t.Fatalf("answers %v, want 100 × 200 and one 429", codes)
+		}
+	}
+	if !counted {
+		t.Fatal("no 101 requests fit in one second in 5 tries")
+	}
+	for _, bad := range []string{"", "{", `{"domain":1}`, strings.Repeat("[", 10000)} {
+		if code, _ := post(bad); code != http.StatusBadRequest {
+			t.Errorf("%.20q: %d, want 400", bad, code)
+		}
+	}
+	resp, err := http.Get(srv.URL + "/json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET /json: %d, want 405", resp.StatusCode)
+	}
+}
+
+// -http, as -addr, must be a loopback address: the tool sends load.
+func TestHTTPAddrLoopbackOnly(t *testing.T) {
+	for _, a := range []string{"0.0.0.0:9999", "10.1.2.3:9999", ":9999"} {
+		var out strings.Builder
+		if code := run(context.Background(), []string{"pair-grpc", "-addr", "127.0.0.1:0", "-http", a}, &out, &out); code != 2 {
+			t.Errorf("-http %s: exit %d, want 2 (%s)", a, code, out.String())
+		}
 	}
 }

@@ -10,6 +10,9 @@
 //	rlsload floor-grpc -addr 127.0.0.1:9083 -redis redis://127.0.0.1:6379/0
 //	                                                 # an RLS deciding by the least exact script, in runs as sluice's
 //
+// pair-grpc and floor-grpc with -http ADDR also serve POST /json there, as
+// sluice serve does: the same decisions under the HTTP load.
+//
 // The load is bounded in time and sent to one address, which must be a
 // loopback one. run.sh beside this file starts sluice and the bare
 // servers, and measures them all with this command and wrk.
@@ -17,6 +20,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -60,12 +64,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	domain := fs.String("domain", "bench", "the request's domain")
 	key := fs.String("key", "user", "the descriptor's key")
 	redisURL := fs.String("redis", "", "pair-grpc, floor-grpc: the Redis to count in (loopback only)")
+	httpAddr := fs.String("http", "", "pair-grpc, floor-grpc: also serve POST /json on this address (loopback only)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
-	if err := loopback(*addr); err != nil {
-		fmt.Fprintln(stderr, "rlsload:", err)
-		return 2
+	for i, a := range []string{*addr, *httpAddr} {
+		if i == 1 && a == "" {
+			break // no -http
+		}
+		if err := loopback(a); err != nil {
+			fmt.Fprintln(stderr, "rlsload:", err)
+			return 2
+		}
 	}
 	var err error
 	switch args[0] {
@@ -80,9 +90,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "bare-http":
 		err = bareHTTP(ctx, *addr)
 	case "pair-grpc":
-		err = pairGRPC(ctx, *addr, *redisURL)
+		err = pairGRPC(ctx, *addr, *httpAddr, *redisURL)
 	case "floor-grpc":
-		err = floorGRPC(ctx, *addr, *redisURL)
+		err = floorGRPC(ctx, *addr, *httpAddr, *redisURL)
 	default:
 		fmt.Fprintf(stderr, "rlsload: unknown mode %q\n", args[0])
 		return 2
@@ -205,11 +215,31 @@ func (bareRLS) ShouldRateLimit(_ context.Context, req *rlspb.RateLimitRequest) (
 }
 
 func bareGRPC(ctx context.Context, addr string) error {
-	return serveRLS(ctx, addr, bareRLS{})
+	return serveGRPC(ctx, addr, bareRLS{})
 }
 
-// serveRLS serves rls on addr until ctx is done.
-func serveRLS(ctx context.Context, addr string, rls rlspb.RateLimitServiceServer) error {
+// serveRLS serves rls over gRPC on addr and, if httpAddr is not empty,
+// POST /json on httpAddr (see serveJSON), until ctx is done or either
+// fails.
+func serveRLS(ctx context.Context, addr, httpAddr string, rls rlspb.RateLimitServiceServer) error {
+	if httpAddr == "" {
+		return serveGRPC(ctx, addr, rls)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 2)
+	go func() { errs <- serveGRPC(ctx, addr, rls) }()
+	go func() { errs <- serveJSON(ctx, httpAddr, rls) }()
+	err := <-errs
+	cancel()
+	if err2 := <-errs; err == nil {
+		err = err2
+	}
+	return err
+}
+
+// serveGRPC serves rls on addr until ctx is done.
+func serveGRPC(ctx context.Context, addr string, rls rlspb.RateLimitServiceServer) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -223,21 +253,78 @@ func serveRLS(ctx context.Context, addr string, rls rlspb.RateLimitServiceServer
 	return s.Serve(l)
 }
 
-// bareOK is the answer of the bare HTTP handler: the shape of sluice's
-// POST /json answer, decided by nobody.
-const bareOK = `{"overallCode":"OK","statuses":[{"code":"OK"}]}` + "\n"
+// serveJSON serves POST /json on addr until ctx is done: a
+// RateLimitRequest in proto3 JSON (of the fields jsonRequest reads),
+// decided by rls as a gRPC call is, its answer in proto3 JSON (overall and
+// per descriptor codes), 429 when over the limit, as sluice serve's
+// POST /json.
+func serveJSON(ctx context.Context, addr string, rls rlspb.RateLimitServiceServer) error {
+	return serveHTTP(ctx, addr, jsonHandler(rls))
+}
 
-// bareHTTP reads the body and answers 200 with a constant JSON body: what
-// net/http costs alone, for GET /v1/auth and POST /json alike.
-func bareHTTP(ctx context.Context, addr string) error {
-	s := &http.Server{Addr: addr, ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20)); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
+// jsonRequest is what the pair and the floor read of a RateLimitRequest
+// in proto3 JSON, by encoding/json: protojson would cost their servers
+// three times sluice's own reader, and a slower server sends the floor
+// runs of fewer requests than sluice's under the same load, which is not
+// the comparison its rows are for.
+type jsonRequest struct {
+	Domain      string `json:"domain"`
+	Descriptors []struct {
+		Entries []struct {
+			Key   string `json:"key"`
+			Value string `json:"value"`
+		} `json:"entries"`
+	} `json:"descriptors"`
+	HitsAddend uint32 `json:"hitsAddend"`
+}
+
+// jsonHandler is serveJSON's handler.
+func jsonHandler(rls rlspb.RateLimitServiceServer) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /json", func(w http.ResponseWriter, r *http.Request) {
+		var in jsonRequest
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+		if err := dec.Decode(&in); err != nil {
+			http.Error(w, "malformed JSON: "+err.Error(), http.StatusBadRequest)
 			return
 		}
+		req := &rlspb.RateLimitRequest{Domain: in.Domain, HitsAddend: in.HitsAddend}
+		for _, d := range in.Descriptors {
+			rd := &ratelimitpb.RateLimitDescriptor{}
+			for _, e := range d.Entries {
+				rd.Entries = append(rd.Entries, &ratelimitpb.RateLimitDescriptor_Entry{Key: e.Key, Value: e.Value})
+			}
+			req.Descriptors = append(req.Descriptors, rd)
+		}
+		resp, err := rls.ShouldRateLimit(r.Context(), req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		out := append(make([]byte, 0, 128), `{"overallCode":"`...)
+		out = append(out, resp.GetOverallCode().String()...)
+		out = append(out, `","statuses":[`...)
+		for i, st := range resp.GetStatuses() {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, `{"code":"`...)
+			out = append(out, st.GetCode().String()...)
+			out = append(out, `"}`...)
+		}
+		out = append(out, "]}\n"...)
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, bareOK)
-	})}
+		if resp.GetOverallCode() == rlspb.RateLimitResponse_OVER_LIMIT {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+		_, _ = w.Write(out)
+	})
+	return mux
+}
+
+// serveHTTP serves h on addr until ctx is done.
+func serveHTTP(ctx context.Context, addr string, h http.Handler) error {
+	s := &http.Server{Addr: addr, ReadHeaderTimeout: 10 * time.Second, Handler: h}
 	go func() {
 		<-ctx.Done()
 		s.Close()
@@ -246,4 +333,21 @@ func bareHTTP(ctx context.Context, addr string) error {
 		return err
 	}
 	return nil
+}
+
+// bareOK is the answer of the bare HTTP handler: the shape of sluice's
+// POST /json answer, decided by nobody.
+const bareOK = `{"overallCode":"OK","statuses":[{"code":"OK"}]}` + "\n"
+
+// bareHTTP reads the body and answers 200 with a constant JSON body: what
+// net/http costs alone, for GET /v1/auth and POST /json alike.
+func bareHTTP(ctx context.Context, addr string) error {
+	return serveHTTP(ctx, addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20)); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, bareOK)
+	}))
 }

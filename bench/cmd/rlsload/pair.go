@@ -64,14 +64,15 @@ func (s pairRLS) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 	return resp, nil
 }
 
-// pairGRPC serves pairRLS on addr, on the Redis at url.
-func pairGRPC(ctx context.Context, addr, url string) error {
+// pairGRPC serves pairRLS on addr (and POST /json on httpAddr, if not
+// empty), on the Redis at url.
+func pairGRPC(ctx context.Context, addr, httpAddr, url string) error {
 	rc, err := redisClient(url)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	return serveRLS(ctx, addr, pairRLS{rc: rc, limit: 100})
+	return serveRLS(ctx, addr, httpAddr, pairRLS{rc: rc, limit: 100})
 }
 
 // redisClient is a client of the Redis at url, which must be on loopback,
