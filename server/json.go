@@ -28,6 +28,9 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "body: "+err.Error())
 		return
 	}
+	// Read to its end, the body closes at once; left open, net/http would
+	// look for its end again before the answer (an io.CopyN a request).
+	_ = r.Body.Close()
 	req, err := parseRLSRequest(body) // rlsjson.go
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
