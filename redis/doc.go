@@ -10,11 +10,14 @@
 // A request — all its checks — is decided by one run of one Lua script
 // (take.lua, static, its parameters in ARGV). On a single Redis (node or
 // Sentinel) of version 7 or later, and on each master of a Cluster (see
-// Runs per Cluster node), the script is a library of Redis functions, sluice_take_SHA1 (SHA1 the script's hash), run by FCALL and
-// loaded by FUNCTION LOAD when Redis answers that it has no such function
-// (the first run, or after a restart, a failover or FUNCTION FLUSH): Redis
-// then keeps what the script sets up between runs, which saves it a few
-// µs a run (see take.lua). A library stays in Redis, persisted and
+// Runs per Cluster node), the script is a library of Redis functions,
+// sluice_take_SHA1 (SHA1 the script's hash), run by FCALL and loaded by
+// FUNCTION LOAD when Redis answers that it has no such function (the first
+// run, or after a restart, a failover or FUNCTION FLUSH): Redis then keeps
+// what the script sets up between runs, which saves it a few µs a run (see
+// take.lua). The library's second function, sluice_fixed_SHA1, decides a
+// run whose every request is one unit of one fixed window, the commonest
+// run, for less than take does. A library stays in Redis, persisted and
 // replicated as Redis keeps functions, until FUNCTION DELETE or FLUSH; a
 // new version of the script loads a library of its own. Through a
 // Cluster's or a Ring's client, before Redis 7, or for a user whose ACL

@@ -38,10 +38,17 @@ var takeScriptArg, takeSHAArg any = takeScript, takeSHA
 // function may touch keys of any slot its node holds
 // (allow-cross-slot-keys), as a run to a Cluster's master does with the
 // keys in ARGV (see nodes.go); elsewhere the flag changes nothing.
+//
+// The library has a second function, fixedrun's: a run whose every
+// request is one unit of one fixed window goes to it (see fixedrun in
+// take.lua, and run), by FCALL only; by EVALSHA, take decides that run,
+// from the same arguments.
 var (
 	takeFn          = "sluice_take_" + takeSHA
-	takeLibrary     = "#!lua name=" + takeFn + "\n" + takeScript + "\nredis.register_function{function_name='" + takeFn + "', callback=take, flags={'allow-cross-slot-keys'}}\n"
+	fixedFn         = "sluice_fixed_" + takeSHA
+	takeLibrary     = "#!lua name=" + takeFn + "\n" + takeScript + "\nredis.register_function{function_name='" + takeFn + "', callback=take, flags={'allow-cross-slot-keys'}}\nredis.register_function{function_name='" + fixedFn + "', callback=fixedrun}\n"
 	takeFnArg   any = takeFn
+	fixedFnArg  any = fixedFn
 )
 
 // Errors a Take can return besides those of Redis and the context.
@@ -544,7 +551,7 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 	for _, p := range batch[1:] {
 		common = common && p.now == batch[0].now
 	}
-	anyFast := false
+	anyFast, allFast := false, true
 	// The one-byte requests on a window's counter go with their window's
 	// key, guessed from guess, the store's clock (WithBreakerClock): the
 	// script mends the guess when Redis TIME says otherwise, and is spared
@@ -568,6 +575,7 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 			}
 		}
 		run[runHead+j] = 0
+		allFast = false
 		run = appendF64(run, p.now)
 		run = appendF64(run, float64(len(p.args)))
 		for i, a := range p.args {
@@ -585,7 +593,11 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 	}
 	putRunHead(run, runFlags(to != nil, clock, batch[0].mode, anyFast), batch[0].now, guess, len(rules), len(batch))
 	args := slices.Grow(buf.args[:0], 3+nkeys+1+len(rules))
-	args = append(args, "fcall", takeFnArg, nkeys)
+	fn := takeFnArg
+	if allFast && clock && len(rules) == 1 && rules[0].p.windowed(s.clock) {
+		fn = fixedFnArg // see fixedrun in take.lua
+	}
+	args = append(args, "fcall", fn, nkeys)
 	if to != nil {
 		args[2] = 0 // the keys go last, in ARGV
 	}

@@ -649,6 +649,177 @@ func TestWindowKeys(t *testing.T) {
 	}
 }
 
+// fcallHook records the function each FCALL names.
+type fcallHook struct {
+	mu  *sync.Mutex
+	fns *[]string
+}
+
+func (fcallHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h fcallHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if args := cmd.Args(); cmd.Name() == "fcall" && len(args) > 1 {
+			h.mu.Lock()
+			*h.fns = append(*h.fns, fmt.Sprint(args[1]))
+			h.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (fcallHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+// TestFixedRunFunction: at Redis TIME, a run whose every request is one
+// unit of one fixed window goes to the library's fixedrun function, and
+// decides as take does; any other run goes to take. (TestSameDecisions
+// holds fixedrun to the algorithm at the store's clock, TestWindowKeys
+// to a wrong guess of the window.)
+func TestFixedRunFunction(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	s := newStore(t, rc, redis.WithPrefix(prefix(t)), redis.WithDenyCache(0))
+	hour := sluice.Limit{Rate: 4, Period: time.Hour}
+	fixed := sluice.Check{Rule: &sluice.Rule{Name: "f", Algorithm: sluice.AlgoFixedWindow, Limit: hour}, Key: "k"}
+	other := sluice.Check{Rule: &sluice.Rule{Name: "f2", Algorithm: sluice.AlgoFixedWindow, Limit: hour}, Key: "k"}
+	gcra := sluice.Check{Rule: &sluice.Rule{Name: "g", Algorithm: sluice.AlgoGCRA, Limit: hour}, Key: "k"}
+	take(t, s, time.Time{}, 1, gcra) // loads the library
+	var mu sync.Mutex
+	var fns []string
+	rc.AddHook(fcallHook{&mu, &fns})
+	// Each step is a run of its own; the hour's window may turn between
+	// two, so the counts are checked only when it did not.
+	steps := []struct {
+		n      int64
+		checks []sluice.Check
+		fn     string
+	}{
+		{1, []sluice.Check{fixed}, "sluice_fixed_"},
+		{2, []sluice.Check{fixed}, "sluice_take_"},       // cost 2
+		{1, []sluice.Check{fixed, gcra}, "sluice_take_"}, // two checks: the last unit
+		{1, []sluice.Check{gcra}, "sluice_take_"},        // another kind
+		{1, []sluice.Check{fixed}, "sluice_fixed_"},      // denied
+		{1, []sluice.Check{other}, "sluice_fixed_"},      // another rule
+	}
+	var got []sluice.Decision
+	before := time.Now().Truncate(time.Hour)
+	for _, st := range steps {
+		got = append(got, take(t, s, time.Time{}, st.n, st.checks...)[0])
+	}
+	if len(fns) != len(steps) {
+		t.Fatalf("FCALLs %v, want %d", fns, len(steps))
+	}
+	for i, st := range steps {
+		if !strings.HasPrefix(fns[i], st.fn) {
+			t.Errorf("step %d: FCALL %s, want %s*", i, fns[i], st.fn)
+		}
+	}
+	if time.Now().Truncate(time.Hour) != before {
+		t.Skip("the hour turned during the steps")
+	}
+	for i, want := range []struct {
+		allowed   bool
+		remaining int64
+	}{{true, 3}, {true, 1}, {true, 0}, {}, {false, 0}, {true, 3}} {
+		if i == 3 {
+			continue // gcra's
+		}
+		if d := got[i]; d.Allowed != want.allowed || d.Remaining != want.remaining || d.Limit != 4 {
+			t.Errorf("step %d: %+v, want allowed %v, remaining %d", i, d, want.allowed, want.remaining)
+		}
+	}
+	if d := got[4]; d.RetryAfter <= 0 || d.RetryAfter > time.Hour || d.ResetAfter != d.RetryAfter {
+		t.Errorf("denied: %+v, want RetryAfter = ResetAfter within the hour", d)
+	}
+}
+
+// A run goes to fixedrun only when every request in it is one unit of
+// one fixed window: a run of two fixed windows' units, or of a unit and a
+// request of another shape, goes to take, each request decided by its own
+// rule.
+func TestFixedRunOnlyWhole(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	s := newStore(t, rc, redis.WithPrefix(prefix(t)), redis.WithDenyCache(0))
+	one := sluice.Check{Rule: &sluice.Rule{Name: "one", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 1, Period: time.Hour}}, Key: "k"}
+	five := sluice.Check{Rule: &sluice.Rule{Name: "five", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 5, Period: time.Hour}}, Key: "k"}
+	before := time.Now().Truncate(time.Hour)
+	take(t, s, time.Time{}, 1, five) // five's count 1; loads the library
+	var mu sync.Mutex
+	var fns []string
+	rc.AddHook(fcallHook{&mu, &fns})
+	// run queues the requests, in order, and sends them in one run.
+	run := func(costs []int64, checks []sluice.Check) []sluice.Decision {
+		t.Helper()
+		release := redis.HoldLeaders(s)
+		var wg sync.WaitGroup
+		out := make([]sluice.Decision, len(checks))
+		for i, c := range checks {
+			wg.Go(func() {
+				d := make([]sluice.Decision, 1)
+				if err := s.Take(context.Background(), time.Time{}, costs[i], []sluice.Check{c}, d); err != nil {
+					t.Error(err)
+				}
+				out[i] = d[0]
+			})
+			waitQueued(t, s, i+1)
+		}
+		release()
+		wg.Wait()
+		return out
+	}
+	// one's rule first: fixedrun would decide five's unit by one's rate
+	two := run([]int64{1, 1}, []sluice.Check{one, five})
+	// a unit, then two units of the same rule
+	mixed := run([]int64{1, 2}, []sluice.Check{five, five})
+	if len(fns) != 2 || !strings.HasPrefix(fns[0], "sluice_take_") || !strings.HasPrefix(fns[1], "sluice_take_") {
+		t.Errorf("FCALLs %v, want two of take", fns)
+	}
+	if time.Now().Truncate(time.Hour) != before {
+		t.Skip("the hour turned during the steps")
+	}
+	if !two[0].Allowed || two[0].Remaining != 0 || !two[1].Allowed || two[1].Remaining != 3 {
+		t.Errorf("two rules: %+v, want one's allowed with 0 left, five's with 3", two)
+	}
+	if !mixed[0].Allowed || mixed[0].Remaining != 2 || !mixed[1].Allowed || mixed[1].Remaining != 0 {
+		t.Errorf("a unit and two: %+v, want allowed with 2 left, then 0", mixed)
+	}
+}
+
+// When the store's clock is ahead of Redis TIME (a failover to a replica
+// whose clock is behind), a fixed window's run is decided at the clock's
+// time, in its window, and leaves the clock where it was.
+func TestFixedRunClockAhead(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	ctx := context.Background()
+	p := prefix(t)
+	s := newStore(t, rc, redis.WithPrefix(p), redis.WithDenyCache(0))
+	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerMinute(5)}, Key: "k"}
+	take(t, s, time.Time{}, 1, c) // loads the library, sets the clock
+	at := time.Now().Add(2 * time.Hour)
+	ahead := binary.LittleEndian.AppendUint64(nil, math.Float64bits(float64(at.UnixMicro())))
+	if err := rc.Set(ctx, p+"clock", ahead, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	d := take(t, s, time.Time{}, 1, c)
+	if !d[0].Allowed || d[0].Remaining != 4 {
+		t.Errorf("the first unit at the clock's time: %+v, want allowed, 4 left", d[0])
+	}
+	if want := time.Minute - time.Duration(at.UnixMicro()%60e6)*time.Microsecond; d[0].ResetAfter != want {
+		t.Errorf("ResetAfter %v, want %v: the end of the clock's minute", d[0].ResetAfter, want)
+	}
+	if got, err := rc.Get(ctx, p+"clock").Result(); err != nil || got != string(ahead) {
+		t.Errorf("clock %x (%v), want %x: left ahead", got, err, ahead)
+	}
+	start := strconv.FormatInt(at.Unix()/60*60, 10)
+	if n, err := rc.Get(ctx, p+"{k}:r:w:"+start).Int64(); err != nil || n != 1 {
+		t.Errorf("the clock's window's count: %d (%v), want 1", n, err)
+	}
+}
+
 // TestWindowKeysShared: with WithWindowKeys, a fixed window counts in the
 // keys another program writes as envoyproxy/ratelimit does (INCRBY on
 // <prefix><domain>_<key>_<value>_<window start in Unix seconds>, with an
