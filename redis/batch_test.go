@@ -290,29 +290,32 @@ func TestStretchesOfManyRules(t *testing.T) {
 // errInjected is the error failHook gives a script run.
 var errInjected = errors.New("injected failure")
 
+// processHook is a go-redis hook that wraps Process alone.
+type processHook func(next goredis.ProcessHook) goredis.ProcessHook
+
+func (processHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h processHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook { return h(next) }
+
+func (processHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
 // failHook fails every script run (FCALL, EVALSHA, EVAL) from the
 // from-th on (1 the first; 0 none), counting them in runs.
-type failHook struct {
-	runs, from *atomic.Int64
-}
-
-func (failHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-
-func (h failHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
-	return func(ctx context.Context, cmd goredis.Cmder) error {
-		switch cmd.Name() {
-		case "fcall", "evalsha", "eval":
-			if n := h.runs.Add(1); h.from.Load() > 0 && n >= h.from.Load() {
-				cmd.SetErr(errInjected)
-				return errInjected
+func failHook(runs, from *atomic.Int64) processHook {
+	return func(next goredis.ProcessHook) goredis.ProcessHook {
+		return func(ctx context.Context, cmd goredis.Cmder) error {
+			switch cmd.Name() {
+			case "fcall", "evalsha", "eval":
+				if n := runs.Add(1); from.Load() > 0 && n >= from.Load() {
+					cmd.SetErr(errInjected)
+					return errInjected
+				}
 			}
+			return next(ctx, cmd)
 		}
-		return next(ctx, cmd)
 	}
-}
-
-func (failHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return next
 }
 
 // A request the script sends back to the general path (-3, see
@@ -323,7 +326,7 @@ func TestRedoErrorIsItsOwn(t *testing.T) {
 	srv := startRedis(t)
 	rc := srv.client(t)
 	var runs, from atomic.Int64
-	rc.AddHook(failHook{&runs, &from})
+	rc.AddHook(failHook(&runs, &from))
 	p := prefix(t)
 	s := newStore(t, rc, redis.WithPrefix(p), redis.WithMaxBatch(2))
 	counter := sluice.Check{Rule: &sluice.Rule{Name: "c", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.PerMinute(10)}, Key: "k"}

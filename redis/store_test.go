@@ -649,27 +649,18 @@ func TestWindowKeys(t *testing.T) {
 	}
 }
 
-// fcallHook records the function each FCALL names.
-type fcallHook struct {
-	mu  *sync.Mutex
-	fns *[]string
-}
-
-func (fcallHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-
-func (h fcallHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
-	return func(ctx context.Context, cmd goredis.Cmder) error {
-		if args := cmd.Args(); cmd.Name() == "fcall" && len(args) > 1 {
-			h.mu.Lock()
-			*h.fns = append(*h.fns, fmt.Sprint(args[1]))
-			h.mu.Unlock()
+// fcallHook records in fns the function each FCALL names.
+func fcallHook(mu *sync.Mutex, fns *[]string) processHook {
+	return func(next goredis.ProcessHook) goredis.ProcessHook {
+		return func(ctx context.Context, cmd goredis.Cmder) error {
+			if args := cmd.Args(); cmd.Name() == "fcall" && len(args) > 1 {
+				mu.Lock()
+				*fns = append(*fns, fmt.Sprint(args[1]))
+				mu.Unlock()
+			}
+			return next(ctx, cmd)
 		}
-		return next(ctx, cmd)
 	}
-}
-
-func (fcallHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return next
 }
 
 // TestFixedRunFunction: at Redis TIME, a run whose every request is one
@@ -688,7 +679,7 @@ func TestFixedRunFunction(t *testing.T) {
 	take(t, s, time.Time{}, 1, gcra) // loads the library
 	var mu sync.Mutex
 	var fns []string
-	rc.AddHook(fcallHook{&mu, &fns})
+	rc.AddHook(fcallHook(&mu, &fns))
 	// Each step is a run of its own; the hour's window may turn between
 	// two, so the counts are checked only when it did not.
 	steps := []struct {
@@ -749,7 +740,7 @@ func TestFixedRunOnlyWhole(t *testing.T) {
 	take(t, s, time.Time{}, 1, five) // five's count 1; loads the library
 	var mu sync.Mutex
 	var fns []string
-	rc.AddHook(fcallHook{&mu, &fns})
+	rc.AddHook(fcallHook(&mu, &fns))
 	// run queues the requests, in order, and sends them in one run.
 	run := func(costs []int64, checks []sluice.Check) []sluice.Decision {
 		t.Helper()
