@@ -16,7 +16,7 @@
 // run, or after a restart, a failover or FUNCTION FLUSH): Redis then keeps
 // what the script sets up between runs, which saves it a few µs a run (see
 // take.lua). The library's second function, sluice_fixed_SHA1, decides a
-// run whose every request is one unit of one fixed window, the commonest
+// run whose every request is one unit of a fixed window, the commonest
 // run, for less than take does. A library stays in Redis, persisted and
 // replicated as Redis keeps functions, until FUNCTION DELETE or FLUSH; a
 // new version of the script loads a library of its own. Through a

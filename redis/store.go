@@ -40,7 +40,7 @@ var takeScriptArg, takeSHAArg any = takeScript, takeSHA
 // keys in ARGV (see nodes.go); elsewhere the flag changes nothing.
 //
 // The library has a second function, fixedrun's: a run whose every
-// request is one unit of one fixed window goes to it (see fixedrun in
+// request is one unit of a fixed window goes to it (see fixedrun in
 // take.lua, and run), by FCALL only; by EVALSHA, take decides that run,
 // from the same arguments.
 var (
@@ -594,7 +594,7 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 	putRunHead(run, runFlags(to != nil, clock, batch[0].mode, anyFast), batch[0].now, guess, len(rules), len(batch))
 	args := slices.Grow(buf.args[:0], 3+nkeys+1+len(rules))
 	fn := takeFnArg
-	if allFast && clock && len(rules) == 1 && rules[0].p.windowed(s.clock) {
+	if allFast && clock && allWindowed(rules, s.clock) {
 		fn = fixedFnArg // see fixedrun in take.lua
 	}
 	args = append(args, "fcall", fn, nkeys)
@@ -750,6 +750,17 @@ const maxFastCounter = 1 << 25
 // script's path of its own: a denial's two waits, each at most the
 // Period, pack in one number below 2^53 (see lstretch).
 const maxFastLogPeriod = 1 << 26
+
+// allWindowed reports whether every rule is a fixed window's counter per
+// window (see params.windowed).
+func allWindowed(rules []runRule, clock bool) bool {
+	for _, r := range rules {
+		if !r.p.windowed(clock) {
+			return false
+		}
+	}
+	return true
+}
 
 // runRule is a rule as sent in one run: its params, shadow or not.
 type runRule struct {

@@ -664,7 +664,7 @@ func fcallHook(mu *sync.Mutex, fns *[]string) processHook {
 }
 
 // TestFixedRunFunction: at Redis TIME, a run whose every request is one
-// unit of one fixed window goes to the library's fixedrun function, and
+// unit of a fixed window goes to the library's fixedrun function, and
 // decides as take does; any other run goes to take. (TestSameDecisions
 // holds fixedrun to the algorithm at the store's clock, TestWindowKeys
 // to a wrong guess of the window.)
@@ -726,18 +726,22 @@ func TestFixedRunFunction(t *testing.T) {
 	}
 }
 
-// A run goes to fixedrun only when every request in it is one unit of
-// one fixed window: a run of two fixed windows' units, or of a unit and a
-// request of another shape, goes to take, each request decided by its own
-// rule.
-func TestFixedRunOnlyWhole(t *testing.T) {
+// A run of units of several fixed windows goes to fixedrun too, each
+// request decided by its own rule, however the rules alternate; a run
+// with a request of another shape or another kind beside them goes to
+// take.
+func TestFixedRunRules(t *testing.T) {
 	srv := startRedis(t)
 	rc := srv.client(t)
 	s := newStore(t, rc, redis.WithPrefix(prefix(t)), redis.WithDenyCache(0))
 	one := sluice.Check{Rule: &sluice.Rule{Name: "one", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 1, Period: time.Hour}}, Key: "k"}
 	five := sluice.Check{Rule: &sluice.Rule{Name: "five", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 5, Period: time.Hour}}, Key: "k"}
+	one2 := one
+	one2.Key = "k2"
+	gcra := sluice.Check{Rule: &sluice.Rule{Name: "g", Algorithm: sluice.AlgoGCRA, Limit: sluice.Limit{Rate: 1, Period: time.Hour}}, Key: "k"}
 	before := time.Now().Truncate(time.Hour)
 	take(t, s, time.Time{}, 1, five) // five's count 1; loads the library
+	take(t, s, time.Time{}, 1, one2) // one2's count 1: its next unit is over
 	var mu sync.Mutex
 	var fns []string
 	rc.AddHook(fcallHook(&mu, &fns))
@@ -761,21 +765,26 @@ func TestFixedRunOnlyWhole(t *testing.T) {
 		wg.Wait()
 		return out
 	}
-	// one's rule first: fixedrun would decide five's unit by one's rate
-	two := run([]int64{1, 1}, []sluice.Check{one, five})
+	// one's rule, five's, then one's again: each by its own rate
+	rules := run([]int64{1, 1, 1}, []sluice.Check{one, five, one2})
 	// a unit, then two units of the same rule
 	mixed := run([]int64{1, 2}, []sluice.Check{five, five})
-	if len(fns) != 2 || !strings.HasPrefix(fns[0], "sluice_take_") || !strings.HasPrefix(fns[1], "sluice_take_") {
-		t.Errorf("FCALLs %v, want two of take", fns)
+	// a fixed window's unit (five's sixth), then a GCRA's
+	kinds := run([]int64{1, 1}, []sluice.Check{five, gcra})
+	if len(fns) != 3 || !strings.HasPrefix(fns[0], "sluice_fixed_") || !strings.HasPrefix(fns[1], "sluice_take_") || !strings.HasPrefix(fns[2], "sluice_take_") {
+		t.Errorf("FCALLs %v, want fixedrun's, then take's twice", fns)
 	}
 	if time.Now().Truncate(time.Hour) != before {
 		t.Skip("the hour turned during the steps")
 	}
-	if !two[0].Allowed || two[0].Remaining != 0 || !two[1].Allowed || two[1].Remaining != 3 {
-		t.Errorf("two rules: %+v, want one's allowed with 0 left, five's with 3", two)
+	if d := rules; !d[0].Allowed || d[0].Remaining != 0 || !d[1].Allowed || d[1].Remaining != 3 || d[2].Allowed || d[2].Limit != 1 {
+		t.Errorf("three units of two rules: %+v, want one's allowed with 0 left, five's with 3, one's second key denied", d)
 	}
 	if !mixed[0].Allowed || mixed[0].Remaining != 2 || !mixed[1].Allowed || mixed[1].Remaining != 0 {
 		t.Errorf("a unit and two: %+v, want allowed with 2 left, then 0", mixed)
+	}
+	if kinds[0].Allowed || kinds[0].Limit != 5 || !kinds[1].Allowed || kinds[1].Limit != 1 || kinds[1].ResetAfter < 59*time.Minute {
+		t.Errorf("a fixed window's unit and a GCRA's: %+v, want five's denied, the GCRA's allowed, reset in an hour", kinds)
 	}
 }
 

@@ -1350,9 +1350,9 @@ local function take(keys, argv)
   return out
 end
 
--- fixedrun decides a run whose every request is one unit of one rule of
+-- fixedrun decides a run whose every request is one unit of a rule of
 -- kind 5 at the head's now, with the store's clock and not on a node: the
--- commonest run (one limit a request, a fixed window, as
+-- commonest run (one fixed-window limit a request, as
 -- envoyproxy/ratelimit's), which the store sends to this function rather
 -- than to take. Same ARGV, same reply, same effect as take (the clock as
 -- at sets it, then wstretch's INCR, PEXPIRE and DECR per request). Under
@@ -1361,11 +1361,13 @@ end
 -- same work (BENCHMARKS.md, "The fixed window's run of its own"): the
 -- cost, we think, of going through take's functions and upvalues with
 -- cold caches. So fixedrun reads no upvalue: only its own locals, and
--- Redis's globals once a run.
+-- Redis's globals once a run. A rule's fields are read from its record
+-- where a request of another rule than the one before begins a stretch.
 local function fixedrun(keys, argv)
-  local call, sunpack = redis.call, struct.unpack
-  local _, _, _, _, now, guess, _, n = sunpack('<BBBBddI4I4', argv[1])
-  local _, _, rate, p, unit, _, _, _, ttl = sunpack('<BBdddddds', argv[2])
+  local call, sunpack, byte, floor = redis.call, struct.unpack, string.byte, math.floor
+  local run = argv[1]
+  local _, _, _, _, now, guess, _, n, soff = sunpack('<BBBBddI4I4', run)
+  soff = soff - 1 -- the shape is run[soff + 1 .. soff + n]
   if now == 9007199254740992 then -- Redis TIME
     local t = call('TIME')
     now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -1379,28 +1381,34 @@ local function fixedrun(keys, argv)
     end
   end
   local out = {now}
-  -- The keys come with the window the client guessed (see wkey): mended
-  -- only if now's window is another.
-  local floor = math.floor
-  local k, g = floor(now / p), floor(guess / p)
-  local r = now - k * p -- as fdiv: exact below 2^53
-  if r < 0 then k = k - 1 elseif r >= p then k = k + 1 end
-  r = guess - g * p
-  if r < 0 then g = g - 1 elseif r >= p then g = g + 1 end
-  local cut, start
-  if k ~= g then
-    cut, start = #string.format('%.0f', g * p / unit), string.format('%.0f', k * p / unit)
-  end
-  for i = 2, n + 1 do
-    local key = keys[i]
+  local ri, rate, ttl, cut, start -- the stretch's rule, its fields, its keys' mending
+  for i = 1, n do
+    local b = byte(run, soff + i)
+    if b ~= ri then
+      local _, p, unit
+      ri = b
+      _, _, rate, p, unit, _, _, _, ttl = sunpack('<BBdddddds', argv[1 + ri])
+      -- The keys come with the window the client guessed (see wkey):
+      -- mended only if now's window is another.
+      local k, g = floor(now / p), floor(guess / p)
+      local r = now - k * p -- as fdiv: exact below 2^53
+      if r < 0 then k = k - 1 elseif r >= p then k = k + 1 end
+      r = guess - g * p
+      if r < 0 then g = g - 1 elseif r >= p then g = g + 1 end
+      cut = false
+      if k ~= g then
+        cut, start = #string.format('%.0f', g * p / unit), string.format('%.0f', k * p / unit)
+      end
+    end
+    local key = keys[i + 1]
     if cut then key = string.sub(key, 1, #key - cut) .. start end
     local c = call('INCR', key)
     if c == 1 then call('PEXPIRE', key, ttl) end -- new: its window's first
     if c > rate then
       call('DECR', key)
-      out[i] = c * 2 - 2
+      out[i + 1] = c * 2 - 2
     else
-      out[i] = c * 2 + 1
+      out[i + 1] = c * 2 + 1
     end
   end
   return out
