@@ -788,6 +788,47 @@ func TestFixedRunRules(t *testing.T) {
 	}
 }
 
+// A run of units of buckets of several rules, each request decided by its
+// own rule however the rules alternate (take's one-unit path, a stretch a
+// rule), at Redis TIME and at the callers' time.
+func TestBucketRunRules(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	for _, opts := range [][]redis.Option{nil, {redis.WithCallerTime()}} {
+		s := newStore(t, rc, append([]redis.Option{redis.WithPrefix(prefix(t)), redis.WithDenyCache(0)}, opts...)...)
+		gcra := sluice.Check{Rule: &sluice.Rule{Name: "g", Algorithm: sluice.AlgoGCRA, Limit: sluice.Limit{Rate: 1, Period: time.Hour}}, Key: "k"}
+		tb := sluice.Check{Rule: &sluice.Rule{Name: "tb", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.Limit{Rate: 5, Period: time.Hour}}, Key: "k"}
+		gcra2 := gcra
+		gcra2.Key = "k2"
+		now := time.Now()
+		take(t, s, now, 1, gcra2) // its next unit is over
+		var mu sync.Mutex
+		var fns []string
+		rc.AddHook(fcallHook(&mu, &fns))
+		release := redis.HoldLeaders(s)
+		var wg sync.WaitGroup
+		out := make([]sluice.Decision, 3)
+		for i, c := range []sluice.Check{gcra, tb, gcra2} {
+			wg.Go(func() {
+				d := make([]sluice.Decision, 1)
+				if err := s.Take(context.Background(), now, 1, []sluice.Check{c}, d); err != nil {
+					t.Error(err)
+				}
+				out[i] = d[0]
+			})
+			waitQueued(t, s, i+1)
+		}
+		release()
+		wg.Wait()
+		if len(fns) != 1 {
+			t.Errorf("%v: FCALLs %v, want one", opts, fns)
+		}
+		if !out[0].Allowed || out[0].Limit != 1 || !out[1].Allowed || out[1].Remaining != 4 || out[2].Allowed || out[2].RetryAfter < 59*time.Minute {
+			t.Errorf("%v: %+v, want the GCRA's and the bucket's allowed (4 left), the second GCRA key's denied for an hour", opts, out)
+		}
+	}
+}
+
 // When the store's clock is ahead of Redis TIME (a failover to a replica
 // whose clock is behind), a fixed window's run is decided at the clock's
 // time, in its window, and leaves the clock where it was.
@@ -817,6 +858,40 @@ func TestFixedRunClockAhead(t *testing.T) {
 	start := strconv.FormatInt(at.Unix()/60*60, 10)
 	if n, err := rc.Get(ctx, p+"{k}:r:w:"+start).Int64(); err != nil || n != 1 {
 		t.Errorf("the clock's window's count: %d (%v), want 1", n, err)
+	}
+}
+
+// So is a bucket's: decided at the clock's time, written with it, and the
+// clock left ahead.
+func TestBucketClockAhead(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	ctx := context.Background()
+	p := prefix(t)
+	s := newStore(t, rc, redis.WithPrefix(p), redis.WithDenyCache(0))
+	c := sluice.Check{Rule: &sluice.Rule{Name: "g", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(5)}, Key: "k"}
+	take(t, s, time.Time{}, 1, c) // loads the library, sets the clock
+	at := time.Now().Add(2 * time.Hour)
+	ahead := binary.LittleEndian.AppendUint64(nil, math.Float64bits(float64(at.UnixMicro())))
+	if err := rc.Set(ctx, p+"clock", ahead, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d := take(t, s, time.Time{}, 1, c); !d[0].Allowed || d[0].Remaining != 4 {
+		t.Errorf("a unit two hours on, the first one's gone: %+v, want allowed, 4 left", d[0])
+	}
+	if got, err := rc.Get(ctx, p+"clock").Result(); err != nil || got != string(ahead) {
+		t.Errorf("clock %x (%v), want %x: left ahead", got, err, ahead)
+	}
+	keys := stateKeys(scanKeys(t, rc, p))
+	if len(keys) != 1 {
+		t.Fatalf("keys %v, want the bucket's", keys)
+	}
+	raw, err := rc.Get(ctx, keys[0]).Bytes()
+	if err != nil || len(raw) < 8 {
+		t.Fatalf("state %x (%v)", raw, err)
+	}
+	if got := math.Float64frombits(binary.LittleEndian.Uint64(raw)); got != float64(at.UnixMicro()) {
+		t.Errorf("state's time %.0f, want the clock's %d", got, at.UnixMicro())
 	}
 }
 
