@@ -32,7 +32,7 @@ type node struct {
 	client *goredis.Client
 	via    via
 	batch  *batcher // whole requests
-	parts  *batcher // parts of requests across masters (mode 'r')
+	parts  *batcher // parts of requests across masters (flavour 1)
 }
 
 // nodeSet is the masters a Store has sent runs to, by the cluster

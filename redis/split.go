@@ -19,12 +19,12 @@ import (
 // keeps it all-or-nothing once it completes:
 //
 //  1. Every part is taken at once, each in a run of its own on its node
-//     (mode 'r' in take.lua): all-or-nothing within the part, and with a
+//     (flavour 1 in take.lua): all-or-nothing within the part, and with a
 //     receipt per check, the time it was decided at and a bucket's debt
 //     after.
 //  2. If every part passes, the request is allowed and charged.
 //  3. If any part denies, or fails, each part that was charged is given
-//     back (mode 'g'), on its node, with its receipts: the charge comes
+//     back (flavour 2), on its node, with its receipts: the charge comes
 //     off what the check's state holds of it, never more, so a give-back
 //     mints nothing (see giveback in take.lua). Its checks then report the
 //     peek a denied request reports.

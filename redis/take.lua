@@ -1002,8 +1002,8 @@ local function loadgeneral()
   end
 
   ---------------------------------------------------------------------------
-  -- Give back (mode 'g'). A request split across slots was taken slot by
-  -- slot (mode 'r'); when a slot's part denies, the parts that were charged
+  -- Give back (flavour 2). A request split across slots was taken slot by
+  -- slot (flavour 1); when a slot's part denies, the parts that were charged
   -- are given back here, on their own node, so that the request as a whole
   -- charged nothing. A give-back never mints: it takes off no more than is
   -- left of the take's charge had nothing else happened since, t1 being the
