@@ -61,9 +61,9 @@ type pending struct {
 	// (see cstretch in take.lua).
 	slow bool
 	// split is set for a request whose keys sit on more than one node
-	// (see split.go); mode is a part's run mode there, 'r' or 'g' (0 for
-	// any other request), and taken a give-back's receipts: the take's
-	// reply, 8 numbers a check.
+	// (see split.go); mode is a part's run mode there, modeTake or
+	// modeGive (0 for any other request), and taken a give-back's
+	// receipts: the take's reply, 8 numbers a check.
 	split bool
 	mode  byte
 	taken []int64

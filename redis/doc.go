@@ -166,7 +166,7 @@
 // until the window ends or the bucket refills; the request then returns
 // the error, which Stats.GiveBackErrors counts. WithoutSplit refuses
 // such requests with ErrCrossSlot instead. split.go holds the protocol,
-// take.lua's modes 'r' and 'g' its Redis side; nodes.go the runs per
+// take.lua's flavours 1 and 2 its Redis side; nodes.go the runs per
 // master.
 //
 // # The store's clock and the fixed window

@@ -829,6 +829,110 @@ func TestBucketRunRules(t *testing.T) {
 	}
 }
 
+// A run of several fixed windows' units whose keys came with windows
+// guessed wrong (a client clock a day and a half behind) is mended rule by
+// rule: each key counts in its rule's window at Redis TIME.
+func TestFixedRunRulesMended(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	ctx := context.Background()
+	p := prefix(t)
+	behind := sluice.ClockFunc(func() time.Time { return time.Now().Add(-36*time.Hour - 1500*time.Millisecond) })
+	s := newStore(t, rc, redis.WithPrefix(p), redis.WithDenyCache(0), redis.WithBreakerClock(behind))
+	minute := sluice.Check{Rule: &sluice.Rule{Name: "m", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 5, Period: time.Minute}}, Key: "k"}
+	odd := sluice.Check{Rule: &sluice.Rule{Name: "o", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 5, Period: 1500 * time.Millisecond}}, Key: "k"}
+	take(t, s, time.Time{}, 2, minute) // loads the library: take's path, not counted below
+	var mu sync.Mutex
+	var fns []string
+	rc.AddHook(fcallHook(&mu, &fns))
+	before, err := rc.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := redis.HoldLeaders(s)
+	var wg sync.WaitGroup
+	for i, c := range []sluice.Check{minute, odd, minute} {
+		wg.Go(func() {
+			if err := s.Take(ctx, time.Time{}, 1, []sluice.Check{c}, make([]sluice.Decision, 1)); err != nil {
+				t.Error(err)
+			}
+		})
+		waitQueued(t, s, i+1)
+	}
+	release()
+	wg.Wait()
+	after, err := rc.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fns) != 1 || !strings.HasPrefix(fns[0], "sluice_fixed_") {
+		t.Fatalf("FCALLs %v, want one of fixedrun", fns)
+	}
+	counts := map[string]int64{}
+	for _, k := range stateKeys(scanKeys(t, rc, p)) {
+		var base string
+		var period, unit time.Duration
+		switch {
+		case strings.HasPrefix(k, p+"{k}:m:w:"):
+			base, period, unit = p+"{k}:m:w:", time.Minute, time.Second
+		case strings.HasPrefix(k, p+"{k}:o:wu:"):
+			base, period, unit = p+"{k}:o:wu:", 1500*time.Millisecond, time.Microsecond
+		default:
+			t.Fatalf("key %q", k)
+		}
+		n, err := strconv.ParseInt(strings.TrimPrefix(k, base), 10, 64)
+		if err != nil {
+			t.Fatalf("key %q: %v", k, err)
+		}
+		at := time.Unix(0, 0).Add(time.Duration(n) * unit)
+		if at.After(after) || !at.After(before.Add(-period)) {
+			t.Errorf("key %q: window start %v, want one between %v and %v", k, at, before.Add(-period), after)
+		}
+		v, err := rc.Get(ctx, k).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts[base] += v
+	}
+	// the minute's 2 before (in the minute before, maybe) and 2 now
+	if counts[p+"{k}:m:w:"] != 4 || counts[p+"{k}:o:wu:"] != 1 {
+		t.Errorf("counts %v, want the minute's 4 and the odd period's 1", counts)
+	}
+}
+
+// fixedrun refuses a run it was not made for (the store's clock off,
+// here), before it writes anything: a store sending it one by mistake gets
+// an error, not a clock written over its first key.
+func TestFixedRunRefusesOthers(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	ctx := context.Background()
+	s := newStore(t, rc, redis.WithPrefix(prefix(t)))
+	take(t, s, time.Time{}, 1, sluice.Check{Rule: &sluice.Rule{Name: "f", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerMinute(5)}, Key: "k"})
+	libs, err := rc.FunctionList(ctx, goredis.FunctionListQuery{LibraryNamePattern: "sluice_take_*"}).Result()
+	if err != nil || len(libs) != 1 {
+		t.Fatalf("libraries %v (%v), want one", libs, err)
+	}
+	fn := strings.Replace(libs[0].Name, "sluice_take_", "sluice_fixed_", 1)
+	head := []byte{0, 0, 0, 1} // no node, no clock, a take, one-unit requests
+	head = binary.LittleEndian.AppendUint64(head, math.Float64bits(1<<53))
+	head = binary.LittleEndian.AppendUint64(head, math.Float64bits(0))
+	head = binary.LittleEndian.AppendUint32(head, 1)
+	head = binary.LittleEndian.AppendUint32(head, 1)
+	head = append(head, 1)
+	key := prefix(t) + "victim"
+	if err := rc.Set(ctx, key, "kept", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	err = rc.FCall(ctx, fn, []string{key}, string(head), "record").Err()
+	if err == nil || !strings.Contains(err.Error(), "fixedrun") {
+		t.Errorf("FCALL %s with the clock off: %v, want fixedrun's refusal", fn, err)
+	}
+	if v, _ := rc.Get(ctx, key).Result(); v != "kept" {
+		t.Errorf("the first key holds %q, want it untouched", v)
+	}
+}
+
 // When the store's clock is ahead of Redis TIME (a failover to a replica
 // whose clock is behind), a fixed window's run is decided at the clock's
 // time, in its window, and leaves the clock where it was.

@@ -198,10 +198,11 @@ local function fits(prev, r, m, p)
   return less(h1, l1, h2, l2)
 end
 
--- The one-byte requests (see ARGV[2]) are decided a stretch at a time:
--- the requests of one rule in a row, which in the commonest run is all of
--- them, with the rule's fields and the run's time in locals, so that a
--- request costs its redis.call and little else (upto finds the stretch).
+-- The one-byte requests (see ARGV[1]'s shape) are decided a stretch at
+-- a time: the requests of one rule in a row, which in the commonest run
+-- is all of them, with the rule's fields and the run's time in locals, so
+-- that a request costs its redis.call and little else (upto finds the
+-- stretch).
 -- Each stretch function decides requests i to e, all of rule r, each at
 -- key KEYS[ki], ki moving on; appends one number per request to the reply;
 -- and returns e + 1, the next request.
@@ -490,7 +491,8 @@ local function lstretch(r, i, e)
 end
 
 -- wkey returns how to mend the keys of rule r's one-byte requests, which
--- come with the window the client guessed from its own clock (ARGV[5]),
+-- come with the window the client guessed from its own clock (the head's
+-- guess),
 -- for the window at now, the run's time: false when the guess was right,
 -- as it nearly always is, so that the script makes no string per request;
 -- else the length of the guessed start and the right one.
@@ -1366,7 +1368,10 @@ end
 local function fixedrun(keys, argv)
   local call, sunpack, byte, floor = redis.call, struct.unpack, string.byte, math.floor
   local run = argv[1]
-  local _, _, _, _, now, guess, _, n, soff = sunpack('<BBBBddI4I4', run)
+  local node, clk, flavour, fast, now, guess, _, n, soff = sunpack('<BBBBddI4I4', run)
+  if node ~= 0 or clk ~= 1 or flavour ~= 0 or fast ~= 1 then
+    error('sluice: fixedrun: a run on the store\'s clock, of one-unit requests, and on no node, only')
+  end
   soff = soff - 1 -- the shape is run[soff + 1 .. soff + n]
   if now == 9007199254740992 then -- Redis TIME
     local t = call('TIME')
@@ -1414,6 +1419,6 @@ local function fixedrun(keys, argv)
   return out
 end
 
--- As a library, the store appends take's registration under a name of
--- this text's version (see library in store.go).
+-- As a library, the store appends the registrations of take and fixedrun
+-- under names of this text's version (see takeLibrary in store.go).
 if evalkeys then return take(evalkeys, evalargv) end
