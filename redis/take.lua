@@ -1359,7 +1359,7 @@ end
 -- than to take. Same ARGV, same reply, same effect as take (the clock as
 -- at sets it, then wstretch's INCR, PEXPIRE and DECR per request). Under
 -- a service's load, on cores Redis shares with it, take cost Redis 4-6µs
--- more a run of about 8 requests (13%) than this function does, for the
+-- more a run of about 8 requests (10-13%) than this function does, for the
 -- same work (BENCHMARKS.md, "The fixed window's run of its own"): the
 -- cost, we think, of going through take's functions and upvalues with
 -- cold caches. So fixedrun reads no upvalue: only its own locals, and
