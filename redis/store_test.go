@@ -726,6 +726,29 @@ func TestFixedRunFunction(t *testing.T) {
 	}
 }
 
+// takeInOneRun queues requests of one check each, checks[i] at cost
+// costs[i], in order, and has s send them in one run; it returns their
+// decisions.
+func takeInOneRun(t *testing.T, s *redis.Store, now time.Time, costs []int64, checks []sluice.Check) []sluice.Decision {
+	t.Helper()
+	release := redis.HoldLeaders(s)
+	var wg sync.WaitGroup
+	out := make([]sluice.Decision, len(checks))
+	for i, c := range checks {
+		wg.Go(func() {
+			d := make([]sluice.Decision, 1)
+			if err := s.Take(context.Background(), now, costs[i], []sluice.Check{c}, d); err != nil {
+				t.Error(err)
+			}
+			out[i] = d[0]
+		})
+		waitQueued(t, s, i+1)
+	}
+	release()
+	wg.Wait()
+	return out
+}
+
 // A run of units of several fixed windows goes to fixedrun too, each
 // request decided by its own rule, however the rules alternate; a run
 // with a request of another shape or another kind beside them goes to
@@ -745,32 +768,12 @@ func TestFixedRunRules(t *testing.T) {
 	var mu sync.Mutex
 	var fns []string
 	rc.AddHook(fcallHook(&mu, &fns))
-	// run queues the requests, in order, and sends them in one run.
-	run := func(costs []int64, checks []sluice.Check) []sluice.Decision {
-		t.Helper()
-		release := redis.HoldLeaders(s)
-		var wg sync.WaitGroup
-		out := make([]sluice.Decision, len(checks))
-		for i, c := range checks {
-			wg.Go(func() {
-				d := make([]sluice.Decision, 1)
-				if err := s.Take(context.Background(), time.Time{}, costs[i], []sluice.Check{c}, d); err != nil {
-					t.Error(err)
-				}
-				out[i] = d[0]
-			})
-			waitQueued(t, s, i+1)
-		}
-		release()
-		wg.Wait()
-		return out
-	}
 	// one's rule, five's, then one's again: each by its own rate
-	rules := run([]int64{1, 1, 1}, []sluice.Check{one, five, one2})
+	rules := takeInOneRun(t, s, time.Time{}, []int64{1, 1, 1}, []sluice.Check{one, five, one2})
 	// a unit, then two units of the same rule
-	mixed := run([]int64{1, 2}, []sluice.Check{five, five})
+	mixed := takeInOneRun(t, s, time.Time{}, []int64{1, 2}, []sluice.Check{five, five})
 	// a fixed window's unit (five's sixth), then a GCRA's
-	kinds := run([]int64{1, 1}, []sluice.Check{five, gcra})
+	kinds := takeInOneRun(t, s, time.Time{}, []int64{1, 1}, []sluice.Check{five, gcra})
 	if len(fns) != 3 || !strings.HasPrefix(fns[0], "sluice_fixed_") || !strings.HasPrefix(fns[1], "sluice_take_") || !strings.HasPrefix(fns[2], "sluice_take_") {
 		t.Errorf("FCALLs %v, want fixedrun's, then take's twice", fns)
 	}
@@ -805,21 +808,7 @@ func TestBucketRunRules(t *testing.T) {
 		var mu sync.Mutex
 		var fns []string
 		rc.AddHook(fcallHook(&mu, &fns))
-		release := redis.HoldLeaders(s)
-		var wg sync.WaitGroup
-		out := make([]sluice.Decision, 3)
-		for i, c := range []sluice.Check{gcra, tb, gcra2} {
-			wg.Go(func() {
-				d := make([]sluice.Decision, 1)
-				if err := s.Take(context.Background(), now, 1, []sluice.Check{c}, d); err != nil {
-					t.Error(err)
-				}
-				out[i] = d[0]
-			})
-			waitQueued(t, s, i+1)
-		}
-		release()
-		wg.Wait()
+		out := takeInOneRun(t, s, now, []int64{1, 1, 1}, []sluice.Check{gcra, tb, gcra2})
 		if len(fns) != 1 {
 			t.Errorf("%v: FCALLs %v, want one", opts, fns)
 		}
@@ -849,18 +838,7 @@ func TestFixedRunRulesMended(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	release := redis.HoldLeaders(s)
-	var wg sync.WaitGroup
-	for i, c := range []sluice.Check{minute, odd, minute} {
-		wg.Go(func() {
-			if err := s.Take(ctx, time.Time{}, 1, []sluice.Check{c}, make([]sluice.Decision, 1)); err != nil {
-				t.Error(err)
-			}
-		})
-		waitQueued(t, s, i+1)
-	}
-	release()
-	wg.Wait()
+	takeInOneRun(t, s, time.Time{}, []int64{1, 1, 1}, []sluice.Check{minute, odd, minute})
 	after, err := rc.Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -933,6 +911,25 @@ func TestFixedRunRefusesOthers(t *testing.T) {
 	}
 }
 
+// setClockAhead sets the clock of the store under prefix p to d past now,
+// as a failover to a replica whose clock is behind leaves it; clockLeft
+// checks that the clock is still there.
+func setClockAhead(t *testing.T, rc *goredis.Client, p string, d time.Duration) (at time.Time, clockLeft func()) {
+	t.Helper()
+	ctx := context.Background()
+	at = time.Now().Add(d)
+	ahead := binary.LittleEndian.AppendUint64(nil, math.Float64bits(float64(at.UnixMicro())))
+	if err := rc.Set(ctx, p+"clock", ahead, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return at, func() {
+		t.Helper()
+		if got, err := rc.Get(ctx, p+"clock").Result(); err != nil || got != string(ahead) {
+			t.Errorf("clock %x (%v), want %x: left ahead", got, err, ahead)
+		}
+	}
+}
+
 // When the store's clock is ahead of Redis TIME (a failover to a replica
 // whose clock is behind), a fixed window's run is decided at the clock's
 // time, in its window, and leaves the clock where it was.
@@ -944,11 +941,7 @@ func TestFixedRunClockAhead(t *testing.T) {
 	s := newStore(t, rc, redis.WithPrefix(p), redis.WithDenyCache(0))
 	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerMinute(5)}, Key: "k"}
 	take(t, s, time.Time{}, 1, c) // loads the library, sets the clock
-	at := time.Now().Add(2 * time.Hour)
-	ahead := binary.LittleEndian.AppendUint64(nil, math.Float64bits(float64(at.UnixMicro())))
-	if err := rc.Set(ctx, p+"clock", ahead, time.Hour).Err(); err != nil {
-		t.Fatal(err)
-	}
+	at, clockLeft := setClockAhead(t, rc, p, 2*time.Hour)
 	d := take(t, s, time.Time{}, 1, c)
 	if !d[0].Allowed || d[0].Remaining != 4 {
 		t.Errorf("the first unit at the clock's time: %+v, want allowed, 4 left", d[0])
@@ -956,9 +949,7 @@ func TestFixedRunClockAhead(t *testing.T) {
 	if want := time.Minute - time.Duration(at.UnixMicro()%60e6)*time.Microsecond; d[0].ResetAfter != want {
 		t.Errorf("ResetAfter %v, want %v: the end of the clock's minute", d[0].ResetAfter, want)
 	}
-	if got, err := rc.Get(ctx, p+"clock").Result(); err != nil || got != string(ahead) {
-		t.Errorf("clock %x (%v), want %x: left ahead", got, err, ahead)
-	}
+	clockLeft()
 	start := strconv.FormatInt(at.Unix()/60*60, 10)
 	if n, err := rc.Get(ctx, p+"{k}:r:w:"+start).Int64(); err != nil || n != 1 {
 		t.Errorf("the clock's window's count: %d (%v), want 1", n, err)
@@ -975,17 +966,11 @@ func TestBucketClockAhead(t *testing.T) {
 	s := newStore(t, rc, redis.WithPrefix(p), redis.WithDenyCache(0))
 	c := sluice.Check{Rule: &sluice.Rule{Name: "g", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(5)}, Key: "k"}
 	take(t, s, time.Time{}, 1, c) // loads the library, sets the clock
-	at := time.Now().Add(2 * time.Hour)
-	ahead := binary.LittleEndian.AppendUint64(nil, math.Float64bits(float64(at.UnixMicro())))
-	if err := rc.Set(ctx, p+"clock", ahead, time.Hour).Err(); err != nil {
-		t.Fatal(err)
-	}
+	at, clockLeft := setClockAhead(t, rc, p, 2*time.Hour)
 	if d := take(t, s, time.Time{}, 1, c); !d[0].Allowed || d[0].Remaining != 4 {
 		t.Errorf("a unit two hours on, the first one's gone: %+v, want allowed, 4 left", d[0])
 	}
-	if got, err := rc.Get(ctx, p+"clock").Result(); err != nil || got != string(ahead) {
-		t.Errorf("clock %x (%v), want %x: left ahead", got, err, ahead)
-	}
+	clockLeft()
 	keys := stateKeys(scanKeys(t, rc, p))
 	if len(keys) != 1 {
 		t.Fatalf("keys %v, want the bucket's", keys)
