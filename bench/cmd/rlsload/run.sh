@@ -51,6 +51,7 @@
 #	REDIS_CPU=1 taskset -c 0 bench/cmd/rlsload/run.sh  # its redis-server alone on CPU 1
 set -euo pipefail
 cd "$(dirname "$0")"
+. ./lib.sh # wait_port, ticks, cmdstat
 export PATH="$PATH:/usr/local/go/bin"
 d=${D:-10s}
 c=${C:-32}
@@ -116,14 +117,6 @@ pids+=("$bare_http_pid")
 ${bare_env[@]+"${bare_env[@]}"} "$tmp/rlsload" bare-grpc -addr "$bare_grpc" &
 bare_grpc_pid=$!
 pids+=("$bare_grpc_pid")
-wait_port() {
-  for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/${1%:*}/${1#*:}") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "nothing listens on $1" >&2
-  return 1
-}
 [ -n "${REDIS_URL:-}" ] || wait_port "127.0.0.1:$rport"
 # REDIS_NICE=-10 renices the script's redis-server (root only): commandstats
 # counts a command's wall time, and on cores shared with the servers and
@@ -145,20 +138,7 @@ floor_pid=$!
 pids+=("$floor_pid")
 for a in "$mem_http" "$mem_grpc" "$red_http" "$red_grpc" "$bare_http" "$bare_grpc" "$pair_grpc" "$floor_grpc" "$pair_http" "$floor_http"; do wait_port "$a"; done
 
-# ticks PID: the process's utime + stime, in clock ticks (fields 14 and 15
-# of /proc/PID/stat, counted after the command name's closing parenthesis).
-ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 hz=$(getconf CLK_TCK)
-# cmdstat FIELD CMD...: the sum of FIELD (usec, the µs spent in them; or
-# calls) over the commands CMD since redis-server's start (INFO
-# commandstats). Only commands sent to it: a script's calls are counted
-# in the script's time and again in their own.
-cmdstat() {
-  local field=$1
-  shift
-  redis-cli -u "$redis_url" info commandstats | tr -d '\r' |
-    awk -F'[:,=]' -v f="$field" -v cmds=" $* " 'index(cmds, " " substr($1, 9) " ") { for (i = 2; i < NF; i++) if ($i == f) s += $(i + 1) } END { print s + 0 }'
-}
 
 # runstats: sluice on Redis's requests sent and script runs, from its
 # admin /v1/stats.

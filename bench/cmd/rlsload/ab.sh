@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Compares builds of sluice serve on Redis, and the exact floor, in turn
+# under one load on one redis-server of the script's own, for a few rounds:
+# quicker than run.sh when what changed is the store. Each row: Redis's
+# command time per request and per script run (INFO commandstats: FCALL,
+# EVALSHA, EVAL), the requests a run carried, and redis-server's and the
+# server's CPU per request (utime + stime from /proc over the load).
+# Compare rows of one round: the machine's speed moves between rounds.
+#
+#	bench/cmd/rlsload/ab.sh main=/tmp/sluice-main new=/tmp/sluice-new
+#	LOAD=json R=4 D=5s bench/cmd/rlsload/ab.sh a=/tmp/sluice-a b=/tmp/sluice-b
+#	CONFIG=/tmp/gcra.yaml bench/cmd/rlsload/ab.sh a=/tmp/sluice-a b=/tmp/sluice-b
+#	bench/cmd/rlsload/ab.sh new=/tmp/sluice-new floor   # beside rlsload floor-grpc
+#	REDIS_CPU=1 taskset -c 0 bench/cmd/rlsload/ab.sh ...  # Redis on a core of its own
+#
+# LOAD is grpc (rlsload grpc -c 32, the default) or json (wrk -t2 -c32,
+# POST /json); D each load's length (5s); R the rounds (3); CONFIG sluice's
+# policy (bench.yaml).
+set -euo pipefail
+cd "$(dirname "$0")"
+. ./lib.sh # wait_port, ticks, cmdstat
+export PATH="$PATH:/usr/local/go/bin"
+load=${LOAD:-grpc} d=${D:-5s} rounds=${R:-3} config=${CONFIG:-bench.yaml} base=${PORT_BASE:-18180}
+[ $# -gt 0 ] || { echo "usage: ab.sh NAME=SLUICE_BINARY... [floor]" >&2; exit 2; }
+case $load in grpc | json) ;; *) echo "LOAD: grpc or json" >&2; exit 2 ;; esac
+[ $load = grpc ] || command -v wrk >/dev/null || { echo "wrk is missing (Debian: apt-get install wrk)" >&2; exit 1; }
+
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+go build -o "$tmp/rlsload" .
+
+rport=$base
+redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" >"$tmp/redis.out" 2>&1 &
+redis_pid=$!
+pids+=("$redis_pid")
+redis_url=redis://127.0.0.1:$rport/0
+wait_port "127.0.0.1:$rport"
+[ -z "${REDIS_CPU:-}" ] || taskset -a -p -c "$REDIS_CPU" "$redis_pid" >/dev/null
+
+# Each contender serves gRPC on port+1 and HTTP on port.
+names=() port=$((base + 1))
+declare -A pid addr
+for a in "$@"; do
+  name=${a%%=*}
+  if [ "$a" = floor ]; then
+    "$tmp/rlsload" floor-grpc -addr "127.0.0.1:$((port + 1))" -http "127.0.0.1:$port" -redis "$redis_url" &
+  else
+    bin=${a#*=}
+    [ "$name" != "$a" ] && [ -x "$bin" ] || { echo "$a: want NAME=BINARY, an executable sluice" >&2; exit 2; }
+    "$bin" serve --config "$config" --http "127.0.0.1:$port" --grpc "127.0.0.1:$((port + 1))" --admin '' --poll 0 --redis "$redis_url" >"$tmp/$name.out" 2>&1 &
+  fi
+  pids+=($!)
+  names+=("$name") pid[$name]=$! addr[$name]=127.0.0.1:$port
+  wait_port "127.0.0.1:$port"
+  wait_port "127.0.0.1:$((port + 1))"
+  port=$((port + 2))
+done
+
+hz=$(getconf CLK_TCK)
+echo "load: $load, $d a row, $rounds rounds; config $config; redis-server pid $redis_pid"
+for r in $(seq "$rounds"); do
+  for name in "${names[@]}"; do
+    a=${addr[$name]}
+    u0=$(cmdstat usec fcall evalsha eval) f0=$(cmdstat calls fcall evalsha eval)
+    c0=$(ticks "${pid[$name]}") q0=$(ticks "$redis_pid")
+    if [ $load = grpc ]; then
+      out=$("$tmp/rlsload" grpc -addr "${a%:*}:$((${a#*:} + 1))" -c 32 -d "$d")
+      n=$(awk '/calls in/ {c = $2} /warm-up calls before/ {w = $4} END {print c + w}' <<<"$out")
+    else
+      out=$(wrk -t2 -c32 -d"$d" -s json.lua "http://$a/json")
+      n=$(awk '/requests in/ {print $1}' <<<"$out")
+    fi
+    u1=$(cmdstat usec fcall evalsha eval) f1=$(cmdstat calls fcall evalsha eval)
+    c1=$(ticks "${pid[$name]}") q1=$(ticks "$redis_pid")
+    awk -v r="$r" -v name="$name" -v n="$n" -v u=$((u1 - u0)) -v f=$((f1 - f0)) -v c=$((c1 - c0)) -v q=$((q1 - q0)) -v hz="$hz" 'BEGIN {
+      if (n == 0 || f == 0) { printf "round %d %-10s no requests\n", r, name; exit }
+      printf "round %d %-10s requests %7d  cmd µs/request %.3f  requests/run %.1f  cmd µs/run %.1f  redis-server CPU µs/request %.2f  server CPU µs/request %.1f\n",
+        r, name, n, u / n, n / f, u / f, q * 1e6 / hz / n, c * 1e6 / hz / n }'
+  done
+done

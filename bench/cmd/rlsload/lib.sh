@@ -1,0 +1,27 @@
+# Helpers that run.sh and ab.sh share, sourced by them; cmdstat reads
+# redis_url, set by the script.
+
+# wait_port ADDR: waits, up to 10 s, until something listens on ADDR.
+wait_port() {
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/${1%:*}/${1#*:}") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "nothing listens on $1" >&2
+  return 1
+}
+
+# ticks PID: the process's utime + stime, in clock ticks (fields 14 and 15
+# of /proc/PID/stat, counted after the command name's closing parenthesis).
+ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+
+# cmdstat FIELD CMD...: the sum of FIELD (usec, the µs spent in them; or
+# calls) over the commands CMD since redis-server's start (INFO
+# commandstats). Only commands sent to it: a script's calls are counted
+# in the script's time and again in their own.
+cmdstat() {
+  local field=$1
+  shift
+  redis-cli -u "$redis_url" info commandstats | tr -d '\r' |
+    awk -F'[:,=]' -v f="$field" -v cmds=" $* " 'index(cmds, " " substr($1, 9) " ") { for (i = 2; i < NF; i++) if ($i == f) s += $(i + 1) } END { print s + 0 }'
+}
