@@ -18,21 +18,14 @@
 # policy (bench.yaml).
 set -euo pipefail
 cd "$(dirname "$0")"
-. ./lib.sh # wait_port, ticks, cmdstat
+. ./lib.sh # scratch, wait_port, ticks, cmdstat
 export PATH="$PATH:/usr/local/go/bin"
 load=${LOAD:-grpc} d=${D:-5s} rounds=${R:-3} config=${CONFIG:-bench.yaml} base=${PORT_BASE:-18180}
 [ $# -gt 0 ] || { echo "usage: ab.sh NAME=SLUICE_BINARY... [floor]" >&2; exit 2; }
 case $load in grpc | json) ;; *) echo "LOAD: grpc or json" >&2; exit 2 ;; esac
 [ $load = grpc ] || command -v wrk >/dev/null || { echo "wrk is missing (Debian: apt-get install wrk)" >&2; exit 1; }
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+scratch
 go build -o "$tmp/rlsload" .
 
 rport=$base

@@ -1,5 +1,19 @@
-# Helpers that run.sh and ab.sh share, sourced by them; cmdstat reads
-# redis_url, set by the script.
+# Helpers that run.sh, ab.sh and wakeups.sh share, sourced by them;
+# cmdstat reads redis_url, set by the script.
+
+# scratch makes tmp, a directory, and pids, an array of processes: at exit
+# the processes are killed and the directory removed.
+scratch() {
+  tmp=$(mktemp -d)
+  pids=()
+  trap cleanup EXIT
+}
+
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
 
 # wait_port ADDR: waits, up to 10 s, until something listens on ADDR.
 wait_port() {

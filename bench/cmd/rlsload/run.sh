@@ -51,7 +51,7 @@
 #	REDIS_CPU=1 taskset -c 0 bench/cmd/rlsload/run.sh  # its redis-server alone on CPU 1
 set -euo pipefail
 cd "$(dirname "$0")"
-. ./lib.sh # wait_port, ticks, cmdstat
+. ./lib.sh # scratch, wait_port, ticks, cmdstat
 export PATH="$PATH:/usr/local/go/bin"
 d=${D:-10s}
 c=${C:-32}
@@ -60,14 +60,7 @@ base=${PORT_BASE:-18080}
 command -v wrk >/dev/null || { echo "wrk is missing (Debian: apt-get install wrk)" >&2; exit 1; }
 for tool in curl jq; do command -v $tool >/dev/null || { echo "$tool is missing (Debian: apt-get install $tool)" >&2; exit 1; }; done
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+scratch
 
 if [ -n "${SLUICE:-}" ]; then
   cp "$SLUICE" "$tmp/sluice"

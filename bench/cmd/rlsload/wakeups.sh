@@ -12,20 +12,14 @@
 #	SLUICE=/tmp/sluice-main bench/cmd/rlsload/wakeups.sh
 set -euo pipefail
 cd "$(dirname "$0")"
+. ./lib.sh # scratch
 export PATH="$PATH:/usr/local/go/bin"
 d=${D:-8s}
 c=${C:-32}
 base=${PORT_BASE:-18180}
 command -v redis-server >/dev/null || { echo "redis-server is missing (Debian: apt-get install redis-server)" >&2; exit 1; }
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+scratch
 
 if [ -n "${SLUICE:-}" ]; then
   cp "$SLUICE" "$tmp/sluice"
