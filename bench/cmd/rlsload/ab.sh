@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Compares builds of sluice serve on Redis, and the exact floor, in turn
+# Compares builds of sluice serve on Redis, the exact floor and the
+# INCRBY + PEXPIRE pair (rlsload floor-grpc and pair-grpc) in turn
 # under one load on one redis-server of the script's own, for a few rounds:
 # quicker than run.sh when what changed is the store. Each row: Redis's
 # command time per request and per script run (INFO commandstats: FCALL,
-# EVALSHA, EVAL), the requests a run carried, and redis-server's and the
+# EVALSHA, EVAL; INCRBY and PEXPIRE for the pair, whose "run" is one
+# INCRBY), the requests a run carried, and redis-server's and the
 # server's CPU per request (utime + stime from /proc over the load).
 # Compare rows of one round: the machine's speed moves between rounds.
 #
@@ -11,6 +13,7 @@
 #	LOAD=json R=4 D=5s bench/cmd/rlsload/ab.sh a=/tmp/sluice-a b=/tmp/sluice-b
 #	CONFIG=/tmp/gcra.yaml bench/cmd/rlsload/ab.sh a=/tmp/sluice-a b=/tmp/sluice-b
 #	bench/cmd/rlsload/ab.sh new=/tmp/sluice-new floor   # beside rlsload floor-grpc
+#	LOAD=json bench/cmd/rlsload/ab.sh new=/tmp/sluice-new floor pair   # and the INCRBY + PEXPIRE pair
 #	REDIS_CPU=1 taskset -c 0 bench/cmd/rlsload/ab.sh ...  # Redis on a core of its own
 #
 # LOAD is grpc (rlsload grpc -c 32, the default) or json (wrk -t2 -c32,
@@ -21,7 +24,7 @@ cd "$(dirname "$0")"
 . ./lib.sh # scratch, wait_port, ticks, cmdstat
 export PATH="$PATH:/usr/local/go/bin"
 load=${LOAD:-grpc} d=${D:-5s} rounds=${R:-3} config=${CONFIG:-bench.yaml} base=${PORT_BASE:-18180}
-[ $# -gt 0 ] || { echo "usage: ab.sh NAME=SLUICE_BINARY... [floor]" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: ab.sh NAME=SLUICE_BINARY... [floor] [pair]" >&2; exit 2; }
 case $load in grpc | json) ;; *) echo "LOAD: grpc or json" >&2; exit 2 ;; esac
 [ $load = grpc ] || command -v wrk >/dev/null || { echo "wrk is missing (Debian: apt-get install wrk)" >&2; exit 1; }
 
@@ -41,8 +44,8 @@ names=() port=$((base + 1))
 declare -A pid addr
 for a in "$@"; do
   name=${a%%=*}
-  if [ "$a" = floor ]; then
-    "$tmp/rlsload" floor-grpc -addr "127.0.0.1:$((port + 1))" -http "127.0.0.1:$port" -redis "$redis_url" &
+  if [ "$a" = floor ] || [ "$a" = pair ]; then
+    "$tmp/rlsload" "$a-grpc" -addr "127.0.0.1:$((port + 1))" -http "127.0.0.1:$port" -redis "$redis_url" &
   else
     bin=${a#*=}
     [ "$name" != "$a" ] && [ -x "$bin" ] || { echo "$a: want NAME=BINARY, an executable sluice" >&2; exit 2; }
@@ -60,7 +63,9 @@ echo "load: $load, $d a row, $rounds rounds; config $config; redis-server pid $r
 for r in $(seq "$rounds"); do
   for name in "${names[@]}"; do
     a=${addr[$name]}
-    u0=$(cmdstat usec fcall evalsha eval) f0=$(cmdstat calls fcall evalsha eval)
+    cmds="fcall evalsha eval" runs="fcall evalsha eval"
+    [ "$name" = pair ] && cmds="incrby pexpire" runs=incrby
+    u0=$(cmdstat usec $cmds) f0=$(cmdstat calls $runs)
     c0=$(ticks "${pid[$name]}") q0=$(ticks "$redis_pid")
     if [ $load = grpc ]; then
       out=$("$tmp/rlsload" grpc -addr "${a%:*}:$((${a#*:} + 1))" -c 32 -d "$d")
@@ -69,7 +74,7 @@ for r in $(seq "$rounds"); do
       out=$(wrk -t2 -c32 -d"$d" -s json.lua "http://$a/json")
       n=$(awk '/requests in/ {print $1}' <<<"$out")
     fi
-    u1=$(cmdstat usec fcall evalsha eval) f1=$(cmdstat calls fcall evalsha eval)
+    u1=$(cmdstat usec $cmds) f1=$(cmdstat calls $runs)
     c1=$(ticks "${pid[$name]}") q1=$(ticks "$redis_pid")
     awk -v r="$r" -v name="$name" -v n="$n" -v u=$((u1 - u0)) -v f=$((f1 - f0)) -v c=$((c1 - c0)) -v q=$((q1 - q0)) -v hz="$hz" 'BEGIN {
       if (n == 0 || f == 0) { printf "round %d %-10s no requests\n", r, name; exit }

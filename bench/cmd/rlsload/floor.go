@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -17,17 +18,25 @@ import (
 // floorRLS decides each request as the least an exact fixed window can
 // cost Redis: bench.FloorLibrary's floor_fixed (Redis TIME and the
 // clock's SET ... GET once a run, then per request an INCR, a PEXPIRE if
-// the window is new and a DECR if over). Requests queue while a run is
-// out, and the next run sends all of them, up to 64, in one FCALL, as the
-// Redis store batches. run.sh reads Redis's command time per request
-// under it beside sluice's and the pair's, in the same run: what exactness
-// (one clock, all-or-nothing) costs Redis under this load, whatever the
-// store's own script does beyond it. It decides a request's first
-// descriptor, one unit, against bench.yaml's rule.
+// the window is new and a DECR if over). Its requests are batched as the
+// Redis store batches them (redis/batch.go): one run out at a time, up to
+// 64 requests in it; while it is out, callers queue, and the caller whose
+// run comes back hands the queue to the oldest waiter, woken to send it
+// as the next run. So its runs carry as many requests as the store's do
+// under the same load, and run.sh, which reads Redis's command time per
+// request under it beside sluice's and the pair's in the same run, shows
+// what exactness (one clock, all-or-nothing) costs Redis at the store's
+// run size, whatever the store's own script does beyond it. (Until the
+// tenth session a goroutine of its own sent the queue as soon as a run
+// came back, which made its runs under POST /json about 8 requests to the
+// store's 14.) It decides a request's first descriptor, one unit, against
+// bench.yaml's rule.
 type floorRLS struct {
 	rlspb.UnimplementedRateLimitServiceServer
 	rc    *goredis.Client
-	queue chan *floorCall
+	mu    sync.Mutex
+	queue []*floorCall
+	out   bool // a run is out: its leader will hand the queue on
 }
 
 // floorCall is one request, queued for a run.
@@ -35,7 +44,8 @@ type floorCall struct {
 	key   string
 	reply int64 // floor_fixed's: the count after ×2 + 1 if allowed, else the count ×2
 	err   error
-	done  chan struct{}
+	lead  bool          // handed the queue: send it
+	wake  chan struct{} // receives once: decided, or made leader
 }
 
 // floorRule is bench.yaml's rule as floor_fixed takes it: the rate, and
@@ -64,17 +74,8 @@ func (s *floorRLS) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequ
 	}
 	k.WriteByte('_')
 	k.WriteString(strconv.FormatInt(time.Now().Unix(), 10)) // the window's start, as the pair's
-	c := &floorCall{key: k.String(), done: make(chan struct{})}
-	select {
-	case s.queue <- c:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	c := &floorCall{key: k.String()}
+	s.decide(c)
 	if c.err != nil {
 		return nil, c.err
 	}
@@ -85,43 +86,72 @@ func (s *floorRLS) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequ
 	return &rlspb.RateLimitResponse{OverallCode: code, Statuses: []*rlspb.RateLimitResponse_DescriptorStatus{{Code: code}}}, nil
 }
 
-// runs sends the queue, one run out at a time, until ctx is done.
-func (s *floorRLS) runs(ctx context.Context) {
-	batch := make([]*floorCall, 0, floorMaxBatch)
-	keys := make([]string, 0, floorMaxBatch+1)
-	for {
-		select {
-		case c := <-s.queue:
-			batch = append(batch[:0], c)
-		case <-ctx.Done():
+// decide sets c's reply or err: it sends c's run when no run is out, and
+// otherwise queues c until a leader decides it or hands it the queue.
+// A run is bounded by the client's timeouts, not by its callers' contexts,
+// as a store's run serving several callers is.
+func (s *floorRLS) decide(c *floorCall) {
+	c.wake = make(chan struct{}, 1)
+	s.mu.Lock()
+	if s.out {
+		s.queue = append(s.queue, c)
+		s.mu.Unlock()
+		<-c.wake
+		if !c.lead {
 			return
 		}
-	fill:
-		for len(batch) < floorMaxBatch {
-			select {
-			case c := <-s.queue:
-				batch = append(batch, c)
-			default:
-				break fill
-			}
+	} else {
+		s.out = true
+		s.mu.Unlock()
+	}
+	s.lead(c)
+}
+
+// lead sends c and as much of the queue as fits in one run, answers the
+// others, and hands on what queued meanwhile.
+func (s *floorRLS) lead(c *floorCall) {
+	batch := []*floorCall{c}
+	s.mu.Lock()
+	n := min(len(s.queue), floorMaxBatch-1)
+	batch = append(batch, s.queue[:n]...)
+	s.queue = s.queue[n:]
+	s.mu.Unlock()
+	keys := make([]string, 0, len(batch)+1)
+	keys = append(keys, floorClock)
+	for _, b := range batch {
+		keys = append(keys, b.key)
+	}
+	vals, err := s.rc.FCall(context.Background(), "floor_fixed", keys, floorRule...).Int64Slice()
+	if err == nil && len(vals) != len(keys) {
+		err = errFloorReply
+	}
+	for i, b := range batch {
+		if err != nil {
+			b.err = err
+		} else {
+			b.reply = vals[i+1]
 		}
-		keys = append(keys[:0], floorClock)
-		for _, c := range batch {
-			keys = append(keys, c.key)
-		}
-		vals, err := s.rc.FCall(ctx, "floor_fixed", keys, floorRule...).Int64Slice()
-		if err == nil && len(vals) != len(keys) {
-			err = errFloorReply
-		}
-		for i, c := range batch {
-			if err != nil {
-				c.err = err
-			} else {
-				c.reply = vals[i+1]
-			}
-			close(c.done)
+		if b != c {
+			b.wake <- struct{}{}
 		}
 	}
+	s.handOn()
+}
+
+// handOn ends the run out: the queue's oldest waiter is woken to send the
+// queue, or, with none, the next caller sends its own.
+func (s *floorRLS) handOn() {
+	s.mu.Lock()
+	if len(s.queue) == 0 {
+		s.out = false
+		s.mu.Unlock()
+		return
+	}
+	next := s.queue[0]
+	s.queue = s.queue[1:]
+	s.mu.Unlock()
+	next.lead = true
+	next.wake <- struct{}{}
 }
 
 // floorGRPC serves floorRLS on addr (and POST /json on httpAddr, if not
@@ -136,7 +166,5 @@ func floorGRPC(ctx context.Context, addr, httpAddr, url string) error {
 	if err := rc.FunctionLoadReplace(ctx, bench.FloorLibrary).Err(); err != nil {
 		return fmt.Errorf("FUNCTION LOAD of the floor: %w", err)
 	}
-	fs := &floorRLS{rc: rc, queue: make(chan *floorCall, 1024)}
-	go fs.runs(ctx)
-	return serveRLS(ctx, addr, httpAddr, fs)
+	return serveRLS(ctx, addr, httpAddr, &floorRLS{rc: rc})
 }

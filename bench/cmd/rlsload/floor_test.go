@@ -19,20 +19,15 @@ import (
 	"github.com/sluicehq/sluice/internal/testredis"
 )
 
-// floorServer is a floorRLS on a redis-server of the test's own, its runs
-// going until the test ends.
+// floorServer is a floorRLS on a redis-server of the test's own.
 func floorServer(t *testing.T) *floorRLS {
 	t.Helper()
 	rc := goredis.NewClient(&goredis.Options{Addr: testredis.Start(t)})
 	t.Cleanup(func() { rc.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := rc.FunctionLoadReplace(ctx, bench.FloorLibrary).Err(); err != nil {
+	if err := rc.FunctionLoadReplace(context.Background(), bench.FloorLibrary).Err(); err != nil {
 		t.Skipf("FUNCTION LOAD: %v (Redis before 7)", err)
 	}
-	s := &floorRLS{rc: rc, queue: make(chan *floorCall, 1024)}
-	go s.runs(ctx)
-	return s
+	return &floorRLS{rc: rc}
 }
 
 // The floor decides exactly however its requests are batched: 150
@@ -52,9 +47,8 @@ func TestFloorRunsExact(t *testing.T) {
 	for range callers {
 		wg.Go(func() {
 			for range next {
-				c := &floorCall{key: "one_window", done: make(chan struct{})}
-				s.queue <- c
-				<-c.done
+				c := &floorCall{key: "one_window"}
+				s.decide(c)
 				mu.Lock()
 				switch {
 				case c.err != nil:
@@ -71,6 +65,48 @@ func TestFloorRunsExact(t *testing.T) {
 	wg.Wait()
 	if allowed != 100 || denied != calls-100 {
 		t.Fatalf("allowed %d, denied %d of %d; want 100 and %d", allowed, denied, calls, calls-100)
+	}
+}
+
+// While a run is out, requests queue; when it ends, the oldest waiter
+// sends every queued request in one run, as the store's batcher does.
+func TestFloorHandsOn(t *testing.T) {
+	s := floorServer(t)
+	s.out = true // a run is out
+	const n = 5
+	var wg sync.WaitGroup
+	calls := make([]*floorCall, n)
+	for i := range calls {
+		calls[i] = &floorCall{key: fmt.Sprintf("user%d", i)}
+		wg.Go(func() { s.decide(calls[i]) })
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		queued := len(s.queue)
+		s.mu.Unlock()
+		if queued == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d requests queued behind the run out", queued, n)
+		}
+	}
+	s.handOn() // the run out ends
+	wg.Wait()
+	for i, c := range calls {
+		if c.err != nil || c.reply != 3 {
+			t.Errorf("request %d: reply %d, err %v; want 3 (allowed, the first in its window)", i, c.reply, c.err)
+		}
+	}
+	info, err := s.rc.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(info, "cmdstat_fcall:calls=1,") {
+		t.Errorf("want the %d queued requests in one FCALL; commandstats:\n%s", n, info)
+	}
+	if s.out || len(s.queue) != 0 {
+		t.Errorf("after the run: out %v, %d queued; want no run out, none queued", s.out, len(s.queue))
 	}
 }
 
