@@ -1,9 +1,11 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -156,4 +158,42 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("/metrics holds %q", leak)
 		}
 	}
+}
+
+// POST /json reads each body into, and writes each answer from, a pooled
+// buffer: many at once, of every size (short, grown past the buffer's
+// first size, past what the pool keeps) and through protojson (an
+// escape), each is decided for its own user and answered with its own
+// count. Under -race a buffer shared by two requests is also a race.
+func TestJSONBuffersKeptApart(t *testing.T) {
+	e := start(t, Config{})
+	values := func(i int) string {
+		switch i % 4 {
+		case 0:
+			return fmt.Sprintf("u%d", i)
+		case 1:
+			return fmt.Sprintf("u%d-%s", i, strings.Repeat("x", 2000))
+		case 2:
+			return fmt.Sprintf("u%d-%s", i, strings.Repeat("y", 20000))
+		}
+		return fmt.Sprintf(`\u0075%d`, i) // protojson's: "u" and i, a user of its own
+	}
+	var wg sync.WaitGroup
+	for i := range 24 {
+		wg.Go(func() {
+			body := `{"domain":"test","descriptors":[{"entries":[{"key":"user","value":"` + values(i) + `"}]}]}`
+			for n, want := range []int{200, 200, 200, 429} {
+				code, out := postJSON(t, e, body)
+				var resp rlspb.RateLimitResponse
+				if err := protojson.Unmarshal([]byte(out), &resp); err != nil || code != want {
+					t.Errorf("user %d, request %d: %d %s (%v), want %d", i, n+1, code, out, err, want)
+					return
+				}
+				if left := resp.GetStatuses()[0].GetLimitRemaining(); left != uint32(max(2-n, 0)) {
+					t.Errorf("user %d, request %d: %d left, want %d", i, n+1, left, max(2-n, 0))
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

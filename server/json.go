@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
@@ -18,7 +19,14 @@ var jsonContentType = []string{"application/json"}
 // envoyproxy/ratelimit's /json answers. A malformed or oversized body, or
 // a malformed request, is 400 with the reason.
 func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	// The body is read into, and the answer written from, one buffer of a
+	// pool's: neither outlives the handler (the request's strings are
+	// cut from a copy of the body, see fastRLSRequest; protojson copies
+	// its own; Write copies the answer out).
+	bp := jsonBufs.Get().(*[]byte)
+	defer putJSONBuf(bp)
+	body, err := readBody(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), (*bp)[:0])
+	*bp = body
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -41,7 +49,7 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 		s.writeDecideError(r.Context(), w, err)
 		return
 	}
-	out, err := appendRLSResponse(make([]byte, 0, 512), resp)
+	out, err := appendRLSResponse(body[:0], resp)
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, "encoding the response: "+err.Error())
 		return
@@ -52,6 +60,40 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 	if resp.GetOverallCode() == rlspb.RateLimitResponse_OVER_LIMIT {
 		code = http.StatusTooManyRequests
 	}
+	out = append(out, '\n')
+	*bp = out
 	w.WriteHeader(code)
-	_, _ = w.Write(append(out, '\n'))
+	_, _ = w.Write(out)
+}
+
+// jsonBufs are POST /json's buffers, each for one request's body and then
+// its answer; putJSONBuf keeps none past jsonBufKeep bytes, so a few huge
+// bodies do not pin their memory.
+var jsonBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+const jsonBufKeep = 16 << 10
+
+func putJSONBuf(bp *[]byte) {
+	if cap(*bp) > jsonBufKeep {
+		return
+	}
+	*bp = (*bp)[:0]
+	jsonBufs.Put(bp)
+}
+
+// readBody is io.ReadAll into buf's spare room, grown as needed.
+func readBody(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
