@@ -15,19 +15,21 @@
 #	bench/cmd/rlsload/ab.sh new=/tmp/sluice-new floor   # beside rlsload floor-grpc
 #	LOAD=json bench/cmd/rlsload/ab.sh new=/tmp/sluice-new floor pair   # and the INCRBY + PEXPIRE pair
 #	REDIS_CPU=1 taskset -c 0 bench/cmd/rlsload/ab.sh ...  # Redis on a core of its own
+#	SERVERS_GOMAXPROCS=1 bench/cmd/rlsload/ab.sh ...  # every contender with GOMAXPROCS=1
 #
 # LOAD is grpc (rlsload grpc -c 32, the default) or json (wrk -t2 -c32,
 # POST /json); D each load's length (5s); R the rounds (3); CONFIG sluice's
 # policy (bench.yaml).
 set -euo pipefail
 cd "$(dirname "$0")"
-. ./lib.sh # scratch, wait_port, ticks, cmdstat
+. ./lib.sh # scratch, wait_port, ticks, cmdstat, servers_env
 export PATH="$PATH:/usr/local/go/bin"
 load=${LOAD:-grpc} d=${D:-5s} rounds=${R:-3} config=${CONFIG:-bench.yaml} base=${PORT_BASE:-18180}
 [ $# -gt 0 ] || { echo "usage: ab.sh NAME=SLUICE_BINARY... [floor] [pair]" >&2; exit 2; }
 case $load in grpc | json) ;; *) echo "LOAD: grpc or json" >&2; exit 2 ;; esac
 [ $load = grpc ] || command -v wrk >/dev/null || { echo "wrk is missing (Debian: apt-get install wrk)" >&2; exit 1; }
 
+servers_env # srv_env: SERVERS_GOMAXPROCS for every contender
 scratch
 go build -o "$tmp/rlsload" .
 
@@ -45,11 +47,11 @@ declare -A pid addr
 for a in "$@"; do
   name=${a%%=*}
   if [ "$a" = floor ] || [ "$a" = pair ]; then
-    "$tmp/rlsload" "$a-grpc" -addr "127.0.0.1:$((port + 1))" -http "127.0.0.1:$port" -redis "$redis_url" &
+    "${srv_env[@]}" "$tmp/rlsload" "$a-grpc" -addr "127.0.0.1:$((port + 1))" -http "127.0.0.1:$port" -redis "$redis_url" &
   else
     bin=${a#*=}
     [ "$name" != "$a" ] && [ -x "$bin" ] || { echo "$a: want NAME=BINARY, an executable sluice" >&2; exit 2; }
-    "$bin" serve --config "$config" --http "127.0.0.1:$port" --grpc "127.0.0.1:$((port + 1))" --admin '' --poll 0 --redis "$redis_url" >"$tmp/$name.out" 2>&1 &
+    "${srv_env[@]}" "$bin" serve --config "$config" --http "127.0.0.1:$port" --grpc "127.0.0.1:$((port + 1))" --admin '' --poll 0 --redis "$redis_url" >"$tmp/$name.out" 2>&1 &
   fi
   pids+=($!)
   names+=("$name") pid[$name]=$! addr[$name]=127.0.0.1:$port
@@ -59,7 +61,7 @@ for a in "$@"; do
 done
 
 hz=$(getconf CLK_TCK)
-echo "load: $load, $d a row, $rounds rounds; config $config; redis-server pid $redis_pid"
+echo "load: $load, $d a row, $rounds rounds; config $config; GOMAXPROCS ${SERVERS_GOMAXPROCS:-default}; redis-server pid $redis_pid"
 for r in $(seq "$rounds"); do
   for name in "${names[@]}"; do
     a=${addr[$name]}

@@ -39,3 +39,15 @@ cmdstat() {
   redis-cli -u "$redis_url" info commandstats | tr -d '\r' |
     awk -F'[:,=]' -v f="$field" -v cmds=" $* " 'index(cmds, " " substr($1, 9) " ") { for (i = 2; i < NF; i++) if ($i == f) s += $(i + 1) } END { print s + 0 }'
 }
+
+# servers_env sets srv_env, the env command every server is started with
+# (never the load generators): GOMAXPROCS=$SERVERS_GOMAXPROCS when that is
+# set. On cores the servers share with the loads and redis-server, Go's
+# scheduler spins for work on an idle P and wakes threads to run it, and
+# what that costs a server depends on how its goroutines park and wake.
+servers_env() {
+  srv_env=(env)
+  [ -n "${SERVERS_GOMAXPROCS:-}" ] || return 0
+  [[ $SERVERS_GOMAXPROCS =~ ^[1-9][0-9]{0,3}$ ]] || { echo "SERVERS_GOMAXPROCS: want a number of Ps, 1 to 9999" >&2; exit 2; }
+  srv_env+=(GOMAXPROCS="$SERVERS_GOMAXPROCS")
+}

@@ -49,15 +49,17 @@
 #	SLUICE_FLAGS='-gc-floor 0' bench/cmd/rlsload/run.sh  # sluice without its GC floor
 #	REDIS_NICE=-10 bench/cmd/rlsload/run.sh  # its redis-server reniced (root)
 #	REDIS_CPU=1 taskset -c 0 bench/cmd/rlsload/run.sh  # its redis-server alone on CPU 1
+#	SERVERS_GOMAXPROCS=1 bench/cmd/rlsload/run.sh  # every server (not the loads) with GOMAXPROCS=1
 set -euo pipefail
 cd "$(dirname "$0")"
-. ./lib.sh # scratch, wait_port, ticks, cmdstat
+. ./lib.sh # scratch, wait_port, ticks, cmdstat, servers_env
 export PATH="$PATH:/usr/local/go/bin"
 d=${D:-10s}
 c=${C:-32}
 t=${T:-2}
 base=${PORT_BASE:-18080}
 command -v wrk >/dev/null || { echo "wrk is missing (Debian: apt-get install wrk)" >&2; exit 1; }
+servers_env # srv_env: SERVERS_GOMAXPROCS for every server (sluice, bare, pair, floor)
 for tool in curl jq; do command -v $tool >/dev/null || { echo "$tool is missing (Debian: apt-get install $tool)" >&2; exit 1; }; done
 
 scratch
@@ -96,18 +98,18 @@ sflags=() # what both sluice serve commands add
 [ -n "${PPROF:-}" ] && sflags=(-pprof)
 read -ra extra <<<"${SLUICE_FLAGS:-}"
 sflags+=(${extra[@]+"${extra[@]}"})
-"$tmp/sluice" serve --config bench.yaml --http "$mem_http" --grpc "$mem_grpc" --admin "$mem_admin" --poll 0 "${sflags[@]}" >"$tmp/mem.out" 2>&1 &
+"${srv_env[@]}" "$tmp/sluice" serve --config bench.yaml --http "$mem_http" --grpc "$mem_grpc" --admin "$mem_admin" --poll 0 "${sflags[@]}" >"$tmp/mem.out" 2>&1 &
 mem_pid=$!
 pids+=("$mem_pid")
 # BARE_GOGC, if set, is the bare servers' GOGC: 1500 is what sluice
 # serve's -gc-floor sets for a live heap under 4 MiB, for a comparison on
 # the same footing.
-bare_env=()
-[ -n "${BARE_GOGC:-}" ] && bare_env=(env GOGC="$BARE_GOGC")
-${bare_env[@]+"${bare_env[@]}"} "$tmp/rlsload" bare-http -addr "$bare_http" &
+bare_env=("${srv_env[@]}")
+[ -n "${BARE_GOGC:-}" ] && bare_env+=(GOGC="$BARE_GOGC")
+"${bare_env[@]}" "$tmp/rlsload" bare-http -addr "$bare_http" &
 bare_http_pid=$!
 pids+=("$bare_http_pid")
-${bare_env[@]+"${bare_env[@]}"} "$tmp/rlsload" bare-grpc -addr "$bare_grpc" &
+"${bare_env[@]}" "$tmp/rlsload" bare-grpc -addr "$bare_grpc" &
 bare_grpc_pid=$!
 pids+=("$bare_grpc_pid")
 [ -n "${REDIS_URL:-}" ] || wait_port "127.0.0.1:$rport"
@@ -120,13 +122,13 @@ if [ -n "${REDIS_NICE:-}" ] && [ -n "$redis_pid" ]; then renice -n "$REDIS_NICE"
 # its own, as BenchmarkRedis's pinned figures do, and its commands' time
 # is no longer inflated by sharing one.
 if [ -n "${REDIS_CPU:-}" ] && [ -n "$redis_pid" ]; then taskset -a -p -c "$REDIS_CPU" "$redis_pid" >/dev/null; fi
-"$tmp/sluice" serve --config bench.yaml --http "$red_http" --grpc "$red_grpc" --admin "$red_admin" --poll 0 --redis "$redis_url" "${sflags[@]}" >"$tmp/redis-sluice.out" 2>&1 &
+"${srv_env[@]}" "$tmp/sluice" serve --config bench.yaml --http "$red_http" --grpc "$red_grpc" --admin "$red_admin" --poll 0 --redis "$redis_url" "${sflags[@]}" >"$tmp/redis-sluice.out" 2>&1 &
 red_pid=$!
 pids+=("$red_pid")
-"$tmp/rlsload" pair-grpc -addr "$pair_grpc" -http "$pair_http" -redis "$redis_url" &
+"${srv_env[@]}" "$tmp/rlsload" pair-grpc -addr "$pair_grpc" -http "$pair_http" -redis "$redis_url" &
 pair_pid=$!
 pids+=("$pair_pid")
-"$tmp/rlsload" floor-grpc -addr "$floor_grpc" -http "$floor_http" -redis "$redis_url" &
+"${srv_env[@]}" "$tmp/rlsload" floor-grpc -addr "$floor_grpc" -http "$floor_http" -redis "$redis_url" &
 floor_pid=$!
 pids+=("$floor_pid")
 for a in "$mem_http" "$mem_grpc" "$red_http" "$red_grpc" "$bare_http" "$bare_grpc" "$pair_grpc" "$floor_grpc" "$pair_http" "$floor_http"; do wait_port "$a"; done
@@ -205,6 +207,7 @@ measure() {
 
 echo "machine: $(nproc) CPUs,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(go version | cut -d' ' -f3-), $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)"
 echo "redis: $redis_url${redis_pid:+ (pid $redis_pid)}"
+echo "GOMAXPROCS of the servers: ${SERVERS_GOMAXPROCS:-default}"
 echo "start: $(uptime)"
 wrkargs=(-t"$t" -c"$c" -d"$d" --latency)
 measure "bare HTTP, GET" "$bare_http_pid" wrk wrk "${wrkargs[@]}" -s users.lua "http://$bare_http/v1/auth"
