@@ -10,8 +10,9 @@
 #            pipelined, per request, on the same redis-server
 #   rlsload  ShouldRateLimit on `rlsload floor-grpc`, which decides by the
 #            least exact script (bench.FloorLibrary's fixed window: Redis
-#            TIME and the clock once a run, an INCR a request), in runs of
-#            the requests queued while one is out, as the store's are
+#            TIME and the clock once a run, an INCR a request), batched as
+#            the store batches (one run out; its leader hands the queue to
+#            the oldest waiter), so its runs are as long as sluice's
 #   wrk      POST /json on the pair and on the floor (their -http), so that
 #            sluice's POST /json is set beside them under the same load
 #
