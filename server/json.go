@@ -73,6 +73,8 @@ var jsonBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b
 
 const jsonBufKeep = 16 << 10
 
+// putJSONBuf gives bp back to the pool, emptied, unless it grew past
+// jsonBufKeep.
 func putJSONBuf(bp *[]byte) {
 	if cap(*bp) > jsonBufKeep {
 		return

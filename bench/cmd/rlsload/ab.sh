@@ -43,10 +43,13 @@ wait_port "127.0.0.1:$rport"
 
 # Each contender serves gRPC on port+1 and HTTP on port.
 names=() port=$((base + 1))
-declare -A pid addr
+declare -A pid addr kind
 for a in "$@"; do
   name=${a%%=*}
+  [ -z "${kind[$name]:-}" ] || { echo "$name: named twice" >&2; exit 2; }
+  kind[$name]=sluice
   if [ "$a" = floor ] || [ "$a" = pair ]; then
+    kind[$name]=$a
     "${srv_env[@]}" "$tmp/rlsload" "$a-grpc" -addr "127.0.0.1:$((port + 1))" -http "127.0.0.1:$port" -redis "$redis_url" &
   else
     bin=${a#*=}
@@ -66,7 +69,7 @@ for r in $(seq "$rounds"); do
   for name in "${names[@]}"; do
     a=${addr[$name]}
     cmds="fcall evalsha eval" runs="fcall evalsha eval"
-    [ "$name" = pair ] && cmds="incrby pexpire" runs=incrby
+    [ "${kind[$name]}" = pair ] && cmds="incrby pexpire" runs=incrby
     u0=$(cmdstat usec $cmds) f0=$(cmdstat calls $runs)
     c0=$(ticks "${pid[$name]}") q0=$(ticks "$redis_pid")
     if [ $load = grpc ]; then

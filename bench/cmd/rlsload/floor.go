@@ -18,25 +18,38 @@ import (
 // floorRLS decides each request as the least an exact fixed window can
 // cost Redis: bench.FloorLibrary's floor_fixed (Redis TIME and the
 // clock's SET ... GET once a run, then per request an INCR, a PEXPIRE if
-// the window is new and a DECR if over). Its requests are batched as the
-// Redis store batches them (redis/batch.go): one run out at a time, up to
-// 64 requests in it; while it is out, callers queue, and the caller whose
-// run comes back hands the queue to the oldest waiter, woken to send it
-// as the next run. So its runs carry as many requests as the store's do
-// under the same load, and run.sh, which reads Redis's command time per
-// request under it beside sluice's and the pair's in the same run, shows
-// what exactness (one clock, all-or-nothing) costs Redis at the store's
-// run size, whatever the store's own script does beyond it. (Until the
-// tenth session a goroutine of its own sent the queue as soon as a run
-// came back, which made its runs under POST /json about 8 requests to the
-// store's 14.) It decides a request's first descriptor, one unit, against
-// bench.yaml's rule.
+// the window is new and a DECR if over). It batches as the Redis store
+// does (redis/batch.go), so that its runs are about as long as the
+// store's under the same load (measured: BENCHMARKS.md): one run out at a
+// time, up to 64 requests in it; while it is out, callers queue, and the
+// caller whose run comes back hands the queue to the oldest waiter, woken
+// to send it. run.sh reads Redis's command time per request under it
+// beside sluice's and the pair's: what exactness (one clock,
+// all-or-nothing) costs Redis at the store's run size, whatever the
+// store's own script does beyond it. It decides a request's first
+// descriptor, one unit, against bench.yaml's rule.
+//
+// Where it batches otherwise than the store: it never sends a second run
+// beside the one out (the store does with 64 queued, or when a run
+// stalls); a queued caller waits for its run whatever its context says;
+// and it has no deny cache. None of these comes into play under run.sh's
+// loads.
 type floorRLS struct {
 	rlspb.UnimplementedRateLimitServiceServer
-	rc    *goredis.Client
+	// send decides a run: keys are the clock's and then one a request,
+	// and the reply floor_fixed's, a number for each key.
+	send  func(keys []string) ([]int64, error)
 	mu    sync.Mutex
 	queue []*floorCall
 	out   bool // a run is out: its leader will hand the queue on
+}
+
+// newFloorRLS is a floorRLS whose runs are FCALLs of floor_fixed on rc,
+// bounded by the client's timeouts, not by any caller's context.
+func newFloorRLS(rc *goredis.Client) *floorRLS {
+	return &floorRLS{send: func(keys []string) ([]int64, error) {
+		return rc.FCall(context.Background(), "floor_fixed", keys, floorRule...).Int64Slice()
+	}}
 }
 
 // floorCall is one request, queued for a run.
@@ -88,8 +101,6 @@ func (s *floorRLS) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequ
 
 // decide sets c's reply or err: it sends c's run when no run is out, and
 // otherwise queues c until a leader decides it or hands it the queue.
-// A run is bounded by the client's timeouts, not by its callers' contexts,
-// as a store's run serving several callers is.
 func (s *floorRLS) decide(c *floorCall) {
 	c.wake = make(chan struct{}, 1)
 	s.mu.Lock()
@@ -114,14 +125,14 @@ func (s *floorRLS) lead(c *floorCall) {
 	s.mu.Lock()
 	n := min(len(s.queue), floorMaxBatch-1)
 	batch = append(batch, s.queue[:n]...)
-	s.queue = s.queue[n:]
+	s.shift(n)
 	s.mu.Unlock()
 	keys := make([]string, 0, len(batch)+1)
 	keys = append(keys, floorClock)
 	for _, b := range batch {
 		keys = append(keys, b.key)
 	}
-	vals, err := s.rc.FCall(context.Background(), "floor_fixed", keys, floorRule...).Int64Slice()
+	vals, err := s.send(keys)
 	if err == nil && len(vals) != len(keys) {
 		err = errFloorReply
 	}
@@ -148,10 +159,18 @@ func (s *floorRLS) handOn() {
 		return
 	}
 	next := s.queue[0]
-	s.queue = s.queue[1:]
+	s.shift(1)
 	s.mu.Unlock()
 	next.lead = true
 	next.wake <- struct{}{}
+}
+
+// shift takes the oldest n calls off the queue, with s.mu held, keeping
+// its array and no pointer to a call taken.
+func (s *floorRLS) shift(n int) {
+	rest := copy(s.queue, s.queue[n:])
+	clear(s.queue[rest:])
+	s.queue = s.queue[:rest]
 }
 
 // floorGRPC serves floorRLS on addr (and POST /json on httpAddr, if not
@@ -166,5 +185,5 @@ func floorGRPC(ctx context.Context, addr, httpAddr, url string) error {
 	if err := rc.FunctionLoadReplace(ctx, bench.FloorLibrary).Err(); err != nil {
 		return fmt.Errorf("FUNCTION LOAD of the floor: %w", err)
 	}
-	return serveRLS(ctx, addr, httpAddr, &floorRLS{rc: rc})
+	return serveRLS(ctx, addr, httpAddr, newFloorRLS(rc))
 }

@@ -6,9 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	ratelimitpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -27,7 +30,7 @@ func floorServer(t *testing.T) *floorRLS {
 	if err := rc.FunctionLoadReplace(context.Background(), bench.FloorLibrary).Err(); err != nil {
 		t.Skipf("FUNCTION LOAD: %v (Redis before 7)", err)
 	}
-	return &floorRLS{rc: rc}
+	return newFloorRLS(rc)
 }
 
 // The floor decides exactly however its requests are batched: 150
@@ -68,46 +71,56 @@ func TestFloorRunsExact(t *testing.T) {
 	}
 }
 
-// While a run is out, requests queue; when it ends, the oldest waiter
-// sends every queued request in one run, as the store's batcher does.
-func TestFloorHandsOn(t *testing.T) {
-	s := floorServer(t)
-	s.out = true // a run is out
-	const n = 5
-	var wg sync.WaitGroup
-	calls := make([]*floorCall, n)
-	for i := range calls {
-		calls[i] = &floorCall{key: fmt.Sprintf("user%d", i)}
-		wg.Go(func() { s.decide(calls[i]) })
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		s.mu.Lock()
-		queued := len(s.queue)
-		s.mu.Unlock()
-		if queued == n {
-			break
+// The floor takes turns as the store's batcher does. The first caller
+// sends a run of its own; 70 callers queue behind it, in order; when it
+// comes back, the oldest waiter sends the next 64 in one run, and the
+// oldest of the rest the last 6. Each caller gets its own reply.
+func TestFloorTakesTurns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var runs [][]string // each run's request keys
+		release := make(chan struct{})
+		s := &floorRLS{send: func(keys []string) ([]int64, error) {
+			runs = append(runs, keys[1:])
+			<-release // the run is out until the test lets it back
+			vals := make([]int64, len(keys))
+			for i, k := range keys[1:] {
+				n, _ := strconv.Atoi(strings.TrimPrefix(k, "user"))
+				vals[i+1] = int64(n)*2 + 1
+			}
+			return vals, nil
+		}}
+		const n = 71
+		calls := make([]*floorCall, n)
+		var wg sync.WaitGroup
+		for i := range calls {
+			calls[i] = &floorCall{key: fmt.Sprintf("user%d", i)}
+			wg.Go(func() { s.decide(calls[i]) })
+			synctest.Wait() // sent or queued, in turn
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d requests queued behind the run out", queued, n)
+		for r, want := range [][2]int{{0, 1}, {1, 65}, {65, 71}} {
+			if len(runs) != r+1 {
+				t.Fatalf("%d runs sent before run %d came back, want %d", len(runs), r, r+1)
+			}
+			var keys []string
+			for i := want[0]; i < want[1]; i++ {
+				keys = append(keys, calls[i].key)
+			}
+			if !slices.Equal(runs[r], keys) {
+				t.Errorf("run %d: %v, want %v", r, runs[r], keys)
+			}
+			release <- struct{}{}
+			synctest.Wait()
 		}
-	}
-	s.handOn() // the run out ends
-	wg.Wait()
-	for i, c := range calls {
-		if c.err != nil || c.reply != 3 {
-			t.Errorf("request %d: reply %d, err %v; want 3 (allowed, the first in its window)", i, c.reply, c.err)
+		wg.Wait()
+		for i, c := range calls {
+			if c.err != nil || c.reply != int64(i)*2+1 {
+				t.Errorf("request %d: reply %d, err %v; want %d", i, c.reply, c.err, i*2+1)
+			}
 		}
-	}
-	info, err := s.rc.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(info, "cmdstat_fcall:calls=1,") {
-		t.Errorf("want the %d queued requests in one FCALL; commandstats:\n%s", n, info)
-	}
-	if s.out || len(s.queue) != 0 {
-		t.Errorf("after the run: out %v, %d queued; want no run out, none queued", s.out, len(s.queue))
-	}
+		if len(runs) != 3 || s.out || len(s.queue) != 0 {
+			t.Errorf("after: %d runs, out %v, %d queued; want 3 runs, none out, none queued", len(runs), s.out, len(s.queue))
+		}
+	})
 }
 
 // ShouldRateLimit answers OK for a user's first request, and refuses a
