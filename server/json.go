@@ -1,9 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 
@@ -25,7 +25,9 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 	// its own; Write copies the answer out).
 	bp := jsonBufs.Get().(*[]byte)
 	defer putJSONBuf(bp)
-	body, err := readBody(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), (*bp)[:0])
+	buf := bytes.NewBuffer((*bp)[:0])
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	body := buf.Bytes()
 	*bp = body
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -81,21 +83,4 @@ func putJSONBuf(bp *[]byte) {
 	}
 	*bp = (*bp)[:0]
 	jsonBufs.Put(bp)
-}
-
-// readBody is io.ReadAll into buf's spare room, grown as needed.
-func readBody(r io.Reader, buf []byte) ([]byte, error) {
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
 }
