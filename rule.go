@@ -91,6 +91,49 @@ func (f Failure) String() string {
 	return fmt.Sprintf("Failure(%d)", uint8(f))
 }
 
+// Charge says how a rule is charged: whether a request that would take
+// its limit past zero is refused uncharged, or recorded all the same.
+type Charge uint8
+
+const (
+	// ChargeGate is all-or-nothing: a request is charged only if every
+	// rule of the request allows it, and a request the rule cannot afford
+	// is refused and charges nothing. A cost-0 check peeks and is always
+	// allowed. It is the zero value: limits that gate admission (requests
+	// per second, logins per hour) want it.
+	ChargeGate Charge = iota
+	// ChargeUsage records usage after the fact: the cost is recorded
+	// whatever is left, so a limit can be taken past zero, into debt (a
+	// bucket below empty, a window's count above its rate), and the
+	// request that went over is answered as over. Debt is capped at one
+	// period's worth (a bucket's level never below -Burst, a window's or
+	// a log's count never above 2·Rate), so a key left alone is usable
+	// again within two periods. A cost-0 check answers over when less
+	// than one unit is left. A usage rule is charged even when another
+	// rule of the request denies it. LLM tokens, bytes sent and money
+	// spent are usage: known only once the work is done, and charged
+	// then.
+	ChargeUsage
+	// ChargeCount is ChargeUsage with envoyproxy/ratelimit's threshold
+	// for a cost-0 check: over only when the limit is in debt (used past
+	// it), so at exactly zero left it is allowed. sluice serve compiles
+	// every limit so in envoy mode, as envoyproxy/ratelimit counts.
+	ChargeCount
+)
+
+// String returns "gate", "usage" or "count".
+func (c Charge) String() string {
+	switch c {
+	case ChargeGate:
+		return "gate"
+	case ChargeUsage:
+		return "usage"
+	case ChargeCount:
+		return "count"
+	}
+	return fmt.Sprintf("Charge(%d)", uint8(c))
+}
+
 // Rule is a named limit with its algorithm: "10 per second per IP, token
 // bucket". The key it applies to comes with each request, in a Check.
 //
@@ -118,6 +161,11 @@ type Rule struct {
 	// Failure is what the rule decides when the store errs. The default
 	// is FailOpen.
 	Failure Failure
+	// Charge is how requests are charged: ChargeGate (the zero value,
+	// all-or-nothing) or ChargeUsage (recorded after the fact, into
+	// bounded debt). It does not change which state a key keeps: a rule
+	// switched between them keeps its keys' counts.
+	Charge Charge
 
 	// prepared holds the *prepared made by the latest preparation. It is
 	// an atomic.Value, not an atomic.Pointer, so that a Rule may still be
@@ -129,7 +177,7 @@ type Rule struct {
 // are not compared: equal rules compile alike, and share their keys'
 // states in a store.
 func (r *Rule) Equal(o *Rule) bool {
-	return r.Name == o.Name && r.Algorithm == o.Algorithm && r.Limit == o.Limit && r.Shadow == o.Shadow && r.Failure == o.Failure
+	return r.Name == o.Name && r.Algorithm == o.Algorithm && r.Limit == o.Limit && r.Shadow == o.Shadow && r.Failure == o.Failure && r.Charge == o.Charge
 }
 
 // prepared is what a Rule made of itself: the fields it was made from, to
@@ -139,6 +187,7 @@ type prepared struct {
 	algo    Algo
 	limit   Limit
 	failure Failure
+	charge  Charge
 	spec    *algo.Spec
 	err     error
 }
@@ -148,7 +197,7 @@ type prepared struct {
 // cheapest first, without building a key.
 func (p *prepared) of(r *Rule) bool {
 	return p.limit.Rate == r.Limit.Rate && p.limit.Period == r.Limit.Period && p.limit.Burst == r.Limit.Burst &&
-		p.failure == r.Failure && same(p.name, r.Name) && same(string(p.algo), string(r.Algorithm))
+		p.failure == r.Failure && p.charge == r.Charge && same(p.name, r.Name) && same(string(p.algo), string(r.Algorithm))
 }
 
 // same reports whether a == b. The strings a rule was prepared from are
@@ -185,19 +234,23 @@ func (r *Rule) Spec() (*algo.Spec, error) {
 // prepare validates and compiles r and keeps the result with it. Racing
 // first uses may each prepare r: the results are equivalent.
 func (r *Rule) prepare() *prepared {
-	p := &prepared{name: r.Name, algo: r.Algorithm, limit: r.Limit, failure: r.Failure}
-	p.spec, p.err = compile(algo.Key{Name: p.name, Algo: string(p.algo), Rate: p.limit.Rate, Period: p.limit.Period, Burst: p.limit.Burst}, p.failure)
+	p := &prepared{name: r.Name, algo: r.Algorithm, limit: r.Limit, failure: r.Failure, charge: r.Charge}
+	p.spec, p.err = compile(algo.Key{Name: p.name, Algo: string(p.algo), Rate: p.limit.Rate, Period: p.limit.Period, Burst: p.limit.Burst}, p.failure, p.charge)
 	r.prepared.Store(p)
 	return p
 }
 
-// compile validates the rule k with failure mode f and compiles it.
-func compile(k algo.Key, f Failure) (*algo.Spec, error) {
+// compile validates the rule k with failure mode f and charge c and
+// compiles it.
+func compile(k algo.Key, f Failure, c Charge) (*algo.Spec, error) {
 	if k.Name == "" {
 		return nil, fmt.Errorf("sluice: rule has no name")
 	}
 	if f > FailLocal {
 		return nil, fmt.Errorf("sluice: rule %q: unknown failure mode %d", k.Name, f)
+	}
+	if c > ChargeCount {
+		return nil, fmt.Errorf("sluice: rule %q: unknown charge %d", k.Name, c)
 	}
 	kind, err := Algo(k.Algo).kind()
 	if err != nil {
@@ -210,6 +263,7 @@ func compile(k algo.Key, f Failure) (*algo.Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rule %q: sluice: %w", k.Name, err)
 	}
+	sp.Charge = algo.Charge(c)
 	return sp, nil
 }
 

@@ -20,6 +20,16 @@ const (
 	KindLog                     // sliding log: Log.Step
 )
 
+// Charge is how a rule is charged; the values mirror sluice.Charge.
+type Charge uint8
+
+// The charges.
+const (
+	ChargeGate  Charge = iota // all-or-nothing; a cost-0 check always allowed
+	ChargeUsage               // recorded whatever is left, into capped debt; cost 0 needs one unit
+	ChargeCount               // as ChargeUsage; cost 0 is over only in debt
+)
+
 // Key is what identifies a rule's state: two rules with the same name,
 // algorithm and limit share their keys' states, so that a configuration
 // reloaded with the same rules keeps every count, and a rule whose
@@ -46,8 +56,11 @@ type Spec struct {
 	// Hash is a hash of Key, equal for equal Keys within a process: a
 	// store mixes it into its hashes of keys, so that each rule's keys
 	// spread on their own.
-	Hash   uint64
-	Kind   Kind
+	Hash uint64
+	Kind Kind
+	// Charge is how the rule is charged. It is not part of Key: it
+	// changes what a request records, not the state behind it.
+	Charge Charge
 	TAT    TAT    // KindBucket, KindWide
 	Window Window // KindFixed, KindCounter
 	Log    Log    // KindLog
