@@ -98,6 +98,12 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("ConcurrentPolicy", s.testConcurrentPolicy)
 	t.Run("Idle", s.testIdle)
 	t.Run("Limiter", s.testLimiter)
+	t.Run("UsageTrace", s.testUsageTrace)
+	t.Run("UsagePolicy", s.testUsagePolicy)
+	t.Run("UsageLLM", s.testUsageLLM)
+	t.Run("UsageMixed", s.testUsageMixed)
+	t.Run("UsageZero", s.testUsageZero)
+	t.Run("UsageConcurrent", s.testUsageConcurrent)
 }
 
 type suite struct{ cfg Config }
