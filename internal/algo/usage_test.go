@@ -161,7 +161,8 @@ func TestWideUsage(t *testing.T) {
 	u := base.Charged(ChargeUsage)
 	var s Wide
 	step := func(now, n int64) Decision {
-		d, next := u.Step(s.X, u.Enter(&s, now), n)
+		rel := u.Enter(&s, now) // before reading s.X, which it may move
+		d, next := u.Step(s.X, rel, n)
 		s.X = next
 		return d
 	}
