@@ -165,8 +165,8 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 }
 
 // pass decides the gate checks (gate true) or the usage ones, charging
-// each its cost, the enforced checks first, and returns allowed and
-// whether each enforced one allowed.
+// each its cost, the enforced checks first. It returns allowed, false if
+// one of the enforced checks denied.
 func (s *Store) pass(now, n int64, checks []sluice.Check, out []sluice.Decision, hs []held, gate, allowed bool) bool {
 	for _, shadow := range [2]bool{false, true} {
 		for i := range checks {
