@@ -155,16 +155,21 @@ func (t *TAT) Allow(x *atomic.Uint64, now int64, n int64) (allowed bool, remaini
 func (t *TAT) Take(x uint64, now int64, n int64) (next, debt uint64, allowed bool) {
 	nowq := uint64(now) * t.q
 	debt = t.debt(x, nowq)
-	// debt < 2^63 and n·p <= span <= 2^62: the sum does not overflow.
 	switch {
 	case n < 0:
 	case n == 0:
 		allowed = t.peek(debt) // nothing to take, even from an empty bucket
-	case n <= t.burst && debt+uint64(n)*t.p <= t.span:
-		allowed = true
-		debt += uint64(n) * t.p
-	case t.charge != ChargeGate:
-		debt = t.owe(debt, n) // usage: recorded, though it does not fit
+	case n <= t.burst:
+		// debt < 2^63 and n·p <= span <= 2^62: the sum does not overflow.
+		if need := uint64(n) * t.p; debt+need <= t.span {
+			allowed = true
+			debt += need
+		}
+	}
+	// Usage is recorded though it does not fit. The charge is tested
+	// first, so that a gate rule's path has no branch on the decision.
+	if t.charge != ChargeGate && !allowed && n > 0 {
+		debt = t.owe(debt, n)
 	}
 	// Even a peek at an unused bucket records now: a later request stamped
 	// earlier must be charged as if at now, or it would be given back the
@@ -197,10 +202,11 @@ func (t *TAT) owe(debt uint64, n int64) uint64 {
 	switch {
 	case t.q == 0 || debt >= top:
 		return debt
-	case uint64(n) > (top-debt)/t.p: // n·p > top-debt, without overflowing
+	case uint64(n) > 2*uint64(t.burst): // n·p > two spans >= top
 		return top
 	}
-	return debt + uint64(n)*t.p
+	// debt < top <= 2^62 and n·p <= two spans <= 2^63: no overflow.
+	return min(debt+uint64(n)*t.p, top)
 }
 
 // top is the most debt usage may record: two spans, a level of -Burst,
