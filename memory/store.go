@@ -54,7 +54,9 @@ var ErrShortOut = errors.New("memory: out shorter than checks")
 // Times are the callers': a request stamped earlier than one already
 // decided for its key is decided as if at the later time, as the
 // single-key algorithms do, as long as the key is held. A request that
-// neither charges nor finds its key stores nothing.
+// neither charges nor records usage nor finds its key stores nothing. A
+// key in debt (a usage rule's charge past its limit) is not idle: it is
+// kept, and counted as in use, until the debt has drained.
 type Store struct {
 	shards []shard
 	shift  uint // 64 - log2(len(shards)): the hash's top bits pick the shard
