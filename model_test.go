@@ -409,15 +409,16 @@ func (m *counterModel) fits(prev, curr, elapsed, n int64) bool {
 // prev and which holds curr at which n more units fit, or -1: solve
 // prev·(P-off)/P + curr + n - 1 < Rate for the integer off.
 func (m *counterModel) firstFit(prev, curr, n int64) int64 {
-	room := m.rate - curr - n + 1
+	room := new(big.Int).Sub(big.NewInt(m.rate), big.NewInt(curr))
+	room.Sub(room, big.NewInt(n)).Add(room, big.NewInt(1))
 	switch {
-	case room <= 0:
+	case room.Sign() <= 0:
 		return -1
 	case prev == 0:
 		return 0
 	}
 	// off > P - room·P/prev
-	bound := new(big.Rat).Sub(ratInt(m.period), new(big.Rat).Mul(ratInt(room), big.NewRat(m.period, prev)))
+	bound := new(big.Rat).Sub(ratInt(m.period), new(big.Rat).Mul(new(big.Rat).SetInt(room), big.NewRat(m.period, prev)))
 	off := floorInt(bound).Int64() + 1
 	switch {
 	case off < 0:
