@@ -8,8 +8,9 @@ import (
 )
 
 // Limiter decides requests against keyed rules held in a Store: several
-// rules at once, all-or-nothing, with a failure policy for when the store
-// cannot answer. It is the edge that reads the clock. It is safe for
+// rules at once, all-or-nothing among gate rules (a usage rule is recorded
+// whatever the others say; see Store), with a failure policy for when the
+// store cannot answer. It is the edge that reads the clock. It is safe for
 // concurrent use.
 type Limiter struct {
 	store       Store
