@@ -99,3 +99,96 @@ func TestUsageCap(t *testing.T) {
 		})
 	}
 }
+
+// TestUsageDenyCache: a usage charge always reaches Redis and is recorded,
+// even while the denial cache holds a denial for the same cost; a check of
+// cost 0 of a usage rule is answered from its own cached denial; and a
+// denial cached under one charge answers no check of another.
+func TestUsageDenyCache(t *testing.T) {
+	srv := startRedis(t)
+	s := newCallerStore(t, srv, redis.WithDenyCache(100))
+	l := sluice.PerSecond(2)
+	rule := func(c sluice.Charge) sluice.Check {
+		return sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: l, Charge: c}, Key: "k"}
+	}
+	usage, count, gate := rule(sluice.ChargeUsage), rule(sluice.ChargeCount), rule(sluice.ChargeGate)
+	steps := []struct {
+		at    time.Duration
+		c     sluice.Check
+		n     int64
+		want  sluice.Decision
+		cache bool // answered from the cache
+	}{
+		{0, usage, 2, sluice.Decision{Allowed: true, Limit: 2, ResetAfter: time.Second}, false},
+		// a unit over: recorded, a debt of 3 units, 1s until one more fits
+		{0, usage, 1, sluice.Decision{Limit: 2, RetryAfter: time.Second, ResetAfter: 1500 * time.Millisecond}, false},
+		// the same charge again: recorded, up to the cap of 4 units
+		{0, usage, 1, sluice.Decision{Limit: 2, RetryAfter: 1500 * time.Millisecond, ResetAfter: 2 * time.Second}, false},
+		{0, usage, 1, sluice.Decision{Limit: 2, RetryAfter: 1500 * time.Millisecond, ResetAfter: 2 * time.Second}, false},
+		// a check of cost 0 waits for a unit, then from the cache
+		{100 * time.Millisecond, usage, 0, sluice.Decision{Limit: 2, RetryAfter: 1400 * time.Millisecond, ResetAfter: 1900 * time.Millisecond}, false},
+		{200 * time.Millisecond, usage, 0, sluice.Decision{Limit: 2, RetryAfter: 1300 * time.Millisecond, ResetAfter: 1800 * time.Millisecond}, true},
+		// count's cost 0 waits only for the debt past the bucket
+		{200 * time.Millisecond, count, 0, sluice.Decision{Limit: 2, RetryAfter: 800 * time.Millisecond, ResetAfter: 1800 * time.Millisecond}, false},
+		// a gate rule's peek is allowed
+		{200 * time.Millisecond, gate, 0, sluice.Decision{Allowed: true, Limit: 2, ResetAfter: 1800 * time.Millisecond}, false},
+		// a unit fits once three have drained
+		{1500 * time.Millisecond, usage, 0, sluice.Decision{Allowed: true, Limit: 2, Remaining: 1, ResetAfter: 500 * time.Millisecond}, false},
+	}
+	for i, st := range steps {
+		before := s.Stats()
+		d := take(t, s, t0.Add(st.at), st.n, st.c)[0]
+		if d != st.want {
+			t.Fatalf("step %d: Take(t0+%v, %d) %v = %+v, want %+v", i, st.at, st.n, st.c.Rule.Charge, d, st.want)
+		}
+		after := s.Stats()
+		if hit := after.CacheHits > before.CacheHits; hit != st.cache || hit == (after.Calls > before.Calls) {
+			t.Fatalf("step %d: %+v then %+v: want answered from the cache %v, else by Redis", i, before, after, st.cache)
+		}
+	}
+}
+
+// TestUsageClusterSplit: on a 3-master Cluster, a request with a usage
+// check on one master and a gate check on another is decided in parts. A
+// gate check that denies leaves the usage recorded, which no give-back
+// takes off; a usage check that denies has the gate check's part given
+// back.
+func TestUsageClusterSplit(t *testing.T) {
+	cl := startCluster(t)
+	cc := cl.client(t)
+	ipKey, userKey := keysOn(t, cc, false)
+	s := newStore(t, cc, redis.WithPrefix(prefix(t)), redis.WithDenyCache(0))
+	for _, a := range sluice.Algos() {
+		t.Run(string(a), func(t *testing.T) {
+			tokens := &sluice.Rule{Name: "tokens:" + string(a), Algorithm: a, Limit: sluice.Limit{Rate: 10, Period: 1000 * time.Hour}, Charge: sluice.ChargeUsage}
+			user := &sluice.Rule{Name: "user:" + string(a), Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1)}
+			two := []sluice.Check{{Rule: tokens, Key: ipKey, Cost: 4}, {Rule: user, Key: userKey, Cost: 1}}
+			before := s.Stats()
+			out := take(t, s, time.Time{}, 0, two...)
+			if !out[0].Allowed || !out[1].Allowed || out[0].Remaining != 6 || out[1].Remaining != 0 {
+				t.Fatalf("first: %+v, want both allowed, 6 tokens and no request left", out)
+			}
+			// the user denies: the tokens are recorded all the same
+			out = take(t, s, time.Time{}, 0, two...)
+			if !out[0].Allowed || out[1].Allowed || out[0].Remaining != 2 {
+				t.Fatalf("user exhausted: %+v, want the tokens allowed and recorded, 2 left", out)
+			}
+			if d := take(t, s, time.Time{}, 0, sluice.Check{Rule: tokens, Key: ipKey})[0]; d.Remaining != 2 {
+				t.Fatalf("tokens after the denied request: %+v, want 2 left: the usage was given back", d)
+			}
+			// the tokens deny: the user's part is given back
+			user2 := &sluice.Rule{Name: "user2:" + string(a), Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(3)}
+			out = take(t, s, time.Time{}, 0, two[0], sluice.Check{Rule: user2, Key: userKey, Cost: 1})
+			if out[0].Allowed || !out[1].Allowed || out[0].Remaining != 0 || out[1].Remaining != 3 {
+				t.Fatalf("tokens over: %+v, want the tokens denied and the user's peek, 3 left", out)
+			}
+			if d := take(t, s, time.Time{}, 0, sluice.Check{Rule: user2, Key: userKey})[0]; d.Remaining != 3 {
+				t.Fatalf("user after the denied request: %+v, want 3 left", d)
+			}
+			after := s.Stats()
+			if after.Splits-before.Splits != 3 || after.GiveBacks-before.GiveBacks != 1 || after.GiveBackErrors != 0 {
+				t.Fatalf("stats %+v then %+v: want 3 requests in parts, 1 given back", before, after)
+			}
+		})
+	}
+}
