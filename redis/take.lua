@@ -584,7 +584,9 @@ local function loadgeneral()
     elseif charge ~= GATE then
       local want = asked(n, charge)
       if want <= burst and D + want * pt <= span then ok = 1 end
-      if n > 0 and q ~= 0 then -- recorded, up to the cap; Rate 0 records nothing
+      if n > 0 and ok == 1 then
+        after = D + n * pt
+      elseif n > 0 and q ~= 0 then -- recorded, up to the cap; Rate 0 would never drain it
         local cap = 2 * span
         if D < cap then
           after = D + n * pt -- inexact only far past the cap
