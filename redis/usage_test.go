@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 	"github.com/sluicehq/sluice/redis"
 )
 
@@ -190,5 +193,282 @@ func TestUsageClusterSplit(t *testing.T) {
 				t.Fatalf("stats %+v then %+v: want 3 requests in parts, 1 given back", before, after)
 			}
 		})
+	}
+}
+
+// algoRef is one key of a rule as internal/algo decides it, the
+// arithmetic the memory store runs: the reference for the script's usage
+// and count charges, which the single-key algorithms do not have. Like
+// refAlg, it reads a time before the latest it has seen as that time, and
+// starts afresh when its state is back to idle, as a store drops the key;
+// it keeps the steps since, to try a request on a copy.
+type algoRef struct {
+	sp   *algo.Spec
+	x    uint64 // KindBucket
+	wide algo.Wide
+	fix  algo.FixedState
+	ctr  algo.CounterState
+	log  algo.LogState
+	ops  []refOp
+}
+
+func newAlgoRef(t testing.TB, r *sluice.Rule) *algoRef {
+	sp, err := r.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &algoRef{sp: sp}
+	x.reset()
+	return x
+}
+
+func (x *algoRef) reset() {
+	x.x, x.wide, x.fix, x.ctr, x.ops = 0, algo.Wide{}, algo.FixedState{}, algo.CounterState{}, x.ops[:0]
+	if x.sp.Kind == algo.KindLog {
+		x.log = x.sp.Log.NewState()
+	}
+}
+
+func (x *algoRef) decide(now time.Time, n int64) sluice.Decision {
+	at := now.UnixNano()
+	var d algo.Decision
+	switch sp := x.sp; sp.Kind {
+	case algo.KindBucket:
+		d, x.x = sp.TAT.Step(x.x, at, n)
+	case algo.KindWide:
+		rel := sp.TAT.Enter(&x.wide, at)
+		d, x.wide.X = sp.TAT.Step(x.wide.X, rel, n)
+	case algo.KindFixed:
+		d = sp.Window.Fixed(&x.fix, at, n)
+	case algo.KindCounter:
+		d = sp.Window.Counter(&x.ctr, at, n)
+	case algo.KindLog:
+		d = sp.Log.Step(&x.log, at, n)
+	}
+	return sluice.Decision(d)
+}
+
+func (x *algoRef) step(now time.Time, n int64) sluice.Decision {
+	if len(x.ops) > 0 && now.Before(x.ops[len(x.ops)-1].t) {
+		now = x.ops[len(x.ops)-1].t
+	}
+	d := x.decide(now, n)
+	x.ops = append(x.ops, refOp{now, n})
+	if d.ResetAfter == 0 {
+		x.reset()
+	}
+	return d
+}
+
+func (x *algoRef) try(t testing.TB, now time.Time, n int64) sluice.Decision {
+	c := &algoRef{sp: x.sp}
+	c.reset()
+	for _, o := range x.ops {
+		c.decide(o.t, o.n)
+	}
+	if len(x.ops) > 0 && now.Before(x.ops[len(x.ops)-1].t) {
+		now = x.ops[len(x.ops)-1].t
+	}
+	return c.decide(now, n)
+}
+
+// usageCost makes some of a trace's costs those usage meets: twice the
+// quota and more, up to MaxInt64.
+func usageCost(rng *rand.Rand, quota, n int64) int64 {
+	switch rng.IntN(20) {
+	case 0:
+		return math.MaxInt64
+	case 1:
+		return 2*quota + rng.Int64N(3)
+	case 2, 3:
+		return quota + 1 + rng.Int64N(quota+1)
+	}
+	return n
+}
+
+// TestUsageSameDecisions holds the script's usage and count charges to
+// internal/algo's arithmetic: on random µs traces of costs from negative
+// to MaxInt64, every field of every decision is the same, for every
+// algorithm and the limits of TestSameDecisions, at the caller's time and
+// under the store's clock.
+func TestUsageSameDecisions(t *testing.T) {
+	srv := startRedis(t)
+	ctx := context.Background()
+	for _, clock := range []bool{false, true} {
+		for _, charge := range usageCharges {
+			for _, alg := range sluice.Algos() {
+				for li, l := range limitsFor(alg) {
+					t.Run(fmt.Sprintf("clock=%v/%v/%s/%v", clock, charge, alg, l), func(t *testing.T) {
+						usageSameDecisions(t, ctx, srv, clock, charge, alg, li, l)
+					})
+				}
+			}
+		}
+	}
+}
+
+func usageSameDecisions(t *testing.T, ctx context.Context, srv *server, clock bool, charge sluice.Charge, alg sluice.Algo, li int, l sluice.Limit) {
+	s := newCallerStore(t, srv)
+	rule := &sluice.Rule{Name: "r", Algorithm: alg, Limit: l, Charge: charge}
+	rng := rand.New(rand.NewPCG(uint64(li), uint64(charge)<<8+uint64(alg[0])))
+	quota := max(l.Capacity(), l.Rate, 1)
+	seen := map[string]int{}
+	defer func() {
+		t.Logf("decisions: %v", seen)
+		// a window of Rate 0 allows nothing but count's cost 0
+		if seen["allowed"] == 0 && l.Rate > 0 || seen["denied"]+seen["never"] == 0 {
+			t.Errorf("trace too easy: %v", seen)
+		}
+	}()
+	for k := range 3 {
+		if clock {
+			s = newCallerStore(t, srv, redis.WithStoreClock())
+		}
+		key := fmt.Sprintf("k%d", k)
+		ref := newAlgoRef(t, rule)
+		ts, ns := trace(rng, l, 200)
+		for i := range ns {
+			ns[i] = usageCost(rng, quota, ns[i])
+		}
+		if clock {
+			for i := 1; i < len(ts); i++ {
+				if ts[i].Before(ts[i-1]) {
+					ts[i] = ts[i-1]
+				}
+			}
+		}
+		checks := []sluice.Check{{Rule: rule, Key: key}}
+		out := make([]sluice.Decision, 1)
+		for i := range ts {
+			want := ref.step(ts[i], ns[i])
+			seen[kindOf(want)]++
+			if err := s.Take(ctx, ts[i], ns[i], checks, out); err != nil {
+				t.Fatalf("step %d: Take(t0%+v, %d): %v", i, ts[i].Sub(t0), ns[i], err)
+			}
+			if out[0] != want {
+				t.Fatalf("step %d: Take(t0%+v, %d) = %+v, want %+v", i, ts[i].Sub(t0), ns[i], out[0], want)
+			}
+		}
+	}
+}
+
+// TestUsageMixed decides random requests of several checks, gate, usage
+// and count rules of every algorithm, shadow ones among them, against a
+// reference store on internal/algo: a request is allowed iff every check
+// not in shadow mode allows; usage and count checks are recorded whatever
+// the request's fate; gate checks are charged only when it is allowed.
+func TestUsageMixed(t *testing.T) {
+	srv := startRedis(t)
+	for _, clock := range []bool{false, true} {
+		t.Run(fmt.Sprintf("clock=%v", clock), func(t *testing.T) {
+			usageMixed(t, srv, clock)
+		})
+	}
+}
+
+func usageMixed(t *testing.T, srv *server, clock bool) {
+	ctx := context.Background()
+	s := newCallerStore(t, srv)
+	if clock {
+		s = newCallerStore(t, srv, redis.WithStoreClock())
+	}
+	rng := rand.New(rand.NewPCG(13, 17))
+	var rules []*sluice.Rule
+	for i, alg := range sluice.Algos() {
+		for j, l := range []sluice.Limit{{Rate: 5, Period: time.Second}, {Rate: 3, Period: 100 * time.Millisecond, Burst: 4}} {
+			for c := range sluice.ChargeCount + 1 {
+				rules = append(rules, &sluice.Rule{Name: fmt.Sprintf("r%d.%d.%v", i, j, c), Algorithm: alg, Limit: l, Charge: c, Shadow: rng.IntN(4) == 0})
+			}
+		}
+	}
+	refs := map[[2]string]*algoRef{}
+	seen := map[string]int{}
+	now := t0
+	for i := range 1500 {
+		now = now.Add(time.Duration(rng.Int64N(40_000)) * time.Microsecond)
+		if !clock && rng.IntN(20) == 0 {
+			now = now.Add(-time.Duration(rng.Int64N(20_000)) * time.Microsecond)
+		}
+		k := 1 + rng.IntN(3)
+		checks := make([]sluice.Check, k)
+		as := make([]*algoRef, k)
+		for j, p := range rng.Perm(len(rules))[:k] {
+			checks[j] = sluice.Check{Rule: rules[p], Key: fmt.Sprintf("u%d", rng.IntN(2))}
+			if rng.IntN(3) == 0 {
+				checks[j].Cost = 1 + rng.Int64N(12)
+			}
+			key := [2]string{checks[j].Rule.Name, checks[j].Key}
+			if refs[key] == nil {
+				refs[key] = newAlgoRef(t, checks[j].Rule)
+			}
+			as[j] = refs[key]
+		}
+		n := int64(rng.IntN(3))
+		ok := true
+		for j, c := range checks {
+			if !c.Rule.Shadow && !as[j].try(t, now, c.CostFor(n)).Allowed {
+				ok = false
+			}
+		}
+		want := make([]sluice.Decision, k)
+		for j, c := range checks {
+			cost := c.CostFor(n)
+			if c.Rule.Charge == sluice.ChargeGate && !ok && as[j].try(t, now, cost).Allowed {
+				cost = 0 // not charged: its peek
+			}
+			want[j] = as[j].step(now, cost)
+		}
+		got := make([]sluice.Decision, k)
+		if err := s.Take(ctx, now, n, checks, got); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		seen[fmt.Sprint("allowed=", ok)]++
+		for j := range checks {
+			if got[j] != want[j] {
+				t.Fatalf("request %d (n=%d, t0%+v), check %d %s shadow=%v cost %d: got %+v, want %+v",
+					i, n, now.Sub(t0), j, checks[j].Rule.Name, checks[j].Rule.Shadow, checks[j].CostFor(n), got[j], want[j])
+			}
+		}
+	}
+	t.Logf("requests: %v", seen)
+}
+
+// TestUsageLogMerge: a sliding log that holds Rate entries in its window
+// records usage that does not fit into its newest entry, moved to the
+// time of the charge, as the memory store's ring of Rate cells does: the
+// list never grows past Rate entries a window, and the anchor counts the
+// units beyond one an entry.
+func TestUsageLogMerge(t *testing.T) {
+	rc, p, s, c, at := callerLog(t)
+	c.Rule = &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerSecond(3), Charge: sluice.ChargeUsage}
+	us := func(d time.Duration) float64 { return float64(at.Add(d).UnixMicro()) }
+	for i := range 3 {
+		if d := take(t, s, at.Add(time.Duration(i)*time.Millisecond), 1, c)[0]; !d.Allowed {
+			t.Fatalf("unit %d: %+v, want allowed", i, d)
+		}
+	}
+	d := take(t, s, at.Add(3*time.Millisecond), 2, c)[0]
+	if want := (sluice.Decision{Limit: 3, RetryAfter: time.Second, ResetAfter: time.Second}); d != want {
+		t.Fatalf("2 over 3 entries = %+v, want %+v", d, want)
+	}
+	an, es := logList(t, rc, logKey(t, rc, p))
+	if want := [][2]float64{{us(0), 1}, {us(time.Millisecond), 1}, {us(3 * time.Millisecond), 3}}; !slices.Equal(es, want) || an.x != 2 {
+		t.Fatalf("log %+v %v, want %v after an anchor of x 2", an, es, want)
+	}
+	// the cap: 6 units live, one more records nothing
+	d = take(t, s, at.Add(4*time.Millisecond), 5, c)[0]
+	if want := (sluice.Decision{Limit: 3, RetryAfter: sluice.Never, ResetAfter: time.Second}); d != want {
+		t.Fatalf("5 more = %+v, want %+v", d, want)
+	}
+	an, es = logList(t, rc, logKey(t, rc, p))
+	if want := [][2]float64{{us(0), 1}, {us(time.Millisecond), 1}, {us(4 * time.Millisecond), 4}}; !slices.Equal(es, want) || an.x != 3 {
+		t.Fatalf("log %+v %v, want %v after an anchor of x 3: 6 units", an, es, want)
+	}
+	if d := take(t, s, at.Add(4*time.Millisecond), 1, c)[0]; d.ResetAfter != time.Second || d.RetryAfter != time.Second {
+		t.Fatalf("one more at the cap = %+v, want a wait of a second", d)
+	}
+	an, es = logList(t, rc, logKey(t, rc, p))
+	if len(es) != 3 || an.x != 3 {
+		t.Fatalf("log %+v %v, want it unchanged at the cap", an, es)
 	}
 }
