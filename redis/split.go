@@ -27,10 +27,10 @@ import (
 //  3. If any part denies, or fails, each part that was charged is given
 //     back (flavour 2), on its node, with its receipts: its gate checks'
 //     charges, never a usage check's, which is recorded whatever the
-//     request's fate (sluice.ChargeUsage). The charge comes
-//     off what the check's state holds of it, never more, so a give-back
-//     mints nothing (see giveback in take.lua). Its checks then report the
-//     peek a denied request reports.
+//     request's fate (sluice.ChargeUsage). The charge comes off what the
+//     check's state holds of it, never more, so a give-back mints nothing
+//     (see giveback in take.lua). Its gate checks then report the peek a
+//     denied request reports.
 //
 // Between a part's take and its give-back, one round trip to the slowest
 // node and one back, a concurrent request on a charged key sees the

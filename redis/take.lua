@@ -1,5 +1,6 @@
 -- sluice: requests against several checks each, every request
--- all-or-nothing, decided in order, as if they had come one by one. The
+-- all-or-nothing (but for usage, see CHARGE), decided in order, as if they
+-- had come one by one. The
 -- arithmetic is explained in params.go, whose checks keep every parameter
 -- in the range where the doubles below are exact integers.
 --
@@ -1039,7 +1040,8 @@ local function loadgeneral()
 
   ---------------------------------------------------------------------------
   -- Fixed window, a key per window (kind 5). It charges as it decides (d[7]
-  -- 4): a request that does not pass gives the charge back.
+  -- 4): a request that does not pass gives the charge back. Usage is
+  -- recorded as it is decided too (wone), and never given back.
   local function wfixed(c, now, n)
     local r = c.r
     local key, off = window(c.key, now, r.a2, r.a3)
