@@ -472,3 +472,50 @@ func TestUsageLogMerge(t *testing.T) {
 		t.Fatalf("log %+v %v, want it unchanged at the cap", an, es)
 	}
 }
+
+// TestUsagePair: envoyproxy/ratelimit's per-second Redis beside the main
+// one, with a per-second usage limit and an hourly gate limit: a request
+// on both is decided in a part on each. The hourly limit's denial leaves
+// the per-second usage recorded; the usage's denial has the hourly
+// charge given back.
+func TestUsagePair(t *testing.T) {
+	mainSrv, secondSrv := startRedis(t), startRedis(t)
+	p := prefix(t)
+	pair, err := redis.NewPair(newCallerStore(t, mainSrv, redis.WithPrefix(p)), newCallerStore(t, secondSrv, redis.WithPrefix(p)), redis.PerSecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hourly := &sluice.Rule{Name: "hourly", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 2, Period: time.Hour}}
+	bytes := &sluice.Rule{Name: "bytes", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(100), Charge: sluice.ChargeCount}
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	take := func(checks ...sluice.Check) []sluice.Decision {
+		t.Helper()
+		out := make([]sluice.Decision, len(checks))
+		if err := pair.Take(context.Background(), at, 0, checks, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	both := func(b int64) []sluice.Check {
+		return []sluice.Check{{Rule: hourly, Key: "u", Cost: 1}, {Rule: bytes, Key: "u", Cost: b}}
+	}
+	if d := take(both(30)...); !d[0].Allowed || !d[1].Allowed || d[0].Remaining != 1 || d[1].Remaining != 70 {
+		t.Fatalf("first: %+v", d)
+	}
+	// the usage goes over: recorded, and the hourly charge given back
+	if d := take(both(90)...); !d[0].Allowed || d[1].Allowed || d[0].Remaining != 1 || d[1].Remaining != 0 {
+		t.Fatalf("bytes over: %+v, want the hourly peek, 1 left, and the bytes denied", d)
+	}
+	if d := take(sluice.Check{Rule: bytes, Key: "u"})[0]; d.Allowed || d.RetryAfter != time.Second {
+		t.Fatalf("bytes in debt, cost 0 = %+v, want denied until the next second", d)
+	}
+	at = at.Add(time.Second)
+	take(both(10)...)
+	// the hourly limit denies: the bytes are recorded all the same
+	if d := take(both(20)...); d[0].Allowed || !d[1].Allowed || d[1].Remaining != 70 {
+		t.Fatalf("hourly exhausted: %+v, want the hourly denied and the bytes recorded, 70 left", d)
+	}
+	if d := take(sluice.Check{Rule: bytes, Key: "u"})[0]; d.Remaining != 70 {
+		t.Fatalf("bytes after the denied request: %+v, want 70 left", d)
+	}
+}
