@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -517,5 +519,51 @@ func TestUsagePair(t *testing.T) {
 	}
 	if d := take(sluice.Check{Rule: bytes, Key: "u"})[0]; d.Remaining != 70 {
 		t.Fatalf("bytes after the denied request: %+v, want 70 left", d)
+	}
+}
+
+// TestUsageConcurrent: 48 goroutines send 10 requests each at Redis TIME,
+// batched into runs: 3 units of usage on a budget of 1000 a day and one
+// request on a gate limit of 300 a day. Exactly 300 are allowed, and the
+// budget has recorded every request's usage, 1440 units, whatever was
+// allowed: its debt drains in 1440 units' time.
+func TestUsageConcurrent(t *testing.T) {
+	srv := startRedis(t)
+	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithDenyCache(0), redis.WithTimeout(5*time.Second))
+	budget := &sluice.Rule{Name: "budget", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1000), Charge: sluice.ChargeUsage}
+	narrow := &sluice.Rule{Name: "narrow", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(300)}
+	checks := []sluice.Check{{Rule: budget, Key: "k", Cost: 3}, {Rule: narrow, Key: "k"}}
+	var allowed, denied atomic.Int64
+	var wg sync.WaitGroup
+	for range 48 {
+		wg.Go(func() {
+			out := make([]sluice.Decision, 2)
+			for range 10 {
+				if err := s.Take(context.Background(), time.Time{}, 1, checks, out); err != nil {
+					t.Error(err)
+					return
+				}
+				if out[0].Allowed && out[1].Allowed {
+					allowed.Add(1)
+				} else {
+					denied.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if allowed.Load() != 300 || denied.Load() != 180 {
+		t.Fatalf("%d allowed, %d denied; want 300 and 180", allowed.Load(), denied.Load())
+	}
+	unit := 24 * time.Hour / 1000
+	d := take(t, s, time.Time{}, 0, sluice.Check{Rule: budget, Key: "k"})[0]
+	if d.Allowed || d.ResetAfter > 1440*unit || d.ResetAfter < 1440*unit-time.Minute {
+		t.Fatalf("budget after = %+v, want denied, a debt of 1440 units (%v)", d, 1440*unit)
+	}
+	if d := take(t, s, time.Time{}, 0, checks[1])[0]; d.Remaining != 0 || d.ResetAfter < 300*unit-time.Minute {
+		t.Fatalf("narrow after = %+v, want 300 charged", d)
+	}
+	if st := s.Stats(); st.Runs >= st.Calls {
+		t.Errorf("no batching: %d runs for %d requests", st.Runs, st.Calls)
 	}
 }
