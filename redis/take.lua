@@ -1,8 +1,8 @@
 -- sluice: requests against several checks each, every request
 -- all-or-nothing (but for usage, see CHARGE), decided in order, as if they
--- had come one by one. The
--- arithmetic is explained in params.go, whose checks keep every parameter
--- in the range where the doubles below are exact integers.
+-- had come one by one. The arithmetic is explained in params.go, whose
+-- checks keep every parameter in the range where the doubles below are
+-- exact integers.
 --
 -- What costs Redis here is counted per decision: each redis.call (~0.2µs),
 -- each Lua number passed to one (Redis formats it), each KEYS entry, TIME.
@@ -594,10 +594,10 @@ local function loadgeneral()
           if after > cap then after = cap end
         end
       end
-      if ok == 1 then
+      if ok == 1 then -- no wait
       elseif want > burst or q == 0 then
         rus = -1
-      else
+      else -- for the same check, on the debt after this one
         rus, rns = usns(after + want * pt - span, m, h, q)
       end
     elseif n > burst then
@@ -790,7 +790,7 @@ local function loadgeneral()
       local want = asked(n, charge)
       if want <= rate - count then d[1] = 1 end
       count = wrecord(count, n, rate)
-      if d[1] == 1 then
+      if d[1] == 1 then -- no wait
       elseif want > rate then
         d[3] = -1
       else
