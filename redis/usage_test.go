@@ -567,3 +567,56 @@ func TestUsageConcurrent(t *testing.T) {
 		t.Errorf("no batching: %d runs for %d requests", st.Runs, st.Calls)
 	}
 }
+
+// TestUsageTransitions replays one table of usage steps on every
+// algorithm, charge and store path (a key of its own for each) and holds
+// each decision to internal/algo's: recording past the limit, cost-0
+// checks in debt and out, the cap, a refused negative cost, costs past
+// the capacity and the debt draining over two periods.
+func TestUsageTransitions(t *testing.T) {
+	srv := startRedis(t)
+	ctx := context.Background()
+	l := sluice.Limit{Rate: 4, Period: time.Second}
+	steps := []struct {
+		at time.Duration
+		n  int64
+	}{
+		{0, 0}, {0, 3}, {0, 2}, {0, 0}, {100 * time.Millisecond, 1}, {250 * time.Millisecond, 0},
+		{300 * time.Millisecond, -1}, {300 * time.Millisecond, 5}, {400 * time.Millisecond, math.MaxInt64},
+		{400 * time.Millisecond, 0}, {time.Second, 0}, {1250 * time.Millisecond, 1}, {1700 * time.Millisecond, 0},
+		{2 * time.Second, 2}, {2500 * time.Millisecond, 0}, {3 * time.Second, 4}, {5 * time.Second, 0},
+	}
+	for _, clock := range []bool{false, true} {
+		for _, charge := range usageCharges {
+			for _, alg := range sluice.Algos() {
+				t.Run(fmt.Sprintf("clock=%v/%v/%s", clock, charge, alg), func(t *testing.T) {
+					s := newCallerStore(t, srv)
+					if clock {
+						s = newCallerStore(t, srv, redis.WithStoreClock())
+					}
+					rule := &sluice.Rule{Name: "r", Algorithm: alg, Limit: l, Charge: charge}
+					ref := newAlgoRef(t, rule)
+					checks := []sluice.Check{{Rule: rule, Key: "k"}}
+					out := make([]sluice.Decision, 1)
+					start := t0.Truncate(time.Second)
+					seen := map[string]int{}
+					defer func() {
+						if seen["allowed"] == 0 || seen["denied"]+seen["denied-ns"] == 0 || seen["never"] == 0 {
+							t.Errorf("decisions %v, want every kind", seen)
+						}
+					}()
+					for i, st := range steps {
+						want := ref.step(start.Add(st.at), st.n)
+						seen[kindOf(want)]++
+						if err := s.Take(ctx, start.Add(st.at), st.n, checks, out); err != nil {
+							t.Fatal(err)
+						}
+						if out[0] != want {
+							t.Fatalf("step %d: Take(+%v, %d) = %+v, want %+v", i, st.at, st.n, out[0], want)
+						}
+					}
+				})
+			}
+		}
+	}
+}
