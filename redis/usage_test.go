@@ -157,44 +157,54 @@ func TestUsageDenyCache(t *testing.T) {
 // check on one master and a gate check on another is decided in parts. A
 // gate check that denies leaves the usage recorded, which no give-back
 // takes off; a usage check that denies has the gate check's part given
-// back.
+// back. On one master (different slots), the same in one run.
 func TestUsageClusterSplit(t *testing.T) {
 	cl := startCluster(t)
 	cc := cl.client(t)
-	ipKey, userKey := keysOn(t, cc, false)
-	s := newStore(t, cc, redis.WithPrefix(prefix(t)), redis.WithDenyCache(0))
-	for _, a := range sluice.Algos() {
-		t.Run(string(a), func(t *testing.T) {
-			tokens := &sluice.Rule{Name: "tokens:" + string(a), Algorithm: a, Limit: sluice.Limit{Rate: 10, Period: 1000 * time.Hour}, Charge: sluice.ChargeUsage}
-			user := &sluice.Rule{Name: "user:" + string(a), Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1)}
-			two := []sluice.Check{{Rule: tokens, Key: ipKey, Cost: 4}, {Rule: user, Key: userKey, Cost: 1}}
-			before := s.Stats()
-			out := take(t, s, time.Time{}, 0, two...)
-			if !out[0].Allowed || !out[1].Allowed || out[0].Remaining != 6 || out[1].Remaining != 0 {
-				t.Fatalf("first: %+v, want both allowed, 6 tokens and no request left", out)
-			}
-			// the user denies: the tokens are recorded all the same
-			out = take(t, s, time.Time{}, 0, two...)
-			if !out[0].Allowed || out[1].Allowed || out[0].Remaining != 2 {
-				t.Fatalf("user exhausted: %+v, want the tokens allowed and recorded, 2 left", out)
-			}
-			if d := take(t, s, time.Time{}, 0, sluice.Check{Rule: tokens, Key: ipKey})[0]; d.Remaining != 2 {
-				t.Fatalf("tokens after the denied request: %+v, want 2 left: the usage was given back", d)
-			}
-			// the tokens deny: the user's part is given back
-			user2 := &sluice.Rule{Name: "user2:" + string(a), Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(3)}
-			out = take(t, s, time.Time{}, 0, two[0], sluice.Check{Rule: user2, Key: userKey, Cost: 1})
-			if out[0].Allowed || !out[1].Allowed || out[0].Remaining != 0 || out[1].Remaining != 3 {
-				t.Fatalf("tokens over: %+v, want the tokens denied and the user's peek, 3 left", out)
-			}
-			if d := take(t, s, time.Time{}, 0, sluice.Check{Rule: user2, Key: userKey})[0]; d.Remaining != 3 {
-				t.Fatalf("user after the denied request: %+v, want 3 left", d)
-			}
-			after := s.Stats()
-			if after.Splits-before.Splits != 3 || after.GiveBacks-before.GiveBacks != 1 || after.GiveBackErrors != 0 {
-				t.Fatalf("stats %+v then %+v: want 3 requests in parts, 1 given back", before, after)
-			}
-		})
+	for _, same := range []bool{false, true} {
+		ipKey, userKey := keysOn(t, cc, same)
+		s := newStore(t, cc, redis.WithPrefix(prefix(t)), redis.WithDenyCache(0))
+		for _, a := range sluice.Algos() {
+			t.Run(fmt.Sprintf("%s/same-master=%v", a, same), func(t *testing.T) {
+				usageClusterSplit(t, s, a, same, ipKey, userKey)
+			})
+		}
+	}
+}
+
+func usageClusterSplit(t *testing.T, s *redis.Store, a sluice.Algo, same bool, ipKey, userKey string) {
+	tokens := &sluice.Rule{Name: "tokens:" + string(a), Algorithm: a, Limit: sluice.Limit{Rate: 10, Period: 1000 * time.Hour}, Charge: sluice.ChargeUsage}
+	user := &sluice.Rule{Name: "user:" + string(a), Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1)}
+	two := []sluice.Check{{Rule: tokens, Key: ipKey, Cost: 4}, {Rule: user, Key: userKey, Cost: 1}}
+	before := s.Stats()
+	out := take(t, s, time.Time{}, 0, two...)
+	if !out[0].Allowed || !out[1].Allowed || out[0].Remaining != 6 || out[1].Remaining != 0 {
+		t.Fatalf("first: %+v, want both allowed, 6 tokens and no request left", out)
+	}
+	// the user denies: the tokens are recorded all the same
+	out = take(t, s, time.Time{}, 0, two...)
+	if !out[0].Allowed || out[1].Allowed || out[0].Remaining != 2 {
+		t.Fatalf("user exhausted: %+v, want the tokens allowed and recorded, 2 left", out)
+	}
+	if d := take(t, s, time.Time{}, 0, sluice.Check{Rule: tokens, Key: ipKey})[0]; d.Remaining != 2 {
+		t.Fatalf("tokens after the denied request: %+v, want 2 left: the usage was given back", d)
+	}
+	// the tokens deny: the user's part is given back
+	user2 := &sluice.Rule{Name: "user2:" + string(a), Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(3)}
+	out = take(t, s, time.Time{}, 0, two[0], sluice.Check{Rule: user2, Key: userKey, Cost: 1})
+	if out[0].Allowed || !out[1].Allowed || out[0].Remaining != 0 || out[1].Remaining != 3 {
+		t.Fatalf("tokens over: %+v, want the tokens denied and the user's peek, 3 left", out)
+	}
+	if d := take(t, s, time.Time{}, 0, sluice.Check{Rule: user2, Key: userKey})[0]; d.Remaining != 3 {
+		t.Fatalf("user after the denied request: %+v, want 3 left", d)
+	}
+	after := s.Stats()
+	splits, backs := int64(3), int64(1)
+	if same {
+		splits, backs = 0, 0
+	}
+	if after.Splits-before.Splits != splits || after.GiveBacks-before.GiveBacks != backs || after.GiveBackErrors != 0 {
+		t.Fatalf("stats %+v then %+v: want %d requests in parts, %d given back", before, after, splits, backs)
 	}
 }
 
