@@ -29,7 +29,11 @@ import (
 // that does not fit all the same, taking the bucket below empty: its debt
 // goes past span, up to two spans (a level of -Burst; see top), and drains
 // as the bucket refills. A debt is never above that but when the clock
-// goes back, which reads it larger.
+// goes back, which reads it larger. The one word cannot tell a time gone
+// back from debt, so a usage charge stamped earlier than a time already
+// seen meets the cap as of its own time: it may leave up to its lag's
+// refill less debt than the same charge at the later time would. A Wide
+// state, which reads such a time as Last, keeps the cap exact.
 type TAT struct {
 	q      uint64 // ticks per nanosecond; 0 when Rate is 0 (no refill)
 	p      uint64 // ticks per unit

@@ -161,7 +161,8 @@ func TestWideUsage(t *testing.T) {
 	u := base.Charged(ChargeUsage)
 	var s Wide
 	step := func(now, n int64) Decision {
-		d, next := u.Step(s.X, u.Enter(&s, now), n)
+		rel := u.Enter(&s, now) // before reading s.X, which it may move
+		d, next := u.Step(s.X, rel, n)
 		s.X = next
 		return d
 	}
@@ -353,5 +354,51 @@ func TestLogUsageRing(t *testing.T) {
 				t.Fatalf("%d/%d: ring holds %d units, Count %d, rate %d", rate, period, sum, s.Count, rate)
 			}
 		}
+	}
+}
+
+// TestTATUsageLag: the one-word state cannot tell a time gone back from
+// debt, so a usage charge stamped lag earlier than the latest time seen
+// caps its debt as of its own time. It is decided no more permissively
+// than at the latest time, and leaves at most lag's refill (lag·q ticks)
+// less debt than a charge at the latest time would.
+func TestTATUsageLag(t *testing.T) {
+	r := rand.New(rand.NewPCG(37, 38))
+	capped := 0
+	for range 2000 {
+		rate := 1 + r.Int64N(20)
+		period := time.Duration(1 + r.Int64N(int64(10*time.Second)))
+		burst := 1 + r.Int64N(2*rate)
+		base, err := NewTAT(rate, period, burst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := base.Charged(Charge(1 + r.IntN(2)))
+		seen := usageT0 + r.Int64N(int64(period))
+		var s uint64
+		for range 1 + r.IntN(6) {
+			_, s = x.Step(s, seen, r.Int64N(3*burst+1))
+			seen += r.Int64N(int64(period) / rate)
+		}
+		_, s = x.Step(s, seen, 0)
+		lag := r.Int64N(2 * int64(period))
+		n := r.Int64N(3*burst + 1)
+		dl, sl := x.Step(s, seen-lag, n)
+		ds, ss := x.Step(s, seen, n)
+		if dl.Allowed && !ds.Allowed || dl.Remaining > ds.Remaining {
+			t.Fatalf("%d/%v burst %d: Step(t-%d, %d) = %+v, more permissive than at t: %+v", rate, period, burst, lag, n, dl, ds)
+		}
+		// Both states read at seen: the lagged one's debt is at most
+		// lag·q ticks less.
+		debtL, debtS := x.debt(sl, uint64(seen)*x.q), x.debt(ss, uint64(seen)*x.q)
+		if debtL+uint64(lag)*x.q < debtS {
+			t.Fatalf("%d/%v burst %d: Step(t-%d, %d) left debt %d at t, Step(t, %d) %d: more than lag·q = %d less", rate, period, burst, lag, n, debtL, n, debtS, uint64(lag)*x.q)
+		}
+		if debtL < debtS {
+			capped++
+		}
+	}
+	if capped < 50 {
+		t.Errorf("only %d charges met the cap with a lag", capped)
 	}
 }
