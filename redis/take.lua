@@ -798,7 +798,7 @@ local function loadgeneral()
       end
     elseif n < 0 or n > rate then
       d[3] = -1
-    elseif n <= rate - count then
+    elseif n == 0 or n <= rate - count then -- a peek, even past the rate (usage's)
       d[1] = 1
       count = count + n
     else
