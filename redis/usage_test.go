@@ -630,3 +630,43 @@ func TestUsageTransitions(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageDebtTTL: a bucket's key in debt past a full bucket's lives as
+// long as its debt, however it is written: by the usage rule that took it
+// there, and by a gate rule of the same limit whose denial, on the
+// one-unit path, writes the debt drained since.
+func TestUsageDebtTTL(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	p := prefix(t)
+	s := newStore(t, rc, redis.WithPrefix(p), redis.WithDenyCache(0), redis.WithTTLSlack(0))
+	l := sluice.PerHour(10)
+	usage := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: l, Charge: sluice.ChargeUsage}, Key: "k"}
+	gate := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: l}, Key: "k"}
+	pttl := func() time.Duration {
+		t.Helper()
+		keys := stateKeys(scanKeys(t, rc, p))
+		if len(keys) != 1 {
+			t.Fatalf("keys %v, want 1", keys)
+		}
+		ttl, err := rc.PTTL(context.Background(), keys[0]).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ttl
+	}
+	d := take(t, s, time.Time{}, 25, usage)[0]
+	if d.Allowed || d.ResetAfter < 2*time.Hour-time.Minute {
+		t.Fatalf("usage of 25 on 10 an hour = %+v, want denied, two hours of debt", d)
+	}
+	if ttl := pttl(); ttl < d.ResetAfter {
+		t.Fatalf("PTTL %v after the usage, want at least its ResetAfter %v", ttl, d.ResetAfter)
+	}
+	d = take(t, s, time.Time{}, 1, gate)[0]
+	if d.Allowed || d.ResetAfter < 2*time.Hour-time.Minute {
+		t.Fatalf("gate request in debt = %+v, want denied, two hours of debt", d)
+	}
+	if ttl := pttl(); ttl < d.ResetAfter {
+		t.Fatalf("PTTL %v after the gate request, want at least its ResetAfter %v", ttl, d.ResetAfter)
+	}
+}
