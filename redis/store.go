@@ -251,8 +251,10 @@ func (s *Store) CheckRule(r *sluice.Rule) error {
 
 var _ sluice.RuleChecker = (*Store)(nil)
 
-// Take decides a request of cost n against checks, all-or-nothing, in one
-// script run: see sluice.Store. The time is Redis TIME unless
+// Take decides a request of cost n against checks, all-or-nothing (but for
+// usage, recorded whatever the request's fate: see Usage charges in the
+// package documentation), in one script run: see sluice.Store. The time
+// is Redis TIME unless
 // WithCallerTime. Errors are Redis's, ErrTimeout, ErrCircuitOpen,
 // ErrCrossSlot, ErrOutOfRange, or the context's; a failed Take charged
 // nothing, unless the script ran and its answer was lost (for a request
