@@ -77,7 +77,9 @@ envoy_env "$redis_se" "$se_http" "$se_grpc" "$se_debug"
 pids+=($!)
 perdesc=(-charge-per-descriptor)
 case "$stop" in true | True | TRUE | 1 | t | T) perdesc=() ;; esac
-"$tmp/sluice" serve -config llm.yaml -http "127.0.0.1:$sm_http" -grpc "127.0.0.1:$sm_grpc" -admin "127.0.0.1:$sm_admin" -poll 0 "${perdesc[@]}" >"$tmp/sluice-memory.out" 2>&1 &
+# Its environment holds no variable of envoyproxy/ratelimit's, which would
+# put it in envoy mode.
+env -i PATH="$PATH" HOME="$tmp" "$tmp/sluice" serve -config llm.yaml -http "127.0.0.1:$sm_http" -grpc "127.0.0.1:$sm_grpc" -admin "127.0.0.1:$sm_admin" -poll 0 "${perdesc[@]}" >"$tmp/sluice-memory.out" 2>&1 &
 pids+=($!)
 for a in $rl_grpc $se_grpc $sm_grpc; do
   wait_port "127.0.0.1:$a" || { tail -n 20 "$tmp"/*.out >&2; exit 2; }
