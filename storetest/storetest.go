@@ -43,9 +43,11 @@
 //     past the quota, against the arithmetic charged the same way: usage
 //     recorded into capped debt whatever it decides; in a request, usage
 //     checks always recorded, gate checks all-or-nothing.
-//   - UsageLLM, UsageMixed, UsageZero, UsageConcurrent: the same, as
-//     readable cases: "check 0, charge 150" twenty times on 100 an hour
-//     denies every check after the first charge; a usage rule recorded
+//   - UsageLLM, UsageCap, UsageMixed, UsageZero, UsageConcurrent: the
+//     same, as readable cases: "check 0, charge 150" twenty times on 100
+//     an hour denies every check after the first charge; a charge of
+//     MaxInt64 recorded up to the cap, whole again two periods later; a
+//     usage rule recorded
 //     when a gate rule denies, a gate rule not charged when a usage rule
 //     denies, a shadow usage rule recorded and never blocking; the cost-0
 //     thresholds of usage and count; concurrent charges allowed exactly
@@ -113,6 +115,7 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("UsageTrace", s.testUsageTrace)
 	t.Run("UsagePolicy", s.testUsagePolicy)
 	t.Run("UsageLLM", s.testUsageLLM)
+	t.Run("UsageCap", s.testUsageCap)
 	t.Run("UsageMixed", s.testUsageMixed)
 	t.Run("UsageZero", s.testUsageZero)
 	t.Run("UsageConcurrent", s.testUsageConcurrent)

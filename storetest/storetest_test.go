@@ -148,7 +148,7 @@ func TestBroken(t *testing.T) {
 		{"shadow-blocks", []string{"Policy", "Shadow"}},
 		{"retry-early", []string{"Trace", "Policy"}},
 		{"no-cost", []string{"Policy"}},
-		{"usage-gated", []string{"UsageTrace", "UsagePolicy", "UsageLLM", "UsageMixed", "UsageZero", "UsageConcurrent"}},
+		{"usage-gated", []string{"UsageTrace", "UsagePolicy", "UsageLLM", "UsageCap", "UsageMixed", "UsageZero", "UsageConcurrent"}},
 		{"usage-all-or-nothing", []string{"UsagePolicy", "UsageMixed"}},
 	}
 	for _, c := range cases {

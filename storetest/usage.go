@@ -162,6 +162,30 @@ func (s *suite) testUsageLLM(t *testing.T) {
 	}
 }
 
+// testUsageCap: a charge of MaxInt64 is recorded up to the cap, one more
+// quota, and no further: the key waits at most two periods to be whole
+// again, and is whole after them.
+func (s *suite) testUsageCap(t *testing.T) {
+	for _, c := range usageCharges {
+		for _, a := range s.cfg.Algorithms {
+			t.Run(fmt.Sprintf("%v/%s", c, a), func(t *testing.T) {
+				st := s.cfg.New(t)
+				ch := sluice.Check{Rule: usageRule("cap", a, sluice.PerHour(10), c), Key: "k"}
+				t0 := s.t0()
+				for i := range 3 {
+					d := take(t, st, t0, math.MaxInt64, ch)[0]
+					if d.Allowed || d.RetryAfter != sluice.Never || d.Remaining != 0 || d.ResetAfter > 2*time.Hour {
+						t.Fatalf("charge %d of MaxInt64 = %+v, want denied, Never, Remaining 0, ResetAfter at most 2h", i, d)
+					}
+				}
+				if d := take(t, st, t0.Add(2*time.Hour), 0, ch)[0]; !d.Allowed || d.Remaining != 10 {
+					t.Errorf("two hours later: %+v, want allowed with the whole quota", d)
+				}
+			})
+		}
+	}
+}
+
 // testUsageMixed: a usage rule and a gate rule in one request. The usage
 // rule is recorded when the gate rule denies; when the usage rule denies,
 // the gate rule is not charged; a shadow usage rule is recorded and never
