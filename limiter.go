@@ -101,6 +101,15 @@ var ErrNoStore = errors.New("sluice: limiter needs a store")
 // let every request through unseen.
 var ErrRefused = errors.New("sluice: refused by the store")
 
+// ErrNoRoom is wrapped by a store's error for a request that would add a
+// key the store has no room to hold, every key it could evict being one
+// that denies (memory.ErrFull): forgetting a denying key would let its
+// client start afresh. The Limiter decides such a request by its rules'
+// failure modes, a rule that fails local as one that fails open unless a
+// fallback store is set (WithFallback): the store out of room is the
+// local one.
+var ErrNoRoom = errors.New("sluice: no room in the store for a new key")
+
 // NewLimiter returns a Limiter over store.
 func NewLimiter(store Store, opts ...LimiterOption) (*Limiter, error) {
 	if store == nil {
@@ -169,7 +178,7 @@ func (l *Limiter) Take(ctx context.Context, n int64, checks []Check, out []Decis
 			return Result{}, err
 		}
 		res.Err = err
-		l.degrade(ctx, now, n, checks, out)
+		l.degrade(ctx, now, n, checks, out, errors.Is(err, ErrNoRoom))
 	}
 	// res is filled in place, field by field: see combineInto.
 	res.Decisions = out
@@ -186,8 +195,9 @@ func (l *Limiter) take(ctx context.Context, s Store, now time.Time, n int64, che
 	return s.Take(ctx, now, n, checks, out)
 }
 
-// degrade decides every check by its rule's Failure after the store erred.
-func (l *Limiter) degrade(ctx context.Context, now time.Time, n int64, checks []Check, out []Decision) {
+// degrade decides every check by its rule's Failure after the store
+// erred; noRoom says it erred for want of room (ErrNoRoom).
+func (l *Limiter) degrade(ctx context.Context, now time.Time, n int64, checks []Check, out []Decision, noRoom bool) {
 	var local []int
 	closed := false
 	for i := range checks {
@@ -195,6 +205,9 @@ func (l *Limiter) degrade(ctx context.Context, now time.Time, n int64, checks []
 		mode := r.Failure
 		if mode == FailLocal && l.fallback == nil {
 			mode = FailClosed
+			if noRoom {
+				mode = FailOpen
+			}
 		}
 		q := r.Quota()
 		switch mode {
