@@ -136,6 +136,30 @@ type Config struct {
 	// MaxConcurrentStreams bounds the gRPC calls one connection may have
 	// in flight. The default is DefaultMaxConcurrentStreams.
 	MaxConcurrentStreams uint32
+	// GRPCMaxStreams bounds the gRPC calls in flight across all
+	// connections: a call past it is refused at once with UNAVAILABLE,
+	// before a goroutine or a buffer is given to it. Each call in flight
+	// holds a goroutine and about 10 KiB. The default is
+	// DefaultGRPCMaxStreams; at most MaxGRPCStreams.
+	GRPCMaxStreams int
+	// GRPCRecvTimeout bounds the wait for a unary call's request message
+	// once its headers have come: a call whose message has not fully
+	// arrived by then ends with DEADLINE_EXCEEDED, freeing what it held.
+	// The deadline is the call's, so it also bounds the decision that
+	// follows, which takes far less. It never applies to a streaming
+	// call (health's Watch). The default is DefaultGRPCRecvTimeout; at
+	// most MaxGRPCRecvTimeout.
+	GRPCRecvTimeout time.Duration
+	// GRPCMaxConnections and HTTPMaxConnections bound the connections
+	// open at once on the gRPC and on the HTTP listener: a connection past
+	// the bound is closed as soon as it is accepted. The defaults are
+	// DefaultMaxConnections; at most MaxConnections.
+	GRPCMaxConnections int
+	HTTPMaxConnections int
+	// MaxConnectionIdle closes, with a GOAWAY, a gRPC connection that has
+	// had no call in flight for that long. The default is
+	// DefaultMaxConnectionIdle; negative never closes one.
+	MaxConnectionIdle time.Duration
 	// MaxConnectionAge, when positive, closes a gRPC connection that old
 	// with a GOAWAY, so that clients resolve the service's addresses
 	// again and spread over new replicas; MaxConnectionAgeGrace then
@@ -204,6 +228,16 @@ const (
 	DefaultReadTimeout          = 5 * time.Second
 	DefaultIdleTimeout          = 10 * time.Second
 	DefaultMaxConcurrentStreams = 1024
+
+	DefaultGRPCMaxStreams    = 4096
+	DefaultGRPCRecvTimeout   = 5 * time.Second
+	DefaultMaxConnections    = 1000
+	DefaultMaxConnectionIdle = 5 * time.Minute
+	// MaxGRPCStreams, MaxConnections and MaxGRPCRecvTimeout bound the
+	// bounds: a million calls in flight would hold about 10 GiB.
+	MaxGRPCStreams     = 1 << 20
+	MaxConnections     = 1 << 20
+	MaxGRPCRecvTimeout = time.Hour
 )
 
 // Bounds on the shape of one request, so that no request costs more than
@@ -280,6 +314,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxConcurrentStreams == 0 {
 		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
+	if err := c.connBounds(); err != nil {
+		return c, err
+	}
 	if c.MaxConnectionAge < 0 || c.MaxConnectionAgeGrace < 0 {
 		return c, fmt.Errorf("server: MaxConnectionAge %v and MaxConnectionAgeGrace %v must not be negative", c.MaxConnectionAge, c.MaxConnectionAgeGrace)
 	}
@@ -311,4 +348,36 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c, nil
+}
+
+// connBounds fills in the defaults of the bounds on connections and gRPC
+// streams, and checks them.
+func (c *Config) connBounds() error {
+	for _, n := range []struct {
+		name string
+		v    *int
+		def  int
+		max  int
+	}{
+		{"GRPCMaxStreams", &c.GRPCMaxStreams, DefaultGRPCMaxStreams, MaxGRPCStreams},
+		{"GRPCMaxConnections", &c.GRPCMaxConnections, DefaultMaxConnections, MaxConnections},
+		{"HTTPMaxConnections", &c.HTTPMaxConnections, DefaultMaxConnections, MaxConnections},
+	} {
+		switch {
+		case *n.v < 0 || *n.v > n.max:
+			return fmt.Errorf("server: %s %d must be between 1 and %d", n.name, *n.v, n.max)
+		case *n.v == 0:
+			*n.v = n.def
+		}
+	}
+	switch {
+	case c.GRPCRecvTimeout < 0 || c.GRPCRecvTimeout > MaxGRPCRecvTimeout:
+		return fmt.Errorf("server: GRPCRecvTimeout %v must be positive and at most %v", c.GRPCRecvTimeout, MaxGRPCRecvTimeout)
+	case c.GRPCRecvTimeout == 0:
+		c.GRPCRecvTimeout = DefaultGRPCRecvTimeout
+	}
+	if c.MaxConnectionIdle == 0 {
+		c.MaxConnectionIdle = DefaultMaxConnectionIdle
+	}
+	return nil
 }

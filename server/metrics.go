@@ -56,7 +56,11 @@ type metrics struct {
 	duration    *prometheus.HistogramVec
 	reloads     *prometheus.CounterVec
 	rules       prometheus.Gauge
-	endpoints   [numEndpoints]prometheus.Observer // duration, by endpoint
+	// connsRefused and streamsRefused count what the bounds on
+	// connections and gRPC streams turned away (conns.go).
+	connsRefused   *prometheus.CounterVec
+	streamsRefused prometheus.Counter
+	endpoints      [numEndpoints]prometheus.Observer // duration, by endpoint
 	// unruled are the series of sluice_decisions_total of descriptors
 	// that no limit applies to or that are unlimited, by domain and rule
 	// label (seriesKey), looked up once each. Their labels come from the
@@ -188,6 +192,16 @@ func (m *metrics) observe(e endpoint, d time.Duration) {
 	m.endpoints[e].Observe(d.Seconds())
 }
 
+// Listeners of sluice_connections_refused_total.
+const (
+	listenerGRPC = "grpc"
+	listenerHTTP = "http"
+)
+
+// refusedConn returns the func that counts a connection the listener l
+// refused.
+func (m *metrics) refusedConn(l string) func() { return m.connsRefused.WithLabelValues(l).Inc }
+
 func newMetrics() *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
@@ -222,13 +236,24 @@ func newMetrics() *metrics {
 			Name: "sluice_config_rules",
 			Help: "Rules in the config being served.",
 		}),
+		connsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_connections_refused_total",
+			Help: "Connections closed as soon as accepted, past the bound on connections open at once, by listener (grpc, http).",
+		}, []string{"listener"}),
+		streamsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_grpc_streams_refused_total",
+			Help: "gRPC calls refused with UNAVAILABLE, past the bound on calls in flight across all connections.",
+		}),
 	}
-	m.reg.MustRegister(m.decisions, m.values, m.storeErrors, m.duration, m.reloads, m.rules,
+	m.reg.MustRegister(m.decisions, m.values, m.storeErrors, m.duration, m.reloads, m.rules, m.connsRefused, m.streamsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Both results exist from the start, so that a rate() over them is
 	// defined before the first reload.
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
+	for _, l := range []string{listenerGRPC, listenerHTTP} {
+		m.connsRefused.WithLabelValues(l)
+	}
 	for e, name := range endpointNames {
 		m.endpoints[e] = m.duration.WithLabelValues(name)
 	}

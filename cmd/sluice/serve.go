@@ -175,9 +175,26 @@ Behaviour:
                        close gRPC connections this old, after a grace for
                        their calls, so clients spread over new replicas
                        (default 0: never)
+  -grpc-recv-timeout DURATION
+                       the longest a unary gRPC call's request message may
+                       take to arrive after its headers; past it the call
+                       ends with DEADLINE_EXCEEDED (default 5s). Streaming
+                       calls (health Watch) are not bounded by it
+  -grpc-max-streams N  gRPC calls in flight across all connections, each
+                       holding about 10 KiB; more are refused with
+                       UNAVAILABLE (default 4096)
+  -grpc-max-connections N, -http-max-connections N
+                       connections open at once on each port; more are
+                       closed as soon as accepted (default 1000)
+  -grpc-max-connection-idle DURATION
+                       close a gRPC connection with no call in flight for
+                       this long (default 5m; 0: never)
   -max-memory BYTES    the memory store's bound on what its keys hold, in
-                       bytes, KiB, MiB or GiB (default 256MiB); the least
-                       recently used keys go first past it
+                       bytes, KiB, MiB or GiB (default 256MiB); idle keys
+                       go first past it, then the least recently used that
+                       still allow; a key that denies is never evicted, and
+                       a new key that finds no room is decided by its
+                       rule's failure mode (local as open)
   -gc-floor BYTES      let Go's heap grow to this size before it is
                        collected (default 64MiB): the service allocates
                        much that dies at once and keeps little, and Go
@@ -226,6 +243,7 @@ type serveFlags struct {
 	maxAge      time.Duration
 	maxAgeGrace time.Duration
 	maxMem      bytesFlag
+	conns       connFlags
 	gcFloor     gcFloorFlag
 	startEmpty  bool
 	healthCfg   bool
@@ -297,6 +315,7 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	fs.DurationVar(&o.idleTO, "idle-timeout", server.DefaultIdleTimeout, "")
 	fs.DurationVar(&o.maxAge, "grpc-max-connection-age", 0, "")
 	fs.DurationVar(&o.maxAgeGrace, "grpc-max-connection-age-grace", 0, "")
+	o.conns.register(fs)
 	fs.Var(&o.maxMem, "max-memory", "")
 	fs.Var(&o.gcFloor, "gc-floor", "")
 	fs.BoolVar(&o.startEmpty, "start-without-config", false, "")
@@ -398,6 +417,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case o.metricsPath == "" || o.metricsPath[0] != '/':
 		return usageErr("-metrics-path %q: want a path such as /metrics", o.metricsPath)
 	}
+	if err := o.conns.check(); err != nil {
+		return usageErr("%v", err)
+	}
 	if _, err := o.redis.kind(); err != nil {
 		return usageErr("%v", err)
 	}
@@ -478,6 +500,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		HealthRequiresConfig:  o.healthCfg,
 		Logger:                log,
 	}
+	o.conns.apply(&cfg)
 	if o.trusted.set {
 		cfg.TrustedProxies = o.trusted.prefixes
 	}
