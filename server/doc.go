@@ -253,6 +253,42 @@
 // (2^53), which also bounds the hits of descriptors that come to one
 // limit and key, added together.
 //
+// Many connections and calls: each listener holds at most
+// Config.GRPCMaxConnections or Config.HTTPMaxConnections connections
+// (1000 each by default); one past the bound is closed as soon as it is
+// accepted and counted in sluice_connections_refused_total. The gRPC
+// calls in flight across all connections are at most
+// Config.GRPCMaxStreams (4096): a call past it is refused with
+// UNAVAILABLE before anything is given to it (Envoy, with its default
+// failure_mode_deny false, then allows the request) and counted in
+// sluice_grpc_streams_refused_total. A unary call whose request message
+// has not fully arrived within Config.GRPCRecvTimeout (5s) of its headers
+// ends with DEADLINE_EXCEEDED, so a client that sends headers and never
+// the message holds a call's place for that long only; streaming calls
+// (health's Watch) are not bounded by it. A gRPC connection with no call
+// in flight for Config.MaxConnectionIdle (5m) is closed with a GOAWAY.
+// Each call in flight holds a goroutine, whose stack is 8 KiB, and a few
+// KiB of heap: 4096 calls held without their message raised the
+// service's RSS by about 80 MiB in all (33 MiB of stacks) with Go's
+// default collector pacing, 2048 by about 50 MiB (TestServeHeldStreams
+// in cmd/sluice), where without the bounds 40,960 held calls took 700
+// MiB and never ended. An HTTP connection carries one request at a time,
+// so the HTTP bound is also the bound on its requests in flight.
+//
+// At the memory store's bound (sluice serve's -max-memory), room for a
+// new key is made by evicting an idle key, else the least recently used
+// key that would still allow; a key that would deny is never evicted,
+// so no flood of new keys resets a client that spent its limit. A new
+// key that finds no room is decided by its rule's failure mode, local as
+// open (there is no second memory), and counted in
+// sluice_memory_refusals_total and sluice_store_errors_total. A token
+// bucket, leaky bucket or GCRA key of up to 16 bytes is counted 64
+// bytes, a window key about twice that, and a longer key also its copy
+// (package memory gives the figures): the default 256 MiB holds the
+// default 1,048,576 short bucket keys, and 4 MiB about 65,000 of them,
+// or about 14,000 sliding log keys of the service's (a window of 4
+// requests, and a key of a few dozen bytes).
+//
 // # Metrics
 //
 //	sluice_decisions_total{domain,rule,result}  result: within, over, shadow_over
@@ -261,6 +297,13 @@
 //	sluice_decision_duration_seconds{endpoint}  endpoint: grpc, json, auth
 //	sluice_config_reloads_total{result}         result: success, failure
 //	sluice_config_rules
+//	sluice_connections_refused_total{listener}  listener: grpc, http
+//	sluice_grpc_streams_refused_total
+//	sluice_grpc_calls_in_flight
+//	sluice_memory_keys{store}                   store: main, fallback (memory stores only)
+//	sluice_memory_bytes{store}
+//	sluice_memory_evictions_total{store,kind}   kind: idle, live
+//	sluice_memory_refusals_total{store}
 //
 // Labels come from the config only, so no request can add a series:
 // domains the config lacks count as "(unknown)", descriptors no limit
