@@ -63,7 +63,8 @@ func (o ClockOption) applyQueue(q *LeakyQueue) {
 
 // WithFallback sets the store that decides rules with FailLocal while the
 // main store fails, typically a memory store. Without one, FailLocal rules
-// fail closed.
+// fail closed, but for a store out of room for a new key (ErrNoRoom),
+// where they fail open; so do they when the fallback is out of room.
 func WithFallback(s Store) LimiterOption { return limiterOption(func(l *Limiter) { l.fallback = s }) }
 
 // WithTimeout bounds each call to the store: when d runs out, the
@@ -107,7 +108,7 @@ var ErrRefused = errors.New("sluice: refused by the store")
 // client start afresh. The Limiter decides such a request by its rules'
 // failure modes, a rule that fails local as one that fails open unless a
 // fallback store is set (WithFallback): the store out of room is the
-// local one.
+// local one. A fallback out of room fails its rules open alike.
 var ErrNoRoom = errors.New("sluice: no room in the store for a new key")
 
 // NewLimiter returns a Limiter over store.
@@ -235,8 +236,14 @@ func (l *Limiter) degrade(ctx context.Context, now time.Time, n int64, checks []
 		n = 0 // the request is denied anyway: report the local state, charge nothing
 	}
 	if err := l.take(ctx, l.fallback, now, n, lc, ld); err != nil {
+		// The fallback failing too, the rules fail closed; the fallback
+		// out of room, they fail open, as on a memory store alone.
 		for _, i := range local {
-			out[i] = Decision{Limit: checks[i].Rule.Quota(), RetryAfter: l.closedRetry}
+			q := checks[i].Rule.Quota()
+			out[i] = Decision{Limit: q, RetryAfter: l.closedRetry}
+			if errors.Is(err, ErrNoRoom) {
+				out[i] = Decision{Allowed: true, Limit: q, Remaining: q}
+			}
 		}
 		return
 	}

@@ -103,9 +103,29 @@ func TestFullOfDenyingKeys(t *testing.T) {
 			t.Errorf("failure %v: %+v, %v, store error %v; want allowed %v by the failure mode", c.f, res.Decision, err, res.Err, c.allow)
 		}
 	}
+	// As the fallback of a store that fails, the full store decides a
+	// rule that fails local as one that fails open too.
+	lim, err = sluice.NewLimiter(downStore{}, sluice.WithClock(testclock.New(now)), sluice.WithFallback(st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &sluice.Rule{Name: "once", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(1), Failure: sluice.FailLocal}
+	if res, err := lim.Take(ctx, 1, []sluice.Check{{Rule: r, Key: "new"}}, nil); err != nil || !res.Allowed {
+		t.Errorf("failure local, the fallback full: %+v, %v; want allowed", res.Decision, err)
+	}
+	if res, err := lim.Take(ctx, 1, []sluice.Check{{Rule: r, Key: "0"}}, nil); err != nil || res.Allowed {
+		t.Errorf("failure local, a spent key in the fallback: %+v, %v; want denied", res.Decision, err)
+	}
 	for i := range 64 {
 		if err := st.Take(ctx, now, 1, []sluice.Check{{Rule: rule, Key: fmt.Sprint(i)}}, out); err != nil || out[0].Allowed {
 			t.Fatalf("key %d after the refusals: %+v, %v; want denied", i, out[0], err)
 		}
 	}
+}
+
+// downStore is a store that always fails.
+type downStore struct{}
+
+func (downStore) Take(context.Context, time.Time, int64, []sluice.Check, []sluice.Decision) error {
+	return errors.New("down")
 }
