@@ -98,7 +98,11 @@ func (g *streamGate) tap(ctx context.Context, info *tap.Info) (context.Context, 
 		return nil, errTooManyStreams
 	}
 	if !unary {
-		return ctx, nil // released by streamEnded
+		// Released when the stream's context ends, however the stream
+		// ends, even before its handler runs; streaming calls are few,
+		// and the goroutine that runs release costs them little.
+		context.AfterFunc(ctx, g.release)
+		return ctx, nil
 	}
 	p := &pendingCall{deadline: time.Now().Add(g.recv)}
 	p.Context, p.cancel = context.WithCancel(ctx)
@@ -131,15 +135,6 @@ func (g *streamGate) unaryArrived(ctx context.Context, req any, _ *grpc.UnarySer
 	}
 	defer g.release()
 	return handler(ctx, req)
-}
-
-// streamEnded is the stream interceptor: it releases a streaming call
-// when its handler returns.
-func (g *streamGate) streamEnded(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if g.stream[info.FullMethod] {
-		defer g.release()
-	}
-	return handler(srv, ss)
 }
 
 // run sweeps the waiting calls until ctx ends, often enough that a call

@@ -176,6 +176,28 @@ func TestGRPCStreamsBounded(t *testing.T) {
 			t.Fatalf("a call after the held ones ended: %v", err)
 		}
 	}
+	// A Watch holds its place while open, and gives it back when it ends.
+	wctx, stop := context.WithCancel(t.Context())
+	watch, err := e.health.Watch(wctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watch.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	inFlight := func(want int64) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for e.srv.gate.open.Load() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d calls in flight after 30s, want %d", e.srv.gate.open.Load(), want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	inFlight(1)
+	stop()
+	inFlight(0)
 }
 
 // A unary call whose message does not come within GRPCRecvTimeout ends

@@ -217,7 +217,6 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		grpc.NumStreamWorkers(grpcStreamWorkers),
 		grpc.InTapHandle(s.gate.tap),
 		grpc.UnaryInterceptor(s.gate.unaryArrived),
-		grpc.StreamInterceptor(s.gate.streamEnded),
 	}
 	httpLn = newLimitListener(httpLn, s.cfg.HTTPMaxConnections, s.m.refusedConn(listenerHTTP))
 	grpcLn = newLimitListener(grpcLn, s.cfg.GRPCMaxConnections, s.m.refusedConn(listenerGRPC))
