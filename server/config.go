@@ -145,11 +145,12 @@ type Config struct {
 	GRPCMaxStreams int
 	// GRPCRecvTimeout bounds the wait for a unary call's request message
 	// once its headers have come: a call whose message has not fully
-	// arrived by then ends with DEADLINE_EXCEEDED, freeing what it held.
-	// The deadline is the call's, so it also bounds the decision that
-	// follows, which takes far less. It never applies to a streaming
-	// call (health's Watch). The default is DefaultGRPCRecvTimeout; at
-	// most MaxGRPCRecvTimeout.
+	// arrived by then ends with DEADLINE_EXCEEDED (within a tenth of the
+	// timeout after, 100ms at most), freeing what it held. Once the
+	// message has arrived it no longer applies: the decision has the
+	// call's own deadline. It never applies to a streaming call (health's
+	// Watch). The default is DefaultGRPCRecvTimeout; at most
+	// MaxGRPCRecvTimeout.
 	GRPCRecvTimeout time.Duration
 	// GRPCMaxConnections and HTTPMaxConnections bound the connections
 	// open at once on the gRPC and on the HTTP listener: a connection past
