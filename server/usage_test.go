@@ -10,6 +10,7 @@ import (
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluicehq/sluice"
@@ -346,5 +347,68 @@ descriptors:
 	}
 	if n := counter(t, e.srv, "sluice_store_errors_total"); n != 3 {
 		t.Errorf("store errors: %v, want 3", n)
+	}
+}
+
+// The admin's policy view shows how each limit is charged, as the server
+// decides it: the config's charge, or count for every gate under
+// ChargePerDescriptor.
+func TestPolicyCharge(t *testing.T) {
+	path := writeFile(t, t.TempDir(), "mix.yaml", `domain: mix
+descriptors:
+  - key: api_key
+    rate_limits:
+      - {name: tokens, unit: hour, requests_per_unit: 100, charge: usage}
+      - {name: requests, unit: minute, requests_per_unit: 2}
+`)
+	for _, tt := range []struct {
+		each bool
+		want map[string]string
+	}{
+		{false, map[string]string{"tokens": "usage", "requests": "gate"}},
+		{true, map[string]string{"tokens": "usage", "requests": "count"}},
+	} {
+		s, _ := newServer(t, Config{Paths: []string{path}, ReloadInterval: -1, ChargePerDescriptor: tt.each})
+		var p policyReport
+		if code, _, body := adminDo(t, s.AdminHandler(AdminOptions{}), "GET", "/v1/policy", "", &p); code != http.StatusOK {
+			t.Fatalf("GET /v1/policy: %d %s", code, body)
+		}
+		got := map[string]string{}
+		for _, l := range p.Domains[0].Limits {
+			got[l.Name] = l.Charge
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("ChargePerDescriptor %v: charges %v, want %v", tt.each, got, tt.want)
+		}
+	}
+}
+
+// A request's limit override counts as the config's limits do: under
+// ChargePerDescriptor every hit, so that a check of cost 0 is over once
+// the override's count is past it.
+func TestEnvoyCountingOverride(t *testing.T) {
+	for _, each := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ChargePerDescriptor=%v", each), func(t *testing.T) {
+			e := start(t, Config{ChargePerDescriptor: each})
+			ask := func(hits uint64) string {
+				t.Helper()
+				req := withHits(withLimit(rlReq("test", 0, "user=ola"), 0, 100, typepb.RateLimitUnit_HOUR, 0), 0, hits)
+				resp, err := e.rls.ShouldRateLimit(t.Context(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return codeLine(resp)
+			}
+			if got := ask(150); got != "OVER_LIMIT [OVER_LIMIT]" {
+				t.Errorf("150 of an override of 100: %s, want OVER_LIMIT", got)
+			}
+			want := "OK [OK]" // all or nothing: the 150 was not recorded
+			if each {
+				want = "OVER_LIMIT [OVER_LIMIT]"
+			}
+			if got := ask(0); got != want {
+				t.Errorf("then a check: %s, want %s", got, want)
+			}
+		})
 	}
 }
