@@ -87,16 +87,17 @@ func TestUsageBudget(t *testing.T) {
 		for _, tr := range transports {
 			t.Run(string(algo)+"/"+tr.name, func(t *testing.T) {
 				e := start(t, Config{Paths: []string{writeFile(t, t.TempDir(), "llm.yaml", usageYAML(string(algo)))}})
-				checkUsageBudget(t, e, tr.ask)
+				checkUsageBudget(t, e, tr.ask, "k1")
 			})
 		}
 	}
 }
 
-// checkUsageBudget runs the sequence of TestUsageBudget on e.
-func checkUsageBudget(t *testing.T, e *env, ask func(*testing.T, *env, *rlspb.RateLimitRequest) *rlspb.RateLimitResponse) {
+// checkUsageBudget runs the sequence of TestUsageBudget on e, for API
+// key key.
+func checkUsageBudget(t *testing.T, e *env, ask func(*testing.T, *env, *rlspb.RateLimitRequest) *rlspb.RateLimitResponse, key string) {
 	t.Helper()
-	check, charge := checkThenCharge("k1", 150)
+	check, charge := checkThenCharge(key, 150)
 	for round := 1; round <= 20; round++ {
 		wantCheck := "OVER_LIMIT [OVER_LIMIT]"
 		if round == 1 {
@@ -126,9 +127,8 @@ func TestUsageBudgetRedis(t *testing.T) {
 		for _, tr := range transports {
 			t.Run(string(algo)+"/"+tr.name, func(t *testing.T) {
 				e := start(t, Config{Store: st, Paths: []string{writeFile(t, t.TempDir(), "llm.yaml", usageYAML(string(algo)))}})
-				// Each run its own rule name: one redis-server holds them all.
-				e.clock.Advance(time.Duration(len(t.Name())) * 24 * time.Hour)
-				checkUsageBudget(t, e, tr.ask)
+				// Each run its own API key: one redis-server holds them all.
+				checkUsageBudget(t, e, tr.ask, t.Name())
 			})
 		}
 	}
@@ -194,14 +194,16 @@ func TestEnvoyCounting(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			e := start(t, Config{Paths: []string{writeFile(t, t.TempDir(), "llm.yaml", envoyYAML)}, ChargePerDescriptor: true})
-			checkEnvoyCounting(t, e, tr.ask, want)
+			checkEnvoyCounting(t, e, tr.ask, want, "1")
 		})
 	}
 }
 
-func checkEnvoyCounting(t *testing.T, e *env, ask func(*testing.T, *env, *rlspb.RateLimitRequest) *rlspb.RateLimitResponse, want []string) {
+// checkEnvoyCounting sends the rounds of TestEnvoyCounting, for API key
+// "k"+id and user "u"+id, and checks the answers against want.
+func checkEnvoyCounting(t *testing.T, e *env, ask func(*testing.T, *env, *rlspb.RateLimitRequest) *rlspb.RateLimitResponse, want []string, id string) {
 	t.Helper()
-	check, charge := envoyPair("k1", "u1", 150)
+	check, charge := envoyPair("k"+id, "u"+id, 150)
 	for i := 0; i < len(want); i += 2 {
 		if got := codeLine(ask(t, e, check)); got != want[i] {
 			t.Fatalf("round %d: check: %s, want %s", i/2+1, got, want[i])
@@ -216,11 +218,10 @@ func checkEnvoyCounting(t *testing.T, e *env, ask func(*testing.T, *env, *rlspb.
 func TestEnvoyCountingRedis(t *testing.T) {
 	st := newRedisStore(t)
 	want := envoyAnswers(20, 150)
-	for i, tr := range transports {
+	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			e := start(t, Config{Store: st, Paths: []string{writeFile(t, t.TempDir(), "llm.yaml", envoyYAML)}, ChargePerDescriptor: true})
-			e.clock.Advance(time.Duration(i) * 24 * time.Hour) // a window of its own
-			checkEnvoyCounting(t, e, tr.ask, want)
+			checkEnvoyCounting(t, e, tr.ask, want, tr.name) // keys of its own
 		})
 	}
 }
