@@ -76,10 +76,10 @@ func fitsZero(c Charge, left *big.Rat) bool {
 // is 1/q ns, with Period/Rate = p/q in lowest terms, so a unit is p ticks).
 func debtCap(l Limit) *big.Rat {
 	g := new(big.Int).GCD(nil, nil, big.NewInt(int64(l.Period)), big.NewInt(l.Rate)).Int64()
-	ticks := new(big.Rat).SetFrac(new(big.Int).Lsh(big.NewInt(1), 62), big.NewInt(int64(l.Period)/g))
-	ticks.Sub(ticks, ratInt(l.Capacity()))
-	if ticks.Cmp(ratInt(l.Capacity())) < 0 {
-		return ticks
+	room := new(big.Rat).SetFrac(new(big.Int).Lsh(big.NewInt(1), 62), big.NewInt(int64(l.Period)/g))
+	room.Sub(room, ratInt(l.Capacity())) // 2^62 ticks of debt, less the capacity
+	if room.Cmp(ratInt(l.Capacity())) < 0 {
+		return room
 	}
 	return ratInt(l.Capacity())
 }

@@ -525,7 +525,15 @@ func TestUsageLeftAlone(t *testing.T) {
 					continue
 				}
 				checked++
-				x := replay(t, a, l, ops)
+				// The cap: no decision on the way waits longer than that
+				// for the limiter to be idle.
+				x := mustNew(t, a, l)
+				for _, o := range ops {
+					if d := x.AllowN(at(o.at), o.n); d.ResetAfter > time.Duration(wait) {
+						t.Fatalf("%v: AllowN(t0+%v, %d) = %+v: idle only after %v, past the cap's %v",
+							l, time.Duration(o.at-ops[0].at), o.n, d, d.ResetAfter, time.Duration(wait))
+					}
+				}
 				fresh := mustNew(t, a, l)
 				later := randTrace(r, l, c, 20)
 				shift := last + wait - later[0].at

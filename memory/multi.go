@@ -16,6 +16,8 @@ type held struct {
 	found bool // r is set
 	first int  // the first check on the same key: a key named twice is one state
 	saved snapshot
+	peek  sluice.Decision // the state at now, uncharged
+	used  bool            // a usage check recorded into the state
 }
 
 // takeMulti decides several checks together. A gate charge is
@@ -120,7 +122,6 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 	// Bring each state to now with a peek, which charges nothing; a state
 	// named twice is one state. Restoring a saved state then undoes
 	// exactly the charges made at now since (see window.restore).
-	var peek sluice.Decision
 	for i := range hs {
 		hs[i].first = i
 		for j := range i {
@@ -130,7 +131,7 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 			}
 		}
 		if hs[i].first == i {
-			hs[i].r.step(hs[i].sp, now, 0, s.bound, &peek)
+			hs[i].r.step(hs[i].sp, now, 0, s.bound, &hs[i].peek)
 		}
 	}
 
@@ -153,9 +154,16 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 			}
 		}
 		// A gate check that would have allowed reports its state
-		// uncharged: a peek.
+		// uncharged: the first peek's, a gate peek's answer, or a new
+		// peek if a usage check recorded into the state since.
 		for i := range hs {
-			if hs[i].sp.Charge == algo.ChargeGate && out[i].Allowed {
+			if hs[i].sp.Charge != algo.ChargeGate || !out[i].Allowed {
+				continue
+			}
+			if f := &hs[hs[i].first]; !f.used {
+				put(&out[i], f.peek)
+				out[i].Allowed, out[i].RetryAfter = true, 0
+			} else {
 				hs[i].r.step(hs[i].sp, now, 0, s.bound, &out[i])
 			}
 		}
@@ -165,8 +173,8 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 }
 
 // pass decides the gate checks (gate true) or the usage ones, charging
-// each its cost, the enforced checks first, and returns allowed and
-// whether each enforced one allowed.
+// each its cost, the enforced checks first. It returns allowed, false if
+// one of the enforced checks denied.
 func (s *Store) pass(now, n int64, checks []sluice.Check, out []sluice.Decision, hs []held, gate, allowed bool) bool {
 	for _, shadow := range [2]bool{false, true} {
 		for i := range checks {
@@ -175,6 +183,7 @@ func (s *Store) pass(now, n int64, checks []sluice.Check, out []sluice.Decision,
 			}
 			hs[i].r.step(hs[i].sp, now, checks[i].CostFor(n), s.bound, &out[i])
 			allowed = allowed && (shadow || out[i].Allowed)
+			hs[hs[i].first].used = hs[hs[i].first].used || !gate
 		}
 	}
 	return allowed

@@ -223,3 +223,30 @@ func TestUsageAllocs(t *testing.T) {
 		}
 	})
 }
+
+// TestUsageSharedState: a usage rule and a gate rule of one name and
+// limit share their keys' states. When the request is denied, the gate
+// check that would have allowed reports the state the usage check left
+// (recorded), not the state before it.
+func TestUsageSharedState(t *testing.T) {
+	for _, a := range sluice.Algos() {
+		t.Run(string(a), func(t *testing.T) {
+			s := newStore(t, WithSweepInterval(0))
+			l := sluice.PerHour(10)
+			gate := &sluice.Rule{Name: "shared", Algorithm: a, Limit: l}
+			use := usage("shared", a, l)
+			spent := &sluice.Rule{Name: "spent", Algorithm: a, Limit: sluice.PerHour(1)}
+			take(t, s, t0, 1, sluice.Check{Rule: spent, Key: "k"})
+			got := take(t, s, t0, 0,
+				sluice.Check{Rule: gate, Key: "k", Cost: 1},
+				sluice.Check{Rule: use, Key: "k", Cost: 4},
+				sluice.Check{Rule: spent, Key: "k", Cost: 1})
+			if !got[0].Allowed || got[0].Remaining != 6 || !got[1].Allowed || got[2].Allowed {
+				t.Fatalf("Take(gate 1, usage 4 on one state, a spent rule) = %+v; want the gate allowing with the 4 recorded (6 left), the usage allowing, the spent rule denying", got)
+			}
+			if d := take(t, s, t0, 0, sluice.Check{Rule: gate, Key: "k"})[0]; d.Remaining != 6 {
+				t.Errorf("after the denied request: %+v, want Remaining 6: the usage recorded, the gate not charged", d)
+			}
+		})
+	}
+}

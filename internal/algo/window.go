@@ -163,19 +163,19 @@ func (w *Window) Counter(s *CounterState, now int64, n int64) Decision {
 	d := Decision{Limit: w.rate}
 	m := need(w.charge, n)
 	switch {
-	case n < 0 || m > w.rate && (w.charge == ChargeGate || n == 0):
+	case n < 0:
 		d.RetryAfter = Never
-	case n == 0 && w.charge == ChargeGate || m <= w.rate && w.fits(s.Prev, s.Curr, off, m):
+	case n == 0 && w.charge == ChargeGate, m <= w.rate && w.fits(s.Prev, s.Curr, off, m):
 		d.Allowed = true
 		s.Curr += n
-	case m > w.rate: // usage past the rate: recorded, never allowed
-		s.Curr = owe(s.Curr, n, w.rate)
-		d.RetryAfter = Never
 	default:
 		if w.charge != ChargeGate && n > 0 {
 			s.Curr = owe(s.Curr, n, w.rate)
 		}
-		d.RetryAfter = w.counterRetry(s.Prev, s.Curr, off, m)
+		d.RetryAfter = Never
+		if m <= w.rate {
+			d.RetryAfter = w.counterRetry(s.Prev, s.Curr, off, m)
+		}
 	}
 	d.Remaining = w.counterRemaining(s.Prev, s.Curr, off)
 	switch {
