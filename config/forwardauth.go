@@ -1,6 +1,8 @@
 package config
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/textproto"
@@ -268,14 +270,29 @@ func (w *walker) authEntry(n *yaml.Node, field string) (authEntry, bool) {
 
 // checkForwardAuth refuses a forward_auth descriptor that can land on no
 // limit of the domain, most likely a misspelt key: it would never limit
-// anything, silently. It runs on sound files only, once the domain is
-// whole: with Options.MergeDomains, the descriptors of every file of the
-// domain count.
+// anything, silently. It refuses quota_mode on any descriptor of the
+// domain too: a request in quota mode is denied only when all its
+// descriptors are over, and in forward auth the client chooses which
+// descriptors there are (a header of its own, a fresh API key on each
+// request), so one it adds would take it past every other limit. It runs
+// on sound files only, once the domain is whole: with
+// Options.MergeDomains, the descriptors of every file of the domain
+// count.
 func checkForwardAuth(d *domainConfig) []error {
 	if d.auth == nil {
 		return nil
 	}
 	var errs []error
+	d.root.walk(func(n *node) {
+		if n.quota {
+			errs = append(errs, &Error{File: n.file, Line: n.line, Field: join(n.field, "quota_mode"),
+				Err: fmt.Errorf("domain %q is served by forward auth (forward_auth at %s:%d), where quota mode would let a client leave its limits by adding a descriptor of its own", d.name, d.auth.file, d.auth.line)})
+		}
+	})
+	slices.SortFunc(errs, func(a, b error) int {
+		ea, eb := a.(*Error), b.(*Error)
+		return cmp.Or(strings.Compare(ea.File, eb.File), ea.Line-eb.Line)
+	})
 	for i, es := range d.auth.descriptors {
 		keys := make([]string, len(es))
 		lits := make([]string, len(es))
@@ -292,6 +309,26 @@ func checkForwardAuth(d *domainConfig) []error {
 		}
 	}
 	return errs
+}
+
+// CheckQuotaMode refuses every domain with a forward_auth section, for a
+// server that puts every descriptor in quota mode (envoyproxy/ratelimit's
+// QUOTA_MODE, sluice serve's -quota-mode), for the reason Load refuses
+// quota_mode on a descriptor of such a domain: a client of forward auth
+// would leave its limits by adding a descriptor of its own. The error
+// names each domain and where its section is written.
+func (c *Config) CheckQuotaMode() error {
+	if c == nil {
+		return nil
+	}
+	var errs []error
+	for _, name := range c.names {
+		if fa := c.domains[name].auth; fa != nil {
+			errs = append(errs, &Error{File: fa.file, Line: fa.line, Field: "forward_auth",
+				Err: fmt.Errorf("domain %q is served by forward auth, where quota mode for every descriptor (-quota-mode, QUOTA_MODE) would let a client leave its limits by adding a descriptor of its own: turn quota mode off, or serve the domain without forward_auth", name)})
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // validToken reports whether s is an HTTP header field name (RFC 9110's

@@ -94,6 +94,22 @@ func (g glob) match(s string) bool {
 
 func (n *node) hasChildren() bool { return len(n.exact)+len(n.wild)+len(n.any) > 0 }
 
+// walk calls f for each descriptor under n, in no set order.
+func (n *node) walk(f func(*node)) {
+	for _, c := range n.exact {
+		f(c)
+		c.walk(f)
+	}
+	for _, w := range n.wild {
+		f(w.node)
+		w.node.walk(f)
+	}
+	for _, c := range n.any {
+		f(c)
+		c.walk(f)
+	}
+}
+
 // limit is one rate limit of a node.
 type limit struct {
 	rule      *sluice.Rule // for unlimited, only Name and Shadow are set

@@ -326,3 +326,61 @@ func FuzzCleanPath(f *testing.F) {
 		}
 	})
 }
+
+// quotaAuthYAML is a domain served by Traefik's ForwardAuth: each client
+// address has 5 requests a minute, and a request with an API key is
+// limited by its key too.
+const quotaAuthYAML = `domain: web
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: api_key
+    secret: true
+    rate_limit: {unit: minute, requests_per_unit: 100}
+forward_auth:
+  proxy: traefik
+  descriptors:
+    - entries:
+        - key: remote_address
+          from: client_ip
+    - entries:
+        - key: api_key
+          from: header:X-API-Key
+`
+
+// Quota mode and forward auth do not go together: with every descriptor
+// in quota mode, a client that sends a fresh X-API-Key on each request
+// would never have all its descriptors over, and so would pass its
+// address's limit without end. A server in quota mode refuses the domain
+// at start, and a reload that puts a descriptor of it in quota mode is
+// refused while the last good config serves.
+func TestAuthQuotaModeRefused(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "web.yaml", quotaAuthYAML)
+	_, err := New(Config{Paths: []string{path}, QuotaMode: true, Store: newStore(t)})
+	if err == nil || !strings.Contains(err.Error(), path+":9: forward_auth:") || !strings.Contains(err.Error(), `domain "web"`) {
+		t.Errorf("New in quota mode with forward auth = %v, want an error naming domain web at %s:9", err, path)
+	}
+	if _, err := New(Config{Policy: config.Default(), QuotaMode: true, Store: newStore(t)}); err == nil || !strings.Contains(err.Error(), `domain "sluice"`) {
+		t.Errorf("New in quota mode with the built-in policy (forward auth for nginx) = %v, want domain sluice refused", err)
+	}
+
+	e := start(t, Config{Paths: []string{path}, ReloadInterval: -1})
+	writeFile(t, dir, "web.yaml", strings.Replace(quotaAuthYAML, "  - key: remote_address\n", "  - key: remote_address\n    quota_mode: true\n", 1))
+	if err := e.srv.Reload(t.Context()); err == nil || !strings.Contains(err.Error(), path+":3: descriptors[0].quota_mode:") {
+		t.Errorf("reload to quota_mode under forward auth = %v, want refused at %s:3", err, path)
+	}
+	// Traefik's requests from one address, each with a key of its own:
+	// the address's limit holds.
+	var passed int
+	for i := range 20 {
+		code, _, _ := get(t, e.base+"/v1/auth?domain=web", "X-Forwarded-For", testClient, "X-Forwarded-Method", "GET",
+			"X-Forwarded-Uri", "/", "X-Forwarded-Host", "shop.example", "X-API-Key", fmt.Sprintf("key-%d", i))
+		if code == http.StatusOK {
+			passed++
+		}
+	}
+	if passed != 5 {
+		t.Errorf("20 requests from one address with fresh keys: %d passed, want the address's 5", passed)
+	}
+}

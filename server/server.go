@@ -134,8 +134,14 @@ func New(cfg Config) (*Server, error) {
 // checkRules asks the Limiter whether it can decide every rule of c: a
 // rule the store would refuse at every request (a limit outside the Redis
 // store's exact range) is a config error, found when the config loads
-// rather than as an error on every request.
+// rather than as an error on every request. Under Config.QuotaMode a
+// domain with forward_auth is one too (config.Config.CheckQuotaMode).
 func (s *Server) checkRules(c *config.Config) error {
+	if s.cfg.QuotaMode {
+		if err := c.CheckQuotaMode(); err != nil {
+			return err
+		}
+	}
 	return c.CheckRules(s.limiter.CheckRule)
 }
 
