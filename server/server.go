@@ -64,6 +64,8 @@ type Server struct {
 	// headerKeys are the canonical names of the rate-limit headers
 	// (headers.go).
 	headerKeys map[string]string
+	// jsonHosts are Config.HTTPAllowedHosts, nil for any host.
+	jsonHosts map[string]bool
 }
 
 // New returns a Server for cfg, with its config loaded: a config that does
@@ -95,6 +97,9 @@ func New(cfg Config) (*Server, error) {
 		trust:      cfg.TrustedProxies, // normalised by withDefaults
 		draining:   make(chan struct{}),
 		headerKeys: headerKeys(cfg.HeaderNames),
+	}
+	if cfg.HTTPAllowedHosts != nil {
+		s.jsonHosts = hostSet(cfg.HTTPAllowedHosts)
 	}
 	if cfg.GRPCTLS != nil {
 		if s.grpcTLS, err = newTLSFiles(*cfg.GRPCTLS, []string{"h2"}, cfg.Logger); err != nil {
