@@ -41,6 +41,10 @@ type Source struct {
 	// Name is the header's name (canonical, as http.Header keys it) or
 	// the query parameter's, for Header and Query.
 	Name string
+	// CaseInsensitive, for Path, matches the path with its ASCII letters
+	// in lower case (path_match: case_insensitive), for an application
+	// that routes /LOGIN as /login.
+	CaseInsensitive bool
 }
 
 // SourceKind is the kind of a Source.
@@ -64,6 +68,9 @@ func (s Source) String() string {
 	case Method:
 		return "method"
 	case Path:
+		if s.CaseInsensitive {
+			return "path (case_insensitive)"
+		}
 		return "path"
 	case Host:
 		return "host"
@@ -145,7 +152,7 @@ next:
 var (
 	authKeys           = []string{"proxy", "deny_status", "descriptors"}
 	authDescriptorKeys = []string{"entries"}
-	authEntryKeys      = []string{"key", "from", "value"}
+	authEntryKeys      = []string{"key", "from", "value", "path_match"}
 )
 
 const fromList = "client_ip, method, path, host, header:NAME or query:NAME"
@@ -211,7 +218,7 @@ func (w *walker) authEntry(n *yaml.Node, field string) (authEntry, bool) {
 		return authEntry{}, false
 	}
 	var e authEntry
-	kn, fn, vn := m["key"], m["from"], m["value"]
+	kn, fn, vn, pm := m["key"], m["from"], m["value"], m["path_match"]
 	key, ok := w.str(kn, join(field, "key"))
 	switch {
 	case !ok:
@@ -227,6 +234,9 @@ func (w *walker) authEntry(n *yaml.Node, field string) (authEntry, bool) {
 	switch {
 	case fn != nil && vn != nil:
 		w.errorf(vn, join(field, "value"), "give from or value, not both")
+		return e, false
+	case vn != nil && pm != nil:
+		w.errorf(pm, join(field, "path_match"), "only an entry from: path has a path_match")
 		return e, false
 	case vn != nil:
 		v, ok := w.str(vn, join(field, "value"))
@@ -255,15 +265,30 @@ func (w *walker) authEntry(n *yaml.Node, field string) (authEntry, bool) {
 	case s == "host":
 		e.from.Kind = Host
 	case kind == "header" && validToken(name):
-		e.from = Source{Header, textproto.CanonicalMIMEHeaderKey(name)}
+		e.from = Source{Kind: Header, Name: textproto.CanonicalMIMEHeaderKey(name)}
 	case kind == "query" && name != "":
-		e.from = Source{Query, name}
+		e.from = Source{Kind: Query, Name: name}
 	case kind == "header" || kind == "query":
 		w.errorf(fn, join(field, "from"), "%q: want %s:NAME with a valid name", s, kind)
 		return e, false
 	default:
 		w.errorf(fn, join(field, "from"), "unknown source %q (want %s)", s, fromList)
 		return e, false
+	}
+	if pm != nil {
+		p, ok := w.str(pm, join(field, "path_match"))
+		switch {
+		case !ok:
+			return e, false
+		case e.from.Kind != Path:
+			w.errorf(pm, join(field, "path_match"), "only an entry from: path has a path_match")
+			return e, false
+		case p == "case_insensitive":
+			e.from.CaseInsensitive = true
+		case p != "exact":
+			w.errorf(pm, join(field, "path_match"), "unknown path_match %q (want exact, the default, or case_insensitive)", p)
+			return e, false
+		}
 	}
 	return e, true
 }

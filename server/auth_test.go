@@ -300,6 +300,20 @@ func TestCleanPath(t *testing.T) {
 		{"HTTPS://evil.example", "/"},
 		{"/a/http://b/c", "/a/http:/b/c"},
 		{"/LOGIN", "/LOGIN"},
+		{"/login.", "/login"},
+		{"/login...", "/login"},
+		{"/login%2e", "/login"},
+		{"/login%2E.", "/login"},
+		{"/a./b../c", "/a/b/c"},
+		{"/.../login", "/login"},
+		{"/login.json", "/login.json"},
+		{`/login\`, "/login"},
+		{`\login`, "/login"},
+		{`/a\..\login`, "/login"},
+		{"/login%5C", "/login"},
+		{"/login%5c", "/login"},
+		{"/a%5Cb", "/a/b"},
+		{"/a%255Cb", "/a%255Cb"},
 	} {
 		if got := cleanPath(tt.in); got != tt.want {
 			t.Errorf("cleanPath(%q) = %q, want %q", tt.in, got, tt.want)
@@ -317,14 +331,102 @@ func FuzzCleanPath(f *testing.F) {
 			t.Fatalf("cleanPath(%q) = %q: not one clean spelling", p, c)
 		}
 		for seg := range strings.SplitSeq(c, "/") {
-			if seg == "." || seg == ".." || strings.Contains(seg, ";") {
+			if seg == "." || seg == ".." || strings.Contains(seg, ";") || strings.HasSuffix(seg, ".") {
 				t.Fatalf("cleanPath(%q) = %q holds segment %q", p, c, seg)
 			}
+		}
+		if strings.Contains(c, `\`) || strings.Contains(c, "%5C") {
+			t.Fatalf("cleanPath(%q) = %q holds a backslash", p, c)
 		}
 		if again := cleanPath(c); again != c {
 			t.Fatalf("cleanPath(%q) = %q, but cleanPath of that is %q", p, c, again)
 		}
+		f := foldPath(c)
+		if cleanPath(f) != f || foldPath(f) != f || strings.ToLower(f) != strings.ToLower(c) {
+			t.Fatalf("foldPath(%q) = %q: not a clean path in one case", c, f)
+		}
+		for i := 0; i < len(f); i++ {
+			if f[i] == '%' && strings.ToUpper(f[i:i+3]) != f[i:i+3] {
+				t.Fatalf("foldPath(%q) = %q: escape %q not upper case", c, f, f[i:i+3])
+			}
+		}
 	})
+}
+
+func TestFoldPath(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"/LOGIN", "/login"},
+		{"/Login/Step2", "/login/step2"},
+		{"/a%2Fb", "/a%2Fb"},
+		{"/A%2FB%20C", "/a%2Fb%20c"},
+		{"/%C3%89T%C3%89", "/%C3%89t%C3%89"}, // ASCII letters only
+	} {
+		if got := foldPath(tt.in); got != tt.want {
+			t.Errorf("foldPath(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestCanonicalHost(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"api.example.com", "api.example.com"},
+		{"API.Example.COM", "api.example.com"},
+		{"api.example.com.", "api.example.com"},
+		{"api.example.com:443", "api.example.com"},
+		{"api.example.com:80", "api.example.com"},
+		{"API.example.com.:443", "api.example.com"},
+		{"api.example.com:8443", "api.example.com:8443"},
+		{"[::1]:443", "[::1]"},
+		{"[2001:DB8::1]:8443", "[2001:db8::1]:8443"},
+		{"203.0.113.7:80", "203.0.113.7"},
+		{"", ""},
+	} {
+		if got := canonicalHost(tt.in); got != tt.want {
+			t.Errorf("canonicalHost(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// spellingYAML limits each host and each bearer token, as Traefik's
+// ForwardAuth passes them.
+const spellingYAML = `domain: web
+descriptors:
+  - key: host
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: token
+    secret: true
+    rate_limit: {unit: minute, requests_per_unit: 3}
+forward_auth:
+  proxy: traefik
+  descriptors:
+    - entries: [{key: host, from: host}]
+    - entries: [{key: token, from: "header:Authorization"}]
+`
+
+// Traefik passes the client's Host in X-Forwarded-Host and its
+// Authorization as sent: the spellings of one host, and of one token,
+// are one limit each.
+func TestAuthTraefikSpellings(t *testing.T) {
+	e := start(t, Config{Paths: []string{writeFile(t, t.TempDir(), "web.yaml", spellingYAML)}})
+	traefik := func(host string, hdr ...string) int {
+		t.Helper()
+		code, _, _ := get(t, e.base+"/v1/auth?domain=web", append([]string{"X-Forwarded-For", testClient, "X-Forwarded-Proto", "https",
+			"X-Forwarded-Method", "GET", "X-Forwarded-Uri", "/", "X-Forwarded-Host", host}, hdr...)...)
+		return code
+	}
+	for i, host := range []string{"API.example.com", "api.example.com.", "api.example.com:443", "Api.Example.Com.:80"} {
+		if code, want := traefik(host), i < 3; (code == 200) != want {
+			t.Errorf("X-Forwarded-Host %q (request %d): %d, want allowed %v", host, i+1, code, want)
+		}
+	}
+	if code := traefik("api.example.com:8443"); code != 200 {
+		t.Errorf("X-Forwarded-Host on another port: %d, want 200", code)
+	}
+	for i, auth := range []string{"Bearer T0K", "bearer T0K", "BEARER  T0K", "Bearer    T0K"} {
+		if code, want := traefik(fmt.Sprintf("h%d.example", i), "Authorization", auth), i < 3; (code == 200) != want {
+			t.Errorf("Authorization %q (request %d): %d, want allowed %v", auth, i+1, code, want)
+		}
+	}
 }
 
 // quotaAuthYAML is a domain served by Traefik's ForwardAuth: each client

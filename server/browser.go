@@ -1,10 +1,6 @@
 package server
 
-import (
-	"net"
-	"net/http"
-	"strings"
-)
+import "net/http"
 
 // A browser can be made to send requests to the service by any page its
 // user opens: a script's fetch in no-cors mode, a form, a multipart
@@ -42,29 +38,4 @@ func (s *Server) refuseBrowser(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	return false
-}
-
-// hostSet is a set of host names, lower-cased, for allowedHost.
-func hostSet(names []string) map[string]bool {
-	hosts := make(map[string]bool, len(names))
-	for _, h := range names {
-		hosts[strings.ToLower(strings.TrimSuffix(h, "."))] = true
-	}
-	return hosts
-}
-
-// allowedHost reports whether a request's Host is one a listener answers
-// to: an IP address, localhost, or one of hosts. DNS rebinding cannot
-// send an IP address or localhost as Host: the browser sends the name of
-// the page's own site.
-func allowedHost(hostport string, hosts map[string]bool) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") || hosts[host] {
-		return true
-	}
-	return net.ParseIP(host) != nil
 }
