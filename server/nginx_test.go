@@ -339,7 +339,7 @@ func TestNginxSpellings(t *testing.T) {
 // own time, which no fake clock drives.
 func waitListening(t *testing.T, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
@@ -347,7 +347,7 @@ func waitListening(t *testing.T, addr string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("nginx does not listen on %s after 10s: %v", addr, err)
+			t.Fatalf("nginx does not listen on %s after 60s: %v", addr, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
