@@ -134,7 +134,10 @@ Responses:
                        deny
   -quota-mode          quota mode for every descriptor, as
                        envoyproxy/ratelimit's QUOTA_MODE: a request is
-                       denied only when all its descriptors are over
+                       denied only when all its descriptors are over.
+                       Refused with a domain served by forward auth (the
+                       built-in policy's), whose clients choose their
+                       descriptors
   -dynamic-metadata    return the descriptors and their config metadata
                        in each RLS response's dynamic_metadata, as
                        envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA
