@@ -1,9 +1,17 @@
 package server
 
 import (
+	"context"
+	"io"
+	"maps"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"os/exec"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // postAs posts body to /json with the given headers ("Host" sets the
@@ -103,5 +111,94 @@ func TestJSONAllowedHosts(t *testing.T) {
 	req.Header.Set("X-Real-IP", testClient)
 	if code, _, body := do(t, req); code != http.StatusOK {
 		t.Errorf("forward auth with the original Host: %d %q, want 200", code, body)
+	}
+}
+
+// attackPage is a page of another site that makes its visitor's browser
+// POST to a service's /json in the three ways that need no CORS
+// preflight: fetch in no-cors mode with a text/plain body and with a
+// multipart one, then a form whose text/plain encoding spells JSON (for
+// user "alice=": the encoding puts its '=' there).
+const attackPage = `<!doctype html><html><body>
+<form id="f" method="POST" enctype="text/plain" action="{{json}}"><input name='{"domain":"test","descriptors":[{"entries":[{"key":"user","value":"alice' value='"}]}]}'></form>
+<script>
+const body = '{"domain":"test","descriptors":[{"entries":[{"key":"user","value":"alice"}]}]}';
+const fd = new FormData();
+fd.append("q", body);
+fetch("{{json}}", {method: "POST", mode: "no-cors", body: body})
+  .finally(() => fetch("{{json}}", {method: "POST", mode: "no-cors", body: fd}))
+  .finally(() => document.getElementById("f").submit());
+</script></body></html>`
+
+// A real browser (headless Chromium) on a page of another site: its three
+// POSTs reach /json and are refused, and charge nothing.
+func TestJSONFromChromium(t *testing.T) {
+	bin := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			bin = p
+			break
+		}
+	}
+	if bin == "" {
+		t.Skip("no Chromium (Debian: apt-get install chromium): skipping the real-browser test")
+	}
+	s, _ := newServer(t, Config{})
+	var mu sync.Mutex
+	var posts []int // the status of each POST /json a page sent
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, r)
+		if r.Method == http.MethodPost && r.Header.Get("Origin") != "" {
+			mu.Lock()
+			posts = append(posts, rec.Code)
+			mu.Unlock()
+		}
+		maps.Copy(w.Header(), rec.Header())
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
+	}))
+	defer svc.Close()
+	// The page is served as localhost, the service reached as 127.0.0.1:
+	// two sites.
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, strings.ReplaceAll(attackPage, "{{json}}", svc.URL+"/json"))
+	}))
+	defer page.Close()
+	_, port, _ := net.SplitHostPort(page.Listener.Addr().String())
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=10000", "--dump-dom", "http://localhost:"+port+"/")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("chromium: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(posts)
+		mu.Unlock()
+		if n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the page's 3 POSTs reached the service", n)
+		}
+		time.Sleep(10 * time.Millisecond) // the browser sends on its own time
+	}
+	mu.Lock()
+	for i, code := range posts {
+		if code != http.StatusForbidden {
+			t.Errorf("the page's POST %d: %d, want 403", i+1, code)
+		}
+	}
+	mu.Unlock()
+	// per_user allows 3 a minute, none of them spent by the page.
+	for i, want := range []int{200, 200, 200, 429} {
+		if code := jsonPost(t, s, "test", "user", "alice"); code != want {
+			t.Errorf("a program's POST %d after the page's: %d, want %d", i+1, code, want)
+		}
 	}
 }
