@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testbrowser"
 )
 
 // postAs posts body to /json with the given headers ("Host" sets the
@@ -133,16 +135,7 @@ fetch("{{json}}", {method: "POST", mode: "no-cors", body: body})
 // A real browser (headless Chromium) on a page of another site: its three
 // POSTs reach /json and are refused, and charge nothing.
 func TestJSONFromChromium(t *testing.T) {
-	bin := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			bin = p
-			break
-		}
-	}
-	if bin == "" {
-		t.Skip("no Chromium (Debian: apt-get install chromium): skipping the real-browser test")
-	}
+	bin := testbrowser.Chromium(t)
 	s, _ := newServer(t, Config{})
 	var mu sync.Mutex
 	var posts []int // the status of each POST /json a page sent
