@@ -28,13 +28,21 @@ func allowedHost(hostport string, hosts map[string]bool) bool {
 
 // splitHost splits a Host value into the host, lower-cased, without the
 // brackets of an IPv6 address or the trailing dot of a fully qualified
-// name, and the port, "" if none.
+// name (or dots), and the port, "" if none. It allocates nothing for a host in
+// lower case, as net.SplitHostPort's error would for one without a port.
 func splitHost(hostport string) (host, port string) {
 	host = hostport
-	if h, p, err := net.SplitHostPort(hostport); err == nil {
-		host, port = h, p
+	// The last ':' begins a port unless it is inside brackets, or one
+	// of a bare IPv6 address's.
+	if i := strings.LastIndexByte(hostport, ':'); i >= 0 && strings.IndexByte(hostport[i:], ']') < 0 &&
+		(hostport[0] == '[' || strings.IndexByte(hostport[:i], ':') < 0) {
+		host, port = hostport[:i], hostport[i+1:]
 	}
-	return strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), ".")), port
+	host = strings.TrimRight(host, ".")
+	if len(host) >= 2 && host[0] == '[' && host[len(host)-1] == ']' {
+		host = host[1 : len(host)-1]
+	}
+	return strings.ToLower(host), port
 }
 
 // canonicalHost is a Host value in one spelling for the ways a client may
