@@ -66,14 +66,20 @@ func cleanPath(p string) string {
 // (IIS and ASP.NET; Express and Koa routers, case-insensitive by
 // default; Spring with its matching so configured).
 func foldPath(p string) string {
-	b := []byte(p)
-	for i := 0; i < len(b); i++ {
-		switch c := b[i]; {
+	var b []byte // a copy, made at the first letter to change
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
 		case c == '%':
 			i += 2 // cleanPath leaves only whole escapes
 		case 'A' <= c && c <= 'Z':
+			if b == nil {
+				b = []byte(p)
+			}
 			b[i] = c + 'a' - 'A'
 		}
+	}
+	if b == nil {
+		return p
 	}
 	return string(b)
 }
