@@ -166,9 +166,9 @@
 // path_match: case_insensitive, on an entry from: path, matches the path
 // with its ASCII letters in lower case, for an application that routes
 // /LOGIN and /Login as /login: IIS and ASP.NET, Express and Koa routers
-// (case-insensitive unless told otherwise), Spring set up so. Write the
-// descriptors' values it reaches in lower case. (Paths are normalised in
-// any case; see package server.)
+// (case-insensitive unless told otherwise), Spring set up so. A value it
+// reaches with upper-case letters would never match, and is an error.
+// (Paths are normalised in any case; see package server.)
 //
 // quota_mode on any descriptor of a domain with forward_auth is an error:
 // there the client chooses which descriptors a request has (a header of

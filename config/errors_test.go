@@ -73,6 +73,7 @@ var badConfigs = []struct {
 	{"forward_auth_quota_mode.yaml", `forward_auth_quota_mode.yaml:8: descriptors[1].quota_mode: domain "web" is served by forward auth`},
 	{"forward_auth_bad_path_match.yaml", `forward_auth_bad_path_match.yaml:11: forward_auth.descriptors[0].entries[0].path_match: unknown path_match "ignore_case" (want exact, the default, or case_insensitive)`},
 	{"forward_auth_path_match_not_path.yaml", `forward_auth_path_match_not_path.yaml:11: forward_auth.descriptors[0].entries[0].path_match: only an entry from: path has a path_match`},
+	{"forward_auth_upper_case_path.yaml", `forward_auth_upper_case_path.yaml:6: descriptors[1].value: "/Admin/*" holds upper-case letters, which a path matched with path_match: case_insensitive (forward_auth at testdata/forward_auth_upper_case_path.yaml:12) never has: write it in lower case`},
 	{"forward_auth_no_proxy.yaml", `forward_auth_no_proxy.yaml:6: forward_auth.proxy: missing: name the proxy that calls /v1/auth, nginx, traefik or envoy`},
 	{"forward_auth_bad_proxy.yaml", `forward_auth_bad_proxy.yaml:6: forward_auth.proxy: unknown proxy "haproxy" (want nginx, traefik or envoy)`},
 	{"forward_auth_no_descriptors.yaml", `forward_auth_no_descriptors.yaml:3: forward_auth.descriptors: missing`},

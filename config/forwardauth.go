@@ -332,6 +332,38 @@ func checkForwardAuth(d *domainConfig) []error {
 			errs = append(errs, &Error{File: d.auth.file, Line: d.auth.lines[i], Field: index("forward_auth.descriptors", i),
 				Err: fmt.Errorf("(%s) can reach no limit of domain %q", strings.Join(shown, ", "), d.name)})
 		}
+		for j, e := range es {
+			if e.from.CaseInsensitive {
+				errs = append(errs, upperValues(d, d.root.reach(keys[:j], lits[:j]), e.key, d.auth.lines[i])...)
+			}
+		}
+	}
+	return errs
+}
+
+// upperValues refuses the values with upper-case letters of the
+// descriptors with key among the children of parents: a path matched
+// with path_match: case_insensitive (forward_auth's descriptor at line)
+// comes in lower case, so such a value would never match.
+func upperValues(d *domainConfig, parents []*node, key string, line int) []error {
+	var errs []error
+	check := func(n *node) {
+		if strings.ContainsFunc(n.value, func(r rune) bool { return 'A' <= r && r <= 'Z' }) {
+			errs = append(errs, &Error{File: n.file, Line: n.line, Field: join(n.field, "value"),
+				Err: fmt.Errorf("%q holds upper-case letters, which a path matched with path_match: case_insensitive (forward_auth at %s:%d) never has: write it in lower case", n.shownValue(), d.auth.file, line)})
+		}
+	}
+	for _, p := range parents {
+		for e, c := range p.exact {
+			if e.Key == key {
+				check(c)
+			}
+		}
+		for _, w := range p.wild {
+			if w.key == key {
+				check(w.node)
+			}
+		}
 	}
 	return errs
 }
