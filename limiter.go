@@ -29,7 +29,11 @@ type Result struct {
 	// checks, shadow ones included.
 	Decisions []Decision
 	// Err is the store's error when the failure policy made the decision,
-	// and nil when the store answered.
+	// and nil when the store answered. With Err set, the charges of usage
+	// rules (ChargeUsage, ChargeCount) of cost above 0 never reached the
+	// store: recorded by the fallback store for a FailLocal rule, lost for
+	// the others. Count them, as sluice serve does in a metric, to know
+	// how much usage went unrecorded.
 	Err error
 }
 
@@ -187,6 +191,10 @@ func (l *Limiter) take(ctx context.Context, s Store, now time.Time, n int64, che
 }
 
 // degrade decides every check by its rule's Failure after the store erred.
+// A FailLocal check goes to the fallback store as it would have gone to
+// the store: when a FailClosed check denies the request, the fallback's
+// gate checks only report their state, and its usage checks are recorded
+// all the same.
 func (l *Limiter) degrade(ctx context.Context, now time.Time, n int64, checks []Check, out []Decision) {
 	var local []int
 	closed := false
@@ -215,11 +223,16 @@ func (l *Limiter) degrade(ctx context.Context, now time.Time, n int64, checks []
 	for j, i := range local {
 		lc[j] = checks[i]
 		if closed {
+			// The request is denied anyway: a gate check reports its local
+			// state, charging nothing; a usage check is recorded.
 			lc[j].Cost = 0
+			if checks[i].Rule.Charge != ChargeGate {
+				lc[j].Cost = checks[i].CostFor(n)
+			}
 		}
 	}
 	if closed {
-		n = 0 // the request is denied anyway: report the local state, charge nothing
+		n = 0
 	}
 	if err := l.take(ctx, l.fallback, now, n, lc, ld); err != nil {
 		for _, i := range local {

@@ -53,6 +53,7 @@ type metrics struct {
 	decisions   *prometheus.CounterVec
 	values      *prometheus.CounterVec // value_to_metric
 	storeErrors prometheus.Counter
+	lost        *prometheus.CounterVec // usage charges the store did not record
 	duration    *prometheus.HistogramVec
 	reloads     *prometheus.CounterVec
 	rules       prometheus.Gauge
@@ -231,6 +232,11 @@ func newMetrics() *metrics {
 			Name: "sluice_store_errors_total",
 			Help: "Requests the store could not decide, which the rules' failure modes decided instead.",
 		}),
+		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_usage_charges_lost_total",
+			Help: "Charges of limits charged by usage (charge: usage, or every limit under -charge-per-descriptor) " +
+				"that the store failed to record, by domain and rule: the rules' failure modes decided those requests instead.",
+		}, []string{"domain", "rule"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_decision_duration_seconds",
 			Help: "Time to decide one rate-limit request, from its arrival to its answer, by endpoint (grpc, json, auth).",
@@ -247,7 +253,7 @@ func newMetrics() *metrics {
 			Help: "Rules in the config being served.",
 		}),
 	}
-	m.reg.MustRegister(m.decisions, m.values, m.storeErrors, m.duration, m.reloads, m.rules,
+	m.reg.MustRegister(m.decisions, m.values, m.storeErrors, m.lost, m.duration, m.reloads, m.rules,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Both results exist from the start, so that a rate() over them is
 	// defined before the first reload.
