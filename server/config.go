@@ -117,6 +117,16 @@ type Config struct {
 	// no one.
 	TrustedProxies []netip.Prefix
 
+	// HTTPAllowedHosts, when not nil, are the host names that POST /json
+	// answers to in a request's Host header, besides IP addresses and
+	// localhost; any other gets 421 Misdirected Request. A page whose name
+	// an attacker points at this address (DNS rebinding) is the browser's
+	// own origin, so that its script could spend quotas and read the
+	// answers; it sends its own name as Host. nil, the default, answers
+	// any Host. Forward auth is not held to it: nginx passes the original
+	// request's Host.
+	HTTPAllowedHosts []string
+
 	// MaxHitsAddend is the largest hits_addend a request may carry, in
 	// the request or in a descriptor; more is InvalidArgument. The
 	// default is DefaultMaxHitsAddend; more than MaxCost is an error.

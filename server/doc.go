@@ -197,7 +197,13 @@
 // quota descriptors within and leave out the ones over, the request is
 // taken again without them and without the usage charges already
 // recorded; a descriptor seen over is not charged even if another
-// request made room in between.)
+// request made room in between.) Quota mode and forward auth do
+// not go together: there the client chooses which descriptors a request
+// has (a header of its own, a fresh API key each time), and one more
+// descriptor within its limit would take it past all the others. A config
+// with quota_mode on a descriptor of a domain with forward_auth does not
+// load, and under Config.QuotaMode such a domain is refused when the
+// config loads (New, Reload), naming the domain and its file and line.
 //
 // With Config.DynamicMetadata (--dynamic-metadata, envoyproxy/ratelimit's
 // RESPONSE_DYNAMIC_METADATA) the response's dynamic_metadata holds, as
@@ -223,6 +229,18 @@
 // a hits_addend above Config.MaxHitsAddend, a limit override out of its
 // bounds (or any under Config.RefuseLimitOverrides), negative hits (not
 // supported), malformed JSON, or a body over Config.MaxBodyBytes (413).
+//
+// POST /json answers programs, not web pages. A page's script or form can
+// make its visitor's browser POST there without a CORS preflight (fetch
+// in no-cors mode with a text/plain body, a form, a multipart upload),
+// spending a client's quota; so a request that carries Origin, or a
+// Sec-Fetch-Site of cross-site or same-site, which browsers send and
+// Envoy, proxies and curl never do, is refused with 403 before anything
+// is read or charged. With Config.HTTPAllowedHosts (--http-allowed-hosts)
+// a Host other than those names, an IP address or localhost gets 421:
+// under DNS rebinding (a page's own name pointed at the service's
+// address) the page is same-origin with the service and could read the
+// answers, but its requests carry its own name as Host.
 //
 // When the store fails, each rule's failure mode (open, closed or local)
 // decides; the RateLimit field is then left out, since what is left is not
@@ -254,9 +272,18 @@
 //	envoy    X-Forwarded-For (right-most)    the request's       after /v1/auth/DOMAIN     Host
 //
 // A trusted peer without its proxy's address header is a 400 naming the
-// header. Paths are normalised before they are matched (see cleanPath:
-// dot segments and repeated slashes removed, unreserved escapes decoded,
-// path parameters and a trailing slash dropped, "%2F" kept). Allowed:
+// header. What the application behind the proxy takes as one is keyed as
+// one. Paths are normalised before they are matched (see cleanPath: dot
+// segments and repeated slashes removed, unreserved escapes decoded, "\"
+// and "%5C" made separators, path parameters, each segment's trailing
+// dots and a trailing slash dropped, "%2F" kept); an entry
+// "from: path" with "path_match: case_insensitive" also lower-cases the
+// path's ASCII letters, for applications that route without regard to
+// case (IIS and ASP.NET, Express and Koa by default). Hosts are
+// lower-cased, without the trailing dot or the port 80 or 443. An
+// Authorization or Proxy-Authorization header is keyed with its scheme's
+// case and its spaces normalised ("bearer  T0K" as "Bearer T0K"), as
+// httplimit's APIKey keys a bearer token. Allowed:
 // 200. Denied: the section's deny_status, 429 or 403 (nginx's
 // auth_request passes only 401 and 403 through; map 403 back to 429, see
 // examples/nginx), with Retry-After and the RFC 9457 problem body that
@@ -330,7 +357,7 @@
 // Labels come from the config only, so no request can add a series:
 // domains the config lacks count as "(unknown)", descriptors no limit
 // applies to as rule "(none)", limit overrides, whatever their rates, as
-// rule "(override)", and no key, descriptor value or address is
+// rule "(override)" in the domain of each request, and no key, descriptor value or address is
 // ever a label (detailed_metric is accepted and has no effect here), with
 // one exception the config opts into. A descriptor with value_to_metric
 // (envoyproxy/ratelimit's) counts its limits' decisions again in

@@ -67,6 +67,10 @@ type metrics struct {
 	// label (seriesKey), looked up once each. Their labels come from the
 	// configs served, so there are as few as the other series.
 	unruled sync.Map
+	// shared are the *ruleCounters of rules used in several domains (the
+	// limit overrides, one rule per rate whatever the domain), by domain
+	// and rule label (seriesKey).
+	shared sync.Map
 }
 
 // countUnruled counts a decision, within, of a descriptor that no limit
@@ -80,25 +84,44 @@ func (m *metrics) countUnruled(domain, rule string) {
 	c.(prometheus.Counter).Inc()
 }
 
-// ruleCounters are one rule's series of sluice_decisions_total, looked up
-// once: a rule is matched only in its own domain.
+// ruleCounters are one rule's series of sluice_decisions_total in one
+// domain, looked up once.
 type ruleCounters struct {
+	domain                   string
 	within, over, shadowOver prometheus.Counter
 }
 
-// count counts one decision of li's rule in domain.
+// count counts one decision of li's rule in domain. A config's rule is
+// matched only in its own domain, and keeps its series; a limit
+// override's rule serves every domain, and its series in the domains
+// after the first are looked up by domain.
 func (m *metrics) count(li *limitInfo, domain, result string) {
 	rc := li.counters.Load()
 	if rc == nil {
-		name := li.label
-		rc = &ruleCounters{
-			within:     m.decisions.WithLabelValues(domain, name, resultWithin),
-			over:       m.decisions.WithLabelValues(domain, name, resultOver),
-			shadowOver: m.decisions.WithLabelValues(domain, name, resultShadowOver),
+		rc = m.ruleSeries(domain, li.label)
+		if !li.counters.CompareAndSwap(nil, rc) {
+			rc = li.counters.Load()
 		}
-		li.counters.Store(rc)
+	}
+	if rc.domain != domain {
+		k := seriesKey{domain, li.label}
+		c, ok := m.shared.Load(k)
+		if !ok {
+			c, _ = m.shared.LoadOrStore(k, m.ruleSeries(domain, li.label))
+		}
+		rc = c.(*ruleCounters)
 	}
 	rc.inc(result)
+}
+
+// ruleSeries returns the series of rule label in domain.
+func (m *metrics) ruleSeries(domain, label string) *ruleCounters {
+	return &ruleCounters{
+		domain:     domain,
+		within:     m.decisions.WithLabelValues(domain, label, resultWithin),
+		over:       m.decisions.WithLabelValues(domain, label, resultOver),
+		shadowOver: m.decisions.WithLabelValues(domain, label, resultShadowOver),
+	}
 }
 
 func (rc *ruleCounters) inc(result string) {
@@ -147,6 +170,7 @@ func (ls *labelSeries) counters(vec *prometheus.CounterVec, domain, rule, label 
 	}
 	with := func(label string) *ruleCounters {
 		return &ruleCounters{
+			domain:     domain,
 			within:     vec.WithLabelValues(domain, rule, label, resultWithin),
 			over:       vec.WithLabelValues(domain, rule, label, resultOver),
 			shadowOver: vec.WithLabelValues(domain, rule, label, resultShadowOver),

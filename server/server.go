@@ -67,6 +67,8 @@ type Server struct {
 	headerKeys map[string]string
 	// gate bounds the gRPC calls in flight (conns.go).
 	gate *streamGate
+	// jsonHosts are Config.HTTPAllowedHosts, nil for any host.
+	jsonHosts map[string]bool
 }
 
 // New returns a Server for cfg, with its config loaded: a config that does
@@ -107,6 +109,9 @@ func New(cfg Config) (*Server, error) {
 	if mc := newMemoryCollector(cfg.Store, cfg.Fallback); mc != nil {
 		s.m.reg.MustRegister(mc)
 	}
+	if cfg.HTTPAllowedHosts != nil {
+		s.jsonHosts = hostSet(cfg.HTTPAllowedHosts)
+	}
 	if cfg.GRPCTLS != nil {
 		if s.grpcTLS, err = newTLSFiles(*cfg.GRPCTLS, []string{"h2"}, cfg.Logger); err != nil {
 			return nil, fmt.Errorf("server: gRPC: %w", err)
@@ -145,8 +150,14 @@ func New(cfg Config) (*Server, error) {
 // checkRules asks the Limiter whether it can decide every rule of c: a
 // rule the store would refuse at every request (a limit outside the Redis
 // store's exact range) is a config error, found when the config loads
-// rather than as an error on every request.
+// rather than as an error on every request. Under Config.QuotaMode a
+// domain with forward_auth is one too (config.Config.CheckQuotaMode).
 func (s *Server) checkRules(c *config.Config) error {
+	if s.cfg.QuotaMode {
+		if err := c.CheckQuotaMode(); err != nil {
+			return err
+		}
+	}
 	return c.CheckRules(s.limiter.CheckRule)
 }
 

@@ -134,7 +134,10 @@ Responses:
                        deny
   -quota-mode          quota mode for every descriptor, as
                        envoyproxy/ratelimit's QUOTA_MODE: a request is
-                       denied only when all its descriptors are over
+                       denied only when all its descriptors are over.
+                       Refused with a domain served by forward auth (the
+                       built-in policy's), whose clients choose their
+                       descriptors
   -dynamic-metadata    return the descriptors and their config metadata
                        in each RLS response's dynamic_metadata, as
                        envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA
@@ -166,6 +169,14 @@ Behaviour:
                        the proxies whose headers forward auth believes
                        (only those its config's proxy: sets); "" trusts
                        none (default 127.0.0.0/8,::1)
+  -http-allowed-hosts NAME,...
+                       the host names POST /json answers to besides IP
+                       addresses and localhost; any other Host gets 421, so
+                       that a web page whose name is pointed at this
+                       address (DNS rebinding) can neither spend quotas
+                       nor read answers (default: any host). POST /json
+                       refuses a web page's request (one with Origin or a
+                       cross-site Sec-Fetch-Site) with 403 in any case
   -read-timeout DURATION
                        the longest an HTTP request's header and body may
                        take to arrive (default 5s)
@@ -221,6 +232,7 @@ API keys are keyed by their digest: no key reaches the store.
 type serveFlags struct {
 	configs     listFlag
 	trusted     prefixFlag
+	jsonHosts   hostsFlag
 	httpAddr    string
 	grpcAddr    string
 	grpcUDS     string
@@ -312,6 +324,7 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	fs.DurationVar(&o.drain, "drain", 0, "")
 	fs.DurationVar(&o.poll, "poll", server.DefaultReloadInterval, "")
 	fs.Var(&o.trusted, "trusted-proxies", "")
+	fs.Var(&o.jsonHosts, "http-allowed-hosts", "")
 	fs.DurationVar(&o.readTO, "read-timeout", server.DefaultReadTimeout, "")
 	fs.DurationVar(&o.idleTO, "idle-timeout", server.DefaultIdleTimeout, "")
 	fs.DurationVar(&o.maxAge, "grpc-max-connection-age", 0, "")
@@ -486,6 +499,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		ChargePerDescriptor:   o.perDesc,
 		RefuseLimitOverrides:  o.refuseOv,
 		HTTPAddr:              o.httpAddr,
+		HTTPAllowedHosts:      o.jsonHosts.list(),
 		GRPCAddr:              o.grpcAddr,
 		ReloadInterval:        poll,
 		DrainDelay:            o.drain,
@@ -728,6 +742,40 @@ func (f *bytesFlag) Set(s string) error {
 }
 
 // prefixFlag is a comma-separated list of CIDR prefixes or addresses.
+// hostsFlag is a comma-separated list of host names; set even when the
+// list is empty, so that -http-allowed-hosts "" answers IP addresses and
+// localhost only.
+type hostsFlag struct {
+	names []string
+	set   bool
+}
+
+func (f *hostsFlag) String() string { return strings.Join(f.names, ",") }
+
+func (f *hostsFlag) Set(s string) error {
+	f.names, f.set = []string{}, true
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if strings.ContainsAny(part, ":/[] ") {
+			return fmt.Errorf("%q: want a host name, without a port (IP addresses and localhost are always answered)", part)
+		}
+		f.names = append(f.names, part)
+	}
+	return nil
+}
+
+// list is the names for server.Config.HTTPAllowedHosts: nil, any host,
+// when the flag is not given.
+func (f *hostsFlag) list() []string {
+	if !f.set {
+		return nil
+	}
+	return f.names
+}
+
 type prefixFlag struct {
 	prefixes []netip.Prefix
 	set      bool

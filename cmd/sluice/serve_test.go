@@ -401,3 +401,28 @@ func TestServeGRPCUDS(t *testing.T) {
 		t.Errorf("over the unix socket: %v, %v", r, err)
 	}
 }
+
+// -http-allowed-hosts holds POST /json to the names given (and IP
+// addresses): another Host is 421; a name with a port is a usage error.
+func TestServeHTTPAllowedHosts(t *testing.T) {
+	if code, _, stderr := runArgs(t, "serve", "-http-allowed-hosts", "ratelimit.internal:8080"); code != exitUsage || !strings.Contains(stderr, "without a port") {
+		t.Errorf("-http-allowed-hosts with a port: exit %d, stderr %q; want a usage error", code, stderr)
+	}
+	s := startServe(t, "-http-allowed-hosts", "ratelimit.internal, rl.svc")
+	post := func(host string) int {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+s.addr("http")+"/json",
+			strings.NewReader(`{"domain":"sluice","descriptors":[{"entries":[{"key":"remote_address","value":"203.0.113.9"}]}]}`))
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for host, want := range map[string]int{"rebound.example": 421, "rl.svc:8080": 200, "ratelimit.internal": 200, s.addr("http"): 200} {
+		if got := post(host); got != want {
+			t.Errorf("Host %q: %d, want %d", host, got, want)
+		}
+	}
+}
