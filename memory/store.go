@@ -72,8 +72,8 @@ var ErrShortOut = errors.New("memory: out shorter than checks")
 // single-key algorithms do, as long as the key is held. A request that
 // neither charges nor records usage nor finds its key stores nothing. A
 // key in debt (a usage rule's charge past its limit) is not idle until
-// the debt has drained: the sweeper keeps it, and under pressure the idle
-// keys go before it.
+// the debt has drained: the sweeper keeps it, and, as a key that would
+// deny, it is never evicted.
 type Store struct {
 	shards []shard
 	shift  uint // 64 - log2(len(shards)): the hash's top bits pick the shard
