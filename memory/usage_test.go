@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -246,6 +247,33 @@ func TestUsageSharedState(t *testing.T) {
 			}
 			if d := take(t, s, t0, 0, sluice.Check{Rule: gate, Key: "k"})[0]; d.Remaining != 6 {
 				t.Errorf("after the denied request: %+v, want Remaining 6: the usage recorded, the gate not charged", d)
+			}
+		})
+	}
+}
+
+// TestUsageDebtSurvivesFlood: a key that a usage charge put in debt would
+// deny, so a flood of new keys through a full store never evicts it: its
+// client does not start afresh.
+func TestUsageDebtSurvivesFlood(t *testing.T) {
+	for _, a := range sluice.Algos() {
+		t.Run(string(a), func(t *testing.T) {
+			s := newStore(t, WithShards(1), WithMaxKeys(8), WithSweepInterval(0))
+			r := usage("tokens", a, sluice.PerHour(100))
+			debt := sluice.Check{Rule: r, Key: "spender"}
+			if d := take(t, s, t0, 150, debt)[0]; d.Allowed {
+				t.Fatalf("150 of 100 = %+v, want denied", d)
+			}
+			out := make([]sluice.Decision, 1)
+			for i := range 200 {
+				now := t0.Add(time.Duration(i) * time.Millisecond)
+				c := []sluice.Check{{Rule: r, Key: fmt.Sprintf("client-%03d", i)}}
+				if err := s.Take(context.Background(), now, 1, c, out); err != nil && !errors.Is(err, ErrFull) {
+					t.Fatalf("new key %d: %v", i, err)
+				}
+			}
+			if d := take(t, s, t0.Add(time.Second), 0, debt)[0]; d.Allowed || d.Remaining != 0 {
+				t.Errorf("the spender after 200 new keys = %+v, want still denied, in debt", d)
 			}
 		})
 	}
