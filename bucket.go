@@ -61,7 +61,8 @@ func (b *bucket) allowWide(ns int64, n int64) Decision {
 	w := b.wide
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	d, next := b.t.Step(w.s.X, b.t.Enter(&w.s, ns), n)
+	at := b.t.Enter(&w.s, ns) // before reading X, which Enter may move
+	d, next := b.t.Step(w.s.X, at, n)
 	w.s.X = next
 	return decision(d)
 }
@@ -73,7 +74,8 @@ func (b *bucket) reserve(now time.Time, n int64) (Decision, time.Duration, uint6
 	if w := b.wide; w != nil {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		d, wait, next := b.t.Release(w.s.X, b.t.Enter(&w.s, ns), n)
+		at := b.t.Enter(&w.s, ns) // before reading X, which Enter may move
+		d, wait, next := b.t.Release(w.s.X, at, n)
 		w.s.X = next
 		return decision(d), wait, next
 	}

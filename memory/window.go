@@ -76,7 +76,8 @@ func (w *window) step(sp *algo.Spec, now, n int64) sluice.Decision {
 	case algo.KindWide:
 		s := w.wide()
 		var next uint64
-		d, next = sp.TAT.Step(s.X, sp.TAT.Enter(&s, now), n)
+		at := sp.TAT.Enter(&s, now) // before reading X, which Enter may move
+		d, next = sp.TAT.Step(s.X, at, n)
 		w.win, w.a, w.last, w.used = s.Origin, int64(next), s.Last, s.Used
 	}
 	return sluice.Decision(d)
@@ -151,7 +152,8 @@ func (w *window) denying(sp *algo.Spec, now int64) bool {
 		return sp.Log.Denies(&s, now)
 	case algo.KindWide:
 		s := w.wide()
-		_, _, ok := sp.TAT.Take(s.X, sp.TAT.Enter(&s, now), 1)
+		at := sp.TAT.Enter(&s, now) // before reading X, which Enter may move
+		_, _, ok := sp.TAT.Take(s.X, at, 1)
 		return !ok
 	}
 	return false
