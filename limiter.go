@@ -29,7 +29,9 @@ type Result struct {
 	// checks, shadow ones included.
 	Decisions []Decision
 	// Err is the store's error when the failure policy made the decision,
-	// and nil when the store answered.
+	// and nil when the store answered. When the store shed the request
+	// (ErrShed), Err wraps ErrShed and every check denies, whatever its
+	// failure mode.
 	Err error
 }
 
@@ -101,6 +103,19 @@ var ErrNoStore = errors.New("sluice: limiter needs a store")
 // let every request through unseen.
 var ErrRefused = errors.New("sluice: refused by the store")
 
+// ErrShed is wrapped by a store's error for a request it had no room
+// for before the request's deadline: too much work was already in flight
+// towards it, and the request waited past its deadline for its turn. Such
+// a request was not decided, and charged nothing unless the store says
+// otherwise. It is load, not failure: the Limiter denies
+// it, every check with RetryAfter ShedRetry, whatever the rules' failure
+// modes, since a failure mode that allows would let a flood switch the
+// limits off.
+var ErrShed = errors.New("sluice: shed: too much work in flight towards the store")
+
+// ShedRetry is the RetryAfter of a request the store shed (ErrShed).
+const ShedRetry = time.Second
+
 // NewLimiter returns a Limiter over store.
 func NewLimiter(store Store, opts ...LimiterOption) (*Limiter, error) {
 	if store == nil {
@@ -135,7 +150,8 @@ func (l *Limiter) CheckRule(r *Rule) error {
 //
 // The error is for bad input (a check without a rule or with an invalid
 // one, or a request the store refuses: ErrRefused) and for ctx; a store
-// failure is handled by each rule's Failure and reported in Result.Err.
+// failure is handled by each rule's Failure and reported in Result.Err;
+// a request the store shed (ErrShed) is denied and reported there too.
 func (l *Limiter) Take(ctx context.Context, n int64, checks []Check, out []Decision) (res Result, err error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
@@ -169,7 +185,11 @@ func (l *Limiter) Take(ctx context.Context, n int64, checks []Check, out []Decis
 			return Result{}, err
 		}
 		res.Err = err
-		l.degrade(ctx, now, n, checks, out)
+		if errors.Is(err, ErrShed) {
+			shed(checks, out)
+		} else {
+			l.degrade(ctx, now, n, checks, out)
+		}
 	}
 	// res is filled in place, field by field: see combineInto.
 	res.Decisions = out
@@ -184,6 +204,14 @@ func (l *Limiter) take(ctx context.Context, s Store, now time.Time, n int64, che
 		defer cancel()
 	}
 	return s.Take(ctx, now, n, checks, out)
+}
+
+// shed denies every check of a request the store shed: nothing was
+// charged, and the same request may try again after ShedRetry.
+func shed(checks []Check, out []Decision) {
+	for i := range checks {
+		out[i] = Decision{Limit: checks[i].Rule.Quota(), RetryAfter: ShedRetry}
+	}
 }
 
 // degrade decides every check by its rule's Failure after the store erred.
