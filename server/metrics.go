@@ -6,6 +6,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/redis"
 )
 
 // Label values that stand for what the config does not name, so that a
@@ -53,6 +56,7 @@ type metrics struct {
 	decisions   *prometheus.CounterVec
 	values      *prometheus.CounterVec // value_to_metric
 	storeErrors prometheus.Counter
+	shed        *prometheus.CounterVec // by domain
 	duration    *prometheus.HistogramVec
 	reloads     *prometheus.CounterVec
 	rules       prometheus.Gauge
@@ -74,6 +78,33 @@ func (m *metrics) countUnruled(domain, rule string) {
 	}
 	c.(prometheus.Counter).Inc()
 }
+
+// watchStore adds the Redis store's circuit breaker to the metrics, if
+// store is one (a Store or a Pair): its state and how often it opened.
+func (m *metrics) watchStore(store sluice.Store) {
+	rs, ok := store.(interface{ Stats() redis.Stats })
+	if !ok {
+		return
+	}
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "sluice_store_breaker_opens_total",
+		Help: "Times the Redis store's circuit breaker opened: over 10s, at least 20 calls reached Redis and half of them failed. " +
+			"While it is open, the rules' failure modes decide.",
+	}, func() float64 { return float64(rs.Stats().BreakerOpens) }))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sluice_store_breaker_open",
+		Help: "1 while the Redis store's circuit breaker is open or half-open, else 0.",
+	}, func() float64 {
+		if rs.Stats().Breaker == "closed" {
+			return 0
+		}
+		return 1
+	}))
+}
+
+// countShed counts a request shed in domain, a label the config names
+// (or labelUnknownDomain).
+func (m *metrics) countShed(domain string) { m.shed.WithLabelValues(domain).Inc() }
 
 // ruleCounters are one rule's series of sluice_decisions_total, looked up
 // once: a rule is matched only in its own domain.
@@ -207,6 +238,11 @@ func newMetrics() *metrics {
 			Name: "sluice_store_errors_total",
 			Help: "Requests the store could not decide, which the rules' failure modes decided instead.",
 		}),
+		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_shed_total",
+			Help: "Requests shed, by domain: too much work was in flight towards the store for their turn to come in time. " +
+				"Each was denied (OVER_LIMIT, 429 with Retry-After: 1) and charged nothing, whatever the rules' failure modes.",
+		}, []string{"domain"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_decision_duration_seconds",
 			Help: "Time to decide one rate-limit request, from its arrival to its answer, by endpoint (grpc, json, auth).",
@@ -223,7 +259,7 @@ func newMetrics() *metrics {
 			Help: "Rules in the config being served.",
 		}),
 	}
-	m.reg.MustRegister(m.decisions, m.values, m.storeErrors, m.duration, m.reloads, m.rules,
+	m.reg.MustRegister(m.decisions, m.values, m.storeErrors, m.shed, m.duration, m.reloads, m.rules,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Both results exist from the start, so that a rate() over them is
 	// defined before the first reload.
