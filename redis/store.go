@@ -63,7 +63,9 @@ var (
 	ErrCrossSlot = fmt.Errorf("redis: checks of one request in different cluster slots: %w", sluice.ErrRefused)
 	// ErrTimeout is returned when Redis did not answer within the bound
 	// set by WithTimeout, counted from when the call was written (see
-	// Deadlines and clocks). It wraps context.DeadlineExceeded.
+	// Deadlines and clocks). It wraps context.DeadlineExceeded; the error
+	// returned wraps sluice.ErrShed too, so that a Limiter denies the
+	// request while the breaker is closed (see WithBreaker).
 	ErrTimeout = fmt.Errorf("redis: no answer in time: %w", context.DeadlineExceeded)
 )
 
@@ -528,6 +530,7 @@ func (p *pending) acquire(ctx context.Context, slots chan struct{}) error {
 		return nil
 	default:
 	}
+	p.waited = true
 	var expired <-chan time.Time
 	if !p.expires.IsZero() {
 		// Only a request that finds no room pays for a timer.
@@ -566,9 +569,17 @@ func stopped(ctx context.Context) error {
 // leader's caller is not ended by their deadlines (each stops waiting at
 // its own); one that serves that caller alone (own) is, and tells the
 // breaker nothing when it is, unless the deadline was the Limiter's bound
-// on the call (sluice.WithTimeout), a timeout of the store's. Without a
-// timeout of the store's, a run is bounded by its callers' latest
-// deadline.
+// on the call (sluice.WithTimeout) and the request had not waited for its
+// turn: then the bound ran from the write, a timeout of the store's.
+// Without a timeout of the store's, a run is bounded by its callers'
+// latest deadline.
+//
+// A run that times out counts towards the breaker, and its requests are
+// shed: ErrTimeout wraps sluice.ErrShed, so that the Limiter denies them
+// rather than apply their failure modes. One late answer is as likely a
+// process too busy to read it in time, under a flood, as a Redis gone
+// silent; when timeouts go on, the breaker opens and the failure modes
+// decide.
 func (s *Store) write(ctx context.Context, to *node, batch []*pending, buf *runBuf, own bool) error {
 	probe := false
 	for _, q := range batch {
@@ -603,13 +614,13 @@ func (s *Store) write(ctx context.Context, to *node, batch []*pending, buf *runB
 		return nil
 	case !ended:
 	case (own || s.timeout == 0) && ctx.Err() != nil:
-		if !errors.Is(context.Cause(ctx), sluice.ErrTimeout) {
+		if !errors.Is(context.Cause(ctx), sluice.ErrTimeout) || batch[0].waited {
 			s.br.abort(probe) // its caller gave up: nothing learnt of Redis
 			return stopped(ctx)
 		}
-		err = fmt.Errorf("%w (%w)", ErrTimeout, context.Cause(ctx))
+		err = fmt.Errorf("%w (%w): %w", ErrTimeout, context.Cause(ctx), sluice.ErrShed)
 	default:
-		err = fmt.Errorf("%w (%v)", ErrTimeout, s.timeout)
+		err = fmt.Errorf("%w (%v): %w", ErrTimeout, s.timeout, sluice.ErrShed)
 	}
 	s.br.done(probe, true, int64(len(batch)))
 	return err
@@ -625,11 +636,11 @@ func (s *Store) failed(ctx context.Context, p *pending, err error) error {
 		s.br.abort(true)
 	}
 	switch {
-	case errors.Is(err, sluice.ErrShed):
-		s.st.shed.Add(1)
 	case errors.Is(err, ErrTimeout):
 		s.st.errors.Add(1)
 		s.st.timeouts.Add(1)
+	case errors.Is(err, sluice.ErrShed):
+		s.st.shed.Add(1)
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 	default:
 		s.st.errors.Add(1)
