@@ -320,11 +320,17 @@ func TestServeRedis(t *testing.T) {
 // tests: TestServeTwoProcesses starts real processes that way.
 const serveArgsEnv = "SLUICE_TEST_SERVE_ARGS"
 
+// redisDefaultsEnv, set, keeps the Redis store's defaults in such a
+// process: the floods test the service as it is shipped.
+const redisDefaultsEnv = "SLUICE_TEST_REDIS_DEFAULTS"
+
 func TestMain(m *testing.M) {
 	// In the tests' serve and in the processes TestServeTwoProcesses
 	// starts: the Redis store's default deadline, 50ms, is a bound a
 	// loaded machine can miss, and a call that misses it fails open.
-	redisOptions = []redis.Option{redis.WithTimeout(10 * time.Second)}
+	if os.Getenv(redisDefaultsEnv) == "" {
+		redisOptions = []redis.Option{redis.WithTimeout(10 * time.Second)}
+	}
 	if args := os.Getenv(serveArgsEnv); args != "" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
