@@ -141,12 +141,12 @@ type batcher struct {
 	queue   []*pending // from head on; see pop
 	head    int
 	running int
-	// runs are the runs out, whose claimed requests the watchdog also
-	// watches; free are finished ones, kept for their slices.
+	// runs are the runs out, by which stalled tells a run that stopped
+	// answering; free are finished ones, kept for their slices.
 	runs []*run
 	free []*run
-	// watchdog wakes queued and claimed requests whose Store timeout ran
-	// out, at armed (zero when it is not set).
+	// watchdog wakes queued requests whose Store timeout for their wait
+	// ran out, at armed (zero when it is not set).
 	watchdog *time.Timer
 	armed    time.Time
 }
@@ -326,7 +326,7 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 	if len(batch) > 0 {
 		err = b.s.write(ctx, b.to, batch, &r.buf, len(batch) == 1 && self)
 	}
-	// Out of the watchdog's sight before its requests are answered: a
+	// Off the runs out (see stalled) before its requests are answered: a
 	// caller answered may put its request back in the pool at once.
 	b.mu.Lock()
 	for i, o := range b.runs {
