@@ -228,8 +228,10 @@
 //     counts towards the circuit breaker.
 //
 // A shed request is over the limit: OVER_LIMIT, 429 on /json and forward
-// auth, with Retry-After: 1 and nothing charged, whatever its rules'
-// failure modes, and counted in sluice_shed_total by domain. It is never
+// auth, with Retry-After: 1, whatever its rules' failure modes, and
+// counted in sluice_shed_total by domain. It charged nothing, unless it
+// was shed after it was written to Redis: the script may then have run,
+// and its charge stays, as any lost answer's. It is never
 // allowed and never a gRPC error, which Envoy, under its default
 // failure_mode_deny: false, would let through. The circuit breaker opens
 // only on sustained failure: over 10s, at least 20 calls reached Redis
