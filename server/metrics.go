@@ -240,8 +240,8 @@ func newMetrics() *metrics {
 		}),
 		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_shed_total",
-			Help: "Requests shed, by domain: too much work was in flight towards the store for their turn to come in time. " +
-				"Each was denied (OVER_LIMIT, 429 with Retry-After: 1) and charged nothing, whatever the rules' failure modes.",
+			Help: "Requests shed, by domain: their turn, or the store's answer, did not come in time. " +
+				"Each was denied (OVER_LIMIT, 429 with Retry-After: 1), whatever the rules' failure modes.",
 		}, []string{"domain"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_decision_duration_seconds",
