@@ -34,6 +34,8 @@ type node struct {
 	batch  *batcher      // whole requests
 	parts  *batcher      // parts of requests across masters (flavour 1)
 	slots  chan struct{} // its requests in flight (see WithMaxInFlight)
+	// answered is when it last answered a run (see Store.answered).
+	answered atomic.Int64
 }
 
 // nodeSet is the masters a Store has sent runs to, by the cluster

@@ -80,8 +80,8 @@ func (pr *Pair) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	if len(out) < len(checks) {
 		return fmt.Errorf("redis: %d decisions for %d checks", len(out), len(checks))
 	}
-	if err := ctx.Err(); err != nil {
-		return err
+	if ctx.Err() != nil {
+		return stopped(ctx) // its deadline came before its turn: shed
 	}
 	type sub struct {
 		s      *Store

@@ -19,6 +19,7 @@ import (
 // they got.
 type load struct {
 	ok, shed, failed atomic.Int64
+	firstFailure     atomic.Value // error
 	wg               sync.WaitGroup
 	stop             chan struct{}
 }
@@ -39,10 +40,12 @@ func startLoad(lim *sluice.Limiter, callers int) *load {
 				switch {
 				case err != nil:
 					l.failed.Add(1)
+					l.firstFailure.CompareAndSwap(nil, err)
 				case errors.Is(res.Err, sluice.ErrShed):
 					l.shed.Add(1)
 				case res.Err != nil:
 					l.failed.Add(1)
+					l.firstFailure.CompareAndSwap(nil, res.Err)
 				default:
 					l.ok.Add(1)
 				}
@@ -140,6 +143,10 @@ func TestBreakerSlowRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// as sluice serve does before it takes traffic
+	if err := s.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	busy := srv.client(t)
 	stop := make(chan struct{})
 	var hold sync.WaitGroup
@@ -173,7 +180,7 @@ func TestBreakerSlowRedis(t *testing.T) {
 		t.Errorf("a slow but healthy Redis opened the breaker: %+v", st)
 	}
 	if n := l.failed.Load(); n != 0 {
-		t.Errorf("%d requests decided by their failure modes", n)
+		t.Errorf("%d requests decided by their failure modes, the first for %v", n, l.firstFailure.Load())
 	}
 	if l.shed.Load() == 0 {
 		t.Errorf("no request shed: the load was not more than the slow Redis could serve in time")

@@ -63,9 +63,10 @@ var (
 	ErrCrossSlot = fmt.Errorf("redis: checks of one request in different cluster slots: %w", sluice.ErrRefused)
 	// ErrTimeout is returned when Redis did not answer within the bound
 	// set by WithTimeout, counted from when the call was written (see
-	// Deadlines and clocks). It wraps context.DeadlineExceeded; the error
+	// Deadlines and clocks). It wraps context.DeadlineExceeded; while
+	// that Redis answered other calls within the last second, the error
 	// returned wraps sluice.ErrShed too, so that a Limiter denies the
-	// request while the breaker is closed (see WithBreaker).
+	// request (see Load in the package documentation).
 	ErrTimeout = fmt.Errorf("redis: no answer in time: %w", context.DeadlineExceeded)
 )
 
@@ -88,7 +89,10 @@ type Store struct {
 	// slots bound the requests in flight towards the store's client (see
 	// WithMaxInFlight): a request holds one from before it queues until
 	// its caller returns. A Cluster's masters have theirs (node.slots).
-	slots    chan struct{}
+	slots chan struct{}
+	// answered is when the store's client last had an answer to a run,
+	// in ns since epoch (see alive); a Cluster's masters have theirs.
+	answered atomic.Int64
 	ttlSlack time.Duration // tests only, see export_test.go
 	maxBatch int           // requests in a script run, at most
 	// clock is set when the store keeps its own clock (clockKey): at Redis
@@ -218,6 +222,7 @@ func (s *Store) Load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("redis: loading the script: %w", err)
 	}
+	s.answered.Store(int64(time.Since(epoch)))
 	return nil
 }
 
@@ -323,8 +328,8 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	if len(checks) == 0 {
 		return nil
 	}
-	if err := ctx.Err(); err != nil {
-		return err
+	if ctx.Err() != nil {
+		return stopped(ctx) // its deadline came before its turn: shed
 	}
 	p, err := s.request(now, n, checks)
 	if err != nil {
@@ -574,12 +579,8 @@ func stopped(ctx context.Context) error {
 // Without a timeout of the store's, a run is bounded by its callers'
 // latest deadline.
 //
-// A run that times out counts towards the breaker, and its requests are
-// shed: ErrTimeout wraps sluice.ErrShed, so that the Limiter denies them
-// rather than apply their failure modes. One late answer is as likely a
-// process too busy to read it in time, under a flood, as a Redis gone
-// silent; when timeouts go on, the breaker opens and the failure modes
-// decide.
+// A run that times out counts towards the breaker; its requests are shed
+// or failed, as timedOut says.
 func (s *Store) write(ctx context.Context, to *node, batch []*pending, buf *runBuf, own bool) error {
 	probe := false
 	for _, q := range batch {
@@ -610,6 +611,7 @@ func (s *Store) write(ctx context.Context, to *node, batch []*pending, buf *runB
 	}
 	switch {
 	case err == nil:
+		s.answeredBy(to).Store(int64(time.Since(epoch)))
 		s.br.done(probe, false, int64(len(batch)))
 		return nil
 	case !ended:
@@ -618,11 +620,43 @@ func (s *Store) write(ctx context.Context, to *node, batch []*pending, buf *runB
 			s.br.abort(probe) // its caller gave up: nothing learnt of Redis
 			return stopped(ctx)
 		}
-		err = fmt.Errorf("%w (%w): %w", ErrTimeout, context.Cause(ctx), sluice.ErrShed)
+		err = s.timedOut(to, fmt.Errorf("%w (%w)", ErrTimeout, context.Cause(ctx)))
 	default:
-		err = fmt.Errorf("%w (%v): %w", ErrTimeout, s.timeout, sluice.ErrShed)
+		err = s.timedOut(to, fmt.Errorf("%w (%v)", ErrTimeout, s.timeout))
 	}
 	s.br.done(probe, true, int64(len(batch)))
+	return err
+}
+
+// epoch is the origin of the store's monotonic times (answered).
+var epoch = time.Now()
+
+// alive is how recent an answer from a Redis must be for a call to it
+// that timed out to be taken for load rather than for a Redis gone: a
+// second, far more than the store's timeout, so that a process stalled
+// for a while under a flood still finds its Redis alive.
+const alive = time.Second
+
+// answeredBy is the time of the last answer from the Redis that to names
+// (the store's client for nil).
+func (s *Store) answeredBy(to *node) *atomic.Int64 {
+	if to != nil {
+		return &to.answered
+	}
+	return &s.answered
+}
+
+// timedOut is the error of a run to to that timed out with err: while
+// that Redis answered another run within the last second, one late answer
+// is as likely a process too busy to read it in time, under a flood, as a
+// Redis gone silent, and the run's requests are shed (err wraps
+// sluice.ErrShed too), so that the Limiter denies them; past that second
+// of silence, their failure modes decide. Either way the run counts
+// towards the breaker.
+func (s *Store) timedOut(to *node, err error) error {
+	if time.Since(epoch)-time.Duration(s.answeredBy(to).Load()) < alive {
+		return fmt.Errorf("%w: %w", err, sluice.ErrShed)
+	}
 	return err
 }
 

@@ -224,8 +224,9 @@
 //     (50ms), or until its caller's deadline (Envoy sends its own timeout
 //     as the call's gRPC deadline) if sooner; then it is shed;
 //   - a call written to Redis has 50ms from its writing (the Redis
-//     store's timeout); a call without an answer by then is shed too, and
-//     counts towards the circuit breaker.
+//     store's timeout); a call without an answer by then is shed too
+//     while that Redis answered another within the last second (else the
+//     failure modes decide), and counts towards the circuit breaker.
 //
 // A shed request is over the limit: OVER_LIMIT, 429 on /json and forward
 // auth, with Retry-After: 1, whatever its rules' failure modes, and
@@ -236,11 +237,13 @@
 // failure_mode_deny: false, would let through. The circuit breaker opens
 // only on sustained failure: over 10s, at least 20 calls reached Redis
 // and at least half of them failed (an error reply, a refused or broken
-// connection, no answer within the 50ms). Sheds never count. While it is
+// connection, no answer within the 50ms). A request shed before it
+// reached Redis never counts. While it is
 // open (a second, then a probe) each rule's failure mode decides;
 // sluice_store_breaker_open and sluice_store_breaker_opens_total show it.
-// A Redis killed opens it at once, by its refusals; one that stops
-// answering (paused, a network gone silent) within its 10s window. The
+// A Redis killed meets the failure modes at once, by its refusals, one
+// that stops answering (paused, a network gone silent) after a second of
+// silence; the breaker opens within its 10s window. The
 // script is loaded into every Redis before the service reports ready, so
 // that a cold start under load is decided by Redis, not by the failure
 // modes.
