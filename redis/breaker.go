@@ -21,11 +21,11 @@ const (
 // reached Redis: it opens when, over the last breakerWindow, at least
 // minCalls calls were written to Redis and at least half of them failed
 // (an error reply, a refused or broken connection, no answer within the
-// store's timeout). Open, it refuses every call for cooldown, so that a
-// dead Redis costs a request nothing; then it lets one probe through
-// (half-open), closes again if the probe succeeds and opens again if it
-// fails. A call that never reached Redis (shed, or given up by its
-// caller before it was written) tells it nothing.
+// store's timeout from a Redis silent for a second: see Store.loaded).
+// Open, it refuses every call for cooldown, so that a dead Redis costs a
+// request nothing; then it lets one probe through (half-open), closes
+// again if the probe succeeds and opens again if it fails. A call shed
+// or given up by its caller tells it nothing.
 type breaker struct {
 	minCalls int64 // 0: never opens
 	cooldown time.Duration

@@ -221,13 +221,14 @@
 // Waiting for a turn never counts towards the breaker; only calls written
 // to Redis do, each with its outcome: an answer, or a failure (an error
 // reply, a refused or broken connection, no answer within the store's
-// timeout from the write). A run that times out while its Redis answered
-// another within the last second is answered as shed: a late answer from
-// a Redis that answers others is as likely a process too busy to read it
-// in time, under a flood, as a Redis gone; after a second without any
-// answer, the failure modes decide. Either way it counts towards the
-// breaker, which opens once failures are half the calls of its window;
-// from then on the failure modes decide, until a probe finds Redis back.
+// timeout from the write). But a run that times out while its Redis
+// answered another within the last second is load: a late answer from a
+// Redis that answers others is as likely a process too busy to read it
+// in time, under a flood, as a Redis gone. Its requests are shed, and
+// the breaker does not count it. After a second without any answer, a
+// timeout is a failure: the failure modes decide, and the breaker counts
+// it, opening once failures are half the calls of its window; from then
+// on the failure modes decide at once, until a probe finds Redis back.
 //
 // Before it takes traffic, a service should Load the script (and the
 // library of functions) into every Redis: else, on a cold start under

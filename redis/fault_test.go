@@ -299,15 +299,17 @@ func testSlowRedis(t *testing.T, direct bool) {
 }
 
 // TestLimiterTimeout: the Limiter's bound on a store call, shorter than
-// the store's own, is a timeout of the store: it counts towards the
-// breaker, which opens, so that it cannot hide the store's bound. A
-// caller's own deadline is the caller giving up, and counts for nothing.
+// the store's own, is a timeout of the store once Redis has been silent
+// for a second: it counts towards the breaker, which opens, so that it
+// cannot hide the store's bound. A caller's own deadline is the caller
+// giving up, and counts for nothing.
 func TestLimiterTimeout(t *testing.T) {
 	srv := startRedis(t)
 	px := startProxy(t, srv.addr())
 	rc := goredis.NewClient(&goredis.Options{Addr: px.addr(), MaxRetries: -1})
 	t.Cleanup(func() { rc.Close() })
-	s := newStore(t, rc, redis.WithPrefix(prefix(t)), redis.WithTimeout(time.Hour), redis.WithBreaker(4, time.Hour)) // 3 failures of 4 calls open it
+	clk := testclock.New(t0)
+	s := newStore(t, rc, redis.WithPrefix(prefix(t)), redis.WithTimeout(time.Hour), redis.WithBreaker(4, time.Hour), redis.WithBreakerClock(clk)) // 3 failures of 4 calls open it
 	lim, err := sluice.NewLimiter(s, sluice.WithTimeout(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -316,6 +318,7 @@ func TestLimiterTimeout(t *testing.T) {
 	take(t, s, time.Time{}, 1, c[0])
 	release := px.hold()
 	defer release()
+	clk.Advance(2 * time.Second) // Redis silent since its last answer
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()

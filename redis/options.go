@@ -139,10 +139,11 @@ func WithDenyCache(entries int) Option {
 // WithBreaker sets the circuit breaker: it opens when, over the last 10
 // seconds, at least calls calls were written to Redis and at least half
 // of them failed (an error reply, a refused or broken connection, no
-// answer within WithTimeout), and then fails every call at once for
-// cooldown before it lets one probe through. Calls shed, or given up by
-// their callers before they were written, are not counted: waiting for a
-// turn is load, not failure. The default is 20 calls and 1s; 0 calls
+// answer within WithTimeout from a Redis that answered nothing for a
+// second), and then fails every call at once for cooldown before it lets
+// one probe through. Calls shed are not counted: waiting for a turn, or
+// a late answer from a Redis that answers others, is load, not failure
+// (see Load in the package documentation). The default is 20 calls and 1s; 0 calls
 // turns the breaker off.
 func WithBreaker(calls int, cooldown time.Duration) Option {
 	return func(o *options) error {
@@ -175,8 +176,10 @@ func WithMaxInFlight(n int) Option {
 	}
 }
 
-// WithBreakerClock sets the clock of the circuit breaker's cooldown,
-// which, at Redis TIME, the denial cache reads too, and the store's guess
+// WithBreakerClock sets the clock of the circuit breaker's cooldown and
+// window, and of the second of silence after which a Redis that does not
+// answer in time is failing rather than loaded, which, at Redis TIME, the
+// denial cache reads too, and the store's guess
 // of a fixed window's window, which Redis TIME corrects when it is wrong
 // (a wrong guess only costs the script a string per request). The default is
 // sluice.SystemClock. It is not the time of decisions: that is Redis TIME,

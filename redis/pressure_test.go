@@ -19,7 +19,7 @@ import (
 // they got.
 type load struct {
 	ok, shed, failed atomic.Int64
-	firstFailure     atomic.Value // error
+	firstFailure     atomic.Value // the error's text
 	wg               sync.WaitGroup
 	stop             chan struct{}
 }
@@ -40,12 +40,12 @@ func startLoad(lim *sluice.Limiter, callers int) *load {
 				switch {
 				case err != nil:
 					l.failed.Add(1)
-					l.firstFailure.CompareAndSwap(nil, err)
+					l.firstFailure.CompareAndSwap(nil, err.Error())
 				case errors.Is(res.Err, sluice.ErrShed):
 					l.shed.Add(1)
 				case res.Err != nil:
 					l.failed.Add(1)
-					l.firstFailure.CompareAndSwap(nil, res.Err)
+					l.firstFailure.CompareAndSwap(nil, res.Err.Error())
 				default:
 					l.ok.Add(1)
 				}

@@ -66,7 +66,8 @@ var (
 	// Deadlines and clocks). It wraps context.DeadlineExceeded; while
 	// that Redis answered other calls within the last second, the error
 	// returned wraps sluice.ErrShed too, so that a Limiter denies the
-	// request (see Load in the package documentation).
+	// request, and the breaker does not count it (see Load in the package
+	// documentation).
 	ErrTimeout = fmt.Errorf("redis: no answer in time: %w", context.DeadlineExceeded)
 )
 
@@ -91,7 +92,8 @@ type Store struct {
 	// its caller returns. A Cluster's masters have theirs (node.slots).
 	slots chan struct{}
 	// answered is when the store's client last had an answer to a run,
-	// in ns since epoch (see alive); a Cluster's masters have theirs.
+	// in Unix ns by the breaker's clock (see loaded); a Cluster's masters
+	// have theirs.
 	answered atomic.Int64
 	ttlSlack time.Duration // tests only, see export_test.go
 	maxBatch int           // requests in a script run, at most
@@ -222,7 +224,7 @@ func (s *Store) Load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("redis: loading the script: %w", err)
 	}
-	s.answered.Store(int64(time.Since(epoch)))
+	s.answered.Store(s.br.clock.Now().UnixNano())
 	return nil
 }
 
@@ -579,8 +581,7 @@ func stopped(ctx context.Context) error {
 // Without a timeout of the store's, a run is bounded by its callers'
 // latest deadline.
 //
-// A run that times out counts towards the breaker; its requests are shed
-// or failed, as timedOut says.
+// A run that times out is load or failure, as loaded says.
 func (s *Store) write(ctx context.Context, to *node, batch []*pending, buf *runBuf, own bool) error {
 	probe := false
 	for _, q := range batch {
@@ -611,7 +612,7 @@ func (s *Store) write(ctx context.Context, to *node, batch []*pending, buf *runB
 	}
 	switch {
 	case err == nil:
-		s.answeredBy(to).Store(int64(time.Since(epoch)))
+		s.answeredBy(to).Store(s.br.clock.Now().UnixNano())
 		s.br.done(probe, false, int64(len(batch)))
 		return nil
 	case !ended:
@@ -620,16 +621,17 @@ func (s *Store) write(ctx context.Context, to *node, batch []*pending, buf *runB
 			s.br.abort(probe) // its caller gave up: nothing learnt of Redis
 			return stopped(ctx)
 		}
-		err = s.timedOut(to, fmt.Errorf("%w (%w)", ErrTimeout, context.Cause(ctx)))
+		err = fmt.Errorf("%w (%w)", ErrTimeout, context.Cause(ctx))
 	default:
-		err = s.timedOut(to, fmt.Errorf("%w (%v)", ErrTimeout, s.timeout))
+		err = fmt.Errorf("%w (%v)", ErrTimeout, s.timeout)
+	}
+	if ended && s.loaded(to) {
+		s.br.abort(probe)
+		return fmt.Errorf("%w: %w", err, sluice.ErrShed)
 	}
 	s.br.done(probe, true, int64(len(batch)))
 	return err
 }
-
-// epoch is the origin of the store's monotonic times (answered).
-var epoch = time.Now()
 
 // alive is how recent an answer from a Redis must be for a call to it
 // that timed out to be taken for load rather than for a Redis gone: a
@@ -646,18 +648,15 @@ func (s *Store) answeredBy(to *node) *atomic.Int64 {
 	return &s.answered
 }
 
-// timedOut is the error of a run to to that timed out with err: while
-// that Redis answered another run within the last second, one late answer
-// is as likely a process too busy to read it in time, under a flood, as a
-// Redis gone silent, and the run's requests are shed (err wraps
-// sluice.ErrShed too), so that the Limiter denies them; past that second
-// of silence, their failure modes decide. Either way the run counts
-// towards the breaker.
-func (s *Store) timedOut(to *node, err error) error {
-	if time.Since(epoch)-time.Duration(s.answeredBy(to).Load()) < alive {
-		return fmt.Errorf("%w: %w", err, sluice.ErrShed)
-	}
-	return err
+// loaded reports whether a run to to that timed out is taken for load:
+// that Redis answered another run within the last second. A late answer
+// from a Redis that answers others is as likely a process too busy to
+// read it in time, under a flood, as a Redis gone: such a run's requests
+// are shed, and the breaker does not count it. After a second without
+// any answer, a timeout is a failure: it counts, and the failure modes
+// decide.
+func (s *Store) loaded(to *node) bool {
+	return s.br.clock.Now().UnixNano()-s.answeredBy(to).Load() < int64(alive)
 }
 
 // failed is the error of a call that failed with err, counted: a

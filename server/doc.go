@@ -225,8 +225,9 @@
 //     as the call's gRPC deadline) if sooner; then it is shed;
 //   - a call written to Redis has 50ms from its writing (the Redis
 //     store's timeout); a call without an answer by then is shed too
-//     while that Redis answered another within the last second (else the
-//     failure modes decide), and counts towards the circuit breaker.
+//     while that Redis answered another within the last second; after a
+//     second of silence it is a failure, which the failure modes decide
+//     and the circuit breaker counts.
 //
 // A shed request is over the limit: OVER_LIMIT, 429 on /json and forward
 // auth, with Retry-After: 1, whatever its rules' failure modes, and
@@ -237,8 +238,8 @@
 // failure_mode_deny: false, would let through. The circuit breaker opens
 // only on sustained failure: over 10s, at least 20 calls reached Redis
 // and at least half of them failed (an error reply, a refused or broken
-// connection, no answer within the 50ms). A request shed before it
-// reached Redis never counts. While it is
+// connection, no answer within the 50ms from a Redis silent for a
+// second). A request shed never counts. While it is
 // open (a second, then a probe) each rule's failure mode decides;
 // sluice_store_breaker_open and sluice_store_breaker_opens_total show it.
 // A Redis killed meets the failure modes at once, by its refusals, one

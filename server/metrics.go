@@ -88,7 +88,7 @@ func (m *metrics) watchStore(store sluice.Store) {
 	}
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "sluice_store_breaker_opens_total",
-		Help: "Times the Redis store's circuit breaker opened: over 10s, at least 20 calls reached Redis and half of them failed. " +
+		Help: "Times the Redis store's circuit breaker opened: over 10s, at least 20 calls reached Redis and half of them failed (a timeout counts only from a Redis silent for a second). " +
 			"While it is open, the rules' failure modes decide.",
 	}, func() float64 { return float64(rs.Stats().BreakerOpens) }))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
