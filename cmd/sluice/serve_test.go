@@ -266,6 +266,7 @@ func TestServeErrors(t *testing.T) {
 		{[]string{"-log-format", "xml"}, exitUsage, `-log-format "xml": want text or json`},
 		{[]string{"-metrics-path", "metrics"}, exitUsage, `-metrics-path "metrics": want a path`},
 		{[]string{"-redis-pool-size", "-1"}, exitUsage, "-redis-pool-size -1 must not be negative"},
+		{[]string{"-redis-max-inflight", "0"}, exitUsage, "-redis-max-inflight 0 must be at least 1"},
 		{[]string{"-redis-persecond", "redis://a:1"}, exitUsage, "-redis-persecond: a per-second Redis beside no main one"},
 		{[]string{"-redis", "redis://a:1", "-redis-persecond", "redis://b:1", "-redis-persecond-cluster", "c:1"}, exitUsage, "-redis-persecond and -redis-persecond-cluster: name one Redis"},
 		{[]string{"-redis", "redis://a:1", "-redis-persecond-sentinel", "s1:26379"}, exitUsage, `-redis-persecond-sentinel: "s1:26379": want MASTER@HOST:PORT`},
