@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // t0 is the start of every step table: a whole hour, so that windows of a
@@ -27,6 +29,10 @@ type algorithm struct {
 	name string
 	kind kind
 	new  func(Limit) (Algorithm, error)
+	// charge is how the limiter is charged: the single-key types are
+	// gate limiters, and the property tests set their arithmetic's charge
+	// (see charged) to hold the usage arithmetic to the same properties.
+	charge Charge
 }
 
 // ctor adapts a constructor to return the interface, and a nil interface
@@ -42,12 +48,50 @@ func ctor[T Algorithm](f func(Limit) (T, error)) func(Limit) (Algorithm, error) 
 }
 
 var algorithms = []algorithm{
-	{"TokenBucket", bucketKind, ctor(NewTokenBucket)},
-	{"LeakyBucket", bucketKind, ctor(NewLeakyBucket)},
-	{"GCRA", bucketKind, ctor(NewGCRA)},
-	{"FixedWindow", fixedKind, ctor(NewFixedWindow)},
-	{"SlidingLog", logKind, ctor(NewSlidingLog)},
-	{"SlidingCounter", counterKind, ctor(NewSlidingCounter)},
+	{"TokenBucket", bucketKind, ctor(NewTokenBucket), ChargeGate},
+	{"LeakyBucket", bucketKind, ctor(NewLeakyBucket), ChargeGate},
+	{"GCRA", bucketKind, ctor(NewGCRA), ChargeGate},
+	{"FixedWindow", fixedKind, ctor(NewFixedWindow), ChargeGate},
+	{"SlidingLog", logKind, ctor(NewSlidingLog), ChargeGate},
+	{"SlidingCounter", counterKind, ctor(NewSlidingCounter), ChargeGate},
+}
+
+// chargedAlgorithms are the algorithms under each charge: gate, usage and
+// count.
+var chargedAlgorithms = func() []algorithm {
+	var as []algorithm
+	for _, c := range []Charge{ChargeGate, ChargeUsage, ChargeCount} {
+		for _, a := range algorithms {
+			a.charge = c
+			if c != ChargeGate {
+				a.name += "/" + c.String()
+			}
+			as = append(as, a)
+		}
+	}
+	return as
+}()
+
+// charged sets the charge of x's arithmetic to c. The single-key types
+// have no charge of their own; Rule.Charge gives a rule's keys one in a
+// store, with the same arithmetic.
+func charged(x Algorithm, c Charge) Algorithm {
+	ac := algo.Charge(c)
+	switch v := x.(type) {
+	case *TokenBucket:
+		v.t = v.t.Charged(ac)
+	case *LeakyBucket:
+		v.t = v.t.Charged(ac)
+	case *GCRA:
+		v.t = v.t.Charged(ac)
+	case *FixedWindow:
+		v.w = v.w.Charged(ac)
+	case *SlidingCounter:
+		v.w = v.w.Charged(ac)
+	case *SlidingLog:
+		v.l = v.l.Charged(ac)
+	}
+	return x
 }
 
 func algorithmsOf(k kind) []algorithm {
@@ -75,7 +119,7 @@ func mustNew(t testing.TB, a algorithm, l Limit) Algorithm {
 	if err != nil {
 		t.Fatalf("New%s(%v): %v", a.name, l, err)
 	}
-	return x
+	return charged(x, a.charge)
 }
 
 // step is one line of a step table: a request of cost n at t0+at and the

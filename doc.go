@@ -31,7 +31,8 @@
 // The middleware is a Limiter underneath. A Limiter decides a request
 // against several rules at once, each a Rule (an algorithm and a Limit)
 // applied to a key, all-or-nothing: allowed only if every rule allows,
-// and then every rule is charged.
+// and then every rule is charged. (Usage rules are charged otherwise: see
+// Usage recorded after the fact.)
 //
 //	store, err := memory.New() // in this process; redis.New(client) to share limits
 //	if err != nil {
@@ -149,11 +150,68 @@
 // steady stream and a window boundary against each of them and prints
 // what each allowed and denied.
 //
+// # Usage recorded after the fact
+//
+// There are two ways to charge a rule, its Charge. A gate rule
+// (ChargeGate, the zero value) admits requests: a request it cannot
+// afford is refused and charges nothing, and the rules of a request are
+// charged all-or-nothing. A usage rule (ChargeUsage) counts what was used,
+// known only once the work is done, such as an LLM's tokens, bytes sent
+// or money spent: its cost is recorded whatever is left, so a limit can be
+// taken past zero into debt (a bucket below empty, a window's count above
+// its rate), and the request that went over is answered as over. The
+// usual pattern checks with cost 0 when a request arrives, which records
+// nothing and is allowed while a unit is left, and charges the real usage
+// when it ends:
+//
+//	tokens := sluice.Rule{Name: "tokens", Algorithm: sluice.AlgoTokenBucket,
+//		Limit: sluice.PerHour(1000), Charge: sluice.ChargeUsage}
+//	check := []sluice.Check{{Rule: &tokens, Key: apiKey}}
+//	for _, used := range []int64{600, 700, 100} {
+//		res, err := limiter.Take(ctx, 0, check, nil) // on the way in
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		if !res.Allowed {
+//			fmt.Println("denied: retry in", res.RetryAfter.Round(time.Minute))
+//			continue
+//		}
+//		// … serve the request; then, on the way out:
+//		res, err = limiter.Take(ctx, used, check, nil)
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		fmt.Println("used", used, "within the budget:", res.Allowed, "left:", res.Remaining)
+//	}
+//
+// This prints "used 600 within the budget: true left: 400", "used 700
+// within the budget: false left: 0" and "denied: retry in 18m0s"
+// (ExampleChargeUsage): the charge of 700 took the budget 300 past zero,
+// and a unit is back only once that has drained.
+//
+// Debt is capped at one capacity (a bucket's level never below -Burst, a
+// window's count or a sliding log's units never above 2·Rate), so that no
+// one locks a shared key out for long by charging it: a key left alone is
+// whole again within two periods (two refills of Burst for a bucket). A
+// rule of Rate 0 records only what fits. ChargeCount is ChargeUsage with
+// envoyproxy/ratelimit's answer to a check of cost 0: over only when the
+// limit is in debt, so at exactly nothing left it is allowed.
+//
+// In a request of several checks, usage checks are always recorded, also
+// when another check denies; gate checks are charged only when every
+// check, usage ones included, allows. A shadow usage check is recorded
+// and never blocks. When the store fails, each rule's Failure decides as
+// for any rule, and a usage charge that missed the store is visible as
+// Result.Err with a usage check of cost above 0 (FailLocal records it in
+// the fallback store). The single-key types are gate limiters:
+// AllowN(now, 0) always peeks and allows.
+//
 // # Many keys
 //
 // A Rule names an algorithm (Algo) and a Limit; a Check applies a Rule to a
 // key; a Store keeps per-key state; a Limiter decides a request against
-// several checks at once, all-or-nothing, reading its Clock and applying
+// several checks at once, all-or-nothing among gate rules, reading its
+// Clock and applying
 // each Rule's failure policy when the store fails. A Rule is validated and
 // compiled once, when it is loaded (Validate, or Limiter.CheckRule) or at
 // its first use, and keeps the result: a request validates nothing.

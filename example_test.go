@@ -206,3 +206,46 @@ func ExampleLimiter_Take() {
 	// allowed: 0 left
 	// denied: retry in 30m0s
 }
+
+// An LLM token budget per API key: check with cost 0 when a request
+// arrives, charge the tokens it used when it ends. The charge that goes
+// past the budget is recorded, so the next check is denied until the
+// debt has drained.
+func ExampleChargeUsage() {
+	store, err := memory.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	limiter, err := sluice.NewLimiter(store, sluice.WithClock(sluice.ClockFunc(func() time.Time { return now })))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	apiKey := "key-1"
+
+	tokens := sluice.Rule{Name: "tokens", Algorithm: sluice.AlgoTokenBucket,
+		Limit: sluice.PerHour(1000), Charge: sluice.ChargeUsage}
+	check := []sluice.Check{{Rule: &tokens, Key: apiKey}}
+	for _, used := range []int64{600, 700, 100} {
+		res, err := limiter.Take(ctx, 0, check, nil) // on the way in
+		if err != nil {
+			log.Fatal(err)
+		}
+		if !res.Allowed {
+			fmt.Println("denied: retry in", res.RetryAfter.Round(time.Minute))
+			continue
+		}
+		// … serve the request; then, on the way out:
+		res, err = limiter.Take(ctx, used, check, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("used", used, "within the budget:", res.Allowed, "left:", res.Remaining)
+	}
+	// Output:
+	// used 600 within the budget: true left: 400
+	// used 700 within the budget: false left: 0
+	// denied: retry in 18m0s
+}

@@ -31,7 +31,11 @@ type Result struct {
 	// Err is the store's error when the failure policy made the decision,
 	// and nil when the store answered. When the store shed the request
 	// (ErrShed), Err wraps ErrShed and every check denies, whatever its
-	// failure mode.
+	// failure mode. With Err set, the charges of usage rules (ChargeUsage,
+	// ChargeCount) of cost above 0 never reached the store: recorded by the
+	// fallback store for a FailLocal rule (not for a request shed), lost
+	// for the others. Count them, as sluice serve does in a metric, to know
+	// how much usage went unrecorded.
 	Err error
 }
 
@@ -215,6 +219,10 @@ func shed(checks []Check, out []Decision) {
 }
 
 // degrade decides every check by its rule's Failure after the store erred.
+// A FailLocal check goes to the fallback store as it would have gone to
+// the store: when a FailClosed check denies the request, the fallback's
+// gate checks only report their state, and its usage checks are recorded
+// all the same.
 func (l *Limiter) degrade(ctx context.Context, now time.Time, n int64, checks []Check, out []Decision) {
 	var local []int
 	closed := false
@@ -243,11 +251,16 @@ func (l *Limiter) degrade(ctx context.Context, now time.Time, n int64, checks []
 	for j, i := range local {
 		lc[j] = checks[i]
 		if closed {
+			// The request is denied anyway: a gate check reports its local
+			// state, charging nothing; a usage check is recorded.
 			lc[j].Cost = 0
+			if checks[i].Rule.Charge != ChargeGate {
+				lc[j].Cost = checks[i].CostFor(n)
+			}
 		}
 	}
 	if closed {
-		n = 0 // the request is denied anyway: report the local state, charge nothing
+		n = 0
 	}
 	if err := l.take(ctx, l.fallback, now, n, lc, ld); err != nil {
 		for _, i := range local {

@@ -1,6 +1,7 @@
 package sluice
 
 import (
+	"math"
 	"math/big"
 	"time"
 )
@@ -10,23 +11,91 @@ import (
 // tricks: no ticks, no 128-bit products, no ring buffer. The property tests
 // hold the limiters to them decision for decision. Times are Unix ns and
 // never go back in the traces the models are given.
+//
+// Each model also knows the two ways to charge usage (ChargeUsage,
+// ChargeCount), as Rule.Charge documents them: a check of cost n > 0 is
+// allowed iff it fits, as a gate check is, and recorded whether it fits or
+// not, into debt capped at one more capacity (a bucket's tokens never
+// below -Burst, a window's count or a log's units never above 2·Rate); a
+// check of cost 0 records nothing and is allowed iff a unit is left
+// (usage) or the limit is not in debt (count). A Rate of 0 records only
+// what fits.
 
 // model is a reference implementation of one algorithm.
 type model interface {
 	allowN(now, n int64) Decision
 }
 
-func newModel(k kind, l Limit) model {
+func newModel(k kind, l Limit) model { return newChargedModel(k, l, ChargeGate) }
+
+// newChargedModel is the model of kind k for limit l, charged by c.
+func newChargedModel(k kind, l Limit, c Charge) model {
 	switch k {
 	case bucketKind:
-		return newTokenModel(l)
+		m := newTokenModel(l)
+		m.charge = c
+		return m
 	case fixedKind:
-		return &fixedModel{rate: l.Rate, period: int64(l.Period), counts: map[int64]int64{}}
+		return &fixedModel{rate: l.Rate, period: int64(l.Period), charge: c, counts: map[int64]int64{}}
 	case logKind:
-		return &logModel{rate: l.Rate, period: int64(l.Period)}
+		return &logModel{rate: l.Rate, period: int64(l.Period), charge: c}
 	default:
-		return &counterModel{rate: l.Rate, period: int64(l.Period), counts: map[int64]int64{}}
+		return &counterModel{rate: l.Rate, period: int64(l.Period), charge: c, counts: map[int64]int64{}}
 	}
+}
+
+// need is the units a check of cost n must fit: n, or one for a usage
+// rule's check of cost 0.
+func need(c Charge, n int64) int64 {
+	if n == 0 && c == ChargeUsage {
+		return 1
+	}
+	return n
+}
+
+// recorded reports whether a check of cost n that does not fit is
+// recorded all the same.
+func recorded(c Charge, n, rate int64) bool { return c != ChargeGate && n > 0 && rate > 0 }
+
+// fitsZero reports whether a check of cost 0 is allowed with left units
+// left: always for a gate rule, with a unit left for usage, out of debt
+// for count.
+func fitsZero(c Charge, left *big.Rat) bool {
+	switch c {
+	case ChargeUsage:
+		return left.Cmp(ratInt(1)) >= 0
+	case ChargeCount:
+		return left.Sign() >= 0
+	}
+	return true
+}
+
+// debtCap is the most units a bucket of limit l may be owed: Burst, but
+// no more than the implementation's 2^62 ticks of debt allow beyond the
+// capacity, for the few limits whose capacity is over 2^61 ticks (one tick
+// is 1/q ns, with Period/Rate = p/q in lowest terms, so a unit is p ticks).
+func debtCap(l Limit) *big.Rat {
+	g := new(big.Int).GCD(nil, nil, big.NewInt(int64(l.Period)), big.NewInt(l.Rate)).Int64()
+	room := new(big.Rat).SetFrac(new(big.Int).Lsh(big.NewInt(1), 62), big.NewInt(int64(l.Period)/g))
+	room.Sub(room, ratInt(l.Capacity())) // 2^62 ticks of debt, less the capacity
+	if room.Cmp(ratInt(l.Capacity())) < 0 {
+		return room
+	}
+	return ratInt(l.Capacity())
+}
+
+// capAt is count + n, at most twice rate (saturated at MaxInt64), and
+// never less than count.
+func capAt(count, n, rate int64) int64 {
+	top := new(big.Int).Mul(big.NewInt(rate), big.NewInt(2))
+	if !top.IsInt64() {
+		top = big.NewInt(math.MaxInt64)
+	}
+	sum := new(big.Int).Add(big.NewInt(count), big.NewInt(n))
+	if sum.Cmp(top) > 0 {
+		sum = top
+	}
+	return max(count, sum.Int64())
 }
 
 func ratInt(n int64) *big.Rat { return new(big.Rat).SetInt64(n) }
@@ -59,10 +128,16 @@ type tokenModel struct {
 	tokens              *big.Rat
 	last                int64
 	started             bool
+	charge              Charge
+	floor               *big.Rat // the fewest tokens usage may leave: -debtCap
 }
 
 func newTokenModel(l Limit) *tokenModel {
-	return &tokenModel{rate: l.Rate, period: int64(l.Period), burst: l.Capacity(), tokens: ratInt(l.Capacity())}
+	floor := new(big.Rat)
+	if l.Rate > 0 {
+		floor.Neg(debtCap(l))
+	}
+	return &tokenModel{rate: l.Rate, period: int64(l.Period), burst: l.Capacity(), tokens: ratInt(l.Capacity()), floor: floor}
 }
 
 // perUnit is the time one token takes to come back, Period/Rate ns.
@@ -78,19 +153,33 @@ func (m *tokenModel) allowN(now, n int64) Decision {
 	}
 	m.last, m.started = now, true
 	d := Decision{Limit: m.burst}
+	want := need(m.charge, n)
 	switch {
-	case n < 0 || n > m.burst:
+	case n < 0:
 		d.RetryAfter = Never
-	case m.tokens.Cmp(ratInt(n)) >= 0:
+	case n == 0 && fitsZero(m.charge, m.tokens):
+		d.Allowed = true
+	case n > 0 && n <= m.burst && m.tokens.Cmp(ratInt(n)) >= 0:
 		d.Allowed = true
 		m.tokens.Sub(m.tokens, ratInt(n))
-	case m.rate == 0:
-		d.RetryAfter = Never
 	default:
-		short := new(big.Rat).Sub(ratInt(n), m.tokens)
+		if recorded(m.charge, n, m.rate) {
+			m.tokens.Sub(m.tokens, ratInt(n))
+			if m.tokens.Cmp(m.floor) < 0 {
+				m.tokens.Set(m.floor)
+			}
+		}
+		if want > m.burst || m.rate == 0 {
+			d.RetryAfter = Never
+			break
+		}
+		short := new(big.Rat).Sub(ratInt(want), m.tokens)
+		if n == 0 && m.charge == ChargeCount {
+			short.Neg(m.tokens) // until the bucket is out of debt
+		}
 		d.RetryAfter = ceilNs(short.Mul(short, m.perUnit()))
 	}
-	d.Remaining = floorInt(m.tokens).Int64()
+	d.Remaining = max(floorInt(m.tokens).Int64(), 0)
 	if missing := new(big.Rat).Sub(ratInt(m.burst), m.tokens); missing.Sign() > 0 {
 		if m.rate == 0 {
 			d.ResetAfter = Never
@@ -120,10 +209,16 @@ type leakyModel struct {
 	water                  *big.Rat
 	last                   int64
 	started                bool
+	charge                 Charge
+	top                    *big.Rat // the most water usage may pour: capacity + debtCap
 }
 
-func newLeakyModel(l Limit) *leakyModel {
-	return &leakyModel{rate: l.Rate, period: int64(l.Period), capacity: l.Capacity(), water: new(big.Rat)}
+func newLeakyModel(l Limit, c Charge) *leakyModel {
+	top := ratInt(l.Capacity())
+	if l.Rate > 0 {
+		top.Add(top, debtCap(l))
+	}
+	return &leakyModel{rate: l.Rate, period: int64(l.Period), capacity: l.Capacity(), water: new(big.Rat), charge: c, top: top}
 }
 
 func (m *leakyModel) allowN(now, n int64) Decision {
@@ -135,20 +230,32 @@ func (m *leakyModel) allowN(now, n int64) Decision {
 	}
 	m.last, m.started = now, true
 	d := Decision{Limit: m.capacity}
-	level := new(big.Rat).Add(m.water, ratInt(n))
+	want := need(m.charge, n)
+	level := new(big.Rat).Add(m.water, ratInt(want))
 	switch {
-	case n < 0 || n > m.capacity:
+	case n < 0:
 		d.RetryAfter = Never
-	case level.Cmp(ratInt(m.capacity)) <= 0:
+	case n == 0 && m.charge == ChargeGate:
 		d.Allowed = true
-		m.water = level
-	case m.rate == 0:
-		d.RetryAfter = Never
+	case want <= m.capacity && level.Cmp(ratInt(m.capacity)) <= 0:
+		d.Allowed = true
+		m.water.Add(m.water, ratInt(n))
 	default:
-		over := level.Sub(level, ratInt(m.capacity))
+		if recorded(m.charge, n, m.rate) {
+			m.water.Add(m.water, ratInt(n))
+			if m.water.Cmp(m.top) > 0 {
+				m.water.Set(m.top)
+			}
+		}
+		if want > m.capacity || m.rate == 0 {
+			d.RetryAfter = Never
+			break
+		}
+		over := new(big.Rat).Add(m.water, ratInt(want))
+		over.Sub(over, ratInt(m.capacity))
 		d.RetryAfter = ceilNs(over.Mul(over, big.NewRat(m.period, m.rate)))
 	}
-	d.Remaining = floorInt(new(big.Rat).Sub(ratInt(m.capacity), m.water)).Int64()
+	d.Remaining = max(floorInt(new(big.Rat).Sub(ratInt(m.capacity), m.water)).Int64(), 0)
 	if m.water.Sign() > 0 {
 		if m.rate == 0 {
 			d.ResetAfter = Never
@@ -182,6 +289,7 @@ func durationSum(ns ...int64) time.Duration {
 // fixedModel counts units per aligned window in a map.
 type fixedModel struct {
 	rate, period int64
+	charge       Charge
 	counts       map[int64]int64
 }
 
@@ -189,25 +297,37 @@ func (m *fixedModel) allowN(now, n int64) Decision {
 	k, elapsed := window(now, m.period)
 	end := time.Duration(m.period - elapsed)
 	d := Decision{Limit: m.rate}
+	want := need(m.charge, n)
+	left := new(big.Int).Sub(big.NewInt(m.rate), big.NewInt(m.counts[k]))
 	switch {
-	case n < 0 || n > m.rate:
+	case n < 0:
 		d.RetryAfter = Never
-	case n <= m.rate-m.counts[k]:
+	case n == 0 && m.charge == ChargeGate, want <= m.rate && left.Cmp(big.NewInt(want)) >= 0:
 		d.Allowed = true
 		m.counts[k] += n
 	default:
+		if recorded(m.charge, n, m.rate) {
+			m.counts[k] = capAt(m.counts[k], n, m.rate)
+		}
 		d.RetryAfter = end
+		if want > m.rate {
+			d.RetryAfter = Never
+		}
 	}
-	d.Remaining = m.rate - m.counts[k]
+	d.Remaining = max(m.rate-m.counts[k], 0)
 	if m.counts[k] > 0 {
 		d.ResetAfter = end
 	}
 	return d
 }
 
-// logModel keeps every allowed request in a plain slice.
+// logModel keeps every allowed request in a plain slice. Usage past the
+// rate is kept too, up to 2·Rate live units; when Rate entries are live,
+// as many as the implementation's ring holds, the units join the newest
+// entry, which moves to now.
 type logModel struct {
 	rate, period int64
+	charge       Charge
 	log          []logEntry
 }
 
@@ -225,26 +345,40 @@ func (m *logModel) allowN(now, n int64) Decision {
 	}
 	m.log = live
 	d := Decision{Limit: m.rate}
+	want := need(m.charge, n)
 	switch {
-	case n < 0 || n > m.rate:
+	case n < 0:
 		d.RetryAfter = Never
-	case n <= m.rate-count:
+	case n == 0 && m.charge == ChargeGate, want <= m.rate && want <= m.rate-count:
 		d.Allowed = true
 		if n > 0 {
 			m.log = append(m.log, logEntry{now, n})
 			count += n
 		}
 	default:
+		if add := min(n, 2*m.rate-count); recorded(m.charge, n, m.rate) && add > 0 {
+			count += add
+			if int64(len(m.log)) < m.rate {
+				m.log = append(m.log, logEntry{now, add})
+			} else {
+				last := &m.log[len(m.log)-1]
+				last.at, last.n = now, last.n+add
+			}
+		}
+		if want > m.rate {
+			d.RetryAfter = Never
+			break
+		}
 		left := count
 		for _, e := range m.log {
 			left -= e.n
-			if left <= m.rate-n {
+			if left <= m.rate-want {
 				d.RetryAfter = durationSum(e.at, m.period, -now)
 				break
 			}
 		}
 	}
-	d.Remaining = m.rate - count
+	d.Remaining = max(m.rate-count, 0)
 	if len(m.log) > 0 {
 		d.ResetAfter = durationSum(m.log[len(m.log)-1].at, m.period, -now)
 	}
@@ -256,6 +390,7 @@ func (m *logModel) allowN(now, n int64) Decision {
 // estimate + n - 1 < Rate.
 type counterModel struct {
 	rate, period int64
+	charge       Charge
 	counts       map[int64]int64
 }
 
@@ -297,20 +432,27 @@ func (m *counterModel) allowN(now, n int64) Decision {
 	k, elapsed := window(now, m.period)
 	prev, curr := m.counts[k-1], m.counts[k]
 	d := Decision{Limit: m.rate}
+	want := need(m.charge, n)
 	switch {
-	case n < 0 || n > m.rate:
+	case n < 0:
 		d.RetryAfter = Never
-	case m.fits(prev, curr, elapsed, n):
+	case n == 0 && m.charge == ChargeGate, want <= m.rate && m.fits(prev, curr, elapsed, want):
 		d.Allowed = true
 		curr += n
 		m.counts[k] = curr
 	default:
-		if off := m.firstFit(prev, curr, n); off >= 0 {
+		if recorded(m.charge, n, m.rate) {
+			curr = capAt(curr, n, m.rate)
+			m.counts[k] = curr
+		}
+		if want > m.rate {
+			d.RetryAfter = Never
+		} else if off := m.firstFit(prev, curr, want); off >= 0 {
 			if off <= elapsed {
 				panic("counterModel: a denied request fits now")
 			}
 			d.RetryAfter = time.Duration(off - elapsed)
-		} else if off := m.firstFit(curr, 0, n); off >= 0 {
+		} else if off := m.firstFit(curr, 0, want); off >= 0 {
 			d.RetryAfter = durationSum(m.period, -elapsed, off)
 		} else {
 			d.RetryAfter = durationSum(m.period, -elapsed, m.period)

@@ -259,11 +259,10 @@ func compile(k algo.Key, f Failure, c Charge) (*algo.Spec, error) {
 	if err := (Limit{Rate: k.Rate, Period: k.Period, Burst: k.Burst}).Validate(); err != nil {
 		return nil, fmt.Errorf("rule %q: %w", k.Name, err)
 	}
-	sp, err := algo.NewSpec(k, kind)
+	sp, err := algo.NewSpec(k, kind, algo.Charge(c))
 	if err != nil {
 		return nil, fmt.Errorf("rule %q: sluice: %w", k.Name, err)
 	}
-	sp.Charge = algo.Charge(c)
 	return sp, nil
 }
 

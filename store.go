@@ -33,12 +33,26 @@ func (c *Check) CostFor(n int64) int64 {
 type Store interface {
 	// Take decides a request of cost n against checks together, writing
 	// check i's decision to out[i]; len(out) must be at least len(checks).
-	// Each check costs its CostFor(n): n, or its own Cost. If every check
-	// allows, each is charged its cost; if any denies, none is
-	// (all-or-nothing). A check whose rule is in shadow mode never blocks
-	// the others: its own decision is reported, and it is charged only
-	// when it allows. A cost of 0 peeks; a negative cost is refused (the
-	// check denies, Never) and the request charges nothing.
+	// Each check costs its CostFor(n): n, or its own Cost. A request is
+	// allowed iff every check not in shadow mode allows. The checks are
+	// charged by their rules' Charge:
+	//
+	//   - A usage check (ChargeUsage, ChargeCount) is recorded its cost
+	//     whether it allows or not, and whatever the other checks say,
+	//     into debt capped at one more capacity. Its cost 0 records
+	//     nothing and allows iff a unit is left (ChargeUsage) or the
+	//     limit is not in debt (ChargeCount).
+	//   - The gate checks (ChargeGate) are all-or-nothing: if the request
+	//     is allowed, each is charged its cost; if not, none is, and one
+	//     that would have allowed reports its state uncharged. A cost of 0
+	//     peeks and allows.
+	//
+	// The usage checks are decided first, then the gate checks; in each,
+	// the checks not in shadow mode come first. A check whose rule is in
+	// shadow mode never blocks the others: its own decision is reported,
+	// and a shadow gate check is charged only when it allows. A negative
+	// cost is refused (the check denies, Never) and the check charges
+	// nothing.
 	//
 	// now is the caller's time; a store with a clock of its own (Redis
 	// TIME) may use that instead. The error is for the store and ctx only:

@@ -1,8 +1,9 @@
 // Package config reads sluice's rate-limit configuration:
 // envoyproxy/ratelimit's YAML format, accepted as is, plus what sluice adds
 // to it (an algorithm per limit, any period, a burst, several limits per
-// descriptor, failure modes, domain-wide shadow mode, forward auth). It
-// turns a request's descriptors into the rules and keys to check.
+// descriptor, failure modes, usage limits, domain-wide shadow mode,
+// forward auth). It turns a request's descriptors into the rules and keys
+// to check.
 //
 // # Using it
 //
@@ -93,6 +94,7 @@
 //	failure: closed          # when the store cannot answer: open (allow, the
 //	                         # default), closed (deny) or local (decide in
 //	                         # this process alone)
+//	charge: usage            # gate (the default) or usage: see Usage limits
 //
 // On a descriptor, secret: true keys its values by their digest (128
 // bits of SHA-256), so that an API key or a session token never reaches a
@@ -121,6 +123,43 @@
 // At the top level of a file, shadow_mode: true puts every limit of the
 // domain in shadow mode, and failure sets the domain's default failure
 // mode.
+//
+// # Usage limits
+//
+// A limit gates admission by default (charge: gate): a request is charged
+// only if every limit allows it, and a request a limit cannot afford is
+// refused and charges nothing. Some costs are known only once the work is
+// done: the tokens of an LLM's answer, the bytes sent, the money spent. A
+// limit with charge: usage records them after the fact
+// ([sluice.ChargeUsage]):
+//
+//	domain: llm
+//	descriptors:
+//	  - key: api_key
+//	    secret: true
+//	    rate_limits:
+//	      - name: tokens_per_hour
+//	        unit: hour
+//	        requests_per_unit: 100000  # tokens
+//	        charge: usage
+//	      - name: requests_per_minute  # a gate beside it
+//	        unit: minute
+//	        requests_per_unit: 60
+//
+// The proxy checks the budget when a request arrives, with a descriptor
+// whose hits_addend is 0 (a check: it records nothing), and charges the
+// tokens the model used when the answer is done, with hits_addend set to
+// them, ignoring that second answer. A usage limit records the cost
+// whatever is left, so a budget can be taken past zero, into debt, and
+// the charge that went over is answered as over; a check answers over
+// while less than one unit is left. So a key that used 150 tokens of a
+// budget of 100 is refused until the debt drains. The debt is capped at
+// one period's worth (a window's count never above twice
+// requests_per_unit, a bucket never below -burst), so a key left alone is
+// usable again within two periods. A usage limit is charged even when
+// another limit of the request denies it; a gate beside it is charged only
+// when every limit, the usage one included, allows. examples/llm runs
+// this end to end.
 //
 // # Forward auth
 //
@@ -243,8 +282,12 @@
 //     override it.
 //   - Windows of month and year are 30 and 365 days from the Unix epoch,
 //     as envoyproxy/ratelimit's are by default (not calendar months).
-//   - sluice's fixed window does not count a denied request, where
-//     envoyproxy/ratelimit's counter counts every hit: the decisions are
-//     the same for requests of one hit, but a denied request of many hits
-//     (hits_addend) uses up no quota here.
+//   - A limit gates by default, so sluice's fixed window does not count a
+//     denied request, where envoyproxy/ratelimit's counter counts every
+//     hit: the decisions are the same for requests of one hit, but a
+//     denied request of many hits (hits_addend) uses up no quota here. A
+//     limit with charge: usage counts every hit, as does every limit under
+//     sluice serve's -charge-per-descriptor, which envoy mode sets as
+//     envoyproxy/ratelimit's default (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
+//     false) does.
 package config

@@ -43,6 +43,8 @@ var badConfigs = []struct {
 	{"negative_burst.yaml", `negative_burst.yaml:8: descriptors[0].rate_limit.burst: -1 must not be negative`},
 	{"limit_too_large.yaml", `limit_too_large.yaml:5: descriptors[0].rate_limit: rule "test-domain.key1": sluice: limit too large`},
 	{"bad_failure.yaml", `bad_failure.yaml:7: descriptors[0].rate_limit.failure: unknown failure mode "ignore" (want open, closed or local)`},
+	{"bad_charge.yaml", `bad_charge.yaml:7: descriptors[0].rate_limit.charge: unknown charge "tokens" (want gate or usage)`},
+	{"unlimited_with_charge.yaml", `unlimited_with_charge.yaml:6: descriptors[0].rate_limit.charge: an unlimited limit takes no charge`},
 	{"unlimited_with_unit.yaml", `unlimited_with_unit.yaml:6: descriptors[0].rate_limit.unit: an unlimited limit takes no unit`},
 	{"unlimited_not_alone.yaml", `unlimited_not_alone.yaml:7: descriptors[0].rate_limits[1]: an unlimited limit must be the descriptor's only one`},
 	{"rate_limit_and_rate_limits.yaml", `rate_limit_and_rate_limits.yaml:8: descriptors[0].rate_limits: give rate_limit or rate_limits, not both`},

@@ -110,7 +110,7 @@ type limit struct {
 var (
 	rootKeys       = []string{"domain", "descriptors", "shadow_mode", "failure", "forward_auth"}
 	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "secret", "metadata"}
-	limitKeys      = []string{"name", "replaces", "unit", "unit_multiplier", "requests_per_unit", "unlimited", "algorithm", "period", "burst", "failure"}
+	limitKeys      = []string{"name", "replaces", "unit", "unit_multiplier", "requests_per_unit", "unlimited", "algorithm", "period", "burst", "failure", "charge"}
 	replacesKeys   = []string{"name"}
 )
 
@@ -129,6 +129,11 @@ var units = map[string]time.Duration{
 const unitList = "second, minute, hour, day, week, month or year"
 
 var failures = map[string]sluice.Failure{"open": sluice.FailOpen, "closed": sluice.FailClosed, "local": sluice.FailLocal}
+
+// charges are the ways a config can charge a limit. sluice.ChargeCount is
+// not among them: sluice serve compiles every limit so under
+// -charge-per-descriptor (envoy mode's default), not a config.
+var charges = map[string]sluice.Charge{"gate": sluice.ChargeGate, "usage": sluice.ChargeUsage}
 
 // parseDomain reads one file.
 func parseDomain(file string, data []byte) (*domainConfig, []error) {
@@ -202,6 +207,22 @@ func (w *walker) failure(n *yaml.Node, field string, def sluice.Failure) (sluice
 		return def, false
 	}
 	return f, true
+}
+
+// charge reads a limit's charge; the default is gate.
+func (w *walker) charge(n *yaml.Node, field string) sluice.Charge {
+	if n == nil {
+		return sluice.ChargeGate
+	}
+	s, ok := w.str(n, field)
+	if !ok {
+		return sluice.ChargeGate
+	}
+	c, ok := charges[s]
+	if !ok {
+		w.errorf(n, field, "unknown charge %q (want gate or usage)", s)
+	}
+	return c
 }
 
 // descriptors reads a list of descriptors into parent's children.
@@ -362,7 +383,7 @@ func (w *walker) limit(n *yaml.Node, f string, i int, nd *node, def defaults) (l
 	l.unlimited, _ = w.boolean(m["unlimited"], join(f, "unlimited"))
 	if l.unlimited {
 		// requests_per_unit is ignored, as envoyproxy/ratelimit ignores it.
-		for _, k := range []string{"unit", "unit_multiplier", "period", "algorithm", "burst", "failure"} {
+		for _, k := range []string{"unit", "unit_multiplier", "period", "algorithm", "burst", "failure", "charge"} {
 			if m[k] != nil {
 				w.errorf(m[k], join(f, k), "an unlimited limit takes no %s", k)
 			}
@@ -404,6 +425,7 @@ func (w *walker) limit(n *yaml.Node, f string, i int, nd *node, def defaults) (l
 		}
 	}
 	r.Failure, _ = w.failure(m["failure"], join(f, "failure"), def.failure)
+	r.Charge = w.charge(m["charge"], join(f, "charge"))
 	if len(w.errs) > nerr {
 		return limit{}, false
 	}

@@ -63,6 +63,9 @@ func BenchmarkMiddleware(b *testing.B) {
 		}, 200},
 		{"1rule/store/legacy", mem(), []httplimit.Option{httplimit.WithRule(perIP, proxies), httplimit.WithLegacyHeaders()}, 200},
 		{"1rule/store/denied", mem(), []httplimit.Option{httplimit.WithRule(tiny, proxies)}, 429},
+		// A WithUsage rule checked on the way in; the handler reports no
+		// usage, so the cost is the check and the context it carries.
+		{"usage/store", mem(), []httplimit.Option{httplimit.WithUsage(perKey, httplimit.APIKey("Authorization"))}, 200},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {

@@ -35,6 +35,35 @@
 // Any other failure of a key function stops the request with 500; both
 // answers are WithErrorHandler's to change.
 //
+// # Usage charged after the fact
+//
+// Some costs are known only once the handler has done its work: the
+// tokens of an LLM's answer, the bytes streamed. WithUsage gives a rule
+// charged so (sluice.ChargeUsage): on the way in the request is checked
+// against it at cost 0, denied while less than one unit is left, and once
+// the handler returns the rule is charged what the handler reported with
+// ReportUsage, whatever is left, into debt if it used more:
+//
+//	m, err := httplimit.New(limiter,
+//		httplimit.WithUsage(tokensPerHour, httplimit.APIKey("X-API-Key")),
+//		httplimit.WithRule(requestsPerMinute, httplimit.APIKey("X-API-Key")),
+//	)
+//	...
+//	func chat(w http.ResponseWriter, r *http.Request) {
+//		answer, err := model.Complete(r.Context(), prompt)
+//		...
+//		httplimit.ReportUsage(r.Context(), answer.Usage.TotalTokens)
+//	}
+//
+// The requests after one that overdrew the budget are denied, 429 naming
+// it, until the debt drains: the debt is capped at one period's worth, so
+// a key left alone is usable again within two periods. The charge is made
+// when the handler returns, whether the client is still there or not, and
+// if the handler panics after reporting; a store that fails to record it
+// is told to WithFailureHook. Rules given with WithRule beside it are
+// charged the request's cost on the way in, only when every rule, the
+// usage one included, allows.
+//
 // # Responses
 //
 // A request that passes goes to the next handler with these fields set;

@@ -187,3 +187,42 @@ func Example_perAddressAndKey() {
 	// 200 "per-ip";q=10;w=1
 	// 200 "per-ip";q=10;w=1, "per-key";q=10000;w=86400
 }
+
+// An LLM token budget per API key: each request is checked on the way in
+// and charged, once the model has answered, the tokens it used.
+func ExampleWithUsage() {
+	// A fixed clock keeps the output the same; servers leave it out.
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	store, err := memory.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	limiter, err := sluice.NewLimiter(store, sluice.WithClock(sluice.ClockFunc(func() time.Time { return now })))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	budget := sluice.Rule{Name: "tokens", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerHour(1000)}
+	m, err := httplimit.New(limiter, httplimit.WithUsage(budget, httplimit.APIKey("X-API-Key")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	chat := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		used := int64(600) // the tokens the model's answer says it used
+		httplimit.ReportUsage(r.Context(), used)
+		fmt.Fprintln(w, "answer")
+	}))
+
+	for range 3 {
+		r := httptest.NewRequest("POST", "/v1/chat", nil)
+		r.Header.Set("X-API-Key", "sk-test")
+		w := httptest.NewRecorder()
+		chat.ServeHTTP(w, r)
+		fmt.Printf("%d RateLimit: %s\n", w.Code, w.Header().Get("RateLimit"))
+	}
+	// Output:
+	// 200 RateLimit: "tokens";r=1000;t=0
+	// 200 RateLimit: "tokens";r=400;t=3600
+	// 429 RateLimit: "tokens";r=0;t=3600
+}

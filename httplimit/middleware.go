@@ -19,6 +19,7 @@ type Middleware struct {
 	limiter  *sluice.Limiter
 	rules    []rule
 	enforced int       // rules not in shadow mode
+	usage    int       // rules by WithUsage
 	policy   string    // RateLimit-Policy when every rule applies
 	pool     sync.Pool // *scratch
 }
@@ -30,6 +31,7 @@ type rule struct {
 	sf     string // the name as an sf-string
 	member string // RateLimit-Policy member
 	json   string // the name as a JSON string, for violated-policies
+	usage  bool   // by WithUsage: checked at cost 0, charged after
 }
 
 // scratch is one request's working memory, pooled. Nothing in it may be
@@ -40,6 +42,7 @@ type scratch struct {
 	out    []sluice.Decision
 	names  []string // violated-policies, as JSON strings
 	buf    []byte
+	usage  []sluice.Check // the WithUsage checks, charged after the handler
 }
 
 // ErrNoRules is returned by New without WithRule.
@@ -87,8 +90,11 @@ func New(l *sluice.Limiter, opts ...Option) (*Middleware, error) {
 		if err != nil {
 			return nil, fmt.Errorf("httplimit: rule %q cannot name a RateLimit policy: %w", name, err)
 		}
-		r := rule{rule: rk.rule, key: rk.key, sf: sf, member: member, json: fields.JSONString(name)}
+		r := rule{rule: rk.rule, key: rk.key, sf: sf, member: member, json: fields.JSONString(name), usage: rk.usage}
 		m.rules = append(m.rules, r)
+		if rk.usage {
+			m.usage++
+		}
 		if !rk.rule.Shadow {
 			m.enforced++
 			policy = fields.Append(policy, r.member)
@@ -103,6 +109,7 @@ func New(l *sluice.Limiter, opts ...Option) (*Middleware, error) {
 			out:    make([]sluice.Decision, 0, n),
 			names:  make([]string, 0, n),
 			buf:    make([]byte, 0, 64*n),
+			usage:  make([]sluice.Check, 0, m.usage),
 		}
 	}
 	return m, nil
@@ -153,7 +160,19 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			return
 		}
 	}
-	res, err := m.limiter.Take(r.Context(), cost, s.checks, s.out[:0])
+	n, usage := cost, false
+	if m.usage > 0 {
+		// The WithUsage rules are checked at cost 0 beside the others at
+		// the request's cost: each check gets its cost of its own.
+		for j := range s.checks {
+			s.checks[j].Cost = cost
+			if m.rules[s.idx[j]].usage {
+				s.checks[j].Cost, usage = 0, true
+			}
+		}
+		n = 0
+	}
+	res, err := m.limiter.Take(r.Context(), n, s.checks, s.out[:0])
 	if err != nil {
 		m.onError(w, r, fmt.Errorf("httplimit: %w", err))
 		return
@@ -165,15 +184,18 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if m.observer != nil {
 		m.observer(r, s.checks, res)
 	}
-	if m.shadow {
+	if m.shadow || res.Allowed {
+		if !m.shadow {
+			m.writeHeaders(w.Header(), s, &res)
+		}
+		if usage {
+			m.serveUsage(w, r, next, s)
+			return
+		}
 		next.ServeHTTP(w, r)
 		return
 	}
 	m.writeHeaders(w.Header(), s, &res)
-	if res.Allowed {
-		next.ServeHTTP(w, r)
-		return
-	}
 	if m.denied != nil {
 		m.denied(w, r, res)
 		return

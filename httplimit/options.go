@@ -21,8 +21,9 @@ type options struct {
 }
 
 type ruleKey struct {
-	rule sluice.Rule
-	key  KeyFunc
+	rule  sluice.Rule
+	key   KeyFunc
+	usage bool // by WithUsage
 }
 
 // WithRule adds a check to every request: rule, applied to the key that
@@ -32,7 +33,7 @@ type ruleKey struct {
 // apart by name). The rule is copied: changing the caller's rule later
 // has no effect.
 func WithRule(rule sluice.Rule, key KeyFunc) Option {
-	return func(o *options) { o.given = append(o.given, ruleKey{rule, key}) }
+	return func(o *options) { o.given = append(o.given, ruleKey{rule: rule, key: key}) }
 }
 
 // WithCost sets the cost of a request, in the units of the rules' limits:

@@ -16,15 +16,17 @@ type held struct {
 	found bool // r is set
 	first int  // the first check on the same key: a key named twice is one state
 	saved snapshot
-	peek  sluice.Decision
+	peek  sluice.Decision // the state at now, uncharged
+	used  bool            // a usage check recorded into the state
 }
 
-// takeMulti decides several checks together. A charge is all-or-nothing
-// across keys that may live in different shards, so it locks those shards
-// exclusively, in shard order (no deadlock), charges each check in turn
-// and, if one not in shadow mode denies, undoes the charges. Under the
-// locks nothing else reads or writes those keys, so the result is that of
-// a serial order: exact, never a transient false denial.
+// takeMulti decides several checks together. A gate charge is
+// all-or-nothing across keys that may live in different shards, so it
+// locks those shards exclusively, in shard order (no deadlock), records
+// the usage checks, charges each gate check in turn and, if one not in
+// shadow mode denies, undoes the gate checks' charges. Under the locks
+// nothing else reads or writes those keys, so the result is that of a
+// serial order: exact, never a transient false denial.
 func (s *Store) takeMulti(now, n int64, checks []sluice.Check, out []sluice.Decision) error {
 	var buf [maxInline]held
 	hs := buf[:0]
@@ -117,8 +119,9 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 		hs[i].r, _ = s.shard(hs[i].p.h).find(&hs[i].p, hs[i].sp)
 	}
 
-	// Bring each state to now with a peek, which charges nothing, and save
-	// it; a state named twice is saved once.
+	// Bring each state to now with a peek, which charges nothing; a state
+	// named twice is one state. Restoring a saved state then undoes
+	// exactly the charges made at now since (see window.restore).
 	for i := range hs {
 		hs[i].first = i
 		for j := range i {
@@ -129,36 +132,61 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 		}
 		if hs[i].first == i {
 			hs[i].r.step(hs[i].sp, now, 0, s.bound, &hs[i].peek)
-			hs[i].saved = hs[i].r.save()
 		}
 	}
 
-	// Charge the enforced checks, then the shadow ones, so that a shadow
-	// check's charge can never deny an enforced check on the same key.
-	allowed := true
-	for _, shadow := range [2]bool{false, true} {
-		for i := range checks {
-			if checks[i].Rule.Shadow != shadow {
-				continue
-			}
-			hs[i].r.step(hs[i].sp, now, checks[i].CostFor(n), s.bound, &out[i])
-			allowed = allowed && (shadow || out[i].Allowed)
+	// Record the usage checks, whatever the others say; then save the
+	// states and charge the gate checks, which are undone if the request
+	// is denied. In each pass the enforced checks go first, so that a
+	// shadow check's charge can never deny an enforced check on the same
+	// key.
+	allowed := s.pass(now, n, checks, out, hs, false, true)
+	for i := range hs {
+		if hs[i].first == i {
+			hs[i].saved = hs[i].r.save()
 		}
 	}
+	allowed = s.pass(now, n, checks, out, hs, true, allowed)
 	if !allowed {
 		for i := range hs {
 			if hs[i].first == i {
 				hs[i].r.restore(hs[i].saved)
 			}
 		}
+		// A gate check that would have allowed reports its state
+		// uncharged: the first peek's, a gate peek's answer, or a new
+		// peek if a usage check recorded into the state since.
 		for i := range hs {
-			if out[i].Allowed {
-				put(&out[i], hs[hs[i].first].peek)
+			if hs[i].sp.Charge != algo.ChargeGate || !out[i].Allowed {
+				continue
+			}
+			if f := &hs[hs[i].first]; !f.used {
+				put(&out[i], f.peek)
+				out[i].Allowed, out[i].RetryAfter = true, 0
+			} else {
+				hs[i].r.step(hs[i].sp, now, 0, s.bound, &out[i])
 			}
 		}
 	}
 	s.unpin(now, hs)
 	return nil
+}
+
+// pass decides the gate checks (gate true) or the usage ones, charging
+// each its cost, the enforced checks first. It returns allowed, false if
+// one of the enforced checks denied.
+func (s *Store) pass(now, n int64, checks []sluice.Check, out []sluice.Decision, hs []held, gate, allowed bool) bool {
+	for _, shadow := range [2]bool{false, true} {
+		for i := range checks {
+			if checks[i].Rule.Shadow != shadow || (hs[i].sp.Charge == algo.ChargeGate) != gate {
+				continue
+			}
+			hs[i].r.step(hs[i].sp, now, checks[i].CostFor(n), s.bound, &out[i])
+			allowed = allowed && (shadow || out[i].Allowed)
+			hs[hs[i].first].used = hs[hs[i].first].used || !gate
+		}
+	}
+	return allowed
 }
 
 // unpin releases the cells of a multi-check, dropping those that are

@@ -88,11 +88,13 @@ func New(opts ...Option) (*Store, error) {
 // Take decides a request of cost n at now against checks together and
 // writes check i's decision to out[i]. See sluice.Store for the contract.
 //
-// If every check not in shadow mode allows, each check that allows is
-// charged its cost (CostFor(n)); otherwise none is, and a check that would
-// have allowed reports its state uncharged (the decision of a peek).
-// Checks are decided in order, those not in shadow mode first; a key named
-// twice is charged twice. Under any interleaving of concurrent calls the
+// A check whose rule charges usage (sluice.ChargeUsage, ChargeCount) is
+// recorded its cost (CostFor(n)) whether it allows or not. If every check
+// not in shadow mode allows, each gate check (sluice.ChargeGate) that
+// allows is charged its cost too; otherwise none is, and a gate check that
+// would have allowed reports its state uncharged (the decision of a peek).
+// Checks are decided in order, usage checks first, then gate checks, those
+// not in shadow mode first in each; a key named twice is charged twice. Under any interleaving of concurrent calls the
 // decisions are those of some serial order of the calls: nothing is
 // over-admitted and nothing is denied that a serial order would allow.
 //
@@ -152,10 +154,11 @@ func (s *Store) take1(sp *algo.Spec, key string, now, n int64, d *sluice.Decisio
 		return nil
 	}
 	sh.mu.RUnlock()
-	// A request that leaves a new key idle (a peek, a denial, a negative
-	// cost) is decided on a fresh state, which is then dropped, as the
-	// sweeper would: nothing is stored.
-	if fd := freshDecision(sp, now, n); !fd.Allowed || n <= 0 {
+	// A request that leaves a new key idle (a peek, a gate rule's denial, a
+	// negative cost, anything on a usage rule of Rate 0) is decided on a
+	// fresh state, which is then dropped, as the sweeper would: nothing is
+	// stored. A usage rule's denial is recorded, so it is stored.
+	if fd := freshDecision(sp, now, n); n <= 0 || !fd.Allowed && (sp.Charge == algo.ChargeGate || sp.Key.Rate == 0) {
 		put(d, fd)
 		return nil
 	}

@@ -84,10 +84,12 @@ func (w *window) step(sp *algo.Spec, now, n int64) sluice.Decision {
 
 // makeRoom grows the sliding log's ring when a push of n units at now
 // would find it full of live entries. The log never has more entries than
-// Rate, each of at least one unit, so Rate cells are the most it needs.
+// Rate, each of at least one unit, so Rate cells are the most it needs (a
+// usage rule's units past Rate join the newest entry of a full ring of
+// Rate cells, as algo.Log does).
 func (w *window) makeRoom(sp *algo.Spec, now, n int64) {
 	r := w.ring
-	if n <= 0 || n > sp.Key.Rate || r.Len() < r.Cap() || int64(r.Cap()) >= sp.Key.Rate {
+	if n <= 0 || n > sp.Key.Rate && sp.Charge == algo.ChargeGate || r.Len() < r.Cap() || int64(r.Cap()) >= sp.Key.Rate {
 		return
 	}
 	if w.used && now < w.last {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // denyCache remembers denials until their RetryAfter, so that a flood
@@ -38,11 +39,14 @@ type denyShard struct {
 	m  map[denyKey]*denyEntry
 }
 
-// denyKey names the state a denial is about: its Redis key and the limit
-// it was decided under (a new limit may allow sooner).
+// denyKey names the state a denial is about: its Redis key, the limit
+// it was decided under (a new limit may allow sooner) and the rule's
+// charge (a check of cost 0 asks for one unit left under ChargeUsage,
+// for no debt under ChargeCount, and for nothing under ChargeGate).
 type denyKey struct {
-	key   string
-	limit sluice.Limit
+	key    string
+	limit  sluice.Limit
+	charge algo.Charge
 }
 
 type denyEntry struct {
@@ -157,14 +161,18 @@ func signature(p *pending) uint64 {
 }
 
 // cacheable reports whether the denial cache may answer or learn from p:
-// whether the cache is on and every check of p costs more than 0 (a peek
-// is never denied, and a denial of cost 0 would say nothing).
+// whether the cache is on, every gate check of p costs more than 0 (a
+// peek is never denied, and a denial of cost 0 would say nothing), and
+// every check of a rule charged by usage costs 0: a usage charge is
+// recorded whether it fits or not, so it always goes to Redis, while a
+// check of cost 0 is denied as long as the debt lasts, and a denial of
+// one holds as a charge's does.
 func (s *Store) cacheable(p *pending) bool {
 	if s.cache == nil {
 		return false
 	}
 	for _, a := range p.args {
-		if a.cost <= 0 {
+		if a.p.charge == algo.ChargeGate && a.cost <= 0 || a.p.charge != algo.ChargeGate && a.cost != 0 {
 			return false
 		}
 	}
@@ -183,7 +191,7 @@ func (s *Store) cached(now time.Time, p *pending, checks []sluice.Check, out []s
 		if a.shadow {
 			continue
 		}
-		e := s.cache.get(denyKey{p.keys[i], checks[i].Rule.Limit}, now, a.cost)
+		e := s.cache.get(denyKey{p.keys[i], checks[i].Rule.Limit, a.p.charge}, now, a.cost)
 		if e == nil {
 			continue
 		}
@@ -214,7 +222,7 @@ func (s *Store) remember(now time.Time, p *pending, checks []sluice.Check, out [
 	var sig uint64
 	for i, a := range p.args {
 		d := out[i]
-		k := denyKey{p.keys[i], checks[i].Rule.Limit}
+		k := denyKey{p.keys[i], checks[i].Rule.Limit, a.p.charge}
 		if d.Allowed {
 			s.cache.drop(k)
 		}

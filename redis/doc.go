@@ -26,8 +26,10 @@
 // charged twice. The script decides every check as if charged; if every
 // check not in shadow mode allows, it charges those that allow, shadow ones
 // included; otherwise it charges none and reports, for the checks that
-// would have allowed, a peek. The time is Redis TIME, so that the
-// application servers' clocks do not matter, unless WithCallerTime.
+// would have allowed, a peek; but a check of a rule charged by usage is
+// recorded either way (see Usage charges). The time is Redis TIME, so
+// that the application servers' clocks do not matter, unless
+// WithCallerTime.
 //
 // # Exact arithmetic in doubles
 //
@@ -100,9 +102,10 @@
 // two logs of each key, and a client may get up to twice a log's rate in
 // the period the rollout takes; the old keys expire within two periods
 // and a second of their last use. Its TTL is fixed per rule: the
-// longest its state can stay live (a full bucket's refill, a window's
-// period, two for the sliding counter) and a second of slack, sent as a
-// string made once per rule. The sliding log's is three periods and the
+// longest its state can stay live (a full bucket's refill, or two for a
+// bucket that usage took below empty; a window's period, two for the
+// sliding counter) and a second of slack, sent as a string made once per
+// rule. The sliding log's is three periods and the
 // slack, set on its one-unit path only by a push whose oldest entry in the
 // window is of an earlier aligned span of two periods, the first push of
 // each span among them: it lives a period and the slack past its newest
@@ -142,8 +145,9 @@
 // itself. If every
 // part passes, the request is allowed. If a part denies, or fails, every
 // part that charged is given back on its node, and its checks report the
-// peek a denied request reports; once the request returns, nothing of it
-// is charged. The give-back never mints: it takes off a window's count
+// peek a denied request reports; once the request returns, nothing of its
+// gate checks is charged (its usage is: see Usage charges). The give-back
+// never mints: it takes off a window's count
 // only while the window is the one charged (the sliding counter's, from
 // its previous count once it rolled), the log's entry while it is in the
 // log, and from a bucket no more than what is left of the charge had
@@ -168,6 +172,33 @@
 // such requests with ErrCrossSlot instead. split.go holds the protocol,
 // take.lua's flavours 1 and 2 its Redis side; nodes.go the runs per
 // master.
+//
+// # Usage charges
+//
+// A rule charged by usage (sluice.ChargeUsage, sluice.ChargeCount) is
+// decided as the memory store decides it, every Decision field alike: its
+// cost is recorded whether it fits or not, and the check allows iff it
+// fits; the debt is capped at a period's worth (a bucket's at two full
+// buckets', a window's count and the sliding log's units in the window at
+// 2·Rate), so a key left alone is usable again within two periods. Its
+// check of cost 0 records nothing and is denied while less than a unit is
+// left (ChargeUsage) or while the limit is in debt (ChargeCount). In a
+// request of several checks, the usage is recorded in the same run as the
+// gate checks are decided, whatever they decide, and the gate checks are
+// charged only if every check not in shadow mode, usage ones included,
+// allows. A sliding log that holds Rate entries in the window records
+// usage that does not fit into its newest entry, moved to the time of the
+// charge (its units then leave the window a little later, never sooner),
+// so its list holds at most Rate entries in the window, as the memory
+// store's ring of Rate cells does.
+//
+// Usage is never taken back: a request across slots gives back only its
+// gate checks' charges, and the denial cache never answers a usage charge
+// of cost more than 0, which always reaches Redis (a check of cost 0 is
+// answered from a denial of the same rule's charge, which only more usage
+// can prolong). The script's one-byte paths serve gate rules alone: a
+// usage charge takes the general path, which costs Redis a little more per
+// decision.
 //
 // # The store's clock and the fixed window
 //
@@ -196,7 +227,8 @@
 // calls at once, then probes (WithBreaker). Stats counts calls, errors,
 // sheds and reloads. Denials
 // are remembered locally until their RetryAfter (WithDenyCache), so that a
-// flood against one key does not reach Redis: nothing can make a denied
+// flood against one key does not reach Redis (but for usage charges, see
+// Usage charges): nothing can make a denied
 // key allowed sooner, so the cache never denies what Redis would allow;
 // but a give-back can (see Requests across slots), so where requests may
 // be split (a Cluster, a Ring, a Pair's stores) a denial is remembered at

@@ -60,12 +60,17 @@ const idleSlack = time.Second
 // once per rule and kept with the rule's compiled arithmetic (see
 // paramsOf).
 type params struct {
-	kind  int
-	code  string   // the key suffix naming the state's layout
-	a     [6]int64 // a1..a6 as the script reads them
-	ttl   int64    // ms: the longest a state of this rule stays live, idleSlack aside; 0 for ever
-	quota int64
-	err   error // why the store cannot hold the rule (ErrOutOfRange), or nil
+	kind int
+	code string   // the key suffix naming the state's layout
+	a    [6]int64 // a1..a6 as the script reads them
+	ttl  int64    // ms: the longest a state of this rule stays live, idleSlack aside; 0 for ever
+	// dttl is a bucket's ttl for a state in debt past a full bucket's,
+	// which usage charges record (see charge): twice ttl. 0 for the
+	// windows, whose keys' TTLs cover their debt as it is.
+	dttl   int64
+	charge algo.Charge
+	quota  int64
+	err    error // why the store cannot hold the rule (ErrOutOfRange), or nil
 	// rec is the rule as the script reads it (see record), with the
 	// default slack: [windowed][shadow]. windowed is a fixed window as a
 	// counter per window (kind 5), under the store's clock.
@@ -83,8 +88,9 @@ const (
 )
 
 // record is the rule as the script reads it (ARGV, in take.lua): kind,
-// shadow, a1..a6 and the TTL of its keys in ms, a string made here so that
-// Redis does not format a Lua number per call; slack is added to the TTL.
+// its modes (shadow in bit 0, the charge above), a1..a6, the TTL of its
+// keys in ms and a bucket's TTL in debt (dttl), strings made here so that
+// Redis does not format a Lua number per call; slack is added to the TTLs.
 func (p *params) record(windowed, shadow bool, slack time.Duration) string {
 	kind, a := p.kind, p.a
 	if windowed && kind == kindFixed {
@@ -94,18 +100,21 @@ func (p *params) record(windowed, shadow bool, slack time.Duration) string {
 			a[2] = 1e6
 		}
 	}
-	b := make([]byte, 0, 2+6*8+16)
-	b = append(b, byte(kind), 0)
+	b := make([]byte, 0, 2+6*8+32)
+	b = append(b, byte(kind), byte(p.charge)<<1)
 	if shadow {
-		b[1] = 1
+		b[1] |= 1
 	}
 	for _, v := range a {
 		b = appendF64(b, float64(v)) // exact: every bound in newParams is below 2^53
 	}
-	if p.ttl > 0 {
-		b = strconv.AppendInt(b, p.ttl+(idleSlack+slack).Milliseconds(), 10)
+	for _, ttl := range []int64{p.ttl, p.dttl} {
+		if ttl > 0 {
+			b = strconv.AppendInt(b, ttl+(idleSlack+slack).Milliseconds(), 10)
+		}
+		b = append(b, 0)
 	}
-	return string(append(b, 0))
+	return string(b)
 }
 
 // paramsOf returns the params of a rule compiled into sp, computing them
@@ -134,7 +143,7 @@ func paramsOf(sp *algo.Spec) (*params, error) {
 // debts (at most 2·span + m) and every product in the script below 2^53.
 func newParams(sp *algo.Spec) *params {
 	name, l := sp.Key.Name, sluice.Limit{Rate: sp.Key.Rate, Period: sp.Key.Period, Burst: sp.Key.Burst}
-	p := &params{quota: sp.Quota()}
+	p := &params{quota: sp.Quota(), charge: sp.Charge}
 	var a [6]int64
 	switch sp.Kind {
 	case algo.KindBucket, algo.KindWide:
@@ -158,9 +167,11 @@ func newParams(sp *algo.Spec) *params {
 		}
 		a = [6]int64{burst * pt, pt, m, h, q, burst}
 		// A bucket's debt is at most a full bucket's, span units of h/q
-		// ns: its state is idle that long after it was written, at most.
+		// ns, or twice that in debt recorded by a usage charge: its state
+		// is idle that long after it was written, at most.
 		if q > 0 {
-			p.ttl = ceilDiv(burst*pt*h, q*1e6) // below 2^51·1000: no overflow
+			p.ttl = ceilDiv(burst*pt*h, q*1e6)    // below 2^51·1000: no overflow
+			p.dttl = ceilDiv(2*burst*pt*h, q*1e6) // below 2^52·1000
 		}
 		// The debt is kept in units of h/q ns (h/q in lowest terms), or
 		// of requests at Rate 0: a limit with other units must not read

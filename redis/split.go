@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // Requests across slots. On a Cluster a script run's keys must sit on one
@@ -24,10 +25,12 @@ import (
 //     after.
 //  2. If every part passes, the request is allowed and charged.
 //  3. If any part denies, or fails, each part that was charged is given
-//     back (flavour 2), on its node, with its receipts: the charge comes
-//     off what the check's state holds of it, never more, so a give-back
-//     mints nothing (see giveback in take.lua). Its checks then report the
-//     peek a denied request reports.
+//     back (flavour 2), on its node, with its receipts: its gate checks'
+//     charges, never a usage check's, which is recorded whatever the
+//     request's fate (sluice.ChargeUsage). The charge comes off what the
+//     check's state holds of it, never more, so a give-back mints nothing
+//     (see giveback in take.lua). Its gate checks then report the peek a
+//     denied request reports.
 //
 // Between a part's take and its give-back, one round trip to the slowest
 // node and one back, a concurrent request on a charged key sees the
@@ -239,10 +242,12 @@ func (pt *part) passed() bool {
 	return true
 }
 
-// charged reports whether the part's take, which passed, charged a check.
+// charged reports whether the part's take, which passed, charged a check
+// that a give-back would give back: a gate check's. Usage is recorded
+// whatever the other parts decide.
 func (pt *part) charged() bool {
 	for i, a := range pt.p.args {
-		if pt.reply[8*i] == 1 && a.cost > 0 {
+		if pt.reply[8*i] == 1 && a.cost > 0 && a.p.charge == algo.ChargeGate {
 			return true
 		}
 	}
@@ -260,7 +265,7 @@ func (pt *part) giveBack() *pending {
 	g.keys = append(g.keys, pt.p.keys...)
 	g.keys = append(g.keys, pt.s.keys.prefix+"{"+tagOf(pt.p.keys[0])+"}:give:"+strconv.FormatUint(rand.Uint64(), 36))
 	for i, a := range pt.p.args {
-		if pt.reply[8*i] != 1 {
+		if pt.reply[8*i] != 1 || a.p.charge != algo.ChargeGate {
 			a.cost = 0
 		}
 		g.args = append(g.args, a)

@@ -18,6 +18,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 //go:embed take.lua
@@ -313,8 +314,10 @@ func (s *Store) CheckRule(r *sluice.Rule) error {
 
 var _ sluice.RuleChecker = (*Store)(nil)
 
-// Take decides a request of cost n against checks, all-or-nothing, in one
-// script run: see sluice.Store. The time is Redis TIME unless
+// Take decides a request of cost n against checks, all-or-nothing (but for
+// usage, recorded whatever the request's fate: see Usage charges in the
+// package documentation), in one script run: see sluice.Store. The time
+// is Redis TIME unless
 // WithCallerTime. Errors are Redis's, ErrTimeout, ErrCircuitOpen,
 // ErrCrossSlot, ErrOutOfRange, or the context's; a failed Take charged
 // nothing, unless the script ran and its answer was lost (for a request
@@ -915,13 +918,17 @@ func (s *Store) run(ctx context.Context, to *node, batch []*pending, buf *runBuf
 // bucket that holds a unit, of a fixed window as a counter per window that
 // does, or of a sliding counter or a sliding log that does, under the
 // store's clock (which keeps a state from being ahead of the run's time,
-// but for a lost clock: see cstretch and lstretch in take.lua).
+// but for a lost clock: see cstretch and lstretch in take.lua). A rule
+// charged by usage takes the general path, which records what does not
+// fit: those paths charge only what does.
 func (s *Store) fastRule(p *pending) bool {
 	if len(p.args) != 1 || p.args[0].cost != 1 {
 		return false
 	}
 	pr := p.args[0].p
 	switch {
+	case pr.charge != algo.ChargeGate:
+		return false
 	case pr.kind == kindBucket:
 		return pr.a[5] >= 1
 	case pr.windowed(s.clock):

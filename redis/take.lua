@@ -1,7 +1,8 @@
 -- sluice: requests against several checks each, every request
--- all-or-nothing, decided in order, as if they had come one by one. The
--- arithmetic is explained in params.go, whose checks keep every parameter
--- in the range where the doubles below are exact integers.
+-- all-or-nothing (but for usage, see CHARGE), decided in order, as if they
+-- had come one by one. The arithmetic is explained in params.go, whose
+-- checks keep every parameter in the range where the doubles below are
+-- exact integers.
 --
 -- What costs Redis here is counted per decision: each redis.call (~0.2µs),
 -- each Lua number passed to one (Redis formats it), each KEYS entry, TIME.
@@ -34,9 +35,11 @@
 --   then the other requests, little-endian doubles: for each request, now
 --   in µs, or 2^53 for Redis TIME, and the number of checks; then per
 --   check its rule (an index into the rules) and its cost.
--- ARGV[1+i] rule i, '<BBdddddds': kind,
---   shadow (1 or 0), a1..a6, and the TTL of its keys in ms as a string ('',
---   none), made once per rule so that Redis formats no number per call:
+-- ARGV[1+i] rule i, '<BBddddddss': kind,
+--   its modes, shadow (1 or 0) plus twice its charge (see CHARGE), a1..a6,
+--   and the TTL of its keys in ms as a string ('', none), then a bucket's
+--   TTL for a state in debt past a full bucket's ('' for the windows),
+--   made once per rule so that Redis formats no number per call:
 --     kind 1 bucket  (a1..a6 = span, pt, m, h, q, burst)
 --     kind 2 fixed   (a1, a2 = rate, period in µs), one packed state
 --     kind 3 counter (a1, a2 = rate, period in µs)
@@ -84,6 +87,33 @@ local function fdiv(a, b)
   local r = a - q * b
   if r < 0 then q = q - 1 elseif r >= b then q = q + 1 end
   return q
+end
+
+-- CHARGE: how a rule is charged (a rule's charge, in its modes byte).
+-- GATE is all-or-nothing: a check is charged only when the whole request
+-- passes, and only what fits; a cost of 0 peeks. USAGE and COUNT record
+-- usage after the fact: a cost is recorded whether it fits or not (the
+-- check allows iff it fits), in the request that denies too, into a debt
+-- capped at a period's worth (a bucket's debt at two full buckets', a
+-- window's count and a log's units at 2·Rate), and never given back. A
+-- check of cost 0 records nothing and allows iff one unit fits (USAGE)
+-- or the limit is not in debt (COUNT); asked is the cost it is decided
+-- as. Only the general path knows them: the one-byte paths serve GATE
+-- rules alone (see fastRule in store.go).
+local GATE, USAGE = 0, 1
+local function asked(n, charge)
+  if n == 0 and charge == USAGE then return 1 end
+  return n
+end
+
+-- wrecord is a window's count after usage of n (n >= 0) is recorded into
+-- count, capped at twice the rate: a count already past the cap, left by
+-- a higher rate under the same rule's name, is kept.
+local function wrecord(count, n, rate)
+  local cap = 2 * rate
+  if count >= cap then return count end
+  if n > cap - count then return cap end
+  return count + n
 end
 
 -- A run's state, set by take.
@@ -220,6 +250,13 @@ local function setstate(key, state, ttl)
   end
 end
 
+-- bttl is the TTL of a bucket's state of debt D under rule r: a debt past
+-- a full bucket's, which only usage records, takes longer to drain.
+local function bttl(r, D)
+  if D > r.a1 then return r.dttl end
+  return r.ttl
+end
+
 -- cstretch decides single units from a sliding window counter (kind 3,
 -- Rate below 2^25, with the store's clock) at now, as counter does: it
 -- reads the state and writes it only if allowed (a denial changes nothing
@@ -306,7 +343,7 @@ local function bstretch(r, i, e)
         v = after * 2 + 1
       end
       if t ~= now or after ~= pt then
-        setstate(key, spack('dd', t, after), ttl)
+        setstate(key, spack('dd', t, after), bttl(r, after))
       end
     end
     nout = nout + 1
@@ -523,10 +560,11 @@ local function loadgeneral()
   end
 
   -- bcore decides without tables: has, t0, D0 the state if any (the last
-  -- time seen and the debt then). It returns the decision's six values, the
-  -- write (0 nothing, 1 SET the state (now, after) with the reset as TTL,
-  -- 2 DEL), the time and the debt after.
-  local function bcore(span, pt, m, h, q, burst, has, t0, D0, now, n)
+  -- time seen and the debt then), charge the rule's (see CHARGE). It
+  -- returns the decision's six values, the write (0 nothing, 1 SET the
+  -- state (now, after) with the reset as TTL, 2 DEL), the time and the
+  -- debt after.
+  local function bcore(span, pt, m, h, q, burst, has, t0, D0, now, n, charge)
     local D = 0
     if has then
       if now < t0 then now = t0 end
@@ -542,7 +580,27 @@ local function loadgeneral()
     end
     local ok, rem, rus, rns, zus, zns = 0, 0, 0, 0, 0, 0
     local after = D
-    if n < 0 or n > burst then
+    if n < 0 then
+      rus = -1
+    elseif charge ~= GATE then
+      local want = asked(n, charge)
+      if want <= burst and D + want * pt <= span then ok = 1 end
+      if n > 0 and ok == 1 then
+        after = D + n * pt
+      elseif n > 0 and q ~= 0 then -- recorded, up to the cap; Rate 0 would never drain it
+        local cap = 2 * span
+        if D < cap then
+          after = D + n * pt -- inexact only far past the cap
+          if after > cap then after = cap end
+        end
+      end
+      if ok == 1 then -- no wait
+      elseif want > burst or q == 0 then
+        rus = -1
+      else -- for the same check, on the debt after this one
+        rus, rns = usns(after + want * pt - span, m, h, q)
+      end
+    elseif n > burst then
       rus = -1
     elseif n == 0 then
       ok = 1 -- a peek: nothing to take, even from an empty bucket
@@ -606,6 +664,28 @@ local function loadgeneral()
     return 0
   end
 
+  -- wrecordkey records usage of n > 0 into a window key, as wrecord
+  -- caps it, and returns the count before and after.
+  local function wrecordkey(key, r, n)
+    local cap = 2 * r.a1
+    if cap == 0 then -- Rate 0 records nothing
+      local c = wcount(key)
+      return c, c
+    end
+    local add = n
+    if add > cap then add = cap end
+    local c = call('INCRBY', key, arg(add))
+    if c == add then call('PEXPIRE', key, r.ttl) end -- new: its window's first
+    local before = c - add
+    if c > cap then
+      local back = c - cap
+      if back > add then back = add end -- a count past the cap is kept
+      call('DECRBY', key, arg(back))
+      c = c - back
+    end
+    return before, c
+  end
+
   -- wdecision is kind 5's decision: the six values of the reply.
   local function wdecision(r, ok, count, off, never)
     local p = r.a2
@@ -624,6 +704,17 @@ local function loadgeneral()
   -- wone decides one kind 5 check.
   local function wone(r, base, now, n)
     local key, off = window(base, now, r.a2, r.a3)
+    if r.charge ~= GATE and n >= 0 then
+      local want, before, count = asked(n, r.charge), nil, nil
+      if n > 0 then
+        before, count = wrecordkey(key, r, n)
+      else
+        before = wcount(key)
+        count = before
+      end
+      local ok = want <= r.a1 - before
+      return wdecision(r, ok, count, off, not ok and want > r.a1)
+    end
     if n < 0 or n > r.a1 then
       return wdecision(r, false, wcount(key), off, true)
     elseif n == 0 then
@@ -667,7 +758,7 @@ local function loadgeneral()
     if st then has, t0, D0 = true, st[1], st[2] end
     local r = c.r
     local ok, rem, rus, rns, zus, zns, w, t, after =
-      bcore(r.a1, r.a2, r.a3, r.a4, r.a5, r.a6, has, t0, D0, now, n)
+      bcore(r.a1, r.a2, r.a3, r.a4, r.a5, r.a6, has, t0, D0, now, n, r.charge)
     local d = {ok, rem, rus, rns, zus, zns, w, false, zus, zns}
     if w == 1 then d[8] = spack('dd', t, after) end
     d[15], d[16] = t, after
@@ -694,9 +785,20 @@ local function loadgeneral()
     local k, off = locate(now, p)
     if k ~= win then count = 0 end
     local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
-    if n < 0 or n > rate then
+    local charge = c.r.charge
+    if charge ~= GATE and n >= 0 then
+      local want = asked(n, charge)
+      if want <= rate - count then d[1] = 1 end
+      count = wrecord(count, n, rate)
+      if d[1] == 1 then -- no wait
+      elseif want > rate then
+        d[3] = -1
+      else
+        d[3] = p - off
+      end
+    elseif n < 0 or n > rate then
       d[3] = -1
-    elseif n <= rate - count then
+    elseif n == 0 or n <= rate - count then -- a peek, even past the rate (usage's)
       d[1] = 1
       count = count + n
     else
@@ -752,18 +854,25 @@ local function loadgeneral()
       prev, curr = 0, 0
     end
     local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
-    local m = rate - curr - n + 1
-    if n < 0 or n > rate then
+    local charge, want = c.r.charge, n
+    if charge ~= GATE and n >= 0 then
+      want = asked(n, charge)
+    end
+    local m = rate - curr - want + 1
+    if n < 0 or want > rate then
       d[3] = -1
-    elseif n == 0 or (m > 0 and fits(prev, p - off, m, p)) then
+    elseif (n == 0 and charge == GATE) or (m > 0 and fits(prev, p - off, m, p)) then
       d[1] = 1
-      curr = curr + n
-    else
-      local us, ns = firstfit(rate, p, prev, curr, n)
+      if charge == GATE then curr = curr + n end
+    end
+    if charge ~= GATE and n > 0 then curr = wrecord(curr, n, rate) end
+    if d[1] == 0 and d[3] ~= -1 then
+      -- the wait for the same check on the state after it
+      local us, ns = firstfit(rate, p, prev, curr, want)
       if us then
         d[3], d[4] = us - off, ns
       else
-        us, ns = firstfit(rate, p, curr, 0, n)
+        us, ns = firstfit(rate, p, curr, 0, want)
         if us then
           d[3], d[4] = p - off + us, ns
         else
@@ -823,21 +932,39 @@ local function loadgeneral()
     local count = 0
     if at then count = len - 1 - L + x - lx end
     local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
-    local push = false
-    if n < 0 or n > rate then
+    local charge, want = c.r.charge, n
+    if charge ~= GATE and n >= 0 then want = asked(n, charge) end
+    if n < 0 or want > rate then
       d[3] = -1
-    elseif n == 0 then
+    elseif (n == 0 and charge == GATE) or count + want <= rate then
       d[1] = 1
-    elseif count + n <= rate then
-      d[1] = 1
-      push = true
-      count = count + n
-    else
+    end
+    -- add: the units pushed at now. A usage charge's are recorded up to the
+    -- cap; when the log already holds Rate entries in the window, into the
+    -- newest entry, moved to now (merge: its units), as the memory store
+    -- does in its ring of Rate cells: later, never earlier, leaves no
+    -- unit out.
+    local add, merge = 0, false
+    if charge == GATE then
+      if d[1] == 1 then add = n end
+    elseif n > 0 and count < 2 * rate then
+      add = n
+      if add > 2 * rate - count then add = 2 * rate - count end
+      if len - 1 - L >= rate then
+        local _, u = unentry(nraw)
+        merge = u
+      end
+    end
+    if d[1] == 0 and d[3] == 0 then
       -- Units leave oldest first: the wait is until the entry through
-      -- which need units have left does, need being at most the count.
-      local need, from = count + n - rate, L + 1
-      while d[3] == 0 do
-        local batch = call('LRANGE', key, from, from + 31)
+      -- which need units have left does, need being at most the count
+      -- after the push, whose units leave last, a Period from now.
+      local need, from, upto = count + add + want - rate, L + 1, len - 1
+      if merge then upto = len - 2 end
+      while d[3] == 0 and from <= upto do
+        local to = from + 31
+        if to > upto then to = upto end
+        local batch = call('LRANGE', key, from, to)
         for j = 1, #batch do
           local t, u = unentry(batch[j])
           need = need - u
@@ -849,7 +976,10 @@ local function loadgeneral()
         if #batch < 32 then break end
         from = from + 32
       end
+      if d[3] == 0 then d[3] = p end
     end
+    local push = add > 0
+    count = count + add
     d[2] = rate - count
     if d[2] < 0 then d[2] = 0 end -- a rate lowered under the same name
     if push then
@@ -864,17 +994,19 @@ local function loadgeneral()
     end
     -- what logcommit writes from
     d[10], d[12], d[13], d[14], d[17], d[18] = L, lat, x - lx, last, at or false, x
+    d[11], d[19] = add, merge
     d[15] = now -- the time decided at, for a receipt
     return d
   end
 
-  -- logcommit writes what slog decided (d) for a request of cost n at
-  -- d[15]: the push, with the trim of the entries that left, or the time
-  -- decided at as the anchor's last.
-  local function logcommit(c, d, n)
+  -- logcommit writes what slog decided (d) at d[15]: the push of d[11]
+  -- units (into the newest entry, of d[19] units, if not false), with the
+  -- trim of the entries that left, or the time decided at as the
+  -- anchor's last.
+  local function logcommit(c, d)
     local key, now = c.key, d[15]
     if d[9] == 1 then
-      local L, lat, x, last, at = d[10], d[12], d[13], d[14], d[17]
+      local L, lat, x, last, at, n, merge = d[10], d[12], d[13], d[14], d[17], d[11], d[19]
       -- A push at a caller's time may be ahead of the time of the
       -- one-unit path (a store at the store's clock on the same keys),
       -- which reads no newest entry: the anchor keeps it as the latest
@@ -882,14 +1014,23 @@ local function loadgeneral()
       -- before it.
       local was = last
       if theirs and now > last then last = now end
+      -- the anchor's x grows by the units beyond one of the entry pushed,
+      -- or by all of them, merged
+      local grow = n - 1
+      if merge then grow = n end
       if not at then
-        call('RPUSH', key, anchor(-P53, n - 1, last), entry(now, n))
-      elseif L > 0 then
-        logtrim(key, L, lat, x + n - 1, last)
-        call('RPUSH', key, entry(now, n))
+        call('RPUSH', key, anchor(-P53, grow, last), entry(now, n))
       else
-        if n > 1 or last ~= was then call('LSET', key, 0, anchor(at, x + n - 1, last)) end
-        call('RPUSH', key, entry(now, n))
+        if L > 0 then
+          logtrim(key, L, lat, x + grow, last)
+        elseif grow ~= 0 or last ~= was then
+          call('LSET', key, 0, anchor(at, x + grow, last))
+        end
+        if merge then
+          call('LSET', key, -1, entry(now, merge + n))
+        else
+          call('RPUSH', key, entry(now, n))
+        end
       end
     elseif d[8] then
       call('LSET', key, 0, anchor(d[17], d[18], now))
@@ -899,14 +1040,19 @@ local function loadgeneral()
 
   ---------------------------------------------------------------------------
   -- Fixed window, a key per window (kind 5). It charges as it decides (d[7]
-  -- 4): a request that does not pass gives the charge back.
+  -- 4): a request that does not pass gives the charge back. Usage is
+  -- recorded as it is decided too (wone), and never given back.
   local function wfixed(c, now, n)
     local r = c.r
     local key, off = window(c.key, now, r.a2, r.a3)
     c.wkey = key
     local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
     local ok, count, never = true, 0, false
-    if n < 0 or n > r.a1 then
+    if r.charge ~= GATE and n >= 0 then -- recorded, never given back
+      d[1], d[2], d[3], d[4], d[5], d[6] = wone(r, c.key, now, n)
+      d[15] = now
+      return d
+    elseif n < 0 or n > r.a1 then
       ok, count, never = false, wcount(key), true
     elseif n == 0 then
       count = wcount(key)
@@ -946,15 +1092,17 @@ local function loadgeneral()
     end
   end
 
-  -- write makes check c's writes that a step's decision d says, for cost.
-  local function write(c, d, cost)
+  -- write makes check c's writes that a step's decision d says.
+  local function write(c, d)
     local w = d[7]
-    if w == 1 then
+    if w == 1 and c.kind == 1 then
+      setstate(c.key, d[8], bttl(c.r, d[16]))
+    elseif w == 1 then
       put(c, d[8])
     elseif w == 2 then
       call('DEL', c.key)
     elseif w == 3 then
-      logcommit(c, d, cost)
+      logcommit(c, d)
     end
   end
 
@@ -976,13 +1124,12 @@ local function loadgeneral()
     end
 
     -- Phase 2: charge the allowing checks if the request passes; if not, a
-    -- check that would allow, shadow or not, reports a peek and is not
-    -- charged.
+    -- gate check that would allow, shadow or not, reports a peek and is
+    -- not charged. A usage check is recorded either way (see CHARGE).
     for i = 1, k do
       local c = checks[i]
-      local d, cost = c.d, c.n
-      if not ok and d[1] == 1 then
-        cost = 0
+      local d = c.d
+      if not ok and d[1] == 1 and c.r.charge == GATE then
         if c.kind == 5 then
           if d[7] == 4 then
             call('DECRBY', c.wkey, arg(c.n))
@@ -994,7 +1141,7 @@ local function loadgeneral()
           d = steps[c.kind](c, now, 0)
         end
       end
-      write(c, d, cost)
+      write(c, d)
       put6(d[1], d[2], d[3], d[4], d[5], d[6])
       if receipts then
         out[nout + 1], out[nout + 2] = d[15] or 0, d[16] or 0
@@ -1039,7 +1186,7 @@ local function loadgeneral()
       c.st = false
     else
       c.st = {now, D}
-      put(c, spack('dd', now, D))
+      setstate(c.key, spack('dd', now, D), bttl(r, D))
     end
   end
 
@@ -1131,9 +1278,9 @@ local function loadgeneral()
     local first = call('SET', token, '1', 'NX', 'PX', '10000')
     for i = 1, k do
       local c = checks[i]
-      if first and c.n > 0 then undo[c.kind](c, now, c.n, c.t1, c.x) end
+      if first and c.n > 0 and c.r.charge == GATE then undo[c.kind](c, now, c.n, c.t1, c.x) end
       local d = steps[c.kind](c, now, 0)
-      write(c, d, 0)
+      write(c, d)
       put6(d[1], d[2], d[3], d[4], d[5], d[6])
     end
   end
@@ -1162,9 +1309,9 @@ local function loadgeneral()
           t0, D0 = sunpack('dd', raw)
         end
         local ok, rem, rus, rns, zus, zns, w, t, after =
-          bcore(r.a1, r.a2, r.a3, r.a4, r.a5, r.a6, has, t0, D0, now, n)
+          bcore(r.a1, r.a2, r.a3, r.a4, r.a5, r.a6, has, t0, D0, now, n, r.charge)
         if w == 1 then
-          setstate(key, spack('dd', t, after), r.ttl)
+          setstate(key, spack('dd', t, after), bttl(r, after))
         elseif w == 2 then
           call('DEL', key)
         end
@@ -1294,8 +1441,9 @@ local function take(keys, argv)
     local r = rcache[rec]
     if not r then
       -- A constructor sizes the table once.
-      local kind, shadow, a1, a2, a3, a4, a5, a6, ttl = sunpack('<BBdddddds', rec)
-      r = {kind = kind, shadow = shadow, a1 = a1, a2 = a2, a3 = a3, a4 = a4, a5 = a5, a6 = a6, ttl = ttl}
+      local kind, modes, a1, a2, a3, a4, a5, a6, ttl, dttl = sunpack('<BBddddddss', rec)
+      r = {kind = kind, shadow = modes % 2, charge = floor(modes / 2), a1 = a1, a2 = a2, a3 = a3, a4 = a4,
+        a5 = a5, a6 = a6, ttl = ttl, dttl = dttl}
       if nrcache == 256 then rcache, nrcache = {}, 0 end
       rcache[rec], nrcache = r, nrcache + 1
     end

@@ -72,6 +72,20 @@ func (b *Buffer[T]) PeekNewest() (v T, ok bool) {
 	return b.data[i], true
 }
 
+// SetNewest replaces the newest element with v; ok is false, and nothing
+// changes, when the buffer is empty.
+func (b *Buffer[T]) SetNewest(v T) (ok bool) {
+	if b.count == 0 {
+		return false
+	}
+	i := b.tail - 1
+	if i < 0 {
+		i = len(b.data) - 1
+	}
+	b.data[i] = v
+	return true
+}
+
 // Len is the number of elements held.
 func (b *Buffer[T]) Len() int { return b.count }
 

@@ -200,3 +200,22 @@ func TestNoAllocs(t *testing.T) {
 	}
 	_ = sink
 }
+
+func TestSetNewest(t *testing.T) {
+	b := New[int](2)
+	if b.SetNewest(9) || b.Len() != 0 {
+		t.Fatalf("SetNewest on an empty buffer = true or Len %d, want false and 0", b.Len())
+	}
+	b.Push(1)
+	b.Push(2)
+	b.Push(3) // overwrites 1; the newest is at index 0
+	if !b.SetNewest(7) {
+		t.Fatal("SetNewest on a full buffer = false")
+	}
+	if got := collect(b); len(got) != 2 || got[0] != 2 || got[1] != 7 {
+		t.Errorf("after SetNewest(7): %v, want [2 7]", got)
+	}
+	if v, _ := b.PeekNewest(); v != 7 {
+		t.Errorf("PeekNewest() = %d, want 7", v)
+	}
+}

@@ -66,9 +66,9 @@ func TestChargingModes(t *testing.T) {
 	}
 }
 
-// Under ChargePerDescriptor, the limits of one descriptor are still
-// charged together, and a descriptor over is not charged; quota mode
-// decides the answer as it does all-or-nothing.
+// Under ChargePerDescriptor every limit is charged, a descriptor's over
+// or not, as envoyproxy/ratelimit counts; quota mode decides the answer
+// as it does all-or-nothing.
 func TestChargePerDescriptorQuota(t *testing.T) {
 	path := writeFile(t, t.TempDir(), "per.yaml", `domain: per
 descriptors:
@@ -93,7 +93,7 @@ descriptors:
 		return resp
 	}
 	ask("user=u", "ip=i")
-	resp := ask("user=u", "ip=i") // user_second denies: user_minute is not charged, per_ip is
+	resp := ask("user=u", "ip=i") // user_second denies: user_minute and per_ip are charged all the same
 	if st := resp.GetStatuses(); resp.GetOverallCode() != over || st[0].GetCode() != over || st[1].GetLimitRemaining() != 8 {
 		t.Fatalf("second: %v, want OVER_LIMIT by user, per_ip charged (8 left)", resp)
 	}
@@ -101,12 +101,10 @@ descriptors:
 	if st := ask("user=u").GetStatuses()[0]; st.GetCode() != ok || st.GetCurrentLimit().GetName() != "user_second" {
 		t.Errorf("user in the next second: %v, want OK", st)
 	}
-	// user_minute has been charged twice, not three times: its 5th
-	// charge passes, the next does not.
-	for range 2 {
-		e.clock.Advance(time.Second)
-		ask("user=u")
-	}
+	// user_minute has been charged three times, the request over
+	// user_second too: its 5th charge passes, the next does not.
+	e.clock.Advance(time.Second)
+	ask("user=u")
 	e.clock.Advance(time.Second)
 	if st := ask("user=u").GetStatuses()[0]; st.GetCode() != ok || st.GetLimitRemaining() != 0 || st.GetCurrentLimit().GetName() != "user_minute" {
 		t.Errorf("user's 5th charge: %v, want OK with user_minute's last", st)

@@ -65,15 +65,16 @@ type Config struct {
 	// quota_mode in the config are in quota mode regardless. See the
 	// package documentation.
 	QuotaMode bool
-	// ChargePerDescriptor decides and charges each descriptor of a
-	// request on its own, as envoyproxy/ratelimit does by default
-	// (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false): a descriptor within
-	// its limits is charged even when another descriptor of the request
-	// is over (which is not charged), and the request is still denied.
-	// The default, false, charges a request's descriptors all or nothing,
-	// as envoyproxy/ratelimit approaches with
-	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true: when one is over, none
-	// is charged. See the package documentation.
+	// ChargePerDescriptor counts as envoyproxy/ratelimit does by default
+	// (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false): every limit the
+	// config charges as a gate is charged as sluice.ChargeCount, so that
+	// every descriptor of a request is charged, over its limits or not,
+	// each limit recording every hit into bounded debt, and a check of
+	// hits 0 is over once a limit's count is past it. A request with a
+	// descriptor over is still denied. The default, false, charges a
+	// request's gates all or nothing, as envoyproxy/ratelimit approaches
+	// with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true: when one is over,
+	// none is charged. See the package documentation.
 	ChargePerDescriptor bool
 	// RefuseLimitOverrides refuses a request descriptor's limit (Envoy's
 	// per-request limit override, set from route metadata) with

@@ -30,7 +30,7 @@ type request struct {
 // the limit it brings, if any.
 type descriptor struct {
 	entries []config.Entry
-	hits    int64 // 0: a peek, charging nothing; at most MaxCost
+	hits    int64 // 0: a check, charging nothing; at most MaxCost
 	// override, when set, is the limit the request asks for in place of
 	// the config's (Envoy's limit override): checked, within the bounds
 	// of override.go.
@@ -163,7 +163,7 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 		}
 	}
 	ds := room(out.scr.ds[:0], len(checks))
-	res, err := s.takeAll(ctx, checks, len(req.descs), s.quotaDescriptors(matches), ds, &out.scr)
+	res, err := s.takeAll(ctx, domain, checks, len(req.descs), s.quotaDescriptors(matches), ds, &out.scr)
 	if err != nil {
 		return nil, err
 	}
@@ -245,8 +245,8 @@ func (s *Server) describe(domain string, ms []config.Match, cs []check, own []sl
 // that failed is in the result's Err, the failure modes having decided.
 //
 // The request's cost is 0 and each check costs its descriptor's hits
-// (Check.Cost), all-or-nothing across costs; a descriptor whose hits are 0
-// is a peek. Descriptors that come to the same limit and key are one check
+// (Check.Cost), all-or-nothing across the gates' costs; a descriptor whose
+// hits are 0 is a check, charging nothing (a peek on a gate). Descriptors that come to the same limit and key are one check
 // costing their hits together (a store may refuse a key named twice in
 // one request, as Redis does), and each of them reports its decision.
 func (s *Server) take(ctx context.Context, checks []check, ds []sluice.Decision, scr *scratch) (sluice.Result, error) {
@@ -312,35 +312,46 @@ func (s *Server) quotaDescriptors(matches [][]config.Match) []bool {
 	return quota
 }
 
-// takeAll decides the checks of a request of ndesc descriptors as take
-// does, all-or-nothing, but for the descriptors in quota mode (quota[i],
-// nil for none) and, under Config.ChargePerDescriptor, every descriptor,
-// which are decided each on its own:
+// takeAll decides the checks of a request of ndesc descriptors in domain
+// as take does, all-or-nothing among the limits charged as gates, but for
+// the descriptors in quota mode (quota[i], nil for none) and, under
+// Config.ChargePerDescriptor, every descriptor, which are decided each on
+// its own:
 //
 //   - all-or-nothing (the default): an enforced limit of a descriptor not
-//     in quota mode denies, and the request is denied with nothing
+//     in quota mode denies, and the request is denied with no gate
 //     charged;
 //   - a descriptor in quota mode, or any under ChargePerDescriptor, with
 //     an enforced limit that denies is over: it is left out of the
-//     request, not charged, and reports its denial, and the rest of the
-//     request is taken again without it;
+//     request, its gates not charged, and reports its denial, and the
+//     rest of the request is taken again without it;
 //   - the request is denied when a descriptor not in quota mode is over,
 //     or every descriptor in quota mode is (as envoyproxy/ratelimit
 //     decides), and may retry when all the first kind and one of the
 //     second would be allowed.
 //
-// So a denied request charges nothing in the default, and under
-// ChargePerDescriptor charges each descriptor within its limits, as
+// A limit charged by usage (sluice.ChargeUsage, or ChargeCount, which
+// ChargePerDescriptor makes of every gate) is recorded by the first take,
+// over or not, and left out of the takes again: it is charged once. So
+// under ChargePerDescriptor, where every limit is, a request is taken
+// once and every descriptor is charged, over or not, as
 // envoyproxy/ratelimit does with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
-// false. The limits of one descriptor, and descriptors that come to one
-// limit and key, are charged together or not at all. The request is taken
-// at most once more per descriptor found over; a descriptor found over is
-// not charged even if, by the time the request is taken again, another
-// request has made room under its limit.
-func (s *Server) takeAll(ctx context.Context, checks []check, ndesc int, quota []bool, ds []sluice.Decision, scr *scratch) (sluice.Result, error) {
+// false. Otherwise the gates of one descriptor, and descriptors that come
+// to one limit and key, are charged together or not at all. The request
+// is taken at most once more per descriptor found over; a descriptor
+// found over is not charged even if, by the time the request is taken
+// again, another request has made room under its limit.
+//
+// Usage charges the store failed to record are counted in
+// sluice_usage_charges_lost_total.
+func (s *Server) takeAll(ctx context.Context, domain string, checks []check, ndesc int, quota []bool, ds []sluice.Decision, scr *scratch) (sluice.Result, error) {
 	each := s.cfg.ChargePerDescriptor
 	if quota == nil && !each {
-		return s.take(ctx, checks, ds, scr)
+		res, err := s.take(ctx, checks, ds, scr)
+		if err == nil && res.Err != nil {
+			s.countLost(domain, checks)
+		}
+		return res, err
 	}
 	isQuota := func(d int) bool { return quota != nil && quota[d] }
 	left := 0 // quota descriptors not found over
@@ -356,12 +367,17 @@ func (s *Server) takeAll(ctx context.Context, checks []check, ndesc int, quota [
 		at[j] = j
 	}
 	var storeErr error
+	first := true
 	for len(active) > 0 {
 		sub := make([]sluice.Decision, len(active))
 		res, err := s.take(ctx, active, sub, scr)
 		if err != nil {
 			return res, err
 		}
+		if res.Err != nil && first {
+			s.countLost(domain, checks) // the take with the usage charges
+		}
+		first = false
 		if storeErr == nil {
 			storeErr = res.Err
 		}
@@ -393,7 +409,7 @@ func (s *Server) takeAll(ctx context.Context, checks []check, ndesc int, quota [
 		var kept []check
 		at = at[:0]
 		for j := range checks {
-			if !over[checks[j].desc] {
+			if !over[checks[j].desc] && checks[j].lim.rule.Charge == sluice.ChargeGate {
 				kept = append(kept, checks[j])
 				at = append(at, j)
 			}
@@ -401,6 +417,17 @@ func (s *Server) takeAll(ctx context.Context, checks []check, ndesc int, quota [
 		active = kept
 	}
 	return sluice.Result{Decision: verdict(checks, ds, over, quota, left), Decisions: ds, Err: storeErr}, nil
+}
+
+// countLost counts the usage charges among checks, which a store that
+// failed did not record: each check of cost > 0 on a limit charged by
+// usage.
+func (s *Server) countLost(domain string, checks []check) {
+	for j := range checks {
+		if li := checks[j].lim; li.rule.Charge != sluice.ChargeGate && checks[j].n > 0 {
+			s.m.lost.WithLabelValues(domain, li.label).Inc()
+		}
+	}
 }
 
 // verdict is the decision on a request whose descriptors found over are

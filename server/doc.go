@@ -74,30 +74,50 @@
 // (config.Config.Match, envoyproxy/ratelimit's matching), limits named in
 // another matched limit's replaces are dropped (config.ApplyReplaces), and
 // every limit left is decided together, all-or-nothing, by one
-// sluice.Limiter.Take: if any enforced limit denies, no limit is charged.
-// Each request costs hits_addend (0 means 1); a descriptor's own
-// hits_addend, if set, is its cost (sluice.Check.Cost), and may be 0 to
-// check without charging. Descriptors of different costs are still
-// decided together: if one denies, none is charged.
+// sluice.Limiter.Take: if any enforced limit denies, no limit is charged
+// (but for usage limits, below). Each request costs hits_addend (0 means
+// 1); a descriptor's own hits_addend, if set, is its cost
+// (sluice.Check.Cost), and may be 0 to check without charging.
+// Descriptors of different costs are still decided together: if one
+// denies, none is charged.
+//
+// Usage limits. A limit with charge: usage in the config
+// (sluice.ChargeUsage) records what it is charged whatever is left, for
+// costs known after the fact: an LLM gateway checks a token budget when a
+// request arrives, with a descriptor whose hits_addend is 0, and charges
+// the tokens the answer used when it is done, with hits_addend set to
+// them. A charge past what is left is recorded, into debt capped at one
+// period's worth, and answered OVER_LIMIT, and a check of 0 is OVER_LIMIT
+// while less than one unit is left, so a budget overdrawn stays closed
+// until the debt drains. A usage limit is charged even when another limit
+// of the request denies; the other limits are charged only when every
+// limit, usage ones included, allows. A usage charge always reaches the
+// store; one the store fails to record goes to the rule's failure mode
+// and is counted in sluice_usage_charges_lost_total. examples/llm runs an
+// LLM token budget through the service and through the library.
 //
 // Charging. All-or-nothing is the default: when a descriptor is over, no
-// descriptor of the request is charged. envoyproxy/ratelimit comes close
-// to it with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true (when one of a
-// request's keys would go over, it adds the request to the keys going
-// over, which changes nothing a fixed window decides, and to none of the
-// others; it reads the counts before it adds, with no lock between). With
-// Config.ChargePerDescriptor (--charge-per-descriptor) each descriptor is
-// charged on its own, as envoyproxy/ratelimit does by default
-// (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false): a descriptor within its
-// limits is charged even when another descriptor of the request is over,
-// and the request is still denied. A descriptor over is not charged
-// (envoyproxy/ratelimit adds to an over key too, which again changes
-// nothing a fixed window decides, where sluice's other algorithms would
-// count it). The answer is the same in both modes. The limits of one
-// descriptor (rate_limits:), and descriptors that come to one limit and
-// key, are still charged together or not at all. To leave out the
-// descriptors found over, the request is taken again without them, at
-// most once per descriptor, as in quota mode below.
+// descriptor of the request is charged, but for its usage limits.
+// envoyproxy/ratelimit comes close to it with
+// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true (when one of a request's
+// keys would go over, it adds the request to the keys going over and to
+// none of the others; it reads the counts before it adds, with no lock
+// between). That addition still counts: a key of limit 100 at 90, sent a
+// request of 20 hits, is at 110 there and denies a request of 5 that
+// sluice, which left it at 90, allows. With Config.ChargePerDescriptor
+// (--charge-per-descriptor, the default in envoy mode) sluice counts as
+// envoyproxy/ratelimit does by default
+// (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false): every limit is charged
+// as sluice.ChargeCount, so every descriptor of a request is charged, over
+// its limits or not, each limit recording every hit, and the request is
+// still denied when one is over. A descriptor is over when a limit's
+// count, its hits added, is past the limit, and a check of hits_addend 0
+// is over once the count is past the limit (at exactly the limit it is
+// OK), as envoyproxy/ratelimit answers. A limit's count is capped at twice
+// the limit (a bucket's debt at its burst), where envoyproxy/ratelimit's
+// counter grows without bound: for a fixed window that changes no answer
+// within the window. The request is taken once, every descriptor charged
+// together.
 //
 // Limit overrides. A request descriptor's limit (Envoy's per-request
 // override, set from route metadata) is honoured as envoyproxy/ratelimit
@@ -170,13 +190,14 @@
 // or nothing: if one of them denies, the request is denied and nothing is
 // charged, quota descriptors included. A request denied because all its
 // quota descriptors are over charges nothing either, and its Retry-After
-// is the wait for the first of them to allow. (Under
-// Config.ChargePerDescriptor a denied request still charges every
-// descriptor within its limits, and waits for every descriptor not in
-// quota mode and the first quota one to allow.) (To charge the quota
-// descriptors within and leave out the ones over, the request is taken
-// again without them; a descriptor seen over is not charged even if
-// another request made room in between.)
+// is the wait for the first of them to allow. Usage limits are charged
+// in every case. (Under Config.ChargePerDescriptor every descriptor is
+// charged, over or not, and a denied request waits for every descriptor
+// not in quota mode and the first quota one to allow.) (To charge the
+// quota descriptors within and leave out the ones over, the request is
+// taken again without them and without the usage charges already
+// recorded; a descriptor seen over is not charged even if another
+// request made room in between.)
 //
 // With Config.DynamicMetadata (--dynamic-metadata, envoyproxy/ratelimit's
 // RESPONSE_DYNAMIC_METADATA) the response's dynamic_metadata holds, as
@@ -306,6 +327,7 @@
 //	sluice_decisions_total{domain,rule,result}  result: within, over, shadow_over
 //	sluice_value_decisions_total{domain,rule,descriptor,result}
 //	sluice_store_errors_total
+//	sluice_usage_charges_lost_total{domain,rule}
 //	sluice_decision_duration_seconds{endpoint}  endpoint: grpc, json, auth
 //	sluice_config_reloads_total{result}         result: success, failure
 //	sluice_config_rules

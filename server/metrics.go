@@ -57,6 +57,7 @@ type metrics struct {
 	values      *prometheus.CounterVec // value_to_metric
 	storeErrors prometheus.Counter
 	shed        *prometheus.CounterVec // by domain
+	lost        *prometheus.CounterVec // usage charges the store did not record
 	duration    *prometheus.HistogramVec
 	reloads     *prometheus.CounterVec
 	rules       prometheus.Gauge
@@ -243,6 +244,11 @@ func newMetrics() *metrics {
 			Help: "Requests shed, by domain: their turn, or the store's answer, did not come in time. " +
 				"Each was denied (OVER_LIMIT, 429 with Retry-After: 1), whatever the rules' failure modes.",
 		}, []string{"domain"}),
+		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_usage_charges_lost_total",
+			Help: "Charges of limits charged by usage (charge: usage, or every limit under -charge-per-descriptor) " +
+				"that the store did not record, by domain and rule: it failed, and the rules' failure modes decided those requests instead, or it shed them.",
+		}, []string{"domain", "rule"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_decision_duration_seconds",
 			Help: "Time to decide one rate-limit request, from its arrival to its answer, by endpoint (grpc, json, auth).",
@@ -259,7 +265,7 @@ func newMetrics() *metrics {
 			Help: "Rules in the config being served.",
 		}),
 	}
-	m.reg.MustRegister(m.decisions, m.values, m.storeErrors, m.shed, m.duration, m.reloads, m.rules,
+	m.reg.MustRegister(m.decisions, m.values, m.storeErrors, m.shed, m.lost, m.duration, m.reloads, m.rules,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Both results exist from the start, so that a rate() over them is
 	// defined before the first reload.

@@ -73,16 +73,16 @@ func overrideLimit(field string, rate uint32, unit typepb.RateLimitUnit, mult *u
 // at most MaxOverrideRules of them, the least recently used dropped first.
 // It is safe for concurrent use.
 type overrideRules struct {
-	max    int
-	shadow bool                           // Config.Shadow
-	check  func(r *sluice.Rule) error     // the Limiter's CheckRule
-	mu     sync.Mutex                     // guards what follows
-	byLim  map[sluice.Limit]*list.Element // of *limitInfo
-	lru    list.List                      // most recently used first
+	max   int
+	as    checkedAs                      // Config.Shadow, Config.ChargePerDescriptor
+	check func(r *sluice.Rule) error     // the Limiter's CheckRule
+	mu    sync.Mutex                     // guards what follows
+	byLim map[sluice.Limit]*list.Element // of *limitInfo
+	lru   list.List                      // most recently used first
 }
 
-func newOverrideRules(max int, shadow bool, check func(*sluice.Rule) error) *overrideRules {
-	return &overrideRules{max: max, shadow: shadow, check: check, byLim: make(map[sluice.Limit]*list.Element)}
+func newOverrideRules(max int, as checkedAs, check func(*sluice.Rule) error) *overrideRules {
+	return &overrideRules{max: max, as: as, check: check, byLim: make(map[sluice.Limit]*list.Element)}
 }
 
 // get returns the rule for an override of limit l: a fixed window, as
@@ -106,7 +106,7 @@ func (o *overrideRules) get(field string, l sluice.Limit) (*limitInfo, error) {
 	if err := o.check(r); err != nil {
 		return nil, badf("%s: the store cannot hold %s: %v", field, limitString(l), err)
 	}
-	li := newLimitInfo(r, o.shadow)
+	li := newLimitInfo(r, o.as)
 	li.label = labelOverride
 
 	o.mu.Lock()

@@ -27,9 +27,11 @@ type snapshot struct {
 
 // limitInfo is what a response says about one rule, made once per rule.
 type limitInfo struct {
-	// rule is what is checked: the config's rule, or under global shadow
-	// mode a copy in shadow mode, made once so that a store keeping state
-	// per rule keeps it across reloads.
+	// rule is what is checked: the config's rule, or a copy as checkedAs
+	// says (in shadow mode, charged as envoyproxy/ratelimit counts), made
+	// once so that a store keeping state per rule keeps it across
+	// reloads. A copy keeps the config's rule's state: neither shadow
+	// mode nor the charge is part of a state's identity.
 	rule *sluice.Rule
 	// cfgRule is the config's rule, with the config's own shadow_mode,
 	// by which a descriptor's status is decided.
@@ -51,9 +53,22 @@ type limitInfo struct {
 	values labelSeries
 }
 
+// checkedAs is how the server checks every rule, whatever the config says
+// of it.
+type checkedAs struct {
+	shadow bool // every rule in shadow mode: Config.Shadow
+	// count charges every gate rule as envoyproxy/ratelimit counts,
+	// sluice.ChargeCount: Config.ChargePerDescriptor.
+	count bool
+}
+
+func (c *Config) checkedAs() checkedAs {
+	return checkedAs{shadow: c.Shadow, count: c.ChargePerDescriptor}
+}
+
 // compile prepares cfg. Rules unchanged since old (config.Reload keeps
-// their pointers) keep their limitInfo, and so their shadow copies.
-func compile(cfg *config.Config, old *snapshot, shadow bool, hash string, now time.Time) *snapshot {
+// their pointers) keep their limitInfo, and so their copies.
+func compile(cfg *config.Config, old *snapshot, as checkedAs, hash string, now time.Time) *snapshot {
 	rules := cfg.Rules()
 	s := &snapshot{cfg: cfg, rules: make([]*limitInfo, len(rules)), hash: hash, loaded: now}
 	var kept map[*sluice.Rule]*limitInfo
@@ -65,7 +80,7 @@ func compile(cfg *config.Config, old *snapshot, shadow bool, hash string, now ti
 	}
 	for i, r := range rules {
 		if s.rules[i] = kept[r]; s.rules[i] == nil {
-			s.rules[i] = newLimitInfo(r, shadow)
+			s.rules[i] = newLimitInfo(r, as)
 		}
 		delete(kept, r)
 	}
@@ -87,11 +102,16 @@ func compile(cfg *config.Config, old *snapshot, shadow bool, hash string, now ti
 	return s
 }
 
-func newLimitInfo(r *sluice.Rule, globalShadow bool) *limitInfo {
+func newLimitInfo(r *sluice.Rule, as checkedAs) *limitInfo {
 	li := &limitInfo{rule: r, cfgRule: r}
-	if globalShadow && !r.Shadow {
+	shadow := as.shadow && !r.Shadow
+	count := as.count && r.Charge == sluice.ChargeGate
+	if shadow || count {
 		c := *r
-		c.Shadow = true
+		c.Shadow = c.Shadow || shadow
+		if count {
+			c.Charge = sluice.ChargeCount
+		}
 		li.rule = &c
 	}
 	li.sf, li.policy = policyOf(r)

@@ -94,6 +94,7 @@ type limitReport struct {
 	Capacity   int64       `json:"capacity,omitempty"` // the bucket's, for the buckets and GCRA
 	Shadow     bool        `json:"shadow,omitempty"`
 	Failure    string      `json:"failure,omitempty"`
+	Charge     string      `json:"charge,omitempty"` // as decided: gate, usage, or count under ChargePerDescriptor
 	Replaces   []string    `json:"replaces,omitempty"`
 	File       string      `json:"file"`
 	Line       int         `json:"line"`
@@ -130,6 +131,7 @@ func (s *Server) policyReport() *policyReport {
 				lr.Capacity = l.Rule.Limit.Capacity()
 			}
 			lr.Failure = l.Rule.Failure.String()
+			lr.Charge = snap.rules[l.ID].rule.Charge.String()
 		}
 		if d := byDomain[l.Domain]; d != nil {
 			d.Limits = append(d.Limits, lr)

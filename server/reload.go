@@ -142,7 +142,7 @@ func (s *Server) apply(ctx context.Context, old *snapshot, r readResult) error {
 		return r.err
 	}
 	s.badHash = ""
-	snap := compile(r.cfg, old, s.cfg.Shadow, r.hash, s.cfg.Clock.Now())
+	snap := compile(r.cfg, old, s.cfg.checkedAs(), r.hash, s.cfg.Clock.Now())
 	s.install(snap)
 	s.m.reloads.WithLabelValues("success").Inc()
 	s.log.InfoContext(ctx, "config reloaded", "paths", s.cfg.Paths, "domains", r.cfg.Domains(), "rules", len(snap.rules))

@@ -175,7 +175,7 @@ func (s *Server) fromRLS(req *rlspb.RateLimitRequest) (*request, error) {
 		}
 		r.descs[i].hits = n
 		if h := d.GetHitsAddend(); h != nil {
-			r.descs[i].hits = int64(h.GetValue()) // its own wins, and may be 0: a peek
+			r.descs[i].hits = int64(h.GetValue()) // its own wins, and may be 0: a check
 		}
 		es := d.GetEntries()
 		if len(es) > MaxEntries {

@@ -127,7 +127,7 @@ func (p *jscan) descriptor(d *ratelimitpb.RateLimitDescriptor, buf *rlsRequestBu
 			})
 		case "hitsAddend", "hits_addend":
 			h, ok := p.uint(1<<64 - 1)
-			d.HitsAddend = wrapperspb.UInt64(h) // set, even to 0: a peek
+			d.HitsAddend = wrapperspb.UInt64(h) // set, even to 0: a check
 			return seen.first(1) && ok
 		}
 		return false

@@ -109,7 +109,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("server: HTTP: %w", err)
 		}
 	}
-	s.overrides = newOverrideRules(MaxOverrideRules, cfg.Shadow, lim.CheckRule)
+	s.overrides = newOverrideRules(MaxOverrideRules, cfg.checkedAs(), lim.CheckRule)
 	s.console.started = cfg.Clock.Now()
 	c, hash := cfg.Policy, ""
 	if len(cfg.Paths) > 0 {
@@ -127,7 +127,7 @@ func New(cfg Config) (*Server, error) {
 	if err := s.checkRules(c); err != nil {
 		return nil, err
 	}
-	s.install(compile(c, nil, cfg.Shadow, hash, cfg.Clock.Now()))
+	s.install(compile(c, nil, cfg.checkedAs(), hash, cfg.Clock.Now()))
 	s.handler = s.routes()
 	// Not serving until Serve.
 	s.setServing(healthpb.HealthCheckResponse_NOT_SERVING)

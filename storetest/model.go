@@ -5,12 +5,22 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // model is the reference a store is held to: per rule and key, a fresh
-// single-key limiter, and the all-or-nothing rule across checks. It keeps
-// each key's history and replays it to learn what a request would get
-// without making it, so it relies on nothing but the Algorithm interface.
+// single-key limiter, and the rule across checks: usage checks are always
+// recorded; gate checks are charged all-or-nothing. It keeps each key's
+// history and replays it to learn what a request would get without making
+// it.
+//
+// A gate rule's key is replayed through the single-key algorithm
+// (rule.Algorithm.New), relying on nothing but the Algorithm interface. A
+// key with a usage or count rule in its history is replayed through the
+// arithmetic the rules compile to (Rule.Spec), which the single-key types
+// share, each request with its own rule's charge: the root package's
+// property tests hold that arithmetic, under every charge, to exact
+// models.
 type model struct {
 	t    *testing.T
 	keys map[modelKey]*history
@@ -28,8 +38,9 @@ type history struct {
 }
 
 type op struct {
-	at time.Time
-	n  int64
+	at   time.Time
+	n    int64
+	rule *sluice.Rule
 }
 
 func newModel(t *testing.T) *model { return &model{t: t, keys: make(map[modelKey]*history)} }
@@ -44,42 +55,121 @@ func (m *model) history(c sluice.Check) *history {
 	return h
 }
 
-// decide is what the key's limiter says to n units at at, after its
-// history, without recording it.
-func (h *history) decide(at time.Time, n int64) sluice.Decision {
-	a, err := h.rule.Algorithm.New(h.rule.Limit)
-	if err != nil {
-		h.t.Fatalf("storetest: the suite made an invalid rule: %v", err)
+// decide is what the key's limiter says to n units at at under rule r,
+// after its history, without recording it.
+func (h *history) decide(r *sluice.Rule, at time.Time, n int64) sluice.Decision {
+	if r.Charge == sluice.ChargeGate && h.gateOnly() {
+		a, err := h.rule.Algorithm.New(h.rule.Limit)
+		if err != nil {
+			h.t.Fatalf("storetest: the suite made an invalid rule: %v", err)
+		}
+		for _, o := range h.ops {
+			a.AllowN(o.at, o.n)
+		}
+		return a.AllowN(at, n)
 	}
+	var mc machine
 	for _, o := range h.ops {
-		a.AllowN(o.at, o.n)
+		mc.step(h.t, o.rule, o.at, o.n)
 	}
-	return a.AllowN(at, n)
+	return mc.step(h.t, r, at, n)
 }
 
-func (h *history) record(at time.Time, n int64) { h.ops = append(h.ops, op{at, n}) }
+func (h *history) gateOnly() bool {
+	for _, o := range h.ops {
+		if o.rule.Charge != sluice.ChargeGate {
+			return false
+		}
+	}
+	return true
+}
+
+func (h *history) record(r *sluice.Rule, at time.Time, n int64) {
+	h.ops = append(h.ops, op{at, n, r})
+}
+
+// machine is one key's state under the compiled arithmetic (Rule.Spec),
+// kept as the single-key types keep theirs.
+type machine struct {
+	x     uint64
+	wide  algo.Wide
+	fixed algo.FixedState
+	ctr   algo.CounterState
+	log   algo.LogState
+}
+
+func (m *machine) step(t *testing.T, r *sluice.Rule, at time.Time, n int64) sluice.Decision {
+	sp, err := r.Spec()
+	if err != nil {
+		t.Fatalf("storetest: the suite made an invalid rule: %v", err)
+	}
+	now := at.UnixNano()
+	var d algo.Decision
+	switch sp.Kind {
+	case algo.KindBucket:
+		d, m.x = sp.TAT.Step(m.x, now, n)
+	case algo.KindWide:
+		rel := sp.TAT.Enter(&m.wide, now)
+		d, m.wide.X = sp.TAT.Step(m.wide.X, rel, n)
+	case algo.KindFixed:
+		d = sp.Window.Fixed(&m.fixed, now, n)
+	case algo.KindCounter:
+		d = sp.Window.Counter(&m.ctr, now, n)
+	case algo.KindLog:
+		if m.log.Ring == nil {
+			m.log = sp.Log.NewState()
+		}
+		d = sp.Log.Step(&m.log, now, n)
+	}
+	return sluice.Decision(d)
+}
 
 // take is the reference decision for a request of cost n against checks
-// at now, which it records. Each check costs its CostFor(n).
+// at now, which it records. Each check costs its CostFor(n). The usage
+// checks (ChargeUsage, ChargeCount) are decided and recorded first, the
+// enforced before the shadow ones; then the gate checks, in the same
+// order, are charged if every enforced check, usage ones included,
+// allows, and otherwise not: a gate check that would have allowed
+// reports a peek.
 func (m *model) take(now time.Time, n int64, checks []sluice.Check) []sluice.Decision {
 	hs := make([]*history, len(checks))
 	ds := make([]sluice.Decision, len(checks))
-	allowed := true
 	for i, c := range checks {
 		hs[i] = m.history(c)
-		ds[i] = hs[i].decide(now, c.CostFor(n))
-		if !c.Rule.Shadow && !ds[i].Allowed {
-			allowed = false
+	}
+	allowed := true
+	pass := func(gate bool) {
+		for _, shadow := range []bool{false, true} {
+			for i, c := range checks {
+				if c.Rule.Shadow != shadow || (c.Rule.Charge == sluice.ChargeGate) != gate {
+					continue
+				}
+				ds[i] = hs[i].decide(c.Rule, now, c.CostFor(n))
+				hs[i].record(c.Rule, now, c.CostFor(n))
+				allowed = allowed && (shadow || ds[i].Allowed)
+			}
 		}
 	}
-	for i := range checks {
-		switch {
-		case allowed || !ds[i].Allowed:
-			hs[i].record(now, checks[i].CostFor(n)) // charged if it allows, nothing if not
-		default:
-			ds[i] = hs[i].decide(now, 0) // would allow, not charged: a peek
-			hs[i].record(now, 0)
+	pass(false)
+	marks := make(map[*history]int, len(hs))
+	for _, h := range hs {
+		marks[h] = len(h.ops)
+	}
+	pass(true)
+	if allowed {
+		return ds
+	}
+	for h, k := range marks {
+		h.ops = h.ops[:k]
+	}
+	for i, c := range checks {
+		if c.Rule.Charge != sluice.ChargeGate {
+			continue
 		}
+		if ds[i].Allowed {
+			ds[i] = hs[i].decide(c.Rule, now, 0) // would allow, not charged: a peek
+		}
+		hs[i].record(c.Rule, now, 0) // it was decided at now, charged nothing
 	}
 	return ds
 }

@@ -38,6 +38,18 @@
 //     all-or-nothing.
 //   - Idle: once ResetAfter has passed, a key decides as a fresh one.
 //   - Limiter: the store works under sluice.NewLimiter.
+//   - UsageTrace, UsagePolicy: the same as Trace and Policy for rules
+//     charged by usage (sluice.ChargeUsage, ChargeCount), with costs far
+//     past the quota, against the arithmetic charged the same way: usage
+//     recorded into capped debt whatever it decides; in a request, usage
+//     checks always recorded, gate checks all-or-nothing.
+//   - UsageLLM, UsageMixed, UsageZero, UsageConcurrent: the same, as
+//     readable cases: "check 0, charge 150" twenty times on 100 an hour
+//     denies every check after the first charge; a usage rule recorded
+//     when a gate rule denies, a gate rule not charged when a usage rule
+//     denies, a shadow usage rule recorded and never blocking; the cost-0
+//     thresholds of usage and count; concurrent charges allowed exactly
+//     what fits and leaving the key in debt.
 //
 // Times are multiples of Config.Resolution, and the durations a store
 // returns are compared with the single-key limiter's rounded up to it: a
@@ -98,6 +110,12 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("ConcurrentPolicy", s.testConcurrentPolicy)
 	t.Run("Idle", s.testIdle)
 	t.Run("Limiter", s.testLimiter)
+	t.Run("UsageTrace", s.testUsageTrace)
+	t.Run("UsagePolicy", s.testUsagePolicy)
+	t.Run("UsageLLM", s.testUsageLLM)
+	t.Run("UsageMixed", s.testUsageMixed)
+	t.Run("UsageZero", s.testUsageZero)
+	t.Run("UsageConcurrent", s.testUsageConcurrent)
 }
 
 type suite struct{ cfg Config }

@@ -43,8 +43,8 @@ func (s *naive) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	case "charge-all": // each check on its own: no all-or-nothing
 		for i, c := range checks {
 			h := s.m.history(c)
-			out[i] = h.decide(now, n)
-			h.record(now, n)
+			out[i] = h.decide(c.Rule, now, n)
+			h.record(c.Rule, now, n)
 		}
 		return nil
 	case "shadow-blocks": // shadow rules enforced
@@ -53,6 +53,22 @@ func (s *naive) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 			r := *c.Rule
 			r.Shadow = false
 			cs[i] = sluice.Check{Rule: &r, Key: c.Key, Cost: c.Cost}
+		}
+		copy(out, s.m.take(now, n, cs))
+		return nil
+	case "usage-gated", "usage-all-or-nothing": // usage charged as a gate: not when over / not when another check denies
+		cs := make([]sluice.Check, len(checks))
+		for i, c := range checks {
+			r := *c.Rule
+			if s.broken == "usage-gated" || r.Charge == sluice.ChargeGate {
+				r.Charge = sluice.ChargeGate
+			} else {
+				r.Name += "/usage" // its own history, charged all-or-nothing below
+			}
+			cs[i] = sluice.Check{Rule: &r, Key: c.Key, Cost: c.Cost}
+		}
+		if s.broken == "usage-all-or-nothing" {
+			return s.allOrNothing(now, n, cs, out)
 		}
 		copy(out, s.m.take(now, n, cs))
 		return nil
@@ -74,6 +90,27 @@ func (s *naive) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 			}
 		case "micro": // durations in whole microseconds, rounded up
 			d.RetryAfter, d.ResetAfter = ceilMicro(d.RetryAfter), ceilMicro(d.ResetAfter)
+		}
+	}
+	return nil
+}
+
+// allOrNothing decides checks as the model does but undoes the usage
+// checks' records too when the request is denied.
+func (s *naive) allOrNothing(now time.Time, n int64, checks []sluice.Check, out []sluice.Decision) error {
+	marks := make(map[*history]int)
+	for _, c := range checks {
+		h := s.m.history(c)
+		marks[h] = len(h.ops)
+	}
+	copy(out, s.m.take(now, n, checks))
+	allowed := true
+	for i, c := range checks {
+		allowed = allowed && (c.Rule.Shadow || out[i].Allowed)
+	}
+	if !allowed {
+		for h, k := range marks {
+			h.ops = h.ops[:k]
 		}
 	}
 	return nil
@@ -111,6 +148,8 @@ func TestBroken(t *testing.T) {
 		{"shadow-blocks", []string{"Policy", "Shadow"}},
 		{"retry-early", []string{"Trace", "Policy"}},
 		{"no-cost", []string{"Policy"}},
+		{"usage-gated", []string{"UsageTrace", "UsagePolicy", "UsageLLM", "UsageMixed", "UsageZero", "UsageConcurrent"}},
+		{"usage-all-or-nothing", []string{"UsagePolicy", "UsageMixed"}},
 	}
 	for _, c := range cases {
 		t.Run(c.broken, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/redis"
 )
@@ -22,7 +23,8 @@ Loads a config as 'sluice serve -config' would, without serving it. A
 directory stands for its *.yaml and *.yml files; a file named that is not
 one is skipped with a note on stderr, so that a glob such as
 examples/config/* can name a folder's README too. Prints what the config
-holds and exits 0, or prints every problem as
+holds (its domains, each with its limits charged by usage and its
+forward_auth) and exits 0, or prints every problem as
 
   FILE:LINE: FIELD: what is wrong
 
@@ -80,14 +82,31 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	domains := cfg.Domains()
 	fmt.Fprintf(stdout, "ok: %s, %s\n", plural(int64(len(domains)), "domain"), plural(int64(len(cfg.Rules())), "rule"))
+	usage := usageLimits(cfg)
 	for _, d := range domains {
-		auth := ""
-		if fa := cfg.ForwardAuth(d); fa != nil {
-			auth = "  forward_auth: " + fa.String()
+		line := d
+		if u := usage[d]; len(u) > 0 {
+			line += "  usage: " + strings.Join(u, ", ")
 		}
-		fmt.Fprintf(stdout, "  %s%s\n", d, auth)
+		if fa := cfg.ForwardAuth(d); fa != nil {
+			line += "  forward_auth: " + fa.String()
+		}
+		fmt.Fprintf(stdout, "  %s\n", line)
 	}
 	return exitOK
+}
+
+// usageLimits names, by domain, the limits charged by usage (charge:
+// usage), which record what they are charged past the limit: worth
+// seeing beside the domain, as they decide unlike the rest.
+func usageLimits(cfg *config.Config) map[string][]string {
+	out := make(map[string][]string)
+	for _, l := range cfg.Limits() {
+		if !l.Unlimited && l.Rule.Charge == sluice.ChargeUsage {
+			out[l.Domain] = append(out[l.Domain], l.Rule.Name)
+		}
+	}
+	return out
 }
 
 // yamlPaths returns paths without the files that are not YAML (*.yaml,

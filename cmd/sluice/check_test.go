@@ -127,3 +127,29 @@ func TestServeCheckHelpGolden(t *testing.T) {
 		}
 	}
 }
+
+// sluice check names each domain's limits charged by usage, and a charge
+// it does not know is an error at its line.
+func TestCheckCharge(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "llm.yaml")
+	text := "domain: llm\ndescriptors:\n  - key: api_key\n    rate_limits:\n" +
+		"      - {name: tokens, unit: hour, requests_per_unit: 100000, charge: usage}\n" +
+		"      - {name: requests, unit: minute, requests_per_unit: 60}\n"
+	if err := os.WriteFile(good, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runArgs(t, "check", good)
+	if code != exitOK || stdout != "ok: 1 domain, 2 rules\n  llm  usage: tokens\n" || stderr != "" {
+		t.Errorf("sluice check %s: exit %d, stdout %q, stderr %q", good, code, stdout, stderr)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte(strings.Replace(text, "charge: usage", "charge: tokens", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = runArgs(t, "check", bad)
+	want := bad + `:5: descriptors[0].rate_limits[0].charge: unknown charge "tokens" (want gate or usage)` + "\n"
+	if code != exitFail || stdout != "" || stderr != want {
+		t.Errorf("sluice check %s: exit %d, stdout %q, stderr %q; want 1 and %q", bad, code, stdout, stderr, want)
+	}
+}

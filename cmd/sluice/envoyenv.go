@@ -297,9 +297,9 @@ func envoySettings(lookup func(string) (string, bool)) ([]envSetting, []envNote,
 	// so that old and new pods of a rolling swap count together.
 	r.deflt = append(r.deflt, "(its Redis key names)")
 	add("envoy-keys", "true")
-	// false, envoyproxy/ratelimit's default, charges each descriptor
-	// within its limits beside one over; true comes close to sluice's
-	// own default, all or nothing.
+	// false, envoyproxy/ratelimit's default, charges every descriptor,
+	// over its limits or not; true comes close to sluice's own default,
+	// all or nothing.
 	add("charge-per-descriptor", strconv.FormatBool(!r.getBool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")))
 	if r.getBool("LIMIT_RESPONSE_HEADERS_ENABLED") {
 		add("response-headers", "envoy")

@@ -147,12 +147,13 @@ Responses:
                        in each RLS response's dynamic_metadata, as
                        envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA
   -charge-per-descriptor
-                       charge each descriptor within its limits even when
-                       another descriptor of the request is over, as
-                       envoyproxy/ratelimit does by default
-                       (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false).
-                       Default: a request is charged all or nothing, as
-                       that variable's true comes close to
+                       count as envoyproxy/ratelimit does by default
+                       (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false):
+                       every descriptor is charged, over its limits or
+                       not, and a check of hits_addend 0 is over once a
+                       limit's count is past it. Default: a request is
+                       charged all or nothing (limits with charge: usage
+                       aside), as that variable's true comes close to
   -refuse-limit-overrides
                        refuse a descriptor's limit override (Envoy's limit
                        from route metadata) with InvalidArgument. Default:

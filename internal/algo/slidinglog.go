@@ -20,8 +20,10 @@ type Entry struct {
 
 // LogState is one key's sliding log: the allowed requests of the last
 // period, oldest first, in a ring of Rate cells. Each entry holds at least
-// one unit and at most Rate units are live, so the ring never overwrites a
-// live entry.
+// one unit. A gate rule pushes only while fewer than Rate units are live,
+// so the ring is never full when it pushes; a usage rule, whose live units
+// go up to twice Rate, adds to the newest entry when the ring is full (see
+// Log.record): the ring never overwrites a live entry.
 type LogState struct {
 	Ring  *ring.Buffer[Entry]
 	Count int64 // units in Ring
@@ -31,12 +33,24 @@ type LogState struct {
 
 // Log is the sliding window log of rate units per period, over the window
 // (now-period, now].
+//
+// A rule charged by usage (ChargeUsage, ChargeCount) records a request
+// that does not fit all the same: the log's live units go past rate, up
+// to twice rate, and leave it as their entries do.
 type Log struct {
 	rate   int64
 	period int64
+	charge Charge
 }
 
-// NewLog prepares a sliding log; the caller has validated rate and period.
+// Charged returns l charging requests by c.
+func (l Log) Charged(c Charge) Log {
+	l.charge = c
+	return l
+}
+
+// NewLog prepares a sliding log, charged by ChargeGate; the caller has
+// validated rate and period.
 func NewLog(rate int64, period time.Duration) (Log, error) {
 	if rate > MaxLogRate {
 		return Log{}, fmt.Errorf("%w: the sliding log keeps a cell per unit and allows at most %d per window, not %d; use the sliding window counter", ErrTooLarge, MaxLogRate, rate)
@@ -62,7 +76,9 @@ func (l *Log) evict(s *LogState, now int64) {
 }
 
 // Step decides n units at now: allowed iff the units in (now-period, now]
-// plus n are at most rate.
+// plus n are at most rate. A usage rule records n whether it is allowed or
+// not; its cost-0 check is allowed iff a unit is left, a count rule's iff
+// the live units are at most rate.
 func (l *Log) Step(s *LogState, now int64, n int64) Decision {
 	if s.Used && now < s.Last {
 		now = s.Last
@@ -70,31 +86,62 @@ func (l *Log) Step(s *LogState, now int64, n int64) Decision {
 	s.Last, s.Used = now, true
 	l.evict(s, now)
 	d := Decision{Limit: l.rate}
+	m := need(l.charge, n)
 	switch {
-	case n < 0 || n > l.rate:
+	case n < 0:
 		d.RetryAfter = Never
-	case n == 0:
+	case n == 0 && l.charge == ChargeGate:
 		d.Allowed = true
-	case s.Count+n <= l.rate:
+	case m <= l.rate && s.Count+m <= l.rate: // Count < 2^21: no overflow
 		d.Allowed = true
-		s.Ring.Push(Entry{At: now, N: n})
-		s.Count += n
+		if n > 0 {
+			s.Ring.Push(Entry{At: now, N: n})
+			s.Count += n
+		}
 	default:
-		// Wait for the oldest entries to leave until n units fit.
-		need := s.Count + n - l.rate
+		if l.charge != ChargeGate && n > 0 {
+			l.record(s, now, n)
+		}
+		if m > l.rate {
+			d.RetryAfter = Never
+			break
+		}
+		// Wait for the oldest entries to leave until m units fit.
+		over := s.Count + m - l.rate
 		for e := range s.Ring.All() {
-			need -= e.N
-			if need <= 0 {
+			over -= e.N
+			if over <= 0 {
 				d.RetryAfter = time.Duration(e.At + l.period - now)
 				break
 			}
 		}
 	}
-	d.Remaining = l.rate - s.Count
+	d.Remaining = max(l.rate-s.Count, 0)
 	if e, ok := s.Ring.PeekNewest(); ok {
 		d.ResetAfter = time.Duration(e.At + l.period - now)
 	}
 	return d
+}
+
+// record adds n units at now that do not fit, up to twice rate live
+// units, for a usage rule. A full ring (rate entries, which holds at least
+// rate units) takes them into its newest entry, which moves to now: its
+// units then leave the window later than they would have, so the log
+// never counts fewer units than it was given, only keeps some a little
+// longer. A rule of rate 0 records nothing.
+func (l *Log) record(s *LogState, now int64, n int64) {
+	add := min(n, 2*l.rate-s.Count)
+	if add <= 0 {
+		return
+	}
+	if s.Ring.Len() < s.Ring.Cap() {
+		s.Ring.Push(Entry{At: now, N: add})
+	} else if e, ok := s.Ring.PeekNewest(); ok {
+		s.Ring.SetNewest(Entry{At: now, N: e.N + add})
+	} else {
+		return // a ring of no cells holds nothing
+	}
+	s.Count += add
 }
 
 // Idle reports whether the state no longer affects any decision.

@@ -58,8 +58,9 @@ type Spec struct {
 	// spread on their own.
 	Hash uint64
 	Kind Kind
-	// Charge is how the rule is charged. It is not part of Key: it
-	// changes what a request records, not the state behind it.
+	// Charge is how the rule is charged, which its arithmetic (TAT,
+	// Window, Log) carries. It is not part of Key: it changes what a
+	// request records, not the state behind it.
 	Charge Charge
 	TAT    TAT    // KindBucket, KindWide
 	Window Window // KindFixed, KindCounter
@@ -86,11 +87,11 @@ var specSeed = maphash.MakeSeed()
 
 // NewSpec compiles the rule k whose state is of kind (KindBucket for the
 // bucket algorithms, which NewSpec turns into KindWide when their horizon
-// is short). The caller has validated k's limit: Period > 0, Rate >= 0,
-// Burst >= 0. It errs (ErrTooLarge) for a limit whose state cannot be kept
-// exactly.
-func NewSpec(k Key, kind Kind) (*Spec, error) {
-	s := &Spec{Key: k, Ident: unique.Make(k), Hash: maphash.Comparable(specSeed, k), Kind: kind}
+// is short), charged by c. The caller has validated k's limit: Period > 0,
+// Rate >= 0, Burst >= 0. It errs (ErrTooLarge) for a limit whose state
+// cannot be kept exactly.
+func NewSpec(k Key, kind Kind, c Charge) (*Spec, error) {
+	s := &Spec{Key: k, Ident: unique.Make(k), Hash: maphash.Comparable(specSeed, k), Kind: kind, Charge: c}
 	var err error
 	switch kind {
 	case KindBucket, KindWide:
@@ -101,16 +102,18 @@ func NewSpec(k Key, kind Kind) (*Spec, error) {
 		if s.TAT, err = NewTAT(k.Rate, k.Period, burst); err != nil {
 			return nil, err
 		}
+		s.TAT = s.TAT.Charged(c)
 		s.Kind = KindBucket
 		if s.TAT.NeedsWide() {
 			s.Kind = KindWide
 		}
 	case KindFixed, KindCounter:
-		s.Window = NewWindow(k.Rate, k.Period)
+		s.Window = NewWindow(k.Rate, k.Period).Charged(c)
 	case KindLog:
 		if s.Log, err = NewLog(k.Rate, k.Period); err != nil {
 			return nil, err
 		}
+		s.Log = s.Log.Charged(c)
 	}
 	return s, nil
 }

@@ -12,11 +12,11 @@ import (
 // any field has another Ident.
 func TestSpecIdent(t *testing.T) {
 	k := Key{Name: "api", Algo: "gcra", Rate: 10, Period: time.Second}
-	a, err := NewSpec(k, KindBucket)
+	a, err := NewSpec(k, KindBucket, ChargeGate)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := NewSpec(k, KindBucket)
+	b, _ := NewSpec(k, KindBucket, ChargeGate)
 	if a == b || a.Ident != b.Ident || a.Hash != b.Hash {
 		t.Errorf("two Specs of %+v: Ident %v and %v, Hash %x and %x; want one of each", k, a.Ident, b.Ident, a.Hash, b.Hash)
 	}
@@ -27,7 +27,7 @@ func TestSpecIdent(t *testing.T) {
 		{Name: "api", Algo: "gcra", Rate: 10, Period: time.Minute},
 		{Name: "api", Algo: "gcra", Rate: 10, Period: time.Second, Burst: 10},
 	} {
-		c, _ := NewSpec(o, KindBucket)
+		c, _ := NewSpec(o, KindBucket, ChargeGate)
 		if c.Ident == a.Ident {
 			t.Errorf("%+v has the Ident of %+v", o, k)
 		}
@@ -52,7 +52,7 @@ func TestNewSpec(t *testing.T) {
 		{Key{Rate: 7, Period: time.Minute}, KindLog, KindLog, 7, nil},
 		{Key{Rate: MaxLogRate + 1, Period: time.Minute}, KindLog, 0, 0, ErrTooLarge},
 	} {
-		s, err := NewSpec(c.k, c.kind)
+		s, err := NewSpec(c.k, c.kind, ChargeGate)
 		if !errors.Is(err, c.err) || (err == nil) != (c.err == nil) {
 			t.Errorf("NewSpec(%+v, %d) = %v, want %v", c.k, c.kind, err, c.err)
 			continue

@@ -24,12 +24,23 @@ import (
 //
 // The state X is now+debt in ticks, plus origin: debt is how far the bucket
 // is from full. X = 0 means "never used" (a full bucket at any time).
+//
+// A rule charged by usage (ChargeUsage, ChargeCount) records a request
+// that does not fit all the same, taking the bucket below empty: its debt
+// goes past span, up to two spans (a level of -Burst; see top), and drains
+// as the bucket refills. A debt is never above that but when the clock
+// goes back, which reads it larger. The one word cannot tell a time gone
+// back from debt, so a usage charge stamped earlier than a time already
+// seen meets the cap as of its own time: it may leave up to its lag's
+// refill less debt than the same charge at the later time would. A Wide
+// state, which reads such a time as Last, keeps the cap exact.
 type TAT struct {
-	q     uint64 // ticks per nanosecond; 0 when Rate is 0 (no refill)
-	p     uint64 // ticks per unit
-	span  uint64 // burst*p: the debt of an empty bucket
-	burst int64
-	pinv  uint64 // ⌊(2^64-1)/p⌋, so that x/p is a multiply, not a divide
+	q      uint64 // ticks per nanosecond; 0 when Rate is 0 (no refill)
+	p      uint64 // ticks per unit
+	span   uint64 // burst*p: the debt of an empty bucket
+	burst  int64
+	pinv   uint64 // ⌊(2^64-1)/p⌋, so that x/p is a multiply, not a divide
+	charge Charge
 }
 
 // maxSpan keeps debts and their sums far from overflow in uint64 and int64.
@@ -65,6 +76,13 @@ func NewTAT(rate int64, period time.Duration, burst int64) (TAT, error) {
 	return t, nil
 }
 
+// Charged returns t charging requests by c. NewTAT's arithmetic charges
+// by ChargeGate.
+func (t TAT) Charged(c Charge) TAT {
+	t.charge = c
+	return t
+}
+
 // divP is x/p by multiplying with the reciprocal. The estimate is x/p or
 // one less (for x < 2^63 the reciprocal's error stays under one unit), so
 // one correction makes it exact. A hardware divide costs several times as
@@ -93,9 +111,9 @@ func (t *TAT) ticksToNs(x uint64) time.Duration {
 func (t *TAT) Burst() int64 { return t.burst }
 
 // debt reads the state at nowq: 0 for a full (or never used) bucket. A debt
-// above span is only possible when now is earlier than a time already seen;
-// it is kept as is, so a clock that goes back is charged as if it had not,
-// or more strictly, and mints nothing.
+// above span is a usage rule's debt, or a time earlier than one already
+// seen; the latter is kept as is, so a clock that goes back is charged as
+// if it had not, or more strictly, and mints nothing.
 func (t *TAT) debt(x, nowq uint64) uint64 {
 	if x == 0 {
 		return 0
@@ -137,15 +155,16 @@ func (t *TAT) Allow(x *atomic.Uint64, now int64, n int64) (allowed bool, remaini
 func (t *TAT) Take(x uint64, now int64, n int64) (next, debt uint64, allowed bool) {
 	nowq := uint64(now) * t.q
 	debt = t.debt(x, nowq)
+	// debt < 2^63 and n·p <= span <= 2^62: the sum does not overflow.
 	switch {
-	case n < 0 || n > t.burst:
+	case n < 0:
 	case n == 0:
-		allowed = true // a peek: nothing to take, even from an empty bucket
-	default:
-		if need := uint64(n) * t.p; debt+need <= t.span {
-			allowed = true
-			debt += need
-		}
+		allowed = t.peek(debt) // nothing to take, even from an empty bucket
+	case n <= t.burst && debt+uint64(n)*t.p <= t.span:
+		allowed = true
+		debt += uint64(n) * t.p
+	case t.charge != ChargeGate:
+		debt = t.owe(debt, n) // usage: recorded, though it does not fit
 	}
 	// Even a peek at an unused bucket records now: a later request stamped
 	// earlier must be charged as if at now, or it would be given back the
@@ -156,6 +175,39 @@ func (t *TAT) Take(x uint64, now int64, n int64) (next, debt uint64, allowed boo
 	}
 	return next, debt, allowed
 }
+
+// peek is whether a check of cost 0 is allowed at debt: always for a gate
+// rule; for a usage rule when a unit is left; for a count rule when the
+// bucket is not below empty.
+func (t *TAT) peek(debt uint64) bool {
+	switch t.charge {
+	case ChargeGate:
+		return true
+	case ChargeUsage:
+		return debt+t.p <= t.span
+	}
+	return debt <= t.span
+}
+
+// owe is debt with n more units recorded, n > 0, capped at top. A debt
+// already at or over top (a clock gone back) is kept. Rate 0 records no
+// debt: nothing would ever drain it.
+func (t *TAT) owe(debt uint64, n int64) uint64 {
+	top := t.top()
+	switch {
+	case t.q == 0 || debt >= top:
+		return debt
+	case uint64(n) > (top-debt)/t.p: // n·p > top-debt, without overflowing
+		return top
+	}
+	return debt + uint64(n)*t.p
+}
+
+// top is the most debt usage may record: two spans, a level of -Burst,
+// but never past maxSpan, so that a debt keeps the room a span has below
+// 2^63 for a clock that goes back (only limits whose span is over 2^61
+// ticks, refilling in over 73 years at one tick a ns, are capped lower).
+func (t *TAT) top() uint64 { return min(2*t.span, maxSpan) }
 
 // Decide is the Decision for a request of cost n that Take answered with
 // debt and allowed.
@@ -174,7 +226,11 @@ func (t *TAT) Fields(debt uint64, n int64, allowed bool) (remaining int64, retry
 	case n < 0 || n > t.burst || t.q == 0:
 		retry = Never
 	default:
-		retry = t.ticksToNs(debt + uint64(n)*t.p - t.span)
+		need := uint64(n) * t.p
+		if n == 0 && t.charge == ChargeUsage {
+			need = t.p // a usage rule's cost-0 check waits for a unit
+		}
+		retry = t.ticksToNs(debt + need - t.span)
 	}
 	if debt <= t.span {
 		remaining = int64(t.divP(t.span - debt))
@@ -232,13 +288,15 @@ func (t *TAT) Horizon() time.Duration {
 	return time.Duration(maxSpan / t.q)
 }
 
-// RefillTime is how long an empty bucket takes to be full again, rounded up;
-// a state untouched for that long is full, whatever it says.
-func (t *TAT) RefillTime() time.Duration {
+// DrainTime is how long the most debt usage may record takes to drain,
+// rounded up: twice an empty bucket's refill, about. A state untouched for that long is
+// full, whatever it says and however the rule is charged (rules charged
+// differently may share a state).
+func (t *TAT) DrainTime() time.Duration {
 	if t.q == 0 {
 		return Never
 	}
-	return ceilDiv(t.span, t.q)
+	return ceilDiv(t.top(), t.q)
 }
 
 // Shift re-expresses state x, kept relative to a time origin, relative to
@@ -277,8 +335,8 @@ type Wide struct {
 }
 
 // Enter prepares s for a step at now (Unix ns): it reads a time before
-// Last as Last, forgets a state untouched for a whole refill (the bucket is
-// full), moves the origin when now is a quarter horizon past it, records
+// Last as Last, forgets a state untouched for a whole DrainTime (the bucket
+// is full), moves the origin when now is a quarter horizon past it, records
 // now, and returns now relative to the origin, the time to pass Step or
 // Release with s.X.
 func (t *TAT) Enter(s *Wide, now int64) int64 {
@@ -288,7 +346,7 @@ func (t *TAT) Enter(s *Wide, now int64) int64 {
 	// Differences in uint64: now >= Last >= Origin, and an int64 difference
 	// of two hostile times could overflow.
 	switch {
-	case !s.Used || uint64(now)-uint64(s.Last) >= uint64(t.RefillTime()):
+	case !s.Used || uint64(now)-uint64(s.Last) >= uint64(t.DrainTime()):
 		s.X, s.Origin = 0, now
 	case uint64(now)-uint64(s.Origin) > uint64(t.Horizon()/4):
 		s.X = t.Shift(s.X, now-s.Origin)
@@ -306,7 +364,7 @@ func (t *TAT) WideIdle(s *Wide, now int64) bool {
 		return true
 	case now < s.Last:
 		return false
-	case uint64(now)-uint64(s.Last) >= uint64(t.RefillTime()):
+	case uint64(now)-uint64(s.Last) >= uint64(t.DrainTime()):
 		return true
 	}
 	return t.Idle(s.X, now-s.Origin)

@@ -203,7 +203,7 @@ async function loadPolicy() {
     el("h2", {}, `domain ${d.name}`),
     d.forward_auth ? el("p", { class: "note" }, `forward auth: ${d.forward_auth}`) : "",
     el("table", { class: "grid policy" },
-      el("thead", {}, el("tr", {}, ...["descriptor", "limit", "algorithm", "rate", "burst", "mode", "failure", "replaces", "where"].map((h) => el("th", {}, h)))),
+      el("thead", {}, el("tr", {}, ...["descriptor", "limit", "algorithm", "rate", "burst", "mode", "charge", "failure", "replaces", "where"].map((h) => el("th", {}, h)))),
       el("tbody", {}, ...d.limits.map((l) => el("tr", { "data-rule": l.name },
         el("td", { class: "mono" }, descriptorText(l.descriptor)),
         el("td", {}, l.name),
@@ -211,6 +211,7 @@ async function loadPolicy() {
         el("td", { class: "num" }, l.unlimited ? "" : `${fmtNum(l.rate)} / ${l.period}`),
         el("td", { class: "num" }, l.capacity ? fmtNum(l.capacity) : ""),
         el("td", {}, l.shadow ? "shadow" : "enforced"),
+        el("td", {}, l.charge || ""),
         el("td", {}, l.failure || ""),
         el("td", {}, (l.replaces || []).join(", ")),
         el("td", { class: "mono where" }, where(l.file, l.line)))))))));
