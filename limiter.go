@@ -69,7 +69,8 @@ func (o ClockOption) applyQueue(q *LeakyQueue) {
 
 // WithFallback sets the store that decides rules with FailLocal while the
 // main store fails, typically a memory store. Without one, FailLocal rules
-// fail closed.
+// fail closed, but for a store out of room for a new key (ErrNoRoom),
+// where they fail open; so do they when the fallback is out of room.
 func WithFallback(s Store) LimiterOption { return limiterOption(func(l *Limiter) { l.fallback = s }) }
 
 // WithTimeout bounds each call to the store: when d runs out, the
@@ -119,6 +120,15 @@ var ErrShed = errors.New("sluice: shed: too much work in flight towards the stor
 
 // ShedRetry is the RetryAfter of a request the store shed (ErrShed).
 const ShedRetry = time.Second
+
+// ErrNoRoom is wrapped by a store's error for a request that would add a
+// key the store has no room to hold, every key it could evict being one
+// that denies (memory.ErrFull): forgetting a denying key would let its
+// client start afresh. The Limiter decides such a request by its rules'
+// failure modes, a rule that fails local as one that fails open unless a
+// fallback store is set (WithFallback): the store out of room is the
+// local one. A fallback out of room fails its rules open alike.
+var ErrNoRoom = errors.New("sluice: no room in the store for a new key")
 
 // NewLimiter returns a Limiter over store.
 func NewLimiter(store Store, opts ...LimiterOption) (*Limiter, error) {
@@ -192,7 +202,7 @@ func (l *Limiter) Take(ctx context.Context, n int64, checks []Check, out []Decis
 		if errors.Is(err, ErrShed) {
 			shed(checks, out)
 		} else {
-			l.degrade(ctx, now, n, checks, out)
+			l.degrade(ctx, now, n, checks, out, errors.Is(err, ErrNoRoom))
 		}
 	}
 	// res is filled in place, field by field: see combineInto.
@@ -218,12 +228,13 @@ func shed(checks []Check, out []Decision) {
 	}
 }
 
-// degrade decides every check by its rule's Failure after the store erred.
-// A FailLocal check goes to the fallback store as it would have gone to
-// the store: when a FailClosed check denies the request, the fallback's
-// gate checks only report their state, and its usage checks are recorded
-// all the same.
-func (l *Limiter) degrade(ctx context.Context, now time.Time, n int64, checks []Check, out []Decision) {
+// degrade decides every check by its rule's Failure after the store
+// erred; noRoom says it erred for want of room (ErrNoRoom). A FailLocal
+// check goes to the fallback store as it would have gone to the store:
+// when a FailClosed check denies the request, the fallback's gate checks
+// only report their state, and its usage checks are recorded all the
+// same.
+func (l *Limiter) degrade(ctx context.Context, now time.Time, n int64, checks []Check, out []Decision, noRoom bool) {
 	var local []int
 	closed := false
 	for i := range checks {
@@ -231,6 +242,9 @@ func (l *Limiter) degrade(ctx context.Context, now time.Time, n int64, checks []
 		mode := r.Failure
 		if mode == FailLocal && l.fallback == nil {
 			mode = FailClosed
+			if noRoom {
+				mode = FailOpen
+			}
 		}
 		q := r.Quota()
 		switch mode {
@@ -263,8 +277,14 @@ func (l *Limiter) degrade(ctx context.Context, now time.Time, n int64, checks []
 		n = 0
 	}
 	if err := l.take(ctx, l.fallback, now, n, lc, ld); err != nil {
+		// The fallback failing too, the rules fail closed; the fallback
+		// out of room, they fail open, as on a memory store alone.
 		for _, i := range local {
-			out[i] = Decision{Limit: checks[i].Rule.Quota(), RetryAfter: l.closedRetry}
+			q := checks[i].Rule.Quota()
+			out[i] = Decision{Limit: q, RetryAfter: l.closedRetry}
+			if errors.Is(err, ErrNoRoom) {
+				out[i] = Decision{Allowed: true, Limit: q, Remaining: q}
+			}
 		}
 		return
 	}

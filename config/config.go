@@ -217,7 +217,7 @@ func (d *domainConfig) merge(o *domainConfig) []error {
 	var errs []error
 	dup := func(key string, n, first *node) {
 		errs = append(errs, &Error{File: n.file, Line: n.line, Field: n.field,
-			Err: fmt.Errorf("duplicate descriptor key %q value %q in domain %q: already defined at %s:%d", key, n.value, d.name, first.file, first.line)})
+			Err: fmt.Errorf("duplicate descriptor key %q value %q in domain %q: already defined at %s:%d", key, n.shownValue(), d.name, first.file, first.line)})
 	}
 	for e, n := range o.root.exact {
 		if first := d.root.exact[e]; first != nil {

@@ -107,6 +107,13 @@
 //	    secret: true
 //	    rate_limit: {unit: second, requests_per_unit: 50}
 //
+// A secret descriptor may give a literal value, a key with a limit of its
+// own. The value is written nowhere else: wherever the config's values
+// show (a generated name, and so the metrics, the RateLimit-Policy header
+// and the store's keys that carry it; an error; [Config.Limits]) it is
+// '#' and the first 12 hex digits of its SHA-256, as in
+// "api.api_key_#e72d29d3a277".
+//
 // A descriptor may have several limits, all of which must allow a request,
 // as a list; each may have a name:
 //
@@ -181,6 +188,10 @@
 //	          from: header:X-API-Key
 //	        - key: tier
 //	          value: public     # a literal value, instead of from
+//	    - entries:
+//	        - key: path
+//	          from: path
+//	          path_match: case_insensitive  # or exact, the default
 //
 // proxy names the proxy that calls /v1/auth for this domain. It has no
 // default: every one of these proxies passes the client's own headers on
@@ -190,6 +201,20 @@
 // (no such header, say) is not sent, as Envoy skips a descriptor whose
 // header is missing. A forward_auth descriptor that could never reach a
 // limit of its domain (a misspelt key, most likely) is an error.
+//
+// path_match: case_insensitive, on an entry from: path, matches the path
+// with its ASCII letters in lower case, for an application that routes
+// /LOGIN and /Login as /login: IIS and ASP.NET, Express and Koa routers
+// (case-insensitive unless told otherwise), Spring set up so. A value it
+// reaches with upper-case letters would never match, and is an error.
+// (Paths are normalised in any case; see package server.)
+//
+// quota_mode on any descriptor of a domain with forward_auth is an error:
+// there the client chooses which descriptors a request has (a header of
+// its own, a fresh API key each time), and in quota mode one more
+// descriptor within its limit would take it past all the others. For the
+// same reason [Config.CheckQuotaMode] refuses such a domain to a server
+// that puts every descriptor in quota mode.
 //
 // # Matching
 //
@@ -212,9 +237,10 @@
 // Each limit becomes a [sluice.Rule]. Its name is the limit's name, or,
 // if it has none, its descriptor's path as envoyproxy/ratelimit names its
 // statistics (domain.key_value.key, such as "messaging.to_number"), with
-// [i] appended for the i-th of a rate_limits list. A generated name
-// changes only when the config does, and is escaped to printable ASCII
-// without braces or quotes; a given name may hold neither. replaces refers
+// [i] appended for the i-th of a rate_limits list; a secret's literal
+// value is written there as '#' and 12 hex digits (see above). A generated
+// name changes only when the config does, and is escaped to printable
+// ASCII without braces or quotes; a given name may hold neither. replaces refers
 // to given names only.
 //
 // A request is counted under [Match.Key]: the domain and the request

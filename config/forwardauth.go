@@ -1,6 +1,8 @@
 package config
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/textproto"
@@ -39,6 +41,10 @@ type Source struct {
 	// Name is the header's name (canonical, as http.Header keys it) or
 	// the query parameter's, for Header and Query.
 	Name string
+	// CaseInsensitive, for Path, matches the path with its ASCII letters
+	// in lower case (path_match: case_insensitive), for an application
+	// that routes /LOGIN as /login.
+	CaseInsensitive bool
 }
 
 // SourceKind is the kind of a Source.
@@ -62,6 +68,9 @@ func (s Source) String() string {
 	case Method:
 		return "method"
 	case Path:
+		if s.CaseInsensitive {
+			return "path (case_insensitive)"
+		}
 		return "path"
 	case Host:
 		return "host"
@@ -143,7 +152,7 @@ next:
 var (
 	authKeys           = []string{"proxy", "deny_status", "descriptors"}
 	authDescriptorKeys = []string{"entries"}
-	authEntryKeys      = []string{"key", "from", "value"}
+	authEntryKeys      = []string{"key", "from", "value", "path_match"}
 )
 
 const fromList = "client_ip, method, path, host, header:NAME or query:NAME"
@@ -209,7 +218,7 @@ func (w *walker) authEntry(n *yaml.Node, field string) (authEntry, bool) {
 		return authEntry{}, false
 	}
 	var e authEntry
-	kn, fn, vn := m["key"], m["from"], m["value"]
+	kn, fn, vn, pm := m["key"], m["from"], m["value"], m["path_match"]
 	key, ok := w.str(kn, join(field, "key"))
 	switch {
 	case !ok:
@@ -225,6 +234,9 @@ func (w *walker) authEntry(n *yaml.Node, field string) (authEntry, bool) {
 	switch {
 	case fn != nil && vn != nil:
 		w.errorf(vn, join(field, "value"), "give from or value, not both")
+		return e, false
+	case vn != nil && pm != nil:
+		w.errorf(pm, join(field, "path_match"), "only an entry from: path has a path_match")
 		return e, false
 	case vn != nil:
 		v, ok := w.str(vn, join(field, "value"))
@@ -253,9 +265,9 @@ func (w *walker) authEntry(n *yaml.Node, field string) (authEntry, bool) {
 	case s == "host":
 		e.from.Kind = Host
 	case kind == "header" && validToken(name):
-		e.from = Source{Header, textproto.CanonicalMIMEHeaderKey(name)}
+		e.from = Source{Kind: Header, Name: textproto.CanonicalMIMEHeaderKey(name)}
 	case kind == "query" && name != "":
-		e.from = Source{Query, name}
+		e.from = Source{Kind: Query, Name: name}
 	case kind == "header" || kind == "query":
 		w.errorf(fn, join(field, "from"), "%q: want %s:NAME with a valid name", s, kind)
 		return e, false
@@ -263,19 +275,49 @@ func (w *walker) authEntry(n *yaml.Node, field string) (authEntry, bool) {
 		w.errorf(fn, join(field, "from"), "unknown source %q (want %s)", s, fromList)
 		return e, false
 	}
+	if pm != nil {
+		p, ok := w.str(pm, join(field, "path_match"))
+		switch {
+		case !ok:
+			return e, false
+		case e.from.Kind != Path:
+			w.errorf(pm, join(field, "path_match"), "only an entry from: path has a path_match")
+			return e, false
+		case p == "case_insensitive":
+			e.from.CaseInsensitive = true
+		case p != "exact":
+			w.errorf(pm, join(field, "path_match"), "unknown path_match %q (want exact, the default, or case_insensitive)", p)
+			return e, false
+		}
+	}
 	return e, true
 }
 
 // checkForwardAuth refuses a forward_auth descriptor that can land on no
 // limit of the domain, most likely a misspelt key: it would never limit
-// anything, silently. It runs on sound files only, once the domain is
-// whole: with Options.MergeDomains, the descriptors of every file of the
-// domain count.
+// anything, silently. It refuses quota_mode on any descriptor of the
+// domain too: a request in quota mode is denied only when all its
+// descriptors are over, and in forward auth the client chooses which
+// descriptors there are (a header of its own, a fresh API key on each
+// request), so one it adds would take it past every other limit. It runs
+// on sound files only, once the domain is whole: with
+// Options.MergeDomains, the descriptors of every file of the domain
+// count.
 func checkForwardAuth(d *domainConfig) []error {
 	if d.auth == nil {
 		return nil
 	}
 	var errs []error
+	d.root.walk(func(n *node) {
+		if n.quota {
+			errs = append(errs, &Error{File: n.file, Line: n.line, Field: join(n.field, "quota_mode"),
+				Err: fmt.Errorf("domain %q is served by forward auth (forward_auth at %s:%d), where quota mode would let a client leave its limits by adding a descriptor of its own", d.name, d.auth.file, d.auth.line)})
+		}
+	})
+	slices.SortFunc(errs, func(a, b error) int {
+		ea, eb := a.(*Error), b.(*Error)
+		return cmp.Or(strings.Compare(ea.File, eb.File), ea.Line-eb.Line)
+	})
 	for i, es := range d.auth.descriptors {
 		keys := make([]string, len(es))
 		lits := make([]string, len(es))
@@ -290,8 +332,60 @@ func checkForwardAuth(d *domainConfig) []error {
 			errs = append(errs, &Error{File: d.auth.file, Line: d.auth.lines[i], Field: index("forward_auth.descriptors", i),
 				Err: fmt.Errorf("(%s) can reach no limit of domain %q", strings.Join(shown, ", "), d.name)})
 		}
+		for j, e := range es {
+			if e.from.CaseInsensitive {
+				errs = append(errs, upperValues(d, d.root.reach(keys[:j], lits[:j]), e.key, d.auth.lines[i])...)
+			}
+		}
 	}
 	return errs
+}
+
+// upperValues refuses the values with upper-case letters of the
+// descriptors with key among the children of parents: a path matched
+// with path_match: case_insensitive (forward_auth's descriptor at line)
+// comes in lower case, so such a value would never match.
+func upperValues(d *domainConfig, parents []*node, key string, line int) []error {
+	var errs []error
+	check := func(n *node) {
+		if strings.ContainsFunc(n.value, func(r rune) bool { return 'A' <= r && r <= 'Z' }) {
+			errs = append(errs, &Error{File: n.file, Line: n.line, Field: join(n.field, "value"),
+				Err: fmt.Errorf("%q holds upper-case letters, which a path matched with path_match: case_insensitive (forward_auth at %s:%d) never has: write it in lower case", n.shownValue(), d.auth.file, line)})
+		}
+	}
+	for _, p := range parents {
+		for e, c := range p.exact {
+			if e.Key == key {
+				check(c)
+			}
+		}
+		for _, w := range p.wild {
+			if w.key == key {
+				check(w.node)
+			}
+		}
+	}
+	return errs
+}
+
+// CheckQuotaMode refuses every domain with a forward_auth section, for a
+// server that puts every descriptor in quota mode (envoyproxy/ratelimit's
+// QUOTA_MODE, sluice serve's -quota-mode), for the reason Load refuses
+// quota_mode on a descriptor of such a domain: a client of forward auth
+// would leave its limits by adding a descriptor of its own. The error
+// names each domain and where its section is written.
+func (c *Config) CheckQuotaMode() error {
+	if c == nil {
+		return nil
+	}
+	var errs []error
+	for _, name := range c.names {
+		if fa := c.domains[name].auth; fa != nil {
+			errs = append(errs, &Error{File: fa.file, Line: fa.line, Field: "forward_auth",
+				Err: fmt.Errorf("domain %q is served by forward auth, where quota mode for every descriptor (-quota-mode, QUOTA_MODE) would let a client leave its limits by adding a descriptor of its own: turn quota mode off, or serve the domain without forward_auth", name)})
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // validToken reports whether s is an HTTP header field name (RFC 9110's

@@ -1,8 +1,10 @@
 package config
 
 import (
+	"errors"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -92,3 +94,29 @@ forward_auth:
 type values map[Source]string
 
 func (v values) of(s Source) string { return v[s] }
+
+// Under quota mode for every descriptor, each domain with forward_auth is
+// refused where its section is written; the others are not.
+func TestCheckQuotaMode(t *testing.T) {
+	c := mustParse(t, `
+domain: web
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 10}
+forward_auth:
+  proxy: nginx
+  descriptors:
+    - entries:
+        - key: remote_address
+          from: client_ip
+`)
+	err := c.CheckQuotaMode()
+	var e *Error
+	if !errors.As(err, &e) || e.File != "TestCheckQuotaMode.yaml" || e.Line != 7 || e.Field != "forward_auth" || !strings.Contains(e.Error(), `domain "web"`) {
+		t.Errorf("CheckQuotaMode = %v, want domain web refused at TestCheckQuotaMode.yaml:7", err)
+	}
+	rls := mustParse(t, "domain: rls\ndescriptors:\n  - key: user\n    quota_mode: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+	if err := rls.CheckQuotaMode(); err != nil {
+		t.Errorf("CheckQuotaMode without forward_auth = %v, want nil", err)
+	}
+}

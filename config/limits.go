@@ -12,7 +12,8 @@ type LimitInfo struct {
 	Domain string
 	// Descriptor is the path of entries a request descriptor takes to
 	// land on the limit: a Value ending in * is a wildcard, an empty
-	// Value stands for any value.
+	// Value stands for any value, and a secret descriptor's value is
+	// shown as '#' and the first 12 hex digits of its SHA-256.
 	Descriptor []Entry
 	// Name is the limit's name as the config gives it, "" if none;
 	// Rule.Name is Name or the generated one.
@@ -62,10 +63,10 @@ func (n *node) entries(path []Entry, out map[*limit][]Entry) {
 		child.entries(append(path[:len(path):len(path)], e), out)
 	}
 	for e, child := range n.exact {
-		walk(e, child)
+		walk(Entry{Key: e.Key, Value: child.shownValue()}, child)
 	}
 	for _, w := range n.wild {
-		walk(Entry{Key: w.key, Value: w.node.value}, w.node)
+		walk(Entry{Key: w.key, Value: w.node.shownValue()}, w.node)
 	}
 	for k, child := range n.any {
 		walk(Entry{Key: k}, child)

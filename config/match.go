@@ -302,6 +302,39 @@ func (n *node) canLand(keys, literals []string) bool {
 	return land(n, 0)
 }
 
+// reach returns the descriptors that a request descriptor's first
+// entries, with these keys, can lead to from n, for some values of the
+// entries whose value is not fixed ("" in literals).
+func (n *node) reach(keys, literals []string) []*node {
+	cur := []*node{n}
+	for i, k := range keys {
+		var next []*node
+		for _, c := range cur {
+			if literals[i] != "" {
+				if x := c.child(Entry{k, literals[i]}); x != nil {
+					next = append(next, x)
+				}
+				continue
+			}
+			for e, x := range c.exact {
+				if e.Key == k {
+					next = append(next, x)
+				}
+			}
+			for _, w := range c.wild {
+				if w.key == k {
+					next = append(next, w.node)
+				}
+			}
+			if x := c.any[k]; x != nil {
+				next = append(next, x)
+			}
+		}
+		cur = next
+	}
+	return cur
+}
+
 // child returns the descriptor entry e lands on among n's children.
 func (n *node) child(e Entry) *node {
 	if e.Value != "" {

@@ -397,6 +397,54 @@ descriptors:
 	}
 }
 
+// A secret written in the config as a literal value is shown by a digest
+// wherever the config's values show: the generated names of its limits
+// and of the limits under it, Limits, and errors.
+func TestSecretLiteralShown(t *testing.T) {
+	const vip = "sk-live-4f9a2c71e0b8d3aa"
+	c := mustParse(t, `
+domain: api
+descriptors:
+  - key: api_key
+    value: `+vip+`
+    secret: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+    descriptors:
+      - key: path
+        rate_limits:
+          - {unit: second, requests_per_unit: 1}
+  - key: api_key
+    value: named-`+vip+`
+    secret: true
+    rate_limit: {name: vip, unit: minute, requests_per_unit: 2}
+`)
+	var names []string
+	for _, r := range c.Rules() {
+		names = append(names, r.Name)
+	}
+	want := []string{"api.api_key_#e72d29d3a277", "api.api_key_#e72d29d3a277.path[0]", "vip"}
+	if !slices.Equal(names, want) {
+		t.Errorf("rule names %q, want %q", names, want)
+	}
+	for _, li := range c.Limits() {
+		if got := li.Descriptor[0].Value; got != "#e72d29d3a277" && li.Name != "vip" {
+			t.Errorf("Limits: %s's descriptor %v, want the value as #e72d29d3a277", li.Rule.Name, li.Descriptor)
+		}
+		if strings.Contains(fmt.Sprint(li), vip) {
+			t.Errorf("Limits: %+v holds the secret", li)
+		}
+	}
+	// The limit still applies to the value itself.
+	if ms, err := c.Match("api", []Entry{{"api_key", vip}}); err != nil || len(ms) != 1 || ms[0].Rule.Name != want[0] {
+		t.Errorf("Match(api_key=%s) = %v, %v; want %s", vip, ms, err, want[0])
+	}
+	dup := "domain: api\ndescriptors:\n  - key: api_key\n    value: " + vip + "\n    secret: true\n" +
+		"  - key: api_key\n    value: " + vip + "\n    secret: true\n"
+	if _, err := Parse("dup.yaml", []byte(dup)); err == nil || strings.Contains(err.Error(), vip) || !strings.Contains(err.Error(), "#e72d29d3a277") {
+		t.Errorf("a secret twice: %v, want an error naming its digest, not its value", err)
+	}
+}
+
 // Key keys a descriptor as it is, for a limit the request brings: the
 // domain and every entry escaped as in Match.Key, a secret's value
 // digested, each value apart even where the config has a wildcard.

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"slices"
@@ -91,6 +93,22 @@ func (g glob) match(s string) bool {
 }
 
 func (n *node) hasChildren() bool { return len(n.exact)+len(n.wild)+len(n.any) > 0 }
+
+// walk calls f for each descriptor under n, in no set order.
+func (n *node) walk(f func(*node)) {
+	for _, c := range n.exact {
+		f(c)
+		c.walk(f)
+	}
+	for _, w := range n.wild {
+		f(w.node)
+		w.node.walk(f)
+	}
+	for _, c := range n.any {
+		f(c)
+		c.walk(f)
+	}
+}
 
 // limit is one rate limit of a node.
 type limit struct {
@@ -257,16 +275,20 @@ func (w *walker) descriptors(n *yaml.Node, field string, d *domainConfig, parent
 		}
 		value, _ := w.str(m["value"], join(f, "value"))
 		wild := strings.Contains(value, "*")
+		secret, _ := w.boolean(m["secret"], join(f, "secret"))
+		shown := value // as names, errors and listings show it
+		if secret && value != "" {
+			shown = secretLabel(value)
+		}
 		e := Entry{Key: key, Value: value}
 		if first, dup := seen[e]; dup && key != "" {
-			w.errorf(item, f, "duplicate descriptor key %q value %q: already defined at line %d", key, value, first)
+			w.errorf(item, f, "duplicate descriptor key %q value %q: already defined at line %d", key, shown, first)
 		}
 		seen[e] = line
 
 		shadow, _ := w.boolean(m["shadow_mode"], join(f, "shadow_mode"))
 		detailed, _ := w.boolean(m["detailed_metric"], join(f, "detailed_metric"))
 		share, _ := w.boolean(m["share_threshold"], join(f, "share_threshold"))
-		secret, _ := w.boolean(m["secret"], join(f, "secret"))
 		quota, _ := w.boolean(m["quota_mode"], join(f, "quota_mode"))
 		toMetric, _ := w.boolean(m["value_to_metric"], join(f, "value_to_metric"))
 		if toMetric && secret {
@@ -274,7 +296,7 @@ func (w *walker) descriptors(n *yaml.Node, field string, d *domainConfig, parent
 		}
 		seg := key
 		if value != "" {
-			seg += "_" + value
+			seg += "_" + shown
 		}
 		child := &node{path: parent.path + "." + seg, detailed: detailed, secret: secret,
 			valueToMetric: toMetric, labelled: toMetric || parent.labelled, value: value, wildcard: wild, quota: quota,
@@ -512,6 +534,25 @@ func generatedName(path string, i int) string {
 		fmt.Fprintf(&b, "[%d]", i)
 	}
 	return b.String()
+}
+
+// secretLabel stands for the value a secret descriptor is written with
+// wherever the config's values are shown (a generated name, and so the
+// metrics, headers and store keys that carry it; an error; a listing):
+// '#' and the first 12 hex digits of its SHA-256, which tell a config's
+// secrets apart and let whoever holds the value check which one is meant.
+func secretLabel(value string) string {
+	sum := sha256.Sum256([]byte(value))
+	return "#" + hex.EncodeToString(sum[:6])
+}
+
+// shownValue is n's value as the config writes it, or for a secret its
+// secretLabel.
+func (n *node) shownValue() string {
+	if n.secret && n.value != "" {
+		return secretLabel(n.value)
+	}
+	return n.value
 }
 
 // validName reports whether a name given in the config is safe in keys,

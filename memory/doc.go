@@ -12,4 +12,16 @@
 // first, however many distinct keys arrive and however long they are. It
 // starts a goroutine that drops idle keys (WithSweepInterval); Close
 // stops it.
+//
+// At its bounds, a Store makes room for a new key by evicting an idle key
+// (nothing is lost), else a key that would still allow, least recently
+// used first (its client may be admitted again what it had used); a key
+// that would deny is never evicted, so no flood of new keys resets a
+// client that spent its limit. A new key that finds no room is refused
+// with ErrFull, and a sluice.Limiter decides it by the rule's failure
+// mode. A bucket key (token bucket, leaky bucket, GCRA) of up to 16 bytes
+// is counted 64 bytes, so WithMaxBytes(64 << 20) with WithMaxKeys of a
+// little over a million holds a million denying keys; the Store
+// documentation gives the figures for the other algorithms and for longer
+// keys. Stats counts the evictions and refusals.
 package memory

@@ -171,6 +171,19 @@ func (r ref) idle(now int64) bool {
 	return r.sh.wins[r.i].idle(sp, now)
 }
 
+// denying reports whether r's key would deny a request of one unit at
+// now, debt included: such a key is never evicted, since forgetting it
+// would let its client start afresh. The caller holds the shard's
+// exclusive lock.
+func (r ref) denying(now int64) bool {
+	sp := r.spec()
+	if sp.Kind == algo.KindBucket {
+		_, _, ok := sp.TAT.Take(r.cell().x.Load(), now, 1)
+		return !ok
+	}
+	return r.sh.wins[r.i].denying(sp, now)
+}
+
 // bytes is what r's key counts against the byte bound: its cell, the copy
 // of a long key, and the window and its ring.
 func (r ref) bytes() int64 {

@@ -47,8 +47,10 @@ const maxShards = bounded.MaxShards
 
 // WithMaxKeys bounds the number of keys held. Once the store holds nearly
 // n (n minus the number of shards, plus one), adding a key drops an idle
-// one or, failing that, an approximately least recently used one (see
-// Store). n must be positive. The default is DefaultMaxKeys.
+// one or, failing that, an approximately least recently used one. A Store
+// drops only a key that would still allow, and refuses a new key that
+// finds no such key (ErrFull; see Store). n must be positive. The default
+// is DefaultMaxKeys.
 func WithMaxKeys(n int) Option { return func(c *bounded.Config) { c.MaxKeys = n } }
 
 // WithMaxBytes bounds the bytes held for keys, whichever of it and

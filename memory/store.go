@@ -40,9 +40,25 @@ var ErrShortOut = errors.New("memory: out shorter than checks")
 // dropped without loss: by the background sweeper, by Sweep, or when room
 // is needed. When the store is full and a new key arrives, the new key's
 // shard evicts an idle key if it finds one among those it samples, else
-// the least recently used of them (sampled LRU, as Redis does; see
-// shard), whose state is then forgotten: the key starts afresh if it comes
-// back. A token bucket, leaky bucket or GCRA key of up to 16 bytes costs
+// the least recently used of them that would still allow a request of one
+// unit (sampled LRU, as Redis does; see shard), whose state is then
+// forgotten: the key starts afresh if it comes back, which admits at most
+// what it had used again. A key that would deny is never evicted, so a
+// flood of new keys cannot reset a client that spent its limit: a new key
+// that finds only such keys in its samples is refused with ErrFull, which
+// a sluice.Limiter decides by the rule's failure mode. Stats counts the
+// evictions of each kind and the refusals.
+//
+// To hold N keys that deny at once, give the store N keys' room in both
+// bounds: WithMaxKeys of N plus the number of shards (see WithMaxKeys),
+// and WithMaxBytes of N times the bytes counted for a key,
+// below, plus 1 KB per shard: for N = 1,000,000 token bucket, leaky
+// bucket or GCRA keys of up to 16 bytes, 64 MB and 32 KB; for as many
+// fixed window or sliding counter keys, about 141 MB; for sliding log
+// keys of up to 4 requests in their window, about 253 MB. The default
+// bounds hold 1,048,576 such bucket keys, and 4 MiB about 65,000.
+//
+// A token bucket, leaky bucket or GCRA key of up to 16 bytes costs
 // its cell, 40 to 50 bytes; a longer key also a copy of it (512 bytes for
 // a key of 490 to 512) and 10 to 13 bytes beside its cell; a fixed window
 // or sliding counter key 74 to 77 bytes more than a bucket key (its
@@ -61,6 +77,7 @@ type Store struct {
 	seed   maphash.Seed
 	bound  *bounded.Bound
 	life   bounded.Sweeper
+	counts counts
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -79,7 +96,7 @@ func New(opts ...Option) (*Store, error) {
 		bound:  c.Bound(int64(c.Shards) * emptyTableBytes),
 	}
 	for i := range s.shards {
-		s.shards[i].init(s.bound, s.seed)
+		s.shards[i].init(s.bound, s.seed, &s.counts)
 	}
 	s.life.Start(c.Sweep, s.sweepSeen)
 	return s, nil
@@ -99,9 +116,11 @@ func New(opts ...Option) (*Store, error) {
 // over-admitted and nothing is denied that a serial order would allow.
 //
 // It errs, charging nothing, if ctx is done, the store closed, out too
-// short, a check has no rule or a rule that is invalid, or the keys it
+// short, a check has no rule or a rule that is invalid, the keys it
 // would add could never fit in the byte bound (ErrTooLarge, which wraps
-// sluice.ErrRefused). It does not allocate for existing keys and up to 8
+// sluice.ErrRefused), or a key it would add finds no room, every key it
+// could evict being one that would deny (ErrFull, which wraps
+// sluice.ErrNoRoom). It does not allocate for existing keys and up to 8
 // checks.
 func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluice.Check, out []sluice.Decision) error {
 	if err := ctx.Err(); err != nil {

@@ -232,9 +232,10 @@ func TestMaxKeysWindows(t *testing.T) {
 
 // TestEvictionOrder follows eviction on one shard of three keys: the
 // least recently used key goes first, and an idle key before any. (With
-// three keys, the eight keys sampled are all of them.)
+// three keys, the eight keys sampled are all of them.) The long rule
+// allows two an hour, so that a key charged once still allows and may go.
 func TestEvictionOrder(t *testing.T) {
-	long := gcra("long", sluice.PerHour(1))
+	long := gcra("long", sluice.PerHour(2))
 	short := gcra("short", sluice.PerSecond(1))
 	steps := []struct {
 		do   string // "+k" charges k, "?k" peeks at k, "~k" charges k under the short rule
@@ -279,6 +280,60 @@ func TestEvictionOrder(t *testing.T) {
 	if s.has(short, "x") || s.Len() != 3 {
 		t.Errorf("at the end: x held %v, Len() = %d; want false, 3", s.has(short, "x"), s.Len())
 	}
+}
+
+// TestEvictionSparesDenying: a key that would deny is never evicted, even
+// the least recently used; a live key that would still allow goes in its
+// place, and when every key would deny the new key is refused (ErrFull)
+// and nothing changes.
+func TestEvictionSparesDenying(t *testing.T) {
+	r := gcra("r", sluice.PerHour(2))
+	s := newStore(t, WithShards(1), WithMaxKeys(3), WithSweepInterval(0))
+	ctx := context.Background()
+	out := make([]sluice.Decision, 1)
+	steps := []struct {
+		key  string
+		err  error
+		held string
+	}{
+		{"a", nil, "a"},
+		{"a", nil, "a"}, // a is spent: it denies for half an hour
+		{"b", nil, "ab"},
+		{"c", nil, "abc"},
+		{"d", nil, "acd"}, // a is the least recently used, but denies: b goes
+		{"e", nil, "ade"}, // then c
+		{"d", nil, "ade"},
+		{"e", nil, "ade"},     // every key denies now
+		{"f", ErrFull, "ade"}, // so f finds no room
+	}
+	for i, st := range steps {
+		now := t0.Add(time.Duration(i) * 10 * time.Millisecond)
+		err := s.Take(ctx, now, 1, []sluice.Check{{Rule: r, Key: st.key}}, out)
+		if !errors.Is(err, st.err) || (err == nil) != (st.err == nil) {
+			t.Fatalf("step %d, +%s: %v, want %v", i, st.key, err, st.err)
+		}
+		held := ""
+		for _, k := range "abcdef" {
+			if s.has(r, string(k)) {
+				held += string(k)
+			}
+		}
+		if held != st.held {
+			t.Fatalf("step %d, +%s: held %q, want %q", i, st.key, held, st.held)
+		}
+	}
+	want := Stats{Keys: 3, Bytes: s.Bytes(), EvictedLive: 2, Refused: 1}
+	if got := s.Stats(); got != want {
+		t.Errorf("Stats() = %+v, want %+v", got, want)
+	}
+	// Once a key is idle again it goes first, losing nothing.
+	if err := s.Take(ctx, t0.Add(2*time.Hour), 1, []sluice.Check{{Rule: r, Key: "f"}}, out); err != nil || !out[0].Allowed {
+		t.Fatalf("+f two hours later: %+v, %v; want allowed", out[0], err)
+	}
+	if got := s.Stats(); got.EvictedIdle != 1 || got.EvictedLive != 2 {
+		t.Errorf("Stats() after +f = %+v, want one idle eviction", got)
+	}
+	s.shards[0].check(t)
 }
 
 // TestSweep: a key is dropped exactly when its ResetAfter has passed, for

@@ -40,9 +40,11 @@ import (
 // keeps when it was last used (a stamp of the request's time, about a
 // millisecond), and the victim is the least recently used of the next 8
 // keys at a hand that goes round the table, unless one of them is idle:
-// dropping that loses nothing. A key among the most recent tenth survives
-// unless the seven others sampled with it are all as recent: about one
-// chance in ten million.
+// dropping that loses nothing. A key that would deny is never the
+// victim; a sample of only such keys is followed by up to three more,
+// and then the new key is refused (see victim). A key among the most
+// recent tenth survives unless the seven others sampled with it are all
+// as recent: about one chance in ten million.
 type shard struct {
 	mu    sync.RWMutex
 	last  atomic.Int64 // latest time a request brought, Unix ns: the sweeper's now
@@ -57,7 +59,9 @@ type shard struct {
 	seed  maphash.Seed
 	side  int64 // bytes counted for longs, wins and rules
 	hand  int
-	_     [64]byte // keep shards apart in memory: each is written on every call
+	// counts are the store's evictions and refusals, shared by its shards
+	counts *counts
+	_      [64]byte // keep shards apart in memory: each is written on every call
 }
 
 const minTable = 32
@@ -73,8 +77,9 @@ const (
 )
 
 // init makes the shard's first table, which the caller has counted.
-func (sh *shard) init(b *bounded.Bound, seed maphash.Seed) {
+func (sh *shard) init(b *bounded.Bound, seed maphash.Seed, ct *counts) {
 	sh.bound = b
+	sh.counts = ct
 	sh.seed = seed
 	sh.tab = make([]cell, minTable)
 }
@@ -157,10 +162,12 @@ func keyHash(seed maphash.Seed, c *cell, long *byte, sp *algo.Spec) uint32 {
 // fresh state: a zero word for the buckets, a new window for the others.
 // It makes room first: when the store is at its bounds, by evicting keys
 // of this shard, whose counts the new key takes over, until the key fits;
-// a shard with nothing left to evict adds the key over the bounds (see
-// bound), and the caller relieves the store once it has let go of the
-// shard. It returns an error wrapping ErrTooLarge, adding nothing, for a
-// key that could never fit. The caller holds the exclusive lock; the cell
+// a shard with no key to sample (empty, or every key pinned) adds the key
+// over the bounds (see bound), and the caller relieves the store once it
+// has let go of the shard. It returns an error wrapping ErrTooLarge,
+// adding nothing, for a key that could never fit, and ErrFull, adding
+// nothing and giving back the room of any key it evicted, when every key
+// it samples would deny. The caller holds the exclusive lock; the cell
 // stays where it is until the table next changes.
 func (sh *shard) insert(p *probe, sp *algo.Spec, now int64) (ref, error) {
 	long := p.tag&tagLong != 0
@@ -176,13 +183,20 @@ func (sh *shard) insert(p *probe, sp *algo.Spec, now int64) (ref, error) {
 		return ref{}, err
 	}
 	for !sh.bound.Take(dk, db) {
-		v, ok := sh.victim(now)
-		if !ok {
+		v, c := sh.victim(now)
+		if c == chooseDenial {
+			// Give back the counts of the keys evicted for this one.
+			sh.bound.Force(dk-1, db-specBytes(sp)-size)
+			sh.compact()
+			sh.counts.refused.Add(1)
+			return ref{}, ErrFull
+		}
+		if c == chooseNone {
 			sh.bound.Force(dk, db)
 			break
 		}
 		dk, db = dk-1, db-ref{sh, v}.bytes()
-		sh.delete(v)
+		sh.evict(v, c)
 	}
 	if dk < 0 { // evicted more than one: a long key in place of short ones
 		sh.compact()
@@ -195,12 +209,14 @@ func (sh *shard) insert(p *probe, sp *algo.Spec, now int64) (ref, error) {
 		// Every number taken (65,535 rules with keys in the shard): a
 		// rule's last key in the shard gives its number back.
 		for rid = sh.rules.add(sp); rid == 0; rid = sh.rules.add(sp) {
-			v, ok := sh.victim(now)
-			if !ok {
+			v, c := sh.victim(now)
+			if c >= chooseNone {
 				sh.bound.Force(-1, -specBytes(sp)-size)
 				return ref{}, fmt.Errorf("%w: keys of %d rules in one shard", ErrTooLarge, maxRules)
 			}
-			sh.remove(v)
+			b := ref{sh, v}.bytes()
+			sh.evict(v, c)
+			sh.bound.Force(-1, -b)
 		}
 	}
 	i := sh.home(uint32(p.h))
@@ -254,18 +270,36 @@ func (sh *shard) recountSide() {
 	}
 }
 
-// sample is how many keys victim compares.
-const sample = 8
+// sample is how many keys victim compares, and samples how many samples
+// it takes, at most, when every key it sampled was denying.
+const (
+	sample  = 8
+	samples = 4
+)
 
-// victim picks the cell of the key to evict: the first idle key, or the
-// least recently used, of the next sample keys at the hand, pinned keys
-// left out. It returns false only when every key is pinned.
-func (sh *shard) victim(now int64) (int, bool) {
+// A choice is what victim found.
+type choice uint8
+
+const (
+	choseIdle    choice = iota // an idle key: dropping it loses nothing
+	choseLive                  // a live key that would allow: the least recently used sampled
+	chooseNone                 // no key that is not pinned: nothing to sample
+	chooseDenial               // every key sampled would deny: none may go
+)
+
+// victim picks the cell of the key to evict, pinned keys left out: the
+// first idle key of the next sample keys at the hand, else the least
+// recently used of them that would allow a request of one unit at now. A
+// key that would deny is never chosen: evicting it would let its client
+// start afresh. When a sample holds only such keys it takes the next, up
+// to samples of them, and then gives up (chooseDenial), so that the work
+// under the lock stays bounded however many keys deny.
+func (sh *shard) victim(now int64) (int, choice) {
 	tab := sh.tab
 	st := stampOf(now)
 	best, oldest, seen := -1, uint32(0), 0
 	for range tab {
-		if seen == sample {
+		if seen == sample*samples || seen%sample == 0 && seen > 0 && best >= 0 {
 			break
 		}
 		i := sh.hand
@@ -276,28 +310,48 @@ func (sh *shard) victim(now int64) (int, bool) {
 		if c.rid == 0 || c.used.Load() == pinned {
 			continue
 		}
-		if (ref{sh, i}).idle(now) {
-			return i, true
+		seen++
+		r := ref{sh, i}
+		if r.idle(now) {
+			return i, choseIdle
+		}
+		if r.denying(now) {
+			continue
 		}
 		if age := c.age(st); best < 0 || age > oldest {
 			best, oldest = i, age
 		}
-		seen++
 	}
-	return best, best >= 0
+	switch {
+	case best >= 0:
+		return best, choseLive
+	case seen == 0:
+		return -1, chooseNone
+	}
+	return -1, chooseDenial
+}
+
+// evict drops the key in cell i, which victim chose as c, as delete does,
+// and counts the eviction.
+func (sh *shard) evict(i int, c choice) {
+	sh.delete(i)
+	sh.counts.evicted(c)
 }
 
 // trim evicts from the shard while the store is over its bounds (see
 // Store.relieve), sparing, if spare is set, the keys used at now or
-// later. The caller holds the exclusive lock.
+// later, and always the keys that would deny. The caller holds the
+// exclusive lock.
 func (sh *shard) trim(now int64, spare bool) {
 	st := stampOf(now)
 	for sh.bound.Over() {
-		v, ok := sh.victim(now)
-		if !ok || spare && sh.tab[v].age(st) == 0 && !(ref{sh, v}).idle(now) {
-			return
+		v, c := sh.victim(now)
+		if c >= chooseNone || spare && c == choseLive && sh.tab[v].age(st) == 0 {
+			break
 		}
-		sh.remove(v)
+		b := ref{sh, v}.bytes()
+		sh.evict(v, c)
+		sh.bound.Force(-1, -b)
 	}
 	sh.compact()
 }

@@ -134,6 +134,29 @@ func (w *window) idle(sp *algo.Spec, now int64) bool {
 	return true
 }
 
+// denying reports whether a request of one unit at now would be denied,
+// debt included, changing nothing: each algorithm steps a copy of the
+// state, the sliding log reads its entries in place. The caller holds the
+// shard's exclusive lock.
+func (w *window) denying(sp *algo.Spec, now int64) bool {
+	switch sp.Kind {
+	case algo.KindFixed:
+		s := algo.FixedState{Window: w.win, Count: w.a, Last: w.last, Used: w.used}
+		return !sp.Window.Fixed(&s, now, 1).Allowed
+	case algo.KindCounter:
+		s := algo.CounterState{Window: w.win, Prev: w.a, Curr: w.b, Last: w.last, Used: w.used}
+		return !sp.Window.Counter(&s, now, 1).Allowed
+	case algo.KindLog:
+		s := algo.LogState{Ring: w.ring, Count: w.a, Last: w.last, Used: w.used}
+		return sp.Log.Denies(&s, now)
+	case algo.KindWide:
+		s := w.wide()
+		_, _, ok := sp.TAT.Take(s.X, sp.TAT.Enter(&s, now), 1)
+		return !ok
+	}
+	return false
+}
+
 // wide reads an algo.KindWide state out of w's fields.
 func (w *window) wide() algo.Wide {
 	return algo.Wide{Origin: w.win, Last: w.last, Used: w.used, X: uint64(w.a)}

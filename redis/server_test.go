@@ -98,7 +98,7 @@ func (s *server) start() {
 	}()
 	select {
 	case <-ready:
-	case <-time.After(10 * time.Second):
+	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
 		s.t.Fatalf("redis-server on port %d did not start", s.port)
 	}
@@ -167,7 +167,7 @@ func startCluster(t testing.TB) *cluster {
 	}
 	// redis-cli returns once the nodes agree on the slots; wait until each
 	// says the cluster is ok.
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, n := range c.nodes {
 		rc := n.client(t)

@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"strings"
 	"sync"
 	"time"
 )
@@ -92,10 +91,7 @@ func (s *Server) AdminHandler(opts AdminOptions) http.Handler {
 		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
-	hosts := make(map[string]bool, len(opts.Hosts))
-	for _, h := range opts.Hosts {
-		hosts[strings.ToLower(h)] = true
-	}
+	hosts := hostSet(opts.Hosts)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !allowedHost(r.Host, hosts) {
 			httpError(w, http.StatusForbidden, "host not allowed: the admin listener answers to IP addresses, localhost and the host of --admin")
@@ -119,20 +115,6 @@ func (s *Server) AdminHandler(opts AdminOptions) http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
-}
-
-// allowedHost reports whether a request's Host is one the admin listener
-// answers to: an IP address, localhost, or one of hosts.
-func allowedHost(hostport string, hosts map[string]bool) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") || hosts[host] {
-		return true
-	}
-	return net.ParseIP(host) != nil
 }
 
 // ServeAdmin serves the admin handler on ln, and samples the statistics

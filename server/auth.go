@@ -152,7 +152,8 @@ const (
 // proxy, an error: keyed by the proxy's address, every client would share
 // one bucket. From an untrusted peer no header is believed: the client is
 // the peer, and the method and path are the auth request's own. The path
-// is normalised (cleanPath) before it is matched.
+// (cleanPath) and the host (canonicalHost) are normalised before they are
+// matched.
 func (s *Server) authRequest(r *http.Request, p config.Proxy, envoyTarget string) (*original, error) {
 	peer, ok := clientip.Parse(r.RemoteAddr)
 	fr := &original{Method: r.Method, Host: r.Host, Header: r.Header}
@@ -185,6 +186,7 @@ func (s *Server) authRequest(r *http.Request, p config.Proxy, envoyTarget string
 			}
 		}
 	}
+	fr.Host = canonicalHost(fr.Host)
 	path, rawQuery, _ := strings.Cut(target, "?")
 	fr.Path = cleanPath(path)
 	fr.Query, _ = url.ParseQuery(rawQuery) // what parses is kept
@@ -196,13 +198,16 @@ func (s *Server) authRequest(r *http.Request, p config.Proxy, envoyTarget string
 type original struct {
 	ClientIP string      // the client's address, keyed as keys.IP keys it
 	Method   string      // GET, POST, ...
-	Host     string      // as the client sent it
+	Host     string      // normalised (canonicalHost)
 	Path     string      // normalised (cleanPath), without the query
 	Header   http.Header // the auth request's headers: the client's, as the proxy passed them
 	Query    url.Values  // the original query's parameters
 }
 
-// value is the part of the request a forward_auth entry reads.
+// value is the part of the request a forward_auth entry reads: the
+// credentials of an Authorization or Proxy-Authorization header in one
+// spelling (keys.Authorization), so that "bearer  T0K" keys as
+// "Bearer T0K" does.
 func (o *original) value(src config.Source) string {
 	switch src.Kind {
 	case config.ClientIP:
@@ -210,11 +215,18 @@ func (o *original) value(src config.Source) string {
 	case config.Method:
 		return o.Method
 	case config.Path:
+		if src.CaseInsensitive {
+			return foldPath(o.Path)
+		}
 		return o.Path
 	case config.Host:
 		return o.Host
 	case config.Header:
-		return o.Header.Get(src.Name)
+		v := o.Header.Get(src.Name)
+		if src.Name == "Authorization" || src.Name == "Proxy-Authorization" {
+			v = keys.Authorization(v)
+		}
+		return v
 	case config.Query:
 		return o.Query.Get(src.Name)
 	}

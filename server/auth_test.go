@@ -300,6 +300,20 @@ func TestCleanPath(t *testing.T) {
 		{"HTTPS://evil.example", "/"},
 		{"/a/http://b/c", "/a/http:/b/c"},
 		{"/LOGIN", "/LOGIN"},
+		{"/login.", "/login"},
+		{"/login...", "/login"},
+		{"/login%2e", "/login"},
+		{"/login%2E.", "/login"},
+		{"/a./b../c", "/a/b/c"},
+		{"/.../login", "/login"},
+		{"/login.json", "/login.json"},
+		{`/login\`, "/login"},
+		{`\login`, "/login"},
+		{`/a\..\login`, "/login"},
+		{"/login%5C", "/login"},
+		{"/login%5c", "/login"},
+		{"/a%5Cb", "/a/b"},
+		{"/a%255Cb", "/a%255Cb"},
 	} {
 		if got := cleanPath(tt.in); got != tt.want {
 			t.Errorf("cleanPath(%q) = %q, want %q", tt.in, got, tt.want)
@@ -317,12 +331,174 @@ func FuzzCleanPath(f *testing.F) {
 			t.Fatalf("cleanPath(%q) = %q: not one clean spelling", p, c)
 		}
 		for seg := range strings.SplitSeq(c, "/") {
-			if seg == "." || seg == ".." || strings.Contains(seg, ";") {
+			if seg == "." || seg == ".." || strings.Contains(seg, ";") || strings.HasSuffix(seg, ".") {
 				t.Fatalf("cleanPath(%q) = %q holds segment %q", p, c, seg)
 			}
+		}
+		if strings.Contains(c, `\`) || strings.Contains(c, "%5C") {
+			t.Fatalf("cleanPath(%q) = %q holds a backslash", p, c)
 		}
 		if again := cleanPath(c); again != c {
 			t.Fatalf("cleanPath(%q) = %q, but cleanPath of that is %q", p, c, again)
 		}
+		f := foldPath(c)
+		if cleanPath(f) != f || foldPath(f) != f || strings.ToLower(f) != strings.ToLower(c) {
+			t.Fatalf("foldPath(%q) = %q: not a clean path in one case", c, f)
+		}
+		for i := 0; i < len(f); i++ {
+			if f[i] == '%' && strings.ToUpper(f[i:i+3]) != f[i:i+3] {
+				t.Fatalf("foldPath(%q) = %q: escape %q not upper case", c, f, f[i:i+3])
+			}
+		}
 	})
+}
+
+func TestFoldPath(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"/LOGIN", "/login"},
+		{"/Login/Step2", "/login/step2"},
+		{"/a%2Fb", "/a%2Fb"},
+		{"/A%2FB%20C", "/a%2Fb%20c"},
+		{"/%C3%89T%C3%89", "/%C3%89t%C3%89"}, // ASCII letters only
+	} {
+		if got := foldPath(tt.in); got != tt.want {
+			t.Errorf("foldPath(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestCanonicalHost(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"api.example.com", "api.example.com"},
+		{"API.Example.COM", "api.example.com"},
+		{"api.example.com.", "api.example.com"},
+		{"api.example.com:443", "api.example.com"},
+		{"api.example.com:80", "api.example.com"},
+		{"API.example.com.:443", "api.example.com"},
+		{"api.example.com:8443", "api.example.com:8443"},
+		{"[::1]:443", "[::1]"},
+		{"[2001:DB8::1]:8443", "[2001:db8::1]:8443"},
+		{"203.0.113.7:80", "203.0.113.7"},
+		{"[::1]", "[::1]"},
+		{"::1", "[::1]"},
+		{"2001:db8::1", "[2001:db8::1]"},
+		{"example.com:", "example.com"},
+		{"", ""},
+	} {
+		if got := canonicalHost(tt.in); got != tt.want {
+			t.Errorf("canonicalHost(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func FuzzCanonicalHost(f *testing.F) {
+	for _, s := range []string{"API.example.com.:443", "[::1]:8443", "::1", "a:b:c", "[", "]:", ":", "a..", "[a].:1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		c := canonicalHost(h)
+		if again := canonicalHost(c); again != c {
+			t.Fatalf("canonicalHost(%q) = %q, but canonicalHost of that is %q", h, c, again)
+		}
+	})
+}
+
+// spellingYAML limits each host and each bearer token, as Traefik's
+// ForwardAuth passes them.
+const spellingYAML = `domain: web
+descriptors:
+  - key: host
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: token
+    secret: true
+    rate_limit: {unit: minute, requests_per_unit: 3}
+forward_auth:
+  proxy: traefik
+  descriptors:
+    - entries: [{key: host, from: host}]
+    - entries: [{key: token, from: "header:Authorization"}]
+`
+
+// Traefik passes the client's Host in X-Forwarded-Host and its
+// Authorization as sent: the spellings of one host, and of one token,
+// are one limit each.
+func TestAuthTraefikSpellings(t *testing.T) {
+	e := start(t, Config{Paths: []string{writeFile(t, t.TempDir(), "web.yaml", spellingYAML)}})
+	traefik := func(host string, hdr ...string) int {
+		t.Helper()
+		code, _, _ := get(t, e.base+"/v1/auth?domain=web", append([]string{"X-Forwarded-For", testClient, "X-Forwarded-Proto", "https",
+			"X-Forwarded-Method", "GET", "X-Forwarded-Uri", "/", "X-Forwarded-Host", host}, hdr...)...)
+		return code
+	}
+	for i, host := range []string{"API.example.com", "api.example.com.", "api.example.com:443", "Api.Example.Com.:80"} {
+		if code, want := traefik(host), i < 3; (code == 200) != want {
+			t.Errorf("X-Forwarded-Host %q (request %d): %d, want allowed %v", host, i+1, code, want)
+		}
+	}
+	if code := traefik("api.example.com:8443"); code != 200 {
+		t.Errorf("X-Forwarded-Host on another port: %d, want 200", code)
+	}
+	for i, auth := range []string{"Bearer T0K", "bearer T0K", "BEARER  T0K", "Bearer    T0K"} {
+		if code, want := traefik(fmt.Sprintf("h%d.example", i), "Authorization", auth), i < 3; (code == 200) != want {
+			t.Errorf("Authorization %q (request %d): %d, want allowed %v", auth, i+1, code, want)
+		}
+	}
+}
+
+// quotaAuthYAML is a domain served by Traefik's ForwardAuth: each client
+// address has 5 requests a minute, and a request with an API key is
+// limited by its key too.
+const quotaAuthYAML = `domain: web
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: api_key
+    secret: true
+    rate_limit: {unit: minute, requests_per_unit: 100}
+forward_auth:
+  proxy: traefik
+  descriptors:
+    - entries:
+        - key: remote_address
+          from: client_ip
+    - entries:
+        - key: api_key
+          from: header:X-API-Key
+`
+
+// Quota mode and forward auth do not go together: with every descriptor
+// in quota mode, a client that sends a fresh X-API-Key on each request
+// would never have all its descriptors over, and so would pass its
+// address's limit without end. A server in quota mode refuses the domain
+// at start, and a reload that puts a descriptor of it in quota mode is
+// refused while the last good config serves.
+func TestAuthQuotaModeRefused(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "web.yaml", quotaAuthYAML)
+	_, err := New(Config{Paths: []string{path}, QuotaMode: true, Store: newStore(t)})
+	if err == nil || !strings.Contains(err.Error(), path+":9: forward_auth:") || !strings.Contains(err.Error(), `domain "web"`) {
+		t.Errorf("New in quota mode with forward auth = %v, want an error naming domain web at %s:9", err, path)
+	}
+	if _, err := New(Config{Policy: config.Default(), QuotaMode: true, Store: newStore(t)}); err == nil || !strings.Contains(err.Error(), `domain "sluice"`) {
+		t.Errorf("New in quota mode with the built-in policy (forward auth for nginx) = %v, want domain sluice refused", err)
+	}
+
+	e := start(t, Config{Paths: []string{path}, ReloadInterval: -1})
+	writeFile(t, dir, "web.yaml", strings.Replace(quotaAuthYAML, "  - key: remote_address\n", "  - key: remote_address\n    quota_mode: true\n", 1))
+	if err := e.srv.Reload(t.Context()); err == nil || !strings.Contains(err.Error(), path+":3: descriptors[0].quota_mode:") {
+		t.Errorf("reload to quota_mode under forward auth = %v, want refused at %s:3", err, path)
+	}
+	// Traefik's requests from one address, each with a key of its own:
+	// the address's limit holds.
+	var passed int
+	for i := range 20 {
+		code, _, _ := get(t, e.base+"/v1/auth?domain=web", "X-Forwarded-For", testClient, "X-Forwarded-Method", "GET",
+			"X-Forwarded-Uri", "/", "X-Forwarded-Host", "shop.example", "X-API-Key", fmt.Sprintf("key-%d", i))
+		if code == http.StatusOK {
+			passed++
+		}
+	}
+	if passed != 5 {
+		t.Errorf("20 requests from one address with fresh keys: %d passed, want the address's 5", passed)
+	}
 }

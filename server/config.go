@@ -117,6 +117,16 @@ type Config struct {
 	// no one.
 	TrustedProxies []netip.Prefix
 
+	// HTTPAllowedHosts, when not nil, are the host names that POST /json
+	// answers to in a request's Host header, besides IP addresses and
+	// localhost; any other gets 421 Misdirected Request. A page whose name
+	// an attacker points at this address (DNS rebinding) is the browser's
+	// own origin, so that its script could spend quotas and read the
+	// answers; it sends its own name as Host. nil, the default, answers
+	// any Host. Forward auth is not held to it: nginx passes the original
+	// request's Host.
+	HTTPAllowedHosts []string
+
 	// MaxHitsAddend is the largest hits_addend a request may carry, in
 	// the request or in a descriptor; more is InvalidArgument. The
 	// default is DefaultMaxHitsAddend; more than MaxCost is an error.
@@ -137,6 +147,31 @@ type Config struct {
 	// MaxConcurrentStreams bounds the gRPC calls one connection may have
 	// in flight. The default is DefaultMaxConcurrentStreams.
 	MaxConcurrentStreams uint32
+	// GRPCMaxStreams bounds the gRPC calls in flight across all
+	// connections: a call past it is refused at once with UNAVAILABLE,
+	// before a goroutine or a buffer is given to it. Each call in flight
+	// holds a goroutine and about 10 KiB. The default is
+	// DefaultGRPCMaxStreams; at most MaxGRPCStreams.
+	GRPCMaxStreams int
+	// GRPCRecvTimeout bounds the wait for a unary call's request message
+	// once its headers have come: a call whose message has not fully
+	// arrived by then ends with DEADLINE_EXCEEDED (within a tenth of the
+	// timeout after, 100ms at most), freeing what it held. Once the
+	// message has arrived it no longer applies: the decision has the
+	// call's own deadline. It never applies to a streaming call (health's
+	// Watch). The default is DefaultGRPCRecvTimeout; at most
+	// MaxGRPCRecvTimeout.
+	GRPCRecvTimeout time.Duration
+	// GRPCMaxConnections and HTTPMaxConnections bound the connections
+	// open at once on the gRPC and on the HTTP listener: a connection past
+	// the bound is closed as soon as it is accepted. The defaults are
+	// DefaultMaxConnections; at most MaxConnections.
+	GRPCMaxConnections int
+	HTTPMaxConnections int
+	// MaxConnectionIdle closes, with a GOAWAY, a gRPC connection that has
+	// had no call in flight for that long. The default is
+	// DefaultMaxConnectionIdle; negative never closes one.
+	MaxConnectionIdle time.Duration
 	// MaxConnectionAge, when positive, closes a gRPC connection that old
 	// with a GOAWAY, so that clients resolve the service's addresses
 	// again and spread over new replicas; MaxConnectionAgeGrace then
@@ -205,6 +240,16 @@ const (
 	DefaultReadTimeout          = 5 * time.Second
 	DefaultIdleTimeout          = 10 * time.Second
 	DefaultMaxConcurrentStreams = 1024
+
+	DefaultGRPCMaxStreams    = 4096
+	DefaultGRPCRecvTimeout   = 5 * time.Second
+	DefaultMaxConnections    = 1000
+	DefaultMaxConnectionIdle = 5 * time.Minute
+	// MaxGRPCStreams, MaxConnections and MaxGRPCRecvTimeout bound the
+	// bounds: a million calls in flight would hold about 10 GiB.
+	MaxGRPCStreams     = 1 << 20
+	MaxConnections     = 1 << 20
+	MaxGRPCRecvTimeout = time.Hour
 )
 
 // Bounds on the shape of one request, so that no request costs more than
@@ -281,6 +326,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxConcurrentStreams == 0 {
 		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
+	if err := c.connBounds(); err != nil {
+		return c, err
+	}
 	if c.MaxConnectionAge < 0 || c.MaxConnectionAgeGrace < 0 {
 		return c, fmt.Errorf("server: MaxConnectionAge %v and MaxConnectionAgeGrace %v must not be negative", c.MaxConnectionAge, c.MaxConnectionAgeGrace)
 	}
@@ -312,4 +360,36 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c, nil
+}
+
+// connBounds fills in the defaults of the bounds on connections and gRPC
+// streams, and checks them.
+func (c *Config) connBounds() error {
+	for _, n := range []struct {
+		name string
+		v    *int
+		def  int
+		max  int
+	}{
+		{"GRPCMaxStreams", &c.GRPCMaxStreams, DefaultGRPCMaxStreams, MaxGRPCStreams},
+		{"GRPCMaxConnections", &c.GRPCMaxConnections, DefaultMaxConnections, MaxConnections},
+		{"HTTPMaxConnections", &c.HTTPMaxConnections, DefaultMaxConnections, MaxConnections},
+	} {
+		switch {
+		case *n.v < 0 || *n.v > n.max:
+			return fmt.Errorf("server: %s %d must be between 1 and %d", n.name, *n.v, n.max)
+		case *n.v == 0:
+			*n.v = n.def
+		}
+	}
+	switch {
+	case c.GRPCRecvTimeout < 0 || c.GRPCRecvTimeout > MaxGRPCRecvTimeout:
+		return fmt.Errorf("server: GRPCRecvTimeout %v must be positive and at most %v", c.GRPCRecvTimeout, MaxGRPCRecvTimeout)
+	case c.GRPCRecvTimeout == 0:
+		c.GRPCRecvTimeout = DefaultGRPCRecvTimeout
+	}
+	if c.MaxConnectionIdle == 0 {
+		c.MaxConnectionIdle = DefaultMaxConnectionIdle
+	}
+	return nil
 }

@@ -197,7 +197,13 @@
 // quota descriptors within and leave out the ones over, the request is
 // taken again without them and without the usage charges already
 // recorded; a descriptor seen over is not charged even if another
-// request made room in between.)
+// request made room in between.) Quota mode and forward auth do
+// not go together: there the client chooses which descriptors a request
+// has (a header of its own, a fresh API key each time), and one more
+// descriptor within its limit would take it past all the others. A config
+// with quota_mode on a descriptor of a domain with forward_auth does not
+// load, and under Config.QuotaMode such a domain is refused when the
+// config loads (New, Reload), naming the domain and its file and line.
 //
 // With Config.DynamicMetadata (--dynamic-metadata, envoyproxy/ratelimit's
 // RESPONSE_DYNAMIC_METADATA) the response's dynamic_metadata holds, as
@@ -223,6 +229,18 @@
 // a hits_addend above Config.MaxHitsAddend, a limit override out of its
 // bounds (or any under Config.RefuseLimitOverrides), negative hits (not
 // supported), malformed JSON, or a body over Config.MaxBodyBytes (413).
+//
+// POST /json answers programs, not web pages. A page's script or form can
+// make its visitor's browser POST there without a CORS preflight (fetch
+// in no-cors mode with a text/plain body, a form, a multipart upload),
+// spending a client's quota; so a request that carries Origin, or a
+// Sec-Fetch-Site of cross-site or same-site, which browsers send and
+// Envoy, proxies and curl never do, is refused with 403 before anything
+// is read or charged. With Config.HTTPAllowedHosts (--http-allowed-hosts)
+// a Host other than those names, an IP address or localhost gets 421:
+// under DNS rebinding (a page's own name pointed at the service's
+// address) the page is same-origin with the service and could read the
+// answers, but its requests carry its own name as Host.
 //
 // When the store fails, each rule's failure mode (open, closed or local)
 // decides; the RateLimit field is then left out, since what is left is not
@@ -302,9 +320,18 @@
 //	envoy    X-Forwarded-For (right-most)    the request's       after /v1/auth/DOMAIN     Host
 //
 // A trusted peer without its proxy's address header is a 400 naming the
-// header. Paths are normalised before they are matched (see cleanPath:
-// dot segments and repeated slashes removed, unreserved escapes decoded,
-// path parameters and a trailing slash dropped, "%2F" kept). Allowed:
+// header. What the application behind the proxy takes as one is keyed as
+// one. Paths are normalised before they are matched (see cleanPath: dot
+// segments and repeated slashes removed, unreserved escapes decoded, "\"
+// and "%5C" made separators, path parameters, each segment's trailing
+// dots and a trailing slash dropped, "%2F" kept); an entry
+// "from: path" with "path_match: case_insensitive" also lower-cases the
+// path's ASCII letters, for applications that route without regard to
+// case (IIS and ASP.NET, Express and Koa by default). Hosts are
+// lower-cased, without the trailing dot or the port 80 or 443. An
+// Authorization or Proxy-Authorization header is keyed with its scheme's
+// case and its spaces normalised ("bearer  T0K" as "Bearer T0K"), as
+// httplimit's APIKey keys a bearer token. Allowed:
 // 200. Denied: the section's deny_status, 429 or 403 (nginx's
 // auth_request passes only 401 and 403 through; map 403 back to 429, see
 // examples/nginx), with Retry-After and the RFC 9457 problem body that
@@ -322,6 +349,42 @@
 // (2^53), which also bounds the hits of descriptors that come to one
 // limit and key, added together.
 //
+// Many connections and calls: each listener holds at most
+// Config.GRPCMaxConnections or Config.HTTPMaxConnections connections
+// (1000 each by default); one past the bound is closed as soon as it is
+// accepted and counted in sluice_connections_refused_total. The gRPC
+// calls in flight across all connections are at most
+// Config.GRPCMaxStreams (4096): a call past it is refused with
+// UNAVAILABLE before anything is given to it (Envoy, with its default
+// failure_mode_deny false, then allows the request) and counted in
+// sluice_grpc_streams_refused_total. A unary call whose request message
+// has not fully arrived within Config.GRPCRecvTimeout (5s) of its headers
+// ends with DEADLINE_EXCEEDED, so a client that sends headers and never
+// the message holds a call's place for that long only; streaming calls
+// (health's Watch) are not bounded by it. A gRPC connection with no call
+// in flight for Config.MaxConnectionIdle (5m) is closed with a GOAWAY.
+// Each call in flight holds a goroutine, whose stack is 8 KiB, and a few
+// KiB of heap: 4096 calls held without their message raised the
+// service's RSS by about 80 MiB in all (33 MiB of stacks) with Go's
+// default collector pacing, 2048 by about 50 MiB (TestServeHeldStreams
+// in cmd/sluice), where without the bounds 40,960 held calls took 700
+// MiB and never ended. An HTTP connection carries one request at a time,
+// so the HTTP bound is also the bound on its requests in flight.
+//
+// At the memory store's bound (sluice serve's -max-memory), room for a
+// new key is made by evicting an idle key, else the least recently used
+// key that would still allow; a key that would deny is never evicted,
+// so no flood of new keys resets a client that spent its limit. A new
+// key that finds no room is decided by its rule's failure mode, local as
+// open (there is no second memory), and counted in
+// sluice_memory_refusals_total and sluice_store_errors_total. A token
+// bucket, leaky bucket or GCRA key of up to 16 bytes is counted 64
+// bytes, a window key about twice that, and a longer key also its copy
+// (package memory gives the figures): the default 256 MiB holds the
+// default 1,048,576 short bucket keys, and 4 MiB about 65,000 of them,
+// or about 14,000 sliding log keys of the service's (a window of 4
+// requests, and a key of a few dozen bytes).
+//
 // # Metrics
 //
 //	sluice_decisions_total{domain,rule,result}  result: within, over, shadow_over
@@ -331,11 +394,18 @@
 //	sluice_decision_duration_seconds{endpoint}  endpoint: grpc, json, auth
 //	sluice_config_reloads_total{result}         result: success, failure
 //	sluice_config_rules
+//	sluice_connections_refused_total{listener}  listener: grpc, http
+//	sluice_grpc_streams_refused_total
+//	sluice_grpc_calls_in_flight
+//	sluice_memory_keys{store}                   store: main, fallback (memory stores only)
+//	sluice_memory_bytes{store}
+//	sluice_memory_evictions_total{store,kind}   kind: idle, live
+//	sluice_memory_refusals_total{store}
 //
 // Labels come from the config only, so no request can add a series:
 // domains the config lacks count as "(unknown)", descriptors no limit
 // applies to as rule "(none)", limit overrides, whatever their rates, as
-// rule "(override)", and no key, descriptor value or address is
+// rule "(override)" in the domain of each request, and no key, descriptor value or address is
 // ever a label (detailed_metric is accepted and has no effect here), with
 // one exception the config opts into. A descriptor with value_to_metric
 // (envoyproxy/ratelimit's) counts its limits' decisions again in

@@ -28,7 +28,7 @@ func TestHealthcheck(t *testing.T) {
 		t.Errorf("gRPC health of \"ratelimit\": %v, %v", hr, err)
 	}
 	e.cancel() // shutdown begins; the drain keeps the listener open a second
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		code, _, body := get(t, e.base+"/healthcheck")
 		if code == http.StatusInternalServerError && body == "" {

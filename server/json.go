@@ -17,8 +17,13 @@ var jsonContentType = []string{"application/json"}
 // serveJSON is POST /json: a RateLimitRequest in proto3 JSON in, the
 // RateLimitResponse out, 200 when OK and 429 when over the limit, as
 // envoyproxy/ratelimit's /json answers. A malformed or oversized body, or
-// a malformed request, is 400 with the reason.
+// a malformed request, is 400 with the reason. A web page's request is
+// 403, and one for a Host not in Config.HTTPAllowedHosts 421, both before
+// the body is read (refuseBrowser).
 func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
+	if s.refuseBrowser(w, r) { // browser.go
+		return
+	}
 	// The body is read into, and the answer written from, one buffer of a
 	// pool's: neither outlives the handler (the request's strings are
 	// cut from a copy of the body, see fastRLSRequest; protojson copies

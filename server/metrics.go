@@ -61,12 +61,20 @@ type metrics struct {
 	duration    *prometheus.HistogramVec
 	reloads     *prometheus.CounterVec
 	rules       prometheus.Gauge
-	endpoints   [numEndpoints]prometheus.Observer // duration, by endpoint
+	// connsRefused and streamsRefused count what the bounds on
+	// connections and gRPC streams turned away (conns.go).
+	connsRefused   *prometheus.CounterVec
+	streamsRefused prometheus.Counter
+	endpoints      [numEndpoints]prometheus.Observer // duration, by endpoint
 	// unruled are the series of sluice_decisions_total of descriptors
 	// that no limit applies to or that are unlimited, by domain and rule
 	// label (seriesKey), looked up once each. Their labels come from the
 	// configs served, so there are as few as the other series.
 	unruled sync.Map
+	// shared are the *ruleCounters of rules used in several domains (the
+	// limit overrides, one rule per rate whatever the domain), by domain
+	// and rule label (seriesKey).
+	shared sync.Map
 }
 
 // countUnruled counts a decision, within, of a descriptor that no limit
@@ -107,25 +115,44 @@ func (m *metrics) watchStore(store sluice.Store) {
 // (or labelUnknownDomain).
 func (m *metrics) countShed(domain string) { m.shed.WithLabelValues(domain).Inc() }
 
-// ruleCounters are one rule's series of sluice_decisions_total, looked up
-// once: a rule is matched only in its own domain.
+// ruleCounters are one rule's series of sluice_decisions_total in one
+// domain, looked up once.
 type ruleCounters struct {
+	domain                   string
 	within, over, shadowOver prometheus.Counter
 }
 
-// count counts one decision of li's rule in domain.
+// count counts one decision of li's rule in domain. A config's rule is
+// matched only in its own domain, and keeps its series; a limit
+// override's rule serves every domain, and its series in the domains
+// after the first are looked up by domain.
 func (m *metrics) count(li *limitInfo, domain, result string) {
 	rc := li.counters.Load()
 	if rc == nil {
-		name := li.label
-		rc = &ruleCounters{
-			within:     m.decisions.WithLabelValues(domain, name, resultWithin),
-			over:       m.decisions.WithLabelValues(domain, name, resultOver),
-			shadowOver: m.decisions.WithLabelValues(domain, name, resultShadowOver),
+		rc = m.ruleSeries(domain, li.label)
+		if !li.counters.CompareAndSwap(nil, rc) {
+			rc = li.counters.Load()
 		}
-		li.counters.Store(rc)
+	}
+	if rc.domain != domain {
+		k := seriesKey{domain, li.label}
+		c, ok := m.shared.Load(k)
+		if !ok {
+			c, _ = m.shared.LoadOrStore(k, m.ruleSeries(domain, li.label))
+		}
+		rc = c.(*ruleCounters)
 	}
 	rc.inc(result)
+}
+
+// ruleSeries returns the series of rule label in domain.
+func (m *metrics) ruleSeries(domain, label string) *ruleCounters {
+	return &ruleCounters{
+		domain:     domain,
+		within:     m.decisions.WithLabelValues(domain, label, resultWithin),
+		over:       m.decisions.WithLabelValues(domain, label, resultOver),
+		shadowOver: m.decisions.WithLabelValues(domain, label, resultShadowOver),
+	}
 }
 
 func (rc *ruleCounters) inc(result string) {
@@ -174,6 +201,7 @@ func (ls *labelSeries) counters(vec *prometheus.CounterVec, domain, rule, label 
 	}
 	with := func(label string) *ruleCounters {
 		return &ruleCounters{
+			domain:     domain,
 			within:     vec.WithLabelValues(domain, rule, label, resultWithin),
 			over:       vec.WithLabelValues(domain, rule, label, resultOver),
 			shadowOver: vec.WithLabelValues(domain, rule, label, resultShadowOver),
@@ -220,6 +248,16 @@ func (m *metrics) observe(e endpoint, d time.Duration) {
 	m.endpoints[e].Observe(d.Seconds())
 }
 
+// Listeners of sluice_connections_refused_total.
+const (
+	listenerGRPC = "grpc"
+	listenerHTTP = "http"
+)
+
+// refusedConn returns the func that counts a connection the listener l
+// refused.
+func (m *metrics) refusedConn(l string) func() { return m.connsRefused.WithLabelValues(l).Inc }
+
 func newMetrics() *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
@@ -264,13 +302,24 @@ func newMetrics() *metrics {
 			Name: "sluice_config_rules",
 			Help: "Rules in the config being served.",
 		}),
+		connsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_connections_refused_total",
+			Help: "Connections closed as soon as accepted, past the bound on connections open at once, by listener (grpc, http).",
+		}, []string{"listener"}),
+		streamsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_grpc_streams_refused_total",
+			Help: "gRPC calls refused with UNAVAILABLE, past the bound on calls in flight across all connections.",
+		}),
 	}
-	m.reg.MustRegister(m.decisions, m.values, m.storeErrors, m.shed, m.lost, m.duration, m.reloads, m.rules,
+	m.reg.MustRegister(m.decisions, m.values, m.storeErrors, m.shed, m.lost, m.duration, m.reloads, m.rules, m.connsRefused, m.streamsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Both results exist from the start, so that a rate() over them is
 	// defined before the first reload.
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
+	for _, l := range []string{listenerGRPC, listenerHTTP} {
+		m.connsRefused.WithLabelValues(l)
+	}
 	for e, name := range endpointNames {
 		m.endpoints[e] = m.duration.WithLabelValues(name)
 	}

@@ -291,11 +291,55 @@ func TestNginxHostileClient(t *testing.T) {
 	}
 }
 
+// spellingRules limit /login, matched without regard to case, and each
+// bearer token; forward auth keys both as nginx passes them.
+const spellingRules = `domain: nginx
+descriptors:
+  - key: path
+    value: /login
+    rate_limit: {name: login, unit: minute, requests_per_unit: 3}
+  - key: token
+    secret: true
+    rate_limit: {name: per_token, unit: minute, requests_per_unit: 3}
+forward_auth:
+  proxy: nginx
+  deny_status: 403
+  descriptors:
+    - entries: [{key: path, from: path, path_match: case_insensitive}]
+    - entries: [{key: token, from: "header:Authorization"}]
+`
+
+// Through a real nginx, the spellings of one path and of one token that
+// the application behind takes as the same are one limit: after /login is
+// spent, /LOGIN, /login., /login%2e, /login\ and /login%5C are denied, as
+// are the token's spellings once it is spent.
+func TestNginxSpellings(t *testing.T) {
+	e := start(t, Config{Paths: []string{writeFile(t, t.TempDir(), "nginx.yaml", spellingRules)}})
+	addr, _ := runNginx(t, e)
+	for i, target := range []string{"/login", "/Login", "/login", "/LOGIN", "/login.", "/login%2e", "/login%2E.", `/login\`, "/login%5C", "/login%5c/", "/LoGiN%2E"} {
+		resp, _ := nginxGet(t, addr, target)
+		if want := i < 3; (resp.StatusCode == 200) != want {
+			t.Errorf("GET %s (login %d): %d, want allowed %v", target, i+1, resp.StatusCode, want)
+		}
+	}
+	for i, auth := range []string{"Bearer T0K", "bearer T0K", "BEARER  T0K", "Bearer T0K ", "bEaReR    T0K"} {
+		resp, _ := nginxGet(t, addr, "/items", "Authorization", auth)
+		if want := i < 3; (resp.StatusCode == 200) != want {
+			t.Errorf("Authorization %q (request %d): %d, want allowed %v", auth, i+1, resp.StatusCode, want)
+		}
+	}
+	// Another token, and the same one in another case, are other
+	// credentials.
+	if resp, _ := nginxGet(t, addr, "/items", "Authorization", "Bearer t0k"); resp.StatusCode != 200 {
+		t.Errorf("Authorization \"Bearer t0k\": %d, want 200 (a token's case counts)", resp.StatusCode)
+	}
+}
+
 // waitListening waits for addr to accept connections: nginx starts on its
 // own time, which no fake clock drives.
 func waitListening(t *testing.T, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
@@ -303,7 +347,7 @@ func waitListening(t *testing.T, addr string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("nginx does not listen on %s after 10s: %v", addr, err)
+			t.Fatalf("nginx does not listen on %s after 60s: %v", addr, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

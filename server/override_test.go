@@ -227,3 +227,34 @@ func TestOverrideFlood(t *testing.T) {
 		}
 	}
 }
+
+// One override rate used in two domains is one rule, counted in the
+// metrics under each request's own domain, over gRPC and POST /json.
+func TestOverrideMetricsPerDomain(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "a.yaml", "domain: a\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 100}\n")
+	writeFile(t, dir, "b.yaml", "domain: b\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 100}\n")
+	e := start(t, Config{Paths: []string{dir}})
+	if _, err := e.rls.ShouldRateLimit(t.Context(), withLimit(rlReq("a", 0, "user=ann"), 0, 10, typepb.RateLimitUnit_MINUTE, 0)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := e.rls.ShouldRateLimit(t.Context(), withLimit(rlReq("b", 0, "user=bo"), 0, 10, typepb.RateLimitUnit_MINUTE, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, body := postJSON(t, e, `{"domain":"b","descriptors":[{"entries":[{"key":"user","value":"bo"}],"limit":{"requests_per_unit":10,"unit":"MINUTE"}}]}`); code != 200 {
+		t.Fatalf("POST /json: %d %s", code, body)
+	}
+	if n := e.srv.overrides.len(); n != 1 {
+		t.Errorf("%d override rules, want the one both domains share", n)
+	}
+	for _, want := range []struct {
+		domain string
+		n      float64
+	}{{"a", 1}, {"b", 3}} {
+		if got := counter(t, e.srv, "sluice_decisions_total", "domain", want.domain, "rule", labelOverride, "result", resultWithin); got != want.n {
+			t.Errorf("sluice_decisions_total{domain=%q,rule=%q} = %v, want %v", want.domain, labelOverride, got, want.n)
+		}
+	}
+}

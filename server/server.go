@@ -13,6 +13,7 @@ import (
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
@@ -66,6 +67,10 @@ type Server struct {
 	// headerKeys are the canonical names of the rate-limit headers
 	// (headers.go).
 	headerKeys map[string]string
+	// gate bounds the gRPC calls in flight (conns.go).
+	gate *streamGate
+	// jsonHosts are Config.HTTPAllowedHosts, nil for any host.
+	jsonHosts map[string]bool
 }
 
 // New returns a Server for cfg, with its config loaded: a config that does
@@ -99,6 +104,17 @@ func New(cfg Config) (*Server, error) {
 		headerKeys: headerKeys(cfg.HeaderNames),
 	}
 	s.m.watchStore(cfg.Store)
+	s.gate = &streamGate{max: int64(cfg.GRPCMaxStreams), recv: cfg.GRPCRecvTimeout, refused: s.m.streamsRefused.Inc}
+	s.m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sluice_grpc_calls_in_flight",
+		Help: "gRPC calls in flight across all connections, against -grpc-max-streams.",
+	}, func() float64 { return float64(s.gate.open.Load()) }))
+	if mc := newMemoryCollector(cfg.Store, cfg.Fallback); mc != nil {
+		s.m.reg.MustRegister(mc)
+	}
+	if cfg.HTTPAllowedHosts != nil {
+		s.jsonHosts = hostSet(cfg.HTTPAllowedHosts)
+	}
 	if cfg.GRPCTLS != nil {
 		if s.grpcTLS, err = newTLSFiles(*cfg.GRPCTLS, []string{"h2"}, cfg.Logger); err != nil {
 			return nil, fmt.Errorf("server: gRPC: %w", err)
@@ -137,8 +153,14 @@ func New(cfg Config) (*Server, error) {
 // checkRules asks the Limiter whether it can decide every rule of c: a
 // rule the store would refuse at every request (a limit outside the Redis
 // store's exact range) is a config error, found when the config loads
-// rather than as an error on every request.
+// rather than as an error on every request. Under Config.QuotaMode a
+// domain with forward_auth is one too (config.Config.CheckQuotaMode).
 func (s *Server) checkRules(c *config.Config) error {
+	if s.cfg.QuotaMode {
+		if err := c.CheckQuotaMode(); err != nil {
+			return err
+		}
+	}
 	return c.CheckRules(s.limiter.CheckRule)
 }
 
@@ -199,14 +221,19 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		// without calls in flight; one that pings more often is sent
 		// GOAWAY. Envoy sends no pings unless configured to.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: s.cfg.MaxConnectionAge, MaxConnectionAgeGrace: s.cfg.MaxConnectionAgeGrace}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: max(s.cfg.MaxConnectionIdle, 0),
+			MaxConnectionAge: s.cfg.MaxConnectionAge, MaxConnectionAgeGrace: s.cfg.MaxConnectionAgeGrace}),
 		// Calls run on goroutines that live on, not on one new goroutine
 		// each: a new goroutine's stack grows by copying, several times,
 		// in every call (gRPC's receive path and the Redis client run
 		// deep), which was 12-17% of the CPU under load. A call that finds
 		// every worker busy still gets a goroutine of its own.
 		grpc.NumStreamWorkers(grpcStreamWorkers),
+		grpc.InTapHandle(s.gate.tap),
+		grpc.UnaryInterceptor(s.gate.unaryArrived),
 	}
+	httpLn = newLimitListener(httpLn, s.cfg.HTTPMaxConnections, s.m.refusedConn(listenerHTTP))
+	grpcLn = newLimitListener(grpcLn, s.cfg.GRPCMaxConnections, s.m.refusedConn(listenerGRPC))
 	if s.grpcTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.grpcTLS.config())))
 	}
@@ -217,6 +244,7 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 	rlspb.RegisterRateLimitServiceServer(gs, rls{s: s}) // rls.go
 	healthpb.RegisterHealthServer(gs, s.health)
 	reflection.Register(gs)
+	s.gate.learn(gs)
 
 	// Ready before either server answers its first request: a caller
 	// told the listeners are up (sluice serve's banner) may probe at once,
@@ -241,6 +269,9 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 	}()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	// The gate's sweeper runs until the shutdown is over: calls held
+	// without their message end by it, not by the shutdown's timeout.
+	wg.Go(func() { s.gate.run(watchCtx) })
 	if len(s.cfg.Paths) > 0 && s.cfg.ReloadInterval > 0 {
 		wg.Go(func() { s.watch(watchCtx) })
 	}

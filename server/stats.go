@@ -355,7 +355,15 @@ type storeReport struct {
 	Breaker string       `json:"breaker,omitempty"` // Redis: closed, open, half-open
 	Keys    *int         `json:"keys,omitempty"`    // memory: keys held
 	Bytes   *int64       `json:"bytes,omitempty"`   // memory: what they hold
+	Memory  *memoryRoom  `json:"memory,omitempty"`  // memory: evictions and refusals
 	Redis   *redis.Stats `json:"redis,omitempty"`
+}
+
+// memoryRoom is what the memory store did to make room, since it started.
+type memoryRoom struct {
+	EvictedIdle uint64 `json:"evicted_idle"`
+	EvictedLive uint64 `json:"evicted_live"`
+	Refused     uint64 `json:"refused"`
 }
 
 const statsNote = "This process only: with several replicas, each shows its own decisions."
@@ -423,12 +431,10 @@ func (r *statsRing) report(s *Server, opts AdminOptions) *statsReport {
 		if rs.Breaker == "open" {
 			out.Store.Health = "down"
 		}
-	case interface {
-		Len() int
-		Bytes() int64
-	}:
-		n, b := st.Len(), st.Bytes()
-		out.Store.Keys, out.Store.Bytes = &n, &b
+	case memoryStats:
+		ms := st.Stats()
+		out.Store.Keys, out.Store.Bytes = &ms.Keys, &ms.Bytes
+		out.Store.Memory = &memoryRoom{EvictedIdle: ms.EvictedIdle, EvictedLive: ms.EvictedLive, Refused: ms.Refused}
 	}
 	return out
 }

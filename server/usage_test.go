@@ -10,6 +10,7 @@ import (
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluicehq/sluice"
@@ -86,16 +87,17 @@ func TestUsageBudget(t *testing.T) {
 		for _, tr := range transports {
 			t.Run(string(algo)+"/"+tr.name, func(t *testing.T) {
 				e := start(t, Config{Paths: []string{writeFile(t, t.TempDir(), "llm.yaml", usageYAML(string(algo)))}})
-				checkUsageBudget(t, e, tr.ask)
+				checkUsageBudget(t, e, tr.ask, "k1")
 			})
 		}
 	}
 }
 
-// checkUsageBudget runs the sequence of TestUsageBudget on e.
-func checkUsageBudget(t *testing.T, e *env, ask func(*testing.T, *env, *rlspb.RateLimitRequest) *rlspb.RateLimitResponse) {
+// checkUsageBudget runs the sequence of TestUsageBudget on e, for API
+// key key.
+func checkUsageBudget(t *testing.T, e *env, ask func(*testing.T, *env, *rlspb.RateLimitRequest) *rlspb.RateLimitResponse, key string) {
 	t.Helper()
-	check, charge := checkThenCharge("k1", 150)
+	check, charge := checkThenCharge(key, 150)
 	for round := 1; round <= 20; round++ {
 		wantCheck := "OVER_LIMIT [OVER_LIMIT]"
 		if round == 1 {
@@ -125,9 +127,8 @@ func TestUsageBudgetRedis(t *testing.T) {
 		for _, tr := range transports {
 			t.Run(string(algo)+"/"+tr.name, func(t *testing.T) {
 				e := start(t, Config{Store: st, Paths: []string{writeFile(t, t.TempDir(), "llm.yaml", usageYAML(string(algo)))}})
-				// Each run its own rule name: one redis-server holds them all.
-				e.clock.Advance(time.Duration(len(t.Name())) * 24 * time.Hour)
-				checkUsageBudget(t, e, tr.ask)
+				// Each run its own API key: one redis-server holds them all.
+				checkUsageBudget(t, e, tr.ask, t.Name())
 			})
 		}
 	}
@@ -193,14 +194,16 @@ func TestEnvoyCounting(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			e := start(t, Config{Paths: []string{writeFile(t, t.TempDir(), "llm.yaml", envoyYAML)}, ChargePerDescriptor: true})
-			checkEnvoyCounting(t, e, tr.ask, want)
+			checkEnvoyCounting(t, e, tr.ask, want, "1")
 		})
 	}
 }
 
-func checkEnvoyCounting(t *testing.T, e *env, ask func(*testing.T, *env, *rlspb.RateLimitRequest) *rlspb.RateLimitResponse, want []string) {
+// checkEnvoyCounting sends the rounds of TestEnvoyCounting, for API key
+// "k"+id and user "u"+id, and checks the answers against want.
+func checkEnvoyCounting(t *testing.T, e *env, ask func(*testing.T, *env, *rlspb.RateLimitRequest) *rlspb.RateLimitResponse, want []string, id string) {
 	t.Helper()
-	check, charge := envoyPair("k1", "u1", 150)
+	check, charge := envoyPair("k"+id, "u"+id, 150)
 	for i := 0; i < len(want); i += 2 {
 		if got := codeLine(ask(t, e, check)); got != want[i] {
 			t.Fatalf("round %d: check: %s, want %s", i/2+1, got, want[i])
@@ -215,11 +218,10 @@ func checkEnvoyCounting(t *testing.T, e *env, ask func(*testing.T, *env, *rlspb.
 func TestEnvoyCountingRedis(t *testing.T) {
 	st := newRedisStore(t)
 	want := envoyAnswers(20, 150)
-	for i, tr := range transports {
+	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			e := start(t, Config{Store: st, Paths: []string{writeFile(t, t.TempDir(), "llm.yaml", envoyYAML)}, ChargePerDescriptor: true})
-			e.clock.Advance(time.Duration(i) * 24 * time.Hour) // a window of its own
-			checkEnvoyCounting(t, e, tr.ask, want)
+			checkEnvoyCounting(t, e, tr.ask, want, tr.name) // keys of its own
 		})
 	}
 }
@@ -346,5 +348,68 @@ descriptors:
 	}
 	if n := counter(t, e.srv, "sluice_store_errors_total"); n != 3 {
 		t.Errorf("store errors: %v, want 3", n)
+	}
+}
+
+// The admin's policy view shows how each limit is charged, as the server
+// decides it: the config's charge, or count for every gate under
+// ChargePerDescriptor.
+func TestPolicyCharge(t *testing.T) {
+	path := writeFile(t, t.TempDir(), "mix.yaml", `domain: mix
+descriptors:
+  - key: api_key
+    rate_limits:
+      - {name: tokens, unit: hour, requests_per_unit: 100, charge: usage}
+      - {name: requests, unit: minute, requests_per_unit: 2}
+`)
+	for _, tt := range []struct {
+		each bool
+		want map[string]string
+	}{
+		{false, map[string]string{"tokens": "usage", "requests": "gate"}},
+		{true, map[string]string{"tokens": "usage", "requests": "count"}},
+	} {
+		s, _ := newServer(t, Config{Paths: []string{path}, ReloadInterval: -1, ChargePerDescriptor: tt.each})
+		var p policyReport
+		if code, _, body := adminDo(t, s.AdminHandler(AdminOptions{}), "GET", "/v1/policy", "", &p); code != http.StatusOK {
+			t.Fatalf("GET /v1/policy: %d %s", code, body)
+		}
+		got := map[string]string{}
+		for _, l := range p.Domains[0].Limits {
+			got[l.Name] = l.Charge
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("ChargePerDescriptor %v: charges %v, want %v", tt.each, got, tt.want)
+		}
+	}
+}
+
+// A request's limit override counts as the config's limits do: under
+// ChargePerDescriptor every hit, so that a check of cost 0 is over once
+// the override's count is past it.
+func TestEnvoyCountingOverride(t *testing.T) {
+	for _, each := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ChargePerDescriptor=%v", each), func(t *testing.T) {
+			e := start(t, Config{ChargePerDescriptor: each})
+			ask := func(hits uint64) string {
+				t.Helper()
+				req := withHits(withLimit(rlReq("test", 0, "user=ola"), 0, 100, typepb.RateLimitUnit_HOUR, 0), 0, hits)
+				resp, err := e.rls.ShouldRateLimit(t.Context(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return codeLine(resp)
+			}
+			if got := ask(150); got != "OVER_LIMIT [OVER_LIMIT]" {
+				t.Errorf("150 of an override of 100: %s, want OVER_LIMIT", got)
+			}
+			want := "OK [OK]" // all or nothing: the 150 was not recorded
+			if each {
+				want = "OVER_LIMIT [OVER_LIMIT]"
+			}
+			if got := ask(0); got != want {
+				t.Errorf("then a check: %s, want %s", got, want)
+			}
+		})
 	}
 }

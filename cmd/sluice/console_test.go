@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -28,6 +27,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/sluicehq/sluice/internal/testbrowser"
 )
 
 // wait bounds each wait for the page.
@@ -68,16 +69,7 @@ type page struct {
 	expected []string // substrings of errors a step expects (a 400 it provokes)
 }
 
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("chromium not found: ./scripts/test installs it (apt-get install chromium)")
-	return ""
-}
+func chromium(t *testing.T) string { return testbrowser.Chromium(t) }
 
 func newPage(t *testing.T, origin string) *page {
 	t.Helper()

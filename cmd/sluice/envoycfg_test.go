@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // splitDomain writes domain shop in two files of one directory.
@@ -91,5 +94,33 @@ func TestChargeAndOverrideFlags(t *testing.T) {
 		if code, body := post(s, override); code != tt.ovCode {
 			t.Errorf("%v: an override: %d %s, want %d", tt.flags, code, body, tt.ovCode)
 		}
+	}
+}
+
+// Quota mode for every descriptor, by flag or by envoyproxy/ratelimit's
+// QUOTA_MODE, refuses to start on a domain served by forward auth (the
+// built-in policy's), naming it and where its section is written.
+func TestQuotaModeRefusesForwardAuth(t *testing.T) {
+	// A serve that starts is a failure, ended after a minute.
+	runArgs := func(t *testing.T, args ...string) (int, string, string) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		var out, errb bytes.Buffer
+		return run(ctx, args, &out, &errb), out.String(), errb.String()
+	}
+	code, _, stderr := runArgs(t, "serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-admin", "", "-quota-mode")
+	if code != exitFail || !strings.Contains(stderr, `forward_auth: domain "sluice" is served by forward auth`) {
+		t.Errorf("serve -quota-mode with the built-in policy: exit %d, stderr %q; want 1 and domain sluice refused", code, stderr)
+	}
+	path := filepath.Join(t.TempDir(), "web.yaml")
+	web := "domain: web\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 5}\n" +
+		"forward_auth:\n  proxy: traefik\n  descriptors:\n    - entries:\n        - {key: remote_address, from: client_ip}\n"
+	if err := os.WriteFile(path, []byte(web), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	withEnv(t, "QUOTA_MODE", "true", "USE_STATSD", "false")
+	code, _, stderr = runArgs(t, "serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-admin", "", "-redis", "", "-config", path)
+	if code != exitFail || !strings.Contains(stderr, path+`:6: forward_auth: domain "web"`) {
+		t.Errorf("serve with QUOTA_MODE=true and a forward_auth domain: exit %d, stderr %q; want 1 and domain web refused at %s:6", code, stderr, path)
 	}
 }

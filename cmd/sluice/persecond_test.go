@@ -67,7 +67,7 @@ func TestEnvoyRunPerSecond(t *testing.T) {
 			{Entries: []*ratelimitpb.RateLimitDescriptor_Entry{{Key: "user", Value: user}}},
 			{Entries: []*ratelimitpb.RateLimitDescriptor_Entry{{Key: "tenant", Value: tenant}}},
 		}}
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
 		resp, err := rls.ShouldRateLimit(ctx, req)
 		if err != nil {

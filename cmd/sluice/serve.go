@@ -142,7 +142,10 @@ Responses:
                        deny
   -quota-mode          quota mode for every descriptor, as
                        envoyproxy/ratelimit's QUOTA_MODE: a request is
-                       denied only when all its descriptors are over
+                       denied only when all its descriptors are over.
+                       Refused with a domain served by forward auth (the
+                       built-in policy's), whose clients choose their
+                       descriptors
   -dynamic-metadata    return the descriptors and their config metadata
                        in each RLS response's dynamic_metadata, as
                        envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA
@@ -174,6 +177,14 @@ Behaviour:
                        the proxies whose headers forward auth believes
                        (only those its config's proxy: sets); "" trusts
                        none (default 127.0.0.0/8,::1)
+  -http-allowed-hosts NAME,...
+                       the host names POST /json answers to besides IP
+                       addresses and localhost; any other Host gets 421, so
+                       that a web page whose name is pointed at this
+                       address (DNS rebinding) can neither spend quotas
+                       nor read answers (default: any host). POST /json
+                       refuses a web page's request (one with Origin or a
+                       cross-site Sec-Fetch-Site) with 403 in any case
   -read-timeout DURATION
                        the longest an HTTP request's header and body may
                        take to arrive (default 5s)
@@ -184,9 +195,26 @@ Behaviour:
                        close gRPC connections this old, after a grace for
                        their calls, so clients spread over new replicas
                        (default 0: never)
+  -grpc-recv-timeout DURATION
+                       the longest a unary gRPC call's request message may
+                       take to arrive after its headers; past it the call
+                       ends with DEADLINE_EXCEEDED (default 5s). Streaming
+                       calls (health Watch) are not bounded by it
+  -grpc-max-streams N  gRPC calls in flight across all connections, each
+                       holding about 10 KiB; more are refused with
+                       UNAVAILABLE (default 4096)
+  -grpc-max-connections N, -http-max-connections N
+                       connections open at once on each port; more are
+                       closed as soon as accepted (default 1000)
+  -grpc-max-connection-idle DURATION
+                       close a gRPC connection with no call in flight for
+                       this long (default 5m; 0: never)
   -max-memory BYTES    the memory store's bound on what its keys hold, in
-                       bytes, KiB, MiB or GiB (default 256MiB); the least
-                       recently used keys go first past it
+                       bytes, KiB, MiB or GiB (default 256MiB); idle keys
+                       go first past it, then the least recently used that
+                       still allow; a key that denies is never evicted, and
+                       a new key that finds no room is decided by its
+                       rule's failure mode (local as open)
   -gc-floor BYTES      let Go's heap grow to this size before it is
                        collected (default 64MiB): the service allocates
                        much that dies at once and keeps little, and Go
@@ -212,6 +240,7 @@ API keys are keyed by their digest: no key reaches the store.
 type serveFlags struct {
 	configs     listFlag
 	trusted     prefixFlag
+	jsonHosts   hostsFlag
 	httpAddr    string
 	grpcAddr    string
 	grpcUDS     string
@@ -235,6 +264,7 @@ type serveFlags struct {
 	maxAge      time.Duration
 	maxAgeGrace time.Duration
 	maxMem      bytesFlag
+	conns       connFlags
 	gcFloor     gcFloorFlag
 	startEmpty  bool
 	healthCfg   bool
@@ -302,10 +332,12 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	fs.DurationVar(&o.drain, "drain", 0, "")
 	fs.DurationVar(&o.poll, "poll", server.DefaultReloadInterval, "")
 	fs.Var(&o.trusted, "trusted-proxies", "")
+	fs.Var(&o.jsonHosts, "http-allowed-hosts", "")
 	fs.DurationVar(&o.readTO, "read-timeout", server.DefaultReadTimeout, "")
 	fs.DurationVar(&o.idleTO, "idle-timeout", server.DefaultIdleTimeout, "")
 	fs.DurationVar(&o.maxAge, "grpc-max-connection-age", 0, "")
 	fs.DurationVar(&o.maxAgeGrace, "grpc-max-connection-age-grace", 0, "")
+	o.conns.register(fs)
 	fs.Var(&o.maxMem, "max-memory", "")
 	fs.Var(&o.gcFloor, "gc-floor", "")
 	fs.BoolVar(&o.startEmpty, "start-without-config", false, "")
@@ -410,6 +442,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case o.metricsPath == "" || o.metricsPath[0] != '/':
 		return usageErr("-metrics-path %q: want a path such as /metrics", o.metricsPath)
 	}
+	if err := o.conns.check(); err != nil {
+		return usageErr("%v", err)
+	}
 	if _, err := o.redis.kind(); err != nil {
 		return usageErr("%v", err)
 	}
@@ -476,6 +511,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		ChargePerDescriptor:   o.perDesc,
 		RefuseLimitOverrides:  o.refuseOv,
 		HTTPAddr:              o.httpAddr,
+		HTTPAllowedHosts:      o.jsonHosts.list(),
 		GRPCAddr:              o.grpcAddr,
 		ReloadInterval:        poll,
 		DrainDelay:            o.drain,
@@ -491,6 +527,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		HealthRequiresConfig:  o.healthCfg,
 		Logger:                log,
 	}
+	o.conns.apply(&cfg)
 	if o.trusted.set {
 		cfg.TrustedProxies = o.trusted.prefixes
 	}
@@ -717,6 +754,40 @@ func (f *bytesFlag) Set(s string) error {
 }
 
 // prefixFlag is a comma-separated list of CIDR prefixes or addresses.
+// hostsFlag is a comma-separated list of host names; set even when the
+// list is empty, so that -http-allowed-hosts "" answers IP addresses and
+// localhost only.
+type hostsFlag struct {
+	names []string
+	set   bool
+}
+
+func (f *hostsFlag) String() string { return strings.Join(f.names, ",") }
+
+func (f *hostsFlag) Set(s string) error {
+	f.names, f.set = []string{}, true
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if strings.ContainsAny(part, ":/[] ") {
+			return fmt.Errorf("%q: want a host name, without a port (IP addresses and localhost are always answered)", part)
+		}
+		f.names = append(f.names, part)
+	}
+	return nil
+}
+
+// list is the names for server.Config.HTTPAllowedHosts: nil, any host,
+// when the flag is not given.
+func (f *hostsFlag) list() []string {
+	if !f.set {
+		return nil
+	}
+	return f.names
+}
+
 type prefixFlag struct {
 	prefixes []netip.Prefix
 	set      bool

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -273,6 +272,16 @@ func TestServeErrors(t *testing.T) {
 		{[]string{"-redis", "redis://a:1", "-redis-persecond", "redis://b:1", "-redis-persecond-tls-ca", "ca.pem"}, exitUsage, "-redis-persecond-tls-*: set -redis-persecond-tls too"},
 		{[]string{"-redis-persecond-pool-size", "-2"}, exitUsage, "-redis-persecond-pool-size -2 must not be negative"},
 		{[]string{"-metrics", busy.Addr().String()}, exitFail, "-metrics:"},
+		{[]string{"-grpc-recv-timeout", "0s"}, exitUsage, "-grpc-recv-timeout 0s must be positive and at most 1h0m0s"},
+		{[]string{"-grpc-recv-timeout", "-1s"}, exitUsage, "-grpc-recv-timeout -1s must be positive"},
+		{[]string{"-grpc-recv-timeout", "2h"}, exitUsage, "-grpc-recv-timeout 2h0m0s must be positive and at most 1h0m0s"},
+		{[]string{"-grpc-max-streams", "0"}, exitUsage, "-grpc-max-streams 0 must be between 1 and 1048576"},
+		{[]string{"-grpc-max-streams", "-5"}, exitUsage, "-grpc-max-streams -5 must be between 1 and 1048576"},
+		{[]string{"-grpc-max-streams", "99999999"}, exitUsage, "-grpc-max-streams 99999999 must be between 1 and 1048576"},
+		{[]string{"-grpc-max-connections", "0"}, exitUsage, "-grpc-max-connections 0 must be between 1 and 1048576"},
+		{[]string{"-http-max-connections", "2000000"}, exitUsage, "-http-max-connections 2000000 must be between 1 and 1048576"},
+		{[]string{"-grpc-max-connection-idle", "-1m"}, exitUsage, "-grpc-max-connection-idle -1m0s must not be negative"},
+		{[]string{"-grpc-max-streams", "many"}, exitUsage, `invalid value "many" for flag -grpc-max-streams`},
 	}
 	for _, tt := range tests {
 		name := strings.Join(tt.args, " ")
@@ -353,36 +362,8 @@ descriptors:
 `)
 	var addrs []string
 	for range 2 {
-		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run", "^$")
-		cmd.Env = append(os.Environ(), serveArgsEnv+"="+strings.Join([]string{
-			"serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-admin", "", "-config", cfg, "-redis", "redis://127.0.0.1:" + port + "/0",
-		}, "\n"))
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cmd.Process.Signal(syscall.SIGTERM)
-			cmd.Wait()
-		})
-		// A process that prints no banner within 30s is killed, which
-		// ends the wait for it.
-		late := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "http" {
-				addrs = append(addrs, f[1])
-				break
-			}
-		}
-		late.Stop()
-		go io.Copy(io.Discard, out)
-	}
-	if len(addrs) != 2 {
-		t.Fatalf("got the HTTP addresses %v of two processes within 30s each, want 2", addrs)
+		_, banner := serveProcess(t, "-config", cfg, "-redis", "redis://127.0.0.1:"+port+"/0")
+		addrs = append(addrs, banner["http"])
 	}
 	user := fmt.Sprintf("u%d", time.Now().UnixNano())
 	body := fmt.Sprintf(`{"domain":"shop","descriptors":[{"entries":[{"key":"user","value":%q}]}]}`, user)
@@ -425,5 +406,30 @@ func TestServeGRPCUDS(t *testing.T) {
 	})
 	if err != nil || r.GetStatuses()[0].GetLimitRemaining() != 1 {
 		t.Errorf("over the unix socket: %v, %v", r, err)
+	}
+}
+
+// -http-allowed-hosts holds POST /json to the names given (and IP
+// addresses): another Host is 421; a name with a port is a usage error.
+func TestServeHTTPAllowedHosts(t *testing.T) {
+	if code, _, stderr := runArgs(t, "serve", "-http-allowed-hosts", "ratelimit.internal:8080"); code != exitUsage || !strings.Contains(stderr, "without a port") {
+		t.Errorf("-http-allowed-hosts with a port: exit %d, stderr %q; want a usage error", code, stderr)
+	}
+	s := startServe(t, "-http-allowed-hosts", "ratelimit.internal, rl.svc")
+	post := func(host string) int {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+s.addr("http")+"/json",
+			strings.NewReader(`{"domain":"sluice","descriptors":[{"entries":[{"key":"remote_address","value":"203.0.113.9"}]}]}`))
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for host, want := range map[string]int{"rebound.example": 421, "rl.svc:8080": 200, "ratelimit.internal": 200, s.addr("http"): 200} {
+		if got := post(host); got != want {
+			t.Errorf("Host %q: %d, want %d", host, got, want)
+		}
 	}
 }

@@ -103,7 +103,7 @@ func TestServeMTLSFromEnv(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
 		_, err = rlspb.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &rlspb.RateLimitRequest{
 			Domain:      "shop",
@@ -153,7 +153,7 @@ func startTLSRedis(t *testing.T, serverName string) tlsRedis {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	waitFor(t, 10*time.Second, "redis-server listening on its TLS port", func() bool {
+	waitFor(t, 60*time.Second, "redis-server listening on its TLS port", func() bool {
 		c, err := net.Dial("tcp", r.addr)
 		if err == nil {
 			c.Close()

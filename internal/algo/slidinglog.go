@@ -150,6 +150,24 @@ func (l *Log) Idle(s *LogState, now int64) bool {
 	return !ok || since(now, e.At) >= uint64(l.period)
 }
 
+// Denies reports whether a request of one unit at now would be denied,
+// changing nothing: the units still in the window leave none. It reads
+// the entries that have left the window without dropping them, so that a
+// later request stamped before now still finds them.
+func (l *Log) Denies(s *LogState, now int64) bool {
+	if s.Used && now < s.Last {
+		now = s.Last
+	}
+	live := s.Count
+	for e := range s.Ring.All() {
+		if since(now, e.At) < uint64(l.period) {
+			break
+		}
+		live -= e.N
+	}
+	return live >= l.rate
+}
+
 // since is now-at, or 0 if now is not after at. It is computed in uint64
 // because the difference of two int64 times can overflow an int64.
 func since(now, at int64) uint64 {

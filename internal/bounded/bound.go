@@ -27,7 +27,9 @@ var ErrTooLarge = fmt.Errorf("memory: too large for the byte bound: %w", sluice.
 // structure is back within (Over tells it when). It is over its byte
 // bound only for that while, and only by keys added in that while to
 // shards with nothing to evict, which a structure of many keys a shard
-// does not have.
+// does not have. (The memory store never evicts a key that would deny:
+// while the other shards hold only such keys, it stays over by those
+// keys, at most one a shard, until they can go.)
 //
 // A multi-check that adds keys to shards whose keys it has pinned takes
 // the store past either bound alike, and relieves it on its way out.

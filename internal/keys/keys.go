@@ -40,20 +40,69 @@ func Digest(s string) string {
 // Secret returns the key of an API key: the Digest of value, trimmed, so
 // that secrets never reach a store, its logs or its metrics. When bearer
 // is set (value is an Authorization field's), the token of
-// "Bearer TOKEN" is the secret, the scheme matched without regard to case;
-// other schemes are keyed by the whole value. ok is false when there is
-// no secret: an empty value, or "Bearer" with nothing after it.
+// "Bearer TOKEN" is the secret, the scheme matched without regard to case
+// and the spaces around the token dropped; other schemes are keyed by the
+// whole value. ok is false when there is no secret: an empty value, or
+// "Bearer" with nothing after it.
 func Secret(value string, bearer bool) (key string, ok bool) {
 	v := strings.TrimSpace(value)
 	if bearer {
-		if scheme, tok, _ := strings.Cut(v, " "); strings.EqualFold(scheme, "Bearer") {
-			v = strings.TrimSpace(tok)
+		if scheme, creds := authParts(v); strings.EqualFold(scheme, "Bearer") {
+			v = creds
 		}
 	}
 	if v == "" {
 		return "", false
 	}
 	return Digest(v), true
+}
+
+// Authorization returns an Authorization (or Proxy-Authorization) field's
+// value in one spelling for the ways a client may write the same
+// credentials: the scheme, whose case does not count (RFC 9110 §11.1),
+// with its first letter in upper case and the others in lower ("Bearer",
+// "Basic"), then one space and the credentials, each run of spaces in
+// them one space. "bEARER   T0K " is "Bearer T0K"; the credentials' own
+// case is kept, as it counts.
+func Authorization(value string) string {
+	scheme, creds := authParts(value)
+	var b strings.Builder
+	b.Grow(len(scheme) + 1 + len(creds))
+	for i := 0; i < len(scheme); i++ {
+		c := scheme[i]
+		switch {
+		case i == 0 && 'a' <= c && c <= 'z':
+			c -= 'a' - 'A'
+		case i > 0 && 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		b.WriteByte(c)
+	}
+	if creds == "" {
+		return b.String()
+	}
+	b.WriteByte(' ')
+	space := false
+	for i := 0; i < len(creds); i++ {
+		if creds[i] == ' ' {
+			space = true
+			continue
+		}
+		if space {
+			b.WriteByte(' ')
+			space = false
+		}
+		b.WriteByte(creds[i])
+	}
+	return b.String()
+}
+
+// authParts splits an Authorization value, trimmed, into its scheme and
+// its credentials, trimmed, at the first space (RFC 9110's separator: a
+// tab is part of the scheme).
+func authParts(value string) (scheme, credentials string) {
+	scheme, creds, _ := strings.Cut(strings.TrimSpace(value), " ")
+	return scheme, strings.TrimSpace(creds)
 }
 
 // Joiner makes the key of a tuple, "per user and route": the parts are

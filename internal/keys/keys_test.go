@@ -193,3 +193,27 @@ func TestClip(t *testing.T) {
 		t.Errorf("Clip of 65 bytes = %q", got)
 	}
 }
+
+func TestAuthorization(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"Bearer T0K", "Bearer T0K"},
+		{"bearer T0K", "Bearer T0K"},
+		{"BEARER T0K", "Bearer T0K"},
+		{"Bearer  T0K", "Bearer T0K"},
+		{"  bEaReR   T0K  ", "Bearer T0K"},
+		{"Bearer t0k", "Bearer t0k"}, // the token's case counts
+		{"basic czNjcmV0", "Basic czNjcmV0"},
+		{`Digest username="a",   realm="b"`, `Digest username="a", realm="b"`},
+		{"Bearer", "Bearer"},
+		{"", ""},
+		{"Bearer\tT0K", "Bearer\tt0k"}, // a tab is no separator: all scheme
+		{"ÉCU x", "Écu x"},             // only ASCII letters change case
+	} {
+		if got := Authorization(tt.in); got != tt.want {
+			t.Errorf("Authorization(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if got := Authorization(Authorization(tt.in)); got != Authorization(tt.in) {
+			t.Errorf("Authorization(Authorization(%q)) = %q, want it unchanged", tt.in, got)
+		}
+	}
+}

@@ -45,7 +45,7 @@ func start(t testing.TB, extra ...string) (addr string) {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
@@ -53,7 +53,7 @@ func start(t testing.TB, extra ...string) (addr string) {
 			return addr
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("redis-server does not listen on %s after 10s: %v", addr, err)
+			t.Fatalf("redis-server does not listen on %s after 60s: %v", addr, err)
 		}
 		time.Sleep(20 * time.Millisecond) // redis starts on its own time
 	}
@@ -81,8 +81,8 @@ func StartCluster(t testing.TB) (addrs []string) {
 	}
 	// redis-cli returns once the nodes agree on the slots; wait until each
 	// says the cluster is ok.
-	deadline := time.Now().Add(20 * time.Second)
-	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	deadline := time.Now().Add(60 * time.Second)
+	ctx, cancel = context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	for _, a := range addrs {
 		host, port, _ := net.SplitHostPort(a)
@@ -92,7 +92,7 @@ func StartCluster(t testing.TB) (addrs []string) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("the cluster is not ok on %s after 20s: %v %s", a, err, out)
+				t.Fatalf("the cluster is not ok on %s after 60s: %v %s", a, err, out)
 			}
 			time.Sleep(20 * time.Millisecond) // the nodes gossip on their own time
 		}
