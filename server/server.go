@@ -38,17 +38,17 @@ const maxHeaderBytes = 64 << 10
 // run it with Serve or ListenAndServe. Its methods are safe for concurrent
 // use.
 type Server struct {
-	cfg Config
-	log *slog.Logger
+	cfg     Config
+	log     *slog.Logger
+	limiter *sluice.Limiter
+	m       *metrics
+	cur     atomic.Pointer[snapshot]
+	health  *health.Server
+	ready   atomic.Bool
+	handler http.Handler
+	trust   clientip.Trusted // Config.TrustedProxies
 	// failures logs the requests the failure modes decided (failurelog.go).
 	failures failureLog
-	limiter  *sluice.Limiter
-	m        *metrics
-	cur      atomic.Pointer[snapshot]
-	health   *health.Server
-	ready    atomic.Bool
-	handler  http.Handler
-	trust    clientip.Trusted // Config.TrustedProxies
 	// metricsHandler serves /metrics, also on a listener of its own.
 	metricsHandler http.Handler
 	// grpcTLS and httpTLS serve the ports over TLS; nil for plain text.
