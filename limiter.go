@@ -30,10 +30,12 @@ type Result struct {
 	// checks, shadow ones included.
 	Decisions []Decision
 	// Err is the store's error when the failure policy made the decision,
-	// and nil when the store answered. With Err set, the charges of usage
-	// rules (ChargeUsage, ChargeCount) of cost above 0 never reached the
-	// store: recorded by the fallback store for a FailLocal rule, lost for
-	// the others. Count them, as sluice serve does in a metric, to know
+	// and nil when the store answered. When the store shed the request
+	// (ErrShed), Err wraps ErrShed and every check denies, whatever its
+	// failure mode. With Err set, the charges of usage rules (ChargeUsage,
+	// ChargeCount) of cost above 0 never reached the store: recorded by the
+	// fallback store for a FailLocal rule (not for a request shed), lost
+	// for the others. Count them, as sluice serve does in a metric, to know
 	// how much usage went unrecorded.
 	Err error
 }
@@ -107,6 +109,19 @@ var ErrNoStore = errors.New("sluice: limiter needs a store")
 // let every request through unseen.
 var ErrRefused = errors.New("sluice: refused by the store")
 
+// ErrShed is wrapped by a store's error for a request it had no room
+// for before the request's deadline: too much work was already in flight
+// towards it, and the request waited past its deadline for its turn. Such
+// a request was not decided, and charged nothing unless the store says
+// otherwise. It is load, not failure: the Limiter denies
+// it, every check with RetryAfter ShedRetry, whatever the rules' failure
+// modes, since a failure mode that allows would let a flood switch the
+// limits off.
+var ErrShed = errors.New("sluice: shed: too much work in flight towards the store")
+
+// ShedRetry is the RetryAfter of a request the store shed (ErrShed).
+const ShedRetry = time.Second
+
 // ErrNoRoom is wrapped by a store's error for a request that would add a
 // key the store has no room to hold, every key it could evict being one
 // that denies (memory.ErrFull): forgetting a denying key would let its
@@ -150,7 +165,8 @@ func (l *Limiter) CheckRule(r *Rule) error {
 //
 // The error is for bad input (a check without a rule or with an invalid
 // one, or a request the store refuses: ErrRefused) and for ctx; a store
-// failure is handled by each rule's Failure and reported in Result.Err.
+// failure is handled by each rule's Failure and reported in Result.Err;
+// a request the store shed (ErrShed) is denied and reported there too.
 func (l *Limiter) Take(ctx context.Context, n int64, checks []Check, out []Decision) (res Result, err error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
@@ -184,7 +200,11 @@ func (l *Limiter) Take(ctx context.Context, n int64, checks []Check, out []Decis
 			return Result{}, err
 		}
 		res.Err = err
-		l.degrade(ctx, now, n, checks, out, errors.Is(err, ErrNoRoom))
+		if errors.Is(err, ErrShed) {
+			shed(checks, out)
+		} else {
+			l.degrade(ctx, now, n, checks, out, errors.Is(err, ErrNoRoom))
+		}
 	}
 	// res is filled in place, field by field: see combineInto.
 	res.Decisions = out
@@ -199,6 +219,14 @@ func (l *Limiter) take(ctx context.Context, s Store, now time.Time, n int64, che
 		defer cancel()
 	}
 	return s.Take(ctx, now, n, checks, out)
+}
+
+// shed denies every check of a request the store shed: nothing was
+// charged, and the same request may try again after ShedRetry.
+func shed(checks []Check, out []Decision) {
+	for i := range checks {
+		out[i] = Decision{Limit: checks[i].Rule.Quota(), RetryAfter: ShedRetry}
+	}
 }
 
 // degrade decides every check by its rule's Failure after the store

@@ -54,6 +54,39 @@ func TestLimiterInvalidRule(t *testing.T) {
 	}
 }
 
+// shedStore sheds every request, as a store with too much in flight
+// does.
+type shedStore struct{}
+
+func (shedStore) Take(context.Context, time.Time, int64, []sluice.Check, []sluice.Decision) error {
+	return fmt.Errorf("store: %w", sluice.ErrShed)
+}
+
+// TestLimiterShed: a request the store shed is denied, with RetryAfter
+// ShedRetry, whatever its rules' failure modes, and nothing is taken from
+// the fallback store; Result.Err says it was shed. A fail-open rule that
+// allowed it would let a flood switch the limit off.
+func TestLimiterShed(t *testing.T) {
+	fallback := &strictStore{}
+	lim, err := sluice.NewLimiter(shedStore{}, sluice.WithFallback(fallback))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []sluice.Failure{sluice.FailOpen, sluice.FailClosed, sluice.FailLocal} {
+		r := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(100), Failure: f}
+		res, err := lim.Take(context.Background(), 1, []sluice.Check{{Rule: r, Key: "k"}}, nil)
+		if err != nil || res.Allowed || res.RetryAfter != sluice.ShedRetry || !errors.Is(res.Err, sluice.ErrShed) {
+			t.Errorf("failure %v: Take = %+v, %v; want denied, RetryAfter %v, Err wrapping ErrShed", f, res, err, sluice.ShedRetry)
+		}
+		if res.Decisions[0].Allowed || res.Decisions[0].Limit != 100 {
+			t.Errorf("failure %v: decision %+v, want denied at limit 100", f, res.Decisions[0])
+		}
+	}
+	if fallback.calls != 0 {
+		t.Errorf("the fallback store was called %d times", fallback.calls)
+	}
+}
+
 // TestLimiterRefused: a store's refusal is returned as an error; the
 // rules' failure modes, even fail-open, are for a store that fails.
 func TestLimiterRefused(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // Batching. Concurrent Takes on one Redis are decided together: while a
@@ -19,6 +21,12 @@ import (
 // channel it is woken on, comes from a pool; the Store's timeout of every
 // queued request is watched by one timer per batcher, not one per request
 // (see watch).
+//
+// A request's wait for its run is not the store's to answer for: the
+// store's timeout bounds a run from when it is written (see write). A
+// request that waits in the queue past the store's timeout, or past its
+// caller's deadline, is shed (sluice.ErrShed), and the breaker hears
+// nothing of it.
 
 // leaders is how many script runs may be out at once. A second goes out
 // only with a full run (maxBatch requests) to send, see mayLead: below
@@ -43,16 +51,22 @@ type pending struct {
 	// makes it leader or done, or from the watchdog that expires it. It is
 	// made once per pending and kept through the pool.
 	wake chan struct{}
-	// deadline is when its caller stops waiting: the Store's timeout or
-	// the caller's context's deadline, whichever is sooner; zero for none.
-	// A run serving several callers is bounded by the latest of theirs,
-	// not by its leader's.
+	// deadline is when its caller stops waiting for its turn: the Store's
+	// timeout or the caller's context's deadline, whichever is sooner;
+	// zero for none. Without a Store timeout, a run serving several
+	// callers is bounded by the latest of theirs, not by its leader's.
 	deadline time.Time
-	// expires is when the Store's timeout runs out, zero for none. A
-	// queued caller is woken at it by the batcher's watchdog rather than
-	// by a context or a timer of its own: those, per call, cost more CPU
-	// than the rest of the call on the client's side.
+	// expires is when the Store's timeout for its wait runs out, zero for
+	// none. A queued caller is woken at it by the batcher's watchdog
+	// rather than by a context or a timer of its own: those, per call,
+	// cost more CPU than the rest of the call on the client's side.
 	expires time.Time
+	// probe is set for the breaker's half-open probe, whose run reports
+	// its outcome; wrote once p is in a run that went out; waited once
+	// its caller has waited for its turn (a place in flight, the queue).
+	probe  bool
+	waited bool
+	wrote  atomic.Bool
 	// fast is set when the request went as one byte in its run, and
 	// fastReply holds its reply as the general path's (see expand).
 	fast      bool
@@ -127,12 +141,12 @@ type batcher struct {
 	queue   []*pending // from head on; see pop
 	head    int
 	running int
-	// runs are the runs out, whose claimed requests the watchdog also
-	// watches; free are finished ones, kept for their slices.
+	// runs are the runs out, by which stalled tells a run that stopped
+	// answering; free are finished ones, kept for their slices.
 	runs []*run
 	free []*run
-	// watchdog wakes queued and claimed requests whose Store timeout ran
-	// out, at armed (zero when it is not set).
+	// watchdog wakes queued requests whose Store timeout for their wait
+	// ran out, at armed (zero when it is not set).
 	watchdog *time.Timer
 	armed    time.Time
 }
@@ -152,6 +166,7 @@ func (b *batcher) take(ctx context.Context, p *pending) ([]int64, error) {
 		b.mu.Unlock()
 		return b.lead(ctx, p)
 	}
+	p.waited = true
 	b.queue = append(b.queue, p)
 	if !p.expires.IsZero() {
 		b.watch(p.expires)
@@ -161,7 +176,9 @@ func (b *batcher) take(ctx context.Context, p *pending) ([]int64, error) {
 	case <-p.wake:
 	case <-ctx.Done():
 		if p.abandon() {
-			return nil, ctx.Err()
+			// Given up queued, or in a run out: in a run, the script may
+			// have run, and its charge stays, as any lost answer's.
+			return nil, stopped(ctx)
 		}
 		<-p.wake // made leader, done or expired just now
 	}
@@ -169,7 +186,7 @@ func (b *batcher) take(ctx context.Context, p *pending) ([]int64, error) {
 	case leading:
 		return b.lead(ctx, p)
 	case abandoned: // by the watchdog
-		return nil, context.DeadlineExceeded
+		return nil, sluice.ErrShed
 	}
 	return p.reply, p.err
 }
@@ -224,9 +241,10 @@ func (b *batcher) watch(at time.Time) {
 	}
 }
 
-// expire wakes every queued or claimed request whose Store timeout has
-// run out, marked abandoned so that no leader sends or answers it, and
-// sets the watchdog for the soonest of the rest.
+// expire wakes every queued request whose Store timeout for its wait has
+// run out, marked abandoned so that no leader sends it, and sets the
+// watchdog for the soonest of the rest. A request in a run waits for its
+// run, which the store's timeout bounds from its writing.
 func (b *batcher) expire() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -249,11 +267,6 @@ func (b *batcher) expire() {
 	for _, q := range b.queue[b.head:] {
 		check(q, waiting)
 	}
-	for _, r := range b.runs {
-		for _, q := range r.batch {
-			check(q, claimed) // a leader's own request is never claimed
-		}
-	}
 	b.armed = time.Time{}
 	if !next.IsZero() {
 		b.watch(next)
@@ -266,14 +279,14 @@ func (p *pending) abandon() bool {
 	return p.state.CompareAndSwap(waiting, abandoned) || p.state.CompareAndSwap(claimed, abandoned)
 }
 
-// gaveUp reports whether p's caller no longer waits: its context is done
-// or the Store's timeout has run out.
+// gaveUp reports whether p's caller no longer waits for its turn: its
+// context is done or the Store's timeout has run out (see stopped).
 func (p *pending) gaveUp(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	if ctx.Err() != nil {
+		return stopped(ctx)
 	}
 	if !p.expires.IsZero() && !time.Now().Before(p.expires) {
-		return context.DeadlineExceeded
+		return sluice.ErrShed
 	}
 	return nil
 }
@@ -311,18 +324,9 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 
 	var err error
 	if len(batch) > 0 {
-		// A run serving others besides its leader's caller must not be
-		// cancelled by that one caller giving up, and it lasts until the
-		// latest deadline among them (each caller still stops waiting at
-		// its own).
-		dl, ok := latest(batch)
-		rctx, cancel := runContext(ctx, len(batch) == 1 && self, dl, ok)
-		err = b.s.run(rctx, b.to, batch, &r.buf)
-		if cancel != nil {
-			cancel()
-		}
+		err = b.s.write(ctx, b.to, batch, &r.buf, len(batch) == 1 && self)
 	}
-	// Out of the watchdog's sight before its requests are answered: a
+	// Off the runs out (see stalled) before its requests are answered: a
 	// caller answered may put its request back in the pool at once.
 	b.mu.Lock()
 	for i, o := range b.runs {

@@ -152,9 +152,10 @@ func waitQueued(t *testing.T, s *redis.Store, n int) {
 	}
 }
 
-// A queued caller stops waiting when the Store's timeout runs out, with
-// ErrTimeout, on its own timer; its request is never sent, so the key is
-// not charged.
+// A queued caller stops waiting when the Store's timeout runs out, on
+// its own timer: it is shed (sluice.ErrShed), not failed, since its
+// request was never sent; the key is not charged, and neither the errors
+// nor the breaker count it.
 func TestQueuedCallerTimesOut(t *testing.T) {
 	srv := startRedis(t)
 	s := newStore(t, srv.client(t), redis.WithCallerTime(), redis.WithTimeout(20*time.Millisecond))
@@ -163,18 +164,18 @@ func TestQueuedCallerTimesOut(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	checks := []sluice.Check{{Rule: rule, Key: "k"}}
 	out := make([]sluice.Decision, 1)
-	if err := s.Take(context.Background(), now, 1, checks, out); !errors.Is(err, redis.ErrTimeout) {
-		t.Fatalf("queued past the timeout: Take = %v, want ErrTimeout", err)
+	if err := s.Take(context.Background(), now, 1, checks, out); !errors.Is(err, sluice.ErrShed) || errors.Is(err, redis.ErrTimeout) {
+		t.Fatalf("queued past the timeout: Take = %v, want ErrShed", err)
 	}
-	if st := s.Stats(); st.Timeouts != 1 || st.Errors != 1 {
-		t.Errorf("Stats = %+v, want one timeout counted as one error", st)
+	if st := s.Stats(); st.Shed != 1 || st.Timeouts != 0 || st.Errors != 0 {
+		t.Errorf("Stats = %+v, want one request shed and no error", st)
 	}
 	release()
 	// The next caller leads what is left in the queue. Its own call to
 	// Redis has the same 20ms, which a loaded machine may miss: that is
 	// no failure here (a peek charges nothing either way). The key is
 	// then read through a store with a deadline of seconds.
-	if err := s.Take(context.Background(), now, 0, checks, out); err != nil && !errors.Is(err, redis.ErrTimeout) {
+	if err := s.Take(context.Background(), now, 0, checks, out); err != nil && !errors.Is(err, redis.ErrTimeout) && !errors.Is(err, sluice.ErrShed) {
 		t.Fatalf("after the timeout: peek = %v", err)
 	}
 	patient := newStore(t, srv.client(t), redis.WithCallerTime(), redis.WithTimeout(10*time.Second))

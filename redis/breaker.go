@@ -8,27 +8,49 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// breaker is a circuit breaker: after threshold consecutive failures it
-// opens and refuses every call for cooldown, so that a dead Redis costs a
-// request nothing; then it lets one probe through (half-open) and closes
-// again if the probe succeeds.
-type breaker struct {
-	threshold int64 // 0: never opens
-	cooldown  time.Duration
-	clock     sluice.Clock
+// breakerWindow is how far back the breaker looks, in breakerSlots slots
+// of a second each: long enough that a second of trouble under load is
+// not taken for a dead Redis, short enough that a dead one is found in
+// seconds.
+const (
+	breakerSlots  = 10
+	breakerWindow = breakerSlots * time.Second
+)
 
-	fails atomic.Int64 // consecutive failures
-	open  atomic.Bool  // fast path: false while closed
+// breaker is a circuit breaker on the error rate of the calls that
+// reached Redis: it opens when, over the last breakerWindow, at least
+// minCalls calls were written to Redis and at least half of them failed
+// (an error reply, a refused or broken connection, no answer within the
+// store's timeout from a Redis silent for a second: see Store.loaded).
+// Open, it refuses every call for cooldown, so that a dead Redis costs a
+// request nothing; then it lets one probe through (half-open), closes
+// again if the probe succeeds and opens again if it fails. A call shed
+// or given up by its caller tells it nothing.
+type breaker struct {
+	minCalls int64 // 0: never opens
+	cooldown time.Duration
+	clock    sluice.Clock
+
+	open  atomic.Bool // fast path: false while closed
+	opens atomic.Int64
 
 	mu      sync.Mutex
+	slots   [breakerSlots]breakerSlot
 	until   time.Time // open until then
 	probing bool      // a half-open probe is out
 }
 
+// breakerSlot counts the calls of one second, sec in Unix seconds.
+type breakerSlot struct {
+	sec          int64
+	calls, fails int64
+}
+
 // allow reports whether a call may go to Redis, and whether it is the
-// half-open probe, whose outcome the caller must report with done.
+// half-open probe, whose outcome the caller must report with done (or
+// abort, if it never reaches Redis).
 func (b *breaker) allow() (ok, probe bool) {
-	if b.threshold == 0 || !b.open.Load() {
+	if b.minCalls == 0 || !b.open.Load() {
 		return true, false
 	}
 	b.mu.Lock()
@@ -43,34 +65,51 @@ func (b *breaker) allow() (ok, probe bool) {
 	return true, true
 }
 
-// done records a call's outcome. failed is false for a success.
-func (b *breaker) done(probe, failed bool) {
-	if b.threshold == 0 {
+// done records the outcome of n calls written to Redis together (in one
+// script run): failed is false for an answer. probe says whether they
+// carried the half-open probe.
+func (b *breaker) done(probe, failed bool, n int64) {
+	if b.minCalls == 0 {
 		return
 	}
-	if !failed {
-		if b.fails.Load() != 0 {
-			b.fails.Store(0)
-		}
-		if probe || b.open.Load() {
-			b.mu.Lock()
-			b.probing = false
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clock.Now()
+	if probe {
+		b.probing = false
+		if failed {
+			b.until = now.Add(b.cooldown)
+		} else {
 			b.open.Store(false)
-			b.mu.Unlock()
 		}
 		return
 	}
-	n := b.fails.Add(1)
-	if probe || n >= b.threshold {
-		b.mu.Lock()
-		if probe || !b.open.Load() {
-			b.until = b.clock.Now().Add(b.cooldown)
-			b.open.Store(true)
+	if b.open.Load() {
+		return // a call out since before it opened: the probe decides
+	}
+	sec := now.Unix()
+	sl := &b.slots[uint64(sec)%breakerSlots]
+	if sl.sec != sec {
+		*sl = breakerSlot{sec: sec}
+	}
+	sl.calls += n
+	if failed {
+		sl.fails += n
+	} else {
+		return // a success never opens it
+	}
+	var calls, fails int64
+	for i := range b.slots {
+		if s := &b.slots[i]; s.sec > sec-breakerSlots {
+			calls += s.calls
+			fails += s.fails
 		}
-		if probe {
-			b.probing = false
-		}
-		b.mu.Unlock()
+	}
+	if calls >= b.minCalls && 2*fails >= calls {
+		b.slots = [breakerSlots]breakerSlot{} // a new count once it closes
+		b.until = now.Add(b.cooldown)
+		b.open.Store(true)
+		b.opens.Add(1)
 	}
 }
 
@@ -88,7 +127,8 @@ func (b *breaker) state() string {
 }
 
 // abort forgets a call that ended without telling anything about Redis:
-// its caller gave up. A probe's slot is freed for the next call.
+// it was never written, or its caller gave up. A probe's slot is freed
+// for the next call.
 func (b *breaker) abort(probe bool) {
 	if probe {
 		b.mu.Lock()

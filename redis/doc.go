@@ -222,8 +222,10 @@
 // except to a request the store refuses as given, which it returns as an
 // error (ErrOutOfRange, ErrCrossSlot and two checks of one request on one
 // key wrap sluice.ErrRefused): a refusal is not an outage.
-// After consecutive failures a circuit breaker fails calls at once, then
-// probes (WithBreaker). Stats counts calls, errors and reloads. Denials
+// A circuit breaker opens when, over the last 10 seconds, at least 20
+// calls reached Redis and at least half of them failed; open, it fails
+// calls at once, then probes (WithBreaker). Stats counts calls, errors,
+// sheds and reloads. Denials
 // are remembered locally until their RetryAfter (WithDenyCache), so that a
 // flood against one key does not reach Redis (but for usage charges, see
 // Usage charges): nothing can make a denied
@@ -233,26 +235,63 @@
 // most five times the store's timeout, the longest a take and its
 // give-back can last.
 //
+// # Load
+//
+// Load is not failure: no amount of traffic switches the limits off.
+// The requests in flight towards each Redis (the store's, each master of
+// a Cluster; each store of a Pair has its own) are bounded,
+// WithMaxInFlight (1024 by default): queued for a script run or in one.
+// A request that finds no room waits for it, and then for its run, at
+// most until its caller's deadline or the store's timeout, whichever
+// comes first; past that it is shed: Take returns an error wrapping
+// sluice.ErrShed, having written and charged nothing, and the Limiter
+// denies it (RetryAfter sluice.ShedRetry, one second), whatever the
+// rules' failure modes. A request that was written but whose caller
+// stopped waiting for the answer is shed too; its charge, if the script
+// ran, stays, as any lost answer's.
+//
+// Waiting for a turn never counts towards the breaker; only calls written
+// to Redis do, each with its outcome: an answer, or a failure (an error
+// reply, a refused or broken connection, no answer within the store's
+// timeout from the write). But a run that times out while its Redis
+// answered another within the last second is load: a late answer from a
+// Redis that answers others is as likely a process too busy to read it
+// in time, under a flood, as a Redis gone. Its requests are shed, and
+// the breaker does not count it. After a second without any answer, a
+// timeout is a failure: the failure modes decide, and the breaker counts
+// it, opening once failures are half the calls of its window; from then
+// on the failure modes decide at once, until a probe finds Redis back.
+//
+// Before it takes traffic, a service should Load the script (and the
+// library of functions) into every Redis: else, on a cold start under
+// load, the first calls each load it, at once, and miss their deadlines.
+//
 // # Deadlines and clocks
 //
-// Three bounds can end a call to Redis, and the soonest does:
+// A call waits for its turn, then for Redis, and each wait has its bound:
 //
 //   - the caller's context: its end, a deadline or a cancellation, is the
-//     caller giving up. Take returns the context's error, and the circuit
-//     breaker learns nothing from it.
+//     caller giving up. A request that was waiting for its turn is shed
+//     at its deadline (an error wrapping sluice.ErrShed and the context's
+//     error), or returns the context's error when it was cancelled; the
+//     circuit breaker learns nothing from either.
 //   - the Limiter's bound on each call to its store, sluice.WithTimeout
-//     (none by default; the service's Config.StoreTimeout sets it): its
-//     end is the context's cause sluice.ErrTimeout.
-//   - the store's own bound, WithTimeout (50ms by default).
+//     (none by default; the service's Config.StoreTimeout sets it): a
+//     deadline of the caller's context, its end the cause
+//     sluice.ErrTimeout.
+//   - the store's own bound, WithTimeout (50ms by default), bounds the
+//     wait for a turn, as the caller's deadline does, and then the call,
+//     counted from when it is written to Redis: a call with no answer by
+//     then is a timeout of the store's, ErrTimeout, counted in
+//     Stats.Timeouts and towards the breaker.
 //
-// The last two are one thing, a bound on the store's call, set in two
-// places, so that the Limiter can bound any store. Whichever runs out
-// first is a timeout of the store: Take returns ErrTimeout, counted in
-// Stats.Timeouts and towards the circuit breaker. So neither hides the
-// other: a Limiter's bound at or below the store's still lets a Redis
-// that stopped answering open the breaker. One is enough, the store's
-// unless the Limiter fronts other stores too; a second costs a timer per
-// request. Below these, the client's own timeouts (go-redis's
+// A run of several callers' requests lasts until the store's timeout
+// from its writing, whatever their deadlines (each stops waiting at its
+// own), so that the breaker learns how it ended; a run of one request
+// ends at its caller's deadline too, and then tells the breaker nothing,
+// unless that deadline is the Limiter's bound and the request never
+// waited for its turn: the bound then ran from the write, a timeout of
+// the store's. Below these, the client's own timeouts (go-redis's
 // ReadTimeout, 3s by default) end a call the store no longer waits for:
 // with ContextTimeoutEnabled, which is also the fastest, the client
 // honours the call's deadline itself; otherwise the call waits aside, in

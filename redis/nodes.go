@@ -31,8 +31,11 @@ import (
 type node struct {
 	client *goredis.Client
 	via    via
-	batch  *batcher // whole requests
-	parts  *batcher // parts of requests across masters (flavour 1)
+	batch  *batcher      // whole requests
+	parts  *batcher      // parts of requests across masters (flavour 1)
+	slots  chan struct{} // its requests in flight (see WithMaxInFlight)
+	// answered is when it last answered a run (see Store.answered).
+	answered atomic.Int64
 }
 
 // nodeSet is the masters a Store has sent runs to, by the cluster
@@ -104,11 +107,19 @@ func (ns *nodeSet) load(ctx context.Context, s *Store) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	if err != nil {
-		return s.failed(ctx, p, err, probe)
+	switch {
+	case err == nil:
+		s.br.done(probe, false, 1)
+		return nil
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()) && !errors.Is(context.Cause(ctx), sluice.ErrTimeout):
+		s.br.abort(probe) // its caller gave up
+		return err
+	case errors.Is(err, context.DeadlineExceeded):
+		err = ErrTimeout
 	}
-	s.br.done(probe, false)
-	return nil
+	s.br.done(probe, true, 1)
+	p.probe = false // told
+	return s.failed(ctx, p, err)
 }
 
 // of is the node that holds key.
@@ -124,6 +135,7 @@ func (ns *nodeSet) of(ctx context.Context, s *Store, key string) (*node, error) 
 	if ns.cc.Options().ContextTimeoutEnabled {
 		n.via = viaDirect
 	}
+	n.slots = make(chan struct{}, cap(s.slots))
 	n.batch = &batcher{s: s, to: n}
 	n.parts = &batcher{s: s, to: n}
 	got, _ := ns.m.LoadOrStore(c, n)

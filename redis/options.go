@@ -19,6 +19,7 @@ type options struct {
 	timeout      time.Duration
 	denyCache    int
 	failures     int64
+	maxInFlight  int
 	cooldown     time.Duration
 	clock        sluice.Clock
 	autoPipeline bool
@@ -36,7 +37,8 @@ func defaults() options {
 		prefix:       "sluice:",
 		timeout:      50 * time.Millisecond,
 		denyCache:    10000,
-		failures:     5,
+		failures:     20,
+		maxInFlight:  DefaultMaxInFlight,
 		cooldown:     time.Second,
 		clock:        sluice.SystemClock,
 		autoPipeline: true,
@@ -70,10 +72,11 @@ func WithPrefix(p string) Option {
 // in the package documentation.
 func WithCallerTime() Option { return func(o *options) error { o.callerTime = true; return nil } }
 
-// WithTimeout bounds each call to Redis, whatever the caller's context
-// allows. The default is 50ms; 0 leaves it to the context. A Limiter's
-// own bound (sluice.WithTimeout) that runs out first counts as this one
-// would: see Deadlines and clocks in the package documentation.
+// WithTimeout bounds each call to Redis from the moment it is written,
+// whatever the caller's context allows, and bounds as much a request's
+// wait for its turn (a place in flight and in a run) before it is
+// written. The default is 50ms; 0 leaves both to the context. See
+// Deadlines and clocks in the package documentation.
 func WithTimeout(d time.Duration) Option {
 	return func(o *options) error { o.timeout = max(d, 0); return nil }
 }
@@ -133,19 +136,50 @@ func WithDenyCache(entries int) Option {
 	return func(o *options) error { o.denyCache = max(entries, 0); return nil }
 }
 
-// WithBreaker sets the circuit breaker: after failures consecutive
-// failed calls it fails every call at once for cooldown, then lets one
-// probe through. The default is 5 failures and 1s; 0 failures turns the
-// breaker off.
-func WithBreaker(failures int, cooldown time.Duration) Option {
+// WithBreaker sets the circuit breaker: it opens when, over the last 10
+// seconds, at least calls calls were written to Redis and at least half
+// of them failed (an error reply, a refused or broken connection, no
+// answer within WithTimeout from a Redis that answered nothing for a
+// second), and then fails every call at once for cooldown before it lets
+// one probe through. Calls shed are not counted: waiting for a turn, or
+// a late answer from a Redis that answers others, is load, not failure
+// (see Load in the package documentation). The default is 20 calls and 1s; 0 calls
+// turns the breaker off.
+func WithBreaker(calls int, cooldown time.Duration) Option {
 	return func(o *options) error {
-		o.failures, o.cooldown = int64(max(failures, 0)), max(cooldown, 0)
+		o.failures, o.cooldown = int64(max(calls, 0)), max(cooldown, 0)
 		return nil
 	}
 }
 
-// WithBreakerClock sets the clock of the circuit breaker's cooldown,
-// which, at Redis TIME, the denial cache reads too, and the store's guess
+// DefaultMaxInFlight is WithMaxInFlight's default. A run carries at most
+// WithMaxBatch requests (64 by default), two runs go out at once, and the
+// rest wait their turn: 1024 is a queue of eight rounds of two full runs,
+// which a Redis decides in a few milliseconds, well within the store's
+// timeout, while a few hundred KiB hold them.
+const DefaultMaxInFlight = 1024
+
+// WithMaxInFlight bounds the requests in flight towards one Redis (the
+// store's, or each master of a Cluster, each with its own bound): queued
+// for a run or in one. A request that finds no room waits for it until
+// its caller's deadline or the store's timeout, whichever comes first,
+// and is then shed: Take returns an error wrapping sluice.ErrShed, having
+// written and charged nothing, and the Limiter denies it. The default is
+// DefaultMaxInFlight.
+func WithMaxInFlight(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("redis: max in flight %d, want at least 1", n)
+		}
+		o.maxInFlight = n
+		return nil
+	}
+}
+
+// WithBreakerClock sets the clock of the circuit breaker's cooldown and
+// window, and of the second of silence after which a Redis that does not
+// answer in time is failing rather than loaded, which, at Redis TIME, the
+// denial cache reads too, and the store's guess
 // of a fixed window's window, which Redis TIME corrects when it is wrong
 // (a wrong guess only costs the script a string per request). The default is
 // sluice.SystemClock. It is not the time of decisions: that is Redis TIME,

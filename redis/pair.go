@@ -80,8 +80,8 @@ func (pr *Pair) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	if len(out) < len(checks) {
 		return fmt.Errorf("redis: %d decisions for %d checks", len(out), len(checks))
 	}
-	if err := ctx.Err(); err != nil {
-		return err
+	if ctx.Err() != nil {
+		return stopped(ctx) // its deadline came before its turn: shed
 	}
 	type sub struct {
 		s      *Store
@@ -138,6 +138,14 @@ func (pr *Pair) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	return errMoved
 }
 
+// Load loads the script into both stores' Redis: see Store.Load.
+func (pr *Pair) Load(ctx context.Context) error {
+	if err := pr.main.Load(ctx); err != nil {
+		return err
+	}
+	return pr.second.Load(ctx)
+}
+
 // Stats is the two stores' counters, added; Breaker is the worse of the
 // two stores' states: open if either is.
 func (pr *Pair) Stats() Stats {
@@ -149,12 +157,14 @@ func (pr *Pair) Stats() Stats {
 		Timeouts:       a.Timeouts + b.Timeouts,
 		Reloads:        a.Reloads + b.Reloads,
 		Rejected:       a.Rejected + b.Rejected,
+		Shed:           a.Shed + b.Shed,
 		CacheHits:      a.CacheHits + b.CacheHits,
 		Splits:         a.Splits + b.Splits,
 		GiveBacks:      a.GiveBacks + b.GiveBacks,
 		GiveBackErrors: a.GiveBackErrors + b.GiveBackErrors,
 		Moved:          a.Moved + b.Moved,
 		Breaker:        a.Breaker,
+		BreakerOpens:   a.BreakerOpens + b.BreakerOpens,
 	}
 	for _, state := range []string{"open", "half-open"} {
 		if a.Breaker == state || b.Breaker == state {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -119,6 +120,16 @@ func (s *server) kill() {
 	if cmd != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
+	}
+}
+
+// signal sends sig to the server: SIGSTOP pauses it, as a machine that
+// stops scheduling it would, SIGCONT resumes it.
+func (s *server) signal(sig os.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		s.cmd.Process.Signal(sig)
 	}
 }
 

@@ -55,7 +55,7 @@ var (
 // Errors a Take can return besides those of Redis and the context.
 var (
 	// ErrCircuitOpen is returned, at once, while the circuit breaker is
-	// open after consecutive failures.
+	// open after a sustained rate of failed calls (see WithBreaker).
 	ErrCircuitOpen = errors.New("redis: circuit open: recent calls failed")
 	// ErrCrossSlot is returned, under WithoutSplit, for a request whose
 	// checks hash to more than one Redis Cluster slot: they cannot be
@@ -63,9 +63,12 @@ var (
 	// hash tag with WithHashTag. It wraps sluice.ErrRefused.
 	ErrCrossSlot = fmt.Errorf("redis: checks of one request in different cluster slots: %w", sluice.ErrRefused)
 	// ErrTimeout is returned when Redis did not answer within the bound
-	// set by WithTimeout, or by the Limiter's sluice.WithTimeout, whichever
-	// ran out first (see Deadlines and clocks). It wraps
-	// context.DeadlineExceeded.
+	// set by WithTimeout, counted from when the call was written (see
+	// Deadlines and clocks). It wraps context.DeadlineExceeded; while
+	// that Redis answered other calls within the last second, the error
+	// returned wraps sluice.ErrShed too, so that a Limiter denies the
+	// request, and the breaker does not count it (see Load in the package
+	// documentation).
 	ErrTimeout = fmt.Errorf("redis: no answer in time: %w", context.DeadlineExceeded)
 )
 
@@ -85,6 +88,14 @@ type Store struct {
 	// capDenials.
 	cacheCap atomic.Int64
 	br       breaker
+	// slots bound the requests in flight towards the store's client (see
+	// WithMaxInFlight): a request holds one from before it queues until
+	// its caller returns. A Cluster's masters have theirs (node.slots).
+	slots chan struct{}
+	// answered is when the store's client last had an answer to a run,
+	// in Unix ns by the breaker's clock (see loaded); a Cluster's masters
+	// have theirs.
+	answered atomic.Int64
 	ttlSlack time.Duration // tests only, see export_test.go
 	maxBatch int           // requests in a script run, at most
 	// clock is set when the store keeps its own clock (clockKey): at Redis
@@ -141,7 +152,8 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		keys:       keyScheme{prefix: o.prefix, tag: o.tag, window: o.window, noSplit: o.noSplit},
 		callerTime: o.callerTime,
 		timeout:    o.timeout,
-		br:         breaker{threshold: o.failures, cooldown: o.cooldown, clock: o.clock},
+		br:         breaker{minCalls: o.failures, cooldown: o.cooldown, clock: o.clock},
+		slots:      make(chan struct{}, o.maxInFlight),
 		ttlSlack:   o.ttlSlack,
 		maxBatch:   o.maxBatch,
 	}
@@ -189,14 +201,60 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
+// Load loads the store's script into Redis, and its library of functions
+// where the store runs them (Redis 7 and later): on every master of a
+// Cluster, every shard of a Ring. Without it the first calls load them,
+// each on finding them missing; on a cold start under load many calls
+// then wait for a load at once, and may miss their deadline. Call it
+// before taking traffic: sluice serve does, before it reports ready.
+func (s *Store) Load(ctx context.Context) error {
+	if s.nodes != nil {
+		if err := s.nodes.load(ctx, s); err != nil {
+			return err
+		}
+	}
+	var err error
+	switch c := s.client.(type) {
+	case *goredis.ClusterClient:
+		err = c.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error { return s.load(ctx, c) })
+	case *goredis.Ring:
+		err = c.ForEachShard(ctx, func(ctx context.Context, c *goredis.Client) error { return s.load(ctx, c) })
+	default:
+		err = s.load(ctx, s.client)
+	}
+	if err != nil {
+		return fmt.Errorf("redis: loading the script: %w", err)
+	}
+	s.answered.Store(s.br.clock.Now().UnixNano())
+	return nil
+}
+
+// load loads the script, and the library where runs go by FCALL, into
+// the Redis c reaches.
+func (s *Store) load(ctx context.Context, c goredis.UniversalClient) error {
+	if s.fcall && !s.noFunctions.Load() {
+		err := c.Do(ctx, "function", "load", "replace", takeLibrary).Err()
+		switch {
+		case err != nil && noFunctions(err):
+			s.noFunctions.Store(true)
+		case err != nil:
+			return err
+		}
+	}
+	return c.ScriptLoad(ctx, takeScript).Err()
+}
+
 // Stats counts what a Store did since New.
 type Stats struct {
-	Calls     int64 // requests sent to Redis
-	Runs      int64 // script runs: a run decides a batch of requests
-	Errors    int64 // calls that failed, timeouts included
-	Timeouts  int64 // calls without an answer within the deadline
-	Reloads   int64 // answers that Redis had no script or function, after which it was sent again
-	Rejected  int64 // calls refused at once by the open circuit
+	Calls    int64 // requests sent to Redis
+	Runs     int64 // script runs: a run decides a batch of requests
+	Errors   int64 // calls that failed, timeouts included
+	Timeouts int64 // calls without an answer within the deadline
+	Reloads  int64 // answers that Redis had no script or function, after which it was sent again
+	Rejected int64 // calls refused at once by the open circuit
+	// Shed counts requests whose turn did not come before their deadline
+	// (see WithMaxInFlight): not errors, and not told to the breaker.
+	Shed      int64
 	CacheHits int64 // requests denied from the local denial cache
 	// Splits counts requests decided in parts: across Cluster masters
 	// (slots WithoutBatching), Ring tags or a Pair's stores (see Requests
@@ -209,13 +267,16 @@ type Stats struct {
 	GiveBackErrors int64
 	// Moved counts requests a Cluster node could not decide, a slot of
 	// their keys having moved, decided again through the cluster client.
-	Moved   int64
-	Breaker string
+	Moved int64
+	// Breaker is the circuit breaker's state, BreakerOpens how often it
+	// has opened.
+	Breaker      string
+	BreakerOpens int64
 }
 
 type counters struct {
-	calls, runs, errors, timeouts, reloads, rejected, hits atomic.Int64
-	splits, giveBacks, giveBackErrors, moved               atomic.Int64
+	calls, runs, errors, timeouts, reloads, rejected, hits, shed atomic.Int64
+	splits, giveBacks, giveBackErrors, moved                     atomic.Int64
 }
 
 // Stats returns the counters.
@@ -227,12 +288,14 @@ func (s *Store) Stats() Stats {
 		Timeouts:       s.st.timeouts.Load(),
 		Reloads:        s.st.reloads.Load(),
 		Rejected:       s.st.rejected.Load(),
+		Shed:           s.st.shed.Load(),
 		CacheHits:      s.st.hits.Load(),
 		Splits:         s.st.splits.Load(),
 		GiveBacks:      s.st.giveBacks.Load(),
 		GiveBackErrors: s.st.giveBackErrors.Load(),
 		Moved:          s.st.moved.Load(),
 		Breaker:        s.br.state(),
+		BreakerOpens:   s.br.opens.Load(),
 	}
 }
 
@@ -270,8 +333,8 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	if len(checks) == 0 {
 		return nil
 	}
-	if err := ctx.Err(); err != nil {
-		return err
+	if ctx.Err() != nil {
+		return stopped(ctx) // its deadline came before its turn: shed
 	}
 	p, err := s.request(now, n, checks)
 	if err != nil {
@@ -413,19 +476,20 @@ func (s *Store) send(ctx context.Context, p *pending) ([]int64, error) {
 		s.st.rejected.Add(1)
 		return nil, ErrCircuitOpen
 	}
+	p.probe = probe
 	s.st.calls.Add(1)
 	s.deadlines(ctx, p)
 	reply, err := s.call(ctx, p)
 	if err != nil {
-		return nil, s.failed(ctx, p, err, probe)
+		return nil, s.failed(ctx, p, err)
 	}
-	s.br.done(probe, false)
 	return reply, nil
 }
 
-// deadlines sets when p's caller stops waiting: when the store's timeout
-// runs out, or ctx's deadline (the caller's, or the Limiter's bound),
-// whichever is sooner.
+// deadlines sets when p's caller stops waiting for its turn: when the
+// store's timeout runs out, or ctx's deadline (the caller's, or the
+// Limiter's bound), whichever is sooner. A call is bounded from when it
+// is written by the store's timeout alone (see write).
 func (s *Store) deadlines(ctx context.Context, p *pending) {
 	if s.timeout > 0 {
 		p.expires = time.Now().Add(s.timeout)
@@ -436,8 +500,20 @@ func (s *Store) deadlines(ctx context.Context, p *pending) {
 	}
 }
 
-// call sends p in the next batch, or alone in a run of its own.
+// call sends p in the next batch, or alone in a run of its own, once it
+// has a place in flight towards its Redis. A give-back needs none: it
+// returns a charge, and is never shed.
 func (s *Store) call(ctx context.Context, p *pending) ([]int64, error) {
+	if p.mode != modeGive {
+		slots := s.slots
+		if p.to != nil {
+			slots = p.to.slots
+		}
+		if err := p.acquire(ctx, slots); err != nil {
+			return nil, err
+		}
+		defer func() { <-slots }()
+	}
 	switch {
 	case p.to != nil && p.mode == modeTake:
 		return p.to.parts.take(ctx, p) // with the other parts bound for its node
@@ -447,46 +523,164 @@ func (s *Store) call(ctx context.Context, p *pending) ([]int64, error) {
 	case p.to == nil && s.batch != nil:
 		return s.batch.take(ctx, p)
 	}
-	if !p.expires.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, p.expires)
-		defer cancel()
+	if err := p.gaveUp(ctx); err != nil {
+		return nil, err
 	}
-	if err := s.run(ctx, p.to, []*pending{p}, nil); err != nil {
+	if err := s.write(ctx, p.to, []*pending{p}, nil, true); err != nil {
 		return nil, err
 	}
 	return p.reply, p.err
 }
 
-// failed is the error of a call that failed with err, counted and told to
-// the breaker. A caller that gave up taught nothing about Redis: its
-// context's error is returned, uncounted. A bound on the store's call that
-// ran out, the store's own or the Limiter's (ctx's cause
-// sluice.ErrTimeout), is a timeout of the store, ErrTimeout, and counts
-// towards the breaker whichever of the two was shorter: see Deadlines and
-// clocks in the package documentation.
-func (s *Store) failed(ctx context.Context, p *pending, err error, probe bool) error {
-	// A run bounded by ctx's deadline, on a context of its own, may end a
-	// moment before ctx does: once that deadline has passed, wait for ctx,
-	// so that the end is put down to ctx and its cause.
-	if dl, ok := ctx.Deadline(); ok && dl.Equal(p.deadline) && !time.Now().Before(dl) {
-		<-ctx.Done()
+// acquire takes a place for p in slots, waiting for one until p's
+// deadline at most: past it, p is shed.
+func (p *pending) acquire(ctx context.Context, slots chan struct{}) error {
+	select {
+	case slots <- struct{}{}:
+		return nil
+	default:
 	}
-	limiter := errors.Is(context.Cause(ctx), sluice.ErrTimeout)
-	if ctx.Err() != nil && !limiter {
-		s.br.abort(probe)
-		return ctx.Err()
+	p.waited = true
+	var expired <-chan time.Time
+	if !p.expires.IsZero() {
+		// Only a request that finds no room pays for a timer.
+		t := time.NewTimer(time.Until(p.expires))
+		defer t.Stop()
+		expired = t.C
 	}
-	s.st.errors.Add(1)
+	select {
+	case slots <- struct{}{}:
+		return nil
+	case <-expired:
+		return sluice.ErrShed
+	case <-ctx.Done():
+		return stopped(ctx)
+	}
+}
+
+// stopped is the error of a request whose caller stopped waiting for its
+// turn or its answer: sluice.ErrShed when a deadline ran out, ctx's error
+// when it was cancelled.
+func stopped(ctx context.Context) error {
+	err := ctx.Err()
+	if err == nil {
+		return sluice.ErrShed
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", sluice.ErrShed, err)
+}
+
+// write sends batch as one script run and tells the breaker how it went.
+// The run is bounded by the store's timeout from now, when it is written:
+// so a run that fails to answer in time is told apart from callers that
+// waited long for their turn. A run that serves others besides its
+// leader's caller is not ended by their deadlines (each stops waiting at
+// its own); one that serves that caller alone (own) is, and tells the
+// breaker nothing when it is, unless the deadline was the Limiter's bound
+// on the call (sluice.WithTimeout) and the request had not waited for its
+// turn: then the bound ran from the write, a timeout of the store's.
+// Without a timeout of the store's, a run is bounded by its callers'
+// latest deadline.
+//
+// A run that times out is load or failure, as loaded says.
+func (s *Store) write(ctx context.Context, to *node, batch []*pending, buf *runBuf, own bool) error {
+	probe := false
+	for _, q := range batch {
+		q.wrote.Store(true)
+		probe = probe || q.probe
+	}
+	var rctx context.Context
+	var cancel context.CancelFunc
 	switch {
-	case limiter:
-		s.st.timeouts.Add(1)
+	case s.timeout > 0 && own:
+		rctx, cancel = context.WithTimeout(ctx, s.timeout)
+	case s.timeout > 0:
+		rctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+	default:
+		dl, ok := latest(batch)
+		rctx, cancel = runContext(ctx, own, dl, ok)
+	}
+	err := s.run(rctx, to, batch, buf)
+	// The client may end a call at its deadline a moment before the
+	// context's timer fires: then wait for it, so that the end is put
+	// down to the right bound.
+	if dl, ok := rctx.Deadline(); ok && err != nil && errors.Is(err, context.DeadlineExceeded) && !time.Now().Before(dl) {
+		<-rctx.Done()
+	}
+	ended := rctx.Err() != nil
+	if cancel != nil {
+		cancel()
+	}
+	switch {
+	case err == nil:
+		s.answeredBy(to).Store(s.br.clock.Now().UnixNano())
+		s.br.done(probe, false, int64(len(batch)))
+		return nil
+	case !ended:
+	case (own || s.timeout == 0) && ctx.Err() != nil:
+		if !errors.Is(context.Cause(ctx), sluice.ErrTimeout) || batch[0].waited {
+			s.br.abort(probe) // its caller gave up: nothing learnt of Redis
+			return stopped(ctx)
+		}
 		err = fmt.Errorf("%w (%w)", ErrTimeout, context.Cause(ctx))
-	case errors.Is(err, context.DeadlineExceeded) && s.timeout > 0:
-		s.st.timeouts.Add(1)
+	default:
 		err = fmt.Errorf("%w (%v)", ErrTimeout, s.timeout)
 	}
-	s.br.done(probe, true)
+	if ended && s.loaded(to) {
+		s.br.abort(probe)
+		return fmt.Errorf("%w: %w", err, sluice.ErrShed)
+	}
+	s.br.done(probe, true, int64(len(batch)))
+	return err
+}
+
+// alive is how recent an answer from a Redis must be for a call to it
+// that timed out to be taken for load rather than for a Redis gone: a
+// second, far more than the store's timeout, so that a process stalled
+// for a while under a flood still finds its Redis alive.
+const alive = time.Second
+
+// answeredBy is the time of the last answer from the Redis that to names
+// (the store's client for nil).
+func (s *Store) answeredBy(to *node) *atomic.Int64 {
+	if to != nil {
+		return &to.answered
+	}
+	return &s.answered
+}
+
+// loaded reports whether a run to to that timed out is taken for load:
+// that Redis answered another run within the last second. A late answer
+// from a Redis that answers others is as likely a process too busy to
+// read it in time, under a flood, as a Redis gone: such a run's requests
+// are shed, and the breaker does not count it. After a second without
+// any answer, a timeout is a failure: it counts, and the failure modes
+// decide.
+func (s *Store) loaded(to *node) bool {
+	return s.br.clock.Now().UnixNano()-s.answeredBy(to).Load() < int64(alive)
+}
+
+// failed is the error of a call that failed with err, counted: a
+// request shed, one given up by its caller (its context's error), a
+// timeout of the store's (ErrTimeout), or another error of Redis's. The
+// breaker has heard of it from its run (see write); a probe that never
+// reached Redis frees its place.
+func (s *Store) failed(ctx context.Context, p *pending, err error) error {
+	if p.probe && !p.wrote.Load() {
+		s.br.abort(true)
+	}
+	switch {
+	case errors.Is(err, ErrTimeout):
+		s.st.errors.Add(1)
+		s.st.timeouts.Add(1)
+	case errors.Is(err, sluice.ErrShed):
+		s.st.shed.Add(1)
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+	default:
+		s.st.errors.Add(1)
+	}
 	return err
 }
 

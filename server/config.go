@@ -47,9 +47,9 @@ type Config struct {
 	// that a slow store meets the rules' failure modes rather than the
 	// proxy's. The default is 50ms; negative means no bound but the
 	// caller's and the store's own. It is sluice.WithTimeout: the Redis
-	// store, which bounds its calls itself too (redis.WithTimeout), counts
-	// whichever bound runs out first as its timeout, towards its circuit
-	// breaker (package redis, Deadlines and clocks); with it, negative
+	// store, which bounds its calls itself too (redis.WithTimeout, from
+	// when a call is written), sheds a request that waits past either for
+	// its turn (package redis, Deadlines and clocks); with it, negative
 	// spares a timer per request, as sluice serve does.
 	StoreTimeout time.Duration
 

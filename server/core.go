@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -166,9 +167,14 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 	if err != nil {
 		return nil, err
 	}
-	if res.Err != nil {
+	switch {
+	case res.Err == nil:
+	case errors.Is(res.Err, sluice.ErrShed):
+		// Load, not failure: denied, whatever the failure modes say.
+		s.m.countShed(domain)
+	default:
 		s.m.storeErrors.Inc()
-		s.log.DebugContext(ctx, "store failed; the rules' failure modes decided", "domain", req.domain, "err", res.Err)
+		s.failures.note(ctx, s.log, s.cfg.Clock.Now(), domain, res.Err)
 	}
 	out.allowed, out.statuses = res.Allowed, room(out.scr.statuses[:0], len(req.descs))
 	// Each descriptor's status is decided over its limits as the config

@@ -244,11 +244,59 @@
 //
 // When the store fails, each rule's failure mode (open, closed or local)
 // decides; the RateLimit field is then left out, since what is left is not
-// known, and sluice_store_errors_total counts the failure. A request the
+// known, sluice_store_errors_total counts the failure, and the log warns
+// of it, at most once a second with how many there were. A request the
 // store refuses as given (sluice.ErrRefused: checks in different Redis
 // Cluster slots) is no failure: it is logged and answered Internal (500
 // on HTTP). A rule the store cannot hold at all (a limit outside the Redis
 // store's exact range) is refused when the config loads.
+//
+// # Under a flood
+//
+// Load never switches a limit off. On Redis, each decision waits for its
+// turn and then for Redis, and each wait is bounded:
+//
+//   - at most 1024 requests are in flight towards each Redis (the main
+//     one, the per-second one, each master of a Cluster; --redis-max-inflight),
+//     queued for a script run or in one;
+//   - a request waits for its turn at most the Redis store's timeout
+//     (50ms), or until its caller's deadline (Envoy sends its own timeout
+//     as the call's gRPC deadline) if sooner; then it is shed;
+//   - a call written to Redis has 50ms from its writing (the Redis
+//     store's timeout); a call without an answer by then is shed too
+//     while that Redis answered another within the last second; after a
+//     second of silence it is a failure, which the failure modes decide
+//     and the circuit breaker counts.
+//
+// A shed request is over the limit: OVER_LIMIT, 429 on /json and forward
+// auth, with Retry-After: 1, whatever its rules' failure modes, and
+// counted in sluice_shed_total by domain. It charged nothing, unless it
+// was shed after it was written to Redis: the script may then have run,
+// and its charge stays, as any lost answer's. It is never
+// allowed and never a gRPC error, which Envoy, under its default
+// failure_mode_deny: false, would let through. The circuit breaker opens
+// only on sustained failure: over 10s, at least 20 calls reached Redis
+// and at least half of them failed (an error reply, a refused or broken
+// connection, no answer within the 50ms from a Redis silent for a
+// second). A request shed never counts. While it is
+// open (a second, then a probe) each rule's failure mode decides;
+// sluice_store_breaker_open and sluice_store_breaker_opens_total show it.
+// A Redis killed meets the failure modes at once, by its refusals, one
+// that stops answering (paused, a network gone silent) after a second of
+// silence; the breaker opens within its 10s window. The
+// script is loaded into every Redis before the service reports ready, so
+// that a cold start under load is decided by Redis, not by the failure
+// modes.
+//
+// Envoy waits for the answer only its own timeout (the rate limit filter's
+// timeout, 20ms by default), shorter than the 50ms above. An answer later
+// than that is not read: with failure_mode_deny: false (the default) the
+// request goes through, counted as failure_mode_allowed; with true it is
+// refused with the filter's status_on_error (500 by default). So under a
+// flood that makes sluice slower than Envoy's timeout, Envoy's setting
+// decides, not sluice's: give the filter a timeout above sluice's
+// (100ms covers the wait for a turn and the call) or set
+// failure_mode_deny: true where a limit must hold through an outage.
 //
 // # Forward auth
 //

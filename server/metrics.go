@@ -6,6 +6,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/redis"
 )
 
 // Label values that stand for what the config does not name, so that a
@@ -53,6 +56,7 @@ type metrics struct {
 	decisions   *prometheus.CounterVec
 	values      *prometheus.CounterVec // value_to_metric
 	storeErrors prometheus.Counter
+	shed        *prometheus.CounterVec // by domain
 	lost        *prometheus.CounterVec // usage charges the store did not record
 	duration    *prometheus.HistogramVec
 	reloads     *prometheus.CounterVec
@@ -83,6 +87,33 @@ func (m *metrics) countUnruled(domain, rule string) {
 	}
 	c.(prometheus.Counter).Inc()
 }
+
+// watchStore adds the Redis store's circuit breaker to the metrics, if
+// store is one (a Store or a Pair): its state and how often it opened.
+func (m *metrics) watchStore(store sluice.Store) {
+	rs, ok := store.(interface{ Stats() redis.Stats })
+	if !ok {
+		return
+	}
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "sluice_store_breaker_opens_total",
+		Help: "Times the Redis store's circuit breaker opened: over 10s, at least 20 calls reached Redis and half of them failed (a timeout counts only from a Redis silent for a second). " +
+			"While it is open, the rules' failure modes decide.",
+	}, func() float64 { return float64(rs.Stats().BreakerOpens) }))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sluice_store_breaker_open",
+		Help: "1 while the Redis store's circuit breaker is open or half-open, else 0.",
+	}, func() float64 {
+		if rs.Stats().Breaker == "closed" {
+			return 0
+		}
+		return 1
+	}))
+}
+
+// countShed counts a request shed in domain, a label the config names
+// (or labelUnknownDomain).
+func (m *metrics) countShed(domain string) { m.shed.WithLabelValues(domain).Inc() }
 
 // ruleCounters are one rule's series of sluice_decisions_total in one
 // domain, looked up once.
@@ -246,10 +277,15 @@ func newMetrics() *metrics {
 			Name: "sluice_store_errors_total",
 			Help: "Requests the store could not decide, which the rules' failure modes decided instead.",
 		}),
+		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_shed_total",
+			Help: "Requests shed, by domain: their turn, or the store's answer, did not come in time. " +
+				"Each was denied (OVER_LIMIT, 429 with Retry-After: 1), whatever the rules' failure modes.",
+		}, []string{"domain"}),
 		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_usage_charges_lost_total",
 			Help: "Charges of limits charged by usage (charge: usage, or every limit under -charge-per-descriptor) " +
-				"that the store failed to record, by domain and rule: the rules' failure modes decided those requests instead.",
+				"that the store did not record, by domain and rule: it failed, and the rules' failure modes decided those requests instead, or it shed them.",
 		}, []string{"domain", "rule"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_decision_duration_seconds",
@@ -275,7 +311,7 @@ func newMetrics() *metrics {
 			Help: "gRPC calls refused with UNAVAILABLE, past the bound on calls in flight across all connections.",
 		}),
 	}
-	m.reg.MustRegister(m.decisions, m.values, m.storeErrors, m.lost, m.duration, m.reloads, m.rules, m.connsRefused, m.streamsRefused,
+	m.reg.MustRegister(m.decisions, m.values, m.storeErrors, m.shed, m.lost, m.duration, m.reloads, m.rules, m.connsRefused, m.streamsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Both results exist from the start, so that a rate() over them is
 	// defined before the first reload.

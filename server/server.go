@@ -47,6 +47,8 @@ type Server struct {
 	ready   atomic.Bool
 	handler http.Handler
 	trust   clientip.Trusted // Config.TrustedProxies
+	// failures logs the requests the failure modes decided (failurelog.go).
+	failures failureLog
 	// metricsHandler serves /metrics, also on a listener of its own.
 	metricsHandler http.Handler
 	// grpcTLS and httpTLS serve the ports over TLS; nil for plain text.
@@ -101,6 +103,7 @@ func New(cfg Config) (*Server, error) {
 		draining:   make(chan struct{}),
 		headerKeys: headerKeys(cfg.HeaderNames),
 	}
+	s.m.watchStore(cfg.Store)
 	s.gate = &streamGate{max: int64(cfg.GRPCMaxStreams), recv: cfg.GRPCRecvTimeout, refused: s.m.streamsRefused.Inc}
 	s.m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sluice_grpc_calls_in_flight",

@@ -39,6 +39,7 @@ type redisFlags struct {
 	tlsSkipHostname    bool
 	poolSize           int
 	prefix             string
+	maxInFlight        int // each Redis's bound (redis.WithMaxInFlight)
 	// envoyKeys names fixed windows' counters as envoyproxy/ratelimit
 	// does, beginning with envoyPrefix (-envoy-keys).
 	envoyKeys   bool
@@ -233,7 +234,8 @@ func (rf *redisFlags) open(ctx context.Context, main *redisFlags, log *slog.Logg
 	if err != nil || client == nil {
 		return nil, "", nil, err
 	}
-	opts := append([]redis.Option(nil), redisOptions...)
+	opts := []redis.Option{redis.WithMaxInFlight(max(main.maxInFlight, 1))}
+	opts = append(opts, redisOptions...)
 	if main.prefix != "" {
 		opts = append(opts, redis.WithPrefix(main.prefix))
 	}
@@ -251,9 +253,16 @@ func (rf *redisFlags) open(ctx context.Context, main *redisFlags, log *slog.Logg
 		client.Close()
 		return nil, "", nil, fmt.Errorf("-redis-prefix: %v", err)
 	}
+	// The script is loaded before the service reports ready: loaded by
+	// the first requests instead, under load, it made them miss their
+	// deadline, and their rules' failure modes decide them.
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if err := client.Ping(pctx).Err(); err != nil {
+	err = client.Ping(pctx).Err()
+	if err == nil {
+		err = rs.Load(pctx)
+	}
+	if err != nil {
 		log.WarnContext(ctx, "redis does not answer yet; until it does, each rule's failure mode decides", "redis", name, "err", err)
 	}
 	return rs, name, func() { client.Close() }, nil

@@ -102,8 +102,8 @@ descriptors:
 
 // sluice serve -redis-sentinel through a real failover: a master and a
 // replica, three sentinels. The master is killed (its sentinels held
-// still meanwhile, so that the outage lasts while the test looks): each
-// rule's failure mode decides. Then the sentinels promote the replica,
+// still meanwhile, so that the outage lasts while the test looks): once
+// it has been silent for a second, each rule's failure mode decides. Then the sentinels promote the replica,
 // and the service decides from it, with the counts it had replicated.
 func TestServeSentinelFailover(t *testing.T) {
 	sbin, _ := sentinelBin(t)
@@ -187,6 +187,10 @@ func TestServeSentinelFailover(t *testing.T) {
 		sn.signal(t, syscall.SIGSTOP)
 	}
 	master.kill()
+	// Until a second has passed since its last answer, a Redis that does
+	// not answer in time is taken for one too busy to, and the requests
+	// are shed (429); then the failure modes decide.
+	waitFor(t, 30*time.Second, "the failure modes deciding", func() bool { return post("open", "w") == 200 })
 	for i := range 3 {
 		if code := post("open", "b"); code != 200 {
 			t.Errorf("open, Redis down, request %d: %d, want 200", i, code)

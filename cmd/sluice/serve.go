@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/memory"
+	"github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -102,6 +103,13 @@ Redis (without one, the counts are in this process's memory):
                        checks the chain but not the name
   -redis-pool-size N   connections per node (default: go-redis's, 10 per CPU)
   -redis-prefix P      the prefix of every key (default sluice:)
+  -redis-max-inflight N
+                       requests in flight towards each Redis (the main one,
+                       the per-second one, each master of a Cluster), queued
+                       or in a script run (default 1024); a request that
+                       finds no room within its 50ms is shed: denied with
+                       Retry-After: 1, nothing charged, whatever its rule's
+                       failure mode
   -redis-persecond URL, -redis-persecond-cluster ..., -redis-persecond-sentinel ...
                        a second Redis for the limits per second (envoyproxy/
                        ratelimit's REDIS_PERSECOND), with the same -redis-*
@@ -343,6 +351,7 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	o.redis.register(fs, "redis")
 	o.perSecond.register(fs, "redis-persecond")
 	fs.StringVar(&o.redis.prefix, "redis-prefix", "sluice:", "")
+	fs.IntVar(&o.redis.maxInFlight, "redis-max-inflight", redis.DefaultMaxInFlight, "")
 	for _, p := range []struct {
 		name string
 		t    *tlsFlags
@@ -428,6 +437,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return usageErr("-redis-pool-size %d must not be negative", o.redis.poolSize)
 	case o.perSecond.poolSize < 0:
 		return usageErr("-redis-persecond-pool-size %d must not be negative", o.perSecond.poolSize)
+	case o.redis.maxInFlight < 1:
+		return usageErr("-redis-max-inflight %d must be at least 1", o.redis.maxInFlight)
 	case o.metricsPath == "" || o.metricsPath[0] != '/':
 		return usageErr("-metrics-path %q: want a path such as /metrics", o.metricsPath)
 	}
@@ -477,6 +488,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	o.perSecond.prefix = o.redis.prefix
+	o.perSecond.maxInFlight = o.redis.maxInFlight
 	st, err := openStore(ctx, &o.redis, &o.perSecond, int64(o.maxMem), log)
 	if err != nil {
 		return usageErr("%v", err)

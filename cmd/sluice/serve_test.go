@@ -265,6 +265,7 @@ func TestServeErrors(t *testing.T) {
 		{[]string{"-log-format", "xml"}, exitUsage, `-log-format "xml": want text or json`},
 		{[]string{"-metrics-path", "metrics"}, exitUsage, `-metrics-path "metrics": want a path`},
 		{[]string{"-redis-pool-size", "-1"}, exitUsage, "-redis-pool-size -1 must not be negative"},
+		{[]string{"-redis-max-inflight", "0"}, exitUsage, "-redis-max-inflight 0 must be at least 1"},
 		{[]string{"-redis-persecond", "redis://a:1"}, exitUsage, "-redis-persecond: a per-second Redis beside no main one"},
 		{[]string{"-redis", "redis://a:1", "-redis-persecond", "redis://b:1", "-redis-persecond-cluster", "c:1"}, exitUsage, "-redis-persecond and -redis-persecond-cluster: name one Redis"},
 		{[]string{"-redis", "redis://a:1", "-redis-persecond-sentinel", "s1:26379"}, exitUsage, `-redis-persecond-sentinel: "s1:26379": want MASTER@HOST:PORT`},
@@ -329,11 +330,17 @@ func TestServeRedis(t *testing.T) {
 // tests: TestServeTwoProcesses starts real processes that way.
 const serveArgsEnv = "SLUICE_TEST_SERVE_ARGS"
 
+// redisDefaultsEnv, set, keeps the Redis store's defaults in such a
+// process: the floods test the service as it is shipped.
+const redisDefaultsEnv = "SLUICE_TEST_REDIS_DEFAULTS"
+
 func TestMain(m *testing.M) {
 	// In the tests' serve and in the processes TestServeTwoProcesses
 	// starts: the Redis store's default deadline, 50ms, is a bound a
 	// loaded machine can miss, and a call that misses it fails open.
-	redisOptions = []redis.Option{redis.WithTimeout(10 * time.Second)}
+	if os.Getenv(redisDefaultsEnv) == "" {
+		redisOptions = []redis.Option{redis.WithTimeout(10 * time.Second)}
+	}
 	if args := os.Getenv(serveArgsEnv); args != "" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()

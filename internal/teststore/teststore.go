@@ -4,6 +4,7 @@ package teststore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -36,4 +37,19 @@ type Refusing struct{}
 
 func (Refusing) Take(context.Context, time.Time, int64, []sluice.Check, []sluice.Decision) error {
 	return fmt.Errorf("teststore: refused: %w", sluice.ErrRefused)
+}
+
+// Shedding sheds every request, as a store with too much work in flight
+// does: its errors wrap sluice.ErrShed.
+type Shedding struct{}
+
+func (Shedding) Take(context.Context, time.Time, int64, []sluice.Check, []sluice.Decision) error {
+	return fmt.Errorf("teststore: %w", sluice.ErrShed)
+}
+
+// Failing fails every request, as a store that cannot be reached does.
+type Failing struct{}
+
+func (Failing) Take(context.Context, time.Time, int64, []sluice.Check, []sluice.Decision) error {
+	return errors.New("teststore: connection refused")
 }
