@@ -19,7 +19,9 @@
 // that would deny is never evicted, so no flood of new keys resets a
 // client that spent its limit. A new key that finds no room is refused
 // with ErrFull, and a sluice.Limiter decides it by the rule's failure
-// mode. A bucket key (token bucket, leaky bucket, GCRA) of up to 16 bytes
+// mode; a request that brings a new key beside keys the store holds is
+// still denied, with no error, when one of those keys denies it, so that
+// a new key riding along never hands a spent one to the failure modes. A bucket key (token bucket, leaky bucket, GCRA) of up to 16 bytes
 // is counted 64 bytes, so WithMaxBytes(64 << 20) with WithMaxKeys of a
 // little over a million holds a million denying keys; the Store
 // documentation gives the figures for the other algorithms and for longer

@@ -132,3 +132,64 @@ type downStore struct{}
 func (downStore) Take(context.Context, time.Time, int64, []sluice.Check, []sluice.Decision) error {
 	return errors.New("down")
 }
+
+// A request that brings a new key to a store full of denying keys is still
+// denied when a key the store holds denies it: a new key riding along must
+// not hand a spent key to the failure modes, which would let it through.
+// When every held key allows, the request goes to the failure modes as a
+// lone new key does, and nothing is charged.
+func TestFullStoreKeepsHeldKeyDenied(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	perIP := &sluice.Rule{Name: "ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(1)}
+	perKey := &sluice.Rule{Name: "key", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerHour(5)}
+	roomy := &sluice.Rule{Name: "roomy", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerHour(10)}
+	// full returns a store of 64 keys: the 64 - len(allowing) spent keys
+	// "0", "1", ... of perIP, and the keys named, charged once by roomy.
+	full := func(allowing ...string) (*Store, *sluice.Limiter) {
+		st, err := New(WithMaxKeys(64), WithShards(1), WithSweepInterval(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		out := make([]sluice.Decision, 1)
+		for _, k := range allowing {
+			if err := st.Take(ctx, now, 1, []sluice.Check{{Rule: roomy, Key: k}}, out); err != nil || !out[0].Allowed {
+				t.Fatalf("roomy key %s: %+v, %v; want allowed", k, out[0], err)
+			}
+		}
+		for i := range 64 - len(allowing) {
+			if err := st.Take(ctx, now, 1, []sluice.Check{{Rule: perIP, Key: fmt.Sprint(i)}}, out); err != nil || !out[0].Allowed {
+				t.Fatalf("key %d: %+v, %v; want allowed", i, out[0], err)
+			}
+		}
+		lim, err := sluice.NewLimiter(st, sluice.WithClock(testclock.New(now)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, lim
+	}
+
+	st, lim := full()
+	for k := range 3 {
+		res, err := lim.Take(ctx, 1, []sluice.Check{{Rule: perIP, Key: "7"}, {Rule: perKey, Key: fmt.Sprint("fresh-", k)}}, nil)
+		if err != nil || res.Allowed || res.Err != nil || res.Decisions[0].Allowed || res.Decisions[0].RetryAfter <= 0 {
+			t.Fatalf("spent key beside new key %d: %+v, %v, store error %v; want denied by the spent key, not by a failure mode", k, res, err, res.Err)
+		}
+	}
+	if s := st.Stats(); s.Keys != 64 || s.Refused != 3 {
+		t.Errorf("Stats() = %+v, want the 64 keys held and 3 refusals", s)
+	}
+
+	// A held key that allows is not charged when the new key finds no
+	// room: the failure mode (open) decides, charging nothing.
+	st, lim = full("held")
+	res, err := lim.Take(ctx, 1, []sluice.Check{{Rule: roomy, Key: "held"}, {Rule: perKey, Key: "fresh"}}, nil)
+	if err != nil || !res.Allowed || !errors.Is(res.Err, ErrFull) {
+		t.Fatalf("allowing key beside new key: %+v, %v, store error %v; want allowed by the failure mode", res.Decision, err, res.Err)
+	}
+	out := make([]sluice.Decision, 1)
+	if err := st.Take(ctx, now, 0, []sluice.Check{{Rule: roomy, Key: "held"}}, out); err != nil || out[0].Remaining != 9 {
+		t.Fatalf("roomy key after: %+v, %v; want 9 left (charged once only)", out[0], err)
+	}
+}

@@ -1,6 +1,8 @@
 package memory
 
 import (
+	"errors"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
 )
@@ -108,6 +110,9 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 		if !ok {
 			var err error
 			if r, err = sh.insert(&hs[i].p, hs[i].sp, now); err != nil {
+				if errors.Is(err, ErrFull) && s.denyHeld(now, n, checks, out, hs) {
+					return nil
+				}
 				s.unpin(now, hs)
 				return err
 			}
@@ -170,6 +175,50 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 	}
 	s.unpin(now, hs)
 	return nil
+}
+
+// denyHeld decides a request that a new key found no room for, when one
+// of the keys the store does hold would deny it: the request is denied,
+// as it would have been with room, rather than left to the failure modes,
+// which would let a spent key through whenever a new key rides along.
+// Each held key's decision is tried and undone; a key that denies reports
+// it, the usage checks of held keys are recorded as any denied request's
+// are, the other gate checks report their state uncharged, and a key not
+// placed reports a fresh state's answer, stored nowhere. It reports false,
+// having changed nothing, when every held key would allow. The caller
+// holds the shards' locks; denyHeld unpins the cells when it returns
+// true.
+func (s *Store) denyHeld(now, n int64, checks []sluice.Check, out []sluice.Decision, hs []held) bool {
+	denied := false
+	for i := range hs {
+		if !hs[i].found {
+			continue
+		}
+		// Adding keys moves cells about, so each is found again.
+		hs[i].r, _ = s.shard(hs[i].p.h).find(&hs[i].p, hs[i].sp)
+		saved := hs[i].r.save()
+		hs[i].r.step(hs[i].sp, now, checks[i].CostFor(n), s.bound, &out[i])
+		hs[i].r.restore(saved)
+		denied = denied || (!checks[i].Rule.Shadow && !out[i].Allowed)
+	}
+	if !denied {
+		return false
+	}
+	for i := range hs {
+		switch {
+		case !hs[i].found:
+			put(&out[i], freshDecision(hs[i].sp, now, checks[i].CostFor(n)))
+		case hs[i].sp.Charge != algo.ChargeGate:
+			hs[i].r, _ = s.shard(hs[i].p.h).find(&hs[i].p, hs[i].sp)
+			hs[i].r.step(hs[i].sp, now, checks[i].CostFor(n), s.bound, &out[i])
+		case out[i].Allowed:
+			hs[i].r, _ = s.shard(hs[i].p.h).find(&hs[i].p, hs[i].sp)
+			hs[i].r.step(hs[i].sp, now, 0, s.bound, &out[i])
+			out[i].Allowed, out[i].RetryAfter = true, 0
+		}
+	}
+	s.unpin(now, hs)
+	return true
 }
 
 // pass decides the gate checks (gate true) or the usage ones, charging

@@ -46,7 +46,9 @@ var ErrShortOut = errors.New("memory: out shorter than checks")
 // what it had used again. A key that would deny is never evicted, so a
 // flood of new keys cannot reset a client that spent its limit: a new key
 // that finds only such keys in its samples is refused with ErrFull, which
-// a sluice.Limiter decides by the rule's failure mode. Stats counts the
+// a sluice.Limiter decides by the rule's failure mode, unless a key of the
+// same request that the store holds denies it: that request is denied as
+// with room. Stats counts the
 // evictions of each kind and the refusals.
 //
 // To hold N keys that deny at once, give the store N keys' room in both
