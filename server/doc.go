@@ -364,11 +364,10 @@
 // (health's Watch) are not bounded by it. A gRPC connection with no call
 // in flight for Config.MaxConnectionIdle (5m) is closed with a GOAWAY.
 // Each call in flight holds a goroutine, whose stack is 8 KiB, and a few
-// KiB of heap: 4096 calls held without their message raised the
-// service's RSS by about 80 MiB in all (33 MiB of stacks) with Go's
-// default collector pacing, 2048 by about 50 MiB (TestServeHeldStreams
-// in cmd/sluice), where without the bounds 40,960 held calls took 700
-// MiB and never ended. An HTTP connection carries one request at a time,
+// KiB of heap, about 20 KiB in all: the stream bound is what bounds that
+// memory (about 80 MiB at the default 4096; TestServeHeldStreams in
+// cmd/sluice measures it), and lowering -grpc-max-streams lowers it in
+// proportion. An HTTP connection carries one request at a time,
 // so the HTTP bound is also the bound on its requests in flight.
 //
 // At the memory store's bound (sluice serve's -max-memory), room for a
