@@ -30,7 +30,7 @@ var ErrInvalidLimit = errors.New("sluice: invalid limit")
 // ErrLimitTooLarge is wrapped by the error of a limit whose state cannot be
 // kept exactly: a bucket that takes longer than 2^62 ticks to refill, or a
 // sliding log of more than 2^20 units per window.
-var ErrLimitTooLarge = algo.ErrTooLarge
+var ErrLimitTooLarge = errors.New("limit too large")
 
 // PerSecond is n events per second, with Burst n.
 func PerSecond(n int64) Limit { return Limit{Rate: n, Period: time.Second} }

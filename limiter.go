@@ -16,7 +16,6 @@ type Limiter struct {
 	store       Store
 	fallback    Store
 	clock       Clock
-	timeout     time.Duration
 	closedRetry time.Duration
 }
 
@@ -41,7 +40,7 @@ type Result struct {
 }
 
 // LimiterOption configures a Limiter: WithClock, WithFallback,
-// WithTimeout, WithFailClosedRetry.
+// WithFailClosedRetry.
 type LimiterOption interface{ applyLimiter(*Limiter) }
 
 type limiterOption func(*Limiter)
@@ -68,28 +67,13 @@ func (o ClockOption) applyQueue(q *LeakyQueue) {
 	}
 }
 
-// WithFallback sets the store that decides rules with FailLocal while the
-// main store fails, typically a memory store. Without one, FailLocal rules
-// fail closed, but for a store out of room for a new key (ErrNoRoom),
-// where they fail open; so do they when the fallback is out of room.
+// WithFallback sets the store that decides rules with FailLocal, and
+// those with FailDefault, while the main store fails: typically a memory
+// store. Without one, FailLocal rules fail closed and FailDefault rules
+// open, but for a store out of room for a new key (ErrNoRoom), where
+// FailLocal rules fail open too; so do they when the fallback is out of
+// room.
 func WithFallback(s Store) LimiterOption { return limiterOption(func(l *Limiter) { l.fallback = s }) }
-
-// WithTimeout bounds each call to the store: when d runs out, the
-// context the store was given is done, and its cause (context.Cause) is
-// ErrTimeout, so that the store can tell this bound from the caller's
-// giving up. The default, 0, leaves it to the store and the caller's
-// context. A store with a bound of its own, as the Redis store has (50ms
-// by default), is held to the shorter of the two and counts either as its
-// own timeout: neither hides the other. The Redis store's documentation
-// sets out the whole chain, under Deadlines and clocks.
-func WithTimeout(d time.Duration) LimiterOption {
-	return limiterOption(func(l *Limiter) { l.timeout = max(d, 0) })
-}
-
-// ErrTimeout is the cause (context.Cause) of the context a Limiter gives
-// its store when the call outlasts WithTimeout. It wraps
-// context.DeadlineExceeded, the context's Err.
-var ErrTimeout = fmt.Errorf("sluice: the store's call outlasted the Limiter's timeout: %w", context.DeadlineExceeded)
 
 // WithFailClosedRetry sets the RetryAfter of a request denied because the
 // store failed and its rule fails closed. The default is one second.
@@ -143,43 +127,45 @@ func NewLimiter(store Store, opts ...LimiterOption) (*Limiter, error) {
 	return l, nil
 }
 
-// CheckRule reports whether the Limiter can decide r: r.Validate's error,
-// or, if the store is a RuleChecker, its error (wrapping ErrRefused) for a
-// rule it would refuse at every request. Like Validate, it prepares r.
-// Middleware checks its rules with it when it is made, and the service
+// Prepare prepares r (Rule.Prepare) for this Limiter: it errs for an
+// invalid rule and, if the store is a RuleChecker, for a rule the store
+// would refuse at every request (wrapping ErrRefused). Call it where the
+// rule is loaded: the middleware does when it is made, and the service
 // when it loads a config.
-func (l *Limiter) CheckRule(r *Rule) error {
-	if err := r.Validate(); err != nil {
-		return err
+func (l *Limiter) Prepare(r Rule) (*PreparedRule, error) {
+	p, err := r.Prepare()
+	if err != nil {
+		return nil, err
 	}
 	if rc, ok := l.store.(RuleChecker); ok {
-		return rc.CheckRule(r)
+		if err := rc.CheckRule(p); err != nil {
+			return nil, err
+		}
 	}
-	return nil
+	return p, nil
 }
 
-// Take decides a request of cost n against checks at the clock's now (a
-// check with a Cost of its own costs that instead). out, if it has room,
-// receives the per-check decisions and becomes Result.Decisions, so that
-// a caller can reuse it; nil is fine.
+// Take decides a request against checks, each taking its Units, at the
+// clock's now. out, if it has room, receives the per-check decisions and
+// becomes Result.Decisions, so that a caller can reuse it; nil is fine.
+// ctx goes to the store as it is: the store applies its own deadline.
 //
-// The error is for bad input (a check without a rule or with an invalid
-// one, or a request the store refuses: ErrRefused) and for ctx; a store
-// failure is handled by each rule's Failure and reported in Result.Err;
-// a request the store shed (ErrShed) is denied and reported there too.
-func (l *Limiter) Take(ctx context.Context, n int64, checks []Check, out []Decision) (res Result, err error) {
+// The error is for bad input (a check without a prepared rule, or with
+// both Peek and a Cost, or a request the store refuses: ErrRefused) and
+// for ctx; a store failure is handled by each rule's Failure and reported
+// in Result.Err; a request the store shed (ErrShed) is denied and
+// reported there too.
+func (l *Limiter) Take(ctx context.Context, checks []Check, out []Decision) (res Result, err error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
 	for i := range checks {
-		if checks[i].Rule == nil {
-			return Result{}, fmt.Errorf("sluice: check %d has no rule", i)
-		}
-		// An invalid rule is bad input: the store would refuse it, and a
-		// fail-open rule would turn that refusal into an allowed request.
-		// A prepared rule only compares itself with its preparation here.
-		if _, err := checks[i].Rule.Spec(); err != nil {
-			return Result{}, fmt.Errorf("sluice: check %d: %w", i, err)
+		// A check the store would refuse is bad input: a fail-open rule
+		// would turn that refusal into an allowed request.
+		if c := &checks[i]; c.Rule == nil || c.Rule.spec == nil {
+			return Result{}, fmt.Errorf("sluice: check %d has no prepared rule", i)
+		} else if c.Peek && c.Cost != 0 {
+			return Result{}, fmt.Errorf("sluice: check %d: a peek with a cost of %d", i, c.Cost)
 		}
 	}
 	if cap(out) < len(checks) {
@@ -187,12 +173,7 @@ func (l *Limiter) Take(ctx context.Context, n int64, checks []Check, out []Decis
 	}
 	out = out[:len(checks)]
 	now := l.clock.Now()
-	if l.timeout > 0 {
-		err = l.take(ctx, l.store, now, n, checks, out)
-	} else {
-		err = l.store.Take(ctx, now, n, checks, out)
-	}
-	if err != nil {
+	if err = l.store.Take(ctx, now, checks, out); err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return Result{}, cerr
 		}
@@ -203,22 +184,13 @@ func (l *Limiter) Take(ctx context.Context, n int64, checks []Check, out []Decis
 		if errors.Is(err, ErrShed) {
 			shed(checks, out)
 		} else {
-			l.degrade(ctx, now, n, checks, out, errors.Is(err, ErrNoRoom))
+			l.degrade(ctx, now, checks, out, errors.Is(err, ErrNoRoom))
 		}
 	}
 	// res is filled in place, field by field: see combineInto.
 	res.Decisions = out
 	combineInto(&res.Decision, checks, out)
 	return res, nil
-}
-
-func (l *Limiter) take(ctx context.Context, s Store, now time.Time, n int64, checks []Check, out []Decision) error {
-	if l.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, l.timeout, ErrTimeout)
-		defer cancel()
-	}
-	return s.Take(ctx, now, n, checks, out)
 }
 
 // shed denies every check of a request the store shed: nothing was
@@ -235,25 +207,19 @@ func shed(checks []Check, out []Decision) {
 // when a FailClosed check denies the request, the fallback's gate checks
 // only report their state, and its usage checks are recorded all the
 // same.
-func (l *Limiter) degrade(ctx context.Context, now time.Time, n int64, checks []Check, out []Decision, noRoom bool) {
+func (l *Limiter) degrade(ctx context.Context, now time.Time, checks []Check, out []Decision, noRoom bool) {
 	var local []int
 	closed := false
 	for i := range checks {
 		r := checks[i].Rule
-		mode := r.Failure
-		if mode == FailLocal && l.fallback == nil {
-			mode = FailClosed
-			if noRoom {
-				mode = FailOpen
-			}
-		}
+		mode := l.failure(r.rule.Failure, noRoom)
 		q := r.Quota()
 		switch mode {
 		case FailOpen:
 			out[i] = Decision{Allowed: true, Limit: q, Remaining: q}
 		case FailClosed:
 			out[i] = Decision{Limit: q, RetryAfter: l.closedRetry}
-			closed = closed || !r.Shadow
+			closed = closed || !r.rule.Shadow
 		case FailLocal:
 			local = append(local, i)
 		}
@@ -265,19 +231,13 @@ func (l *Limiter) degrade(ctx context.Context, now time.Time, n int64, checks []
 	ld := make([]Decision, len(local))
 	for j, i := range local {
 		lc[j] = checks[i]
-		if closed {
+		if closed && checks[i].Rule.rule.Charge == ChargeGate {
 			// The request is denied anyway: a gate check reports its local
 			// state, charging nothing; a usage check is recorded.
-			lc[j].Cost = 0
-			if checks[i].Rule.Charge != ChargeGate {
-				lc[j].Cost = checks[i].CostFor(n)
-			}
+			lc[j].Cost, lc[j].Peek = 0, true
 		}
 	}
-	if closed {
-		n = 0
-	}
-	if err := l.take(ctx, l.fallback, now, n, lc, ld); err != nil {
+	if err := l.fallback.Take(ctx, now, lc, ld); err != nil {
 		// The fallback failing too, the rules fail closed; the fallback
 		// out of room, they fail open, as on a memory store alone.
 		for _, i := range local {
@@ -292,6 +252,23 @@ func (l *Limiter) degrade(ctx context.Context, now time.Time, n int64, checks []
 	for j, i := range local {
 		out[i] = ld[j]
 	}
+}
+
+// failure is the failure mode the Limiter applies for f: FailDefault
+// resolved by whether there is a fallback, and FailLocal without one
+// failing closed, or open for a store out of room (noRoom).
+func (l *Limiter) failure(f Failure, noRoom bool) Failure {
+	switch {
+	case f == FailDefault && l.fallback != nil:
+		return FailLocal
+	case f == FailDefault:
+		return FailOpen
+	case f == FailLocal && l.fallback == nil && noRoom:
+		return FailOpen
+	case f == FailLocal && l.fallback == nil:
+		return FailClosed
+	}
+	return f
 }
 
 // Combine folds per-check decisions into one: allowed iff every check not
@@ -312,7 +289,7 @@ func Combine(checks []Check, ds []Decision) Decision {
 // loads cannot be forwarded from the pending stores) for about as long as
 // the rest of the Limiter's work.
 func combineInto(c *Decision, checks []Check, ds []Decision) {
-	if len(checks) == 1 && !checks[0].Rule.Shadow {
+	if len(checks) == 1 && !checks[0].Rule.rule.Shadow {
 		// Spare the one check the loops below, which walk the checks
 		// three times.
 		d := &ds[0]
@@ -326,7 +303,7 @@ func combineInto(c *Decision, checks []Check, ds []Decision) {
 	*c = Decision{Allowed: true}
 	enforced := enforcedAny(checks)
 	for i := range checks {
-		if enforced && checks[i].Rule.Shadow {
+		if enforced && checks[i].Rule.rule.Shadow {
 			continue
 		}
 		d := &ds[i]
@@ -354,7 +331,7 @@ func Tightest(checks []Check, ds []Decision) int {
 	enforced := enforcedAny(checks)
 	t := -1
 	for i := range checks {
-		if enforced && checks[i].Rule.Shadow {
+		if enforced && checks[i].Rule.rule.Shadow {
 			continue
 		}
 		if t < 0 || ds[i].Remaining < ds[t].Remaining {
@@ -366,7 +343,7 @@ func Tightest(checks []Check, ds []Decision) int {
 
 func enforcedAny(checks []Check) bool {
 	for i := range checks {
-		if !checks[i].Rule.Shadow {
+		if !checks[i].Rule.rule.Shadow {
 			return true
 		}
 	}

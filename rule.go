@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
-	"unsafe"
 
 	"github.com/sluicehq/sluice/internal/algo"
 )
@@ -68,19 +66,25 @@ func (a Algo) New(l Limit) (Algorithm, error) {
 type Failure uint8
 
 const (
-	// FailOpen allows the request: availability over protection. It is
-	// the default.
-	FailOpen Failure = iota
+	// FailDefault, the zero value, is FailLocal for a Limiter with a
+	// fallback store (WithFallback), and FailOpen for one without: a
+	// Limiter given a fallback uses it unless a rule says otherwise.
+	FailDefault Failure = iota
+	// FailOpen allows the request: availability over protection.
+	FailOpen
 	// FailClosed denies the request.
 	FailClosed
-	// FailLocal decides with a local, in-process limiter instead: each
-	// process then enforces the limit on its own.
+	// FailLocal decides with the Limiter's fallback store (WithFallback),
+	// an in-process limiter: each process then enforces the limit on its
+	// own. Without a fallback it fails closed.
 	FailLocal
 )
 
-// String returns "open", "closed" or "local".
+// String returns "default", "open", "closed" or "local".
 func (f Failure) String() string {
 	switch f {
+	case FailDefault:
+		return "default"
 	case FailOpen:
 		return "open"
 	case FailClosed:
@@ -135,20 +139,11 @@ func (c Charge) String() string {
 }
 
 // Rule is a named limit with its algorithm: "10 per second per IP, token
-// bucket". The key it applies to comes with each request, in a Check.
-//
-// A rule prepares itself once: on first use, or when Validate is called
-// (where it is loaded), it is validated and its arithmetic compiled, and
-// the result is kept with it, so that deciding a request neither
-// validates nor compiles anything. A copy of a prepared Rule carries its
-// preparation. Each use compares the rule's Name, Algorithm, Limit and
-// Failure with those it was prepared from, and a rule changed since is
-// prepared again: a rule reloaded in place keeps working. It must not be
-// changed while a request uses it, as any value shared between
-// goroutines; to change the rules being served, make new ones and swap
-// them in. As the preparation is part of the value, == may tell apart two
-// rules with the same fields (one prepared, or each prepared on its own):
-// use Equal.
+// bucket". It is a declaration, a plain value: == compares two rules.
+// The key it applies to comes with each request, in a Check, which takes
+// the rule prepared (Prepare): validated and compiled once, where it is
+// loaded, so that deciding a request neither validates nor compiles
+// anything.
 type Rule struct {
 	// Name identifies the rule in keys, headers and metrics. It must be
 	// non-empty.
@@ -158,110 +153,95 @@ type Rule struct {
 	// Shadow rules decide and are counted but never deny: a way to try a
 	// limit on live traffic.
 	Shadow bool
-	// Failure is what the rule decides when the store errs. The default
-	// is FailOpen.
+	// Failure is what the rule decides when the store errs. The zero
+	// value, FailDefault, uses the Limiter's fallback store if it has one
+	// and otherwise allows.
 	Failure Failure
 	// Charge is how requests are charged: ChargeGate (the zero value,
 	// all-or-nothing) or ChargeUsage (recorded after the fact, into
 	// bounded debt). It does not change which state a key keeps: a rule
 	// switched between them keeps its keys' counts.
 	Charge Charge
-
-	// prepared holds the *prepared made by the latest preparation. It is
-	// an atomic.Value, not an atomic.Pointer, so that a Rule may still be
-	// copied (go vet's copylocks check flags atomic.Pointer).
-	prepared atomic.Value
-}
-
-// Equal reports whether r and o have the same fields. Their preparations
-// are not compared: equal rules compile alike, and share their keys'
-// states in a store.
-func (r *Rule) Equal(o *Rule) bool {
-	return r.Name == o.Name && r.Algorithm == o.Algorithm && r.Limit == o.Limit && r.Shadow == o.Shadow && r.Failure == o.Failure && r.Charge == o.Charge
-}
-
-// prepared is what a Rule made of itself: the fields it was made from, to
-// notice a change, and the result, a Spec or why there is none.
-type prepared struct {
-	name    string
-	algo    Algo
-	limit   Limit
-	failure Failure
-	charge  Charge
-	spec    *algo.Spec
-	err     error
-}
-
-// of reports whether p was made from r's fields as they are. It is the one
-// thing a prepared rule does per use, so it compares field by field, the
-// cheapest first, without building a key.
-func (p *prepared) of(r *Rule) bool {
-	return p.limit.Rate == r.Limit.Rate && p.limit.Period == r.Limit.Period && p.limit.Burst == r.Limit.Burst &&
-		p.failure == r.Failure && p.charge == r.Charge && same(p.name, r.Name) && same(string(p.algo), string(r.Algorithm))
-}
-
-// same reports whether a == b. The strings a rule was prepared from are
-// most often the very strings it still holds, which same tells by their
-// address, without the call that compares bytes: a request through the
-// Limiter checks its rule twice (the Limiter, then the store), and those
-// four calls took about 5 ns of an in-cache decision of about 110.
-func same(a, b string) bool {
-	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 // Validate reports whether the rule is usable: a name, a known algorithm,
-// a valid limit the algorithm can hold, and a known failure mode. It
-// prepares the rule (see Rule): call it where the rule is loaded.
-func (r *Rule) Validate() error {
-	_, err := r.Spec()
+// a valid limit the algorithm can hold, a known failure mode and charge.
+func (r Rule) Validate() error {
+	_, err := r.compile()
 	return err
 }
 
-// Spec returns the rule's compiled arithmetic, for the stores: the memory
-// and Redis stores read it on every request instead of keeping a cache of
-// rules. It prepares the rule on first use and after a change (see Rule),
-// and otherwise only compares the rule with what it was prepared from. The
-// error is Validate's. The type is internal to this module and may change
-// with it: code outside this repository has no use for it.
-func (r *Rule) Spec() (*algo.Spec, error) {
-	p, _ := r.prepared.Load().(*prepared)
-	if p == nil || !p.of(r) {
-		p = r.prepare()
+// Prepare validates r and compiles its arithmetic, once: call it where
+// the rule is loaded, and use the result in every Check. A Limiter's
+// Prepare also asks its store whether it can hold the rule; most callers
+// should use that.
+func (r Rule) Prepare() (*PreparedRule, error) {
+	sp, err := r.compile()
+	if err != nil {
+		return nil, err
 	}
-	return p.spec, p.err
+	return &PreparedRule{rule: r, spec: sp}, nil
 }
 
-// prepare validates and compiles r and keeps the result with it. Racing
-// first uses may each prepare r: the results are equivalent.
-func (r *Rule) prepare() *prepared {
-	p := &prepared{name: r.Name, algo: r.Algorithm, limit: r.Limit, failure: r.Failure, charge: r.Charge}
-	p.spec, p.err = compile(algo.Key{Name: p.name, Algo: string(p.algo), Rate: p.limit.Rate, Period: p.limit.Period, Burst: p.limit.Burst}, p.failure, p.charge)
-	r.prepared.Store(p)
-	return p
+// PreparedRule is a Rule ready to decide requests: validated, its
+// arithmetic compiled. It is immutable and safe for concurrent use; to
+// change a rule being served, prepare the new one and swap it in. Two
+// PreparedRules from equal Rules share their keys' states in a store. The
+// zero PreparedRule is not prepared: a check with one is refused.
+type PreparedRule struct {
+	rule Rule
+	spec *algo.Spec
 }
 
-// compile validates the rule k with failure mode f and charge c and
-// compiles it.
-func compile(k algo.Key, f Failure, c Charge) (*algo.Spec, error) {
-	if k.Name == "" {
+// Rule returns the declaration p was prepared from.
+func (p *PreparedRule) Rule() Rule { return p.rule }
+
+// Name returns the rule's name.
+func (p *PreparedRule) Name() string { return p.rule.Name }
+
+// Shadow reports whether the rule is in shadow mode: decided and
+// counted, never denying.
+func (p *PreparedRule) Shadow() bool { return p.rule.Shadow }
+
+// Quota is the rule's advertised quota: Burst (or Rate) for the buckets
+// and GCRA, Rate for the windows.
+func (p *PreparedRule) Quota() int64 { return p.rule.Quota() }
+
+// The stores, outside this package, read a prepared rule's arithmetic
+// through algo.Of; a nil or zero PreparedRule has none. The arithmetic's
+// errors for a limit too large are this package's.
+func init() {
+	algo.ErrTooLarge = ErrLimitTooLarge
+	algo.Of = func(rule any) *algo.Spec {
+		if p, _ := rule.(*PreparedRule); p != nil {
+			return p.spec
+		}
+		return nil
+	}
+}
+
+// compile validates r and compiles it.
+func (r Rule) compile() (*algo.Spec, error) {
+	if r.Name == "" {
 		return nil, fmt.Errorf("sluice: rule has no name")
 	}
-	if f > FailLocal {
-		return nil, fmt.Errorf("sluice: rule %q: unknown failure mode %d", k.Name, f)
+	if r.Failure > FailLocal {
+		return nil, fmt.Errorf("sluice: rule %q: unknown failure mode %d", r.Name, r.Failure)
 	}
-	if c > ChargeCount {
-		return nil, fmt.Errorf("sluice: rule %q: unknown charge %d", k.Name, c)
+	if r.Charge > ChargeCount {
+		return nil, fmt.Errorf("sluice: rule %q: unknown charge %d", r.Name, r.Charge)
 	}
-	kind, err := Algo(k.Algo).kind()
+	kind, err := r.Algorithm.kind()
 	if err != nil {
-		return nil, fmt.Errorf("rule %q: %w", k.Name, err)
+		return nil, fmt.Errorf("rule %q: %w", r.Name, err)
 	}
-	if err := (Limit{Rate: k.Rate, Period: k.Period, Burst: k.Burst}).Validate(); err != nil {
-		return nil, fmt.Errorf("rule %q: %w", k.Name, err)
+	if err := r.Limit.Validate(); err != nil {
+		return nil, fmt.Errorf("rule %q: %w", r.Name, err)
 	}
-	sp, err := algo.NewSpec(k, kind, algo.Charge(c))
+	k := algo.Key{Name: r.Name, Algo: string(r.Algorithm), Rate: r.Limit.Rate, Period: r.Limit.Period, Burst: r.Limit.Burst}
+	sp, err := algo.NewSpec(k, kind, algo.Charge(r.Charge))
 	if err != nil {
-		return nil, fmt.Errorf("rule %q: sluice: %w", k.Name, err)
+		return nil, fmt.Errorf("rule %q: sluice: %w", r.Name, err)
 	}
 	return sp, nil
 }
@@ -284,7 +264,7 @@ func (a Algo) kind() (algo.Kind, error) {
 
 // Quota is the rule's advertised quota: Burst (or Rate) for the buckets and
 // GCRA, Rate for the windows.
-func (r *Rule) Quota() int64 {
+func (r Rule) Quota() int64 {
 	switch r.Algorithm {
 	case AlgoFixedWindow, AlgoSlidingLog, AlgoSlidingCounter:
 		return r.Limit.Rate

@@ -29,7 +29,7 @@ type held struct {
 // shadow mode denies, undoes the gate checks' charges. Under the locks
 // nothing else reads or writes those keys, so the result is that of a
 // serial order: exact, never a transient false denial.
-func (s *Store) takeMulti(now, n int64, checks []sluice.Check, out []sluice.Decision) error {
+func (s *Store) takeMulti(now int64, checks []sluice.Check, out []sluice.Decision) error {
 	var buf [maxInline]held
 	hs := buf[:0]
 	if len(checks) > maxInline {
@@ -42,11 +42,11 @@ func (s *Store) takeMulti(now, n int64, checks []sluice.Check, out []sluice.Deci
 		}
 		hs = append(hs, held{sp: sp})
 	}
-	if !charges(n, checks) {
+	if !charges(checks) {
 		// Nothing will be charged: each check is decided on its own, as a
 		// read, with no exclusive lock.
 		for i := range checks {
-			if err := s.take1(hs[i].sp, checks[i].Key, now, checks[i].CostFor(n), &out[i]); err != nil {
+			if err := s.take1(hs[i].sp, checks[i].Key, now, checks[i].Units(), &out[i]); err != nil {
 				return err
 			}
 		}
@@ -69,12 +69,12 @@ func (s *Store) takeMulti(now, n int64, checks []sluice.Check, out []sluice.Deci
 			s.relieve(now, hs[0].p.h)
 		}
 	}()
-	return s.charge(now, n, checks, out, hs)
+	return s.charge(now, checks, out, hs)
 }
 
 // charge is takeMulti's body under the shards' locks. It errs, having
 // charged nothing, if a key could never fit (ErrTooLarge).
-func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decision, hs []held) error {
+func (s *Store) charge(now int64, checks []sluice.Check, out []sluice.Decision, hs []held) error {
 	var ibuf [maxInline]int
 	ids := ibuf[:0]
 	for i := range hs {
@@ -110,7 +110,7 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 		if !ok {
 			var err error
 			if r, err = sh.insert(&hs[i].p, hs[i].sp, now); err != nil {
-				if errors.Is(err, ErrFull) && s.denyHeld(now, n, checks, out, hs) {
+				if errors.Is(err, ErrFull) && s.denyHeld(now, checks, out, hs) {
 					return nil
 				}
 				s.unpin(now, hs)
@@ -145,13 +145,13 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 	// is denied. In each pass the enforced checks go first, so that a
 	// shadow check's charge can never deny an enforced check on the same
 	// key.
-	allowed := s.pass(now, n, checks, out, hs, false, true)
+	allowed := s.pass(now, checks, out, hs, false, true)
 	for i := range hs {
 		if hs[i].first == i {
 			hs[i].saved = hs[i].r.save()
 		}
 	}
-	allowed = s.pass(now, n, checks, out, hs, true, allowed)
+	allowed = s.pass(now, checks, out, hs, true, allowed)
 	if !allowed {
 		for i := range hs {
 			if hs[i].first == i {
@@ -188,7 +188,7 @@ func (s *Store) charge(now, n int64, checks []sluice.Check, out []sluice.Decisio
 // having changed nothing, when every held key would allow. The caller
 // holds the shards' locks; denyHeld unpins the cells when it returns
 // true.
-func (s *Store) denyHeld(now, n int64, checks []sluice.Check, out []sluice.Decision, hs []held) bool {
+func (s *Store) denyHeld(now int64, checks []sluice.Check, out []sluice.Decision, hs []held) bool {
 	denied := false
 	for i := range hs {
 		if !hs[i].found {
@@ -197,9 +197,9 @@ func (s *Store) denyHeld(now, n int64, checks []sluice.Check, out []sluice.Decis
 		// Adding keys moves cells about, so each is found again.
 		hs[i].r, _ = s.shard(hs[i].p.h).find(&hs[i].p, hs[i].sp)
 		saved := hs[i].r.save()
-		hs[i].r.step(hs[i].sp, now, checks[i].CostFor(n), s.bound, &out[i])
+		hs[i].r.step(hs[i].sp, now, checks[i].Units(), s.bound, &out[i])
 		hs[i].r.restore(saved)
-		denied = denied || (!checks[i].Rule.Shadow && !out[i].Allowed)
+		denied = denied || (!checks[i].Rule.Shadow() && !out[i].Allowed)
 	}
 	if !denied {
 		return false
@@ -207,10 +207,10 @@ func (s *Store) denyHeld(now, n int64, checks []sluice.Check, out []sluice.Decis
 	for i := range hs {
 		switch {
 		case !hs[i].found:
-			put(&out[i], freshDecision(hs[i].sp, now, checks[i].CostFor(n)))
+			put(&out[i], freshDecision(hs[i].sp, now, checks[i].Units()))
 		case hs[i].sp.Charge != algo.ChargeGate:
 			hs[i].r, _ = s.shard(hs[i].p.h).find(&hs[i].p, hs[i].sp)
-			hs[i].r.step(hs[i].sp, now, checks[i].CostFor(n), s.bound, &out[i])
+			hs[i].r.step(hs[i].sp, now, checks[i].Units(), s.bound, &out[i])
 		case out[i].Allowed:
 			hs[i].r, _ = s.shard(hs[i].p.h).find(&hs[i].p, hs[i].sp)
 			hs[i].r.step(hs[i].sp, now, 0, s.bound, &out[i])
@@ -224,13 +224,13 @@ func (s *Store) denyHeld(now, n int64, checks []sluice.Check, out []sluice.Decis
 // pass decides the gate checks (gate true) or the usage ones, charging
 // each its cost, the enforced checks first. It returns allowed, false if
 // one of the enforced checks denied.
-func (s *Store) pass(now, n int64, checks []sluice.Check, out []sluice.Decision, hs []held, gate, allowed bool) bool {
+func (s *Store) pass(now int64, checks []sluice.Check, out []sluice.Decision, hs []held, gate, allowed bool) bool {
 	for _, shadow := range [2]bool{false, true} {
 		for i := range checks {
-			if checks[i].Rule.Shadow != shadow || (hs[i].sp.Charge == algo.ChargeGate) != gate {
+			if checks[i].Rule.Shadow() != shadow || (hs[i].sp.Charge == algo.ChargeGate) != gate {
 				continue
 			}
-			hs[i].r.step(hs[i].sp, now, checks[i].CostFor(n), s.bound, &out[i])
+			hs[i].r.step(hs[i].sp, now, checks[i].Units(), s.bound, &out[i])
 			allowed = allowed && (shadow || out[i].Allowed)
 			hs[hs[i].first].used = hs[hs[i].first].used || !gate
 		}
@@ -263,9 +263,9 @@ func (s *Store) unpin(now int64, hs []held) {
 
 // charges reports whether a request of cost n could charge any of checks:
 // whether any costs more than 0.
-func charges(n int64, checks []sluice.Check) bool {
+func charges(checks []sluice.Check) bool {
 	for i := range checks {
-		if checks[i].CostFor(n) > 0 {
+		if checks[i].Units() > 0 {
 			return true
 		}
 	}

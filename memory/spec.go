@@ -11,34 +11,31 @@ import (
 )
 
 // A key's state is per rule, and a rule's arithmetic is its algo.Spec,
-// which the rule compiles once and keeps (sluice.Rule.Spec). A cell
+// which the rule compiles once, where it is prepared (sluice.Rule.Prepare). A cell
 // names its rule by a number in its shard's rule set, which holds the
 // rules the shard has keys of and nothing more: a rule's number is given
 // back with its last key in the shard, and the store keeps no table of
 // rules of its own. Two Specs with one Ident (two rules with the same name,
-// algorithm and limit, a rule and its copy, a configuration reloaded with
+// algorithm and limit, a rule prepared twice, a configuration reloaded with
 // the same rules) share their keys' states; a rule whose algorithm or
 // limit changed has a new Ident, and its keys start afresh, as new keys
 // (the old states are never read with the new arithmetic; they go when
 // idle or evicted).
 
-// specOf returns the Spec of check i's rule.
-func specOf(i int, r *sluice.Rule) (*algo.Spec, error) {
-	if r != nil {
-		if sp, err := r.Spec(); err == nil {
-			return sp, nil
-		}
+// specOf returns the Spec of check i's rule, or why it has none.
+func specOf(i int, r *sluice.PreparedRule) (*algo.Spec, error) {
+	if sp := algo.Of(r); sp != nil {
+		return sp, nil
 	}
 	return nil, ruleError(i, r)
 }
 
 // ruleError is why check i's rule r has no Spec.
-func ruleError(i int, r *sluice.Rule) error {
+func ruleError(i int, r *sluice.PreparedRule) error {
 	if r == nil {
 		return fmt.Errorf("memory: check %d has no rule", i)
 	}
-	_, err := r.Spec()
-	return fmt.Errorf("memory: check %d: %w", i, err)
+	return fmt.Errorf("memory: check %d: the rule is not prepared (sluice.Rule.Prepare)", i)
 }
 
 // specBytes is what a fresh key of sp costs besides the copy of its key,

@@ -107,11 +107,11 @@ func New(opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// Take decides a request of cost n at now against checks together and
-// writes check i's decision to out[i]. See sluice.Store for the contract.
+// Take decides a request at now against checks together and writes
+// check i's decision to out[i]. See sluice.Store for the contract.
 //
 // A check whose rule charges usage (sluice.ChargeUsage, ChargeCount) is
-// recorded its cost (CostFor(n)) whether it allows or not. If every check
+// recorded its cost (Check.Units) whether it allows or not. If every check
 // not in shadow mode allows, each gate check (sluice.ChargeGate) that
 // allows is charged its cost too; otherwise none is, and a gate check that
 // would have allowed reports its state uncharged (the decision of a peek).
@@ -121,13 +121,13 @@ func New(opts ...Option) (*Store, error) {
 // over-admitted and nothing is denied that a serial order would allow.
 //
 // It errs, charging nothing, if ctx is done, the store closed, out too
-// short, a check has no rule or a rule that is invalid, the keys it
+// short, a check has no prepared rule, the keys it
 // would add could never fit in the byte bound (ErrTooLarge, which wraps
 // sluice.ErrRefused), or a key it would add finds no room, every key it
 // could evict being one that would deny (ErrFull, which wraps
 // sluice.ErrNoRoom). It does not allocate for existing keys and up to 8
 // checks.
-func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluice.Check, out []sluice.Decision) error {
+func (s *Store) Take(ctx context.Context, now time.Time, checks []sluice.Check, out []sluice.Decision) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -139,20 +139,18 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	}
 	ns := now.UnixNano()
 	if len(checks) == 1 {
-		// specOf, spelt out: the call alone costs a tenth of the decision.
 		c := &checks[0]
-		if c.Rule != nil {
-			if sp, err := c.Rule.Spec(); err == nil {
-				if err := s.take1(sp, c.Key, ns, c.CostFor(n), &out[0]); err != nil {
-					out[0] = sluice.Decision{} // an error leaves no decision behind
-					return err
-				}
-				return nil
-			}
+		sp := algo.Of(c.Rule)
+		if sp == nil {
+			return ruleError(0, c.Rule)
 		}
-		return ruleError(0, c.Rule)
+		if err := s.take1(sp, c.Key, ns, c.Units(), &out[0]); err != nil {
+			out[0] = sluice.Decision{} // an error leaves no decision behind
+			return err
+		}
+		return nil
 	}
-	return s.takeMulti(ns, n, checks, out)
+	return s.takeMulti(ns, checks, out)
 }
 
 func (s *Store) hash(sp *algo.Spec, key string) uint64 { return maphash.String(s.seed, key) ^ sp.Hash }

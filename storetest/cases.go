@@ -69,8 +69,7 @@ func (s *suite) testShadow(t *testing.T) {
 		t.Run(string(a), func(t *testing.T) {
 			st := s.cfg.New(t)
 			enf := sluice.Check{Rule: rule("shadow-enforced", a, sluice.PerHour(4)), Key: "k"}
-			sh := rule("shadow-shadow", a, sluice.PerHour(2))
-			sh.Shadow = true
+			sh := prepare(sluice.Rule{Name: "shadow-shadow", Algorithm: a, Limit: sluice.PerHour(2), Shadow: true})
 			shc := sluice.Check{Rule: sh, Key: "k"}
 			t0 := s.t0()
 			for i, wantShadow := range []bool{true, true, false, false} {
@@ -111,7 +110,7 @@ func (s *suite) testPeek(t *testing.T) {
 			st := s.cfg.New(t)
 			r := rule("peek", a, sluice.Limit{Rate: 3, Period: time.Second, Burst: 3})
 			c := sluice.Check{Rule: r, Key: "k"}
-			ref, _ := a.New(r.Limit)
+			ref, _ := a.New(r.Rule().Limit)
 			t0 := s.t0()
 			want := s.expect(ref.AllowN(t0, 0))
 			for i := range 3 {
@@ -199,17 +198,14 @@ func (s *suite) testBadInput(t *testing.T) {
 	}{
 		{"short out", context.Background(), []sluice.Check{good, good}, 1, nil},
 		{"nil rule", context.Background(), []sluice.Check{good, {Key: "k"}}, 2, nil},
-		{"zero period", context.Background(), []sluice.Check{good, {Rule: rule("bad-period", a, sluice.Limit{Rate: 1}), Key: "k"}}, 2, sluice.ErrInvalidLimit},
-		{"negative rate", context.Background(), []sluice.Check{good, {Rule: rule("bad-rate", a, sluice.Limit{Rate: -1, Period: time.Second}), Key: "k"}}, 2, sluice.ErrInvalidLimit},
-		{"unknown algorithm", context.Background(), []sluice.Check{good, {Rule: rule("bad-algo", "leaky_sieve", sluice.PerSecond(1)), Key: "k"}}, 2, sluice.ErrUnknownAlgo},
-		{"no name", context.Background(), []sluice.Check{good, {Rule: rule("", a, sluice.PerSecond(1)), Key: "k"}}, 2, nil},
+		{"unprepared rule", context.Background(), []sluice.Check{good, {Rule: &sluice.PreparedRule{}, Key: "k"}}, 2, nil},
 		{"cancelled", cancelled, []sluice.Check{good}, 1, context.Canceled},
 	}
 	st := s.cfg.New(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			before := peek(t, st, t0, good)
-			err := st.Take(c.ctx, t0, 1, c.checks, make([]sluice.Decision, c.out))
+			err := st.Take(c.ctx, t0, c.checks, make([]sluice.Decision, c.out))
 			if err == nil {
 				t.Fatalf("Take(t0, 1, %s) with %d decisions: no error", describe(c.checks), c.out)
 			}
@@ -280,11 +276,11 @@ func (s *suite) testLimiter(t *testing.T) {
 	for i := range 60 {
 		now = now.Add(g.step(300*time.Millisecond, time.Second))
 		n := g.rnd.Int64N(3)
-		res, err := lim.Take(context.Background(), n, checks, out)
+		res, err := lim.Take(context.Background(), costed(n, checks), out)
 		if err != nil || res.Err != nil {
 			t.Fatalf("step %d: Limiter.Take(%d) = %v, %v", i, n, err, res.Err)
 		}
-		want := m.take(now, n, checks)
+		want := m.take(now, costed(n, checks))
 		for j := range want {
 			want[j] = s.expect(want[j])
 			if res.Decisions[j] != want[j] {

@@ -54,7 +54,7 @@ func (s *suite) testConcurrent(t *testing.T) {
 			hammer(t, func(g int) error {
 				out := make([]sluice.Decision, 1)
 				for range quota/goroutines + 4 {
-					if err := st.Take(context.Background(), t0, 1, []sluice.Check{c}, out); err != nil {
+					if err := st.Take(context.Background(), t0, []sluice.Check{c}, out); err != nil {
 						return err
 					}
 					if out[0].Allowed {
@@ -95,7 +95,7 @@ func (s *suite) testConcurrentPolicy(t *testing.T) {
 				checks := []sluice.Check{{Rule: mine, Key: fmt.Sprint("g", g)}, shared}
 				out := make([]sluice.Decision, len(checks))
 				for range 2 * own {
-					if err := st.Take(context.Background(), t0, 1, checks, out); err != nil {
+					if err := st.Take(context.Background(), t0, checks, out); err != nil {
 						return err
 					}
 					if out[0].Allowed && out[1].Allowed {

@@ -17,7 +17,7 @@ import (
 // A gate rule's key is replayed through the single-key algorithm
 // (rule.Algorithm.New), relying on nothing but the Algorithm interface. A
 // key with a usage or count rule in its history is replayed through the
-// arithmetic the rules compile to (Rule.Spec), which the single-key types
+// arithmetic the rules compile to (Rule.Prepare), which the single-key types
 // share, each request with its own rule's charge: the root package's
 // property tests hold that arithmetic, under every charge, to exact
 // models.
@@ -33,20 +33,20 @@ type modelKey struct {
 
 type history struct {
 	t    *testing.T
-	rule *sluice.Rule
+	rule *sluice.PreparedRule
 	ops  []op
 }
 
 type op struct {
 	at   time.Time
 	n    int64
-	rule *sluice.Rule
+	rule *sluice.PreparedRule
 }
 
 func newModel(t *testing.T) *model { return &model{t: t, keys: make(map[modelKey]*history)} }
 
 func (m *model) history(c sluice.Check) *history {
-	k := modelKey{c.Rule.Name, c.Key}
+	k := modelKey{c.Rule.Name(), c.Key}
 	h := m.keys[k]
 	if h == nil {
 		h = &history{t: m.t, rule: c.Rule}
@@ -57,9 +57,9 @@ func (m *model) history(c sluice.Check) *history {
 
 // decide is what the key's limiter says to n units at at under rule r,
 // after its history, without recording it.
-func (h *history) decide(r *sluice.Rule, at time.Time, n int64) sluice.Decision {
-	if r.Charge == sluice.ChargeGate && h.gateOnly() {
-		a, err := h.rule.Algorithm.New(h.rule.Limit)
+func (h *history) decide(r *sluice.PreparedRule, at time.Time, n int64) sluice.Decision {
+	if r.Rule().Charge == sluice.ChargeGate && h.gateOnly() {
+		a, err := h.rule.Rule().Algorithm.New(h.rule.Rule().Limit)
 		if err != nil {
 			h.t.Fatalf("storetest: the suite made an invalid rule: %v", err)
 		}
@@ -77,18 +77,18 @@ func (h *history) decide(r *sluice.Rule, at time.Time, n int64) sluice.Decision 
 
 func (h *history) gateOnly() bool {
 	for _, o := range h.ops {
-		if o.rule.Charge != sluice.ChargeGate {
+		if o.rule.Rule().Charge != sluice.ChargeGate {
 			return false
 		}
 	}
 	return true
 }
 
-func (h *history) record(r *sluice.Rule, at time.Time, n int64) {
+func (h *history) record(r *sluice.PreparedRule, at time.Time, n int64) {
 	h.ops = append(h.ops, op{at, n, r})
 }
 
-// machine is one key's state under the compiled arithmetic (Rule.Spec),
+// machine is one key's state under the compiled arithmetic (Rule.Prepare),
 // kept as the single-key types keep theirs.
 type machine struct {
 	x     uint64
@@ -98,10 +98,10 @@ type machine struct {
 	log   algo.LogState
 }
 
-func (m *machine) step(t *testing.T, r *sluice.Rule, at time.Time, n int64) sluice.Decision {
-	sp, err := r.Spec()
-	if err != nil {
-		t.Fatalf("storetest: the suite made an invalid rule: %v", err)
+func (m *machine) step(t *testing.T, r *sluice.PreparedRule, at time.Time, n int64) sluice.Decision {
+	sp := algo.Of(r)
+	if sp == nil {
+		t.Fatalf("storetest: the suite made a rule it did not prepare")
 	}
 	now := at.UnixNano()
 	var d algo.Decision
@@ -124,14 +124,14 @@ func (m *machine) step(t *testing.T, r *sluice.Rule, at time.Time, n int64) slui
 	return sluice.Decision(d)
 }
 
-// take is the reference decision for a request of cost n against checks
-// at now, which it records. Each check costs its CostFor(n). The usage
+// take is the reference decision for a request against checks at now,
+// which it records. Each check costs its Units. The usage
 // checks (ChargeUsage, ChargeCount) are decided and recorded first, the
 // enforced before the shadow ones; then the gate checks, in the same
 // order, are charged if every enforced check, usage ones included,
 // allows, and otherwise not: a gate check that would have allowed
 // reports a peek.
-func (m *model) take(now time.Time, n int64, checks []sluice.Check) []sluice.Decision {
+func (m *model) take(now time.Time, checks []sluice.Check) []sluice.Decision {
 	hs := make([]*history, len(checks))
 	ds := make([]sluice.Decision, len(checks))
 	for i, c := range checks {
@@ -141,11 +141,11 @@ func (m *model) take(now time.Time, n int64, checks []sluice.Check) []sluice.Dec
 	pass := func(gate bool) {
 		for _, shadow := range []bool{false, true} {
 			for i, c := range checks {
-				if c.Rule.Shadow != shadow || (c.Rule.Charge == sluice.ChargeGate) != gate {
+				if c.Rule.Shadow() != shadow || (c.Rule.Rule().Charge == sluice.ChargeGate) != gate {
 					continue
 				}
-				ds[i] = hs[i].decide(c.Rule, now, c.CostFor(n))
-				hs[i].record(c.Rule, now, c.CostFor(n))
+				ds[i] = hs[i].decide(c.Rule, now, c.Units())
+				hs[i].record(c.Rule, now, c.Units())
 				allowed = allowed && (shadow || ds[i].Allowed)
 			}
 		}
@@ -163,7 +163,7 @@ func (m *model) take(now time.Time, n int64, checks []sluice.Check) []sluice.Dec
 		h.ops = h.ops[:k]
 	}
 	for i, c := range checks {
-		if c.Rule.Charge != sluice.ChargeGate {
+		if c.Rule.Rule().Charge != sluice.ChargeGate {
 			continue
 		}
 		if ds[i].Allowed {

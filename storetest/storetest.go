@@ -62,6 +62,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -179,7 +180,7 @@ func (s *suite) fits(l sluice.Limit) bool {
 func take(t *testing.T, st sluice.Store, now time.Time, n int64, checks ...sluice.Check) []sluice.Decision {
 	t.Helper()
 	out := make([]sluice.Decision, len(checks))
-	if err := st.Take(context.Background(), now, n, checks, out); err != nil {
+	if err := st.Take(context.Background(), now, costed(n, checks), out); err != nil {
 		t.Fatalf("Take(%v, %d, %s) failed: %v", now.Format(time.RFC3339Nano), n, describe(checks), err)
 	}
 	return out
@@ -196,8 +197,8 @@ func describe(checks []sluice.Check) string {
 			s += "<nil>/" + c.Key
 			continue
 		}
-		s += fmt.Sprintf("%s/%q", c.Rule.Name, c.Key)
-		if c.Rule.Shadow {
+		s += fmt.Sprintf("%s/%q", c.Rule.Name(), c.Key)
+		if c.Rule.Shadow() {
 			s += "(shadow)"
 		}
 		if c.Cost != 0 {
@@ -210,6 +211,30 @@ func describe(checks []sluice.Check) string {
 // rel formats now as an offset from t0, for failure messages.
 func rel(t0, now time.Time) string { return "t0+" + now.Sub(t0).String() }
 
-func rule(name string, a sluice.Algo, l sluice.Limit) *sluice.Rule {
-	return &sluice.Rule{Name: name, Algorithm: a, Limit: l}
+// rule prepares a gate rule the suite declares.
+func rule(name string, a sluice.Algo, l sluice.Limit) *sluice.PreparedRule {
+	return prepare(sluice.Rule{Name: name, Algorithm: a, Limit: l})
+}
+
+// prepare prepares a rule the suite declares, which is valid: an error is
+// the suite's own.
+func prepare(r sluice.Rule) *sluice.PreparedRule {
+	p, err := r.Prepare()
+	if err != nil {
+		panic("storetest: the suite declared an invalid rule: " + err.Error())
+	}
+	return p
+}
+
+// costed returns checks as a request of cost n makes them: a check with a
+// Cost of its own keeps it, the others cost n, and with n = 0 they peek.
+// The cases are written as requests of a cost, as a service's are.
+func costed(n int64, checks []sluice.Check) []sluice.Check {
+	cs := slices.Clone(checks)
+	for i := range cs {
+		if cs[i].Cost == 0 {
+			cs[i].Cost, cs[i].Peek = n, n == 0
+		}
+	}
+	return cs
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // naive is the simplest store that can be right: the suite's own model
@@ -22,7 +23,7 @@ type naive struct {
 	broken string
 }
 
-func (s *naive) Take(ctx context.Context, now time.Time, n int64, checks []sluice.Check, out []sluice.Decision) error {
+func (s *naive) Take(ctx context.Context, now time.Time, checks []sluice.Check, out []sluice.Decision) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -30,11 +31,8 @@ func (s *naive) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 		return errors.New("naive: out too short")
 	}
 	for _, c := range checks {
-		if c.Rule == nil {
-			return errors.New("naive: no rule")
-		}
-		if err := c.Rule.Validate(); err != nil {
-			return err
+		if algo.Of(c.Rule) == nil {
+			return errors.New("naive: no prepared rule")
 		}
 	}
 	s.mu.Lock()
@@ -43,44 +41,44 @@ func (s *naive) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	case "charge-all": // each check on its own: no all-or-nothing
 		for i, c := range checks {
 			h := s.m.history(c)
-			out[i] = h.decide(c.Rule, now, n)
-			h.record(c.Rule, now, n)
+			out[i] = h.decide(c.Rule, now, c.Units())
+			h.record(c.Rule, now, c.Units())
 		}
 		return nil
 	case "shadow-blocks": // shadow rules enforced
 		cs := make([]sluice.Check, len(checks))
 		for i, c := range checks {
-			r := *c.Rule
+			r := c.Rule.Rule()
 			r.Shadow = false
-			cs[i] = sluice.Check{Rule: &r, Key: c.Key, Cost: c.Cost}
+			cs[i] = sluice.Check{Rule: prepare(r), Key: c.Key, Cost: c.Cost, Peek: c.Peek}
 		}
-		copy(out, s.m.take(now, n, cs))
+		copy(out, s.m.take(now, cs))
 		return nil
 	case "usage-gated", "usage-all-or-nothing": // usage charged as a gate: not when over / not when another check denies
 		cs := make([]sluice.Check, len(checks))
 		for i, c := range checks {
-			r := *c.Rule
+			r := c.Rule.Rule()
 			if s.broken == "usage-gated" || r.Charge == sluice.ChargeGate {
 				r.Charge = sluice.ChargeGate
 			} else {
 				r.Name += "/usage" // its own history, charged all-or-nothing below
 			}
-			cs[i] = sluice.Check{Rule: &r, Key: c.Key, Cost: c.Cost}
+			cs[i] = sluice.Check{Rule: prepare(r), Key: c.Key, Cost: c.Cost, Peek: c.Peek}
 		}
 		if s.broken == "usage-all-or-nothing" {
-			return s.allOrNothing(now, n, cs, out)
+			return s.allOrNothing(now, cs, out)
 		}
-		copy(out, s.m.take(now, n, cs))
+		copy(out, s.m.take(now, cs))
 		return nil
-	case "no-cost": // every check charged the request's cost
+	case "no-cost": // every check charged one unit, its Cost unread
 		cs := make([]sluice.Check, len(checks))
 		for i, c := range checks {
 			cs[i] = sluice.Check{Rule: c.Rule, Key: c.Key}
 		}
-		copy(out, s.m.take(now, n, cs))
+		copy(out, s.m.take(now, cs))
 		return nil
 	}
-	copy(out, s.m.take(now, n, checks))
+	copy(out, s.m.take(now, checks))
 	for i := range out[:len(checks)] {
 		d := &out[i]
 		switch s.broken {
@@ -97,16 +95,16 @@ func (s *naive) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 
 // allOrNothing decides checks as the model does but undoes the usage
 // checks' records too when the request is denied.
-func (s *naive) allOrNothing(now time.Time, n int64, checks []sluice.Check, out []sluice.Decision) error {
+func (s *naive) allOrNothing(now time.Time, checks []sluice.Check, out []sluice.Decision) error {
 	marks := make(map[*history]int)
 	for _, c := range checks {
 		h := s.m.history(c)
 		marks[h] = len(h.ops)
 	}
-	copy(out, s.m.take(now, n, checks))
+	copy(out, s.m.take(now, checks))
 	allowed := true
 	for i, c := range checks {
-		allowed = allowed && (c.Rule.Shadow || out[i].Allowed)
+		allowed = allowed && (c.Rule.Shadow() || out[i].Allowed)
 	}
 	if !allowed {
 		for h, k := range marks {

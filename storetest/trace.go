@@ -78,12 +78,12 @@ func (s *suite) testTrace(t *testing.T) {
 	}
 }
 
-func (s *suite) runTrace(t *testing.T, st sluice.Store, r *sluice.Rule, seed uint64) {
+func (s *suite) runTrace(t *testing.T, st sluice.Store, r *sluice.PreparedRule, seed uint64) {
 	t.Helper()
 	g := s.gen(seed)
 	refs := make(map[string]sluice.Algorithm)
 	for _, k := range traceKeys {
-		a, err := r.Algorithm.New(r.Limit)
+		a, err := r.Rule().Algorithm.New(r.Rule().Limit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func (s *suite) runTrace(t *testing.T, st sluice.Store, r *sluice.Rule, seed uin
 	t0 := s.t0()
 	now := t0
 	for i := range traceSteps {
-		now = now.Add(g.step(emission(r.Limit), r.Limit.Period))
+		now = now.Add(g.step(emission(r.Rule().Limit), r.Rule().Limit.Period))
 		key := traceKeys[g.rnd.IntN(len(traceKeys))]
 		n := g.cost(r.Quota())
 		got := take(t, st, now, n, sluice.Check{Rule: r, Key: key})[0]
@@ -117,7 +117,7 @@ func (s *suite) testPolicy(t *testing.T) {
 			st := s.cfg.New(t)
 			g := s.gen(100 + seed)
 			ls := s.limits()
-			rules := make([]*sluice.Rule, 2+g.rnd.IntN(2))
+			rules := make([]*sluice.PreparedRule, 2+g.rnd.IntN(2))
 			emit, period := time.Duration(1<<62), time.Duration(0)
 			quota := int64(0)
 			for i := range rules {
@@ -128,7 +128,10 @@ func (s *suite) testPolicy(t *testing.T) {
 				quota = max(quota, rules[i].Quota())
 			}
 			if seed%2 == 1 {
-				rules[g.rnd.IntN(len(rules))].Shadow = true
+				i := g.rnd.IntN(len(rules))
+				r := rules[i].Rule()
+				r.Shadow = true
+				rules[i] = prepare(r)
 			}
 			m := newModel(t)
 			t0 := s.t0()
@@ -144,7 +147,7 @@ func (s *suite) testPolicy(t *testing.T) {
 				}
 				n := g.cost(quota)
 				got := take(t, st, now, n, checks...)
-				want := m.take(now, n, checks)
+				want := m.take(now, costed(n, checks))
 				for j := range checks {
 					if w := s.expect(want[j]); got[j] != w {
 						t.Fatalf("step %d: Take(%s, %d, %s): check %d = %+v, want %+v\n(all: %+v, want %+v)",

@@ -13,10 +13,8 @@ import (
 // usageCharges are the two ways to charge usage after the fact.
 var usageCharges = []sluice.Charge{sluice.ChargeUsage, sluice.ChargeCount}
 
-func usageRule(name string, a sluice.Algo, l sluice.Limit, c sluice.Charge) *sluice.Rule {
-	r := rule(name, a, l)
-	r.Charge = c
-	return r
+func usageRule(name string, a sluice.Algo, l sluice.Limit, c sluice.Charge) *sluice.PreparedRule {
+	return prepare(sluice.Rule{Name: name, Algorithm: a, Limit: l, Charge: c})
 }
 
 // usageCost is a usage check's cost: mostly as a gate check's, often past
@@ -52,7 +50,7 @@ func (s *suite) testUsageTrace(t *testing.T) {
 	}
 }
 
-func (s *suite) runUsageTrace(t *testing.T, st sluice.Store, r *sluice.Rule, seed uint64) {
+func (s *suite) runUsageTrace(t *testing.T, st sluice.Store, r *sluice.PreparedRule, seed uint64) {
 	t.Helper()
 	g := s.gen(seed)
 	refs := make(map[string]*machine)
@@ -62,7 +60,7 @@ func (s *suite) runUsageTrace(t *testing.T, st sluice.Store, r *sluice.Rule, see
 	t0 := s.t0()
 	now := t0
 	for i := range traceSteps {
-		now = now.Add(g.step(emission(r.Limit), r.Limit.Period))
+		now = now.Add(g.step(emission(r.Rule().Limit), r.Rule().Limit.Period))
 		key := traceKeys[g.rnd.IntN(len(traceKeys))]
 		n := g.usageCost(r.Quota())
 		got := take(t, st, now, n, sluice.Check{Rule: r, Key: key})[0]
@@ -83,7 +81,7 @@ func (s *suite) testUsagePolicy(t *testing.T) {
 			st := s.cfg.New(t)
 			g := s.gen(300 + seed)
 			ls := s.limits()
-			rules := make([]*sluice.Rule, 2+g.rnd.IntN(2))
+			rules := make([]*sluice.PreparedRule, 2+g.rnd.IntN(2))
 			emit, period := time.Duration(1<<62), time.Duration(0)
 			quota := int64(0)
 			for i := range rules {
@@ -98,7 +96,10 @@ func (s *suite) testUsagePolicy(t *testing.T) {
 				quota = max(quota, rules[i].Quota())
 			}
 			if seed%3 != 0 {
-				rules[g.rnd.IntN(len(rules))].Shadow = true
+				i := g.rnd.IntN(len(rules))
+				r := rules[i].Rule()
+				r.Shadow = true
+				rules[i] = prepare(r)
 			}
 			m := newModel(t)
 			t0 := s.t0()
@@ -114,7 +115,7 @@ func (s *suite) testUsagePolicy(t *testing.T) {
 				}
 				n := g.usageCost(quota)
 				got := take(t, st, now, n, checks...)
-				want := m.take(now, n, checks)
+				want := m.take(now, costed(n, checks))
 				for j := range checks {
 					if w := s.expect(want[j]); got[j] != w {
 						t.Fatalf("step %d: Take(%s, %d, %s): check %d = %+v, want %+v\n(all: %+v, want %+v)",
@@ -234,8 +235,7 @@ func (s *suite) testUsageMixed(t *testing.T) {
 			st := s.cfg.New(t)
 			t0 := s.t0()
 			gate := sluice.Check{Rule: rule("mixed-gate", a, sluice.PerHour(5)), Key: "k"}
-			sr := usageRule("mixed-shadow-usage", a, sluice.PerHour(10), sluice.ChargeUsage)
-			sr.Shadow = true
+			sr := prepare(sluice.Rule{Name: "mixed-shadow-usage", Algorithm: a, Limit: sluice.PerHour(10), Charge: sluice.ChargeUsage, Shadow: true})
 			sh := sluice.Check{Rule: sr, Key: "k"}
 			checks := []sluice.Check{costing(gate, 1), costing(sh, 8)}
 			for i := range 3 {
@@ -294,7 +294,7 @@ func (s *suite) testUsageZero(t *testing.T) {
 				want bool
 			}{{use, false}, {count, true}, {gate, true}} {
 				if got := take(t, st, t0, 0, c.ch)[0]; got.Allowed != c.want || got.Remaining != 0 {
-					t.Errorf("%v check of cost 0 at nothing left = %+v, want Allowed %v", c.ch.Rule.Charge, got, c.want)
+					t.Errorf("%v check of cost 0 at nothing left = %+v, want Allowed %v", c.ch.Rule.Rule().Charge, got, c.want)
 				}
 			}
 			if got := take(t, st, t0, 1, count)[0]; got.Allowed {
@@ -305,7 +305,7 @@ func (s *suite) testUsageZero(t *testing.T) {
 				want bool
 			}{{use, false}, {count, false}, {gate, true}} {
 				if got := take(t, st, t0, 0, c.ch)[0]; got.Allowed != c.want || got.Remaining != 0 {
-					t.Errorf("%v check of cost 0 a unit past the limit = %+v, want Allowed %v", c.ch.Rule.Charge, got, c.want)
+					t.Errorf("%v check of cost 0 a unit past the limit = %+v, want Allowed %v", c.ch.Rule.Rule().Charge, got, c.want)
 				}
 			}
 		})
@@ -329,7 +329,7 @@ func (s *suite) testUsageConcurrent(t *testing.T) {
 			hammer(t, func(g int) error {
 				out := make([]sluice.Decision, 1)
 				for range 10 {
-					if err := st.Take(context.Background(), t0, 3, []sluice.Check{c}, out); err != nil {
+					if err := st.Take(context.Background(), t0, []sluice.Check{costing(c, 3)}, out); err != nil {
 						return err
 					}
 					if out[0].Allowed {

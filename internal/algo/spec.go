@@ -45,8 +45,8 @@ type Key struct {
 }
 
 // Spec is a rule compiled once: its identity and its arithmetic, shared by
-// every key of the rule and every request. sluice.Rule makes it (Rule.Spec)
-// and the stores read it; nothing in it changes after NewSpec but the
+// every key of the rule and every request. sluice.Rule.Prepare makes it
+// and the stores read it (Of); nothing in it changes after NewSpec but the
 // values stores derive from it (Derived).
 type Spec struct {
 	Key Key
@@ -68,6 +68,12 @@ type Spec struct {
 
 	derived [numExt]atomic.Value
 }
+
+// Of returns the Spec of a *sluice.PreparedRule, and nil for anything
+// else (a nil or zero one). Package sluice sets it when it is loaded: the
+// stores, outside that package, read a prepared rule's arithmetic through
+// it, and no exported signature names this package's types.
+var Of func(rule any) *Spec
 
 // Ext names the slot of a Spec where a store keeps what it derives from
 // it, computed on first use: it is then made once per rule, and made again

@@ -55,6 +55,7 @@ const maxSpan = 1 << 62
 const origin = 1 << 63
 
 // ErrTooLarge is returned for a limit whose state cannot be kept exactly.
+// Package sluice sets it to its own ErrLimitTooLarge when it is loaded.
 var ErrTooLarge = errors.New("limit too large")
 
 // NewTAT prepares the arithmetic for rate units per period with capacity

@@ -16,16 +16,16 @@ import (
 // as the Redis store refuses limits outside its exact range.
 type Narrow struct{}
 
-func (Narrow) Take(_ context.Context, _ time.Time, _ int64, checks []sluice.Check, out []sluice.Decision) error {
+func (Narrow) Take(_ context.Context, _ time.Time, checks []sluice.Check, out []sluice.Decision) error {
 	for i, c := range checks {
 		out[i] = sluice.Decision{Allowed: true, Limit: c.Rule.Quota(), Remaining: c.Rule.Quota()}
 	}
 	return nil
 }
 
-func (Narrow) CheckRule(r *sluice.Rule) error {
-	if r.Limit.Period > time.Hour {
-		return fmt.Errorf("teststore: rule %q: a period over an hour: %w", r.Name, sluice.ErrRefused)
+func (Narrow) CheckRule(r *sluice.PreparedRule) error {
+	if r.Rule().Limit.Period > time.Hour {
+		return fmt.Errorf("teststore: rule %q: a period over an hour: %w", r.Name(), sluice.ErrRefused)
 	}
 	return nil
 }
@@ -35,7 +35,7 @@ func (Narrow) CheckRule(r *sluice.Rule) error {
 // sluice.ErrRefused. It checks no rule in advance.
 type Refusing struct{}
 
-func (Refusing) Take(context.Context, time.Time, int64, []sluice.Check, []sluice.Decision) error {
+func (Refusing) Take(context.Context, time.Time, []sluice.Check, []sluice.Decision) error {
 	return fmt.Errorf("teststore: refused: %w", sluice.ErrRefused)
 }
 
@@ -43,13 +43,13 @@ func (Refusing) Take(context.Context, time.Time, int64, []sluice.Check, []sluice
 // does: its errors wrap sluice.ErrShed.
 type Shedding struct{}
 
-func (Shedding) Take(context.Context, time.Time, int64, []sluice.Check, []sluice.Decision) error {
+func (Shedding) Take(context.Context, time.Time, []sluice.Check, []sluice.Decision) error {
 	return fmt.Errorf("teststore: %w", sluice.ErrShed)
 }
 
 // Failing fails every request, as a store that cannot be reached does.
 type Failing struct{}
 
-func (Failing) Take(context.Context, time.Time, int64, []sluice.Check, []sluice.Decision) error {
+func (Failing) Take(context.Context, time.Time, []sluice.Check, []sluice.Decision) error {
 	return errors.New("teststore: connection refused")
 }
