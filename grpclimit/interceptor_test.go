@@ -231,8 +231,8 @@ func (o *observed) observer() grpclimit.Option {
 	return grpclimit.WithObserver(func(_ context.Context, method string, checks []sluice.Check, res sluice.Result) {
 		ob := observation{method: method, keys: map[string]string{}, allowed: map[string]bool{}, res: res}
 		for i, c := range checks {
-			ob.keys[c.Rule.Name] = c.Key
-			ob.allowed[c.Rule.Name] = res.Decisions[i].Allowed
+			ob.keys[c.Rule.Name()] = c.Key
+			ob.allowed[c.Rule.Name()] = res.Decisions[i].Allowed
 		}
 		o.mu.Lock()
 		defer o.mu.Unlock()
