@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/bounded"
-	"github.com/sluicehq/sluice/memory"
 )
 
 // Limiter limits the requests in flight per key, the second of Stripe's
@@ -22,15 +21,15 @@ import (
 // Time is a parameter, as for the rate limiters: Acquire takes now, and a
 // lease is counted until Release or until now reaches its expiry.
 //
-// Memory is bounded: at most memory.WithMaxKeys keys and
-// memory.WithMaxBytes bytes (a key with no lease held is not kept), each
+// Memory is bounded: at most WithMaxKeys keys and WithMaxBytes bytes (a
+// key with no lease held is not kept), each
 // key with at most limit leases. When a new key needs room, its shard
 // drops one of its least recently used keys whose leases have all expired
 // or, failing that, its least recently used key, whose leases are then
 // forgotten, until the new key fits: size the bounds above the keys with
 // requests in flight at once. Leases that expire are dropped when their
-// key is next used, by the background sweeper
-// (memory.WithSweepInterval), or by Sweep.
+// key is next used, by the background sweeper (WithSweepInterval), or by
+// Sweep.
 //
 // A Limiter is safe for concurrent use and exact: however calls
 // interleave, no key ever has more than limit unexpired leases.
@@ -65,7 +64,7 @@ type holder struct {
 // holderBytes is what a key costs a Limiter besides its key's copy,
 // for the byte bound: its holder (64 bytes), its first lease (16) and its
 // share of the shard's map, which varies as the map grows: 115 to 135
-// bytes in all, measured (TestConcurrencyBytesPerKey).
+// bytes in all, measured (TestBytesPerKey).
 const holderBytes = 128
 
 func (h *holder) bytes() int64 { return holderBytes + h.size }
@@ -102,19 +101,17 @@ var ErrInvalidRequest = errors.New("concurrency: invalid request")
 // ErrClosed is returned by Acquire on a closed Limiter.
 var ErrClosed = errors.New("concurrency: closed")
 
-// minShardRoom is the fewest bytes per shard memory.WithShards and
-// memory.WithMaxBytes allow, the same as for a memory.Store, so that one
-// set of options fits both: 2 KB.
-const minShardRoom = 2 << 10
+// ErrTooLarge is wrapped by the error of an Acquire whose key could never
+// fit in the byte bound (WithMaxBytes), even with every other key evicted.
+// It wraps sluice.ErrRefused: the request is refused as given, not failed.
+var ErrTooLarge = fmt.Errorf("concurrency: key too large for the byte bound: %w", sluice.ErrRefused)
 
-// New returns an empty Limiter. It takes the memory store's options:
-// memory.WithMaxKeys, memory.WithMaxBytes, memory.WithShards and
-// memory.WithSweepInterval apply as they do to memory.New, and a bad one
-// is an error wrapping memory.ErrInvalidOption. Unless
-// memory.WithSweepInterval(0) is given, it starts a goroutine that drops
-// expired leases; Close stops it.
-func New(opts ...memory.Option) (*Limiter, error) {
-	cfg, err := bounded.NewConfig(opts, minShardRoom)
+// New returns an empty Limiter, bounded as opts say (WithMaxKeys,
+// WithMaxBytes, WithShards, WithSweepInterval); a bad option is an error
+// wrapping ErrInvalidOption. Unless WithSweepInterval(0) is given, it
+// starts a goroutine that drops expired leases; Close stops it.
+func New(opts ...Option) (*Limiter, error) {
+	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +145,7 @@ func (c *Limiter) index(key string) int { return int(maphash.String(c.seed, key)
 // The decision's Limit is limit, Remaining the places left, ResetAfter the
 // wait until every lease held has expired. It errs, changing nothing, for
 // a negative limit, a ttl that is not positive, a closed limiter, or a key
-// that could never fit in the byte bound (memory.ErrTooLarge).
+// that could never fit in the byte bound (ErrTooLarge).
 func (c *Limiter) Acquire(now time.Time, key string, limit int64, ttl time.Duration) (Lease, sluice.Decision, error) {
 	switch {
 	case limit < 0:
@@ -158,8 +155,10 @@ func (c *Limiter) Acquire(now time.Time, key string, limit int64, ttl time.Durat
 	case c.life.Closed():
 		return Lease{}, sluice.Decision{}, ErrClosed
 	}
-	if err := c.bound.Fits(holderBytes + int64(len(key))); err != nil {
-		return Lease{}, sluice.Decision{}, err
+	// A Limiter has no fixed structures in its bound (Bound(0)), so a key
+	// may take all of MaxBytes.
+	if size := holderBytes + int64(len(key)); size > c.bound.MaxBytes {
+		return Lease{}, sluice.Decision{}, fmt.Errorf("%w: a key of %d bytes, room for %d", ErrTooLarge, size, c.bound.MaxBytes)
 	}
 	ns := now.UnixNano()
 	exp := ns + int64(ttl)
@@ -290,7 +289,7 @@ func (c *Limiter) InFlight(now time.Time, key string) int64 {
 func (c *Limiter) Len() int { return int(c.bound.Keys()) }
 
 // Bytes returns the bytes counted against the byte bound (see
-// memory.WithMaxBytes).
+// WithMaxBytes).
 func (c *Limiter) Bytes() int64 { return c.bound.Bytes() }
 
 // Sweep drops the leases expired at now, and the keys left with none, and
