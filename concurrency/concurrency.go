@@ -155,10 +155,10 @@ func (c *Limiter) Acquire(now time.Time, key string, limit int64, ttl time.Durat
 	case c.life.Closed():
 		return Lease{}, sluice.Decision{}, ErrClosed
 	}
-	// A Limiter has no fixed structures in its bound (Bound(0)), so a key
-	// may take all of MaxBytes.
-	if size := holderBytes + int64(len(key)); size > c.bound.MaxBytes {
-		return Lease{}, sluice.Decision{}, fmt.Errorf("%w: a key of %d bytes, room for %d", ErrTooLarge, size, c.bound.MaxBytes)
+	// The key's copy is counted at least at its length: most keys too
+	// large are refused here, before any lock.
+	if err := fits(c.bound, holderBytes+int64(len(key))); err != nil {
+		return Lease{}, sluice.Decision{}, err
 	}
 	ns := now.UnixNano()
 	exp := ns + int64(ttl)
@@ -168,17 +168,31 @@ func (c *Limiter) Acquire(now time.Time, key string, limit int64, ttl time.Durat
 	i := c.index(key)
 	sh := &c.shards[i]
 	sh.mu.Lock()
-	l, d, added := sh.acquire(ns, key, limit, exp)
+	l, d, added, err := sh.acquire(ns, key, limit, exp)
 	sh.mu.Unlock()
+	if err != nil {
+		return Lease{}, sluice.Decision{}, err
+	}
 	if added && c.bound.Over() {
 		c.relieve(ns, i)
 	}
 	return l, d, nil
 }
 
+// fits returns an error wrapping ErrTooLarge if a key that costs size
+// bytes could never fit in b. A Limiter has no fixed structures in its
+// bound (Bound(0)), so a key may take all of MaxBytes.
+func fits(b *bounded.Bound, size int64) error {
+	if size > b.MaxBytes {
+		return fmt.Errorf("%w: a key of %d bytes, room for %d", ErrTooLarge, size, b.MaxBytes)
+	}
+	return nil
+}
+
 // acquire is Acquire's body under sh.mu. It reports whether it added a
-// key, which may take the limiter past its bounds (see bound).
-func (sh *shard) acquire(ns int64, key string, limit, exp int64) (Lease, sluice.Decision, bool) {
+// key, which may take the limiter past its bounds (see bound). It errs,
+// changing nothing, if the key's copy could never fit (fits).
+func (sh *shard) acquire(ns int64, key string, limit, exp int64) (Lease, sluice.Decision, bool, error) {
 	sh.last = max(sh.last, ns)
 	h := sh.keys[key]
 	held := 0
@@ -190,7 +204,14 @@ func (sh *shard) acquire(ns int64, key string, limit, exp int64) (Lease, sluice.
 	if int64(held) < limit {
 		added := h == nil
 		if added {
-			h = sh.add(key, ns)
+			// The copy is counted as allocated, which may be more than
+			// Acquire checked.
+			hk, size := bounded.CopyKey(key)
+			h = &holder{key: hk, size: size}
+			if err := fits(sh.bound, h.bytes()); err != nil {
+				return Lease{}, sluice.Decision{}, false, err
+			}
+			sh.add(h, ns)
 		}
 		sh.ids++
 		g := grant{id: sh.ids, exp: exp}
@@ -199,7 +220,7 @@ func (sh *shard) acquire(ns int64, key string, limit, exp int64) (Lease, sluice.
 		d.Allowed = true
 		d.Remaining = limit - int64(held) - 1
 		d.ResetAfter = time.Duration(h.grants[len(h.grants)-1].exp - ns)
-		return Lease{key: h.key, id: g.id, exp: exp}, d, added
+		return Lease{key: h.key, id: g.id, exp: exp}, d, added, nil
 	}
 	// Denied: held - limit + 1 leases must go before one fits.
 	d.RetryAfter = sluice.Never
@@ -214,7 +235,7 @@ func (sh *shard) acquire(ns int64, key string, limit, exp int64) (Lease, sluice.
 			sh.touch(h)
 		}
 	}
-	return Lease{}, d, false
+	return Lease{}, d, false, nil
 }
 
 // relieve evicts from the shards, shard first last, while the limiter is
@@ -355,13 +376,11 @@ func (sh *shard) victim(now int64) *holder {
 	return sh.lru.prev
 }
 
-// add makes a holder for key, counted in the bound, making room in the
-// shard first, until the key fits, if the limiter is at its bounds; a
+// add adds h, a new key's holder, counted in the bound, making room in
+// the shard first, until the key fits, if the limiter is at its bounds; a
 // shard with nothing left to evict adds it over them (see bound). The
 // caller holds sh.mu.
-func (sh *shard) add(key string, now int64) *holder {
-	key, size := bounded.CopyKey(key)
-	h := &holder{key: key, size: size}
+func (sh *shard) add(h *holder, now int64) {
 	dk, db := int64(1), h.bytes()
 	for !sh.bound.Take(dk, db) {
 		v := sh.victim(now)
@@ -372,10 +391,9 @@ func (sh *shard) add(key string, now int64) *holder {
 		dk, db = dk-1, db-v.bytes()
 		sh.unlink(v) // the new key takes over its counts
 	}
-	sh.keys[key] = h
+	sh.keys[h.key] = h
 	h.prev, h.next = &sh.lru, sh.lru.next
 	h.next.prev, sh.lru.next = h, h
-	return h
 }
 
 // touch moves h to the front of the list.

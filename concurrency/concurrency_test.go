@@ -318,3 +318,20 @@ func TestLargestKey(t *testing.T) {
 		t.Errorf("Acquire on a key of %d bytes, bound %d = %v; want ErrTooLarge", len(fits)+1, bound, err)
 	}
 }
+
+// TestTooLargeCopy: a key whose length fits the byte bound but whose copy,
+// as the allocator sizes it, does not is refused, holding nothing, rather
+// than admitted and evicted at once with its lease.
+func TestTooLargeCopy(t *testing.T) {
+	const bound = 8 << 10
+	c := newLimiter(t, WithShards(1), WithMaxBytes(bound), WithSweepInterval(0))
+	key := strings.Repeat("k", bound-holderBytes) // copied into 8 KB
+	for i := range 2 {
+		if _, d, err := c.Acquire(t0, key, 1, time.Second); !errors.Is(err, ErrTooLarge) {
+			t.Errorf("Acquire %d on a key of %d bytes, bound %d = %+v, %v; want ErrTooLarge", i, len(key), bound, d, err)
+		}
+	}
+	if c.Len() != 0 || c.Bytes() != 0 {
+		t.Errorf("after a refused key: Len() = %d, Bytes() = %d; want 0, 0", c.Len(), c.Bytes())
+	}
+}
