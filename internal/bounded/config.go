@@ -1,18 +1,10 @@
 package bounded
 
 import (
-	"errors"
 	"fmt"
 	"math/bits"
 	"runtime"
 	"time"
-)
-
-// The defaults, documented by package memory, which re-exports them.
-const (
-	DefaultMaxKeys       = 1 << 20
-	DefaultMaxBytes      = 256 << 20
-	DefaultSweepInterval = time.Minute
 )
 
 // MaxShards bounds the shard count: more would cost memory and buy
@@ -28,32 +20,12 @@ const minShardKeys = 64
 // allows: 64 keys of 128 bytes.
 const minShardBytes = 8 << 10
 
-// ErrInvalidOption is wrapped by the error of an option with a value that
-// cannot be used.
-var ErrInvalidOption = errors.New("memory: invalid option")
-
-// Option sets a field of Config.
-type Option func(*Config)
-
 // Config is the options' result.
 type Config struct {
 	MaxKeys  int
 	MaxBytes int64
 	Shards   int // 0: chosen from GOMAXPROCS, MaxKeys and MaxBytes
 	Sweep    time.Duration
-}
-
-// NewConfig applies opts over the defaults and checks the result (see
-// Check), its errors wrapping ErrInvalidOption.
-func NewConfig(opts []Option, minRoom int64) (Config, error) {
-	c := Config{MaxKeys: DefaultMaxKeys, MaxBytes: DefaultMaxBytes, Sweep: DefaultSweepInterval}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
-	err := c.Check(minRoom, ErrInvalidOption)
-	return c, err
 }
 
 // Check checks c and chooses its shard count, if 0, and rounds it up to a

@@ -3,8 +3,7 @@
 // checks on them, the count of keys and bytes held against the bounds, the
 // copy of a key, and the background sweeper with the Close that stops it.
 //
-// Each structure has options of its own that fill a Config: memory.Option
-// is an alias of Option, while concurrency.Option wraps a Config and
-// checks it with its own error values, so that neither package's API
-// depends on the other's.
+// Each structure has options of its own that fill a Config and checks it
+// with its own error values (Config.Check), so that neither package's API
+// depends on the other's or names this package.
 package bounded
