@@ -28,8 +28,8 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	perUser := &sluice.Rule{Name: "per-user", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerMinute(100)}
-	res, err := lim.Take(context.Background(), 1, []sluice.Check{{Rule: perUser, Key: "alice"}}, nil)
+	perUser := prep(sluice.Rule{Name: "per-user", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerMinute(100)})
+	res, err := lim.Take(context.Background(), []sluice.Check{{Rule: perUser, Key: "alice"}}, nil)
 	if err != nil {
 		panic(err)
 	}
