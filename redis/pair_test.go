@@ -19,7 +19,7 @@ func TestPair(t *testing.T) {
 	p := prefix(t)
 	main := newCallerStore(t, mainSrv, redis.WithPrefix(p))
 	second := newCallerStore(t, secondSrv, redis.WithPrefix(p))
-	pair, err := redis.NewPair(main, second, redis.PerSecond)
+	pair, err := redis.NewPair(main, second, redis.ToSecondStore)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,10 +83,10 @@ func TestPair(t *testing.T) {
 	if st := pair.Stats(); st.Splits != 6 || st.GiveBacks != 2 {
 		t.Errorf("stats %+v, want 6 requests in parts, 2 given back", st)
 	}
-	if _, err := redis.NewPair(main, main, redis.PerSecond); err == nil {
+	if _, err := redis.NewPair(main, main, redis.ToSecondStore); err == nil {
 		t.Error("a pair of one store: no error")
 	}
-	if _, err := redis.NewPair(main, nil, redis.PerSecond); err == nil {
+	if _, err := redis.NewPair(main, nil, redis.ToSecondStore); err == nil {
 		t.Error("a pair without its second store: no error")
 	}
 }
@@ -202,7 +202,7 @@ func TestPairDenialCache(t *testing.T) {
 	if st := main.Stats(); st.CacheHits != 1 {
 		t.Fatalf("alone: %+v, want the denial cached for its RetryAfter", st)
 	}
-	if _, err := redis.NewPair(main, second, redis.PerSecond); err != nil {
+	if _, err := redis.NewPair(main, second, redis.ToSecondStore); err != nil {
 		t.Fatal(err)
 	}
 	takeAt("k2", 0)

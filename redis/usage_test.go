@@ -494,7 +494,7 @@ func TestUsageLogMerge(t *testing.T) {
 func TestUsagePair(t *testing.T) {
 	mainSrv, secondSrv := startRedis(t), startRedis(t)
 	p := prefix(t)
-	pair, err := redis.NewPair(newCallerStore(t, mainSrv, redis.WithPrefix(p)), newCallerStore(t, secondSrv, redis.WithPrefix(p)), redis.PerSecond)
+	pair, err := redis.NewPair(newCallerStore(t, mainSrv, redis.WithPrefix(p)), newCallerStore(t, secondSrv, redis.WithPrefix(p)), redis.ToSecondStore)
 	if err != nil {
 		t.Fatal(err)
 	}
