@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testclock"
+	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/redis"
 )
 
@@ -361,6 +362,40 @@ func TestLimiterFailOpen(t *testing.T) {
 	res, err = lim.Take(context.Background(), []sluice.Check{{Rule: closed, Key: "k"}}, nil)
 	if err != nil || res.Allowed || res.Err == nil {
 		t.Errorf("fail-closed: %+v, %v", res, err)
+	}
+}
+
+// TestLimiterFallbackByDefault: the Limiter of the package
+// documentation, a Store with a memory fallback, decides with the
+// fallback once Redis is down for a rule that sets no Failure: past the
+// limit it denies, rather than letting every request through, and it
+// reports the store's error.
+func TestLimiterFallbackByDefault(t *testing.T) {
+	srv := startRedis(t)
+	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)))
+	mem, err := memory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	lim, err := sluice.NewLimiter(s, sluice.WithFallback(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := lim.Prepare(sluice.Rule{Name: "per-user", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.kill()
+	c := []sluice.Check{{Rule: r, Key: "alice"}}
+	for i := range 5 {
+		res, err := lim.Take(context.Background(), c, nil)
+		if err != nil || res.Err == nil || res.Allowed != (i < 3) {
+			t.Errorf("request %d with Redis down: %+v, %v; want the fallback's decision, allowed = %v, and the store's error", i+1, res, err, i < 3)
+		}
+	}
+	if st := s.Stats(); st.Errors == 0 {
+		t.Errorf("Stats = %+v, want the failed calls counted", st)
 	}
 }
 
