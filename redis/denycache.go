@@ -41,7 +41,7 @@ type denyShard struct {
 
 // denyKey names the state a denial is about: its Redis key, the limit
 // it was decided under (a new limit may allow sooner) and the rule's
-// charge (a check of cost 0 asks for one unit left under ChargeUsage,
+// charge (a peek, of cost 0, asks for one unit left under ChargeUsage,
 // for no debt under ChargeCount, and for nothing under ChargeGate).
 type denyKey struct {
 	key    string
@@ -165,7 +165,7 @@ func signature(p *pending) uint64 {
 // peek is never denied, and a denial of cost 0 would say nothing), and
 // every check of a rule charged by usage costs 0: a usage charge is
 // recorded whether it fits or not, so it always goes to Redis, while a
-// check of cost 0 is denied as long as the debt lasts, and a denial of
+// peek is denied as long as the debt lasts, and a denial of
 // one holds as a charge's does.
 func (s *Store) cacheable(p *pending) bool {
 	if s.cache == nil {
@@ -191,7 +191,7 @@ func (s *Store) cached(now time.Time, p *pending, checks []sluice.Check, out []s
 		if a.shadow {
 			continue
 		}
-		e := s.cache.get(denyKey{p.keys[i], checks[i].Rule.Limit, a.p.charge}, now, a.cost)
+		e := s.cache.get(denyKey{p.keys[i], a.p.limit, a.p.charge}, now, a.cost)
 		if e == nil {
 			continue
 		}
@@ -222,7 +222,7 @@ func (s *Store) remember(now time.Time, p *pending, checks []sluice.Check, out [
 	var sig uint64
 	for i, a := range p.args {
 		d := out[i]
-		k := denyKey{p.keys[i], checks[i].Rule.Limit, a.p.charge}
+		k := denyKey{p.keys[i], a.p.limit, a.p.charge}
 		if d.Allowed {
 			s.cache.drop(k)
 		}
