@@ -67,15 +67,22 @@ func (c *Config) checkedAs() checkedAs {
 	return checkedAs{shadow: c.Shadow, count: c.ChargePerDescriptor}
 }
 
-// prepareRules prepares every rule of c as the server checks it (checkedAs),
-// with prepare, by config.Match.ID: an invalid rule, or one the store
-// would refuse at every request (a limit outside the Redis store's exact
-// range), is a config error, found when the config loads rather than as
-// an error on every request.
-func prepareRules(c *config.Config, as checkedAs, prepare func(sluice.Rule) (*sluice.PreparedRule, error)) ([]*limitInfo, error) {
+// prepare prepares every rule of c with the Limiter (Limiter.Prepare),
+// as the server checks it (checkedAs), by config.Match.ID: an invalid
+// rule, or one the store would refuse at every request (a limit outside
+// the Redis store's exact range), is a config error, found when the
+// config loads rather than as an error on every request. Under
+// Config.QuotaMode a domain with forward_auth is one too
+// (config.Config.CheckQuotaMode).
+func (s *Server) prepare(c *config.Config) ([]*limitInfo, error) {
+	if s.cfg.QuotaMode {
+		if err := c.CheckQuotaMode(); err != nil {
+			return nil, err
+		}
+	}
 	lis := make([]*limitInfo, len(c.Rules()))
 	err := c.CheckRules(func(id int, r sluice.Rule) error {
-		li, err := newLimitInfo(r, as, prepare)
+		li, err := newLimitInfo(r, s.cfg.checkedAs(), s.limiter.Prepare)
 		lis[id] = li
 		return err
 	})

@@ -148,21 +148,6 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// prepare prepares every rule of c with the Limiter (Limiter.Prepare),
-// by config.Match.ID: a rule the store would refuse at every request (a
-// limit outside the Redis store's exact range) is a config error, found
-// when the config loads rather than as an error on every request. Under
-// Config.QuotaMode a domain with forward_auth is one too
-// (config.Config.CheckQuotaMode).
-func (s *Server) prepare(c *config.Config) ([]*limitInfo, error) {
-	if s.cfg.QuotaMode {
-		if err := c.CheckQuotaMode(); err != nil {
-			return nil, err
-		}
-	}
-	return prepareRules(c, s.cfg.checkedAs(), s.limiter.Prepare)
-}
-
 // install makes snap the config being served.
 func (s *Server) install(snap *snapshot) {
 	s.cur.Store(snap)
