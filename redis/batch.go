@@ -62,11 +62,9 @@ type pending struct {
 	// cost more CPU than the rest of the call on the client's side.
 	expires time.Time
 	// probe is set for the breaker's half-open probe, whose run reports
-	// its outcome; wrote once p is in a run that went out; waited once
-	// its caller has waited for its turn (a place in flight, the queue).
-	probe  bool
-	waited bool
-	wrote  atomic.Bool
+	// its outcome; wrote once p is in a run that went out.
+	probe bool
+	wrote atomic.Bool
 	// fast is set when the request went as one byte in its run, and
 	// fastReply holds its reply as the general path's (see expand).
 	fast      bool
@@ -121,7 +119,7 @@ func (p *pending) release() {
 // read it.
 type checkArgs struct {
 	p      *params
-	cost   int64 // its CostFor the request's cost
+	cost   int64 // the check's Units
 	shadow bool
 }
 
@@ -166,7 +164,6 @@ func (b *batcher) take(ctx context.Context, p *pending) ([]int64, error) {
 		b.mu.Unlock()
 		return b.lead(ctx, p)
 	}
-	p.waited = true
 	b.queue = append(b.queue, p)
 	if !p.expires.IsZero() {
 		b.watch(p.expires)

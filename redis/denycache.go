@@ -191,7 +191,7 @@ func (s *Store) cached(now time.Time, p *pending, checks []sluice.Check, out []s
 		if a.shadow {
 			continue
 		}
-		e := s.cache.get(denyKey{p.keys[i], checks[i].Rule.Limit, a.p.charge}, now, a.cost)
+		e := s.cache.get(denyKey{p.keys[i], a.p.limit, a.p.charge}, now, a.cost)
 		if e == nil {
 			continue
 		}
@@ -222,7 +222,7 @@ func (s *Store) remember(now time.Time, p *pending, checks []sluice.Check, out [
 	var sig uint64
 	for i, a := range p.args {
 		d := out[i]
-		k := denyKey{p.keys[i], checks[i].Rule.Limit, a.p.charge}
+		k := denyKey{p.keys[i], a.p.limit, a.p.charge}
 		if d.Allowed {
 			s.cache.drop(k)
 		}

@@ -91,7 +91,7 @@ func (k *keyScheme) key(c sluice.Check, code string) string {
 	if k.tag != nil {
 		tag = k.tag(c)
 	}
-	return stateKey(k.prefix, tag, c.Key, c.Rule.Name, code, k.tag != nil)
+	return stateKey(k.prefix, tag, c.Key, c.Rule.Name(), code, k.tag != nil)
 }
 
 // together checks that one script run can decide keys, the keys of one

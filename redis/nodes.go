@@ -111,7 +111,7 @@ func (ns *nodeSet) load(ctx context.Context, s *Store) error {
 	case err == nil:
 		s.br.done(probe, false, 1)
 		return nil
-	case ctx.Err() != nil && errors.Is(err, ctx.Err()) && !errors.Is(context.Cause(ctx), sluice.ErrTimeout):
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		s.br.abort(probe) // its caller gave up
 		return err
 	case errors.Is(err, context.DeadlineExceeded):

@@ -20,7 +20,7 @@ import (
 // caches.
 type Pair struct {
 	main, second *Store
-	toSecond     func(*sluice.Rule) bool
+	toSecond     func(sluice.Rule) bool
 }
 
 var (
@@ -31,7 +31,7 @@ var (
 // NewPair returns a Pair deciding the checks whose rule toSecond picks in
 // second and the others in main. The stores must be two, on different
 // Redis: their keys may be named alike.
-func NewPair(main, second *Store, toSecond func(*sluice.Rule) bool) (*Pair, error) {
+func NewPair(main, second *Store, toSecond func(sluice.Rule) bool) (*Pair, error) {
 	if main == nil || second == nil || toSecond == nil {
 		return nil, errors.New("redis: a pair needs two stores and a rule's route")
 	}
@@ -46,22 +46,22 @@ func NewPair(main, second *Store, toSecond func(*sluice.Rule) bool) (*Pair, erro
 // PerSecond is NewPair's route for REDIS_PERSECOND: a limit per second,
 // as envoyproxy/ratelimit counts a limit of unit second in its per-second
 // Redis.
-func PerSecond(r *sluice.Rule) bool { return r.Limit.Period == time.Second }
+func PerSecond(r sluice.Rule) bool { return r.Limit.Period == time.Second }
 
 // store is the store of checks with rule r.
-func (pr *Pair) store(r *sluice.Rule) *Store {
-	if r != nil && pr.toSecond(r) {
+func (pr *Pair) store(r *sluice.PreparedRule) *Store {
+	if r != nil && pr.toSecond(r.Rule()) {
 		return pr.second
 	}
 	return pr.main
 }
 
 // CheckRule reports whether r's store can hold r: see Store.CheckRule.
-func (pr *Pair) CheckRule(r *sluice.Rule) error { return pr.store(r).CheckRule(r) }
+func (pr *Pair) CheckRule(r *sluice.PreparedRule) error { return pr.store(r).CheckRule(r) }
 
-// Take decides a request of cost n against checks, all-or-nothing: see
+// Take decides a request against checks, all-or-nothing: see
 // sluice.Store and Store.Take.
-func (pr *Pair) Take(ctx context.Context, now time.Time, n int64, checks []sluice.Check, out []sluice.Decision) error {
+func (pr *Pair) Take(ctx context.Context, now time.Time, checks []sluice.Check, out []sluice.Decision) error {
 	second := 0
 	for i := range checks {
 		if checks[i].Rule == nil {
@@ -73,9 +73,9 @@ func (pr *Pair) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	}
 	switch second {
 	case 0:
-		return pr.main.Take(ctx, now, n, checks, out)
+		return pr.main.Take(ctx, now, checks, out)
 	case len(checks):
-		return pr.second.Take(ctx, now, n, checks, out)
+		return pr.second.Take(ctx, now, checks, out)
 	}
 	if len(out) < len(checks) {
 		return fmt.Errorf("redis: %d decisions for %d checks", len(out), len(checks))
@@ -104,7 +104,7 @@ func (pr *Pair) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 		var ps []*pending
 		err := func() error {
 			for _, sb := range subs {
-				p, err := sb.s.request(now, n, sb.checks)
+				p, err := sb.s.request(now, sb.checks)
 				if err != nil {
 					return err
 				}

@@ -69,6 +69,7 @@ type params struct {
 	// windows, whose keys' TTLs cover their debt as it is.
 	dttl   int64
 	charge algo.Charge
+	limit  sluice.Limit // the rule's, which a denial is remembered under
 	quota  int64
 	err    error // why the store cannot hold the rule (ErrOutOfRange), or nil
 	// rec is the rule as the script reads it (see record), with the
@@ -143,7 +144,7 @@ func paramsOf(sp *algo.Spec) (*params, error) {
 // debts (at most 2·span + m) and every product in the script below 2^53.
 func newParams(sp *algo.Spec) *params {
 	name, l := sp.Key.Name, sluice.Limit{Rate: sp.Key.Rate, Period: sp.Key.Period, Burst: sp.Key.Burst}
-	p := &params{quota: sp.Quota(), charge: sp.Charge}
+	p := &params{quota: sp.Quota(), charge: sp.Charge, limit: l}
 	var a [6]int64
 	switch sp.Kind {
 	case algo.KindBucket, algo.KindWide:

@@ -72,6 +72,10 @@ var (
 	ErrTimeout = fmt.Errorf("redis: no answer in time: %w", context.DeadlineExceeded)
 )
 
+// errUnprepared is the error for a rule that is nil or not prepared: the
+// store reads a rule's arithmetic from its prepared form alone.
+var errUnprepared = errors.New("redis: the rule is not prepared (sluice.Rule.Prepare)")
+
 // Store is a sluice.Store in Redis. It is safe for concurrent use. It
 // keeps no goroutine running: see New for the one a call may wait in.
 type Store struct {
@@ -301,20 +305,20 @@ func (s *Store) Stats() Stats {
 
 // CheckRule reports whether the store can hold r (see sluice.RuleChecker):
 // nil, or the error a Take with r would return, which wraps ErrOutOfRange
-// (and so sluice.ErrRefused) for a limit outside the exact range. It
-// prepares r, as r.Validate does.
-func (s *Store) CheckRule(r *sluice.Rule) error {
-	sp, err := r.Spec()
-	if err != nil {
-		return fmt.Errorf("redis: %w", err)
+// (and so sluice.ErrRefused) for a limit outside the exact range, and
+// errs for a rule nil or not prepared.
+func (s *Store) CheckRule(r *sluice.PreparedRule) error {
+	sp := algo.Of(r)
+	if sp == nil {
+		return errUnprepared
 	}
-	_, err = paramsOf(sp)
+	_, err := paramsOf(sp)
 	return err
 }
 
 var _ sluice.RuleChecker = (*Store)(nil)
 
-// Take decides a request of cost n against checks, all-or-nothing (but for
+// Take decides a request against checks, all-or-nothing (but for
 // usage, recorded whatever the request's fate: see Usage charges in the
 // package documentation), in one script run: see sluice.Store. The time
 // is Redis TIME unless
@@ -326,7 +330,7 @@ var _ sluice.RuleChecker = (*Store)(nil)
 // It goes in four steps: the request's arguments and keys (request), the
 // denial cache (cached), Redis behind the circuit breaker and the
 // deadlines (send), and the answer (decode, remember).
-func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluice.Check, out []sluice.Decision) error {
+func (s *Store) Take(ctx context.Context, now time.Time, checks []sluice.Check, out []sluice.Decision) error {
 	if len(out) < len(checks) {
 		return fmt.Errorf("redis: %d decisions for %d checks", len(out), len(checks))
 	}
@@ -336,7 +340,7 @@ func (s *Store) Take(ctx context.Context, now time.Time, n int64, checks []sluic
 	if ctx.Err() != nil {
 		return stopped(ctx) // its deadline came before its turn: shed
 	}
-	p, err := s.request(now, n, checks)
+	p, err := s.request(now, checks)
 	if err != nil {
 		return err
 	}
@@ -398,11 +402,11 @@ func (s *Store) decideByClient(ctx context.Context, p *pending, out []sluice.Dec
 	return nil
 }
 
-// request makes the script's request for checks at cost n and now: each
+// request makes the script's request for checks at now: each
 // check's parameters, cost and keys, and the time. It errs for a check the
 // store cannot decide and for keys that one script run cannot decide
 // together.
-func (s *Store) request(now time.Time, n int64, checks []sluice.Check) (*pending, error) {
+func (s *Store) request(now time.Time, checks []sluice.Check) (*pending, error) {
 	// The request, with room for the arguments and keys of a few checks
 	// inside it, from the pool: no allocation for the common request.
 	p := newPending(redisTime)
@@ -410,7 +414,7 @@ func (s *Store) request(now time.Time, n int64, checks []sluice.Check) (*pending
 		p.args = make([]checkArgs, 0, len(checks))
 	}
 	for i := range checks {
-		a, err := argsOf(i, &checks[i], n)
+		a, err := argsOf(i, &checks[i])
 		if err != nil {
 			p.release()
 			return nil, err
@@ -440,20 +444,20 @@ func (s *Store) request(now time.Time, n int64, checks []sluice.Check) (*pending
 	return p, nil
 }
 
-// argsOf is check i's arguments in a request of cost n, its key aside.
-func argsOf(i int, c *sluice.Check, n int64) (checkArgs, error) {
+// argsOf is check i's arguments, its key aside.
+func argsOf(i int, c *sluice.Check) (checkArgs, error) {
 	if c.Rule == nil {
 		return checkArgs{}, fmt.Errorf("redis: check %d has no rule", i)
 	}
-	sp, err := c.Rule.Spec()
-	if err != nil {
-		return checkArgs{}, fmt.Errorf("redis: check %d: %w", i, err)
+	sp := algo.Of(c.Rule)
+	if sp == nil {
+		return checkArgs{}, fmt.Errorf("redis: check %d: %w", i, errUnprepared)
 	}
 	pr, err := paramsOf(sp)
 	if err != nil {
 		return checkArgs{}, err
 	}
-	return checkArgs{p: pr, cost: c.CostFor(n), shadow: c.Rule.Shadow}, nil
+	return checkArgs{p: pr, cost: c.Units(), shadow: c.Rule.Shadow()}, nil
 }
 
 // cacheNow is the denial cache's time for a request at now (see Deadlines
@@ -487,8 +491,7 @@ func (s *Store) send(ctx context.Context, p *pending) ([]int64, error) {
 }
 
 // deadlines sets when p's caller stops waiting for its turn: when the
-// store's timeout runs out, or ctx's deadline (the caller's, or the
-// Limiter's bound), whichever is sooner. A call is bounded from when it
+// store's timeout runs out, or ctx's deadline, whichever is sooner. A call is bounded from when it
 // is written by the store's timeout alone (see write).
 func (s *Store) deadlines(ctx context.Context, p *pending) {
 	if s.timeout > 0 {
@@ -540,7 +543,6 @@ func (p *pending) acquire(ctx context.Context, slots chan struct{}) error {
 		return nil
 	default:
 	}
-	p.waited = true
 	var expired <-chan time.Time
 	if !p.expires.IsZero() {
 		// Only a request that finds no room pays for a timer.
@@ -578,11 +580,9 @@ func stopped(ctx context.Context) error {
 // waited long for their turn. A run that serves others besides its
 // leader's caller is not ended by their deadlines (each stops waiting at
 // its own); one that serves that caller alone (own) is, and tells the
-// breaker nothing when it is, unless the deadline was the Limiter's bound
-// on the call (sluice.WithTimeout) and the request had not waited for its
-// turn: then the bound ran from the write, a timeout of the store's.
-// Without a timeout of the store's, a run is bounded by its callers'
-// latest deadline.
+// breaker nothing when it is: its caller gave up, and nothing was learnt
+// of Redis. Without a timeout of the store's, a run is bounded by its
+// callers' latest deadline.
 //
 // A run that times out is load or failure, as loaded says.
 func (s *Store) write(ctx context.Context, to *node, batch []*pending, buf *runBuf, own bool) error {
@@ -620,11 +620,8 @@ func (s *Store) write(ctx context.Context, to *node, batch []*pending, buf *runB
 		return nil
 	case !ended:
 	case (own || s.timeout == 0) && ctx.Err() != nil:
-		if !errors.Is(context.Cause(ctx), sluice.ErrTimeout) || batch[0].waited {
-			s.br.abort(probe) // its caller gave up: nothing learnt of Redis
-			return stopped(ctx)
-		}
-		err = fmt.Errorf("%w (%w)", ErrTimeout, context.Cause(ctx))
+		s.br.abort(probe) // its caller gave up: nothing learnt of Redis
+		return stopped(ctx)
 	default:
 		err = fmt.Errorf("%w (%v)", ErrTimeout, s.timeout)
 	}
