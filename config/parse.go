@@ -201,6 +201,9 @@ func (w *walker) domain(n *yaml.Node) *domainConfig {
 	}
 	var def defaults
 	def.shadow, _ = w.boolean(m["shadow_mode"], "shadow_mode")
+	// open is the config's documented default, set explicitly: a rule left
+	// at sluice.FailDefault would decide locally wherever the server has
+	// a fallback store.
 	def.failure, _ = w.failure(m["failure"], "failure", sluice.FailOpen)
 	d.root = &node{path: d.name}
 	w.descriptors(m["descriptors"], "descriptors", d, d.root, def, 1)
