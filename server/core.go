@@ -56,6 +56,7 @@ type scratch struct {
 	checks   [2]check
 	ds       [2]sluice.Decision // each check's decision
 	sc       [2]sluice.Check    // the store's checks (take)
+	own      [2]sluice.Check    // the checks of the config's own rules (decide)
 	statuses [1]descStatus
 }
 
@@ -180,7 +181,7 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 	// Each descriptor's status is decided over its limits as the config
 	// sets their shadow modes: one slice for the request, cut per
 	// descriptor.
-	own := make([]sluice.Check, len(checks))
+	own := room(out.scr.own[:0], len(checks))
 	for j := range checks {
 		own[j] = sluice.Check{Rule: checks[j].lim.cfgRule}
 	}
