@@ -23,7 +23,7 @@ func TestBatchOutlivesLeaderDeadline(t *testing.T) {
 	srv := startRedis(t)
 	s := newStore(t, srv.client(t), redis.WithCallerTime(), redis.WithTimeout(0))
 	release := redis.HoldLeaders(s)
-	rule := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(10)}
+	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(10)})
 	now := time.Unix(1_700_000_000, 0)
 
 	const members = 3
@@ -35,7 +35,7 @@ func TestBatchOutlivesLeaderDeadline(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			outs[i] = make([]sluice.Decision, 1)
-			errs[i] = s.Take(ctx, now, 1, []sluice.Check{{Rule: rule, Key: "k"}}, outs[i])
+			errs[i] = s.Take(ctx, now, []sluice.Check{{Rule: rule, Key: "k"}}, outs[i])
 		})
 	}
 	waitQueued(t, s, members)
@@ -63,7 +63,7 @@ func TestSecondRunOnlyWhenFull(t *testing.T) {
 	srv := startRedis(t)
 	s := newStore(t, srv.client(t), redis.WithCallerTime(), redis.WithMaxBatch(4), redis.WithTimeout(0))
 	release := redis.HoldRun(s, 0)
-	rule := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(100)}
+	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(100)})
 	now := time.Unix(1_700_000_000, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -72,7 +72,7 @@ func TestSecondRunOnlyWhenFull(t *testing.T) {
 		for range n {
 			wg.Go(func() {
 				out := make([]sluice.Decision, 1)
-				if err := s.Take(ctx, now, 1, []sluice.Check{{Rule: rule, Key: "k"}}, out); err != nil || !out[0].Allowed {
+				if err := s.Take(ctx, now, []sluice.Check{{Rule: rule, Key: "k"}}, out); err != nil || !out[0].Allowed {
 					t.Errorf("Take = %v, %+v; want allowed", err, out[0])
 				}
 			})
@@ -113,14 +113,14 @@ func TestSecondRunOnlyWhenFull(t *testing.T) {
 func TestSecondRunWhenStalled(t *testing.T) {
 	srv := startRedis(t)
 	s := newStore(t, srv.client(t), redis.WithCallerTime(), redis.WithTimeout(10*time.Second))
-	rule := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(100)}
+	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(100)})
 	now := time.Unix(1_700_000_000, 0)
 	c := []sluice.Check{{Rule: rule, Key: "k"}}
 
 	// out for a second: it has not stalled; a request queues behind it
 	release := redis.HoldRun(s, time.Second)
 	done := make(chan error, 1)
-	go func() { done <- s.Take(context.Background(), now, 1, c, make([]sluice.Decision, 1)) }()
+	go func() { done <- s.Take(context.Background(), now, c, make([]sluice.Decision, 1)) }()
 	waitQueued(t, s, 1)
 	release()
 	if err := <-done; err != nil {
@@ -131,7 +131,7 @@ func TestSecondRunWhenStalled(t *testing.T) {
 	release = redis.HoldRun(s, 6*time.Second)
 	defer release()
 	out := make([]sluice.Decision, 1)
-	if err := s.Take(context.Background(), now, 1, c, out); err != nil || !out[0].Allowed {
+	if err := s.Take(context.Background(), now, c, out); err != nil || !out[0].Allowed {
 		t.Fatalf("beside a stalled run: Take = %v, %+v; want allowed", err, out[0])
 	}
 	if st := s.Stats(); st.Runs != 2 {
@@ -160,11 +160,11 @@ func TestQueuedCallerTimesOut(t *testing.T) {
 	srv := startRedis(t)
 	s := newStore(t, srv.client(t), redis.WithCallerTime(), redis.WithTimeout(20*time.Millisecond))
 	release := redis.HoldLeaders(s)
-	rule := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)}
+	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)})
 	now := time.Unix(1_700_000_000, 0)
 	checks := []sluice.Check{{Rule: rule, Key: "k"}}
 	out := make([]sluice.Decision, 1)
-	if err := s.Take(context.Background(), now, 1, checks, out); !errors.Is(err, sluice.ErrShed) || errors.Is(err, redis.ErrTimeout) {
+	if err := s.Take(context.Background(), now, checks, out); !errors.Is(err, sluice.ErrShed) || errors.Is(err, redis.ErrTimeout) {
 		t.Fatalf("queued past the timeout: Take = %v, want ErrShed", err)
 	}
 	if st := s.Stats(); st.Shed != 1 || st.Timeouts != 0 || st.Errors != 0 {
@@ -175,11 +175,11 @@ func TestQueuedCallerTimesOut(t *testing.T) {
 	// Redis has the same 20ms, which a loaded machine may miss: that is
 	// no failure here (a peek charges nothing either way). The key is
 	// then read through a store with a deadline of seconds.
-	if err := s.Take(context.Background(), now, 0, checks, out); err != nil && !errors.Is(err, redis.ErrTimeout) && !errors.Is(err, sluice.ErrShed) {
+	if err := s.Take(context.Background(), now, costed(0, checks), out); err != nil && !errors.Is(err, redis.ErrTimeout) && !errors.Is(err, sluice.ErrShed) {
 		t.Fatalf("after the timeout: peek = %v", err)
 	}
 	patient := newStore(t, srv.client(t), redis.WithCallerTime(), redis.WithTimeout(10*time.Second))
-	if err := patient.Take(context.Background(), now, 1, checks, out); err != nil || !out[0].Allowed {
+	if err := patient.Take(context.Background(), now, checks, out); err != nil || !out[0].Allowed {
 		t.Fatalf("after the timeout: Take = %v, %+v; want the key uncharged, allowed", err, out[0])
 	}
 	if redis.Queued(s) != 0 {
@@ -204,13 +204,13 @@ func TestStretchesOfManyRules(t *testing.T) {
 	srv := startRedis(t)
 	algs := []sluice.Algo{sluice.AlgoGCRA, sluice.AlgoFixedWindow, sluice.AlgoSlidingCounter, sluice.AlgoTokenBucket, sluice.AlgoSlidingLog}
 	const nrules = 255
-	rules := make([]*sluice.Rule, nrules)
+	rules := make([]*sluice.PreparedRule, nrules)
 	for i := range rules {
 		// Each its own period, so that a reply decided by another rule
 		// shows; the logs' first ones below 2^26 µs, on their path of
 		// their own.
 		period := time.Duration(i+1) * time.Second
-		rules[i] = &sluice.Rule{Name: fmt.Sprintf("r%d", i), Algorithm: algs[i%len(algs)], Limit: sluice.Limit{Rate: 1, Period: period, Burst: 1}}
+		rules[i] = prep(sluice.Rule{Name: fmt.Sprintf("r%d", i), Algorithm: algs[i%len(algs)], Limit: sluice.Limit{Rate: 1, Period: period, Burst: 1}})
 	}
 	const general = -1
 	var order []int // rule indexes, or general
@@ -240,7 +240,7 @@ func TestStretchesOfManyRules(t *testing.T) {
 				checks = []sluice.Check{{Rule: rules[r], Key: "k"}}
 			}
 			out := make([]sluice.Decision, len(checks))
-			if err := s.Take(ctx, time.Now(), 1, checks, out); err != nil {
+			if err := s.Take(ctx, time.Now(), checks, out); err != nil {
 				t.Error(err)
 			}
 			if r == general {
@@ -268,22 +268,22 @@ func TestStretchesOfManyRules(t *testing.T) {
 		}
 		a, b := d[0], d[1]
 		if a.Allowed == b.Allowed || a.Remaining != 0 || b.Remaining != 0 {
-			t.Errorf("rule %d (%s): %+v and %+v, want one allowed and one denied, 0 remaining", i, rules[i].Algorithm, a, b)
+			t.Errorf("rule %d (%s): %+v and %+v, want one allowed and one denied, 0 remaining", i, rules[i].Rule().Algorithm, a, b)
 			continue
 		}
 		denied := a
 		if a.Allowed {
 			denied = b
 		}
-		lo, hi := time.Duration(0), rules[i].Limit.Period
-		switch rules[i].Algorithm {
+		lo, hi := time.Duration(0), rules[i].Rule().Limit.Period
+		switch rules[i].Rule().Algorithm {
 		case sluice.AlgoSlidingLog: // both decided at one µs: the entry leaves a period on
 			lo = hi - time.Microsecond
 		case sluice.AlgoGCRA, sluice.AlgoTokenBucket: // a period after the allowed one, less the time between
 			lo = max(0, hi-10*time.Second)
 		}
 		if denied.RetryAfter <= lo || denied.RetryAfter > hi {
-			t.Errorf("rule %d (%s): denied with RetryAfter %v, want in (%v, %v]", i, rules[i].Algorithm, denied.RetryAfter, lo, hi)
+			t.Errorf("rule %d (%s): denied with RetryAfter %v, want in (%v, %v]", i, rules[i].Rule().Algorithm, denied.RetryAfter, lo, hi)
 		}
 	}
 }
@@ -330,8 +330,8 @@ func TestRedoErrorIsItsOwn(t *testing.T) {
 	rc.AddHook(failHook(&runs, &from))
 	p := prefix(t)
 	s := newStore(t, rc, redis.WithPrefix(p), redis.WithMaxBatch(2))
-	counter := sluice.Check{Rule: &sluice.Rule{Name: "c", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.PerMinute(10)}, Key: "k"}
-	other := sluice.Check{Rule: &sluice.Rule{Name: "g", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerMinute(10)}, Key: "k"}
+	counter := sluice.Check{Rule: prep(sluice.Rule{Name: "c", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.PerMinute(10)}), Key: "k"}
+	other := sluice.Check{Rule: prep(sluice.Rule{Name: "g", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerMinute(10)}), Key: "k"}
 	take(t, s, time.Time{}, 1, counter)
 	// The counter's state written an hour ahead: the one-unit path
 	// answers -3 for it (TestCounterStateAhead).
@@ -344,9 +344,9 @@ func TestRedoErrorIsItsOwn(t *testing.T) {
 	outC, outO := make([]sluice.Decision, 1), make([]sluice.Decision, 1)
 	var errC, errO error
 	var wg sync.WaitGroup
-	wg.Go(func() { errC = s.Take(ctx, time.Time{}, 1, []sluice.Check{counter}, outC) })
+	wg.Go(func() { errC = s.Take(ctx, time.Time{}, []sluice.Check{counter}, outC) })
 	waitQueued(t, s, 1)
-	wg.Go(func() { errO = s.Take(ctx, time.Time{}, 1, []sluice.Check{other}, outO) })
+	wg.Go(func() { errO = s.Take(ctx, time.Time{}, []sluice.Check{other}, outO) })
 	wg.Wait() // the second fills a run of 2, which goes beside the one held out
 	release()
 	if got := runs.Load() - (from.Load() - 2); got != 2 {
@@ -375,7 +375,7 @@ func TestLogPathOfItsOwn(t *testing.T) {
 	rc := srv.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rule := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)}
+	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)})
 
 	t.Run("one run", func(t *testing.T) {
 		p := prefix(t)
@@ -385,7 +385,7 @@ func TestLogPathOfItsOwn(t *testing.T) {
 		outs := [2][]sluice.Decision{make([]sluice.Decision, 1), make([]sluice.Decision, 1)}
 		for i := range 2 {
 			wg.Go(func() {
-				if err := s.Take(ctx, time.Time{}, 1, []sluice.Check{{Rule: rule, Key: "k"}}, outs[i]); err != nil {
+				if err := s.Take(ctx, time.Time{}, []sluice.Check{{Rule: rule, Key: "k"}}, outs[i]); err != nil {
 					t.Error(err)
 				}
 			})
@@ -470,7 +470,7 @@ func TestLogPathOfItsOwn(t *testing.T) {
 	t.Run("rate lowered", func(t *testing.T) {
 		p := prefix(t)
 		s := newStore(t, rc, redis.WithPrefix(p))
-		high := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(100)}
+		high := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(100)})
 		rateLowered(t, s, high, rule)
 	})
 }

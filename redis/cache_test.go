@@ -16,7 +16,7 @@ import (
 func TestDenyCache(t *testing.T) {
 	srv := startRedis(t)
 	s := newCallerStore(t, srv, redis.WithDenyCache(100))
-	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(2)}, Key: "k"}
+	c := sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(2)}), Key: "k"}
 	take(t, s, t0, 2, c)
 	if d := take(t, s, t0, 1, c)[0]; d.Allowed || d.RetryAfter != 500*time.Millisecond {
 		t.Fatalf("denial = %+v", d)
@@ -46,7 +46,7 @@ func TestDenyCacheExact(t *testing.T) {
 	for _, alg := range sluice.Algos() {
 		for li, l := range []sluice.Limit{{Rate: 3, Period: time.Second}, {Rate: 10, Period: time.Minute, Burst: 4}} {
 			t.Run(fmt.Sprintf("%s/%v", alg, l), func(t *testing.T) {
-				rule := &sluice.Rule{Name: fmt.Sprint(alg, li), Algorithm: alg, Limit: l}
+				rule := prep(sluice.Rule{Name: fmt.Sprint(alg, li), Algorithm: alg, Limit: l})
 				rng := rand.New(rand.NewPCG(uint64(li), uint64(alg[0])))
 				ref := newRefAlg(t, rule)
 				c := sluice.Check{Rule: rule, Key: "k"}
@@ -73,7 +73,7 @@ func TestDenyCacheExact(t *testing.T) {
 func TestDenyCacheBounded(t *testing.T) {
 	srv := startRedis(t)
 	s := newCallerStore(t, srv, redis.WithDenyCache(64))
-	r := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerMinute(1)}
+	r := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerMinute(1)})
 	for i := range 500 {
 		c := sluice.Check{Rule: r, Key: fmt.Sprint(i)}
 		take(t, s, t0, 1, c)
@@ -90,7 +90,7 @@ func TestDenyCacheRedisTime(t *testing.T) {
 	srv := startRedis(t)
 	clk := testclock.New(t0)
 	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithBreakerClock(clk))
-	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1)}, Key: "k"}
+	c := sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1)}), Key: "k"}
 	take(t, s, time.Time{}, 1, c)
 	d := take(t, s, time.Time{}, 1, c)[0]
 	if d.Allowed {
@@ -115,7 +115,7 @@ func TestDenyCacheRedisTime(t *testing.T) {
 func TestDenyCacheSubMicrosecond(t *testing.T) {
 	srv := startRedis(t)
 	s := newCallerStore(t, srv, redis.WithDenyCache(100))
-	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(2)}, Key: "k"}
+	c := sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(2)}), Key: "k"}
 	at := t0.Add(900 * time.Nanosecond)
 	take(t, s, at, 2, c)
 	if d := take(t, s, at, 1, c)[0]; d.Allowed || d.RetryAfter != 500*time.Millisecond {

@@ -27,10 +27,10 @@ func TestCluster(t *testing.T) {
 	p := prefix(t)
 	s := newStore(t, cc, redis.WithPrefix(p))
 	ctx := context.Background()
-	rules := []*sluice.Rule{
-		{Name: "gcra", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(3)},
-		{Name: "log", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerDay(3)},
-		{Name: "fixed", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 3, Period: 1000 * time.Hour}},
+	rules := []*sluice.PreparedRule{
+		prep(sluice.Rule{Name: "gcra", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(3)}),
+		prep(sluice.Rule{Name: "log", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerDay(3)}),
+		prep(sluice.Rule{Name: "fixed", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 3, Period: 1000 * time.Hour}}),
 	}
 	var wg sync.WaitGroup
 	for k := range 60 {
@@ -41,13 +41,13 @@ func TestCluster(t *testing.T) {
 			}
 			out := make([]sluice.Decision, len(checks))
 			for i := range 4 {
-				if err := s.Take(ctx, time.Time{}, 1, checks, out); err != nil {
+				if err := s.Take(ctx, time.Time{}, checks, out); err != nil {
 					t.Errorf("key %d take %d: %v", k, i, err)
 					return
 				}
 				for j, d := range out {
 					if d.Allowed != (i < 3) || d.Remaining != int64(max(2-i, 0)) {
-						t.Errorf("key %d take %d check %s = %+v", k, i, rules[j].Name, d)
+						t.Errorf("key %d take %d check %s = %+v", k, i, rules[j].Name(), d)
 					}
 				}
 			}
@@ -75,19 +75,19 @@ func TestCluster(t *testing.T) {
 		}
 	}
 
-	ip := &sluice.Rule{Name: "ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)}
-	user := &sluice.Rule{Name: "user", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)}
+	ip := prep(sluice.Rule{Name: "ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)})
+	user := prep(sluice.Rule{Name: "user", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)})
 	two := []sluice.Check{{Rule: ip, Key: "203.0.113.7"}, {Rule: user, Key: "bob"}}
 	tagged := newStore(t, cc, redis.WithPrefix(p), redis.WithHashTag(func(c sluice.Check) string { return "bob" }))
 	out := make([]sluice.Decision, 2)
-	if err := tagged.Take(ctx, time.Time{}, 5, two, out); err != nil || !out[0].Allowed || !out[1].Allowed {
+	if err := tagged.Take(ctx, time.Time{}, costed(5, two), out); err != nil || !out[0].Allowed || !out[1].Allowed {
 		t.Fatalf("tagged: %+v, %v", out, err)
 	}
 	// the user rule has nothing left: the ip rule must not be charged
-	if err := tagged.Take(ctx, time.Time{}, 1, []sluice.Check{{Rule: ip, Key: "198.51.100.1"}, two[1]}, out); err != nil || out[1].Allowed || !out[0].Allowed {
+	if err := tagged.Take(ctx, time.Time{}, []sluice.Check{{Rule: ip, Key: "198.51.100.1"}, two[1]}, out); err != nil || out[1].Allowed || !out[0].Allowed {
 		t.Fatalf("tagged, user exhausted: %+v, %v", out, err)
 	}
-	if err := tagged.Take(ctx, time.Time{}, 0, []sluice.Check{{Rule: ip, Key: "198.51.100.1"}}, out); err != nil || out[0].Remaining != 5 {
+	if err := tagged.Take(ctx, time.Time{}, costed(0, []sluice.Check{{Rule: ip, Key: "198.51.100.1"}}), out); err != nil || out[0].Remaining != 5 {
 		t.Fatalf("the other ip was charged: %+v, %v", out[0], err)
 	}
 
@@ -97,7 +97,7 @@ func TestCluster(t *testing.T) {
 		storetest.Run(t, storetest.Config{
 			New: func(t *testing.T) sluice.Store {
 				s := newStore(t, cc, redis.WithPrefix(prefix(t)), redis.WithCallerTime(), redis.WithDenyCache(0),
-					redis.WithTTLSlack(time.Hour), redis.WithTimeout(5*time.Second),
+					redis.WithClockSkew(time.Hour), redis.WithTimeout(5*time.Second),
 					redis.WithHashTag(func(sluice.Check) string { return t.Name() }))
 				return µsStore{s}
 			},
@@ -155,7 +155,7 @@ func child(t *testing.T, addr, p string) {
 	rc := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1})
 	defer rc.Close()
 	s := newStore(t, rc, redis.WithPrefix(p), redis.WithTimeout(5*time.Second), redis.WithDenyCache(0))
-	c := []sluice.Check{{Rule: &sluice.Rule{Name: "shared", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerDay(500)}, Key: "k"}}
+	c := []sluice.Check{{Rule: prep(sluice.Rule{Name: "shared", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerDay(500)}), Key: "k"}}
 	var mu sync.Mutex
 	allowed := 0
 	var wg sync.WaitGroup
@@ -163,7 +163,7 @@ func child(t *testing.T, addr, p string) {
 		wg.Go(func() {
 			out := make([]sluice.Decision, 1)
 			for denied := 0; denied < 20; {
-				if err := s.Take(context.Background(), time.Now(), 1, c, out); err != nil {
+				if err := s.Take(context.Background(), time.Now(), c, out); err != nil {
 					t.Error(err)
 					return
 				}

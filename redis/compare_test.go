@@ -17,7 +17,7 @@ import (
 // when it is back to idle as a store drops the key, and the steps since,
 // to replay on a copy when a request only tries.
 type refAlg struct {
-	rule *sluice.Rule
+	rule *sluice.PreparedRule
 	a    sluice.Algorithm
 	ops  []refOp
 }
@@ -27,14 +27,14 @@ type refOp struct {
 	n int64
 }
 
-func newRefAlg(t testing.TB, r *sluice.Rule) *refAlg {
+func newRefAlg(t testing.TB, r *sluice.PreparedRule) *refAlg {
 	x := &refAlg{rule: r}
 	x.reset(t)
 	return x
 }
 
 func (x *refAlg) reset(t testing.TB) {
-	a, err := x.rule.Algorithm.New(x.rule.Limit)
+	a, err := x.rule.Rule().Algorithm.New(x.rule.Rule().Limit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func (x *refAlg) step(t testing.TB, now time.Time, n int64) sluice.Decision {
 }
 
 func (x *refAlg) try(t testing.TB, now time.Time, n int64) sluice.Decision {
-	c, err := x.rule.Algorithm.New(x.rule.Limit)
+	c, err := x.rule.Rule().Algorithm.New(x.rule.Rule().Limit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,12 +83,12 @@ func (s *refStore) take(now time.Time, n int64, checks []sluice.Check, out []slu
 	as := make([]*refAlg, len(checks))
 	ok := true
 	for i, c := range checks {
-		k := [2]string{c.Rule.Name, c.Key}
+		k := [2]string{c.Rule.Name(), c.Key}
 		if s.algs[k] == nil {
 			s.algs[k] = newRefAlg(s.t, c.Rule)
 		}
 		as[i] = s.algs[k]
-		if !c.Rule.Shadow && !as[i].try(s.t, now, n).Allowed {
+		if !c.Rule.Shadow() && !as[i].try(s.t, now, n).Allowed {
 			ok = false
 		}
 	}
@@ -197,7 +197,7 @@ func newCallerStoreOn(t testing.TB, c *goredis.Client, opts ...redis.Option) *re
 	t.Helper()
 	opts = append([]redis.Option{
 		redis.WithPrefix(prefix(t)), redis.WithCallerTime(), redis.WithDenyCache(0),
-		redis.WithTTLSlack(time.Hour), redis.WithTimeout(5 * time.Second),
+		redis.WithClockSkew(time.Hour), redis.WithTimeout(5 * time.Second),
 	}, opts...)
 	s, err := redis.New(c, opts...)
 	if err != nil {
@@ -231,7 +231,7 @@ func sameDecisions(t *testing.T, ctx context.Context, srv *server, clock bool, a
 		{
 			{
 				s := newCallerStore(t, srv)
-				rule := &sluice.Rule{Name: "r", Algorithm: alg, Limit: l}
+				rule := prep(sluice.Rule{Name: "r", Algorithm: alg, Limit: l})
 				rng := rand.New(rand.NewPCG(uint64(li), uint64(len(alg))+uint64(alg[0])))
 				seen := map[string]int{}
 				defer func() {
@@ -261,7 +261,7 @@ func sameDecisions(t *testing.T, ctx context.Context, srv *server, clock bool, a
 					for i := range ts {
 						want := ref.step(t, ts[i], ns[i])
 						seen[kindOf(want)]++
-						if err := s.Take(ctx, ts[i], ns[i], checks, out); err != nil {
+						if err := s.Take(ctx, ts[i], costed(ns[i], checks), out); err != nil {
 							t.Fatalf("step %d: Take(t0%+v, %d): %v", i, ts[i].Sub(t0), ns[i], err)
 						}
 						if out[0] != want {
@@ -296,10 +296,10 @@ func allOrNothing(t *testing.T, srv *server, clock bool) {
 	}
 	latest := t0
 	rng := rand.New(rand.NewPCG(7, 11))
-	var rules []*sluice.Rule
+	var rules []*sluice.PreparedRule
 	for i, alg := range sluice.Algos() {
 		for j, l := range []sluice.Limit{{Rate: 5, Period: time.Second}, {Rate: 3, Period: 100 * time.Millisecond, Burst: 4}} {
-			rules = append(rules, &sluice.Rule{Name: fmt.Sprintf("r%d.%d", i, j), Algorithm: alg, Limit: l, Shadow: rng.IntN(4) == 0})
+			rules = append(rules, prep(sluice.Rule{Name: fmt.Sprintf("r%d.%d", i, j), Algorithm: alg, Limit: l, Shadow: rng.IntN(4) == 0}))
 		}
 	}
 	ref := &refStore{t: t, algs: map[[2]string]*refAlg{}}
@@ -323,13 +323,13 @@ func allOrNothing(t *testing.T, srv *server, clock bool) {
 		got := make([]sluice.Decision, k)
 		want := make([]sluice.Decision, k)
 		ref.take(now, n, checks, want)
-		if err := s.Take(ctx, now, n, checks, got); err != nil {
+		if err := s.Take(ctx, now, costed(n, checks), got); err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
 		for j := range checks {
 			if got[j] != want[j] {
 				t.Fatalf("request %d (n=%d, t0%+v), check %d %s shadow=%v: got %+v, want %+v",
-					i, n, now.Sub(t0), j, checks[j].Rule.Name, checks[j].Rule.Shadow, got[j], want[j])
+					i, n, now.Sub(t0), j, checks[j].Rule.Name(), checks[j].Rule.Shadow(), got[j], want[j])
 			}
 		}
 	}

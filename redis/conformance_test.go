@@ -18,8 +18,8 @@ import (
 // (TestSameDecisions), which this suite's model, rounded, does not take.
 type µsStore struct{ s *redis.Store }
 
-func (m µsStore) Take(ctx context.Context, now time.Time, n int64, checks []sluice.Check, out []sluice.Decision) error {
-	if err := m.s.Take(ctx, now, n, checks, out); err != nil {
+func (m µsStore) Take(ctx context.Context, now time.Time, checks []sluice.Check, out []sluice.Decision) error {
+	if err := m.s.Take(ctx, now, checks, out); err != nil {
 		return err
 	}
 	for i := range checks {

@@ -41,7 +41,7 @@ type denyShard struct {
 
 // denyKey names the state a denial is about: its Redis key, the limit
 // it was decided under (a new limit may allow sooner) and the rule's
-// charge (a check of cost 0 asks for one unit left under ChargeUsage,
+// charge (a peek, of cost 0, asks for one unit left under ChargeUsage,
 // for no debt under ChargeCount, and for nothing under ChargeGate).
 type denyKey struct {
 	key    string
@@ -165,7 +165,7 @@ func signature(p *pending) uint64 {
 // peek is never denied, and a denial of cost 0 would say nothing), and
 // every check of a rule charged by usage costs 0: a usage charge is
 // recorded whether it fits or not, so it always goes to Redis, while a
-// check of cost 0 is denied as long as the debt lasts, and a denial of
+// peek is denied as long as the debt lasts, and a denial of
 // one holds as a charge's does.
 func (s *Store) cacheable(p *pending) bool {
 	if s.cache == nil {

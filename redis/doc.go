@@ -96,7 +96,7 @@
 // A check's state is at prefix{key}:rule:code, with the check's key as
 // the hash tag, escaped (see keys.go). The code names the state's layout,
 // and a new layout gets a new code, so that no server misreads another's
-// state: since 2026-12 the sliding log is one list, "lu", where it was
+// state: the sliding log is one list, "lu", where earlier layouts kept
 // a count and a list, "l" and "l:e", and then a list of running totals,
 // "log". Servers of two layouts side by side, in a rolling upgrade, keep
 // two logs of each key, and a client may get up to twice a log's rate in
@@ -104,8 +104,8 @@
 // and a second of their last use. Its TTL is fixed per rule: the
 // longest its state can stay live (a full bucket's refill, or two for a
 // bucket that usage took below empty; a window's period, two for the
-// sliding counter) and a second of slack, sent as a string made once per
-// rule. The sliding log's is three periods and the
+// sliding counter) and a second of slack (WithClockSkew), sent as a
+// string made once per rule. The sliding log's is three periods and the
 // slack, set on its one-unit path only by a push whose oldest entry in the
 // window is of an earlier aligned span of two periods, the first push of
 // each span among them: it lives a period and the slack past its newest
@@ -180,9 +180,9 @@
 // cost is recorded whether it fits or not, and the check allows iff it
 // fits; the debt is capped at a period's worth (a bucket's at two full
 // buckets', a window's count and the sliding log's units in the window at
-// 2·Rate), so a key left alone is usable again within two periods. Its
-// check of cost 0 records nothing and is denied while less than a unit is
-// left (ChargeUsage) or while the limit is in debt (ChargeCount). In a
+// 2·Rate), so a key left alone is usable again within two periods. A
+// peek at it (sluice.Check.Peek) records nothing and is denied while
+// less than a unit is left (ChargeUsage) or while the limit is in debt (ChargeCount). In a
 // request of several checks, the usage is recorded in the same run as the
 // gate checks are decided, whatever they decide, and the gate checks are
 // charged only if every check not in shadow mode, usage ones included,
@@ -193,8 +193,8 @@
 // store's ring of Rate cells does.
 //
 // Usage is never taken back: a request across slots gives back only its
-// gate checks' charges, and the denial cache never answers a usage charge
-// of cost more than 0, which always reaches Redis (a check of cost 0 is
+// gate checks' charges, and the denial cache never answers a usage
+// charge, which always reaches Redis (a peek, which charges nothing, is
 // answered from a denial of the same rule's charge, which only more usage
 // can prolong). The script's one-byte paths serve gate rules alone: a
 // usage charge takes the general path, which costs Redis a little more per
@@ -218,8 +218,9 @@
 //
 // Each call has a deadline (WithTimeout, 50ms; see Deadlines and clocks).
 // Errors are returned, and
-// the sluice.Limiter applies each rule's Failure (open, closed, local),
-// except to a request the store refuses as given, which it returns as an
+// the sluice.Limiter applies each rule's Failure (see sluice.Failure: a
+// rule that sets none decides locally on a Limiter with a fallback, as in
+// the example above, and allows otherwise), except to a request the store refuses as given, which it returns as an
 // error (ErrOutOfRange, ErrCrossSlot and two checks of one request on one
 // key wrap sluice.ErrRefused): a refusal is not an outage.
 // A circuit breaker opens when, over the last 10 seconds, at least 20
@@ -268,30 +269,27 @@
 //
 // # Deadlines and clocks
 //
-// A call waits for its turn, then for Redis, and each wait has its bound:
+// The store owns the deadline of its calls: the sluice.Limiter passes its
+// caller's context through and bounds nothing itself, and the service adds
+// no bound of its own. A call waits for its turn, then for Redis:
 //
+//   - the store's bound, WithTimeout (50ms by default), bounds the wait
+//     for a turn, and then the call, counted from when it is written to
+//     Redis, so that a call that waited long for its turn is not taken
+//     for a Redis that answered late: a call with no answer by then is a
+//     timeout of the store's, ErrTimeout, counted in Stats.Timeouts and
+//     towards the breaker.
 //   - the caller's context: its end, a deadline or a cancellation, is the
 //     caller giving up. A request that was waiting for its turn is shed
 //     at its deadline (an error wrapping sluice.ErrShed and the context's
 //     error), or returns the context's error when it was cancelled; the
 //     circuit breaker learns nothing from either.
-//   - the Limiter's bound on each call to its store, sluice.WithTimeout
-//     (none by default; the service's Config.StoreTimeout sets it): a
-//     deadline of the caller's context, its end the cause
-//     sluice.ErrTimeout.
-//   - the store's own bound, WithTimeout (50ms by default), bounds the
-//     wait for a turn, as the caller's deadline does, and then the call,
-//     counted from when it is written to Redis: a call with no answer by
-//     then is a timeout of the store's, ErrTimeout, counted in
-//     Stats.Timeouts and towards the breaker.
 //
 // A run of several callers' requests lasts until the store's timeout
 // from its writing, whatever their deadlines (each stops waiting at its
 // own), so that the breaker learns how it ended; a run of one request
-// ends at its caller's deadline too, and then tells the breaker nothing,
-// unless that deadline is the Limiter's bound and the request never
-// waited for its turn: the bound then ran from the write, a timeout of
-// the store's. Below these, the client's own timeouts (go-redis's
+// ends at its caller's deadline too, and then tells the breaker nothing.
+// Below these, the client's own timeouts (go-redis's
 // ReadTimeout, 3s by default) end a call the store no longer waits for:
 // with ContextTimeoutEnabled, which is also the fastest, the client
 // honours the call's deadline itself; otherwise the call waits aside, in

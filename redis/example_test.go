@@ -28,8 +28,13 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	perUser := &sluice.Rule{Name: "per-user", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerMinute(100)}
-	res, err := lim.Take(context.Background(), 1, []sluice.Check{{Rule: perUser, Key: "alice"}}, nil)
+	// Prepared once, where the rule is loaded; the Limiter asks the store
+	// whether it can hold it.
+	perUser, err := lim.Prepare(sluice.Rule{Name: "per-user", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerMinute(100)})
+	if err != nil {
+		panic(err)
+	}
+	res, err := lim.Take(context.Background(), []sluice.Check{{Rule: perUser, Key: "alice"}}, nil)
 	if err != nil {
 		panic(err)
 	}

@@ -9,14 +9,6 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// WithTTLSlack adds d to every TTL. Tests that drive the time with
-// WithCallerTime faster or slower than Redis's clock use it so that a key
-// does not expire, in Redis time, while its state still matters at the
-// caller's time.
-func WithTTLSlack(d time.Duration) Option {
-	return func(o *options) error { o.ttlSlack = d; return nil }
-}
-
 // WithStoreClock decides at the caller's time, as WithCallerTime, but
 // under the store's clock, as at Redis TIME: no decision at a time before
 // the latest the store has seen, and a fixed window as a counter per
@@ -121,11 +113,11 @@ func (b *batcher) leadAs(ctx context.Context) error {
 // give-back reports to back; between, if not nil, is called in between.
 // The give-back is sent sends times, as a client's retries would. s must
 // decide at the caller's time and not batch.
-func TakeThenGiveBack(ctx context.Context, s *Store, t1, t2 time.Time, n int64, checks []sluice.Check, between func(), sends int, taken, back []sluice.Decision) (charged bool, err error) {
+func TakeThenGiveBack(ctx context.Context, s *Store, t1, t2 time.Time, checks []sluice.Check, between func(), sends int, taken, back []sluice.Decision) (charged bool, err error) {
 	if !s.callerTime || s.batch != nil {
 		return false, errors.New("TakeThenGiveBack: the store must have WithCallerTime and WithoutBatching")
 	}
-	p, err := s.request(t1, n, checks)
+	p, err := s.request(t1, checks)
 	if err != nil {
 		return false, err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testclock"
+	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/redis"
 )
 
@@ -24,7 +25,7 @@ import (
 // timeouts, which TestSlowRedis sets to a minute; it measures nothing.
 const slack = 10 * time.Second
 
-var daily = &sluice.Rule{Name: "daily", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1_000_000)}
+var daily = prep(sluice.Rule{Name: "daily", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1_000_000)})
 
 // TestKilled kills Redis under load: calls fail within the deadline,
 // the breaker opens, nothing panics and no goroutine is left behind. The
@@ -48,7 +49,7 @@ func TestKilled(t *testing.T) {
 			checks := []sluice.Check{{Rule: daily, Key: string(rune('a' + w))}}
 			for errs := 0; errs < 50; {
 				start := time.Now()
-				err := s.Take(context.Background(), start, 1, checks, out)
+				err := s.Take(context.Background(), start, checks, out)
 				el := time.Since(start)
 				if err == nil {
 					if ok.Add(1) == 300 {
@@ -107,7 +108,7 @@ func takeEventually(t *testing.T, s *redis.Store, c sluice.Check) sluice.Decisio
 	out := make([]sluice.Decision, 1)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		err := s.Take(context.Background(), time.Time{}, 1, []sluice.Check{c}, out)
+		err := s.Take(context.Background(), time.Time{}, []sluice.Check{c}, out)
 		if err == nil {
 			return out[0]
 		}
@@ -129,11 +130,11 @@ func TestRestart(t *testing.T) {
 	srv.kill()
 	out := make([]sluice.Decision, 1)
 	for i := range 2 {
-		if err := s.Take(context.Background(), time.Time{}, 1, []sluice.Check{c}, out); err == nil || errors.Is(err, redis.ErrCircuitOpen) {
+		if err := s.Take(context.Background(), time.Time{}, []sluice.Check{c}, out); err == nil || errors.Is(err, redis.ErrCircuitOpen) {
 			t.Fatalf("call %d to a dead Redis: err = %v", i, err)
 		}
 	}
-	if err := s.Take(context.Background(), time.Time{}, 1, []sluice.Check{c}, out); !errors.Is(err, redis.ErrCircuitOpen) {
+	if err := s.Take(context.Background(), time.Time{}, []sluice.Check{c}, out); !errors.Is(err, redis.ErrCircuitOpen) {
 		t.Fatalf("third call: err = %v, want ErrCircuitOpen", err)
 	}
 	srv.start()
@@ -141,7 +142,7 @@ func TestRestart(t *testing.T) {
 	var err error
 	for range 5 { // a probe may meet a connection the restart broke
 		clk.Advance(time.Second)
-		if err = s.Take(context.Background(), time.Time{}, 1, []sluice.Check{c}, out); err == nil {
+		if err = s.Take(context.Background(), time.Time{}, []sluice.Check{c}, out); err == nil {
 			break
 		}
 	}
@@ -278,7 +279,7 @@ func testSlowRedis(t *testing.T, direct bool) {
 	for range 8 {
 		wg.Go(func() {
 			start := time.Now()
-			err := s.Take(context.Background(), start, 1, []sluice.Check{c}, make([]sluice.Decision, 1))
+			err := s.Take(context.Background(), start, []sluice.Check{c}, make([]sluice.Decision, 1))
 			el := time.Since(start)
 			if !(errors.Is(err, redis.ErrTimeout) && errors.Is(err, context.DeadlineExceeded)) && !errors.Is(err, sluice.ErrShed) {
 				t.Errorf("err = %v, want ErrTimeout or ErrShed", err)
@@ -298,19 +299,19 @@ func testSlowRedis(t *testing.T, direct bool) {
 	}
 }
 
-// TestLimiterTimeout: the Limiter's bound on a store call, shorter than
-// the store's own, is a timeout of the store once Redis has been silent
-// for a second: it counts towards the breaker, which opens, so that it
-// cannot hide the store's bound. A caller's own deadline is the caller
-// giving up, and counts for nothing.
+// TestLimiterTimeout: through a Limiter, which passes its caller's
+// context through, the store's bound on a call is the one deadline: once
+// Redis has been silent for a second, a call past it is a timeout of the
+// store's, which counts towards the breaker, which opens. A caller's own
+// deadline, shorter, is the caller giving up, and counts for nothing.
 func TestLimiterTimeout(t *testing.T) {
 	srv := startRedis(t)
 	px := startProxy(t, srv.addr())
 	rc := goredis.NewClient(&goredis.Options{Addr: px.addr(), MaxRetries: -1})
 	t.Cleanup(func() { rc.Close() })
 	clk := testclock.New(t0)
-	s := newStore(t, rc, redis.WithPrefix(prefix(t)), redis.WithTimeout(time.Hour), redis.WithBreaker(4, time.Hour), redis.WithBreakerClock(clk)) // 3 failures of 4 calls open it
-	lim, err := sluice.NewLimiter(s, sluice.WithTimeout(20*time.Millisecond))
+	s := newStore(t, rc, redis.WithPrefix(prefix(t)), redis.WithTimeout(200*time.Millisecond), redis.WithBreaker(4, time.Hour), redis.WithBreakerClock(clk)) // 3 failures of 4 calls open it
+	lim, err := sluice.NewLimiter(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,22 +323,22 @@ func TestLimiterTimeout(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if err := s.Take(ctx, time.Time{}, 1, c, make([]sluice.Decision, 1)); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrTimeout) {
+	if err := s.Take(ctx, time.Time{}, c, make([]sluice.Decision, 1)); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrTimeout) {
 		t.Errorf("Take past the caller's deadline = %v, want the context's error", err)
 	}
 	if st := s.Stats(); st.Errors != 0 || st.Timeouts != 0 {
 		t.Errorf("after the caller's deadline: %+v, want no error counted", st)
 	}
 	for i := range 3 {
-		res, err := lim.Take(context.Background(), 1, c, nil)
-		if err != nil || !errors.Is(res.Err, redis.ErrTimeout) || !errors.Is(res.Err, sluice.ErrTimeout) {
-			t.Fatalf("call %d past the Limiter's bound: %+v, %v; want Err wrapping redis.ErrTimeout and sluice.ErrTimeout", i, res, err)
+		res, err := lim.Take(context.Background(), c, nil)
+		if err != nil || !errors.Is(res.Err, redis.ErrTimeout) {
+			t.Fatalf("call %d past the store's bound: %+v, %v; want Err wrapping redis.ErrTimeout", i, res, err)
 		}
 	}
 	if st := s.Stats(); st.Timeouts != 3 || st.Breaker != "open" {
-		t.Errorf("after 3 calls past the Limiter's bound: %+v, want 3 timeouts and the breaker open", st)
+		t.Errorf("after 3 calls past the store's bound: %+v, want 3 timeouts and the breaker open", st)
 	}
-	if res, _ := lim.Take(context.Background(), 1, c, nil); !errors.Is(res.Err, redis.ErrCircuitOpen) {
+	if res, _ := lim.Take(context.Background(), c, nil); !errors.Is(res.Err, redis.ErrCircuitOpen) {
 		t.Errorf("next call: Err = %v, want ErrCircuitOpen", res.Err)
 	}
 }
@@ -352,15 +353,49 @@ func TestLimiterFailOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.kill()
-	open := &sluice.Rule{Name: "open", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)}
-	closed := &sluice.Rule{Name: "closed", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1), Failure: sluice.FailClosed}
-	res, err := lim.Take(context.Background(), 1, []sluice.Check{{Rule: open, Key: "k"}}, nil)
+	open := prep(sluice.Rule{Name: "open", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)})
+	closed := prep(sluice.Rule{Name: "closed", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1), Failure: sluice.FailClosed})
+	res, err := lim.Take(context.Background(), []sluice.Check{{Rule: open, Key: "k"}}, nil)
 	if err != nil || !res.Allowed || res.Err == nil {
 		t.Errorf("fail-open: %+v, %v", res, err)
 	}
-	res, err = lim.Take(context.Background(), 1, []sluice.Check{{Rule: closed, Key: "k"}}, nil)
+	res, err = lim.Take(context.Background(), []sluice.Check{{Rule: closed, Key: "k"}}, nil)
 	if err != nil || res.Allowed || res.Err == nil {
 		t.Errorf("fail-closed: %+v, %v", res, err)
+	}
+}
+
+// TestLimiterFallbackByDefault: the Limiter of the package
+// documentation, a Store with a memory fallback, decides with the
+// fallback once Redis is down for a rule that sets no Failure: past the
+// limit it denies, rather than letting every request through, and it
+// reports the store's error.
+func TestLimiterFallbackByDefault(t *testing.T) {
+	srv := startRedis(t)
+	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)))
+	mem, err := memory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	lim, err := sluice.NewLimiter(s, sluice.WithFallback(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := lim.Prepare(sluice.Rule{Name: "per-user", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.kill()
+	c := []sluice.Check{{Rule: r, Key: "alice"}}
+	for i := range 5 {
+		res, err := lim.Take(context.Background(), c, nil)
+		if err != nil || res.Err == nil || res.Allowed != (i < 3) {
+			t.Errorf("request %d with Redis down: %+v, %v; want the fallback's decision, allowed = %v, and the store's error", i+1, res, err, i < 3)
+		}
+	}
+	if st := s.Stats(); st.Errors == 0 {
+		t.Errorf("Stats = %+v, want the failed calls counted", st)
 	}
 }
 
@@ -374,13 +409,13 @@ func TestLimiterRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok := &sluice.Rule{Name: "ok", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)}
-	huge := &sluice.Rule{Name: "prime per day", Algorithm: sluice.AlgoGCRA, Limit: sluice.Limit{Rate: 40009, Period: 24 * time.Hour}}
+	ok := prep(sluice.Rule{Name: "ok", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)})
+	huge := prep(sluice.Rule{Name: "prime per day", Algorithm: sluice.AlgoGCRA, Limit: sluice.Limit{Rate: 40009, Period: 24 * time.Hour}})
 	for name, checks := range map[string][]sluice.Check{
 		"out of range": {{Rule: huge, Key: "k"}},
 		"key twice":    {{Rule: ok, Key: "k"}, {Rule: ok, Key: "k"}},
 	} {
-		res, err := lim.Take(context.Background(), 1, checks, nil)
+		res, err := lim.Take(context.Background(), checks, nil)
 		if !errors.Is(err, sluice.ErrRefused) || res.Allowed {
 			t.Errorf("%s: Take = %+v, %v; want an error wrapping ErrRefused", name, res, err)
 		}

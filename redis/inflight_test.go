@@ -19,7 +19,7 @@ func TestMaxInFlight(t *testing.T) {
 	srv := startRedis(t)
 	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithCallerTime(), redis.WithTimeout(0), redis.WithMaxInFlight(2))
 	release := redis.HoldLeaders(s)
-	rule := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerHour(3)}
+	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerHour(3)})
 	checks := []sluice.Check{{Rule: rule, Key: "k"}}
 	now := time.Unix(1_700_000_000, 0)
 
@@ -31,13 +31,13 @@ func TestMaxInFlight(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			outs[i] = make([]sluice.Decision, 1)
-			errs[i] = s.Take(ctx, now, 1, checks, outs[i])
+			errs[i] = s.Take(ctx, now, checks, outs[i])
 		})
 	}
 	waitQueued(t, s, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	err := s.Take(ctx, now, 1, checks, make([]sluice.Decision, 1))
+	err := s.Take(ctx, now, checks, make([]sluice.Decision, 1))
 	if !errors.Is(err, sluice.ErrShed) {
 		t.Fatalf("a third request with two in flight: %v, want ErrShed", err)
 	}

@@ -30,8 +30,8 @@ func TestClusterBatchPerNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := newStore(t, cc, redis.WithPrefix(prefix(t)), redis.WithDenyCache(0))
-	gcra := &sluice.Rule{Name: "gcra", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)}
-	log := &sluice.Rule{Name: "log", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerDay(5)}
+	gcra := prep(sluice.Rule{Name: "gcra", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)})
+	log := prep(sluice.Rule{Name: "log", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerDay(5)})
 
 	// keys on one master, in different slots: the first will move
 	b, err := redis.NodeBatcher(ctx, s, "{k0}")
@@ -65,7 +65,7 @@ func TestClusterBatchPerNode(t *testing.T) {
 		for j, checks := range [][]sluice.Check{one(k), two(k)} {
 			wg.Go(func() {
 				out := make([]sluice.Decision, len(checks))
-				if err := s.Take(ctx, time.Time{}, 1, checks, out); err != nil {
+				if err := s.Take(ctx, time.Time{}, checks, out); err != nil {
 					t.Errorf("%s, %d checks: %v", k, len(checks), err)
 				}
 				outs[2*i+j] = out
@@ -183,10 +183,10 @@ func TestClusterUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)}
+	r := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)})
 	for i := range 5 {
 		start := time.Now()
-		err := s.Take(context.Background(), time.Time{}, 1, []sluice.Check{{Rule: r, Key: "k"}}, make([]sluice.Decision, 1))
+		err := s.Take(context.Background(), time.Time{}, []sluice.Check{{Rule: r, Key: "k"}}, make([]sluice.Decision, 1))
 		if took := time.Since(start); took > 5*time.Second {
 			t.Fatalf("take %d waited %v, for go-redis's read timeout", i, took)
 		}

@@ -24,7 +24,7 @@ type options struct {
 	clock        sluice.Clock
 	autoPipeline bool
 	batching     bool
-	ttlSlack     time.Duration
+	skew         time.Duration
 	storeClock   bool // tests only: the store's clock with the caller's time
 	maxBatch     int
 	noSplit      bool
@@ -68,15 +68,34 @@ func WithPrefix(p string) Option {
 // ahead of it after it steps back. Keys still expire in Redis time, but
 // their TTLs are a rule's longest live state and a second (see Keys and
 // Redis Cluster in the package documentation): a caller whose clock runs
-// up to a second behind Redis's finds its state. See Deadlines and clocks
+// up to a second behind Redis's finds its state (WithClockSkew for more). See Deadlines and clocks
 // in the package documentation.
 func WithCallerTime() Option { return func(o *options) error { o.callerTime = true; return nil } }
+
+// WithClockSkew sets how far behind Redis's clock the callers' clocks may
+// run, with WithCallerTime, and still find their keys' state: every key's
+// TTL is its state's longest life and that much slack (see Keys and Redis
+// Cluster in the package documentation), so that a key does not expire in
+// Redis's time while its state still counts at a caller's. The default,
+// and the least, is a second; a longer one keeps idle keys in Redis as
+// much longer.
+func WithClockSkew(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return fmt.Errorf("redis: clock skew %v, want at least 0", d)
+		}
+		o.skew = d
+		return nil
+	}
+}
 
 // WithTimeout bounds each call to Redis from the moment it is written,
 // whatever the caller's context allows, and bounds as much a request's
 // wait for its turn (a place in flight and in a run) before it is
-// written. The default is 50ms; 0 leaves both to the context. See
-// Deadlines and clocks in the package documentation.
+// written. It is the one deadline sluice sets on a call to its store: a
+// sluice.Limiter passes its caller's context through. The default is
+// 50ms; 0 leaves both to the context. See Deadlines and clocks in the
+// package documentation.
 func WithTimeout(d time.Duration) Option {
 	return func(o *options) error { o.timeout = max(d, 0); return nil }
 }

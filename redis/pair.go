@@ -43,10 +43,10 @@ func NewPair(main, second *Store, toSecond func(sluice.Rule) bool) (*Pair, error
 	return &Pair{main: main, second: second, toSecond: toSecond}, nil
 }
 
-// PerSecond is NewPair's route for REDIS_PERSECOND: a limit per second,
-// as envoyproxy/ratelimit counts a limit of unit second in its per-second
-// Redis.
-func PerSecond(r sluice.Rule) bool { return r.Limit.Period == time.Second }
+// ToSecondStore is NewPair's route for REDIS_PERSECOND: it reports
+// whether r goes to the Pair's per-second store, as envoyproxy/ratelimit
+// counts a limit of unit second in its per-second Redis.
+func ToSecondStore(r sluice.Rule) bool { return r.Limit.Period == time.Second }
 
 // store is the store of checks with rule r.
 func (pr *Pair) store(r *sluice.PreparedRule) *Store {

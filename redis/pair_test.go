@@ -19,19 +19,19 @@ func TestPair(t *testing.T) {
 	p := prefix(t)
 	main := newCallerStore(t, mainSrv, redis.WithPrefix(p))
 	second := newCallerStore(t, secondSrv, redis.WithPrefix(p))
-	pair, err := redis.NewPair(main, second, redis.PerSecond)
+	pair, err := redis.NewPair(main, second, redis.ToSecondStore)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hourly := &sluice.Rule{Name: "hourly", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 5, Period: time.Hour}}
-	perSec := &sluice.Rule{Name: "persec", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(3)}
-	burst := &sluice.Rule{Name: "burst", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(10)}
+	hourly := prep(sluice.Rule{Name: "hourly", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 5, Period: time.Hour}})
+	perSec := prep(sluice.Rule{Name: "persec", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(3)})
+	burst := prep(sluice.Rule{Name: "burst", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(10)})
 	ctx := context.Background()
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	take := func(at time.Duration, n int64, checks ...sluice.Check) []sluice.Decision {
 		t.Helper()
 		out := make([]sluice.Decision, len(checks))
-		if err := pair.Take(ctx, t0.Add(at), n, checks, out); err != nil {
+		if err := pair.Take(ctx, t0.Add(at), costed(n, checks), out); err != nil {
 			t.Fatal(err)
 		}
 		return out
@@ -83,10 +83,10 @@ func TestPair(t *testing.T) {
 	if st := pair.Stats(); st.Splits != 6 || st.GiveBacks != 2 {
 		t.Errorf("stats %+v, want 6 requests in parts, 2 given back", st)
 	}
-	if _, err := redis.NewPair(main, main, redis.PerSecond); err == nil {
+	if _, err := redis.NewPair(main, main, redis.ToSecondStore); err == nil {
 		t.Error("a pair of one store: no error")
 	}
-	if _, err := redis.NewPair(main, nil, redis.PerSecond); err == nil {
+	if _, err := redis.NewPair(main, nil, redis.ToSecondStore); err == nil {
 		t.Error("a pair without its second store: no error")
 	}
 }
@@ -110,19 +110,19 @@ func TestPairHammer(t *testing.T) {
 	second := newStore(t, b.client(t), redis.WithPrefix(p), redis.WithDenyCache(0))
 	for _, alg := range []sluice.Algo{sluice.AlgoFixedWindow, sluice.AlgoGCRA, sluice.AlgoSlidingCounter} {
 		t.Run(string(alg), func(t *testing.T) {
-			pair, err := redis.NewPair(main, second, func(r *sluice.Rule) bool { return r.Name == string(alg)+"-tenant" })
+			pair, err := redis.NewPair(main, second, func(r sluice.Rule) bool { return r.Name == string(alg)+"-tenant" })
 			if err != nil {
 				t.Fatal(err)
 			}
 			checks := []sluice.Check{
-				{Rule: &sluice.Rule{Name: string(alg) + "-tenant", Algorithm: alg, Limit: sluice.Limit{Rate: 1000, Period: 1000 * time.Hour}}, Key: "acme"},
-				{Rule: &sluice.Rule{Name: string(alg) + "-user", Algorithm: alg, Limit: sluice.Limit{Rate: 50, Period: 1000 * time.Hour}}, Key: "bob"},
+				{Rule: prep(sluice.Rule{Name: string(alg) + "-tenant", Algorithm: alg, Limit: sluice.Limit{Rate: 1000, Period: 1000 * time.Hour}}), Key: "acme"},
+				{Rule: prep(sluice.Rule{Name: string(alg) + "-user", Algorithm: alg, Limit: sluice.Limit{Rate: 50, Period: 1000 * time.Hour}}), Key: "bob"},
 			}
 			if n := hammer(t, pair, checks); n != 50 {
 				t.Fatalf("%d allowed, want exactly 50", n)
 			}
 			out := make([]sluice.Decision, 1)
-			if err := pair.Take(context.Background(), time.Time{}, 0, checks[:1], out); err != nil || out[0].Remaining != 950 {
+			if err := pair.Take(context.Background(), time.Time{}, costed(0, checks[:1]), out); err != nil || out[0].Remaining != 950 {
 				t.Fatalf("tenant: %+v, %v; want 950 left", out[0], err)
 			}
 		})
@@ -138,18 +138,18 @@ func TestPairCluster(t *testing.T) {
 	p := prefix(t)
 	main := newStore(t, cc, redis.WithPrefix(p), redis.WithDenyCache(0))
 	second := newStore(t, srv.client(t), redis.WithPrefix(p), redis.WithDenyCache(0))
-	pair, err := redis.NewPair(main, second, func(r *sluice.Rule) bool { return r.Name == "tenant" })
+	pair, err := redis.NewPair(main, second, func(r sluice.Rule) bool { return r.Name == "tenant" })
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, b := keysOn(t, cc, false)
-	ip := &sluice.Rule{Name: "ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(10)}
-	user := &sluice.Rule{Name: "user", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerDay(10)}
-	tenant := &sluice.Rule{Name: "tenant", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 2, Period: 1000 * time.Hour}}
+	ip := prep(sluice.Rule{Name: "ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(10)})
+	user := prep(sluice.Rule{Name: "user", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerDay(10)})
+	tenant := prep(sluice.Rule{Name: "tenant", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 2, Period: 1000 * time.Hour}})
 	checks := []sluice.Check{{Rule: ip, Key: a}, {Rule: tenant, Key: "acme"}, {Rule: user, Key: b}}
 	out := make([]sluice.Decision, 3)
 	for i := range 3 {
-		if err := pair.Take(context.Background(), time.Time{}, 1, checks, out); err != nil {
+		if err := pair.Take(context.Background(), time.Time{}, checks, out); err != nil {
 			t.Fatal(err)
 		}
 		if all := out[0].Allowed && out[1].Allowed && out[2].Allowed; all != (i < 2) {
@@ -158,8 +158,8 @@ func TestPairCluster(t *testing.T) {
 	}
 	// the third was denied by the tenant: both cluster parts given back
 	for _, c := range []sluice.Check{checks[0], checks[2]} {
-		if err := pair.Take(context.Background(), time.Time{}, 0, []sluice.Check{c}, out); err != nil || out[0].Remaining != 8 {
-			t.Fatalf("%s after the denied request: %+v, %v; want 8 left", c.Rule.Name, out[0], err)
+		if err := pair.Take(context.Background(), time.Time{}, costed(0, []sluice.Check{c}), out); err != nil || out[0].Remaining != 8 {
+			t.Fatalf("%s after the denied request: %+v, %v; want 8 left", c.Rule.Name(), out[0], err)
 		}
 	}
 	if st := pair.Stats(); st.GiveBacks != 2 {
@@ -168,14 +168,14 @@ func TestPairCluster(t *testing.T) {
 	// A Cluster store that refuses requests across masters refuses them
 	// in a pair too.
 	strict := newStore(t, cc, redis.WithPrefix(p), redis.WithoutSplit())
-	spair, err := redis.NewPair(strict, second, func(r *sluice.Rule) bool { return r.Name == "tenant" })
+	spair, err := redis.NewPair(strict, second, func(r sluice.Rule) bool { return r.Name == "tenant" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := spair.Take(context.Background(), time.Time{}, 1, checks, out); !errors.Is(err, redis.ErrCrossSlot) {
+	if err := spair.Take(context.Background(), time.Time{}, checks, out); !errors.Is(err, redis.ErrCrossSlot) {
 		t.Fatalf("WithoutSplit in a pair: %v, want ErrCrossSlot", err)
 	}
-	if err := spair.Take(context.Background(), time.Time{}, 1, []sluice.Check{checks[1], {}}, out); err == nil || !strings.Contains(err.Error(), "check 1 has no rule") {
+	if err := spair.Take(context.Background(), time.Time{}, []sluice.Check{checks[1], {}}, out); err == nil || !strings.Contains(err.Error(), "check 1 has no rule") {
 		t.Fatalf("a check without a rule: %v", err)
 	}
 }
@@ -184,15 +184,15 @@ func TestPairCluster(t *testing.T) {
 // give-back can take, since the charge that caused it may be given back.
 func TestPairDenialCache(t *testing.T) {
 	a, b := startRedis(t), startRedis(t)
-	opts := []redis.Option{redis.WithPrefix(prefix(t)), redis.WithCallerTime(), redis.WithTTLSlack(time.Hour), redis.WithTimeout(time.Second)}
+	opts := []redis.Option{redis.WithPrefix(prefix(t)), redis.WithCallerTime(), redis.WithClockSkew(time.Hour), redis.WithTimeout(time.Second)}
 	main := newStore(t, a.client(t), opts...)
 	second := newStore(t, b.client(t), opts...)
-	rule := &sluice.Rule{Name: "daily", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerDay(1)}
+	rule := prep(sluice.Rule{Name: "daily", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerDay(1)})
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	out := make([]sluice.Decision, 1)
 	takeAt := func(key string, at time.Duration) {
 		t.Helper()
-		if err := main.Take(context.Background(), t0.Add(at), 1, []sluice.Check{{Rule: rule, Key: key}}, out); err != nil {
+		if err := main.Take(context.Background(), t0.Add(at), []sluice.Check{{Rule: rule, Key: key}}, out); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -202,7 +202,7 @@ func TestPairDenialCache(t *testing.T) {
 	if st := main.Stats(); st.CacheHits != 1 {
 		t.Fatalf("alone: %+v, want the denial cached for its RetryAfter", st)
 	}
-	if _, err := redis.NewPair(main, second, redis.PerSecond); err != nil {
+	if _, err := redis.NewPair(main, second, redis.ToSecondStore); err != nil {
 		t.Fatal(err)
 	}
 	takeAt("k2", 0)
@@ -223,22 +223,22 @@ func TestPairGiveBackFails(t *testing.T) {
 	p := prefix(t)
 	main := newStore(t, x.client(t), redis.WithPrefix(p), redis.WithTimeout(10*time.Second), redis.WithDenyCache(0))
 	second := newStore(t, y.client(t), redis.WithPrefix(p), redis.WithTimeout(10*time.Second), redis.WithDenyCache(0))
-	pair, err := redis.NewPair(main, second, func(r *sluice.Rule) bool { return r.Name == "second" })
+	pair, err := redis.NewPair(main, second, func(r sluice.Rule) bool { return r.Name == "second" })
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	checks := []sluice.Check{
-		{Rule: &sluice.Rule{Name: "main", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(10)}, Key: "k"},
-		{Rule: &sluice.Rule{Name: "second", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1)}, Key: "k"},
+		{Rule: prep(sluice.Rule{Name: "main", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(10)}), Key: "k"},
+		{Rule: prep(sluice.Rule{Name: "second", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1)}), Key: "k"},
 	}
 	out := make([]sluice.Decision, 2)
-	if err := second.Take(ctx, time.Time{}, 1, checks[1:], out); err != nil || !out[0].Allowed {
+	if err := second.Take(ctx, time.Time{}, checks[1:], out); err != nil || !out[0].Allowed {
 		t.Fatalf("exhausting the second: %+v, %v", out[0], err)
 	}
 	// the main Redis has the library, and the store a connection to it
-	if err := main.Take(ctx, time.Time{}, 1, []sluice.Check{{Rule: checks[0].Rule, Key: "warm"}}, out); err != nil {
+	if err := main.Take(ctx, time.Time{}, []sluice.Check{{Rule: checks[0].Rule, Key: "warm"}}, out); err != nil {
 		t.Fatal(err)
 	}
 	// The second Redis busy for two seconds or more: the pair's part there
@@ -253,7 +253,7 @@ func TestPairGiveBackFails(t *testing.T) {
 	before := commandCalls(t, xc, "fcall")
 	res := make(chan error, 1)
 	time.Sleep(100 * time.Millisecond) // the busy script first
-	go func() { res <- pair.Take(ctx, time.Time{}, 1, checks, out) }()
+	go func() { res <- pair.Take(ctx, time.Time{}, checks, out) }()
 	for commandCalls(t, xc, "fcall") == before {
 		if ctx.Err() != nil {
 			t.Fatal("the main part was never taken")

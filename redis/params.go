@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -47,13 +48,14 @@ const (
 // entry a push").
 const logSpan = 2
 
-// idleSlack is added to every TTL. A key's TTL is counted in Redis's
-// clock from when the script wrote it, while its state is read at the
-// time of later decisions: with WithCallerTime, the callers' clocks; at
-// Redis TIME, the store's clock, which does not go back when Redis's does.
-// The slack keeps a key for those clocks' disagreement, and for the time
-// a request spends between its caller and Redis, so that no key expires
-// while its state still counts.
+// idleSlack is added to every TTL, unless WithClockSkew adds more. A
+// key's TTL is counted in Redis's clock from when the script wrote it,
+// while its state is read at the time of later decisions: with
+// WithCallerTime, the callers' clocks; at Redis TIME, the store's clock,
+// which does not go back when Redis's does. The slack keeps a key for
+// those clocks' disagreement, and for the time a request spends between
+// its caller and Redis, so that no key expires while its state still
+// counts.
 const idleSlack = time.Second
 
 // params is a rule made ready for the script: its ARGV values, computed
@@ -74,8 +76,11 @@ type params struct {
 	err    error // why the store cannot hold the rule (ErrOutOfRange), or nil
 	// rec is the rule as the script reads it (see record), with the
 	// default slack: [windowed][shadow]. windowed is a fixed window as a
-	// counter per window (kind 5), under the store's clock.
-	rec [2][2]string
+	// counter per window (kind 5), under the store's clock. skewed is rec
+	// with another slack (WithClockSkew), made on first use by a store
+	// that sets one.
+	rec    [2][2]string
+	skewed atomic.Pointer[skewedRecords]
 	// wcode is the key suffix of a fixed window's counters, before the
 	// window's start: "w:" for a start in Unix seconds, "wu:" in µs.
 	wcode string
@@ -87,6 +92,37 @@ const (
 	windowSeconds = "w:"
 	windowMicros  = "wu:"
 )
+
+// skewedRecords is a rule's records with a slack other than idleSlack.
+type skewedRecords struct {
+	slack time.Duration
+	rec   [2][2]string
+}
+
+// records is the rule as the script reads it with slack added to its
+// TTLs: [windowed][shadow], as rec. Another slack than the default is
+// kept with the rule, one at a time: a process has one, most often.
+func (p *params) records(slack time.Duration) *[2][2]string {
+	if slack == idleSlack {
+		return &p.rec
+	}
+	if sk := p.skewed.Load(); sk != nil && sk.slack == slack {
+		return &sk.rec
+	}
+	sk := &skewedRecords{slack: slack}
+	p.fill(&sk.rec, slack)
+	p.skewed.Store(sk)
+	return &sk.rec
+}
+
+// fill makes rec's records with slack.
+func (p *params) fill(rec *[2][2]string, slack time.Duration) {
+	for w := range rec {
+		for shadow := range rec[w] {
+			rec[w][shadow] = p.record(w == 1, shadow == 1, slack)
+		}
+	}
+}
 
 // record is the rule as the script reads it (ARGV, in take.lua): kind,
 // its modes (shadow in bit 0, the charge above), a1..a6, the TTL of its
@@ -111,7 +147,7 @@ func (p *params) record(windowed, shadow bool, slack time.Duration) string {
 	}
 	for _, ttl := range []int64{p.ttl, p.dttl} {
 		if ttl > 0 {
-			b = strconv.AppendInt(b, ttl+(idleSlack+slack).Milliseconds(), 10)
+			b = strconv.AppendInt(b, ttl+slack.Milliseconds(), 10)
 		}
 		b = append(b, 0)
 	}
@@ -226,11 +262,7 @@ func newParams(sp *algo.Spec) *params {
 		}
 	}
 	p.a = a
-	for w := range p.rec {
-		for shadow := range p.rec[w] {
-			p.rec[w][shadow] = p.record(w == 1, shadow == 1, 0)
-		}
-	}
+	p.fill(&p.rec, idleSlack)
 	return p
 }
 

@@ -36,7 +36,7 @@ func startLoad(lim *sluice.Limiter, callers int) *load {
 					return
 				default:
 				}
-				res, err := lim.Take(context.Background(), 1, checks, out)
+				res, err := lim.Take(context.Background(), checks, out)
 				switch {
 				case err != nil:
 					l.failed.Add(1)
@@ -75,8 +75,7 @@ func waitFor(d time.Duration, cond func() bool) bool {
 }
 
 // TestBreakerRedisDown: under load, with the store's defaults (a 50ms
-// timeout, the breaker at half of 20 calls over 10s) and the service's
-// bound on a call (the Limiter's 50ms), the breaker opens within its
+// timeout, the breaker at half of 20 calls over 10s), the breaker opens within its
 // window once Redis is killed, or paused (SIGSTOP: no refusal, only
 // silence), and closes again once Redis is back.
 func TestBreakerRedisDown(t *testing.T) {
@@ -84,7 +83,7 @@ func TestBreakerRedisDown(t *testing.T) {
 		t.Run(fault, func(t *testing.T) {
 			srv := startRedis(t)
 			s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)))
-			lim, err := sluice.NewLimiter(s, sluice.WithTimeout(50*time.Millisecond))
+			lim, err := sluice.NewLimiter(s)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -139,7 +138,7 @@ func TestBreakerRedisDown(t *testing.T) {
 func TestBreakerSlowRedis(t *testing.T) {
 	srv := startRedis(t)
 	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)))
-	lim, err := sluice.NewLimiter(s, sluice.WithTimeout(50*time.Millisecond))
+	lim, err := sluice.NewLimiter(s)
 	if err != nil {
 		t.Fatal(err)
 	}

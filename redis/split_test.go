@@ -61,7 +61,7 @@ func TestGiveBack(t *testing.T) {
 		for _, a := range sluice.Algos() {
 			for _, c := range cases {
 				t.Run(fmt.Sprintf("%s/%s/%s", f.name, a, c.name), func(t *testing.T) {
-					rule := &sluice.Rule{Name: "r", Algorithm: a, Limit: sluice.Limit{Rate: 10, Period: 10 * time.Second}}
+					rule := prep(sluice.Rule{Name: "r", Algorithm: a, Limit: sluice.Limit{Rate: 10, Period: 10 * time.Second}})
 					exact := c.between == 0 || a == sluice.AlgoFixedWindow || a == sluice.AlgoSlidingCounter || a == sluice.AlgoSlidingLog
 					chk := []sluice.Check{{Rule: rule, Key: "k"}}
 					s := newCallerStore(t, srv, append(f.opts, redis.WithoutBatching())...)
@@ -72,7 +72,7 @@ func TestGiveBack(t *testing.T) {
 					both := func(at, n int64) {
 						t.Helper()
 						got, want := take(t, s, ms(at), n, chk...), make([]sluice.Decision, 1)
-						if err := ref.Take(ctx, ms(at), n, chk, want); err != nil {
+						if err := ref.Take(ctx, ms(at), costed(n, chk), want); err != nil {
 							t.Fatal(err)
 						}
 						if got[0] != want[0] {
@@ -86,19 +86,19 @@ func TestGiveBack(t *testing.T) {
 					if c.between != 0 {
 						tb := (c.t1 + c.t2) / 2
 						between = func() { take(t, s, ms(tb), c.between, chk...) }
-						if err := ref.Take(ctx, ms(tb), c.between, chk, make([]sluice.Decision, 1)); err != nil {
+						if err := ref.Take(ctx, ms(tb), costed(c.between, chk), make([]sluice.Decision, 1)); err != nil {
 							t.Fatal(err)
 						}
 					}
 					taken, back := make([]sluice.Decision, 1), make([]sluice.Decision, 1)
 					// sent twice, as a client that retried after a lost
 					// answer would: given back once
-					charged, err := redis.TakeThenGiveBack(ctx, s, ms(c.t1), ms(c.t2), c.cost, chk, between, 2, taken, back)
+					charged, err := redis.TakeThenGiveBack(ctx, s, ms(c.t1), ms(c.t2), costed(c.cost, chk), between, 2, taken, back)
 					if err != nil || !charged || !taken[0].Allowed {
 						t.Fatalf("take at %dms: %+v, charged %v, %v", c.t1, taken[0], charged, err)
 					}
 					want := make([]sluice.Decision, 1)
-					if err := ref.Take(ctx, ms(c.t2), 0, chk, want); err != nil {
+					if err := ref.Take(ctx, ms(c.t2), costed(0, chk), want); err != nil {
 						t.Fatal(err)
 					}
 					if exact && back[0] != want[0] {
@@ -111,7 +111,7 @@ func TestGiveBack(t *testing.T) {
 					for i := range 12 {
 						at := c.t2 + 10*int64(i+1)
 						got, w := take(t, s, ms(at), 1, chk...), make([]sluice.Decision, 1)
-						if err := ref.Take(ctx, ms(at), 1, chk, w); err != nil {
+						if err := ref.Take(ctx, ms(at), chk, w); err != nil {
 							t.Fatal(err)
 						}
 						if exact && got[0] != w[0] || got[0].Allowed && !w[0].Allowed {
@@ -134,7 +134,7 @@ func hammer(t *testing.T, s sluice.Store, checks []sluice.Check) int64 {
 		wg.Go(func() {
 			out := make([]sluice.Decision, len(checks))
 			for denied := 0; denied < 10; {
-				if err := s.Take(context.Background(), time.Time{}, 1, checks, out); err != nil {
+				if err := s.Take(context.Background(), time.Time{}, checks, out); err != nil {
 					t.Error(err)
 					return
 				}
@@ -196,15 +196,15 @@ func TestClusterSplit(t *testing.T) {
 	}
 	ipKey, userKey := keysOn(t, cc, false)
 	strict := newStore(t, cc, redis.WithPrefix(prefix(t)), redis.WithoutSplit())
-	ip := &sluice.Rule{Name: "ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)}
-	user := &sluice.Rule{Name: "user", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)}
+	ip := prep(sluice.Rule{Name: "ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)})
+	user := prep(sluice.Rule{Name: "user", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)})
 	two := []sluice.Check{{Rule: ip, Key: ipKey}, {Rule: user, Key: userKey}}
-	if err := strict.Take(ctx, time.Time{}, 1, two, make([]sluice.Decision, 2)); !errors.Is(err, redis.ErrCrossSlot) || !errors.Is(err, sluice.ErrRefused) {
+	if err := strict.Take(ctx, time.Time{}, two, make([]sluice.Decision, 2)); !errors.Is(err, redis.ErrCrossSlot) || !errors.Is(err, sluice.ErrRefused) {
 		t.Fatalf("WithoutSplit: err = %v, want ErrCrossSlot, a refusal", err)
 	}
 	ipKey, userKey = keysOn(t, cc, true)
 	two = []sluice.Check{{Rule: ip, Key: ipKey}, {Rule: user, Key: userKey}}
-	if err := strict.Take(ctx, time.Time{}, 1, two, make([]sluice.Decision, 2)); err != nil {
+	if err := strict.Take(ctx, time.Time{}, two, make([]sluice.Decision, 2)); err != nil {
 		t.Fatalf("WithoutSplit, one master: %v, want it decided in one run", err)
 	}
 	// A request on more slots than a request may have parts, each a run
@@ -214,10 +214,10 @@ func TestClusterSplit(t *testing.T) {
 	for i := range 65 {
 		many = append(many, sluice.Check{Rule: ip, Key: fmt.Sprint("ip", i)})
 	}
-	if err := perSlot.Take(ctx, time.Time{}, 1, many, make([]sluice.Decision, len(many))); !errors.Is(err, redis.ErrCrossSlot) || !strings.Contains(err.Error(), "at most 64") {
+	if err := perSlot.Take(ctx, time.Time{}, many, make([]sluice.Decision, len(many))); !errors.Is(err, redis.ErrCrossSlot) || !strings.Contains(err.Error(), "at most 64") {
 		t.Fatalf("65 checks on 65 slots: %v, want refused", err)
 	}
-	if err := perSlot.Take(ctx, time.Time{}, 1, many[:3], make([]sluice.Decision, 3)); err != nil {
+	if err := perSlot.Take(ctx, time.Time{}, many[:3], make([]sluice.Decision, 3)); err != nil {
 		t.Fatalf("3 checks on 3 slots, WithoutBatching: %v", err)
 	}
 }
@@ -226,8 +226,8 @@ func clusterSplit(t *testing.T, cc *goredis.ClusterClient, a sluice.Algo, same b
 	ipKey, userKey := keysOn(t, cc, same)
 	p := prefix(t)
 	s := newStore(t, cc, redis.WithPrefix(p), redis.WithDenyCache(0))
-	user := &sluice.Rule{Name: "user", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(3)}
-	ip := &sluice.Rule{Name: "ip", Algorithm: a, Limit: sluice.Limit{Rate: 10, Period: 1000 * time.Hour}}
+	user := prep(sluice.Rule{Name: "user", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(3)})
+	ip := prep(sluice.Rule{Name: "ip", Algorithm: a, Limit: sluice.Limit{Rate: 10, Period: 1000 * time.Hour}})
 	two := []sluice.Check{{Rule: ip, Key: ipKey}, {Rule: user, Key: userKey}}
 	for i := range 4 {
 		out := take(t, s, time.Time{}, 1, two...)
@@ -242,13 +242,13 @@ func clusterSplit(t *testing.T, cc *goredis.ClusterClient, a sluice.Algo, same b
 		t.Fatalf("the ip after the denied request: %+v, want 7 left", d[0])
 	}
 	// the ip's part denies: the user's is given back
-	user2 := &sluice.Rule{Name: "user2", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(3)}
+	user2 := prep(sluice.Rule{Name: "user2", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(3)})
 	out := take(t, s, time.Time{}, 8, two[0], sluice.Check{Rule: user2, Key: userKey, Cost: 1})
 	if out[0].Allowed || !out[1].Allowed || out[1].Remaining != 3 {
 		t.Fatalf("ip denies: %+v, want the user's peek, 3 left", out)
 	}
 	// a shadow check that allowed is given back with its part
-	shadow := &sluice.Rule{Name: "shadow", Algorithm: a, Limit: ip.Limit, Shadow: true}
+	shadow := prep(sluice.Rule{Name: "shadow", Algorithm: a, Limit: ip.Rule().Limit, Shadow: true})
 	out = take(t, s, time.Time{}, 1, sluice.Check{Rule: shadow, Key: ipKey}, two[1])
 	if !out[0].Allowed || out[1].Allowed || out[0].Remaining != 10 {
 		t.Fatalf("shadow beside an exhausted user: %+v, want its peek, 10 left", out)
@@ -279,8 +279,8 @@ func TestClusterSplitHammer(t *testing.T) {
 			s := newStore(t, cc, redis.WithPrefix(prefix(t)), redis.WithDenyCache(0))
 			tenant, user := keysOn(t, cc, false)
 			checks := []sluice.Check{
-				{Rule: &sluice.Rule{Name: "tenant", Algorithm: a, Limit: sluice.Limit{Rate: 1000, Period: 1000 * time.Hour}}, Key: tenant},
-				{Rule: &sluice.Rule{Name: "user", Algorithm: a, Limit: sluice.Limit{Rate: 50, Period: 1000 * time.Hour}}, Key: user},
+				{Rule: prep(sluice.Rule{Name: "tenant", Algorithm: a, Limit: sluice.Limit{Rate: 1000, Period: 1000 * time.Hour}}), Key: tenant},
+				{Rule: prep(sluice.Rule{Name: "user", Algorithm: a, Limit: sluice.Limit{Rate: 50, Period: 1000 * time.Hour}}), Key: user},
 			}
 			if n := hammer(t, s, checks); n != 50 {
 				t.Fatalf("%d allowed, want exactly 50", n)

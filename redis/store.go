@@ -100,7 +100,7 @@ type Store struct {
 	// in Unix ns by the breaker's clock (see loaded); a Cluster's masters
 	// have theirs.
 	answered atomic.Int64
-	ttlSlack time.Duration // tests only, see export_test.go
+	slack    time.Duration // added to every TTL: idleSlack, or WithClockSkew's
 	maxBatch int           // requests in a script run, at most
 	// clock is set when the store keeps its own clock (clockKey): at Redis
 	// TIME on a single Redis, where every key of a run may sit with it.
@@ -158,7 +158,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		timeout:    o.timeout,
 		br:         breaker{minCalls: o.failures, cooldown: o.cooldown, clock: o.clock},
 		slots:      make(chan struct{}, o.maxInFlight),
-		ttlSlack:   o.ttlSlack,
+		slack:      max(o.skew, idleSlack),
 		maxBatch:   o.maxBatch,
 	}
 	ctxTimeouts := false
@@ -978,12 +978,8 @@ func ruleIndex(rules []runRule, p *params, shadow bool) ([]runRule, int) {
 	return rules, len(rules)
 }
 
-// record is r as the script reads it: made once per rule, or per call in
-// tests that add a slack to TTLs.
+// record is r as the script reads it: made once per rule (and slack).
 func (s *Store) record(r runRule) any {
-	if s.ttlSlack != 0 {
-		return r.p.record(r.p.windowed(s.clock), r.shadow, s.ttlSlack)
-	}
 	w, sh := 0, 0
 	if r.p.windowed(s.clock) {
 		w = 1
@@ -991,7 +987,7 @@ func (s *Store) record(r runRule) any {
 	if r.shadow {
 		sh = 1
 	}
-	return r.p.rec[w][sh]
+	return r.p.records(s.slack)[w][sh]
 }
 
 // redisTime as a request's now has the script read Redis TIME: 2^53 µs,

@@ -34,10 +34,32 @@ func newStore(t testing.TB, c goredis.UniversalClient, opts ...redis.Option) *re
 	return s
 }
 
+// prep is r prepared; the tests' rules are valid.
+func prep(r sluice.Rule) *sluice.PreparedRule {
+	p, err := r.Prepare()
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// costed returns checks as a request of cost n makes them, the way these
+// tests are written: a check with a Cost of its own keeps it, the others
+// cost n, and with n = 0 they peek.
+func costed(n int64, checks []sluice.Check) []sluice.Check {
+	cs := slices.Clone(checks)
+	for i := range cs {
+		if cs[i].Cost == 0 {
+			cs[i].Cost, cs[i].Peek = n, n == 0
+		}
+	}
+	return cs
+}
+
 func take(t testing.TB, s *redis.Store, now time.Time, n int64, checks ...sluice.Check) []sluice.Decision {
 	t.Helper()
 	out := make([]sluice.Decision, len(checks))
-	if err := s.Take(context.Background(), now, n, checks, out); err != nil {
+	if err := s.Take(context.Background(), now, costed(n, checks), out); err != nil {
 		t.Fatalf("Take(%d): %v", n, err)
 	}
 	return out
@@ -75,7 +97,7 @@ func scanKeys(t testing.TB, c goredis.UniversalClient, p string) []string {
 func TestRedisTime(t *testing.T) {
 	srv := startRedis(t)
 	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)))
-	rule := &sluice.Rule{Name: "daily", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)}
+	rule := prep(sluice.Rule{Name: "daily", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)})
 	c := sluice.Check{Rule: rule, Key: "alice"}
 	for i := range int64(5) {
 		d := take(t, s, time.Time{}, 1, c)[0]
@@ -100,7 +122,7 @@ func TestCounterStateAhead(t *testing.T) {
 	rc := srv.client(t)
 	p := prefix(t)
 	s := newStore(t, rc, redis.WithPrefix(p))
-	rule := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.PerMinute(10)}
+	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.PerMinute(10)})
 	c := sluice.Check{Rule: rule, Key: "k"}
 	if d := take(t, s, time.Time{}, 1, c)[0]; !d.Allowed || d.Remaining != 9 {
 		t.Fatalf("first take = %+v, want allowed, 9 left", d)
@@ -155,15 +177,15 @@ func takeRedone(t testing.TB, s *redis.Store, c sluice.Check) sluice.Decision {
 func TestCounterRateLowered(t *testing.T) {
 	srv := startRedis(t)
 	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)))
-	high := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.PerHour(100)}
-	low := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.PerHour(10)}
+	high := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.PerHour(100)})
+	low := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.PerHour(10)})
 	rateLowered(t, s, high, low)
 }
 
 // rateLowered counts 50 units of key "k" under high, then takes one under
 // low, the same rule's name at a lower rate: denied, with nothing left,
 // decided again on the general path (takeRedone), and charging nothing.
-func rateLowered(t *testing.T, s *redis.Store, high, low *sluice.Rule) {
+func rateLowered(t *testing.T, s *redis.Store, high, low *sluice.PreparedRule) {
 	t.Helper()
 	take(t, s, time.Time{}, 50, sluice.Check{Rule: high, Key: "k"})
 	if d := takeRedone(t, s, sluice.Check{Rule: low, Key: "k"}); d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 {
@@ -189,7 +211,7 @@ func TestTTL(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/cost=%d", alg, cost), func(t *testing.T) {
 				p := prefix(t)
 				s := newStore(t, rc, redis.WithPrefix(p))
-				rule := &sluice.Rule{Name: "r", Algorithm: alg, Limit: sluice.Limit{Rate: 10, Period: 90 * time.Second}}
+				rule := prep(sluice.Rule{Name: "r", Algorithm: alg, Limit: sluice.Limit{Rate: 10, Period: 90 * time.Second}})
 				start := time.Now()
 				d := take(t, s, time.Time{}, cost, sluice.Check{Rule: rule, Key: "k"})[0]
 				keys := stateKeys(scanKeys(t, rc, p))
@@ -238,7 +260,7 @@ func TestIdleKeyDeleted(t *testing.T) {
 		t.Run(string(alg), func(t *testing.T) {
 			p := prefix(t)
 			s := newCallerStore(t, srv, redis.WithPrefix(p))
-			c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: alg, Limit: sluice.PerSecond(4)}, Key: "k"}
+			c := sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: alg, Limit: sluice.PerSecond(4)}), Key: "k"}
 			d := take(t, s, t0, 2, c)[0]
 			if len(scanKeys(t, rc, p)) == 0 {
 				t.Fatal("no key after a charge")
@@ -262,10 +284,10 @@ func TestNoKeyWithoutTTL(t *testing.T) {
 	p := prefix(t)
 	s := newStore(t, rc, redis.WithPrefix(p), redis.WithDenyCache(0), redis.WithTimeout(5*time.Second))
 	rng := rand.New(rand.NewPCG(1, 2))
-	var rules []*sluice.Rule
+	var rules []*sluice.PreparedRule
 	for _, alg := range sluice.Algos() {
-		rules = append(rules, &sluice.Rule{Name: "a" + string(alg), Algorithm: alg, Limit: sluice.Limit{Rate: 3, Period: time.Minute}})
-		rules = append(rules, &sluice.Rule{Name: "b" + string(alg), Algorithm: alg, Limit: sluice.Limit{Rate: 1 + rng.Int64N(9), Period: time.Duration(1+rng.IntN(100)) * time.Second, Burst: rng.Int64N(5)}})
+		rules = append(rules, prep(sluice.Rule{Name: "a" + string(alg), Algorithm: alg, Limit: sluice.Limit{Rate: 3, Period: time.Minute}}))
+		rules = append(rules, prep(sluice.Rule{Name: "b" + string(alg), Algorithm: alg, Limit: sluice.Limit{Rate: 1 + rng.Int64N(9), Period: time.Duration(1+rng.IntN(100)) * time.Second, Burst: rng.Int64N(5)}}))
 	}
 	for range 2000 {
 		r := rules[rng.IntN(len(rules))]
@@ -296,7 +318,7 @@ func TestScriptFlush(t *testing.T) {
 	srv := startRedis(t)
 	rc := srv.client(t)
 	s := newStore(t, rc, redis.WithPrefix(prefix(t)))
-	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerDay(10)}, Key: "k"}
+	c := sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerDay(10)}), Key: "k"}
 	if d := take(t, s, time.Time{}, 1, c)[0]; d.Remaining != 9 {
 		t.Fatalf("first take = %+v", d)
 	}
@@ -331,7 +353,7 @@ func TestShorterRun(t *testing.T) {
 	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)))
 	var checks []sluice.Check
 	for i := range 4 {
-		checks = append(checks, sluice.Check{Rule: &sluice.Rule{Name: fmt.Sprint("r", i), Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(10)}, Key: "k"})
+		checks = append(checks, sluice.Check{Rule: prep(sluice.Rule{Name: fmt.Sprint("r", i), Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(10)}), Key: "k"})
 	}
 	taken := make([]int64, len(checks))
 	for _, n := range []int{4, 1, 3, 2, 1} {
@@ -351,8 +373,8 @@ func TestShorterRun(t *testing.T) {
 func TestWithoutFunctions(t *testing.T) {
 	srv := startRedis(t)
 	s := newStore(t, scriptOnlyClient(t, srv), redis.WithPrefix(prefix(t)))
-	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerDay(10)}, Key: "k"}
-	w := sluice.Check{Rule: &sluice.Rule{Name: "w", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerDay(10)}, Key: "k"}
+	c := sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerDay(10)}), Key: "k"}
+	w := sluice.Check{Rule: prep(sluice.Rule{Name: "w", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerDay(10)}), Key: "k"}
 	for i := range 3 {
 		if d := take(t, s, time.Time{}, 1, c, w); d[0].Remaining != int64(9-i) || d[1].Remaining != int64(9-2*i) {
 			t.Fatalf("take %d = %+v, want %d and %d left", i, d, 9-i, 9-2*i)
@@ -414,22 +436,35 @@ func TestOutOfRange(t *testing.T) {
 		{Name: "ns window", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 10, Period: 1500 * time.Nanosecond}},
 		{Name: "huge window", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.Limit{Rate: 2e12, Period: time.Second}},
 	} {
-		err := s.Take(context.Background(), t0, 1, []sluice.Check{{Rule: &r, Key: "k"}}, make([]sluice.Decision, 1))
+		p := prep(r)
+		err := s.Take(context.Background(), t0, []sluice.Check{{Rule: p, Key: "k"}}, make([]sluice.Decision, 1))
 		if !errors.Is(err, redis.ErrOutOfRange) || !errors.Is(err, sluice.ErrLimitTooLarge) {
 			t.Errorf("%s: err = %v, want ErrOutOfRange", r.Name, err)
 		}
+		if err := s.CheckRule(p); !errors.Is(err, redis.ErrOutOfRange) || !errors.Is(err, sluice.ErrRefused) {
+			t.Errorf("%s: CheckRule = %v, want ErrOutOfRange", r.Name, err)
+		}
 	}
-	ok := &sluice.Rule{Name: "ok", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)}
-	err := s.Take(context.Background(), time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC), 1, []sluice.Check{{Rule: ok, Key: "k"}}, make([]sluice.Decision, 1))
+	ok := prep(sluice.Rule{Name: "ok", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)})
+	err := s.Take(context.Background(), time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC), []sluice.Check{{Rule: ok, Key: "k"}}, make([]sluice.Decision, 1))
 	if !errors.Is(err, redis.ErrOutOfRange) {
 		t.Errorf("year 2200: err = %v, want ErrOutOfRange", err)
 	}
-	bad := &sluice.Rule{Name: "bad", Algorithm: "nope", Limit: sluice.PerSecond(1)}
-	if err := s.Take(context.Background(), t0, 1, []sluice.Check{{Rule: bad, Key: "k"}}, make([]sluice.Decision, 1)); !errors.Is(err, sluice.ErrUnknownAlgo) {
+	// An unknown algorithm is refused where the rule is prepared; a rule
+	// not prepared, where it is used.
+	if _, err := (sluice.Rule{Name: "bad", Algorithm: "nope", Limit: sluice.PerSecond(1)}).Prepare(); !errors.Is(err, sluice.ErrUnknownAlgo) {
 		t.Errorf("unknown algorithm: err = %v", err)
 	}
+	for name, r := range map[string]*sluice.PreparedRule{"nil": nil, "zero": new(sluice.PreparedRule)} {
+		if err := s.Take(context.Background(), t0, []sluice.Check{{Rule: r, Key: "k"}}, make([]sluice.Decision, 1)); err == nil {
+			t.Errorf("%s rule: Take = nil, want an error", name)
+		}
+		if err := s.CheckRule(r); err == nil {
+			t.Errorf("%s rule: CheckRule = nil, want an error", name)
+		}
+	}
 	dup := []sluice.Check{{Rule: ok, Key: "k"}, {Rule: ok, Key: "k"}}
-	if err := s.Take(context.Background(), t0, 1, dup, make([]sluice.Decision, 2)); err == nil {
+	if err := s.Take(context.Background(), t0, dup, make([]sluice.Decision, 2)); err == nil {
 		t.Errorf("two checks on one key: no error")
 	}
 }
@@ -440,8 +475,8 @@ func TestKeys(t *testing.T) {
 	rc := srv.client(t)
 	p := prefix(t)
 	s := newStore(t, rc, redis.WithPrefix(p), redis.WithCallerTime())
-	log := &sluice.Rule{Name: "a:b}", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(5)}
-	log2 := &sluice.Rule{Name: "a", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(5)}
+	log := prep(sluice.Rule{Name: "a:b}", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(5)})
+	log2 := prep(sluice.Rule{Name: "a", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(5)})
 	for _, c := range []sluice.Check{
 		{Rule: log, Key: "x"}, {Rule: log, Key: "{x}"}, {Rule: log, Key: "x}:"}, {Rule: log, Key: ""},
 		{Rule: log, Key: "%7B"}, {Rule: log2, Key: "b}:x"}, {Rule: log2, Key: "x:b}"},
@@ -465,8 +500,8 @@ func TestKeys(t *testing.T) {
 func TestConcurrent(t *testing.T) {
 	srv := startRedis(t)
 	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithDenyCache(0), redis.WithTimeout(5*time.Second))
-	wide := &sluice.Rule{Name: "wide", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerDay(1000)}
-	narrow := &sluice.Rule{Name: "narrow", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(300)}
+	wide := prep(sluice.Rule{Name: "wide", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerDay(1000)})
+	narrow := prep(sluice.Rule{Name: "narrow", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(300)})
 	checks := []sluice.Check{{Rule: wide, Key: "k"}, {Rule: narrow, Key: "k"}}
 	var allowed, denied atomic.Int64
 	var wg sync.WaitGroup
@@ -474,7 +509,7 @@ func TestConcurrent(t *testing.T) {
 		wg.Go(func() {
 			out := make([]sluice.Decision, 2)
 			for range 10 {
-				if err := s.Take(context.Background(), time.Time{}, 1, checks, out); err != nil {
+				if err := s.Take(context.Background(), time.Time{}, checks, out); err != nil {
 					t.Error(err)
 					return
 				}
@@ -511,14 +546,14 @@ func TestBucketLimitChange(t *testing.T) {
 	s := newCallerStore(t, srv)
 	for _, alg := range []sluice.Algo{sluice.AlgoTokenBucket, sluice.AlgoLeakyBucket, sluice.AlgoGCRA} {
 		t.Run(string(alg), func(t *testing.T) {
-			r := &sluice.Rule{Name: "r" + string(alg), Algorithm: alg, Limit: sluice.PerSecond(3)}
+			r := prep(sluice.Rule{Name: "r" + string(alg), Algorithm: alg, Limit: sluice.PerSecond(3)})
 			c := sluice.Check{Rule: r, Key: "k"}
 			if d := take(t, s, t0, 3, c)[0]; !d.Allowed {
 				t.Fatalf("Take(t0, 3) = %+v", d)
 			}
-			r2 := *r
+			r2 := r.Rule()
 			r2.Limit = sluice.PerSecond(10)
-			d := take(t, s, t0, 1, sluice.Check{Rule: &r2, Key: "k"})[0]
+			d := take(t, s, t0, 1, sluice.Check{Rule: prep(r2), Key: "k"})[0]
 			if !d.Allowed && d.RetryAfter > 100*time.Millisecond {
 				t.Fatalf("after the change to %v: Take(t0, 1) = %+v, want allowed or a RetryAfter of at most 100ms", r2.Limit, d)
 			}
@@ -550,9 +585,9 @@ func TestCallerClockBehind(t *testing.T) {
 	for _, alg := range sluice.Algos() {
 		t.Run(string(alg), func(t *testing.T) {
 			s := newStore(t, rc, redis.WithPrefix(prefix(t)), redis.WithCallerTime(), redis.WithDenyCache(0))
-			rule := &sluice.Rule{Name: "r", Algorithm: alg, Limit: sluice.Limit{Rate: 1, Period: 50 * time.Millisecond}}
+			rule := prep(sluice.Rule{Name: "r", Algorithm: alg, Limit: sluice.Limit{Rate: 1, Period: 50 * time.Millisecond}})
 			c := sluice.Check{Rule: rule, Key: "k"}
-			ref, err := alg.New(rule.Limit)
+			ref, err := alg.New(rule.Rule().Limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -608,7 +643,7 @@ func TestWindowKeys(t *testing.T) {
 		t.Run(fmt.Sprintf("%v/guess=%v", tc.period, tc.clock == sluice.SystemClock), func(t *testing.T) {
 			p := prefix(t)
 			s := newStore(t, rc, redis.WithPrefix(p), redis.WithDenyCache(0), redis.WithBreakerClock(tc.clock))
-			c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 5, Period: tc.period}}, Key: "k"}
+			c := sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 5, Period: tc.period}}), Key: "k"}
 			before, err := rc.Time(ctx).Result()
 			if err != nil {
 				t.Fatal(err)
@@ -673,9 +708,9 @@ func TestFixedRunFunction(t *testing.T) {
 	rc := srv.client(t)
 	s := newStore(t, rc, redis.WithPrefix(prefix(t)), redis.WithDenyCache(0))
 	hour := sluice.Limit{Rate: 4, Period: time.Hour}
-	fixed := sluice.Check{Rule: &sluice.Rule{Name: "f", Algorithm: sluice.AlgoFixedWindow, Limit: hour}, Key: "k"}
-	other := sluice.Check{Rule: &sluice.Rule{Name: "f2", Algorithm: sluice.AlgoFixedWindow, Limit: hour}, Key: "k"}
-	gcra := sluice.Check{Rule: &sluice.Rule{Name: "g", Algorithm: sluice.AlgoGCRA, Limit: hour}, Key: "k"}
+	fixed := sluice.Check{Rule: prep(sluice.Rule{Name: "f", Algorithm: sluice.AlgoFixedWindow, Limit: hour}), Key: "k"}
+	other := sluice.Check{Rule: prep(sluice.Rule{Name: "f2", Algorithm: sluice.AlgoFixedWindow, Limit: hour}), Key: "k"}
+	gcra := sluice.Check{Rule: prep(sluice.Rule{Name: "g", Algorithm: sluice.AlgoGCRA, Limit: hour}), Key: "k"}
 	take(t, s, time.Time{}, 1, gcra) // loads the library
 	var mu sync.Mutex
 	var fns []string
@@ -737,7 +772,7 @@ func takeInOneRun(t *testing.T, s *redis.Store, now time.Time, costs []int64, ch
 	for i, c := range checks {
 		wg.Go(func() {
 			d := make([]sluice.Decision, 1)
-			if err := s.Take(context.Background(), now, costs[i], []sluice.Check{c}, d); err != nil {
+			if err := s.Take(context.Background(), now, costed(costs[i], []sluice.Check{c}), d); err != nil {
 				t.Error(err)
 			}
 			out[i] = d[0]
@@ -757,11 +792,11 @@ func TestFixedRunRules(t *testing.T) {
 	srv := startRedis(t)
 	rc := srv.client(t)
 	s := newStore(t, rc, redis.WithPrefix(prefix(t)), redis.WithDenyCache(0))
-	one := sluice.Check{Rule: &sluice.Rule{Name: "one", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 1, Period: time.Hour}}, Key: "k"}
-	five := sluice.Check{Rule: &sluice.Rule{Name: "five", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 5, Period: time.Hour}}, Key: "k"}
+	one := sluice.Check{Rule: prep(sluice.Rule{Name: "one", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 1, Period: time.Hour}}), Key: "k"}
+	five := sluice.Check{Rule: prep(sluice.Rule{Name: "five", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 5, Period: time.Hour}}), Key: "k"}
 	one2 := one
 	one2.Key = "k2"
-	gcra := sluice.Check{Rule: &sluice.Rule{Name: "g", Algorithm: sluice.AlgoGCRA, Limit: sluice.Limit{Rate: 1, Period: time.Hour}}, Key: "k"}
+	gcra := sluice.Check{Rule: prep(sluice.Rule{Name: "g", Algorithm: sluice.AlgoGCRA, Limit: sluice.Limit{Rate: 1, Period: time.Hour}}), Key: "k"}
 	before := time.Now().Truncate(time.Hour)
 	take(t, s, time.Time{}, 1, five) // five's count 1; loads the library
 	take(t, s, time.Time{}, 1, one2) // one2's count 1: its next unit is over
@@ -799,8 +834,8 @@ func TestBucketRunRules(t *testing.T) {
 	rc := srv.client(t)
 	for _, opts := range [][]redis.Option{nil, {redis.WithCallerTime()}} {
 		s := newStore(t, rc, append([]redis.Option{redis.WithPrefix(prefix(t)), redis.WithDenyCache(0)}, opts...)...)
-		gcra := sluice.Check{Rule: &sluice.Rule{Name: "g", Algorithm: sluice.AlgoGCRA, Limit: sluice.Limit{Rate: 1, Period: time.Hour}}, Key: "k"}
-		tb := sluice.Check{Rule: &sluice.Rule{Name: "tb", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.Limit{Rate: 5, Period: time.Hour}}, Key: "k"}
+		gcra := sluice.Check{Rule: prep(sluice.Rule{Name: "g", Algorithm: sluice.AlgoGCRA, Limit: sluice.Limit{Rate: 1, Period: time.Hour}}), Key: "k"}
+		tb := sluice.Check{Rule: prep(sluice.Rule{Name: "tb", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.Limit{Rate: 5, Period: time.Hour}}), Key: "k"}
 		gcra2 := gcra
 		gcra2.Key = "k2"
 		now := time.Now()
@@ -828,8 +863,8 @@ func TestFixedRunRulesMended(t *testing.T) {
 	p := prefix(t)
 	behind := sluice.ClockFunc(func() time.Time { return time.Now().Add(-36*time.Hour - 1500*time.Millisecond) })
 	s := newStore(t, rc, redis.WithPrefix(p), redis.WithDenyCache(0), redis.WithBreakerClock(behind))
-	minute := sluice.Check{Rule: &sluice.Rule{Name: "m", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 5, Period: time.Minute}}, Key: "k"}
-	odd := sluice.Check{Rule: &sluice.Rule{Name: "o", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 5, Period: 1500 * time.Millisecond}}, Key: "k"}
+	minute := sluice.Check{Rule: prep(sluice.Rule{Name: "m", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 5, Period: time.Minute}}), Key: "k"}
+	odd := sluice.Check{Rule: prep(sluice.Rule{Name: "o", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 5, Period: 1500 * time.Millisecond}}), Key: "k"}
 	take(t, s, time.Time{}, 2, minute) // loads the library: take's path, not counted below
 	var mu sync.Mutex
 	var fns []string
@@ -886,7 +921,7 @@ func TestFixedRunRefusesOthers(t *testing.T) {
 	rc := srv.client(t)
 	ctx := context.Background()
 	s := newStore(t, rc, redis.WithPrefix(prefix(t)))
-	take(t, s, time.Time{}, 1, sluice.Check{Rule: &sluice.Rule{Name: "f", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerMinute(5)}, Key: "k"})
+	take(t, s, time.Time{}, 1, sluice.Check{Rule: prep(sluice.Rule{Name: "f", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerMinute(5)}), Key: "k"})
 	libs, err := rc.FunctionList(ctx, goredis.FunctionListQuery{LibraryNamePattern: "sluice_take_*"}).Result()
 	if err != nil || len(libs) != 1 {
 		t.Fatalf("libraries %v (%v), want one", libs, err)
@@ -939,7 +974,7 @@ func TestFixedRunClockAhead(t *testing.T) {
 	ctx := context.Background()
 	p := prefix(t)
 	s := newStore(t, rc, redis.WithPrefix(p), redis.WithDenyCache(0))
-	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerMinute(5)}, Key: "k"}
+	c := sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerMinute(5)}), Key: "k"}
 	take(t, s, time.Time{}, 1, c) // loads the library, sets the clock
 	at, clockLeft := setClockAhead(t, rc, p, 2*time.Hour)
 	d := take(t, s, time.Time{}, 1, c)
@@ -964,7 +999,7 @@ func TestBucketClockAhead(t *testing.T) {
 	ctx := context.Background()
 	p := prefix(t)
 	s := newStore(t, rc, redis.WithPrefix(p), redis.WithDenyCache(0))
-	c := sluice.Check{Rule: &sluice.Rule{Name: "g", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(5)}, Key: "k"}
+	c := sluice.Check{Rule: prep(sluice.Rule{Name: "g", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(5)}), Key: "k"}
 	take(t, s, time.Time{}, 1, c) // loads the library, sets the clock
 	at, clockLeft := setClockAhead(t, rc, p, 2*time.Hour)
 	if d := take(t, s, time.Time{}, 1, c); !d[0].Allowed || d[0].Remaining != 4 {
@@ -1002,7 +1037,7 @@ func TestWindowKeysShared(t *testing.T) {
 		return ""
 	}))
 	const day = 24 * time.Hour
-	alice := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 10, Period: day}}, Key: "alice"}
+	alice := sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 10, Period: day}}), Key: "alice"}
 	bob := alice
 	bob.Key = "bob"
 
@@ -1139,7 +1174,7 @@ func TestLogUnitsBeyondOne(t *testing.T) {
 		rc := startRedis(t).client(t)
 		p := prefix(t)
 		s := newStore(t, rc, redis.WithPrefix(p))
-		minute := sluice.Check{Rule: &sluice.Rule{Name: "m", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)}, Key: "k"}
+		minute := sluice.Check{Rule: prep(sluice.Rule{Name: "m", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)}), Key: "k"}
 		take(t, s, time.Time{}, 3, minute)
 		runs := s.Stats().Runs
 		if d := take(t, s, time.Time{}, 1, minute)[0]; !d.Allowed || d.Remaining != 6 {
@@ -1149,7 +1184,7 @@ func TestLogUnitsBeyondOne(t *testing.T) {
 			t.Errorf("the unit took %d runs, want 1: decided on the path of its own", got)
 		}
 		// Entries that leave: of a log with a short Period.
-		c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.Limit{Rate: 10, Period: 300 * time.Millisecond}}, Key: "k"}
+		c := sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.Limit{Rate: 10, Period: 300 * time.Millisecond}}), Key: "k"}
 		take(t, s, time.Time{}, 3, c)
 		take(t, s, time.Time{}, 1, c)
 		time.Sleep(400 * time.Millisecond) // every entry leaves the window
@@ -1170,8 +1205,8 @@ func TestLogUnitsBeyondOne(t *testing.T) {
 		rc := startRedis(t).client(t)
 		p := prefix(t)
 		s := newStore(t, rc, redis.WithPrefix(p), redis.WithStoreClock())
-		high := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.Limit{Rate: 10, Period: time.Second}}, Key: "k"}
-		low := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.Limit{Rate: 3, Period: time.Second}}, Key: "k"}
+		high := sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.Limit{Rate: 10, Period: time.Second}}), Key: "k"}
+		low := sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.Limit{Rate: 3, Period: time.Second}}), Key: "k"}
 		take(t, s, t0, 5, high)
 		take(t, s, t0.Add(500*time.Millisecond), 1, high)
 		runs := s.Stats().Runs
@@ -1202,11 +1237,11 @@ func TestLogMixedClocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ref.Close()
-	checks := []sluice.Check{{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.Limit{Rate: 10, Period: time.Second}}, Key: "k"}}
+	checks := []sluice.Check{{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.Limit{Rate: 10, Period: time.Second}}), Key: "k"}}
 	both := func(s *redis.Store, at time.Time, n int64, what string) {
 		t.Helper()
 		want := make([]sluice.Decision, 1)
-		if err := ref.Take(ctx, at, n, checks, want); err != nil {
+		if err := ref.Take(ctx, at, costed(n, checks), want); err != nil {
 			t.Fatal(err)
 		}
 		if got := take(t, s, at, n, checks...)[0]; got != want[0] {
@@ -1231,7 +1266,7 @@ func callerLog(t *testing.T) (*goredis.Client, string, *redis.Store, sluice.Chec
 	rc := startRedis(t).client(t)
 	p := prefix(t)
 	s := newStore(t, rc, redis.WithPrefix(p), redis.WithCallerTime())
-	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)}, Key: "k"}
+	c := sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)}), Key: "k"}
 	return rc, p, s, c, time.Unix(1_700_000_000, 0)
 }
 
@@ -1319,7 +1354,7 @@ func TestLogExpiresLazily(t *testing.T) {
 	srv := startRedis(t)
 	rc := srv.client(t)
 	ctx := context.Background()
-	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerSecond(1000)}, Key: "k"}
+	c := sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerSecond(1000)}), Key: "k"}
 	pttl := func(key string) time.Duration {
 		t.Helper()
 		d, err := rc.PTTL(ctx, key).Result()
@@ -1423,8 +1458,8 @@ func TestRemainingNeverNegative(t *testing.T) {
 	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithCallerTime())
 	now := time.Unix(1_700_000_000, 0)
 	for _, alg := range []sluice.Algo{sluice.AlgoFixedWindow, sluice.AlgoSlidingLog} {
-		high := &sluice.Rule{Name: string(alg), Algorithm: alg, Limit: sluice.PerMinute(100)}
-		low := &sluice.Rule{Name: string(alg), Algorithm: alg, Limit: sluice.PerMinute(10)}
+		high := prep(sluice.Rule{Name: string(alg), Algorithm: alg, Limit: sluice.PerMinute(100)})
+		low := prep(sluice.Rule{Name: string(alg), Algorithm: alg, Limit: sluice.PerMinute(10)})
 		take(t, s, now, 50, sluice.Check{Rule: high, Key: "k"})
 		if d := take(t, s, now, 1, sluice.Check{Rule: low, Key: "k"})[0]; d.Allowed || d.Remaining != 0 {
 			t.Errorf("%s: 1 at the lower rate, 50 counted = %+v, want denied, 0 remaining", alg, d)
@@ -1446,7 +1481,7 @@ func TestLogClockAhead(t *testing.T) {
 	ctx := context.Background()
 	p := prefix(t)
 	s := newStore(t, rc, redis.WithPrefix(p))
-	c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)}, Key: "k"}
+	c := sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)}), Key: "k"}
 	take(t, s, time.Time{}, 1, c)
 	key := logKey(t, rc, p)
 	ahead := binary.LittleEndian.AppendUint64(nil, math.Float64bits(float64(time.Now().Add(time.Hour).UnixMicro())))
@@ -1481,7 +1516,7 @@ func TestLogGiveBackKeepsLatestTime(t *testing.T) {
 	srv := startRedis(t)
 	ctx := context.Background()
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
-	rule := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.Limit{Rate: 2, Period: 10 * time.Second}}
+	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.Limit{Rate: 2, Period: 10 * time.Second}})
 	checks := []sluice.Check{{Rule: rule, Key: "k"}}
 	s := newCallerStore(t, srv, redis.WithoutBatching())
 	ref, err := memory.New()
@@ -1492,7 +1527,7 @@ func TestLogGiveBackKeepsLatestTime(t *testing.T) {
 	both := func(sec float64, n int64) (got, want sluice.Decision) {
 		t.Helper()
 		out := make([]sluice.Decision, 1)
-		if err := ref.Take(ctx, at(sec), n, checks, out); err != nil {
+		if err := ref.Take(ctx, at(sec), costed(n, checks), out); err != nil {
 			t.Fatal(err)
 		}
 		return take(t, s, at(sec), n, checks...)[0], out[0]
@@ -1501,14 +1536,14 @@ func TestLogGiveBackKeepsLatestTime(t *testing.T) {
 	// A take at 3s, a peek at 8s in between, then the take given back.
 	taken, back := make([]sluice.Decision, 1), make([]sluice.Decision, 1)
 	between := func() { take(t, s, at(8), 0, checks...) }
-	if err := ref.Take(ctx, at(8), 0, checks, make([]sluice.Decision, 1)); err != nil {
+	if err := ref.Take(ctx, at(8), costed(0, checks), make([]sluice.Decision, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if charged, err := redis.TakeThenGiveBack(ctx, s, at(3), at(3), 1, checks, between, 1, taken, back); err != nil || !charged {
+	if charged, err := redis.TakeThenGiveBack(ctx, s, at(3), at(3), checks, between, 1, taken, back); err != nil || !charged {
 		t.Fatalf("TakeThenGiveBack: charged %v, %v", charged, err)
 	}
 	want := make([]sluice.Decision, 1)
-	if err := ref.Take(ctx, at(3), 0, checks, want); err != nil {
+	if err := ref.Take(ctx, at(3), costed(0, checks), want); err != nil {
 		t.Fatal(err)
 	}
 	if back[0] != want[0] {
@@ -1525,11 +1560,11 @@ func TestLogGiveBackTakesEntryOut(t *testing.T) {
 	p := prefix(t)
 	s := newStore(t, rc, redis.WithPrefix(p), redis.WithCallerTime(), redis.WithoutBatching())
 	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
-	checks := []sluice.Check{{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)}, Key: "k"}}
+	checks := []sluice.Check{{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)}), Key: "k"}}
 	take(t, s, at(0), 1, checks...)
 	between := func() { take(t, s, at(2), 1, checks...) }
 	taken, back := make([]sluice.Decision, 1), make([]sluice.Decision, 1)
-	if charged, err := redis.TakeThenGiveBack(ctx, s, at(1), at(1), 2, checks, between, 1, taken, back); err != nil || !charged {
+	if charged, err := redis.TakeThenGiveBack(ctx, s, at(1), at(1), costed(2, checks), between, 1, taken, back); err != nil || !charged {
 		t.Fatalf("TakeThenGiveBack: charged %v, %v", charged, err)
 	}
 	an, es := logList(t, rc, logKey(t, rc, p))
@@ -1544,7 +1579,7 @@ func TestLogGiveBackTakesEntryOut(t *testing.T) {
 	// A give-back after its entry left the window and was trimmed (the
 	// anchor is of its time) takes nothing out.
 	between = func() { take(t, s, at(100), 1, checks...) }
-	if charged, err := redis.TakeThenGiveBack(ctx, s, at(40), at(40), 1, checks, between, 1, taken, back); err != nil || !charged {
+	if charged, err := redis.TakeThenGiveBack(ctx, s, at(40), at(40), checks, between, 1, taken, back); err != nil || !charged {
 		t.Fatalf("TakeThenGiveBack: charged %v, %v", charged, err)
 	}
 	an, es = logList(t, rc, logKey(t, rc, p))

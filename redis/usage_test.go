@@ -38,7 +38,7 @@ func TestUsageLLM(t *testing.T) {
 			for _, alg := range sluice.Algos() {
 				t.Run(fmt.Sprintf("%s/%v/%s", name, charge, alg), func(t *testing.T) {
 					s := mk(t)
-					c := sluice.Check{Rule: &sluice.Rule{Name: "tokens", Algorithm: alg, Limit: sluice.PerHour(100), Charge: charge}, Key: "key-1"}
+					c := sluice.Check{Rule: prep(sluice.Rule{Name: "tokens", Algorithm: alg, Limit: sluice.PerHour(100), Charge: charge}), Key: "key-1"}
 					now := t0
 					for i := range 20 {
 						check := take(t, s, now, 0, c)[0]
@@ -68,9 +68,9 @@ func TestUsageCap(t *testing.T) {
 	for _, alg := range sluice.Algos() {
 		t.Run(string(alg), func(t *testing.T) {
 			p := prefix(t)
-			s := newCallerStore(t, srv, redis.WithPrefix(p), redis.WithTTLSlack(0))
+			s := newCallerStore(t, srv, redis.WithPrefix(p), redis.WithClockSkew(time.Second)) // the default slack: its TTLs are observed
 			l := sluice.Limit{Rate: 10, Period: time.Hour}
-			c := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: alg, Limit: l, Charge: sluice.ChargeUsage}, Key: "k"}
+			c := sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: alg, Limit: l, Charge: sluice.ChargeUsage}), Key: "k"}
 			now := time.Now().Truncate(time.Hour) // at a window's start
 			d := take(t, s, now, math.MaxInt64, c)[0]
 			if d.Allowed || d.RetryAfter != sluice.Never || d.Remaining != 0 || d.ResetAfter <= 0 || d.ResetAfter > 2*l.Period {
@@ -114,7 +114,7 @@ func TestUsageDenyCache(t *testing.T) {
 	s := newCallerStore(t, srv, redis.WithDenyCache(100))
 	l := sluice.PerSecond(2)
 	rule := func(c sluice.Charge) sluice.Check {
-		return sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: l, Charge: c}, Key: "k"}
+		return sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: l, Charge: c}), Key: "k"}
 	}
 	usage, count, gate := rule(sluice.ChargeUsage), rule(sluice.ChargeCount), rule(sluice.ChargeGate)
 	steps := []struct {
@@ -144,7 +144,7 @@ func TestUsageDenyCache(t *testing.T) {
 		before := s.Stats()
 		d := take(t, s, t0.Add(st.at), st.n, st.c)[0]
 		if d != st.want {
-			t.Fatalf("step %d: Take(t0+%v, %d) %v = %+v, want %+v", i, st.at, st.n, st.c.Rule.Charge, d, st.want)
+			t.Fatalf("step %d: Take(t0+%v, %d) %v = %+v, want %+v", i, st.at, st.n, st.c.Rule.Rule().Charge, d, st.want)
 		}
 		after := s.Stats()
 		if hit := after.CacheHits > before.CacheHits; hit != st.cache || hit == (after.Calls > before.Calls) {
@@ -173,8 +173,8 @@ func TestUsageClusterSplit(t *testing.T) {
 }
 
 func usageClusterSplit(t *testing.T, s *redis.Store, a sluice.Algo, same bool, ipKey, userKey string) {
-	tokens := &sluice.Rule{Name: "tokens:" + string(a), Algorithm: a, Limit: sluice.Limit{Rate: 10, Period: 1000 * time.Hour}, Charge: sluice.ChargeUsage}
-	user := &sluice.Rule{Name: "user:" + string(a), Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1)}
+	tokens := prep(sluice.Rule{Name: "tokens:" + string(a), Algorithm: a, Limit: sluice.Limit{Rate: 10, Period: 1000 * time.Hour}, Charge: sluice.ChargeUsage})
+	user := prep(sluice.Rule{Name: "user:" + string(a), Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1)})
 	two := []sluice.Check{{Rule: tokens, Key: ipKey, Cost: 4}, {Rule: user, Key: userKey, Cost: 1}}
 	before := s.Stats()
 	out := take(t, s, time.Time{}, 0, two...)
@@ -190,7 +190,7 @@ func usageClusterSplit(t *testing.T, s *redis.Store, a sluice.Algo, same bool, i
 		t.Fatalf("tokens after the denied request: %+v, want 2 left: the usage was given back", d)
 	}
 	// the tokens deny: the user's part is given back
-	user2 := &sluice.Rule{Name: "user2:" + string(a), Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(3)}
+	user2 := prep(sluice.Rule{Name: "user2:" + string(a), Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(3)})
 	out = take(t, s, time.Time{}, 0, two[0], sluice.Check{Rule: user2, Key: userKey, Cost: 1})
 	if out[0].Allowed || !out[1].Allowed || out[0].Remaining != 0 || out[1].Remaining != 3 {
 		t.Fatalf("tokens over: %+v, want the tokens denied and the user's peek, 3 left", out)
@@ -224,10 +224,10 @@ type algoRef struct {
 	ops  []refOp
 }
 
-func newAlgoRef(t testing.TB, r *sluice.Rule) *algoRef {
-	sp, err := r.Spec()
-	if err != nil {
-		t.Fatal(err)
+func newAlgoRef(t testing.TB, r *sluice.PreparedRule) *algoRef {
+	sp := algo.Of(r)
+	if sp == nil {
+		t.Fatal("the rule is not prepared")
 	}
 	x := &algoRef{sp: sp}
 	x.reset()
@@ -321,7 +321,7 @@ func TestUsageSameDecisions(t *testing.T) {
 
 func usageSameDecisions(t *testing.T, ctx context.Context, srv *server, clock bool, charge sluice.Charge, alg sluice.Algo, li int, l sluice.Limit) {
 	s := newCallerStore(t, srv)
-	rule := &sluice.Rule{Name: "r", Algorithm: alg, Limit: l, Charge: charge}
+	rule := prep(sluice.Rule{Name: "r", Algorithm: alg, Limit: l, Charge: charge})
 	rng := rand.New(rand.NewPCG(uint64(li), uint64(charge)<<8+uint64(alg[0])))
 	quota := max(l.Capacity(), l.Rate, 1)
 	seen := map[string]int{}
@@ -354,7 +354,7 @@ func usageSameDecisions(t *testing.T, ctx context.Context, srv *server, clock bo
 		for i := range ts {
 			want := ref.step(ts[i], ns[i])
 			seen[kindOf(want)]++
-			if err := s.Take(ctx, ts[i], ns[i], checks, out); err != nil {
+			if err := s.Take(ctx, ts[i], costed(ns[i], checks), out); err != nil {
 				t.Fatalf("step %d: Take(t0%+v, %d): %v", i, ts[i].Sub(t0), ns[i], err)
 			}
 			if out[0] != want {
@@ -385,11 +385,11 @@ func usageMixed(t *testing.T, srv *server, clock bool) {
 		s = newCallerStore(t, srv, redis.WithStoreClock())
 	}
 	rng := rand.New(rand.NewPCG(13, 17))
-	var rules []*sluice.Rule
+	var rules []*sluice.PreparedRule
 	for i, alg := range sluice.Algos() {
 		for j, l := range []sluice.Limit{{Rate: 5, Period: time.Second}, {Rate: 3, Period: 100 * time.Millisecond, Burst: 4}} {
 			for c := range sluice.ChargeCount + 1 {
-				rules = append(rules, &sluice.Rule{Name: fmt.Sprintf("r%d.%d.%v", i, j, c), Algorithm: alg, Limit: l, Charge: c, Shadow: rng.IntN(4) == 0})
+				rules = append(rules, prep(sluice.Rule{Name: fmt.Sprintf("r%d.%d.%v", i, j, c), Algorithm: alg, Limit: l, Charge: c, Shadow: rng.IntN(4) == 0}))
 			}
 		}
 	}
@@ -409,36 +409,37 @@ func usageMixed(t *testing.T, srv *server, clock bool) {
 			if rng.IntN(3) == 0 {
 				checks[j].Cost = 1 + rng.Int64N(12)
 			}
-			key := [2]string{checks[j].Rule.Name, checks[j].Key}
+			key := [2]string{checks[j].Rule.Name(), checks[j].Key}
 			if refs[key] == nil {
 				refs[key] = newAlgoRef(t, checks[j].Rule)
 			}
 			as[j] = refs[key]
 		}
 		n := int64(rng.IntN(3))
+		checks = costed(n, checks)
 		ok := true
 		for j, c := range checks {
-			if !c.Rule.Shadow && !as[j].try(t, now, c.CostFor(n)).Allowed {
+			if !c.Rule.Shadow() && !as[j].try(t, now, c.Units()).Allowed {
 				ok = false
 			}
 		}
 		want := make([]sluice.Decision, k)
 		for j, c := range checks {
-			cost := c.CostFor(n)
-			if c.Rule.Charge == sluice.ChargeGate && !ok && as[j].try(t, now, cost).Allowed {
+			cost := c.Units()
+			if c.Rule.Rule().Charge == sluice.ChargeGate && !ok && as[j].try(t, now, cost).Allowed {
 				cost = 0 // not charged: its peek
 			}
 			want[j] = as[j].step(now, cost)
 		}
 		got := make([]sluice.Decision, k)
-		if err := s.Take(ctx, now, n, checks, got); err != nil {
+		if err := s.Take(ctx, now, checks, got); err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
 		seen[fmt.Sprint("allowed=", ok)]++
 		for j := range checks {
 			if got[j] != want[j] {
 				t.Fatalf("request %d (n=%d, t0%+v), check %d %s shadow=%v cost %d: got %+v, want %+v",
-					i, n, now.Sub(t0), j, checks[j].Rule.Name, checks[j].Rule.Shadow, checks[j].CostFor(n), got[j], want[j])
+					i, n, now.Sub(t0), j, checks[j].Rule.Name(), checks[j].Rule.Shadow(), checks[j].Units(), got[j], want[j])
 			}
 		}
 	}
@@ -452,7 +453,7 @@ func usageMixed(t *testing.T, srv *server, clock bool) {
 // units beyond one an entry.
 func TestUsageLogMerge(t *testing.T) {
 	rc, p, s, c, at := callerLog(t)
-	c.Rule = &sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerSecond(3), Charge: sluice.ChargeUsage}
+	c.Rule = prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerSecond(3), Charge: sluice.ChargeUsage})
 	us := func(d time.Duration) float64 { return float64(at.Add(d).UnixMicro()) }
 	for i := range 3 {
 		if d := take(t, s, at.Add(time.Duration(i)*time.Millisecond), 1, c)[0]; !d.Allowed {
@@ -493,17 +494,17 @@ func TestUsageLogMerge(t *testing.T) {
 func TestUsagePair(t *testing.T) {
 	mainSrv, secondSrv := startRedis(t), startRedis(t)
 	p := prefix(t)
-	pair, err := redis.NewPair(newCallerStore(t, mainSrv, redis.WithPrefix(p)), newCallerStore(t, secondSrv, redis.WithPrefix(p)), redis.PerSecond)
+	pair, err := redis.NewPair(newCallerStore(t, mainSrv, redis.WithPrefix(p)), newCallerStore(t, secondSrv, redis.WithPrefix(p)), redis.ToSecondStore)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hourly := &sluice.Rule{Name: "hourly", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 2, Period: time.Hour}}
-	bytes := &sluice.Rule{Name: "bytes", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(100), Charge: sluice.ChargeCount}
+	hourly := prep(sluice.Rule{Name: "hourly", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 2, Period: time.Hour}})
+	bytes := prep(sluice.Rule{Name: "bytes", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(100), Charge: sluice.ChargeCount})
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	take := func(checks ...sluice.Check) []sluice.Decision {
 		t.Helper()
 		out := make([]sluice.Decision, len(checks))
-		if err := pair.Take(context.Background(), at, 0, checks, out); err != nil {
+		if err := pair.Take(context.Background(), at, costed(0, checks), out); err != nil {
 			t.Fatal(err)
 		}
 		return out
@@ -540,8 +541,8 @@ func TestUsagePair(t *testing.T) {
 func TestUsageConcurrent(t *testing.T) {
 	srv := startRedis(t)
 	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithDenyCache(0), redis.WithTimeout(5*time.Second))
-	budget := &sluice.Rule{Name: "budget", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1000), Charge: sluice.ChargeUsage}
-	narrow := &sluice.Rule{Name: "narrow", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(300)}
+	budget := prep(sluice.Rule{Name: "budget", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1000), Charge: sluice.ChargeUsage})
+	narrow := prep(sluice.Rule{Name: "narrow", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(300)})
 	checks := []sluice.Check{{Rule: budget, Key: "k", Cost: 3}, {Rule: narrow, Key: "k"}}
 	var allowed, denied atomic.Int64
 	var wg sync.WaitGroup
@@ -549,7 +550,7 @@ func TestUsageConcurrent(t *testing.T) {
 		wg.Go(func() {
 			out := make([]sluice.Decision, 2)
 			for range 10 {
-				if err := s.Take(context.Background(), time.Time{}, 1, checks, out); err != nil {
+				if err := s.Take(context.Background(), time.Time{}, checks, out); err != nil {
 					t.Error(err)
 					return
 				}
@@ -604,7 +605,7 @@ func TestUsageTransitions(t *testing.T) {
 					if clock {
 						s = newCallerStore(t, srv, redis.WithStoreClock())
 					}
-					rule := &sluice.Rule{Name: "r", Algorithm: alg, Limit: l, Charge: charge}
+					rule := prep(sluice.Rule{Name: "r", Algorithm: alg, Limit: l, Charge: charge})
 					ref := newAlgoRef(t, rule)
 					checks := []sluice.Check{{Rule: rule, Key: "k"}}
 					out := make([]sluice.Decision, 1)
@@ -618,7 +619,7 @@ func TestUsageTransitions(t *testing.T) {
 					for i, st := range steps {
 						want := ref.step(start.Add(st.at), st.n)
 						seen[kindOf(want)]++
-						if err := s.Take(ctx, start.Add(st.at), st.n, checks, out); err != nil {
+						if err := s.Take(ctx, start.Add(st.at), costed(st.n, checks), out); err != nil {
 							t.Fatal(err)
 						}
 						if out[0] != want {
@@ -639,10 +640,10 @@ func TestUsageDebtTTL(t *testing.T) {
 	srv := startRedis(t)
 	rc := srv.client(t)
 	p := prefix(t)
-	s := newStore(t, rc, redis.WithPrefix(p), redis.WithDenyCache(0), redis.WithTTLSlack(0))
+	s := newStore(t, rc, redis.WithPrefix(p), redis.WithDenyCache(0))
 	l := sluice.PerHour(10)
-	usage := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: l, Charge: sluice.ChargeUsage}, Key: "k"}
-	gate := sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: l}, Key: "k"}
+	usage := sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: l, Charge: sluice.ChargeUsage}), Key: "k"}
+	gate := sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: l}), Key: "k"}
 	pttl := func() time.Duration {
 		t.Helper()
 		keys := stateKeys(scanKeys(t, rc, p))

@@ -212,7 +212,7 @@ func openStore(ctx context.Context, rf, ps *redisFlags, maxMem int64, log *slog.
 	if second == nil {
 		return o, nil
 	}
-	pair, err := redis.NewPair(rs, second, redis.PerSecond)
+	pair, err := redis.NewPair(rs, second, redis.ToSecondStore)
 	if err != nil {
 		closeSecond()
 		o.close()
