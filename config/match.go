@@ -358,8 +358,8 @@ func (n *node) child(e Entry) *node {
 func ApplyReplaces(descriptors [][]Match) {
 	var replaced map[string]bool
 	for _, ms := range descriptors {
-		for _, m := range ms {
-			for _, name := range m.Replaces {
+		for k := range ms {
+			for _, name := range ms[k].Replaces {
 				if replaced == nil {
 					replaced = make(map[string]bool)
 				}
