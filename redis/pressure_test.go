@@ -75,14 +75,14 @@ func waitFor(d time.Duration, cond func() bool) bool {
 }
 
 // TestBreakerRedisDown: under load, with the store's defaults (a 50ms
-// timeout, the breaker at half of 20 calls over 10s), the breaker opens within its
-// window once Redis is killed, or paused (SIGSTOP: no refusal, only
-// silence), and closes again once Redis is back.
+// timeout, the breaker at half of 20 calls over 10s), the breaker opens
+// within its window once Redis is killed, or paused (SIGSTOP: no refusal,
+// only silence), and closes again once Redis is back.
 func TestBreakerRedisDown(t *testing.T) {
 	for _, fault := range []string{"killed", "paused"} {
 		t.Run(fault, func(t *testing.T) {
 			srv := startRedis(t)
-			s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)))
+			s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithTimeout(50*time.Millisecond)) // the default, over the tests' longer one
 			lim, err := sluice.NewLimiter(s)
 			if err != nil {
 				t.Fatal(err)
@@ -137,7 +137,7 @@ func TestBreakerRedisDown(t *testing.T) {
 // timeout being 50ms.
 func TestBreakerSlowRedis(t *testing.T) {
 	srv := startRedis(t)
-	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)))
+	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithTimeout(50*time.Millisecond)) // the default, over the tests' longer one
 	lim, err := sluice.NewLimiter(s)
 	if err != nil {
 		t.Fatal(err)
