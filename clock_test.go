@@ -242,11 +242,11 @@ func stepBack(t *testing.T, algo sluice.Algo, c *clocks, clock sluice.Clock) ste
 	if err != nil {
 		t.Fatal(err)
 	}
-	rule := &sluice.Rule{Name: "r", Algorithm: algo, Limit: sluice.PerMinute(4)}
+	rule := prep(t, sluice.Rule{Name: "r", Algorithm: algo, Limit: sluice.PerMinute(4)})
 	checks := []sluice.Check{{Rule: rule, Key: "k"}}
 	take := func() sluice.Result {
 		t.Helper()
-		res, err := lim.Take(context.Background(), 1, checks, nil)
+		res, err := lim.Take(context.Background(), checks, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,14 +309,14 @@ func TestLimiterWallClockStepBackWindowsRoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rule := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerMinute(2)}
+	rule := prep(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerMinute(2)})
 	checks := []sluice.Check{{Rule: rule, Key: "k"}}
 	for k := range 5 {
 		if k == 1 {
 			c.step(-time.Hour)
 		}
 		for i, want := range []bool{true, true, false} {
-			res, err := lim.Take(context.Background(), 1, checks, nil)
+			res, err := lim.Take(context.Background(), checks, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

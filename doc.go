@@ -44,12 +44,19 @@
 //		log.Fatal(err)
 //	}
 //
-//	perIP := sluice.Rule{Name: "per-ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(100)}
-//	perKey := sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerHour(2)}
+//	// Rules are prepared once, where they are loaded.
+//	perIP, err := limiter.Prepare(sluice.Rule{Name: "per-ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(100)})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	perKey, err := limiter.Prepare(sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerHour(2)})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
 //	for range 3 {
-//		res, err := limiter.Take(context.Background(), 1, []sluice.Check{
-//			{Rule: &perIP, Key: "203.0.113.7"},
-//			{Rule: &perKey, Key: "alice"},
+//		res, err := limiter.Take(context.Background(), []sluice.Check{
+//			{Rule: perIP, Key: "203.0.113.7"}, // Cost unset: one request
+//			{Rule: perKey, Key: "alice"},
 //		}, nil)
 //		if err != nil {
 //			log.Fatal(err) // bad input or the context; a store failure is res.Err
@@ -160,15 +167,17 @@
 // or money spent: its cost is recorded whatever is left, so a limit can be
 // taken past zero into debt (a bucket below empty, a window's count above
 // its rate), and the request that went over is answered as over. The
-// usual pattern checks with cost 0 when a request arrives, which records
+// usual pattern peeks when a request arrives (Check.Peek), which records
 // nothing and is allowed while a unit is left, and charges the real usage
 // when it ends:
 //
-//	tokens := sluice.Rule{Name: "tokens", Algorithm: sluice.AlgoTokenBucket,
-//		Limit: sluice.PerHour(1000), Charge: sluice.ChargeUsage}
-//	check := []sluice.Check{{Rule: &tokens, Key: apiKey}}
+//	tokens, err := limiter.Prepare(sluice.Rule{Name: "tokens", Algorithm: sluice.AlgoTokenBucket,
+//		Limit: sluice.PerHour(1000), Charge: sluice.ChargeUsage})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
 //	for _, used := range []int64{600, 700, 100} {
-//		res, err := limiter.Take(ctx, 0, check, nil) // on the way in
+//		res, err := limiter.Take(ctx, []sluice.Check{{Rule: tokens, Key: apiKey, Peek: true}}, nil) // on the way in
 //		if err != nil {
 //			log.Fatal(err)
 //		}
@@ -177,7 +186,7 @@
 //			continue
 //		}
 //		// … serve the request; then, on the way out:
-//		res, err = limiter.Take(ctx, used, check, nil)
+//		res, err = limiter.Take(ctx, []sluice.Check{{Rule: tokens, Key: apiKey, Cost: used}}, nil)
 //		if err != nil {
 //			log.Fatal(err)
 //		}
@@ -195,25 +204,38 @@
 // whole again within two periods (two refills of Burst for a bucket). A
 // rule of Rate 0 records only what fits. ChargeCount is ChargeUsage with
 // envoyproxy/ratelimit's answer to a check of cost 0: over only when the
-// limit is in debt, so at exactly nothing left it is allowed.
+// limit is in debt, so at exactly nothing left it is allowed. A usage of
+// zero is nothing to record: skip the charge (a Cost of 0 means 1).
 //
 // In a request of several checks, usage checks are always recorded, also
 // when another check denies; gate checks are charged only when every
 // check, usage ones included, allows. A shadow usage check is recorded
 // and never blocks. When the store fails, each rule's Failure decides as
 // for any rule, and a usage charge that missed the store is visible as
-// Result.Err with a usage check of cost above 0 (FailLocal records it in
-// the fallback store). The single-key types are gate limiters:
+// Result.Err with a usage check of cost above 0 (FailLocal, and
+// FailDefault with a fallback, record it in the fallback store). The single-key types are gate limiters:
 // AllowN(now, 0) always peeks and allows.
 //
 // # Many keys
 //
-// A Rule names an algorithm (Algo) and a Limit; a Check applies a Rule to a
-// key; a Store keeps per-key state; a Limiter decides a request against
-// several checks at once, all-or-nothing among gate rules, reading its
-// Clock and applying
-// each Rule's failure policy when the store fails. A Rule is validated and
-// compiled once, when it is loaded (Validate, or Limiter.CheckRule) or at
-// its first use, and keeps the result: a request validates nothing.
-// Package storetest is the suite a Store of your own must pass.
+// A Rule names an algorithm (Algo) and a Limit; a Check applies a Rule,
+// prepared, to a key at a cost; a Store keeps per-key state; a Limiter
+// decides a request against several checks at once, all-or-nothing among
+// gate rules, reading its Clock and applying each Rule's failure policy
+// when the store fails. A Rule is a plain declaration; Prepare (or
+// Limiter.Prepare, which also asks the store) validates and compiles it
+// once, where it is loaded, into the PreparedRule that checks carry: a
+// request validates nothing. Package storetest is the suite a Store of
+// your own must pass.
+//
+// # When the store fails
+//
+// Each rule's Failure decides: FailOpen allows, FailClosed denies,
+// FailLocal decides with the Limiter's fallback store (WithFallback), an
+// in-process limiter, and fails closed without one. The zero value,
+// FailDefault, is FailLocal when the Limiter has a fallback and FailOpen
+// when it has none: giving a Limiter a fallback is enough to use it. A
+// request the store shed (ErrShed) is denied whatever the rules say. The
+// store bounds its own calls (the Redis store's timeout); the Limiter
+// passes the caller's context through and adds no deadline.
 package sluice

@@ -185,12 +185,19 @@ func ExampleLimiter_Take() {
 		log.Fatal(err)
 	}
 
-	perIP := sluice.Rule{Name: "per-ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(100)}
-	perKey := sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerHour(2)}
+	// Rules are prepared once, where they are loaded.
+	perIP, err := limiter.Prepare(sluice.Rule{Name: "per-ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(100)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	perKey, err := limiter.Prepare(sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerHour(2)})
+	if err != nil {
+		log.Fatal(err)
+	}
 	for range 3 {
-		res, err := limiter.Take(context.Background(), 1, []sluice.Check{
-			{Rule: &perIP, Key: "203.0.113.7"},
-			{Rule: &perKey, Key: "alice"},
+		res, err := limiter.Take(context.Background(), []sluice.Check{
+			{Rule: perIP, Key: "203.0.113.7"}, // Cost unset: one request
+			{Rule: perKey, Key: "alice"},
 		}, nil)
 		if err != nil {
 			log.Fatal(err) // bad input or the context; a store failure is res.Err
@@ -207,8 +214,8 @@ func ExampleLimiter_Take() {
 	// denied: retry in 30m0s
 }
 
-// An LLM token budget per API key: check with cost 0 when a request
-// arrives, charge the tokens it used when it ends. The charge that goes
+// An LLM token budget per API key: peek when a request arrives, charge
+// the tokens it used when it ends. The charge that goes
 // past the budget is recorded, so the next check is denied until the
 // debt has drained.
 func ExampleChargeUsage() {
@@ -225,11 +232,13 @@ func ExampleChargeUsage() {
 	ctx := context.Background()
 	apiKey := "key-1"
 
-	tokens := sluice.Rule{Name: "tokens", Algorithm: sluice.AlgoTokenBucket,
-		Limit: sluice.PerHour(1000), Charge: sluice.ChargeUsage}
-	check := []sluice.Check{{Rule: &tokens, Key: apiKey}}
+	tokens, err := limiter.Prepare(sluice.Rule{Name: "tokens", Algorithm: sluice.AlgoTokenBucket,
+		Limit: sluice.PerHour(1000), Charge: sluice.ChargeUsage})
+	if err != nil {
+		log.Fatal(err)
+	}
 	for _, used := range []int64{600, 700, 100} {
-		res, err := limiter.Take(ctx, 0, check, nil) // on the way in
+		res, err := limiter.Take(ctx, []sluice.Check{{Rule: tokens, Key: apiKey, Peek: true}}, nil) // on the way in
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -238,7 +247,7 @@ func ExampleChargeUsage() {
 			continue
 		}
 		// … serve the request; then, on the way out:
-		res, err = limiter.Take(ctx, used, check, nil)
+		res, err = limiter.Take(ctx, []sluice.Check{{Rule: tokens, Key: apiKey, Cost: used}}, nil)
 		if err != nil {
 			log.Fatal(err)
 		}

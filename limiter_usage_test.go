@@ -25,26 +25,26 @@ func TestLimiterUsageFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens := &sluice.Rule{Name: "tokens", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerHour(100), Failure: sluice.FailLocal, Charge: sluice.ChargeUsage}
-	closed := &sluice.Rule{Name: "closed", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(10), Failure: sluice.FailClosed}
+	tokens := prep(t, sluice.Rule{Name: "tokens", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerHour(100), Failure: sluice.FailLocal, Charge: sluice.ChargeUsage})
+	closed := prep(t, sluice.Rule{Name: "closed", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(10), Failure: sluice.FailClosed})
 	ctx := context.Background()
 
-	res, err := lim.Take(ctx, 0, []sluice.Check{{Rule: tokens, Key: "k", Cost: 60}, {Rule: closed, Key: "k"}}, nil)
+	res, err := lim.Take(ctx, []sluice.Check{{Rule: tokens, Key: "k", Cost: 60}, {Rule: closed, Key: "k", Peek: true}}, nil)
 	if err != nil || res.Err == nil || res.Allowed || !res.Decisions[0].Allowed || res.Decisions[0].Remaining != 40 {
 		t.Fatalf("60 tokens beside a fail-closed rule: %+v, %v; want denied, the tokens recorded locally (40 left), Err set", res, err)
 	}
-	res, err = lim.Take(ctx, 150, []sluice.Check{{Rule: tokens, Key: "k"}}, nil)
+	res, err = lim.Take(ctx, []sluice.Check{{Rule: tokens, Key: "k", Cost: 150}}, nil)
 	if err != nil || res.Err == nil || res.Allowed || res.Decisions[0].RetryAfter != sluice.Never {
 		t.Fatalf("150 tokens: %+v, %v; want denied with Never, Err set", res, err)
 	}
-	res, err = lim.Take(ctx, 0, []sluice.Check{{Rule: tokens, Key: "k"}}, nil)
+	res, err = lim.Take(ctx, []sluice.Check{{Rule: tokens, Key: "k", Peek: true}}, nil)
 	if err != nil || res.Allowed || res.Remaining != 0 {
 		t.Fatalf("the check of cost 0 after 210 of 100: %+v, %v; want denied, in debt", res, err)
 	}
 }
 
 // TestLimiterUsageLLM: the token budget of an LLM gateway through a
-// Limiter over the memory store: check with cost 0 on the way in, charge
+// Limiter over the memory store: peek on the way in, charge
 // the tokens used on the way out. Once a charge takes the budget past
 // zero, every check is denied until it drains.
 func TestLimiterUsageLLM(t *testing.T) {
@@ -58,16 +58,18 @@ func TestLimiterUsageLLM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	budget := []sluice.Check{{Rule: &sluice.Rule{Name: "llm", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerHour(100), Charge: sluice.ChargeUsage}, Key: "api-key"}}
+	llm := prep(t, sluice.Rule{Name: "llm", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerHour(100), Charge: sluice.ChargeUsage})
+	budget := []sluice.Check{{Rule: llm, Key: "api-key", Peek: true}}
+	charge := []sluice.Check{{Rule: llm, Key: "api-key", Cost: 150}}
 	for i := range 20 {
-		res, err := lim.Take(context.Background(), 0, budget, nil)
+		res, err := lim.Take(context.Background(), budget, nil)
 		if err != nil || res.Allowed != (i == 0) {
 			t.Fatalf("round %d: check = %+v, %v; want Allowed %v", i, res, err, i == 0)
 		}
 		if !res.Allowed && res.RetryAfter <= 0 {
 			t.Fatalf("round %d: a denied check with RetryAfter %v", i, res.RetryAfter)
 		}
-		if _, err := lim.Take(context.Background(), 150, budget, nil); err != nil {
+		if _, err := lim.Take(context.Background(), charge, nil); err != nil {
 			t.Fatal(err)
 		}
 		now = now.Add(time.Second)
@@ -75,7 +77,7 @@ func TestLimiterUsageLLM(t *testing.T) {
 	// The debt is capped at one budget: two hours after the last charge,
 	// the whole budget is back.
 	now = now.Add(2 * time.Hour)
-	if res, err := lim.Take(context.Background(), 0, budget, nil); err != nil || !res.Allowed || res.Remaining != 100 {
+	if res, err := lim.Take(context.Background(), budget, nil); err != nil || !res.Allowed || res.Remaining != 100 {
 		t.Fatalf("two hours later: %+v, %v; want allowed with 100 left", res, err)
 	}
 }

@@ -185,9 +185,11 @@ func (r Rule) Prepare() (*PreparedRule, error) {
 
 // PreparedRule is a Rule ready to decide requests: validated, its
 // arithmetic compiled. It is immutable and safe for concurrent use; to
-// change a rule being served, prepare the new one and swap it in. Two
-// PreparedRules from equal Rules share their keys' states in a store. The
-// zero PreparedRule is not prepared: a check with one is refused.
+// change a rule being served, prepare the new one and swap it in.
+// PreparedRules of the same name, algorithm and limit share their keys'
+// states in a store, so that a configuration reloaded with the same rules
+// keeps every count. The zero PreparedRule is not prepared: a check with
+// one is refused.
 type PreparedRule struct {
 	rule Rule
 	spec *algo.Spec

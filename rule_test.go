@@ -1,138 +1,129 @@
 package sluice_test
 
 import (
+	"context"
 	"errors"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memory"
 )
 
-// TestRulePreparedOnce: a rule is compiled once and reused; a copy carries
-// its preparation; a change is noticed and prepared anew, and a change
-// back shares the state identity again.
-func TestRulePreparedOnce(t *testing.T) {
-	r := &sluice.Rule{Name: "api", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(10)}
-	if err := r.Validate(); err != nil {
+// left peeks at what p's key k has left at t0.
+func left(t *testing.T, st sluice.Store, t0 time.Time, p *sluice.PreparedRule, k string) int64 {
+	t.Helper()
+	out := make([]sluice.Decision, 1)
+	if err := st.Take(context.Background(), t0, []sluice.Check{{Rule: p, Key: k, Peek: true}}, out); err != nil {
 		t.Fatal(err)
 	}
-	sp, err := r.Spec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again, _ := r.Spec(); again != sp {
-		t.Errorf("Spec() twice: %p, then %p; want one compilation", sp, again)
-	}
-	c := *r
-	if got, _ := c.Spec(); got != sp {
-		t.Errorf("a copy's Spec() = %p, want its original's %p", got, sp)
-	}
-	r.Shadow = true // not part of the arithmetic
-	if got, _ := r.Spec(); got != sp {
-		t.Errorf("after Shadow changed, Spec() = %p, want %p", got, sp)
-	}
+	return out[0].Remaining
+}
 
-	r.Limit = sluice.PerSecond(20)
-	sp2, err := r.Spec()
+// TestRulePrepared: a prepared rule is what its declaration was when it
+// was prepared; changing the declaration afterwards changes nothing it
+// decides.
+func TestRulePrepared(t *testing.T) {
+	r := sluice.Rule{Name: "api", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(10)}
+	p := prep(t, r)
+	r.Limit = sluice.PerSecond(1)
+	r.Shadow = true
+	if got, want := p.Rule(), (sluice.Rule{Name: "api", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(10)}); got != want {
+		t.Fatalf("Rule() after the declaration changed = %+v, want %+v", got, want)
+	}
+	if p.Name() != "api" || p.Shadow() || p.Quota() != 10 {
+		t.Errorf("Name, Shadow, Quota = %q, %v, %d; want api, false, 10", p.Name(), p.Shadow(), p.Quota())
+	}
+	st, err := memory.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sp2 == sp || sp2.Ident == sp.Ident || sp2.Quota() != 20 {
-		t.Errorf("after the limit changed: quota %d, same Ident %v; want a new Spec of quota 20", sp2.Quota(), sp2.Ident == sp.Ident)
-	}
-	if got, _ := c.Spec(); got != sp {
-		t.Errorf("the copy after its original changed: Spec() = %p, want %p", got, sp)
-	}
-	r.Limit = sluice.PerSecond(10)
-	if sp3, _ := r.Spec(); sp3.Ident != sp.Ident {
-		t.Errorf("changed back: Ident differs from the first Spec's; want the same state identity")
+	defer st.Close()
+	if n := left(t, st, time.Unix(1_700_000_000, 0), p, "k"); n != 10 {
+		t.Errorf("a fresh key of the prepared rule has %d left, want 10", n)
 	}
 }
 
-// TestRuleRenamedInPlace: a name or algorithm changed to another of the
-// same length is noticed, as a change of length is; the same bytes at
-// another address are no change.
-func TestRuleRenamedInPlace(t *testing.T) {
-	r := &sluice.Rule{Name: "api", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(10)}
-	sp, err := r.Spec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Name = strings.Clone("api")
-	if got, _ := r.Spec(); got != sp {
-		t.Errorf("the name's bytes copied: Spec() = %p, want %p", got, sp)
-	}
-	r.Name = "web"
-	web, _ := r.Spec()
-	if web == sp || web.Ident == sp.Ident || web.Key.Name != "web" {
-		t.Errorf("renamed to web: Spec() = %+v, want a new Spec named web", web.Key)
-	}
-	r.Algorithm = sluice.AlgoLeakyBucket // as long as token_bucket
-	if got, _ := r.Spec(); got == web || got.Key.Algo != string(sluice.AlgoLeakyBucket) {
-		t.Errorf("leaky_bucket for token_bucket: Spec() = %+v, want a new Spec of leaky_bucket", got.Key)
-	}
-}
-
-// TestRuleInvalidAfterChange: a rule made invalid after it was prepared
-// reports its error at its next use, and recovers when fixed.
-func TestRuleInvalidAfterChange(t *testing.T) {
-	r := &sluice.Rule{Name: "api", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerMinute(5)}
-	if err := r.Validate(); err != nil {
-		t.Fatal(err)
-	}
+// TestRulePreparedShareState: rules prepared apart from equal
+// declarations, or from ones that differ only in shadow or failure mode or
+// charge, share their keys' states in a store; a rule whose name,
+// algorithm or limit differs has states of its own.
+func TestRulePreparedShareState(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	base := sluice.Rule{Name: "api", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerMinute(5)}
 	for _, c := range []struct {
 		name   string
 		change func(*sluice.Rule)
-		want   error
+		shared bool
 	}{
-		{"zero period", func(r *sluice.Rule) { r.Limit.Period = 0 }, sluice.ErrInvalidLimit},
-		{"unknown algorithm", func(r *sluice.Rule) { r.Algorithm = "gcra2" }, sluice.ErrUnknownAlgo},
-		{"too large", func(r *sluice.Rule) { r.Limit = sluice.Limit{Rate: 3, Period: time.Second, Burst: 1 << 40} }, sluice.ErrLimitTooLarge},
-		{"no name", func(r *sluice.Rule) { r.Name = "" }, nil},
-		{"failure mode", func(r *sluice.Rule) { r.Failure = 9 }, nil},
+		{"equal", func(*sluice.Rule) {}, true},
+		{"shadow", func(r *sluice.Rule) { r.Shadow = true }, true},
+		{"failure", func(r *sluice.Rule) { r.Failure = sluice.FailClosed }, true},
+		{"charge", func(r *sluice.Rule) { r.Charge = sluice.ChargeUsage }, true},
+		{"name", func(r *sluice.Rule) { r.Name = "web" }, false},
+		{"algorithm", func(r *sluice.Rule) { r.Algorithm = sluice.AlgoLeakyBucket }, false},
+		{"limit", func(r *sluice.Rule) { r.Limit.Burst = 6 }, false},
 	} {
-		good := *r
-		c.change(r)
-		_, err := r.Spec()
-		if err == nil || (c.want != nil && !errors.Is(err, c.want)) {
-			t.Errorf("%s: Spec() = %v, want an error wrapping %v", c.name, err, c.want)
-		}
-		if verr := r.Validate(); verr == nil || verr.Error() != err.Error() {
-			t.Errorf("%s: Validate() = %v, want Spec's %v", c.name, verr, err)
-		}
-		*r = good
-		if _, err := r.Spec(); err != nil {
-			t.Errorf("%s, fixed: Spec() = %v, want nil", c.name, err)
-		}
-	}
-}
-
-// TestRuleConcurrentFirstUse: goroutines using a fresh rule at once all
-// get its Spec, one of equivalent compilations (run with -race).
-func TestRuleConcurrentFirstUse(t *testing.T) {
-	r := &sluice.Rule{Name: "api", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.PerHour(100)}
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			if sp, err := r.Spec(); err != nil || sp.Quota() != 100 {
-				t.Errorf("Spec() = %v, %v; want quota 100", sp, err)
+		t.Run(c.name, func(t *testing.T) {
+			st, err := memory.New()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			other := base
+			c.change(&other)
+			a, b := prep(t, base), prep(t, other)
+			out := make([]sluice.Decision, 1)
+			if err := st.Take(context.Background(), t0, []sluice.Check{{Rule: a, Key: "k", Cost: 5}}, out); err != nil || !out[0].Allowed {
+				t.Fatalf("spending the first rule: %+v, %v", out[0], err)
+			}
+			if n := left(t, st, t0, b, "k"); (n == 0) != c.shared {
+				t.Errorf("after the first rule was spent, the second has %d left; shared: %v", n, c.shared)
 			}
 		})
 	}
-	wg.Wait()
 }
 
-// TestRuleEqual: Equal compares the fields, not the preparations.
+// TestRulePrepareInvalid: an invalid declaration is not prepared, with an
+// error that says why; Validate says the same.
+func TestRulePrepareInvalid(t *testing.T) {
+	base := sluice.Rule{Name: "api", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerMinute(5)}
+	for _, c := range []struct {
+		name   string
+		change func(*sluice.Rule)
+		want   error // nil: any error
+	}{
+		{"zero period", func(r *sluice.Rule) { r.Limit.Period = 0 }, sluice.ErrInvalidLimit},
+		{"negative burst", func(r *sluice.Rule) { r.Limit.Burst = -1 }, sluice.ErrInvalidLimit},
+		{"unknown algorithm", func(r *sluice.Rule) { r.Algorithm = "gcra2" }, sluice.ErrUnknownAlgo},
+		{"no algorithm", func(r *sluice.Rule) { r.Algorithm = "" }, sluice.ErrUnknownAlgo},
+		{"too large", func(r *sluice.Rule) { r.Limit = sluice.Limit{Rate: 3, Period: time.Second, Burst: 1 << 40} }, sluice.ErrLimitTooLarge},
+		{"no name", func(r *sluice.Rule) { r.Name = "" }, nil},
+		{"failure mode", func(r *sluice.Rule) { r.Failure = 9 }, nil},
+		{"charge", func(r *sluice.Rule) { r.Charge = 9 }, nil},
+	} {
+		r := base
+		c.change(&r)
+		p, err := r.Prepare()
+		if err == nil || p != nil || (c.want != nil && !errors.Is(err, c.want)) {
+			t.Errorf("%s: Prepare() = %v, %v; want an error wrapping %v", c.name, p, err, c.want)
+		}
+		if verr := r.Validate(); verr == nil || err == nil || verr.Error() != err.Error() {
+			t.Errorf("%s: Validate() = %v, want Prepare's error %v", c.name, verr, err)
+		}
+	}
+	if err := base.Validate(); err != nil {
+		t.Errorf("a valid rule: Validate() = %v", err)
+	}
+}
+
+// TestRuleEqual: == compares declarations field by field.
 func TestRuleEqual(t *testing.T) {
 	a := sluice.Rule{Name: "api", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(10)}
 	b := a
-	if err := a.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	if !a.Equal(&b) || !b.Equal(&a) {
-		t.Errorf("a prepared rule and its unprepared twin: Equal = false, want true")
+	prep(t, a)
+	if a != b {
+		t.Errorf("a rule and its copy, one prepared: == is false, want true")
 	}
 	for _, change := range []func(*sluice.Rule){
 		func(r *sluice.Rule) { r.Name = "web" },
@@ -140,11 +131,12 @@ func TestRuleEqual(t *testing.T) {
 		func(r *sluice.Rule) { r.Limit.Burst = 20 },
 		func(r *sluice.Rule) { r.Shadow = true },
 		func(r *sluice.Rule) { r.Failure = sluice.FailClosed },
+		func(r *sluice.Rule) { r.Charge = sluice.ChargeUsage },
 	} {
 		c := a
 		change(&c)
-		if a.Equal(&c) {
-			t.Errorf("%+v Equal %+v, want false", &a, &c)
+		if a == c {
+			t.Errorf("%+v == %+v, want false", a, c)
 		}
 	}
 }

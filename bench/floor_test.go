@@ -61,7 +61,7 @@ func BenchmarkFloor(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			rule := &sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1e9)}
+			rule := prepare(b, sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1e9)})
 			reqs := make([]string, keyedSeq)
 			rnd := rand.New(rand.NewPCG(keys, 1))
 			for i := range reqs {
@@ -73,10 +73,12 @@ func BenchmarkFloor(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := l.CheckRule(rule); err != nil {
+				// Prepared again by the Limiter, as the middleware does.
+				lr, err := l.Prepare(rule.Rule())
+				if err != nil {
 					b.Fatal(err)
 				}
-				take = limiterTaker(l, rule)
+				take = limiterTaker(l, lr)
 			}
 			for i := range keys {
 				if !take(keyedKey(i)) {

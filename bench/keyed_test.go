@@ -79,7 +79,10 @@ var keyedContenders = []keyedContender{
 		if err != nil {
 			return keyedStore{}, err
 		}
-		rule := &sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(keyedRate)}
+		rule, err := sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(keyedRate)}.Prepare()
+		if err != nil {
+			return keyedStore{}, err
+		}
 		return keyedStore{
 			newTaker: func() keyedTaker { return sluiceTaker(s, rule) },
 			close:    func() { s.Close() },
@@ -94,8 +97,9 @@ var keyedContenders = []keyedContender{
 		if err != nil {
 			return keyedStore{}, err
 		}
-		rule := &sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(keyedRate)}
-		if err := l.CheckRule(rule); err != nil { // prepared where loaded, as the middleware does
+		// Prepared where loaded, as the middleware does.
+		rule, err := l.Prepare(sluice.Rule{Name: "per-key", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(keyedRate)})
+		if err != nil {
 			return keyedStore{}, err
 		}
 		return keyedStore{
@@ -143,13 +147,13 @@ var keyedContenders = []keyedContender{
 
 // sluiceTaker decides one request for a key against rule in s, at
 // time.Now, as the peers read the clock inside.
-func sluiceTaker(s *memory.Store, rule *sluice.Rule) keyedTaker {
+func sluiceTaker(s *memory.Store, rule *sluice.PreparedRule) keyedTaker {
 	checks := make([]sluice.Check, 1)
 	out := make([]sluice.Decision, 1)
 	ctx := context.Background()
 	return func(key string) bool {
 		checks[0] = sluice.Check{Rule: rule, Key: key}
-		err := s.Take(ctx, time.Now(), 1, checks, out)
+		err := s.Take(ctx, time.Now(), checks, out)
 		return err == nil && out[0].Allowed
 	}
 }
@@ -157,15 +161,25 @@ func sluiceTaker(s *memory.Store, rule *sluice.Rule) keyedTaker {
 // limiterTaker decides one request for a key against rule through l, as
 // httplimit does: one check, the decisions into a slice reused across
 // requests.
-func limiterTaker(l *sluice.Limiter, rule *sluice.Rule) keyedTaker {
+func limiterTaker(l *sluice.Limiter, rule *sluice.PreparedRule) keyedTaker {
 	checks := make([]sluice.Check, 1)
 	out := make([]sluice.Decision, 0, 1)
 	ctx := context.Background()
 	return func(key string) bool {
 		checks[0] = sluice.Check{Rule: rule, Key: key}
-		res, err := l.Take(ctx, 1, checks, out)
+		res, err := l.Take(ctx, checks, out)
 		return err == nil && res.Allowed
 	}
+}
+
+// prepare prepares r, failing the benchmark if it is invalid.
+func prepare(tb testing.TB, r sluice.Rule) *sluice.PreparedRule {
+	tb.Helper()
+	p, err := r.Prepare()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
 }
 
 // keyedKey names key i with 16 bytes, as an API key or an address might.

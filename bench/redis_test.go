@@ -70,7 +70,7 @@ func BenchmarkRedis(b *testing.B) {
 	// LOAD), or without functions an EVALSHA (loaded by EVAL).
 	script := []string{"fcall", "function", "evalsha", "eval"}
 	for _, alg := range algs {
-		rule := &sluice.Rule{Name: "bench", Algorithm: alg, Limit: limit}
+		rule := prepare(b, sluice.Rule{Name: "bench", Algorithm: alg, Limit: limit})
 		for _, batch := range []int{1, 16, 64} {
 			callers := max(32, 4*batch)
 			b.Run(fmt.Sprintf("store=sluice/alg=%s/batch=%d", alg, batch), func(b *testing.B) {
@@ -85,7 +85,7 @@ func BenchmarkRedis(b *testing.B) {
 					out := make([]sluice.Decision, 1)
 					return func(key string) bool {
 						checks[0].Key = key
-						if err := s.Take(context.Background(), time.Now(), 1, checks, out); err != nil {
+						if err := s.Take(context.Background(), time.Now(), checks, out); err != nil {
 							b.Error(err)
 						}
 						return out[0].Allowed
@@ -147,7 +147,7 @@ func BenchmarkRedisLog(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			rule := &sluice.Rule{Name: "bench", Algorithm: sluice.AlgoSlidingLog, Limit: l.limit}
+			rule := prepare(b, sluice.Rule{Name: "bench", Algorithm: sluice.AlgoSlidingLog, Limit: l.limit})
 			runRedis(b, rc, callers, script, func() func(key string) bool {
 				checks := []sluice.Check{{Rule: rule}}
 				out := make([]sluice.Decision, 1)
@@ -162,7 +162,7 @@ func BenchmarkRedisLog(b *testing.B) {
 					if l.now {
 						now = time.Now()
 					}
-					if err := s.Take(context.Background(), now, 1, checks, out); err != nil {
+					if err := s.Take(context.Background(), now, checks, out); err != nil {
 						b.Error(err)
 					}
 					return out[0].Allowed
@@ -417,8 +417,8 @@ func BenchmarkRedisCluster(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					user := &sluice.Rule{Name: "user", Algorithm: alg, Limit: limit}
-					ip := &sluice.Rule{Name: "ip", Algorithm: alg, Limit: limit}
+					user := prepare(b, sluice.Rule{Name: "user", Algorithm: alg, Limit: limit})
+					ip := prepare(b, sluice.Rule{Name: "ip", Algorithm: alg, Limit: limit})
 					runOn(b, masters, callers, 1, script, each(func() func(key string) bool {
 						checks := []sluice.Check{{Rule: user}, {Rule: ip}}[:n]
 						out := make([]sluice.Decision, n)
@@ -427,7 +427,7 @@ func BenchmarkRedisCluster(b *testing.B) {
 							if n == 2 {
 								checks[1].Key = "ip-" + key
 							}
-							if err := s.Take(context.Background(), time.Now(), 1, checks, out); err != nil {
+							if err := s.Take(context.Background(), time.Now(), checks, out); err != nil {
 								b.Error(err)
 							}
 							return out[0].Allowed

@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/bounded"
-	"github.com/sluicehq/sluice/memory"
 )
 
 // Limiter limits the requests in flight per key, the second of Stripe's
@@ -22,15 +21,15 @@ import (
 // Time is a parameter, as for the rate limiters: Acquire takes now, and a
 // lease is counted until Release or until now reaches its expiry.
 //
-// Memory is bounded: at most memory.WithMaxKeys keys and
-// memory.WithMaxBytes bytes (a key with no lease held is not kept), each
+// Memory is bounded: at most WithMaxKeys keys and WithMaxBytes bytes (a
+// key with no lease held is not kept), each
 // key with at most limit leases. When a new key needs room, its shard
 // drops one of its least recently used keys whose leases have all expired
 // or, failing that, its least recently used key, whose leases are then
 // forgotten, until the new key fits: size the bounds above the keys with
 // requests in flight at once. Leases that expire are dropped when their
-// key is next used, by the background sweeper
-// (memory.WithSweepInterval), or by Sweep.
+// key is next used, by the background sweeper (WithSweepInterval), or by
+// Sweep.
 //
 // A Limiter is safe for concurrent use and exact: however calls
 // interleave, no key ever has more than limit unexpired leases.
@@ -65,7 +64,7 @@ type holder struct {
 // holderBytes is what a key costs a Limiter besides its key's copy,
 // for the byte bound: its holder (64 bytes), its first lease (16) and its
 // share of the shard's map, which varies as the map grows: 115 to 135
-// bytes in all, measured (TestConcurrencyBytesPerKey).
+// bytes in all, measured (TestBytesPerKey).
 const holderBytes = 128
 
 func (h *holder) bytes() int64 { return holderBytes + h.size }
@@ -102,19 +101,17 @@ var ErrInvalidRequest = errors.New("concurrency: invalid request")
 // ErrClosed is returned by Acquire on a closed Limiter.
 var ErrClosed = errors.New("concurrency: closed")
 
-// minShardRoom is the fewest bytes per shard memory.WithShards and
-// memory.WithMaxBytes allow, the same as for a memory.Store, so that one
-// set of options fits both: 2 KB.
-const minShardRoom = 2 << 10
+// ErrTooLarge is wrapped by the error of an Acquire whose key could never
+// fit in the byte bound (WithMaxBytes), even with every other key evicted.
+// It wraps sluice.ErrRefused: the request is refused as given, not failed.
+var ErrTooLarge = fmt.Errorf("concurrency: key too large for the byte bound: %w", sluice.ErrRefused)
 
-// New returns an empty Limiter. It takes the memory store's options:
-// memory.WithMaxKeys, memory.WithMaxBytes, memory.WithShards and
-// memory.WithSweepInterval apply as they do to memory.New, and a bad one
-// is an error wrapping memory.ErrInvalidOption. Unless
-// memory.WithSweepInterval(0) is given, it starts a goroutine that drops
-// expired leases; Close stops it.
-func New(opts ...memory.Option) (*Limiter, error) {
-	cfg, err := bounded.NewConfig(opts, minShardRoom)
+// New returns an empty Limiter, bounded as opts say (WithMaxKeys,
+// WithMaxBytes, WithShards, WithSweepInterval); a bad option is an error
+// wrapping ErrInvalidOption. Unless WithSweepInterval(0) is given, it
+// starts a goroutine that drops expired leases; Close stops it.
+func New(opts ...Option) (*Limiter, error) {
+	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +145,7 @@ func (c *Limiter) index(key string) int { return int(maphash.String(c.seed, key)
 // The decision's Limit is limit, Remaining the places left, ResetAfter the
 // wait until every lease held has expired. It errs, changing nothing, for
 // a negative limit, a ttl that is not positive, a closed limiter, or a key
-// that could never fit in the byte bound (memory.ErrTooLarge).
+// that could never fit in the byte bound (ErrTooLarge).
 func (c *Limiter) Acquire(now time.Time, key string, limit int64, ttl time.Duration) (Lease, sluice.Decision, error) {
 	switch {
 	case limit < 0:
@@ -158,7 +155,9 @@ func (c *Limiter) Acquire(now time.Time, key string, limit int64, ttl time.Durat
 	case c.life.Closed():
 		return Lease{}, sluice.Decision{}, ErrClosed
 	}
-	if err := c.bound.Fits(holderBytes + int64(len(key))); err != nil {
+	// The key's copy is counted at least at its length: most keys too
+	// large are refused here, before any lock.
+	if err := fits(c.bound, holderBytes+int64(len(key))); err != nil {
 		return Lease{}, sluice.Decision{}, err
 	}
 	ns := now.UnixNano()
@@ -169,17 +168,31 @@ func (c *Limiter) Acquire(now time.Time, key string, limit int64, ttl time.Durat
 	i := c.index(key)
 	sh := &c.shards[i]
 	sh.mu.Lock()
-	l, d, added := sh.acquire(ns, key, limit, exp)
+	l, d, added, err := sh.acquire(ns, key, limit, exp)
 	sh.mu.Unlock()
+	if err != nil {
+		return Lease{}, sluice.Decision{}, err
+	}
 	if added && c.bound.Over() {
 		c.relieve(ns, i)
 	}
 	return l, d, nil
 }
 
+// fits returns an error wrapping ErrTooLarge if a key that costs size
+// bytes could never fit in b. A Limiter has no fixed structures in its
+// bound (Bound(0)), so a key may take all of MaxBytes.
+func fits(b *bounded.Bound, size int64) error {
+	if size > b.MaxBytes {
+		return fmt.Errorf("%w: a key of %d bytes, room for %d", ErrTooLarge, size, b.MaxBytes)
+	}
+	return nil
+}
+
 // acquire is Acquire's body under sh.mu. It reports whether it added a
-// key, which may take the limiter past its bounds (see bound).
-func (sh *shard) acquire(ns int64, key string, limit, exp int64) (Lease, sluice.Decision, bool) {
+// key, which may take the limiter past its bounds (see bound). It errs,
+// changing nothing, if the key's copy could never fit (fits).
+func (sh *shard) acquire(ns int64, key string, limit, exp int64) (Lease, sluice.Decision, bool, error) {
 	sh.last = max(sh.last, ns)
 	h := sh.keys[key]
 	held := 0
@@ -191,7 +204,14 @@ func (sh *shard) acquire(ns int64, key string, limit, exp int64) (Lease, sluice.
 	if int64(held) < limit {
 		added := h == nil
 		if added {
-			h = sh.add(key, ns)
+			// The copy is counted as allocated, which may be more than
+			// Acquire checked.
+			hk, size := bounded.CopyKey(key)
+			h = &holder{key: hk, size: size}
+			if err := fits(sh.bound, h.bytes()); err != nil {
+				return Lease{}, sluice.Decision{}, false, err
+			}
+			sh.add(h, ns)
 		}
 		sh.ids++
 		g := grant{id: sh.ids, exp: exp}
@@ -200,7 +220,7 @@ func (sh *shard) acquire(ns int64, key string, limit, exp int64) (Lease, sluice.
 		d.Allowed = true
 		d.Remaining = limit - int64(held) - 1
 		d.ResetAfter = time.Duration(h.grants[len(h.grants)-1].exp - ns)
-		return Lease{key: h.key, id: g.id, exp: exp}, d, added
+		return Lease{key: h.key, id: g.id, exp: exp}, d, added, nil
 	}
 	// Denied: held - limit + 1 leases must go before one fits.
 	d.RetryAfter = sluice.Never
@@ -215,7 +235,7 @@ func (sh *shard) acquire(ns int64, key string, limit, exp int64) (Lease, sluice.
 			sh.touch(h)
 		}
 	}
-	return Lease{}, d, false
+	return Lease{}, d, false, nil
 }
 
 // relieve evicts from the shards, shard first last, while the limiter is
@@ -290,7 +310,7 @@ func (c *Limiter) InFlight(now time.Time, key string) int64 {
 func (c *Limiter) Len() int { return int(c.bound.Keys()) }
 
 // Bytes returns the bytes counted against the byte bound (see
-// memory.WithMaxBytes).
+// WithMaxBytes).
 func (c *Limiter) Bytes() int64 { return c.bound.Bytes() }
 
 // Sweep drops the leases expired at now, and the keys left with none, and
@@ -356,13 +376,11 @@ func (sh *shard) victim(now int64) *holder {
 	return sh.lru.prev
 }
 
-// add makes a holder for key, counted in the bound, making room in the
-// shard first, until the key fits, if the limiter is at its bounds; a
+// add adds h, a new key's holder, counted in the bound, making room in
+// the shard first, until the key fits, if the limiter is at its bounds; a
 // shard with nothing left to evict adds it over them (see bound). The
 // caller holds sh.mu.
-func (sh *shard) add(key string, now int64) *holder {
-	key, size := bounded.CopyKey(key)
-	h := &holder{key: key, size: size}
+func (sh *shard) add(h *holder, now int64) {
 	dk, db := int64(1), h.bytes()
 	for !sh.bound.Take(dk, db) {
 		v := sh.victim(now)
@@ -373,10 +391,9 @@ func (sh *shard) add(key string, now int64) *holder {
 		dk, db = dk-1, db-v.bytes()
 		sh.unlink(v) // the new key takes over its counts
 	}
-	sh.keys[key] = h
+	sh.keys[h.key] = h
 	h.prev, h.next = &sh.lru, sh.lru.next
 	h.next.prev, sh.lru.next = h, h
-	return h
 }
 
 // touch moves h to the front of the list.

@@ -12,12 +12,11 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/memory"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func newLimiter(t *testing.T, opts ...memory.Option) *Limiter {
+func newLimiter(t *testing.T, opts ...Option) *Limiter {
 	t.Helper()
 	c, err := New(opts...)
 	if err != nil {
@@ -30,7 +29,7 @@ func newLimiter(t *testing.T, opts ...memory.Option) *Limiter {
 // TestSteps walks one key through acquires, releases and
 // expiries at explicit times.
 func TestSteps(t *testing.T) {
-	c := newLimiter(t, memory.WithSweepInterval(0))
+	c := newLimiter(t, WithSweepInterval(0))
 	const ttl = 10 * time.Second
 	leases := map[string]Lease{}
 	steps := []struct {
@@ -82,7 +81,7 @@ func TestSteps(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	c := newLimiter(t, memory.WithSweepInterval(0))
+	c := newLimiter(t, WithSweepInterval(0))
 	for _, in := range []struct {
 		limit int64
 		ttl   time.Duration
@@ -116,7 +115,7 @@ func TestExact(t *testing.T) {
 		limit   = 5
 		rounds  = 300
 	)
-	c := newLimiter(t, memory.WithSweepInterval(0))
+	c := newLimiter(t, WithSweepInterval(0))
 	var held, peak, granted atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {
@@ -161,7 +160,7 @@ func TestExact(t *testing.T) {
 // TestBounded: distinct keys beyond the bound evict the least
 // recently used, an idle one first.
 func TestBounded(t *testing.T) {
-	c := newLimiter(t, memory.WithShards(1), memory.WithMaxKeys(100), memory.WithSweepInterval(0))
+	c := newLimiter(t, WithShards(1), WithMaxKeys(100), WithSweepInterval(0))
 	for i := range 10_000 {
 		if _, d, _ := c.Acquire(t0.Add(time.Duration(i)*time.Millisecond), fmt.Sprint(i), 1, time.Hour); !d.Allowed {
 			t.Fatalf("Acquire on new key %d = %+v, want allowed", i, d)
@@ -179,7 +178,7 @@ func TestBounded(t *testing.T) {
 
 	// With room made by expiry, the LRU key with nothing in flight goes
 	// rather than the coldest.
-	c = newLimiter(t, memory.WithShards(1), memory.WithMaxKeys(3), memory.WithSweepInterval(0))
+	c = newLimiter(t, WithShards(1), WithMaxKeys(3), WithSweepInterval(0))
 	c.Acquire(t0, "cold", 1, time.Hour)
 	c.Acquire(t0, "short", 1, time.Second)
 	c.Acquire(t0, "warm", 1, time.Hour)
@@ -195,7 +194,7 @@ func TestBounded(t *testing.T) {
 // sweeper as of the latest time seen; Close stops it.
 func TestSweeper(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, err := New(memory.WithShards(1), memory.WithSweepInterval(time.Minute))
+		c, err := New(WithShards(1), WithSweepInterval(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,7 +232,7 @@ func (c *Limiter) recount() int64 {
 // varying as it grows (115 to 135 bytes a key besides the key, measured
 // from 120,000 to 300,000 keys).
 //
-//	go test -run 'TestBytesPerKey$' -v ./memory/
+//	go test -run 'TestBytesPerKey$' -v ./concurrency/
 func TestBytesPerKey(t *testing.T) {
 	n := 200_000
 	if raceEnabled {
@@ -244,7 +243,7 @@ func TestBytesPerKey(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			c := newLimiter(t, memory.WithMaxKeys(n+1<<16), memory.WithMaxBytes(1<<40), memory.WithSweepInterval(0))
+			c := newLimiter(t, WithMaxKeys(n+1<<16), WithMaxBytes(1<<40), WithSweepInterval(0))
 			for i := range n {
 				if _, d, err := c.Acquire(t0, fmt.Sprintf("%0*d", klen, i), 1, time.Hour); err != nil || !d.Allowed {
 					t.Fatalf("Acquire on new key %d = %+v, %v", i, d, err)
@@ -268,7 +267,7 @@ func TestBytesPerKey(t *testing.T) {
 // holders add up to, over many shards, most nearly empty.
 func TestMaxBytes(t *testing.T) {
 	const bound = 64 << 10
-	c := newLimiter(t, memory.WithShards(16), memory.WithMaxBytes(bound), memory.WithSweepInterval(0))
+	c := newLimiter(t, WithShards(16), WithMaxBytes(bound), WithSweepInterval(0))
 	for i := range 5000 {
 		key := strings.Repeat("k", i%3000) + fmt.Sprint(i)
 		now := t0.Add(time.Duration(i) * time.Millisecond)
@@ -288,48 +287,49 @@ func TestMaxBytes(t *testing.T) {
 	}
 }
 
-// TestNewOptions: the memory store's options, checked alike.
-func TestNewOptions(t *testing.T) {
-	bad := []struct {
-		name string
-		opts []memory.Option
-	}{
-		{"zero keys", []memory.Option{memory.WithMaxKeys(0)}},
-		{"negative keys", []memory.Option{memory.WithMaxKeys(-1)}},
-		{"negative shards", []memory.Option{memory.WithShards(-1)}},
-		{"too many shards", []memory.Option{memory.WithShards(1<<12 + 1)}},
-		{"negative sweep", []memory.Option{memory.WithSweepInterval(-time.Second)}},
-		{"zero bytes", []memory.Option{memory.WithMaxBytes(0)}},
-		{"under a shard's room", []memory.Option{memory.WithMaxBytes(minShardRoom - 1)}},
-		{"shards without room", []memory.Option{memory.WithShards(8), memory.WithMaxBytes(8 * minShardRoom / 2)}},
-	}
-	for _, c := range bad {
-		t.Run(c.name, func(t *testing.T) {
-			if l, err := New(c.opts...); err == nil || !errors.Is(err, memory.ErrInvalidOption) {
-				l.Close()
-				t.Errorf("New(%s) = %v, want an error wrapping memory.ErrInvalidOption", c.name, err)
-			}
-			// The same options are as bad for the memory store.
-			if s, err := memory.New(c.opts...); err == nil {
-				s.Close()
-				t.Errorf("memory.New(%s): no error", c.name)
-			}
-		})
-	}
-	l := newLimiter(t, nil, memory.WithShards(3))
-	if len(l.shards) != 4 {
-		t.Errorf("WithShards(3): %d shards, want 4", len(l.shards))
-	}
-}
-
 // TestTooLarge: a key that could never fit in the byte bound is refused,
 // holding nothing.
 func TestTooLarge(t *testing.T) {
 	const bound = 8 << 10
-	c := newLimiter(t, memory.WithShards(1), memory.WithMaxBytes(bound), memory.WithSweepInterval(0))
+	c := newLimiter(t, WithShards(1), WithMaxBytes(bound), WithSweepInterval(0))
 	huge := strings.Repeat("h", bound)
-	if _, _, err := c.Acquire(t0, huge, 1, time.Second); !errors.Is(err, memory.ErrTooLarge) || !errors.Is(err, sluice.ErrRefused) {
-		t.Errorf("Acquire on a key of %d bytes = %v, want an error wrapping memory.ErrTooLarge and sluice.ErrRefused", len(huge), err)
+	if _, _, err := c.Acquire(t0, huge, 1, time.Second); !errors.Is(err, ErrTooLarge) || !errors.Is(err, sluice.ErrRefused) {
+		t.Errorf("Acquire on a key of %d bytes = %v, want an error wrapping ErrTooLarge and sluice.ErrRefused", len(huge), err)
+	}
+	if c.Len() != 0 || c.Bytes() != 0 {
+		t.Errorf("after a refused key: Len() = %d, Bytes() = %d; want 0, 0", c.Len(), c.Bytes())
+	}
+}
+
+// TestLargestKey: a key that takes the whole byte bound fits and keeps
+// its lease, one byte more does not. The key's copy is of an allocator
+// size class, so that the bytes counted for it are its length.
+func TestLargestKey(t *testing.T) {
+	const bound = holderBytes + 4096
+	c := newLimiter(t, WithShards(1), WithMaxBytes(bound), WithSweepInterval(0))
+	fits := strings.Repeat("f", bound-holderBytes)
+	if _, d, err := c.Acquire(t0, fits, 1, time.Second); err != nil || !d.Allowed {
+		t.Errorf("Acquire on a key of %d bytes, bound %d = %+v, %v; want allowed", len(fits), bound, d, err)
+	}
+	if got := c.InFlight(t0, fits); got != 1 || c.Bytes() != bound {
+		t.Errorf("after the largest key: InFlight = %d, Bytes() = %d; want 1, %d", got, c.Bytes(), bound)
+	}
+	if _, _, err := c.Acquire(t0, fits+"f", 1, time.Second); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("Acquire on a key of %d bytes, bound %d = %v; want ErrTooLarge", len(fits)+1, bound, err)
+	}
+}
+
+// TestTooLargeCopy: a key whose length fits the byte bound but whose copy,
+// as the allocator sizes it, does not is refused, holding nothing, rather
+// than admitted and evicted at once with its lease.
+func TestTooLargeCopy(t *testing.T) {
+	const bound = 8 << 10
+	c := newLimiter(t, WithShards(1), WithMaxBytes(bound), WithSweepInterval(0))
+	key := strings.Repeat("k", bound-holderBytes) // copied into 8 KB
+	for i := range 2 {
+		if _, d, err := c.Acquire(t0, key, 1, time.Second); !errors.Is(err, ErrTooLarge) {
+			t.Errorf("Acquire %d on a key of %d bytes, bound %d = %+v, %v; want ErrTooLarge", i, len(key), bound, d, err)
+		}
 	}
 	if c.Len() != 0 || c.Bytes() != 0 {
 		t.Errorf("after a refused key: Len() = %d, Bytes() = %d; want 0, 0", c.Len(), c.Bytes())

@@ -5,9 +5,8 @@
 // after its ttl, so a dead holder gives its place back by itself.
 //
 // A Limiter takes the time as a parameter, is safe for concurrent use, and
-// is bounded in memory as a memory.Store is, by the same options
-// (memory.WithMaxKeys, memory.WithMaxBytes, memory.WithShards,
-// memory.WithSweepInterval): however many distinct keys arrive, it holds
-// at most so many. Its leases live in this process; it is not shared
+// is bounded in memory by its options (WithMaxKeys, WithMaxBytes,
+// WithShards, WithSweepInterval): however many distinct keys arrive, it
+// holds at most so many. Its leases live in this process; it is not shared
 // between servers.
 package concurrency

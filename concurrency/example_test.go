@@ -1,6 +1,7 @@
 package concurrency_test
 
 import (
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -34,4 +35,21 @@ func Example() {
 	// second: true remaining 0
 	// third: false retry after 30s
 	// third again: true
+}
+
+// A Limiter sized for the keys expected in flight at once; a bad option
+// is an error, not a panic.
+func ExampleNew() {
+	inflight, err := concurrency.New(concurrency.WithMaxKeys(10_000), concurrency.WithMaxBytes(4<<20))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer inflight.Close()
+
+	_, err = concurrency.New(concurrency.WithShards(0))
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, concurrency.ErrInvalidOption))
+	// Output:
+	// concurrency: invalid option: shards 0 must be between 1 and 4096
+	// true
 }

@@ -16,7 +16,7 @@
 //     pair it with a PeerIP rule, or use First(APIKey("x-api-key"),
 //     PeerIP()).
 //   - Metadata: a value that is not a secret, such as a tenant.
-//   - Method and Static: the method, or one key for all calls.
+//   - Method and Const: the method, or one key for all calls.
 //   - Join combines keys ("per method per IP"); First picks the first that
 //     applies, each part counting apart from the others.
 //

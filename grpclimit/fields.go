@@ -33,7 +33,7 @@ func rateFields(rules []*rule, checks []sluice.Check, res *sluice.Result) (rl, p
 	retry := fields.RetryAfter(res.Decision)
 	var rb, pb []byte
 	for j, c := range checks {
-		if c.Rule.Shadow {
+		if c.Rule.Shadow() {
 			continue
 		}
 		pb = fields.Append(pb, rules[j].policy)

@@ -50,7 +50,8 @@ var (
 
 // rule is one WithRule: a sluice.Rule, its key, the methods it covers.
 type rule struct {
-	r        sluice.Rule
+	r        sluice.Rule          // as given to WithRule
+	p        *sluice.PreparedRule // r, prepared by New; the checks carry it
 	key      KeyFunc
 	patterns []string        // as given to WithRule, checked by New
 	methods  map[string]bool // exact full method names
@@ -116,8 +117,9 @@ func WithShadow() Option { return func(i *Interceptor) { i.shadow = true } }
 func WithObserver(o Observer) Option { return func(i *Interceptor) { i.observer = o } }
 
 // New returns an Interceptor deciding calls with l by the rules given as
-// options. It fails on a nil Limiter, no rules, an invalid or nil part of a
-// rule, a malformed method name or two rules of one name.
+// options, each prepared once here (sluice.Limiter.Prepare). It fails on a
+// nil Limiter, no rules, an invalid or nil part of a rule, a rule the store
+// refuses, a malformed method name or two rules of one name.
 func New(l *sluice.Limiter, opts ...Option) (*Interceptor, error) {
 	if l == nil {
 		return nil, errors.New("grpclimit: nil Limiter")
@@ -133,9 +135,11 @@ func New(l *sluice.Limiter, opts ...Option) (*Interceptor, error) {
 	}
 	names := make(map[string]bool, len(i.rules))
 	for _, x := range i.rules {
-		if err := l.CheckRule(&x.r); err != nil {
+		p, err := l.Prepare(x.r)
+		if err != nil {
 			return nil, fmt.Errorf("grpclimit: %w", err)
 		}
+		x.p = p
 		if names[x.r.Name] {
 			return nil, fmt.Errorf("grpclimit: two rules named %q", x.r.Name)
 		}
@@ -220,13 +224,13 @@ func (i *Interceptor) limit(ctx context.Context, method string, setHeader func(m
 		if err != nil {
 			return keyError(x.r.Name, err)
 		}
-		checks = append(checks, sluice.Check{Rule: &x.r, Key: k})
+		checks = append(checks, sluice.Check{Rule: x.p, Key: k})
 		rules = append(rules, x)
 	}
 	if len(checks) == 0 {
 		return nil
 	}
-	res, err := i.l.Take(ctx, 1, checks, nil)
+	res, err := i.l.Take(ctx, checks, nil)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 			return status.FromContextError(err).Err()
@@ -286,11 +290,11 @@ func denial(checks []sluice.Check, res sluice.Result) error {
 	var names []string
 	qf := &errdetails.QuotaFailure{}
 	for j, c := range checks {
-		if !c.Rule.Shadow && !res.Decisions[j].Allowed {
-			name := fmt.Sprintf("%q", c.Rule.Name)
+		if !c.Rule.Shadow() && !res.Decisions[j].Allowed {
+			name := fmt.Sprintf("%q", c.Rule.Name())
 			names = append(names, name)
 			qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
-				QuotaId:     c.Rule.Name,
+				QuotaId:     c.Rule.Name(),
 				QuotaValue:  c.Rule.Quota(),
 				Description: "rate limit " + name + " exceeded",
 			})

@@ -231,8 +231,8 @@ func (o *observed) observer() grpclimit.Option {
 	return grpclimit.WithObserver(func(_ context.Context, method string, checks []sluice.Check, res sluice.Result) {
 		ob := observation{method: method, keys: map[string]string{}, allowed: map[string]bool{}, res: res}
 		for i, c := range checks {
-			ob.keys[c.Rule.Name] = c.Key
-			ob.allowed[c.Rule.Name] = res.Decisions[i].Allowed
+			ob.keys[c.Rule.Name()] = c.Key
+			ob.allowed[c.Rule.Name()] = res.Decisions[i].Allowed
 		}
 		o.mu.Lock()
 		defer o.mu.Unlock()
@@ -253,7 +253,7 @@ func (o *observed) last(t *testing.T) observation {
 func TestRulesPerMethodAllOrNothing(t *testing.T) {
 	var o observed
 	e := start(t,
-		grpclimit.WithRule(gcra("all", 100), grpclimit.Static("")),
+		grpclimit.WithRule(gcra("all", 100), grpclimit.Const("")),
 		grpclimit.WithRule(gcra("check", 1), grpclimit.PeerIP(), methodCheck),
 		grpclimit.WithRule(gcra("health", 3), grpclimit.Join(grpclimit.Method(), grpclimit.PeerIP()), "/grpc.health.v1.Health/*"),
 		o.observer(),
@@ -514,7 +514,7 @@ func TestDenialDetails(t *testing.T) {
 	shadow.Shadow = true
 	e := start(t,
 		grpclimit.WithRule(gcra("per-ip", 2), grpclimit.PeerIP()),
-		grpclimit.WithRule(gcra("global", 100), grpclimit.Static("all")),
+		grpclimit.WithRule(gcra("global", 100), grpclimit.Const("all")),
 		grpclimit.WithRule(shadow, grpclimit.PeerIP()),
 	)
 	for range 2 {
@@ -635,7 +635,7 @@ func TestBadPeer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lenient, err := grpclimit.New(l, grpclimit.WithRule(gcra("ip-or-local", 10), grpclimit.First(grpclimit.PeerIP(), grpclimit.Static("local"))))
+	lenient, err := grpclimit.New(l, grpclimit.WithRule(gcra("ip-or-local", 10), grpclimit.First(grpclimit.PeerIP(), grpclimit.Const("local"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -656,7 +656,7 @@ func TestBadPeer(t *testing.T) {
 			}
 			called = false
 			if _, err := lenient.Unary(ctx, nil, info, handler); err != nil || !called {
-				t.Fatalf("First(PeerIP(), Static): %v, handler ran: %v", err, called)
+				t.Fatalf("First(PeerIP(), Const): %v, handler ran: %v", err, called)
 			}
 		})
 	}
@@ -691,7 +691,7 @@ func TestCanceledContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ic, err := grpclimit.New(l, grpclimit.WithRule(gcra("all", 1), grpclimit.Static("")))
+	ic, err := grpclimit.New(l, grpclimit.WithRule(gcra("all", 1), grpclimit.Const("")))
 	if err != nil {
 		t.Fatal(err)
 	}

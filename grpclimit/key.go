@@ -54,7 +54,7 @@ const MaxKeyLen = keys.MaxLen
 //
 // A call without a peer, or whose peer address is not an IP address (a
 // Unix socket, an in-memory listener), is an error wrapping ErrNoKey: wrap
-// PeerIP in Optional to exempt such calls, or in First with Static to give
+// PeerIP in Optional to exempt such calls, or in First with Const to give
 // them one shared key.
 func PeerIP() KeyFunc {
 	return func(ctx context.Context, _ string) (string, error) {
@@ -160,9 +160,9 @@ func Method() KeyFunc {
 	}
 }
 
-// Static keys every call alike: a rule with Static is one limit shared by
+// Const keys every call alike: a rule with Const is one limit shared by
 // all the calls it covers, such as the capacity of a backend.
-func Static(key string) KeyFunc {
+func Const(key string) KeyFunc {
 	return func(context.Context, string) (string, error) { return key, nil }
 }
 
@@ -170,7 +170,7 @@ func Static(key string) KeyFunc {
 // are escaped ('\' and '|' take a backslash) and joined with '|', so that
 // distinct tuples never make the same key ("a|b","c" is not "a","b|c").
 // The first error of a part is Join's error. Join of no keys is
-// Static("").
+// Const("").
 func Join(parts ...KeyFunc) KeyFunc {
 	parts = append([]KeyFunc(nil), parts...)
 	return func(ctx context.Context, method string) (string, error) {

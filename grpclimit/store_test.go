@@ -35,14 +35,14 @@ func (s *flakyStore) setErr(err error) {
 	s.err = err
 }
 
-func (s *flakyStore) Take(ctx context.Context, now time.Time, n int64, checks []sluice.Check, out []sluice.Decision) error {
+func (s *flakyStore) Take(ctx context.Context, now time.Time, checks []sluice.Check, out []sluice.Decision) error {
 	s.mu.Lock()
 	err := s.err
 	s.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	return s.Store.Take(ctx, now, n, checks, out)
+	return s.Store.Take(ctx, now, checks, out)
 }
 
 // fakeClock is a clock the test moves by hand.

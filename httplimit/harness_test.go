@@ -196,8 +196,8 @@ func agree(t testing.TB, w *httptest.ResponseRecorder, checks []sluice.Check, re
 	names, pol, lim := rateFields(t, h)
 	var want []string
 	for _, c := range checks {
-		if !c.Rule.Shadow {
-			want = append(want, c.Rule.Name)
+		if !c.Rule.Shadow() {
+			want = append(want, c.Rule.Name())
 		}
 	}
 	if !slices.Equal(names, want) {
@@ -225,22 +225,22 @@ func agree(t testing.TB, w *httptest.ResponseRecorder, checks []sluice.Check, re
 		t.Fatalf("allowed with Retry-After %q", v)
 	}
 	for i, c := range checks {
-		if c.Rule.Shadow {
+		if c.Rule.Shadow() {
 			continue
 		}
 		d := res.Decisions[i]
-		if p := pol[c.Rule.Name]; p.q != c.Rule.Quota() {
-			t.Errorf("%s: q=%d, want the quota %d", c.Rule.Name, p.q, c.Rule.Quota())
+		if p := pol[c.Rule.Name()]; p.q != c.Rule.Quota() {
+			t.Errorf("%s: q=%d, want the quota %d", c.Rule.Name(), p.q, c.Rule.Quota())
 		}
 		if res.Err != nil {
 			continue
 		}
-		l, ok := lim[c.Rule.Name]
+		l, ok := lim[c.Rule.Name()]
 		if !ok {
-			t.Fatalf("%s: not in RateLimit %q", c.Rule.Name, h.Get("RateLimit"))
+			t.Fatalf("%s: not in RateLimit %q", c.Rule.Name(), h.Get("RateLimit"))
 		}
 		if l.r != d.Remaining {
-			t.Errorf("%s: r=%d, want Remaining %d", c.Rule.Name, l.r, d.Remaining)
+			t.Errorf("%s: r=%d, want Remaining %d", c.Rule.Name(), l.r, d.Remaining)
 		}
 		wantT := int64(-1) // absent: the rule never gets back to idle
 		if d.ResetAfter != sluice.Never {
@@ -250,7 +250,7 @@ func agree(t testing.TB, w *httptest.ResponseRecorder, checks []sluice.Check, re
 			wantT = retry
 		}
 		if l.t != wantT {
-			t.Errorf("%s: t=%d, want %d (ResetAfter %v, Retry-After %d)", c.Rule.Name, l.t, wantT, d.ResetAfter, retry)
+			t.Errorf("%s: t=%d, want %d (ResetAfter %v, Retry-After %d)", c.Rule.Name(), l.t, wantT, d.ResetAfter, retry)
 		}
 	}
 	if res.Err != nil && h.Get("RateLimit") != "" {

@@ -28,7 +28,7 @@ func (m *Middleware) writeHeaders(h http.Header, s *scratch, res *sluice.Result)
 	buf := s.buf[:0]
 	n := 0 // enforced members written
 	for j, c := range s.checks {
-		if c.Rule.Shadow {
+		if c.Rule.Shadow() {
 			continue
 		}
 		n++
@@ -70,7 +70,7 @@ func (m *Middleware) writeHeaders(h http.Header, s *scratch, res *sluice.Result)
 func (m *Middleware) policyOf(s *scratch) string {
 	var b []byte
 	for j, c := range s.checks {
-		if !c.Rule.Shadow {
+		if !c.Rule.Shadow() {
 			b = fields.Append(b, m.rules[s.idx[j]].member)
 		}
 	}

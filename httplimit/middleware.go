@@ -26,12 +26,12 @@ type Middleware struct {
 
 // rule is a WithRule, with what the headers need prepared once.
 type rule struct {
-	rule   sluice.Rule // WithRule's copy; checks point to it
+	rule   *sluice.PreparedRule // prepared from WithRule's copy
 	key    KeyFunc
 	sf     string // the name as an sf-string
 	member string // RateLimit-Policy member
 	json   string // the name as a JSON string, for violated-policies
-	usage  bool   // by WithUsage: checked at cost 0, charged after
+	usage  bool   // by WithUsage: peeked on the way in, charged after
 }
 
 // scratch is one request's working memory, pooled. Nothing in it may be
@@ -79,7 +79,8 @@ func New(l *sluice.Limiter, opts ...Option) (*Middleware, error) {
 		if rk.key == nil {
 			return nil, fmt.Errorf("httplimit: rule %q has no key function", name)
 		}
-		if err := l.CheckRule(&rk.rule); err != nil {
+		prep, err := l.Prepare(rk.rule)
+		if err != nil {
 			return nil, fmt.Errorf("httplimit: %w", err)
 		}
 		if names[name] {
@@ -90,7 +91,7 @@ func New(l *sluice.Limiter, opts ...Option) (*Middleware, error) {
 		if err != nil {
 			return nil, fmt.Errorf("httplimit: rule %q cannot name a RateLimit policy: %w", name, err)
 		}
-		r := rule{rule: rk.rule, key: rk.key, sf: sf, member: member, json: fields.JSONString(name), usage: rk.usage}
+		r := rule{rule: prep, key: rk.key, sf: sf, member: member, json: fields.JSONString(name), usage: rk.usage}
 		m.rules = append(m.rules, r)
 		if rk.usage {
 			m.usage++
@@ -138,10 +139,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			if errors.Is(err, ErrSkip) {
 				continue
 			}
-			m.onError(w, r, fmt.Errorf("httplimit: rule %q: %w", rl.rule.Name, err))
+			m.onError(w, r, fmt.Errorf("httplimit: rule %q: %w", rl.rule.Name(), err))
 			return
 		}
-		s.checks = append(s.checks, sluice.Check{Rule: &rl.rule, Key: key})
+		s.checks = append(s.checks, sluice.Check{Rule: rl.rule, Key: key})
 		s.idx = append(s.idx, i)
 	}
 	if len(s.checks) == 0 {
@@ -160,19 +161,22 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			return
 		}
 	}
-	n, usage := cost, false
-	if m.usage > 0 {
-		// The WithUsage rules are checked at cost 0 beside the others at
-		// the request's cost: each check gets its cost of its own.
+	usage := false
+	if cost != 1 || m.usage > 0 {
+		// The WithUsage rules peek beside the others at the request's
+		// cost, as does every rule for a request of cost 0.
 		for j := range s.checks {
-			s.checks[j].Cost = cost
+			c := &s.checks[j]
 			if m.rules[s.idx[j]].usage {
-				s.checks[j].Cost, usage = 0, true
+				c.Peek, usage = true, true
+			} else if cost == 0 {
+				c.Peek = true
+			} else {
+				c.Cost = cost
 			}
 		}
-		n = 0
 	}
-	res, err := m.limiter.Take(r.Context(), n, s.checks, s.out[:0])
+	res, err := m.limiter.Take(r.Context(), s.checks, s.out[:0])
 	if err != nil {
 		m.onError(w, r, fmt.Errorf("httplimit: %w", err))
 		return
@@ -210,7 +214,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 func (m *Middleware) deny(w http.ResponseWriter, s *scratch, res *sluice.Result) {
 	names := s.names[:0]
 	for j, d := range res.Decisions {
-		if rl := &m.rules[s.idx[j]]; !d.Allowed && !rl.rule.Shadow {
+		if rl := &m.rules[s.idx[j]]; !d.Allowed && !rl.rule.Shadow() {
 			names = append(names, rl.json)
 		}
 	}

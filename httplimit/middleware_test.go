@@ -106,7 +106,7 @@ func TestRulesAllOrNothing(t *testing.T) {
 		var denied []string
 		for j, d := range res.Decisions {
 			if !d.Allowed {
-				denied = append(denied, checks[j].Rule.Name)
+				denied = append(denied, checks[j].Rule.Name())
 			}
 		}
 		if w.Code != s.code || !slices.Equal(denied, s.denied) {
@@ -362,7 +362,7 @@ func TestKeyErrors(t *testing.T) {
 			httplimit.WithRule(perIP, httplimit.ClientIP()))
 		w := h.send("192.0.2.1:1")
 		checks, _ := h.last()
-		if w.Code != 200 || len(checks) != 1 || checks[0].Rule.Name != perIP.Name {
+		if w.Code != 200 || len(checks) != 1 || checks[0].Rule.Name() != perIP.Name {
 			t.Fatalf("without a key: %d, checks %+v", w.Code, checks)
 		}
 		if p := w.Header().Get("RateLimit-Policy"); p != `"per-ip";q=5;w=60` {

@@ -30,15 +30,15 @@ type ruleKey struct {
 // key returns for the request. A request passes only if every rule
 // allows it, and then every rule is charged (see sluice.Limiter). At least
 // one rule is required; a rule may be given only once (rules are told
-// apart by name). The rule is copied: changing the caller's rule later
-// has no effect.
+// apart by name). New prepares the rule once, with the Limiter's
+// Prepare: changing the caller's rule later has no effect.
 func WithRule(rule sluice.Rule, key KeyFunc) Option {
 	return func(o *options) { o.given = append(o.given, ruleKey{rule: rule, key: key}) }
 }
 
 // WithCost sets the cost of a request, in the units of the rules' limits:
 // its size in bytes, the number of items it asks for. The default is 1.
-// A cost of 0 checks without charging. An error, or a negative cost,
+// A cost of 0 peeks: it checks without charging. An error, or a negative cost,
 // stops the request (see WithErrorHandler).
 func WithCost(cost func(r *http.Request) (int64, error)) Option {
 	return func(o *options) { o.cost = cost }

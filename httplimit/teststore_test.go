@@ -68,7 +68,7 @@ func (s *testStore) longest() int {
 	return s.maxKey
 }
 
-func (s *testStore) Take(ctx context.Context, now time.Time, n int64, checks []sluice.Check, out []sluice.Decision) error {
+func (s *testStore) Take(ctx context.Context, now time.Time, checks []sluice.Check, out []sluice.Decision) error {
 	s.mu.Lock()
 	err := s.err
 	for _, c := range checks {
@@ -81,17 +81,17 @@ func (s *testStore) Take(ctx context.Context, now time.Time, n int64, checks []s
 	if err != nil {
 		return err
 	}
-	return s.Store.Take(ctx, now, n, checks, out)
+	return s.Store.Take(ctx, now, checks, out)
 }
 
 // nopStore allows everything without state: it measures the middleware
 // alone.
 type nopStore struct{}
 
-func (nopStore) Take(_ context.Context, _ time.Time, n int64, checks []sluice.Check, out []sluice.Decision) error {
+func (nopStore) Take(_ context.Context, _ time.Time, checks []sluice.Check, out []sluice.Decision) error {
 	for i, c := range checks {
 		q := c.Rule.Quota()
-		out[i] = sluice.Decision{Allowed: true, Limit: q, Remaining: q - n, ResetAfter: time.Second}
+		out[i] = sluice.Decision{Allowed: true, Limit: q, Remaining: q - c.Units(), ResetAfter: time.Second}
 	}
 	return nil
 }

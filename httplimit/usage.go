@@ -12,8 +12,8 @@ import (
 
 // WithUsage adds a rule charged by usage, after the fact: for costs known
 // only once the handler has done its work, such as the tokens of an LLM's
-// answer or the bytes it streamed. On the way in the request is checked
-// against the rule at cost 0, which records nothing and denies while less
+// answer or the bytes it streamed. On the way in the request peeks at
+// the rule (a check at cost 0), which records nothing and denies while less
 // than one unit is left (the rule in debt); once the handler returns, the
 // rule is charged what the handler reported with ReportUsage, whatever is
 // left, so a request that used more than was left takes the rule into
@@ -77,16 +77,17 @@ func (m *Middleware) serveUsage(w http.ResponseWriter, r *http.Request, next htt
 	defer func() {
 		n := u.n.Load()
 		if n == 0 {
+			// Nothing used, nothing to charge: a check of Cost 0 takes one.
 			return
 		}
 		charge := s.usage[:0]
 		for j := range s.checks {
 			if m.rules[s.idx[j]].usage {
-				charge = append(charge, sluice.Check{Rule: s.checks[j].Rule, Key: s.checks[j].Key})
+				charge = append(charge, sluice.Check{Rule: s.checks[j].Rule, Key: s.checks[j].Key, Cost: n})
 			}
 		}
 		s.usage = charge
-		res, err := m.limiter.Take(context.WithoutCancel(r.Context()), n, charge, s.out[:0])
+		res, err := m.limiter.Take(context.WithoutCancel(r.Context()), charge, s.out[:0])
 		if err == nil {
 			s.out, err = res.Decisions, res.Err
 		}

@@ -133,6 +133,17 @@ func TestUsageBesideRule(t *testing.T) {
 	}
 }
 
+// A request whose handler reports no usage is charged nothing: a check's
+// cost of 0 means one unit, so the middleware makes no charge at all.
+func TestUsageZero(t *testing.T) {
+	u := newUsageServer(t)
+	for i := range 3 {
+		if w := u.ask("k", "0"); w.Code != 200 || !strings.Contains(w.Header().Get("RateLimit"), "r=100;") {
+			t.Fatalf("request %d after answers of 0 tokens: %d, RateLimit %q; want 100 left", i+1, w.Code, w.Header().Get("RateLimit"))
+		}
+	}
+}
+
 // The charge is made when the handler returns though the client has gone,
 // and when the handler panics after reporting: the work was done.
 func TestUsageChargedWhatever(t *testing.T) {

@@ -33,16 +33,18 @@ func BenchmarkTake(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer st.Close()
-			rule := &sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(2)}
+			rule, err := sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(2)}.Prepare()
+			if err != nil {
+				b.Fatal(err)
+			}
 			checks := make([]sluice.Check, 1)
 			out := make([]sluice.Decision, 1)
 			for i := range held {
-				checks[0] = sluice.Check{Rule: rule, Key: keys[i]}
-				n := int64(1)
+				checks[0] = sluice.Check{Rule: rule, Key: keys[i], Cost: 1}
 				if c.denying > 0 && i%c.denying == 0 {
-					n = 2
+					checks[0].Cost = 2
 				}
-				if err := st.Take(ctx, now, n, checks, out); err != nil {
+				if err := st.Take(ctx, now, checks, out); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -53,12 +55,13 @@ func BenchmarkTake(b *testing.B) {
 				if c.fresh {
 					k = keys[held+i%(3*held)]
 				}
-				checks[0] = sluice.Check{Rule: rule, Key: k}
-				if err := st.Take(ctx, now, 0, checks, out); err != nil {
+				checks[0] = sluice.Check{Rule: rule, Key: k, Peek: true}
+				if err := st.Take(ctx, now, checks, out); err != nil {
 					b.Fatal(err)
 				}
 				if c.fresh {
-					if err := st.Take(ctx, now, 1, checks, out); err != nil {
+					checks[0].Peek = false
+					if err := st.Take(ctx, now, checks, out); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -127,7 +127,7 @@ func TestMaxBytes(t *testing.T) {
 	out := make([]sluice.Decision, 1)
 	for i := range n {
 		checks[0] = sluice.Check{Rule: r, Key: longKey(buf, 490, i)}
-		if err := s.Take(context.Background(), t0.Add(time.Duration(i)*time.Microsecond), 1, checks, out); err != nil || !out[0].Allowed {
+		if err := s.Take(context.Background(), t0.Add(time.Duration(i)*time.Microsecond), checks, out); err != nil || !out[0].Allowed {
 			t.Fatalf("Take on new key %d = %+v, %v, want allowed", i, out[0], err)
 		}
 		if got := s.Bytes(); got > bound {
@@ -190,7 +190,7 @@ func TestDefaultMaxBytes(t *testing.T) {
 	out := make([]sluice.Decision, 1)
 	for i := range n {
 		checks[0] = sluice.Check{Rule: r, Key: longKey(buf, 490, i)}
-		if err := s.Take(context.Background(), t0.Add(time.Duration(i)*time.Microsecond), 1, checks, out); err != nil || !out[0].Allowed {
+		if err := s.Take(context.Background(), t0.Add(time.Duration(i)*time.Microsecond), checks, out); err != nil || !out[0].Allowed {
 			t.Fatalf("Take on new key %d = %+v, %v, want allowed", i, out[0], err)
 		}
 	}
@@ -227,12 +227,12 @@ func TestBytesPerKey(t *testing.T) {
 				runtime.ReadMemStats(&before)
 				s := newStore(t, WithMaxKeys(n+1<<16), WithMaxBytes(1<<40), WithSweepInterval(0))
 				empty := s.Bytes()
-				r := &sluice.Rule{Name: "per-key", Algorithm: a, Limit: sluice.PerHour(10)}
+				r := prep(sluice.Rule{Name: "per-key", Algorithm: a, Limit: sluice.PerHour(10)})
 				buf := make([]byte, klen)
 				out := make([]sluice.Decision, 1)
 				for i := range n {
 					checks := []sluice.Check{{Rule: r, Key: longKey(buf, klen, i)}}
-					if err := s.Take(context.Background(), t0, 1, checks, out); err != nil {
+					if err := s.Take(context.Background(), t0, checks, out); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -248,7 +248,7 @@ func TestBytesPerKey(t *testing.T) {
 				if counted < heap || counted > heap*most {
 					t.Errorf("%.1f bytes counted a key, %.1f on the heap: want from 1 to %.2f times as many", counted, heap, most)
 				}
-				if sp, _ := r.Spec(); sp.Kind == algo.KindBucket && klen <= inlineKey && heap > 64 {
+				if sp := algo.Of(r); sp.Kind == algo.KindBucket && klen <= inlineKey && heap > 64 {
 					t.Errorf("%.1f heap bytes a key, want at most 64 for a bucket key of up to 16 bytes", heap)
 				}
 				runtime.KeepAlive(s)
@@ -264,10 +264,10 @@ func TestBytesPerKey(t *testing.T) {
 func TestBytesChurn(t *testing.T) {
 	const bound = 64 << 10
 	s := newStore(t, WithShards(4), WithMaxBytes(bound), WithSweepInterval(0))
-	rules := []*sluice.Rule{
+	rules := []*sluice.PreparedRule{
 		gcra("g", sluice.PerSecond(5)),
-		{Name: "l", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerSecond(200)},
-		{Name: "c", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.PerSecond(5)},
+		prep(sluice.Rule{Name: "l", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerSecond(200)}),
+		prep(sluice.Rule{Name: "c", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.PerSecond(5)}),
 	}
 	var wg sync.WaitGroup
 	for w := range 4 {
@@ -289,7 +289,7 @@ func TestBytesChurn(t *testing.T) {
 				// Keys of 5 a second deny often: a store full of them
 				// refuses a new key (ErrFull), which must keep the counts
 				// as well as an eviction does.
-				if err := s.Take(context.Background(), now, 1, checks, out); err != nil && !errors.Is(err, ErrFull) {
+				if err := s.Take(context.Background(), now, checks, out); err != nil && !errors.Is(err, ErrFull) {
 					t.Error(err)
 					return
 				}
@@ -314,10 +314,10 @@ func TestBytesChurn(t *testing.T) {
 func TestBytesOneByOne(t *testing.T) {
 	const bound = 64 << 10
 	s := newStore(t, WithShards(16), WithMaxBytes(bound), WithSweepInterval(0))
-	rules := []*sluice.Rule{
+	rules := []*sluice.PreparedRule{
 		gcra("g", sluice.PerHour(5)),
-		{Name: "l", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerHour(1000)},
-		{Name: "f", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerHour(5)},
+		prep(sluice.Rule{Name: "l", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerHour(1000)}),
+		prep(sluice.Rule{Name: "f", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerHour(5)}),
 	}
 	rnd := rand.New(rand.NewPCG(3, 4))
 	for i := range 3000 {
@@ -356,18 +356,18 @@ func TestTooLarge(t *testing.T) {
 	r := gcra("g", sluice.PerHour(5))
 	huge := strings.Repeat("h", bound)
 	out := make([]sluice.Decision, 2)
-	err := s.Take(context.Background(), t0, 1, []sluice.Check{{Rule: r, Key: huge}}, out)
+	err := s.Take(context.Background(), t0, []sluice.Check{{Rule: r, Key: huge}}, out)
 	if !errors.Is(err, ErrTooLarge) || !errors.Is(err, sluice.ErrRefused) {
 		t.Errorf("Take on a key of %d bytes = %v, want an error wrapping ErrTooLarge and sluice.ErrRefused", len(huge), err)
 	}
-	err = s.Take(context.Background(), t0, 1, []sluice.Check{{Rule: r, Key: "small"}, {Rule: r, Key: huge}}, out)
+	err = s.Take(context.Background(), t0, []sluice.Check{{Rule: r, Key: "small"}, {Rule: r, Key: huge}}, out)
 	if !errors.Is(err, ErrTooLarge) {
 		t.Errorf("Take on a policy with a key of %d bytes = %v, want an error wrapping ErrTooLarge", len(huge), err)
 	}
 	if s.Len() != 0 {
 		t.Errorf("after the refusals, Len() = %d, want 0", s.Len())
 	}
-	if err := s.Take(context.Background(), t0, 0, []sluice.Check{{Rule: r, Key: huge}}, out); err != nil || !out[0].Allowed {
+	if err := s.Take(context.Background(), t0, costed(0, []sluice.Check{{Rule: r, Key: huge}}), out); err != nil || !out[0].Allowed {
 		t.Errorf("a peek on the key = %+v, %v; want decided", out[0], err)
 	}
 	s.checkBytes(t, bound)
@@ -376,7 +376,7 @@ func TestTooLarge(t *testing.T) {
 	// bytes, allocated as 8,192, in a room of 8,192 less the 1,024 of
 	// the first table.
 	copyTooLarge := strings.Repeat("c", bound-int(emptyTableBytes)-100)
-	if err := s.Take(context.Background(), t0, 1, []sluice.Check{{Rule: r, Key: copyTooLarge}}, out); !errors.Is(err, ErrTooLarge) {
+	if err := s.Take(context.Background(), t0, []sluice.Check{{Rule: r, Key: copyTooLarge}}, out); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("Take on a key of %d bytes = %v, want an error wrapping ErrTooLarge", len(copyTooLarge), err)
 	}
 	s.checkBytes(t, bound)

@@ -5,7 +5,7 @@
 // sluice.NewLimiter, or use it as the fallback of a Redis store
 // (sluice.WithFallback). Limits are per process; for one limit across
 // several processes, use package redis. For "how many requests at once?",
-// use package concurrency, which takes this package's options.
+// use package concurrency.
 //
 // A Store takes the time as a parameter, is safe for concurrent use, and
 // holds at most WithMaxKeys keys and WithMaxBytes bytes, whichever binds

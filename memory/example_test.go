@@ -20,14 +20,20 @@ func ExampleStore() {
 	}
 	defer store.Close()
 
-	perSecond := &sluice.Rule{Name: "per-second", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(2)}
-	perDay := &sluice.Rule{Name: "per-day", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerDay(3)}
+	perSecond, err := sluice.Rule{Name: "per-second", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(2)}.Prepare()
+	if err != nil {
+		log.Fatal(err)
+	}
+	perDay, err := sluice.Rule{Name: "per-day", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerDay(3)}.Prepare()
+	if err != nil {
+		log.Fatal(err)
+	}
 	checks := []sluice.Check{{Rule: perSecond, Key: "203.0.113.7"}, {Rule: perDay, Key: "203.0.113.7"}}
 	out := make([]sluice.Decision, len(checks))
 
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	for i := range 4 {
-		if err := store.Take(context.Background(), now, 1, checks, out); err != nil {
+		if err := store.Take(context.Background(), now, checks, out); err != nil {
 			log.Fatal(err)
 		}
 		d := sluice.Combine(checks, out)
@@ -54,9 +60,12 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	rule := &sluice.Rule{Name: "api", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.Limit{Rate: 1, Period: time.Second, Burst: 2}}
+	rule, err := lim.Prepare(sluice.Rule{Name: "api", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.Limit{Rate: 1, Period: time.Second, Burst: 2}})
+	if err != nil {
+		log.Fatal(err)
+	}
 	for range 3 {
-		res, err := lim.Take(context.Background(), 1, []sluice.Check{{Rule: rule, Key: "alice"}}, nil)
+		res, err := lim.Take(context.Background(), []sluice.Check{{Rule: rule, Key: "alice"}}, nil)
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -34,11 +34,11 @@ func TestFloodKeepsDenyingKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rule := &sluice.Rule{Name: "per-client", Algorithm: a, Limit: sluice.PerHour(100)}
+			rule := prep(sluice.Rule{Name: "per-client", Algorithm: a, Limit: sluice.PerHour(100)})
 			ctx := context.Background()
 			spent := []sluice.Check{{Rule: rule, Key: "attacker"}}
 			for i := range 101 {
-				res, err := lim.Take(ctx, 1, spent, nil)
+				res, err := lim.Take(ctx, spent, nil)
 				if err != nil || res.Allowed != (i < 100) {
 					t.Fatalf("attacker's request %d: %+v, %v; want allowed %v", i+1, res.Decision, err, i < 100)
 				}
@@ -48,12 +48,12 @@ func TestFloodKeepsDenyingKey(t *testing.T) {
 			for i := range fresh {
 				clock.Advance(time.Microsecond) // 0.1s in all: no bucket refills a unit (36s)
 				checks[0] = sluice.Check{Rule: rule, Key: fmt.Sprintf("client-%06d", i)}
-				res, err := lim.Take(ctx, 1, checks, out)
+				res, err := lim.Take(ctx, checks, out)
 				if err != nil || !res.Allowed || res.Err != nil {
 					t.Fatalf("new key %d: %+v, %v, store error %v; want allowed by the store", i, res.Decision, err, res.Err)
 				}
 			}
-			res, err := lim.Take(ctx, 1, spent, nil)
+			res, err := lim.Take(ctx, spent, nil)
 			if err != nil || res.Allowed || res.Err != nil {
 				t.Errorf("attacker after %d new keys: %+v, %v, store error %v; want denied by the store", fresh, res.Decision, err, res.Err)
 			}
@@ -77,14 +77,14 @@ func TestFullOfDenyingKeys(t *testing.T) {
 	defer st.Close()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	ctx := context.Background()
-	rule := &sluice.Rule{Name: "once", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(1)}
+	rule := prep(sluice.Rule{Name: "once", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(1)})
 	out := make([]sluice.Decision, 1)
 	for i := range 64 {
-		if err := st.Take(ctx, now, 1, []sluice.Check{{Rule: rule, Key: fmt.Sprint(i)}}, out); err != nil || !out[0].Allowed {
+		if err := st.Take(ctx, now, []sluice.Check{{Rule: rule, Key: fmt.Sprint(i)}}, out); err != nil || !out[0].Allowed {
 			t.Fatalf("key %d: %+v, %v; want allowed", i, out[0], err)
 		}
 	}
-	err = st.Take(ctx, now, 1, []sluice.Check{{Rule: rule, Key: "new"}}, out)
+	err = st.Take(ctx, now, []sluice.Check{{Rule: rule, Key: "new"}}, out)
 	if !errors.Is(err, ErrFull) || !errors.Is(err, sluice.ErrNoRoom) || errors.Is(err, sluice.ErrRefused) {
 		t.Fatalf("Take on a new key in a store full of denying keys = %v, want ErrFull wrapping sluice.ErrNoRoom, not ErrRefused", err)
 	}
@@ -100,8 +100,8 @@ func TestFullOfDenyingKeys(t *testing.T) {
 		f     sluice.Failure
 		allow bool
 	}{{sluice.FailOpen, true}, {sluice.FailClosed, false}, {sluice.FailLocal, true}} {
-		r := &sluice.Rule{Name: "once", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(1), Failure: c.f}
-		res, err := lim.Take(ctx, 1, []sluice.Check{{Rule: r, Key: "new"}}, nil)
+		r := prep(sluice.Rule{Name: "once", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(1), Failure: c.f})
+		res, err := lim.Take(ctx, []sluice.Check{{Rule: r, Key: "new"}}, nil)
 		if err != nil || res.Allowed != c.allow || !errors.Is(res.Err, ErrFull) {
 			t.Errorf("failure %v: %+v, %v, store error %v; want allowed %v by the failure mode", c.f, res.Decision, err, res.Err, c.allow)
 		}
@@ -112,15 +112,15 @@ func TestFullOfDenyingKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &sluice.Rule{Name: "once", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(1), Failure: sluice.FailLocal}
-	if res, err := lim.Take(ctx, 1, []sluice.Check{{Rule: r, Key: "new"}}, nil); err != nil || !res.Allowed {
+	r := prep(sluice.Rule{Name: "once", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(1), Failure: sluice.FailLocal})
+	if res, err := lim.Take(ctx, []sluice.Check{{Rule: r, Key: "new"}}, nil); err != nil || !res.Allowed {
 		t.Errorf("failure local, the fallback full: %+v, %v; want allowed", res.Decision, err)
 	}
-	if res, err := lim.Take(ctx, 1, []sluice.Check{{Rule: r, Key: "0"}}, nil); err != nil || res.Allowed {
+	if res, err := lim.Take(ctx, []sluice.Check{{Rule: r, Key: "0"}}, nil); err != nil || res.Allowed {
 		t.Errorf("failure local, a spent key in the fallback: %+v, %v; want denied", res.Decision, err)
 	}
 	for i := range 64 {
-		if err := st.Take(ctx, now, 1, []sluice.Check{{Rule: rule, Key: fmt.Sprint(i)}}, out); err != nil || out[0].Allowed {
+		if err := st.Take(ctx, now, []sluice.Check{{Rule: rule, Key: fmt.Sprint(i)}}, out); err != nil || out[0].Allowed {
 			t.Fatalf("key %d after the refusals: %+v, %v; want denied", i, out[0], err)
 		}
 	}
@@ -129,7 +129,7 @@ func TestFullOfDenyingKeys(t *testing.T) {
 // downStore is a store that always fails.
 type downStore struct{}
 
-func (downStore) Take(context.Context, time.Time, int64, []sluice.Check, []sluice.Decision) error {
+func (downStore) Take(context.Context, time.Time, []sluice.Check, []sluice.Decision) error {
 	return errors.New("down")
 }
 
@@ -141,9 +141,9 @@ func (downStore) Take(context.Context, time.Time, int64, []sluice.Check, []sluic
 func TestFullStoreKeepsHeldKeyDenied(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	ctx := context.Background()
-	perIP := &sluice.Rule{Name: "ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(1)}
-	perKey := &sluice.Rule{Name: "key", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerHour(5)}
-	roomy := &sluice.Rule{Name: "roomy", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerHour(10)}
+	perIP := prep(sluice.Rule{Name: "ip", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(1)})
+	perKey := prep(sluice.Rule{Name: "key", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerHour(5)})
+	roomy := prep(sluice.Rule{Name: "roomy", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerHour(10)})
 	// full returns a store of 64 keys: the 64 - len(allowing) spent keys
 	// "0", "1", ... of perIP, and the keys named, charged once by roomy.
 	full := func(allowing ...string) (*Store, *sluice.Limiter) {
@@ -154,12 +154,12 @@ func TestFullStoreKeepsHeldKeyDenied(t *testing.T) {
 		t.Cleanup(func() { st.Close() })
 		out := make([]sluice.Decision, 1)
 		for _, k := range allowing {
-			if err := st.Take(ctx, now, 1, []sluice.Check{{Rule: roomy, Key: k}}, out); err != nil || !out[0].Allowed {
+			if err := st.Take(ctx, now, []sluice.Check{{Rule: roomy, Key: k}}, out); err != nil || !out[0].Allowed {
 				t.Fatalf("roomy key %s: %+v, %v; want allowed", k, out[0], err)
 			}
 		}
 		for i := range 64 - len(allowing) {
-			if err := st.Take(ctx, now, 1, []sluice.Check{{Rule: perIP, Key: fmt.Sprint(i)}}, out); err != nil || !out[0].Allowed {
+			if err := st.Take(ctx, now, []sluice.Check{{Rule: perIP, Key: fmt.Sprint(i)}}, out); err != nil || !out[0].Allowed {
 				t.Fatalf("key %d: %+v, %v; want allowed", i, out[0], err)
 			}
 		}
@@ -172,7 +172,7 @@ func TestFullStoreKeepsHeldKeyDenied(t *testing.T) {
 
 	st, lim := full()
 	for k := range 3 {
-		res, err := lim.Take(ctx, 1, []sluice.Check{{Rule: perIP, Key: "7"}, {Rule: perKey, Key: fmt.Sprint("fresh-", k)}}, nil)
+		res, err := lim.Take(ctx, []sluice.Check{{Rule: perIP, Key: "7"}, {Rule: perKey, Key: fmt.Sprint("fresh-", k)}}, nil)
 		if err != nil || res.Allowed || res.Err != nil || res.Decisions[0].Allowed || res.Decisions[0].RetryAfter <= 0 {
 			t.Fatalf("spent key beside new key %d: %+v, %v, store error %v; want denied by the spent key, not by a failure mode", k, res, err, res.Err)
 		}
@@ -184,12 +184,12 @@ func TestFullStoreKeepsHeldKeyDenied(t *testing.T) {
 	// A held key that allows is not charged when the new key finds no
 	// room: the failure mode (open) decides, charging nothing.
 	st, lim = full("held")
-	res, err := lim.Take(ctx, 1, []sluice.Check{{Rule: roomy, Key: "held"}, {Rule: perKey, Key: "fresh"}}, nil)
+	res, err := lim.Take(ctx, []sluice.Check{{Rule: roomy, Key: "held"}, {Rule: perKey, Key: "fresh"}}, nil)
 	if err != nil || !res.Allowed || !errors.Is(res.Err, ErrFull) {
 		t.Fatalf("allowing key beside new key: %+v, %v, store error %v; want allowed by the failure mode", res.Decision, err, res.Err)
 	}
 	out := make([]sluice.Decision, 1)
-	if err := st.Take(ctx, now, 0, []sluice.Check{{Rule: roomy, Key: "held"}}, out); err != nil || out[0].Remaining != 9 {
+	if err := st.Take(ctx, now, costed(0, []sluice.Check{{Rule: roomy, Key: "held"}}), out); err != nil || out[0].Remaining != 9 {
 		t.Fatalf("roomy key after: %+v, %v; want 9 left (charged once only)", out[0], err)
 	}
 }

@@ -31,17 +31,19 @@ func FuzzTake(f *testing.F) {
 // usage is set.
 func fuzzTake(t *testing.T, data []byte, usage bool) {
 	limits := []sluice.Limit{sluice.PerSecond(3), {Rate: 5, Period: 250 * time.Millisecond, Burst: 8}, {Rate: 0, Period: time.Second, Burst: 2}}
-	var rules []*sluice.Rule
+	var rules []*sluice.PreparedRule
 	for i := range 2 {
 		a := sluice.Algos()[int(data[0]>>(3*i))%len(sluice.Algos())]
-		rules = append(rules, &sluice.Rule{Name: string(rune('p' + i)), Algorithm: a, Limit: limits[int(data[0]>>(2+i))%len(limits)]})
+		rules = append(rules, prep(sluice.Rule{Name: string(rune('p' + i)), Algorithm: a, Limit: limits[int(data[0]>>(2+i))%len(limits)]}))
 	}
 	if usage {
-		rules[0].Charge = sluice.ChargeUsage
+		r := rules[0].Rule()
+		r.Charge = sluice.ChargeUsage
+		rules[0] = prep(r)
 	}
-	twin := *rules[0]
+	twin := rules[0].Rule()
 	twin.Shadow = true
-	rules = append(rules, &twin)
+	rules = append(rules, prep(twin))
 
 	const bound = 4
 	s := newStore(t, WithShards(1), WithMaxKeys(bound), WithSweepInterval(0))

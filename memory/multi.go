@@ -2,6 +2,7 @@ package memory
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
@@ -62,7 +63,7 @@ func (s *Store) takeMulti(now int64, checks []sluice.Check, out []sluice.Decisio
 		size += specBytes(hs[i].sp) + int64(len(checks[i].Key))
 	}
 	if err := s.bound.Fits(size); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrTooLarge, err)
 	}
 	defer func() {
 		if s.bound.Over() { // adding keys to pinned or empty shards

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // seqModel is the memory store's multi-check semantics, spelled out on
@@ -26,10 +27,10 @@ type op struct {
 	n  int64
 }
 
-func id(c sluice.Check) string { return c.Rule.Name + "/" + c.Key }
+func id(c sluice.Check) string { return c.Rule.Name() + "/" + c.Key }
 
-func replay(t *testing.T, r *sluice.Rule, ops []op, at time.Time, n int64) sluice.Decision {
-	a, err := r.Algorithm.New(r.Limit)
+func replay(t *testing.T, r *sluice.PreparedRule, ops []op, at time.Time, n int64) sluice.Decision {
+	a, err := r.Rule().Algorithm.New(r.Rule().Limit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func (m *seqModel) take(t *testing.T, now time.Time, n int64, checks []sluice.Ch
 	allowed := true
 	for _, shadow := range []bool{false, true} {
 		for i, c := range checks {
-			if c.Rule.Shadow != shadow {
+			if c.Rule.Shadow() != shadow {
 				continue
 			}
 			k := id(c)
@@ -88,14 +89,14 @@ func TestMultiModel(t *testing.T) {
 	for seed := range uint64(seeds) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			rnd := rand.New(rand.NewPCG(seed, 1))
-			var rules []*sluice.Rule
+			var rules []*sluice.PreparedRule
 			for i := range 2 {
 				a := sluice.Algos()[rnd.IntN(len(sluice.Algos()))]
-				rules = append(rules, &sluice.Rule{Name: fmt.Sprint("r", i), Algorithm: a, Limit: limits[rnd.IntN(len(limits))]})
+				rules = append(rules, prep(sluice.Rule{Name: fmt.Sprint("r", i), Algorithm: a, Limit: limits[rnd.IntN(len(limits))]}))
 			}
-			twin := *rules[0]
+			twin := rules[0].Rule()
 			twin.Shadow = true
-			rules = append(rules, &twin)
+			rules = append(rules, prep(twin))
 			s := newStore(t, WithSweepInterval(0))
 			m := &seqModel{hist: map[string][]op{}}
 			now := t0.Add(time.Duration(rnd.Int64N(int64(time.Second))))
@@ -122,7 +123,7 @@ func names(checks []sluice.Check) []string {
 	var ns []string
 	for _, c := range checks {
 		s := id(c)
-		if c.Rule.Shadow {
+		if c.Rule.Shadow() {
 			s += "(shadow)"
 		}
 		ns = append(ns, s)
@@ -136,13 +137,13 @@ func names(checks []sluice.Check) []string {
 func TestLogRing(t *testing.T) {
 	const rate = 200
 	s := newStore(t, WithSweepInterval(0))
-	r := &sluice.Rule{Name: "log", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerSecond(rate)}
-	ref, err := sluice.NewSlidingLog(r.Limit)
+	r := prep(sluice.Rule{Name: "log", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerSecond(rate)})
+	ref, err := sluice.NewSlidingLog(r.Rule().Limit)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ringCap := func() int {
-		sp, _ := r.Spec()
+		sp := algo.Of(r)
 		var p probe
 		p.init(s.hash(sp, "k"), "k")
 		r, _ := s.shard(p.h).find(&p, sp)
@@ -184,8 +185,8 @@ func TestMixedConcurrency(t *testing.T) {
 	for _, a := range sluice.Algos() {
 		t.Run(string(a), func(t *testing.T) {
 			s := newStore(t, WithSweepInterval(0))
-			ra := &sluice.Rule{Name: "a", Algorithm: a, Limit: sluice.PerHour(quotaA)}
-			rb := &sluice.Rule{Name: "b", Algorithm: a, Limit: sluice.PerHour(quotaB)}
+			ra := prep(sluice.Rule{Name: "a", Algorithm: a, Limit: sluice.PerHour(quotaA)})
+			rb := prep(sluice.Rule{Name: "b", Algorithm: a, Limit: sluice.PerHour(quotaB)})
 			ca, cb := sluice.Check{Rule: ra, Key: "k"}, sluice.Check{Rule: rb, Key: "k"}
 			var singles, policies atomic.Int64
 			var wg sync.WaitGroup
@@ -197,12 +198,12 @@ func TestMixedConcurrency(t *testing.T) {
 					out := make([]sluice.Decision, 2)
 					for i := range ops {
 						if (i+w)%2 == 0 {
-							s.Take(context.Background(), t0, 1, one, out)
+							s.Take(context.Background(), t0, one, out)
 							if out[0].Allowed {
 								singles.Add(1)
 							}
 						} else {
-							s.Take(context.Background(), t0, 1, both, out)
+							s.Take(context.Background(), t0, both, out)
 							if out[0].Allowed && out[1].Allowed {
 								policies.Add(1)
 							}
@@ -230,10 +231,10 @@ func TestMixedConcurrency(t *testing.T) {
 // and multi-checks, keep it within its bound, and race-free.
 func TestChurn(t *testing.T) {
 	s := newStore(t, WithShards(2), WithMaxKeys(32), WithSweepInterval(0))
-	rules := []*sluice.Rule{
+	rules := []*sluice.PreparedRule{
 		gcra("g", sluice.PerSecond(5)),
-		{Name: "l", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerSecond(5)},
-		{Name: "c", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.PerSecond(5)},
+		prep(sluice.Rule{Name: "l", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerSecond(5)}),
+		prep(sluice.Rule{Name: "c", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.PerSecond(5)}),
 	}
 	var wg sync.WaitGroup
 	for w := range 4 {
@@ -248,7 +249,7 @@ func TestChurn(t *testing.T) {
 				for j := range checks {
 					checks[j] = sluice.Check{Rule: rules[rnd.IntN(len(rules))], Key: fmt.Sprint(rnd.IntN(100))}
 				}
-				if err := s.Take(context.Background(), now, 1, checks, out); err != nil {
+				if err := s.Take(context.Background(), now, checks, out); err != nil {
 					t.Error(err)
 					return
 				}

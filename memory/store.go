@@ -12,8 +12,7 @@ import (
 	"github.com/sluicehq/sluice/internal/algo"
 )
 
-// ErrClosed is returned by the methods of a closed Store or
-// concurrency.Limiter.
+// ErrClosed is returned by the methods of a closed Store.
 var ErrClosed = errors.New("memory: closed")
 
 // ErrShortOut is wrapped by the error of a Take whose out has fewer

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -19,24 +20,46 @@ import (
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func gcra(name string, l sluice.Limit) *sluice.Rule {
-	return &sluice.Rule{Name: name, Algorithm: sluice.AlgoGCRA, Limit: l}
+func gcra(name string, l sluice.Limit) *sluice.PreparedRule {
+	return prep(sluice.Rule{Name: name, Algorithm: sluice.AlgoGCRA, Limit: l})
+}
+
+// prep prepares a rule a test declares, which is valid.
+func prep(r sluice.Rule) *sluice.PreparedRule {
+	p, err := r.Prepare()
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// costed returns checks as a request of cost n makes them, the way these
+// tests are written: a check with a Cost of its own keeps it, the others
+// cost n, and with n = 0 they peek.
+func costed(n int64, checks []sluice.Check) []sluice.Check {
+	cs := slices.Clone(checks)
+	for i := range cs {
+		if cs[i].Cost == 0 {
+			cs[i].Cost, cs[i].Peek = n, n == 0
+		}
+	}
+	return cs
 }
 
 // take calls s.Take and fails the test on an error.
 func take(t *testing.T, s *Store, now time.Time, n int64, checks ...sluice.Check) []sluice.Decision {
 	t.Helper()
 	out := make([]sluice.Decision, len(checks))
-	if err := s.Take(context.Background(), now, n, checks, out); err != nil {
+	if err := s.Take(context.Background(), now, costed(n, checks), out); err != nil {
 		t.Fatalf("Take(t0+%v, %d) = %v", now.Sub(t0), n, err)
 	}
 	return out
 }
 
 // has reports whether s holds key under r, without touching it.
-func (s *Store) has(r *sluice.Rule, key string) bool {
-	sp, err := r.Spec()
-	if err != nil {
+func (s *Store) has(r *sluice.PreparedRule, key string) bool {
+	sp := algo.Of(r)
+	if sp == nil {
 		return false
 	}
 	var p probe
@@ -177,7 +200,7 @@ func TestMaxKeys(t *testing.T) {
 	out := make([]sluice.Decision, 1)
 	for i := range n {
 		checks[0] = sluice.Check{Rule: r, Key: key16(buf, i)}
-		if err := s.Take(context.Background(), t0.Add(time.Duration(i)*time.Microsecond), 1, checks, out); err != nil || !out[0].Allowed {
+		if err := s.Take(context.Background(), t0.Add(time.Duration(i)*time.Microsecond), checks, out); err != nil || !out[0].Allowed {
 			t.Fatalf("Take on new key %d = %+v, %v, want allowed", i, out[0], err)
 		}
 		if i%10_000 == 0 && s.Len() > bound {
@@ -217,7 +240,7 @@ func TestMaxKeysWindows(t *testing.T) {
 		t.Run(string(a), func(t *testing.T) {
 			const bound = 2_000
 			s := newStore(t, WithMaxKeys(bound), WithSweepInterval(0))
-			r := &sluice.Rule{Name: "w", Algorithm: a, Limit: sluice.PerHour(10)}
+			r := prep(sluice.Rule{Name: "w", Algorithm: a, Limit: sluice.PerHour(10)})
 			for i := range 20_000 {
 				if d := take(t, s, t0.Add(time.Duration(i)*time.Millisecond), 1, sluice.Check{Rule: r, Key: fmt.Sprint(i)})[0]; !d.Allowed {
 					t.Fatalf("Take on new key %d = %+v, want allowed", i, d)
@@ -308,7 +331,7 @@ func TestEvictionSparesDenying(t *testing.T) {
 	}
 	for i, st := range steps {
 		now := t0.Add(time.Duration(i) * 10 * time.Millisecond)
-		err := s.Take(ctx, now, 1, []sluice.Check{{Rule: r, Key: st.key}}, out)
+		err := s.Take(ctx, now, []sluice.Check{{Rule: r, Key: st.key}}, out)
 		if !errors.Is(err, st.err) || (err == nil) != (st.err == nil) {
 			t.Fatalf("step %d, +%s: %v, want %v", i, st.key, err, st.err)
 		}
@@ -327,7 +350,7 @@ func TestEvictionSparesDenying(t *testing.T) {
 		t.Errorf("Stats() = %+v, want %+v", got, want)
 	}
 	// Once a key is idle again it goes first, losing nothing.
-	if err := s.Take(ctx, t0.Add(2*time.Hour), 1, []sluice.Check{{Rule: r, Key: "f"}}, out); err != nil || !out[0].Allowed {
+	if err := s.Take(ctx, t0.Add(2*time.Hour), []sluice.Check{{Rule: r, Key: "f"}}, out); err != nil || !out[0].Allowed {
 		t.Fatalf("+f two hours later: %+v, %v; want allowed", out[0], err)
 	}
 	if got := s.Stats(); got.EvictedIdle != 1 || got.EvictedLive != 2 {
@@ -342,7 +365,7 @@ func TestSweep(t *testing.T) {
 	for _, a := range sluice.Algos() {
 		t.Run(string(a), func(t *testing.T) {
 			s := newStore(t, WithSweepInterval(0))
-			r := &sluice.Rule{Name: "r", Algorithm: a, Limit: sluice.PerSecond(3)}
+			r := prep(sluice.Rule{Name: "r", Algorithm: a, Limit: sluice.PerSecond(3)})
 			now := t0.Add(123456789)
 			d := take(t, s, now, 2, sluice.Check{Rule: r, Key: "k"})[0]
 			if s.Len() != 1 || d.ResetAfter <= 0 {
@@ -408,7 +431,7 @@ func TestSweeperAndClose(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Errorf("Close() = %v", err)
 		}
-		if err := s.Take(context.Background(), t0, 1, []sluice.Check{{Rule: r, Key: "k"}}, make([]sluice.Decision, 1)); !errors.Is(err, ErrClosed) {
+		if err := s.Take(context.Background(), t0, []sluice.Check{{Rule: r, Key: "k"}}, make([]sluice.Decision, 1)); !errors.Is(err, ErrClosed) {
 			t.Errorf("Take after Close = %v, want ErrClosed", err)
 		}
 		if err := s.Close(); err != nil {
@@ -418,31 +441,31 @@ func TestSweeperAndClose(t *testing.T) {
 }
 
 // TestRuleIdentity: a rule is its name, algorithm and limit. The same
-// values under a new pointer share the state; a changed limit or algorithm
+// values prepared again share the state; a changed limit or algorithm
 // starts afresh and never reads the old state with the new arithmetic;
 // changing back finds the old state.
 func TestRuleIdentity(t *testing.T) {
 	s := newStore(t, WithSweepInterval(0))
-	r := gcra("api", sluice.PerHour(2))
-	c := sluice.Check{Rule: r, Key: "k"}
-	take(t, s, t0, 2, c)
-	if d := take(t, s, t0, 1, sluice.Check{Rule: gcra("api", sluice.PerHour(2)), Key: "k"})[0]; d.Allowed {
-		t.Errorf("a copy of the rule: %+v, want denied, sharing the state", d)
+	r := sluice.Rule{Name: "api", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerHour(2)}
+	c := func() sluice.Check { return sluice.Check{Rule: prep(r), Key: "k"} }
+	take(t, s, t0, 2, c())
+	if d := take(t, s, t0, 1, c())[0]; d.Allowed {
+		t.Errorf("the rule prepared again: %+v, want denied, sharing the state", d)
 	}
-	r.Limit = sluice.PerHour(5) // reloaded in place
-	if d := take(t, s, t0, 1, c)[0]; !d.Allowed || d.Remaining != 4 {
+	r.Limit = sluice.PerHour(5) // reloaded
+	if d := take(t, s, t0, 1, c())[0]; !d.Allowed || d.Remaining != 4 {
 		t.Errorf("after the limit changed to 5/h: %+v, want a fresh key: allowed, Remaining 4", d)
 	}
 	r.Algorithm = sluice.AlgoFixedWindow
-	if d := take(t, s, t0, 1, c)[0]; !d.Allowed || d.Remaining != 4 {
+	if d := take(t, s, t0, 1, c())[0]; !d.Allowed || d.Remaining != 4 {
 		t.Errorf("after the algorithm changed: %+v, want a fresh key: allowed, Remaining 4", d)
 	}
 	r.Algorithm, r.Limit = sluice.AlgoGCRA, sluice.PerHour(2)
-	if d := take(t, s, t0, 0, c)[0]; d.Remaining != 0 {
+	if d := take(t, s, t0, 0, c())[0]; d.Remaining != 0 {
 		t.Errorf("back to 2/h: %+v, want the old state, Remaining 0", d)
 	}
 	r.Shadow, r.Failure = true, sluice.FailClosed
-	if d := take(t, s, t0, 0, c)[0]; d.Remaining != 0 {
+	if d := take(t, s, t0, 0, c())[0]; d.Remaining != 0 {
 		t.Errorf("in shadow mode: %+v, want the same state, Remaining 0", d)
 	}
 }
@@ -476,17 +499,17 @@ func TestAllocs(t *testing.T) {
 	s := newStore(t, WithSweepInterval(0))
 	var checks []sluice.Check
 	for _, a := range sluice.Algos() {
-		checks = append(checks, sluice.Check{Rule: &sluice.Rule{Name: "r", Algorithm: a, Limit: sluice.PerSecond(1000)}, Key: "some-client-key"})
+		checks = append(checks, sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: a, Limit: sluice.PerSecond(1000)}), Key: "some-client-key"})
 	}
 	out := make([]sluice.Decision, len(checks))
 	ctx := context.Background()
 	now := t0
 	take(t, s, now, 1, checks...)
 	for i := range checks {
-		t.Run(string(checks[i].Rule.Algorithm), func(t *testing.T) {
+		t.Run(string(checks[i].Rule.Rule().Algorithm), func(t *testing.T) {
 			if a := testing.AllocsPerRun(100, func() {
 				now = now.Add(time.Millisecond)
-				s.Take(ctx, now, 1, checks[i:i+1], out)
+				s.Take(ctx, now, checks[i:i+1], out)
 			}); a != 0 {
 				t.Errorf("Take on an existing key: %v allocations, want 0", a)
 			}
@@ -495,7 +518,7 @@ func TestAllocs(t *testing.T) {
 	t.Run("policy", func(t *testing.T) {
 		if a := testing.AllocsPerRun(100, func() {
 			now = now.Add(time.Millisecond)
-			s.Take(ctx, now, 1, checks, out)
+			s.Take(ctx, now, checks, out)
 		}); a != 0 {
 			t.Errorf("Take of %d checks on existing keys: %v allocations, want 0", len(checks), a)
 		}
@@ -514,14 +537,11 @@ func TestTakeErrors(t *testing.T) {
 	}{
 		{"short out", []sluice.Check{good, good}, 1, "memory: out shorter than checks: 1 decisions for 2 checks"},
 		{"nil rule", []sluice.Check{good, {Key: "k"}}, 2, "memory: check 1 has no rule"},
-		{"no name", []sluice.Check{{Rule: gcra("", sluice.PerHour(1))}}, 1, "memory: check 0: sluice: rule has no name"},
-		{"bad period", []sluice.Check{good, {Rule: gcra("p", sluice.Limit{Rate: 1})}}, 2, `memory: check 1: rule "p": sluice: invalid limit: period 0s must be positive`},
-		{"bad algorithm", []sluice.Check{{Rule: &sluice.Rule{Name: "a", Algorithm: "gcra2", Limit: sluice.PerHour(1)}}}, 1, `memory: check 0: rule "a": sluice: unknown algorithm "gcra2"`},
-		{"too large", []sluice.Check{{Rule: &sluice.Rule{Name: "l", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerHour(1 << 21)}}}, 1, `memory: check 0: rule "l": sluice: limit too large`},
+		{"unprepared rule", []sluice.Check{good, {Rule: &sluice.PreparedRule{}, Key: "k"}}, 2, "memory: check 1: the rule is not prepared"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := s.Take(context.Background(), t0, 1, c.checks, make([]sluice.Decision, c.out))
+			err := s.Take(context.Background(), t0, c.checks, make([]sluice.Decision, c.out))
 			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 				t.Errorf("Take = %v, want an error starting %q", err, c.want)
 			}

@@ -180,7 +180,7 @@ func (sh *shard) insert(p *probe, sp *algo.Spec, now int64) (ref, error) {
 	}
 	dk, db := int64(1), specBytes(sp)+size
 	if err := sh.bound.Fits(db); err != nil {
-		return ref{}, err
+		return ref{}, fmt.Errorf("%w: %w", ErrTooLarge, err)
 	}
 	for !sh.bound.Take(dk, db) {
 		v, c := sh.victim(now)

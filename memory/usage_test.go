@@ -12,16 +12,16 @@ import (
 	"github.com/sluicehq/sluice/internal/algo"
 )
 
-func usage(name string, a sluice.Algo, l sluice.Limit) *sluice.Rule {
-	return &sluice.Rule{Name: name, Algorithm: a, Limit: l, Charge: sluice.ChargeUsage}
+func usage(name string, a sluice.Algo, l sluice.Limit) *sluice.PreparedRule {
+	return prep(sluice.Rule{Name: name, Algorithm: a, Limit: l, Charge: sluice.ChargeUsage})
 }
 
 // recorded is the units key holds under the window rule r: the fixed
 // window's count, the counter's current count, the log's live units
 // (which must add up to its count).
-func (s *Store) recorded(t *testing.T, r *sluice.Rule, key string) int64 {
+func (s *Store) recorded(t *testing.T, r *sluice.PreparedRule, key string) int64 {
 	t.Helper()
-	sp, _ := r.Spec()
+	sp := algo.Of(r)
 	h := s.hash(sp, key)
 	var p probe
 	p.init(h, key)
@@ -30,7 +30,7 @@ func (s *Store) recorded(t *testing.T, r *sluice.Rule, key string) int64 {
 	defer sh.mu.RUnlock()
 	ref, ok := sh.find(&p, sp)
 	if !ok {
-		t.Fatalf("%s/%q is not held", r.Name, key)
+		t.Fatalf("%s/%q is not held", r.Name(), key)
 	}
 	w := ref.sh.wins[ref.i]
 	switch sp.Kind {
@@ -42,7 +42,7 @@ func (s *Store) recorded(t *testing.T, r *sluice.Rule, key string) int64 {
 			sum += e.N
 		}
 		if sum != w.a {
-			t.Fatalf("%s/%q: the ring holds %d units, its count says %d", r.Name, key, sum, w.a)
+			t.Fatalf("%s/%q: the ring holds %d units, its count says %d", r.Name(), key, sum, w.a)
 		}
 	}
 	return w.a
@@ -68,7 +68,7 @@ func TestUsageConcurrency(t *testing.T) {
 					allowed.Go(func() {
 						out := make([]sluice.Decision, 1)
 						for range each {
-							if err := s.Take(context.Background(), t0, cost, c, out); err != nil {
+							if err := s.Take(context.Background(), t0, costed(cost, c), out); err != nil {
 								t.Error(err)
 								return
 							}
@@ -92,7 +92,7 @@ func TestUsageConcurrency(t *testing.T) {
 					t.Errorf("after %d units of 100: %+v, want denied, Remaining 0", workers*each*cost, d)
 				}
 				var got int64
-				if sp, _ := r.Spec(); sp.Kind == algo.KindBucket || sp.Kind == algo.KindWide {
+				if sp := algo.Of(r); sp.Kind == algo.KindBucket || sp.Kind == algo.KindWide {
 					got = int64(d.ResetAfter / (36 * time.Second)) // a unit drains in 36s
 				} else {
 					got = s.recorded(t, r, "shared")
@@ -112,12 +112,12 @@ func TestUsageNewKey(t *testing.T) {
 	for _, a := range sluice.Algos() {
 		t.Run(string(a), func(t *testing.T) {
 			s := newStore(t, WithSweepInterval(0))
-			gate := &sluice.Rule{Name: "gate", Algorithm: a, Limit: sluice.PerHour(10)}
+			gate := prep(sluice.Rule{Name: "gate", Algorithm: a, Limit: sluice.PerHour(10)})
 			use := usage("usage", a, sluice.PerHour(10))
 			zero := usage("zero", a, sluice.Limit{Rate: 0, Period: time.Hour})
-			for _, r := range []*sluice.Rule{gate, zero} {
+			for _, r := range []*sluice.PreparedRule{gate, zero} {
 				if d := take(t, s, t0, 11, sluice.Check{Rule: r, Key: "k"})[0]; d.Allowed || s.Len() != 0 {
-					t.Fatalf("%s: Take(t0, 11) on a new key = %+v, Len %d; want denied, nothing stored", r.Name, d, s.Len())
+					t.Fatalf("%s: Take(t0, 11) on a new key = %+v, Len %d; want denied, nothing stored", r.Name(), d, s.Len())
 				}
 			}
 			if d := take(t, s, t0, 11, sluice.Check{Rule: use, Key: "k"})[0]; d.Allowed || d.RetryAfter != sluice.Never || s.Len() != 1 {
@@ -174,7 +174,7 @@ func TestLogUsageRingGrows(t *testing.T) {
 	if got := s.recorded(t, r, "k"); got != 15 {
 		t.Errorf("recorded %d units, want 15", got)
 	}
-	sp, _ := r.Spec()
+	sp := algo.Of(r)
 	h := s.hash(sp, "k")
 	var p probe
 	p.init(h, "k")
@@ -199,17 +199,18 @@ func TestUsageAllocs(t *testing.T) {
 	for _, a := range sluice.Algos() {
 		checks = append(checks,
 			sluice.Check{Rule: usage("u", a, sluice.PerSecond(1000)), Key: "some-client-key"},
-			sluice.Check{Rule: &sluice.Rule{Name: "g", Algorithm: a, Limit: sluice.PerSecond(1000)}, Key: "some-client-key"})
+			sluice.Check{Rule: prep(sluice.Rule{Name: "g", Algorithm: a, Limit: sluice.PerSecond(1000)}), Key: "some-client-key"})
 	}
 	out := make([]sluice.Decision, len(checks))
 	ctx := context.Background()
 	now := t0
 	take(t, s, now, 1, checks...)
+	costs3, costs2000 := costed(3, checks), costed(2000, checks[:8])
 	for i := 0; i < len(checks); i += 2 {
-		t.Run(string(checks[i].Rule.Algorithm), func(t *testing.T) {
+		t.Run(string(checks[i].Rule.Rule().Algorithm), func(t *testing.T) {
 			if a := testing.AllocsPerRun(100, func() {
 				now = now.Add(time.Millisecond)
-				s.Take(ctx, now, 3, checks[i:i+1], out)
+				s.Take(ctx, now, costs3[i:i+1], out)
 			}); a != 0 {
 				t.Errorf("Take on an existing usage key: %v allocations, want 0", a)
 			}
@@ -218,7 +219,7 @@ func TestUsageAllocs(t *testing.T) {
 	t.Run("mixed", func(t *testing.T) {
 		if a := testing.AllocsPerRun(100, func() {
 			now = now.Add(time.Millisecond)
-			s.Take(ctx, now, 2000, checks[:8], out) // denied by all: the gate checks are undone
+			s.Take(ctx, now, costs2000, out) // denied by all: the gate checks are undone
 		}); a != 0 {
 			t.Errorf("Take of 8 mixed checks on existing keys: %v allocations, want 0", a)
 		}
@@ -234,9 +235,9 @@ func TestUsageSharedState(t *testing.T) {
 		t.Run(string(a), func(t *testing.T) {
 			s := newStore(t, WithSweepInterval(0))
 			l := sluice.PerHour(10)
-			gate := &sluice.Rule{Name: "shared", Algorithm: a, Limit: l}
+			gate := prep(sluice.Rule{Name: "shared", Algorithm: a, Limit: l})
 			use := usage("shared", a, l)
-			spent := &sluice.Rule{Name: "spent", Algorithm: a, Limit: sluice.PerHour(1)}
+			spent := prep(sluice.Rule{Name: "spent", Algorithm: a, Limit: sluice.PerHour(1)})
 			take(t, s, t0, 1, sluice.Check{Rule: spent, Key: "k"})
 			got := take(t, s, t0, 0,
 				sluice.Check{Rule: gate, Key: "k", Cost: 1},
@@ -268,7 +269,7 @@ func TestUsageDebtSurvivesFlood(t *testing.T) {
 			for i := range 200 {
 				now := t0.Add(time.Duration(i) * time.Millisecond)
 				c := []sluice.Check{{Rule: r, Key: fmt.Sprintf("client-%03d", i)}}
-				if err := s.Take(context.Background(), now, 1, c, out); err != nil && !errors.Is(err, ErrFull) {
+				if err := s.Take(context.Background(), now, c, out); err != nil && !errors.Is(err, ErrFull) {
 					t.Fatalf("new key %d: %v", i, err)
 				}
 			}

@@ -21,7 +21,10 @@ func TestShortHorizonBucket(t *testing.T) {
 	}
 	defer s.Close()
 	l := sluice.PerSecond(12347)
-	rule := &sluice.Rule{Name: "odd", Algorithm: sluice.AlgoTokenBucket, Limit: l}
+	rule, err := sluice.Rule{Name: "odd", Algorithm: sluice.AlgoTokenBucket, Limit: l}.Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ref, _ := sluice.NewTokenBucket(l)
 	rng := rand.New(rand.NewPCG(1, 2))
 	now := time.Unix(1_700_000_000, 0)
@@ -36,7 +39,7 @@ func TestShortHorizonBucket(t *testing.T) {
 			now = now.Add(time.Duration(rng.IntN(2000)) * time.Microsecond)
 		}
 		n := rng.Int64N(l.Rate + 2)
-		if err := s.Take(context.Background(), now, n, []sluice.Check{{Rule: rule, Key: "k"}}, out); err != nil {
+		if err := s.Take(context.Background(), now, []sluice.Check{{Rule: rule, Key: "k", Cost: n, Peek: n == 0}}, out); err != nil {
 			t.Fatal(err)
 		}
 		if want := ref.AllowN(now, n); out[0] != want {

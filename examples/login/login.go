@@ -42,10 +42,11 @@ const attemptTimeout = 10 * time.Second
 // neither rule is spent, and charges the rules only when the password was
 // wrong, so a user who logs in a hundred times a day is never limited.
 type login struct {
-	limiter  *sluice.Limiter      // failures, by the rules above
-	inFlight *concurrency.Limiter // attempts in progress, per address
-	clock    sluice.Clock         // the limiter's
-	clientIP httplimit.KeyFunc    // the client's address
+	limiter  *sluice.Limiter         // failures, by the rules above
+	rules    [2]*sluice.PreparedRule // perUserAndAddr and perAddr, prepared
+	inFlight *concurrency.Limiter    // attempts in progress, per address
+	clock    sluice.Clock            // the limiter's
+	clientIP httplimit.KeyFunc       // the client's address
 	verify   func(user, password string) bool
 }
 
@@ -61,10 +62,13 @@ func (l *login) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	checks := []sluice.Check{
-		{Rule: &perUserAndAddr, Key: addr + " " + user}, // an address has no spaces
-		{Rule: &perAddr, Key: addr},
+	// A check's zero Cost is one failure; Peek makes it cost nothing.
+	failure := []sluice.Check{
+		{Rule: l.rules[0], Key: addr + " " + user}, // an address has no spaces
+		{Rule: l.rules[1], Key: addr},
 	}
+	peek := []sluice.Check{failure[0], failure[1]}
+	peek[0].Peek, peek[1].Peek = true, true
 
 	// One attempt at a time per address, so that each failure is charged
 	// before the next attempt from there peeks: a thousand guesses sent
@@ -80,9 +84,9 @@ func (l *login) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer l.inFlight.Release(lease)
 
-	// Peek before the password is checked: a cost of 0 charges nothing and
+	// Peek before the password is checked: a peek charges nothing and
 	// reports what is left.
-	res, err := l.limiter.Take(ctx, 0, checks, nil)
+	res, err := l.limiter.Take(ctx, peek, nil)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -92,7 +96,7 @@ func (l *login) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Locked out. A peek is always allowed, so ask for one failure to
 		// learn for how long: with none left it is denied, and a denial
 		// charges nothing and says exactly when one would pass.
-		if res, err = l.limiter.Take(ctx, 1, checks, nil); err != nil {
+		if res, err = l.limiter.Take(ctx, failure, nil); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
@@ -112,7 +116,7 @@ func (l *login) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Charge the failure now that it is one.
 	if !charged {
-		if _, err := l.limiter.Take(ctx, 1, checks, nil); err != nil {
+		if _, err := l.limiter.Take(ctx, failure, nil); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}

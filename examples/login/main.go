@@ -79,6 +79,13 @@ func newLogin(clock sluice.Clock, verify func(user, password string) bool) (*log
 		store.Close()
 		return nil, nil, err
 	}
+	var rules [2]*sluice.PreparedRule
+	for i, r := range []sluice.Rule{perUserAndAddr, perAddr} {
+		if rules[i], err = limiter.Prepare(r); err != nil {
+			store.Close()
+			return nil, nil, err
+		}
+	}
 	inFlight, err := concurrency.New()
 	if err != nil {
 		store.Close()
@@ -86,6 +93,7 @@ func newLogin(clock sluice.Clock, verify func(user, password string) bool) (*log
 	}
 	l := &login{
 		limiter:  limiter,
+		rules:    rules,
 		inFlight: inFlight,
 		clock:    clock,
 		clientIP: httplimit.ClientIP(), // no proxies in front; name them if there are

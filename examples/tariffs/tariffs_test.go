@@ -162,13 +162,13 @@ type keyLog struct {
 	keys []string
 }
 
-func (k *keyLog) Take(ctx context.Context, now time.Time, n int64, checks []sluice.Check, out []sluice.Decision) error {
+func (k *keyLog) Take(ctx context.Context, now time.Time, checks []sluice.Check, out []sluice.Decision) error {
 	k.mu.Lock()
 	for _, c := range checks {
 		k.keys = append(k.keys, c.Key)
 	}
 	k.mu.Unlock()
-	return k.Store.Take(ctx, now, n, checks, out)
+	return k.Store.Take(ctx, now, checks, out)
 }
 
 // Every plan marks api_key secret: the store sees the key's digest only.

@@ -3,15 +3,7 @@ package bounded
 import (
 	"fmt"
 	"sync/atomic"
-
-	"github.com/sluicehq/sluice"
 )
-
-// ErrTooLarge is wrapped by the error of a request that would add keys
-// which could never fit in the byte bound, even with every other key
-// evicted. It wraps sluice.ErrRefused: the request is refused as given,
-// not failed.
-var ErrTooLarge = fmt.Errorf("memory: too large for the byte bound: %w", sluice.ErrRefused)
 
 // Bound counts the keys and the bytes of all shards against the bounds.
 //
@@ -106,10 +98,11 @@ func (b *Bound) Force(dk, db int64) {
 func (b *Bound) Over() bool { return b.n.Load() > b.Hard || b.bytes.Load() > b.MaxBytes }
 
 // Fits returns nil if a request adding keys of size bytes could fit once
-// every other key is evicted, else an error wrapping ErrTooLarge.
+// every other key is evicted, else an error that says so, for the
+// structure to wrap in its own.
 func (b *Bound) Fits(size int64) error {
 	if size <= b.room {
 		return nil
 	}
-	return fmt.Errorf("%w: keys of %d bytes, room for %d", ErrTooLarge, size, b.room)
+	return fmt.Errorf("keys of %d bytes, room for %d", size, b.room)
 }

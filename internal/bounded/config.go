@@ -1,18 +1,10 @@
 package bounded
 
 import (
-	"errors"
 	"fmt"
 	"math/bits"
 	"runtime"
 	"time"
-)
-
-// The defaults, documented by package memory, which re-exports them.
-const (
-	DefaultMaxKeys       = 1 << 20
-	DefaultMaxBytes      = 256 << 20
-	DefaultSweepInterval = time.Minute
 )
 
 // MaxShards bounds the shard count: more would cost memory and buy
@@ -28,13 +20,6 @@ const minShardKeys = 64
 // allows: 64 keys of 128 bytes.
 const minShardBytes = 8 << 10
 
-// ErrInvalidOption is wrapped by the error of an option with a value that
-// cannot be used.
-var ErrInvalidOption = errors.New("memory: invalid option")
-
-// Option sets a field of Config.
-type Option func(*Config)
-
 // Config is the options' result.
 type Config struct {
 	MaxKeys  int
@@ -43,29 +28,24 @@ type Config struct {
 	Sweep    time.Duration
 }
 
-// NewConfig applies opts over the defaults and checks the result. minRoom
-// is the fewest bytes a shard needs: its empty structures and as much
-// again for keys. The shard count comes out a power of two.
-func NewConfig(opts []Option, minRoom int64) (Config, error) {
-	c := Config{MaxKeys: DefaultMaxKeys, MaxBytes: DefaultMaxBytes, Sweep: DefaultSweepInterval}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
+// Check checks c and chooses its shard count, if 0, and rounds it up to a
+// power of two. minRoom is the fewest bytes a shard needs: its empty
+// structures and as much again for keys. Its errors wrap invalid, so that
+// each structure names itself in them.
+func (c *Config) Check(minRoom int64, invalid error) error {
 	switch {
 	case c.MaxKeys <= 0:
-		return c, fmt.Errorf("%w: max keys %d must be positive", ErrInvalidOption, c.MaxKeys)
+		return fmt.Errorf("%w: max keys %d must be positive", invalid, c.MaxKeys)
 	case c.MaxBytes < minRoom:
-		return c, fmt.Errorf("%w: max bytes %d must be at least %d", ErrInvalidOption, c.MaxBytes, minRoom)
+		return fmt.Errorf("%w: max bytes %d must be at least %d", invalid, c.MaxBytes, minRoom)
 	case c.Shards < 0 || c.Shards > MaxShards:
-		return c, fmt.Errorf("%w: shards %d must be between 1 and %d", ErrInvalidOption, c.Shards, MaxShards)
+		return fmt.Errorf("%w: shards %d must be between 1 and %d", invalid, c.Shards, MaxShards)
 	case c.Shards > c.MaxKeys:
-		return c, fmt.Errorf("%w: %d shards for %d keys leaves a shard with none", ErrInvalidOption, c.Shards, c.MaxKeys)
+		return fmt.Errorf("%w: %d shards for %d keys leaves a shard with none", invalid, c.Shards, c.MaxKeys)
 	case int64(c.Shards) > c.MaxBytes/minRoom:
-		return c, fmt.Errorf("%w: %d shards for %d bytes leaves a shard less than %d", ErrInvalidOption, c.Shards, c.MaxBytes, minRoom)
+		return fmt.Errorf("%w: %d shards for %d bytes leaves a shard less than %d", invalid, c.Shards, c.MaxBytes, minRoom)
 	case c.Sweep < 0:
-		return c, fmt.Errorf("%w: sweep interval %v must not be negative", ErrInvalidOption, c.Sweep)
+		return fmt.Errorf("%w: sweep interval %v must not be negative", invalid, c.Sweep)
 	}
 	if c.Shards == 0 {
 		c.Shards = max(16, 16*runtime.GOMAXPROCS(0))
@@ -77,7 +57,7 @@ func NewConfig(opts []Option, minRoom int64) (Config, error) {
 	for c.Shards > c.MaxKeys || int64(c.Shards) > c.MaxBytes/minRoom { // rounding up may pass the bounds
 		c.Shards /= 2
 	}
-	return c, nil
+	return nil
 }
 
 // Shift is 64 - log2 of the shard count: a 64-bit hash shifted right by it
