@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // charge: on a limit sets its rule's Charge: gate (the default) or usage.
@@ -52,15 +53,15 @@ func TestChargeReload(t *testing.T) {
 	if o == n || n.Charge != sluice.ChargeUsage || o.Charge != sluice.ChargeGate {
 		t.Errorf("after the reload: rule %+v (was %+v), want a new rule charged by usage", n, o)
 	}
-	was, err := o.Spec()
+	po, err := o.Prepare()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, err := n.Spec()
+	pn, err := n.Prepare()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if was.Ident != ns.Ident {
+	if was, ns := algo.Of(po), algo.Of(pn); was.Ident != ns.Ident {
 		t.Errorf("the reloaded rule's state is %v, was %v: want the same, so that counts survive", ns.Key, was.Key)
 	}
 }

@@ -147,44 +147,17 @@ func Parse(name string, data []byte) (*Config, error) {
 	return c, nil
 }
 
-// Reload loads paths as Load does, with the Options c was loaded with,
-// and carries over from c every rule that is unchanged (same domain,
-// descriptor, name and settings): the new Config holds the very same
-// *sluice.Rule, so that a store which keeps state per rule keeps it
-// across the reload. On error it returns nil and the error, and c is as
-// good as before. c may be nil, for Load's options.
+// Reload loads paths as Load does, with the Options c was loaded with.
+// A store keeps a key's state under the rule's value, so a rule left
+// unchanged keeps its counts across the reload. On error it returns nil
+// and the error, and c is as good as before. c may be nil, for Load's
+// options.
 func (c *Config) Reload(paths ...string) (*Config, error) {
 	var o Options
 	if c != nil {
 		o = c.opts
 	}
-	n, err := o.Load(paths...)
-	if err != nil {
-		return nil, err
-	}
-	if c != nil {
-		n.adopt(c)
-	}
-	return n, nil
-}
-
-// adopt takes old's rule pointers for the rules that did not change.
-func (c *Config) adopt(old *Config) {
-	for name, d := range c.domains {
-		od := old.domains[name]
-		if od == nil {
-			continue
-		}
-		prev := make(map[string]*sluice.Rule, len(od.limits))
-		for _, l := range od.limits {
-			prev[l.key] = l.rule
-		}
-		for _, l := range d.limits {
-			if r := prev[l.key]; r != nil && r.Equal(l.rule) {
-				l.rule = r
-			}
-		}
-	}
+	return o.Load(paths...)
 }
 
 func build(ds []*domainConfig, o Options) (*Config, []error) {
@@ -465,14 +438,14 @@ func (c *Config) Domains() []string {
 
 // Rules lists the rules to check, domain by domain in the order of
 // Domains, each domain's in file order. Unlimited limits have no rule to
-// check and are not listed. The rules are shared: do not modify them.
+// check and are not listed. The slice is new at each call.
 //
 // A Match's ID is its rule's index here.
-func (c *Config) Rules() []*sluice.Rule {
+func (c *Config) Rules() []sluice.Rule {
 	if c == nil {
 		return nil
 	}
-	var rs []*sluice.Rule
+	var rs []sluice.Rule
 	for _, name := range c.names {
 		for _, l := range c.domains[name].limits {
 			if !l.unlimited {
@@ -483,11 +456,11 @@ func (c *Config) Rules() []*sluice.Rule {
 	return rs
 }
 
-// CheckRules calls check on every rule of Rules and returns its errors,
-// joined, each as an *Error at the limit that holds the rule: for checks
-// a config cannot make by itself, such as whether a store can hold the
-// rule (sluice.Limiter.CheckRule).
-func (c *Config) CheckRules(check func(*sluice.Rule) error) error {
+// CheckRules calls check on every rule of Rules, in order, with its
+// index there, and returns its errors, joined, each as an *Error at the
+// limit that holds the rule: for checks a config cannot make by itself,
+// such as whether a store can hold the rule (sluice.Limiter.Prepare).
+func (c *Config) CheckRules(check func(id int, r sluice.Rule) error) error {
 	if c == nil {
 		return nil
 	}
@@ -497,7 +470,7 @@ func (c *Config) CheckRules(check func(*sluice.Rule) error) error {
 			if l.unlimited {
 				continue
 			}
-			if err := check(l.rule); err != nil {
+			if err := check(l.id, l.rule); err != nil {
 				errs = append(errs, &Error{File: l.file, Line: l.line, Field: l.field, Err: err})
 			}
 		}

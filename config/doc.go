@@ -9,13 +9,17 @@
 //
 // Load a config with [Load] (files or directories), or take the built-in
 // policy with [Default]. On a change, [Config.Reload] loads the new one
-// and keeps the rules that did not change, pointer and all, so that
-// in-memory counters survive; if the new config is bad it returns an
-// error and the old Config stays in use. A Config is immutable and safe
-// for concurrent use.
+// with the same options; if the new config is bad it returns an error and
+// the old Config stays in use. Rules are plain sluice.Rule values, and a
+// store keeps a key's state under the rule's value, so a rule that did
+// not change keeps its counts. A Config is immutable and safe for
+// concurrent use.
 //
-// For one request (an Envoy RateLimitRequest, a POST /json body, or what
-// [ForwardAuth.Descriptors] builds for GET /v1/auth):
+// Prepare each rule of [Config.Rules] once, when the config is loaded,
+// with a sluice.Limiter's Prepare: [Config.CheckRules] calls it with each
+// rule's index and reports its errors at the lines that hold the rules.
+// Then, for one request (an Envoy RateLimitRequest, a POST /json body, or
+// what [ForwardAuth.Descriptors] builds for GET /v1/auth):
 //
 //	perDesc := make([][]config.Match, len(descriptors))
 //	for i, entries := range descriptors {
@@ -28,7 +32,8 @@
 //	}
 //	config.ApplyReplaces(perDesc)
 //	// Every match that is not Unlimited becomes a
-//	// sluice.Check{Rule: m.Rule, Key: m.Key}; all of them are decided together.
+//	// sluice.Check{Rule: prepared[m.ID], Key: m.Key}; all of them are decided
+//	// together.
 //	// An Unlimited match is answered OK without asking the store.
 //
 // envoyproxy/ratelimit's service also refuses a request with an empty

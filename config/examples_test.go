@@ -126,7 +126,7 @@ func TestExamplesMatch(t *testing.T) {
 	}
 
 	r := c.Rules()
-	if i := slices.IndexFunc(r, func(r *sluice.Rule) bool { return r.Name == "checkout" }); i < 0 || r[i].Failure != sluice.FailLocal {
+	if i := slices.IndexFunc(r, func(r sluice.Rule) bool { return r.Name == "checkout" }); i < 0 || r[i].Failure != sluice.FailLocal {
 		t.Errorf("storefront checkout: want failure local, got %v", r)
 	}
 	if fa := c.ForwardAuth("storefront"); fa == nil || fa.DenyStatus() != 403 {

@@ -64,7 +64,7 @@ func FuzzParse(f *testing.F) {
 					t.Fatalf("Match(%q, %q) = %v", domain, es, err)
 				}
 				for _, m := range ms {
-					if m.Rule == nil || m.Key == "" || strings.ContainsAny(m.Key, "{} \n") ||
+					if m.Rule.Name == "" || m.Key == "" || strings.ContainsAny(m.Key, "{} \n") ||
 						len(m.MetricLabel) > MaxMetricLabel || strings.ContainsAny(m.MetricLabel, " \n") {
 						t.Fatalf("Match(%q, %q) gave %+v", domain, es, m)
 					}

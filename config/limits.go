@@ -18,8 +18,8 @@ type LimitInfo struct {
 	// Name is the limit's name as the config gives it, "" if none;
 	// Rule.Name is Name or the generated one.
 	Name string
-	// Rule is a copy of the rule checked; for an unlimited limit only
-	// Name and Shadow are set.
+	// Rule is the rule checked; for an unlimited limit only Name and
+	// Shadow are set.
 	Rule      sluice.Rule
 	Unlimited bool
 	Replaces  []string
@@ -44,7 +44,7 @@ func (c *Config) Limits() []LimitInfo {
 		d.root.entries(nil, paths)
 		for _, l := range d.limits {
 			out = append(out, LimitInfo{
-				Domain: name, Descriptor: paths[l], Name: l.name, Rule: *l.rule,
+				Domain: name, Descriptor: paths[l], Name: l.name, Rule: l.rule,
 				Unlimited: l.unlimited, Replaces: slices.Clone(l.replaces),
 				File: l.file, Line: l.line, Field: l.field, ID: l.id,
 			})

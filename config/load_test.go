@@ -328,7 +328,7 @@ descriptors:
 		t.Fatal(err)
 	}
 	errDaily := errors.New("no daily limits here")
-	err = c.CheckRules(func(r *sluice.Rule) error {
+	err = c.CheckRules(func(_ int, r sluice.Rule) error {
 		if r.Limit.Period >= 24*time.Hour {
 			return errDaily
 		}
@@ -338,7 +338,39 @@ descriptors:
 	if !errors.Is(err, errDaily) || !errors.As(err, &ce) || ce.File != "shop.yaml" || ce.Line != 13 || ce.Field != "descriptors[1].rate_limits[1]" {
 		t.Errorf("CheckRules = %v (%+v), want shop.yaml:13: descriptors[1].rate_limits[1]", err, ce)
 	}
-	if err := c.CheckRules(func(*sluice.Rule) error { return nil }); err != nil {
+	if err := c.CheckRules(func(int, sluice.Rule) error { return nil }); err != nil {
 		t.Errorf("CheckRules with nothing to refuse = %v", err)
+	}
+}
+
+// CheckRules gives each rule with its index in Rules, the ID its matches
+// carry, so that a caller can keep what it prepares in a slice.
+func TestCheckRulesIDs(t *testing.T) {
+	c := mustParse(t, `domain: shop
+descriptors:
+  - key: user
+    rate_limits:
+      - {name: per_user, unit: second, requests_per_unit: 10}
+      - {name: per_user_daily, unit: day, requests_per_unit: 1000}
+  - key: health
+    rate_limit: {unlimited: true}
+  - key: ip
+    rate_limit: {name: per_ip, unit: minute, requests_per_unit: 100}
+`)
+	rules := c.Rules()
+	var ids []int
+	err := c.CheckRules(func(id int, r sluice.Rule) error {
+		if id < 0 || id >= len(rules) || rules[id] != r {
+			t.Errorf("CheckRules gave %s as rule %d; Rules() = %v", r.Name, id, rules)
+		}
+		ids = append(ids, id)
+		return nil
+	})
+	if err != nil || !slices.Equal(ids, []int{0, 1, 2}) {
+		t.Errorf("CheckRules gave the ids %v, %v; want [0 1 2], nil", ids, err)
+	}
+	ms, _ := c.Match("shop", []Entry{{"ip", "192.0.2.1"}})
+	if len(ms) != 1 || rules[ms[0].ID] != ms[0].Rule {
+		t.Errorf("Match(ip) = %+v, want the rule at its ID in Rules", ms)
 	}
 }

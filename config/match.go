@@ -20,12 +20,11 @@ type Entry struct {
 
 // Match is one limit that applies to a request descriptor.
 type Match struct {
-	// Rule is the rule to check, with Key. It is shared by every request
-	// that lands on the same limit, and stays the same pointer for the
-	// life of the Config (and across Reload if unchanged): do not modify
-	// it. For an unlimited match it carries only Name and Shadow, and is
-	// not to be checked.
-	Rule *sluice.Rule
+	// Rule is the rule to check, with Key, as the config declares it: a
+	// caller prepares it once, when the config is loaded (ID indexes
+	// what it prepared). For an unlimited match it carries only Name and
+	// Shadow, and is not to be checked.
+	Rule sluice.Rule
 	// Key is the counting key: the domain and the descriptor's entries,
 	// escaped so that different descriptors never share a key; the value
 	// of an entry landing on a descriptor marked secret is its digest. It holds
@@ -359,8 +358,8 @@ func (n *node) child(e Entry) *node {
 func ApplyReplaces(descriptors [][]Match) {
 	var replaced map[string]bool
 	for _, ms := range descriptors {
-		for _, m := range ms {
-			for _, name := range m.Replaces {
+		for k := range ms {
+			for _, name := range ms[k].Replaces {
 				if replaced == nil {
 					replaced = make(map[string]bool)
 				}

@@ -141,7 +141,7 @@ func TestMatchDetails(t *testing.T) {
 	c := mustParse(t, matchConfig)
 
 	ms, _ := c.Match("test-domain", []Entry{{"unl", "x"}})
-	if len(ms) != 1 || !ms[0].Unlimited || ms[0].Rule == nil || ms[0].Rule.Name != "free" || ms[0].Name != "free" {
+	if len(ms) != 1 || !ms[0].Unlimited || ms[0].Rule.Name != "free" || ms[0].Name != "free" {
 		t.Errorf("Match(unl) = %+v, want one Unlimited match named free", ms)
 	}
 
@@ -155,11 +155,11 @@ func TestMatchDetails(t *testing.T) {
 		t.Errorf("unit week × 2: period %v, want %v", got, want)
 	}
 
-	// The same descriptor gets the same rule pointer every time.
+	// The same descriptor gets the same rule, and its index, every time.
 	a, _ := c.Match("test-domain", []Entry{{"key2", "a"}})
 	b, _ := c.Match("test-domain", []Entry{{"key2", "b"}})
-	if a[0].Rule != b[0].Rule {
-		t.Error("two matches of one limit have different *Rule")
+	if a[0].Rule != b[0].Rule || a[0].ID != b[0].ID {
+		t.Error("two matches of one limit have different rules")
 	}
 
 	if _, err := c.Match("nope", []Entry{{"key2", "a"}}); !errors.Is(err, ErrUnknownDomain) {
@@ -183,20 +183,20 @@ descriptors:
       - {name: slow, algorithm: sliding_counter, unit: HOUR, requests_per_unit: 100}
 `)
 	want := map[string]sluice.Rule{
-		"envoy":       {Name: "d.envoy", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 3, Period: time.Second}, Shadow: true},
-		"envoy/child": {Name: "d.envoy.child", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 4, Period: time.Second}},
+		"envoy":       {Name: "d.envoy", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 3, Period: time.Second}, Shadow: true, Failure: sluice.FailOpen},
+		"envoy/child": {Name: "d.envoy.child", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 4, Period: time.Second}, Failure: sluice.FailOpen},
 		"sluice[0]":   {Name: "d.sluice[0]", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.Limit{Rate: 1, Period: 250 * time.Millisecond, Burst: 5}, Failure: sluice.FailLocal},
-		"sluice[1]":   {Name: "slow", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.Limit{Rate: 100, Period: time.Hour}},
+		"sluice[1]":   {Name: "slow", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.Limit{Rate: 100, Period: time.Hour}, Failure: sluice.FailOpen},
 	}
 	got := map[string]sluice.Rule{}
 	ms, _ := c.Match("d", []Entry{{"envoy", "x"}})
-	got["envoy"] = *ms[0].Rule
+	got["envoy"] = ms[0].Rule
 	ms, _ = c.Match("d", []Entry{{"envoy", "x"}, {"child", "y"}})
-	got["envoy/child"] = *ms[0].Rule
+	got["envoy/child"] = ms[0].Rule
 	ms, _ = c.Match("d", []Entry{{"sluice", "x"}})
-	got["sluice[0]"], got["sluice[1]"] = *ms[0].Rule, *ms[1].Rule
+	got["sluice[0]"], got["sluice[1]"] = ms[0].Rule, ms[1].Rule
 	for k, w := range want {
-		if g := got[k]; !g.Equal(&w) {
+		if g := got[k]; g != w {
 			t.Errorf("%s: rule %+v, want %+v", k, &g, &w)
 		}
 	}
@@ -207,7 +207,7 @@ descriptors:
 	// The top level sets shadow mode and the failure mode for the domain.
 	c = mustParse(t, "domain: d\nshadow_mode: true\nfailure: closed\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
 	if r := c.Rules()[0]; !r.Shadow || r.Failure != sluice.FailClosed {
-		t.Errorf("top-level shadow_mode and failure: rule %+v, want Shadow and FailClosed", *r)
+		t.Errorf("top-level shadow_mode and failure: rule %+v, want Shadow and FailClosed", r)
 	}
 }
 

@@ -112,12 +112,11 @@ func (n *node) walk(f func(*node)) {
 
 // limit is one rate limit of a node.
 type limit struct {
-	rule      *sluice.Rule // for unlimited, only Name and Shadow are set
-	name      string       // as written in the config; "" if none
+	rule      sluice.Rule // for unlimited, only Name and Shadow are set
+	name      string      // as written in the config; "" if none
 	unlimited bool
 	replaces  []string
-	key       string // identifies the limit across reloads: node path and rule name
-	id        int    // its index in Config.Rules; -1 for an unlimited one
+	id        int // its index in Config.Rules; -1 for an unlimited one
 	// where it is written, for errors found after parsing (CheckRules)
 	file  string
 	line  int
@@ -202,6 +201,9 @@ func (w *walker) domain(n *yaml.Node) *domainConfig {
 	}
 	var def defaults
 	def.shadow, _ = w.boolean(m["shadow_mode"], "shadow_mode")
+	// open is the config's documented default, set explicitly: a rule left
+	// at sluice.FailDefault would decide locally wherever the server has
+	// a fallback store.
 	def.failure, _ = w.failure(m["failure"], "failure", sluice.FailOpen)
 	d.root = &node{path: d.name}
 	w.descriptors(m["descriptors"], "descriptors", d, d.root, def, 1)
@@ -401,7 +403,6 @@ func (w *walker) limit(n *yaml.Node, f string, i int, nd *node, def defaults) (l
 	if ruleName == "" {
 		ruleName = generatedName(nd.path, i)
 	}
-	l.key = nd.path + "\x00" + ruleName
 	l.unlimited, _ = w.boolean(m["unlimited"], join(f, "unlimited"))
 	if l.unlimited {
 		// requests_per_unit is ignored, as envoyproxy/ratelimit ignores it.
@@ -410,11 +411,11 @@ func (w *walker) limit(n *yaml.Node, f string, i int, nd *node, def defaults) (l
 				w.errorf(m[k], join(f, k), "an unlimited limit takes no %s", k)
 			}
 		}
-		l.rule = &sluice.Rule{Name: ruleName, Shadow: def.shadow}
+		l.rule = sluice.Rule{Name: ruleName, Shadow: def.shadow}
 		return l, len(w.errs) == nerr
 	}
 
-	r := &sluice.Rule{Name: ruleName, Algorithm: sluice.AlgoFixedWindow, Shadow: def.shadow}
+	r := sluice.Rule{Name: ruleName, Algorithm: sluice.AlgoFixedWindow, Shadow: def.shadow}
 	if rn := m["requests_per_unit"]; rn == nil {
 		if !typo {
 			w.errorf(n, join(f, "requests_per_unit"), "missing: how many requests per unit or period")

@@ -56,6 +56,7 @@ type scratch struct {
 	checks   [2]check
 	ds       [2]sluice.Decision // each check's decision
 	sc       [2]sluice.Check    // the store's checks (take)
+	own      [2]sluice.Check    // the checks of the config's own rules (decide)
 	statuses [1]descStatus
 }
 
@@ -180,7 +181,7 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 	// Each descriptor's status is decided over its limits as the config
 	// sets their shadow modes: one slice for the request, cut per
 	// descriptor.
-	own := make([]sluice.Check, len(checks))
+	own := room(out.scr.own[:0], len(checks))
 	for j := range checks {
 		own[j] = sluice.Check{Rule: checks[j].lim.cfgRule}
 	}
@@ -198,7 +199,7 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 	out.fields = makeFields(fieldBuf[:0], checks, ds, res.Decision, res.Err)
 	if !out.allowed {
 		for j := range checks {
-			if li := checks[j].lim; !ds[j].Allowed && !li.rule.Shadow && !slices.Contains(out.violated, li.jsonName) {
+			if li := checks[j].lim; !ds[j].Allowed && !li.rule.Shadow() && !slices.Contains(out.violated, li.jsonName) {
 				out.violated = append(out.violated, li.jsonName)
 			}
 		}
@@ -225,7 +226,7 @@ func (s *Server) describe(domain string, ms []config.Match, cs []check, own []sl
 		result := resultWithin
 		if !d.Allowed {
 			result = resultOver
-			if c.lim.cfgRule.Shadow || s.cfg.Shadow {
+			if c.lim.cfgRule.Shadow() || s.cfg.Shadow {
 				result = resultShadowOver
 			}
 		}
@@ -244,11 +245,12 @@ func (s *Server) describe(domain string, ms []config.Match, cs []check, own []sl
 // up past MaxCost, or the store's refusal (sluice.ErrRefused); a store
 // that failed is in the result's Err, the failure modes having decided.
 //
-// The request's cost is 0 and each check costs its descriptor's hits
-// (Check.Cost), all-or-nothing across the gates' costs; a descriptor whose
-// hits are 0 is a check, charging nothing (a peek on a gate). Descriptors that come to the same limit and key are one check
-// costing their hits together (a store may refuse a key named twice in
-// one request, as Redis does), and each of them reports its decision.
+// Each check costs its descriptor's hits (Check.Cost), all-or-nothing
+// across the gates' costs; a descriptor whose hits are 0 is a check,
+// charging nothing (Check.Peek: a peek on a gate). Descriptors that come
+// to the same limit and key are one check costing their hits together (a
+// store may refuse a key named twice in one request, as Redis does), and
+// each of them reports its decision.
 func (s *Server) take(ctx context.Context, checks []check, ds []sluice.Decision, scr *scratch) (sluice.Result, error) {
 	if len(checks) == 0 {
 		return sluice.Result{Decision: sluice.Decision{Allowed: true}}, nil
@@ -256,7 +258,7 @@ func (s *Server) take(ctx context.Context, checks []check, ds []sluice.Decision,
 	sc := scr.sc[:0]
 	at := make([]int, len(checks)) // check j is decided as sc[at[j]]
 	for j := range checks {
-		c := sluice.Check{Rule: checks[j].lim.rule, Key: checks[j].key, Cost: checks[j].n}
+		c := sluice.Check{Rule: checks[j].lim.rule, Key: checks[j].key, Cost: checks[j].n, Peek: checks[j].n == 0}
 		at[j] = slices.IndexFunc(sc, func(d sluice.Check) bool { return d.Rule == c.Rule && d.Key == c.Key })
 		if at[j] < 0 {
 			at[j] = len(sc)
@@ -265,10 +267,12 @@ func (s *Server) take(ctx context.Context, checks []check, ds []sluice.Decision,
 		}
 		// Each cost is at most MaxCost and a request has at most
 		// MaxDescriptors of them: the sum cannot overflow.
-		if sc[at[j]].Cost += c.Cost; sc[at[j]].Cost > MaxCost {
+		f := &sc[at[j]]
+		if f.Cost += c.Cost; f.Cost > MaxCost {
 			return sluice.Result{}, badf("%s.hits_addend: the descriptors that come to limit %q and one key add up to more than 2^53 hits",
-				descField(checks[j].desc), checks[j].lim.rule.Name)
+				descField(checks[j].desc), checks[j].lim.rule.Name())
 		}
+		f.Peek = f.Cost == 0
 	}
 	// With no check folded into another, the store's decisions are the
 	// checks' own: it writes them to ds.
@@ -276,7 +280,7 @@ func (s *Server) take(ctx context.Context, checks []check, ds []sluice.Decision,
 	if len(sc) == len(checks) {
 		into = ds[:0]
 	}
-	res, err := s.limiter.Take(ctx, 0, sc, into)
+	res, err := s.limiter.Take(ctx, sc, into)
 	if err != nil {
 		return sluice.Result{}, err
 	}
@@ -389,7 +393,7 @@ func (s *Server) takeAll(ctx context.Context, domain string, checks []check, nde
 			break
 		}
 		for k := range active {
-			if sub[k].Allowed || active[k].lim.rule.Shadow {
+			if sub[k].Allowed || active[k].lim.rule.Shadow() {
 				continue
 			}
 			d := active[k].desc
@@ -409,7 +413,7 @@ func (s *Server) takeAll(ctx context.Context, domain string, checks []check, nde
 		var kept []check
 		at = at[:0]
 		for j := range checks {
-			if !over[checks[j].desc] && checks[j].lim.rule.Charge == sluice.ChargeGate {
+			if !over[checks[j].desc] && checks[j].lim.rule.Rule().Charge == sluice.ChargeGate {
 				kept = append(kept, checks[j])
 				at = append(at, j)
 			}
@@ -424,7 +428,7 @@ func (s *Server) takeAll(ctx context.Context, domain string, checks []check, nde
 // usage.
 func (s *Server) countLost(domain string, checks []check) {
 	for j := range checks {
-		if li := checks[j].lim; li.rule.Charge != sluice.ChargeGate && checks[j].n > 0 {
+		if li := checks[j].lim; li.rule.Rule().Charge != sluice.ChargeGate && checks[j].n > 0 {
 			s.m.lost.WithLabelValues(domain, li.label).Inc()
 		}
 	}
@@ -443,7 +447,7 @@ func verdict(checks []check, ds []sluice.Decision, over, quota []bool, left int)
 	// Each descriptor over waits for the longest of its denials.
 	wait := make(map[int]time.Duration)
 	for j := range checks {
-		if d := checks[j].desc; over[d] && !ds[j].Allowed && !checks[j].lim.rule.Shadow {
+		if d := checks[j].desc; over[d] && !ds[j].Allowed && !checks[j].lim.rule.Shadow() {
 			wait[d] = max(wait[d], ds[j].RetryAfter)
 		}
 	}

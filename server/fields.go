@@ -56,14 +56,14 @@ func makeFields(buf []byte, checks []check, ds []sluice.Decision, res sluice.Dec
 	// RateLimit.
 	b := buf[:0]
 	for j := range checks {
-		if !checks[j].lim.rule.Shadow {
+		if !checks[j].lim.rule.Shadow() {
 			b = fields.Append(b, checks[j].lim.policy)
 		}
 	}
 	np := len(b)
 	rl := b[np:np] // RateLimit's own list, in b's room when it fits
 	for j := range checks {
-		if c := &checks[j]; !c.lim.rule.Shadow {
+		if c := &checks[j]; !c.lim.rule.Shadow() {
 			rl = fields.AppendLimit(rl, c.lim.sf, ds[j], retry)
 		}
 	}
@@ -78,8 +78,8 @@ func makeFields(buf []byte, checks []check, ds []sluice.Decision, res sluice.Dec
 // policyOf returns a rule's name as an RFC 8941 string and its
 // RateLimit-Policy member. The config allows UTF-8 names, which an
 // sf-string cannot hold: their other bytes are written as %XX.
-func policyOf(r *sluice.Rule) (sf, member string) {
-	if sf, member, err := fields.Policy(r); err == nil {
+func policyOf(r sluice.Rule) (sf, member string) {
+	if sf, member, err := fields.Policy(&r); err == nil {
 		return sf, member
 	}
 	var b strings.Builder
@@ -90,7 +90,7 @@ func policyOf(r *sluice.Rule) (sf, member string) {
 			b.WriteByte(c)
 		}
 	}
-	ascii := *r
+	ascii := r
 	ascii.Name = b.String()
 	sf, member, _ = fields.Policy(&ascii) // printable ASCII now
 	return sf, member

@@ -156,7 +156,7 @@ func envoyHeaders(statuses []descStatus, names HeaderNames) [][2]string {
 	st := &statuses[pick]
 	reset := st.d.ResetAfter
 	if reset == sluice.Never { // a limit that never refills: its period
-		reset = st.lim.rule.Limit.Period
+		reset = st.lim.rule.Rule().Limit.Period
 	}
 	return [][2]string{
 		{names.Limit, strconv.FormatUint(uint64(st.lim.current.GetRequestsPerUnit()), 10)},

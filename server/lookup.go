@@ -131,7 +131,7 @@ func (s *Server) serveLookup(w http.ResponseWriter, r *http.Request) {
 			}
 			li := where[m.ID]
 			ll.Algorithm, ll.Limit, ll.File, ll.Line = string(m.Rule.Algorithm), limitString(m.Rule.Limit), li.File, li.Line
-			if j < len(checks) && checks[j].desc == i && checks[j].lim.cfgRule == m.Rule {
+			if j < len(checks) && checks[j].desc == i && checks[j].lim.cfgRule.Rule() == m.Rule {
 				d := ds[j]
 				j++
 				ll.Quota, ll.Remaining = d.Limit, d.Remaining
@@ -152,7 +152,7 @@ func (s *Server) serveLookup(w http.ResponseWriter, r *http.Request) {
 // time the missing part of a unit takes to refill, exactly; for the fixed
 // window, the end of the window; for the sliding windows at most their
 // time to idle, which is all a peek tells.
-func retryOne(r *sluice.Rule, d sluice.Decision) (time.Duration, bool) {
+func retryOne(r sluice.Rule, d sluice.Decision) (time.Duration, bool) {
 	if d.Remaining >= 1 {
 		return 0, true
 	}

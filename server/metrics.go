@@ -169,7 +169,7 @@ func (rc *ruleCounters) inc(result string) {
 // countValue counts one decision of li's rule in domain, for a descriptor
 // that value_to_metric labels label, in sluice_value_decisions_total.
 func (m *metrics) countValue(li *limitInfo, domain, label, result string) {
-	if rc := li.values.counters(m.values, domain, li.rule.Name, label); rc != nil {
+	if rc := li.values.counters(m.values, domain, li.rule.Name(), label); rc != nil {
 		rc.inc(result)
 	}
 }

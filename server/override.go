@@ -73,16 +73,16 @@ func overrideLimit(field string, rate uint32, unit typepb.RateLimitUnit, mult *u
 // at most MaxOverrideRules of them, the least recently used dropped first.
 // It is safe for concurrent use.
 type overrideRules struct {
-	max   int
-	as    checkedAs                      // Config.Shadow, Config.ChargePerDescriptor
-	check func(r *sluice.Rule) error     // the Limiter's CheckRule
-	mu    sync.Mutex                     // guards what follows
-	byLim map[sluice.Limit]*list.Element // of *limitInfo
-	lru   list.List                      // most recently used first
+	max     int
+	as      checkedAs                                       // Config.Shadow, Config.ChargePerDescriptor
+	prepare func(sluice.Rule) (*sluice.PreparedRule, error) // the Limiter's Prepare
+	mu      sync.Mutex                                      // guards what follows
+	byLim   map[sluice.Limit]*list.Element                  // of *limitInfo
+	lru     list.List                                       // most recently used first
 }
 
-func newOverrideRules(max int, as checkedAs, check func(*sluice.Rule) error) *overrideRules {
-	return &overrideRules{max: max, as: as, check: check, byLim: make(map[sluice.Limit]*list.Element)}
+func newOverrideRules(max int, as checkedAs, prepare func(sluice.Rule) (*sluice.PreparedRule, error)) *overrideRules {
+	return &overrideRules{max: max, as: as, prepare: prepare, byLim: make(map[sluice.Limit]*list.Element)}
 }
 
 // get returns the rule for an override of limit l: a fixed window, as
@@ -99,14 +99,14 @@ func (o *overrideRules) get(field string, l sluice.Limit) (*limitInfo, error) {
 	}
 	o.mu.Unlock()
 
-	// Made outside the lock: the store's check and the fields take a
+	// Made outside the lock: preparing the rule and the fields take a
 	// little work, and a rule made twice by two requests at once is only
 	// made twice.
-	r := &sluice.Rule{Name: overrideName(l), Algorithm: sluice.AlgoFixedWindow, Limit: l}
-	if err := o.check(r); err != nil {
+	r := sluice.Rule{Name: overrideName(l), Algorithm: sluice.AlgoFixedWindow, Limit: l, Failure: sluice.FailOpen}
+	li, err := newLimitInfo(r, o.as, o.prepare)
+	if err != nil {
 		return nil, badf("%s: the store cannot hold %s: %v", field, limitString(l), err)
 	}
-	li := newLimitInfo(r, o.as)
 	li.label = labelOverride
 
 	o.mu.Lock()
@@ -119,7 +119,7 @@ func (o *overrideRules) get(field string, l sluice.Limit) (*limitInfo, error) {
 	for o.lru.Len() > o.max {
 		old := o.lru.Back()
 		o.lru.Remove(old)
-		delete(o.byLim, old.Value.(*limitInfo).rule.Limit)
+		delete(o.byLim, old.Value.(*limitInfo).rule.Rule().Limit)
 	}
 	return li, nil
 }

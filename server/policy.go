@@ -28,14 +28,15 @@ type snapshot struct {
 // limitInfo is what a response says about one rule, made once per rule.
 type limitInfo struct {
 	// rule is what is checked: the config's rule, or a copy as checkedAs
-	// says (in shadow mode, charged as envoyproxy/ratelimit counts), made
-	// once so that a store keeping state per rule keeps it across
-	// reloads. A copy keeps the config's rule's state: neither shadow
-	// mode nor the charge is part of a state's identity.
-	rule *sluice.Rule
+	// says (in shadow mode, charged as envoyproxy/ratelimit counts),
+	// prepared by the Limiter when the config is loaded. A copy keeps
+	// the config's rule's state: neither shadow mode nor the charge is
+	// part of a state's identity.
+	rule *sluice.PreparedRule
 	// cfgRule is the config's rule, with the config's own shadow_mode,
-	// by which a descriptor's status is decided.
-	cfgRule  *sluice.Rule
+	// by which a descriptor's status is decided: rule itself when rule
+	// is not a copy.
+	cfgRule  *sluice.PreparedRule
 	sf       string // the name as an RFC 8941 string
 	jsonName string // the name as a JSON string, for a denial's body
 	policy   string // the RateLimit-Policy member
@@ -66,29 +67,59 @@ func (c *Config) checkedAs() checkedAs {
 	return checkedAs{shadow: c.Shadow, count: c.ChargePerDescriptor}
 }
 
-// compile prepares cfg. Rules unchanged since old (config.Reload keeps
-// their pointers) keep their limitInfo, and so their copies.
-func compile(cfg *config.Config, old *snapshot, as checkedAs, hash string, now time.Time) *snapshot {
-	rules := cfg.Rules()
-	s := &snapshot{cfg: cfg, rules: make([]*limitInfo, len(rules)), hash: hash, loaded: now}
-	var kept map[*sluice.Rule]*limitInfo
-	if old != nil {
-		kept = make(map[*sluice.Rule]*limitInfo, len(old.rules))
-		for _, li := range old.rules {
-			kept[li.cfgRule] = li
+// prepare prepares every rule of c with the Limiter (Limiter.Prepare),
+// as the server checks it (checkedAs), by config.Match.ID: an invalid
+// rule, or one the store would refuse at every request (a limit outside
+// the Redis store's exact range), is a config error, found when the
+// config loads rather than as an error on every request. Under
+// Config.QuotaMode a domain with forward_auth is one too
+// (config.Config.CheckQuotaMode).
+func (s *Server) prepare(c *config.Config) ([]*limitInfo, error) {
+	if s.cfg.QuotaMode {
+		if err := c.CheckQuotaMode(); err != nil {
+			return nil, err
 		}
 	}
-	for i, r := range rules {
-		if s.rules[i] = kept[r]; s.rules[i] == nil {
-			s.rules[i] = newLimitInfo(r, as)
+	lis := make([]*limitInfo, len(c.Rules()))
+	err := c.CheckRules(func(id int, r sluice.Rule) error {
+		li, err := newLimitInfo(r, s.cfg.checkedAs(), s.limiter.Prepare)
+		lis[id] = li
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return lis, nil
+}
+
+// compile makes cfg, its rules prepared as lis (by config.Match.ID),
+// ready to serve. Rules unchanged since old keep old's limitInfo, and so
+// their metric series.
+func compile(cfg *config.Config, lis []*limitInfo, old *snapshot, hash string, now time.Time) *snapshot {
+	s := &snapshot{cfg: cfg, rules: lis, hash: hash, loaded: now}
+	// By the config's rule: equal rules are checked alike. Two limits
+	// may declare equal rules; each keeps one of old's.
+	var kept map[sluice.Rule][]*limitInfo
+	if old != nil {
+		kept = make(map[sluice.Rule][]*limitInfo, len(old.rules))
+		for _, li := range old.rules {
+			r := li.cfgRule.Rule()
+			kept[r] = append(kept[r], li)
 		}
-		delete(kept, r)
+	}
+	for i, li := range lis {
+		r := li.cfgRule.Rule()
+		if k := kept[r]; len(k) > 0 {
+			s.rules[i], kept[r] = k[0], k[1:]
+		}
 	}
 	// What is left of old is gone from the config: so are its
 	// value_to_metric series, which would otherwise pile up reload after
 	// reload.
-	for _, li := range kept {
-		li.values.drop(li.rule.Name)
+	for _, left := range kept {
+		for _, li := range left {
+			li.values.drop(li.rule.Name())
+		}
 	}
 	n := 0
 	for _, d := range cfg.Domains() {
@@ -102,17 +133,26 @@ func compile(cfg *config.Config, old *snapshot, as checkedAs, hash string, now t
 	return s
 }
 
-func newLimitInfo(r *sluice.Rule, as checkedAs) *limitInfo {
-	li := &limitInfo{rule: r, cfgRule: r}
-	shadow := as.shadow && !r.Shadow
-	count := as.count && r.Charge == sluice.ChargeGate
-	if shadow || count {
-		c := *r
-		c.Shadow = c.Shadow || shadow
-		if count {
-			c.Charge = sluice.ChargeCount
+// newLimitInfo prepares r, as checkedAs says, with prepare, and what a
+// response says of it.
+func newLimitInfo(r sluice.Rule, as checkedAs, prepare func(sluice.Rule) (*sluice.PreparedRule, error)) (*limitInfo, error) {
+	checked := r
+	checked.Shadow = r.Shadow || as.shadow
+	if as.count && r.Charge == sluice.ChargeGate {
+		checked.Charge = sluice.ChargeCount
+	}
+	p, err := prepare(checked)
+	if err != nil {
+		return nil, err
+	}
+	li := &limitInfo{rule: p, cfgRule: p}
+	if checked != r {
+		// The config's own rule only decides statuses (sluice.Combine);
+		// it differs from checked in shadow mode and charge, which no
+		// store's check depends on.
+		if li.cfgRule, err = r.Prepare(); err != nil {
+			return nil, err
 		}
-		li.rule = &c
 	}
 	li.sf, li.policy = policyOf(r)
 	li.jsonName = fields.JSONString(r.Name)
@@ -120,7 +160,7 @@ func newLimitInfo(r *sluice.Rule, as checkedAs) *limitInfo {
 	li.current = currentLimit(r)
 	li.unnamed = currentLimit(r)
 	li.unnamed.Name = ""
-	return li
+	return li, nil
 }
 
 // hashFiles hashes the names and bytes of the files paths stand for, as

@@ -95,7 +95,9 @@ type readResult struct {
 	hash string // of the files' names and content
 	same bool   // the content is that of the config being served or of the last that failed
 	cfg  *config.Config
-	err  error
+	// rules are cfg's rules prepared, by config.Match.ID.
+	rules []*limitInfo
+	err   error
 }
 
 // testHookRead, if set, is called where a read of the config files
@@ -122,10 +124,11 @@ func (s *Server) read(old *snapshot, bad string, force bool) readResult {
 	} else {
 		c, err = old.cfg.Reload(s.cfg.Paths...) // with the options it was loaded with
 	}
+	var rules []*limitInfo
 	if err == nil {
-		err = s.checkRules(c)
+		rules, err = s.prepare(c)
 	}
-	return readResult{hash: h, cfg: c, err: err}
+	return readResult{hash: h, cfg: c, rules: rules, err: err}
 }
 
 // apply installs what read found, if it loaded. s.reloadMu is held.
@@ -142,7 +145,7 @@ func (s *Server) apply(ctx context.Context, old *snapshot, r readResult) error {
 		return r.err
 	}
 	s.badHash = ""
-	snap := compile(r.cfg, old, s.cfg.checkedAs(), r.hash, s.cfg.Clock.Now())
+	snap := compile(r.cfg, r.rules, old, r.hash, s.cfg.Clock.Now())
 	s.install(snap)
 	s.m.reloads.WithLabelValues("success").Inc()
 	s.log.InfoContext(ctx, "config reloaded", "paths", s.cfg.Paths, "domains", r.cfg.Domains(), "rules", len(snap.rules))

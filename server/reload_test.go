@@ -7,12 +7,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 )
 
@@ -222,6 +224,55 @@ func TestReloadOverCaps(t *testing.T) {
 		}
 		if st := limitOf(t, s, "user=a"); st.GetCurrentLimit().GetName() != "per_user" {
 			t.Errorf("after Reload(%s): %v, want the last good config", tt.name, st)
+		}
+	}
+}
+
+// ruleCount is a store that counts the rules it is asked whether it can
+// hold (sluice.RuleChecker), and the requests it decides.
+type ruleCount struct {
+	sluice.Store
+	rules, takes atomic.Int64
+}
+
+func (c *ruleCount) CheckRule(*sluice.PreparedRule) error {
+	c.rules.Add(1)
+	return nil
+}
+
+func (c *ruleCount) Take(ctx context.Context, now time.Time, checks []sluice.Check, out []sluice.Decision) error {
+	c.takes.Add(1)
+	return c.Store.Take(ctx, now, checks, out)
+}
+
+// A config's rules are prepared once each, where it loads, in shadow mode
+// too (the config's own rule beside the one checked): deciding a request
+// prepares nothing, and a reload prepares the new config's rules once.
+func TestRulesPreparedOnceWhereLoaded(t *testing.T) {
+	for _, shadow := range []bool{false, true} {
+		st := &ruleCount{Store: newStore(t)}
+		path := writeFile(t, t.TempDir(), "test.yaml", testYAML)
+		s, _ := newServer(t, Config{Paths: []string{path}, Store: st, Shadow: shadow})
+		c, err := config.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := int64(len(c.Rules()))
+		if got := st.rules.Load(); got != n {
+			t.Errorf("shadow %v: New asked the store about %d rules, want the config's %d", shadow, got, n)
+		}
+		for _, desc := range []string{"user=alice", "org=acme,user=a", "bucket=b", "trial=t"} {
+			limitOf(t, s, desc)
+		}
+		if got := st.rules.Load(); got != n || st.takes.Load() != 4 {
+			t.Errorf("shadow %v: after 4 requests (%d takes) the store was asked about %d rules, want still %d", shadow, st.takes.Load(), got, n)
+		}
+		writeFile(t, filepath.Dir(path), "test.yaml", strings.Replace(testYAML, "requests_per_unit: 3", "requests_per_unit: 4", 1))
+		if err := s.Reload(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := st.rules.Load(); got != 2*n {
+			t.Errorf("shadow %v: after a reload the store was asked about %d rules, want %d", shadow, got, 2*n)
 		}
 	}
 }

@@ -288,7 +288,7 @@ var units = []struct {
 // times unit_multiplier when the period is a multiple of a unit ("30s" is
 // 30 SECOND). A period that is not a whole number of seconds has no RLS
 // unit: it is UNKNOWN, and the name still tells the rule.
-func currentLimit(r *sluice.Rule) *rlsLimit {
+func currentLimit(r sluice.Rule) *rlsLimit {
 	cl := &rlspb.RateLimitResponse_RateLimit{
 		Name:            r.Name,
 		RequestsPerUnit: uint32(min(max(r.Limit.Rate, 0), 1<<32-1)),

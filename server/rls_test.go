@@ -420,3 +420,31 @@ descriptors:
 		t.Errorf("team, 10 an hour spent: %v, want OVER_LIMIT under the unnamed 10 per HOUR", st)
 	}
 }
+
+// The same descriptor twice is one check costing both its hits, whichever
+// of them comes first: a peek folded with a cost is charged the cost, and
+// two peeks are a peek.
+func TestSameDescriptorTwicePeekFirst(t *testing.T) {
+	e := start(t, Config{})
+	ctx := t.Context()
+	steps := []struct {
+		a, b uint64 // the two descriptors' hits
+		code rlspb.RateLimitResponse_Code
+		left uint32
+	}{
+		{0, 2, ok, 1},   // per_user: 3 a minute, 2 taken
+		{0, 0, ok, 1},   // two peeks: nothing taken
+		{0, 2, over, 1}, // 2 more: over, uncharged
+		{1, 0, ok, 0},   // the last one
+	}
+	for i, s := range steps {
+		resp, err := e.rls.ShouldRateLimit(ctx, withHits(withHits(rlReq("test", 0, "user=uma", "user=uma"), 0, s.a), 1, s.b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss := resp.GetStatuses()
+		if resp.GetOverallCode() != s.code || ss[0].GetLimitRemaining() != s.left || ss[1].GetLimitRemaining() != s.left {
+			t.Errorf("step %d: %v, want %v with %d left on both", i, resp, s.code, s.left)
+		}
+	}
+}

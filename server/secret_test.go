@@ -26,13 +26,13 @@ type keyLog struct {
 	keys []string
 }
 
-func (k *keyLog) Take(ctx context.Context, now time.Time, cost int64, checks []sluice.Check, out []sluice.Decision) error {
+func (k *keyLog) Take(ctx context.Context, now time.Time, checks []sluice.Check, out []sluice.Decision) error {
 	k.mu.Lock()
 	for _, c := range checks {
-		k.keys = append(k.keys, c.Rule.Name+" "+c.Key)
+		k.keys = append(k.keys, c.Rule.Name()+" "+c.Key)
 	}
 	k.mu.Unlock()
-	return k.Store.Take(ctx, now, cost, checks, out)
+	return k.Store.Take(ctx, now, checks, out)
 }
 
 // An API key never reaches the store, however it arrives (RLS, POST /json

@@ -83,9 +83,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.Paths = append([]string(nil), cfg.Paths...)
 	opts := []sluice.LimiterOption{sluice.WithClock(cfg.Clock)}
-	if cfg.StoreTimeout > 0 {
-		opts = append(opts, sluice.WithTimeout(cfg.StoreTimeout))
-	}
 	if cfg.Fallback != nil {
 		opts = append(opts, sluice.WithFallback(cfg.Fallback))
 	}
@@ -125,7 +122,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("server: HTTP: %w", err)
 		}
 	}
-	s.overrides = newOverrideRules(MaxOverrideRules, cfg.checkedAs(), lim.CheckRule)
+	s.overrides = newOverrideRules(MaxOverrideRules, cfg.checkedAs(), lim.Prepare)
 	s.console.started = cfg.Clock.Now()
 	c, hash := cfg.Policy, ""
 	if len(cfg.Paths) > 0 {
@@ -140,28 +137,15 @@ func New(cfg Config) (*Server, error) {
 			c, s.badHash, hash = new(config.Config), hash, ""
 		}
 	}
-	if err := s.checkRules(c); err != nil {
+	lis, err := s.prepare(c)
+	if err != nil {
 		return nil, err
 	}
-	s.install(compile(c, nil, cfg.checkedAs(), hash, cfg.Clock.Now()))
+	s.install(compile(c, lis, nil, hash, cfg.Clock.Now()))
 	s.handler = s.routes()
 	// Not serving until Serve.
 	s.setServing(healthpb.HealthCheckResponse_NOT_SERVING)
 	return s, nil
-}
-
-// checkRules asks the Limiter whether it can decide every rule of c: a
-// rule the store would refuse at every request (a limit outside the Redis
-// store's exact range) is a config error, found when the config loads
-// rather than as an error on every request. Under Config.QuotaMode a
-// domain with forward_auth is one too (config.Config.CheckQuotaMode).
-func (s *Server) checkRules(c *config.Config) error {
-	if s.cfg.QuotaMode {
-		if err := c.CheckQuotaMode(); err != nil {
-			return err
-		}
-	}
-	return c.CheckRules(s.limiter.CheckRule)
 }
 
 // install makes snap the config being served.

@@ -21,10 +21,10 @@ type gateStore struct {
 	gate    chan struct{}
 }
 
-func (g *gateStore) Take(ctx context.Context, now time.Time, n int64, checks []sluice.Check, out []sluice.Decision) error {
+func (g *gateStore) Take(ctx context.Context, now time.Time, checks []sluice.Check, out []sluice.Decision) error {
 	g.entered <- struct{}{}
 	<-g.gate
-	return g.Store.Take(ctx, now, n, checks, out)
+	return g.Store.Take(ctx, now, checks, out)
 }
 
 // within waits for ch to be closed or to receive, for 30s at most.

@@ -318,7 +318,7 @@ type failingStore struct{}
 
 var errDown = errors.New("store down")
 
-func (failingStore) Take(context.Context, time.Time, int64, []sluice.Check, []sluice.Decision) error {
+func (failingStore) Take(context.Context, time.Time, []sluice.Check, []sluice.Decision) error {
 	return errDown
 }
 

@@ -136,7 +136,14 @@ func checkRedis(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	return cfg.CheckRules(rs.CheckRule)
+	lim, err := sluice.NewLimiter(rs)
+	if err != nil {
+		return err
+	}
+	return cfg.CheckRules(func(_ int, r sluice.Rule) error {
+		_, err := lim.Prepare(r)
+		return err
+	})
 }
 
 // flatten lists the errors errors.Join joined.
