@@ -275,10 +275,8 @@
 //     at its deadline (an error wrapping sluice.ErrShed and the context's
 //     error), or returns the context's error when it was cancelled; the
 //     circuit breaker learns nothing from either.
-//   - the Limiter's bound on each call to its store, sluice.WithTimeout
-//     (none by default; the service's Config.StoreTimeout sets it): a
-//     deadline of the caller's context, its end the cause
-//     sluice.ErrTimeout.
+//   - the Limiter adds no bound of its own: it passes the caller's
+//     context through, and the service (package server) adds none either.
 //   - the store's own bound, WithTimeout (50ms by default), bounds the
 //     wait for a turn, as the caller's deadline does, and then the call,
 //     counted from when it is written to Redis: a call with no answer by

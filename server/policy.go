@@ -56,13 +56,13 @@ type limitInfo struct {
 // checkedAs is how the server checks every rule, whatever the config says
 // of it.
 type checkedAs struct {
-	shadow bool // every rule in shadow mode: Config.Shadow
+	shadow bool // every rule in shadow mode: Settings.Shadow
 	// count charges every gate rule as envoyproxy/ratelimit counts,
-	// sluice.ChargeCount: Config.ChargePerDescriptor.
+	// sluice.ChargeCount: Settings.ChargePerDescriptor.
 	count bool
 }
 
-func (c *Config) checkedAs() checkedAs {
+func (c *Settings) checkedAs() checkedAs {
 	return checkedAs{shadow: c.Shadow, count: c.ChargePerDescriptor}
 }
 

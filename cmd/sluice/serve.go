@@ -476,7 +476,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	poll := o.poll
 	if poll == 0 {
-		poll = -1 // server.Config: negative is off
+		poll = -1 // server.Settings: negative is off
 	}
 
 	if o.envoyKeys {
@@ -494,7 +494,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return usageErr("%v", err)
 	}
 	defer st.close()
-	cfg := server.Config{
+	cfg := server.Settings{
 		Paths:     o.configs,
 		Store:     st.store,
 		Fallback:  st.fallback,
@@ -779,7 +779,7 @@ func (f *hostsFlag) Set(s string) error {
 	return nil
 }
 
-// list is the names for server.Config.HTTPAllowedHosts: nil, any host,
+// list is the names for server.Settings.HTTPAllowedHosts: nil, any host,
 // when the flag is not given.
 func (f *hostsFlag) list() []string {
 	if !f.set {
