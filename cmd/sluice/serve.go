@@ -25,8 +25,10 @@ import (
 	"github.com/sluicehq/sluice/server"
 )
 
-func serveHelp(w io.Writer) {
-	fmt.Fprint(w, `Usage: sluice serve [flags]
+func serveHelp(w io.Writer) { fmt.Fprint(w, serveUsage) }
+
+// serveUsage is sluice serve's help.
+const serveUsage = `Usage: sluice serve [flags]
 
 Runs the rate-limit service: Envoy's rate limit service (RLS v3) over gRPC,
 the same as JSON over HTTP (POST /json), forward auth for nginx, Traefik and
@@ -110,6 +112,11 @@ Redis (without one, the counts are in this process's memory):
                        finds no room within its 50ms is shed: denied with
                        Retry-After: 1, nothing charged, whatever its rule's
                        failure mode
+  -redis-timeout DURATION
+                       the Redis store's deadline for each call, from when
+                       it is written, and for a request's wait for its turn
+                       (default 50ms): the store owns the deadline, and the
+                       service adds none of its own
   -redis-persecond URL, -redis-persecond-cluster ..., -redis-persecond-sentinel ...
                        a second Redis for the limits per second (envoyproxy/
                        ratelimit's REDIS_PERSECOND), with the same -redis-*
@@ -233,8 +240,7 @@ The built-in policy, for domain "sluice":
                   X-Original-Method): by client address, and by the
                   X-API-Key header when present; a denial answers 429
 API keys are keyed by their digest: no key reaches the store.
-`)
-}
+`
 
 // serveFlags are the flags of sluice serve.
 type serveFlags struct {
@@ -352,6 +358,7 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	o.perSecond.register(fs, "redis-persecond")
 	fs.StringVar(&o.redis.prefix, "redis-prefix", "sluice:", "")
 	fs.IntVar(&o.redis.maxInFlight, "redis-max-inflight", redis.DefaultMaxInFlight, "")
+	fs.DurationVar(&o.redis.timeout, "redis-timeout", defaultRedisTimeout, "")
 	for _, p := range []struct {
 		name string
 		t    *tlsFlags
@@ -366,143 +373,235 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	return fs
 }
 
-// envLookup reads the environment; tests replace it.
-var envLookup = os.LookupEnv
-
-// runServe is "sluice serve".
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, _ := lookup("serve")
-	var o serveFlags
-	fs := o.flagSet()
-	rest, code, ok := parseFlags(c, fs, args, stdout, stderr)
+// runServe is "sluice serve": the command line and the environment become
+// settings, the settings a server and its stores, and the server runs
+// until ctx ends.
+func runServe(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
+	c, code, ok := parseServe(args, lookupEnv, stdout, stderr)
 	if !ok {
 		return code
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "sluice serve: "+format+"\nRun 'sluice help serve' for usage.\n", a...)
+	if c.o.printConfig {
+		printConfig(stdout, c.fs, c.sources, c.mode, c.notes)
+		return exitOK
+	}
+	defer gcFloor(int64(c.o.gcFloor.bytesFlag))()
+	if c.mode.on {
+		c.log.WarnContext(ctx, "envoy mode: envoyproxy/ratelimit's variables configure sluice serve", "because", c.mode.why)
+	}
+	for _, n := range c.notes {
+		c.log.WarnContext(ctx, "envoy mode: "+n.String())
+	}
+	srv, st, err := c.newServer(ctx)
+	if err != nil {
+		return serveFailed(stderr, err)
+	}
+	defer st.close()
+	if err := c.run(ctx, srv, st.name, stdout); err != nil {
+		return serveFailed(stderr, err)
+	}
+	return exitOK
+}
+
+// serveCmd is a command line of sluice serve, read: its flags, where
+// each came from, and the settings they make, all but the store's.
+type serveCmd struct {
+	o        serveFlags
+	fs       *flag.FlagSet
+	sources  map[string]string // flag name: "flag -name", a variable, or absent for the default
+	mode     envoyMode
+	notes    []envNote
+	settings server.Settings
+	log      *slog.Logger
+}
+
+// A usageError is a command line that cannot run: the exit code is
+// exitUsage, and the message points to the help.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Errorf(format, a...)} }
+
+// serveFailed writes the message for err, chosen by its type, and returns
+// the exit code.
+func serveFailed(stderr io.Writer, err error) int {
+	var usage *usageError
+	var settings *server.SettingsError
+	var loading *configError
+	switch {
+	case errors.As(err, &usage):
+		fmt.Fprintf(stderr, "sluice serve: %v\nRun 'sluice help serve' for usage.\n", usage.err)
 		return exitUsage
+	case errors.As(err, &settings): // TLS files, header names: not the config
+		fmt.Fprintf(stderr, "sluice serve: %v\n", settings)
+	case errors.As(err, &loading):
+		fmt.Fprintf(stderr, "sluice serve: the config does not load:\n%v\n", loading.err)
+	default:
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 	}
-	if len(rest) > 0 {
-		return usageErr("unexpected argument %q; the config goes in -config", rest[0])
-	}
+	return exitFail
+}
 
-	// Where each setting comes from: a flag, a variable, a default.
-	sources := map[string]string{}
-	fs.Visit(func(f *flag.Flag) { sources[f.Name] = "flag -" + f.Name })
-	mode := envoyModeOf(o.envoyEnv, sources["envoy-env"] != "", envLookup)
-	var notes []envNote
-	if mode.on {
-		settings, ns, err := envoySettings(envLookup)
-		if err != nil {
-			return usageErr("%v", err)
-		}
-		// A flag wins over the variables, and over its group's: -redis
-		// given, REDIS_TYPE=cluster does not add -redis-cluster.
-		explicit := maps.Clone(sources)
-		given := func(name string) bool {
-			for _, g := range flagGroups {
-				if slices.Contains(g, name) && slices.ContainsFunc(g, func(n string) bool { return explicit[n] != "" }) {
-					return true
-				}
-			}
-			return explicit[name] != ""
-		}
-		for _, s := range settings {
-			if given(s.flag) {
-				continue
-			}
-			if err := fs.Set(s.flag, s.value); err != nil {
-				return usageErr("%s (-%s): %v", s.source, s.flag, err)
-			}
-			sources[s.flag] = s.source
-		}
-		notes = ns
-	}
+// A configError is a config that does not load: server.New's errors other
+// than a server.SettingsError, config.Error among them, and the config
+// package's own about its files.
+type configError struct{ err error }
 
+func (e *configError) Error() string { return "the config does not load: " + e.err.Error() }
+
+func (e *configError) Unwrap() error { return e.err }
+
+// parseServe reads the command line, and envoyproxy/ratelimit's variables
+// through lookupEnv in envoy mode, into a serveCmd. On -h, or on a bad
+// command line, it writes the help or the error itself; ok is then false
+// and code the exit code.
+func parseServe(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) (_ *serveCmd, code int, ok bool) {
+	cmd, _ := lookup("serve")
+	c := &serveCmd{sources: map[string]string{}}
+	c.fs = c.o.flagSet()
+	rest, code, ok := parseFlags(cmd, c.fs, args, stdout, stderr)
+	if !ok {
+		return nil, code, false
+	}
+	err := func() error {
+		if len(rest) > 0 {
+			return usagef("unexpected argument %q; the config goes in -config", rest[0])
+		}
+		if err := c.readEnv(lookupEnv); err != nil {
+			return err
+		}
+		return c.check(stderr)
+	}()
+	if err != nil {
+		return nil, serveFailed(stderr, err), false
+	}
+	return c, exitOK, true
+}
+
+// readEnv notes where each flag given comes from and, in envoy mode, sets
+// the flags that envoyproxy/ratelimit's variables name.
+func (c *serveCmd) readEnv(lookupEnv func(string) (string, bool)) error {
+	c.fs.Visit(func(f *flag.Flag) { c.sources[f.Name] = "flag -" + f.Name })
+	c.mode = envoyModeOf(c.o.envoyEnv, c.sources["envoy-env"] != "", lookupEnv)
+	if !c.mode.on {
+		return nil
+	}
+	settings, notes, err := envoySettings(lookupEnv)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	// A flag wins over the variables, and over its group's: -redis
+	// given, REDIS_TYPE=cluster does not add -redis-cluster.
+	explicit := maps.Clone(c.sources)
+	given := func(name string) bool {
+		for _, g := range flagGroups {
+			if slices.Contains(g, name) && slices.ContainsFunc(g, func(n string) bool { return explicit[n] != "" }) {
+				return true
+			}
+		}
+		return explicit[name] != ""
+	}
+	for _, s := range settings {
+		if given(s.flag) {
+			continue
+		}
+		if err := c.fs.Set(s.flag, s.value); err != nil {
+			return usagef("%s (-%s): %v", s.source, s.flag, err)
+		}
+		c.sources[s.flag] = s.source
+	}
+	c.notes = notes
+	return nil
+}
+
+// check refuses flags out of their range, and makes the settings and the
+// log they name.
+func (c *serveCmd) check(stderr io.Writer) error {
+	o := &c.o
 	hdrs, err := server.ParseHeaderStyle(o.headers)
 	switch {
 	case err != nil:
-		return usageErr("-response-headers: %v", err)
+		return usagef("-response-headers: %v", err)
 	case o.drain < 0:
-		return usageErr("-drain %v must not be negative", o.drain)
+		return usagef("-drain %v must not be negative", o.drain)
 	case o.poll < 0:
-		return usageErr("-poll %v must not be negative", o.poll)
+		return usagef("-poll %v must not be negative", o.poll)
 	case o.readTO <= 0:
-		return usageErr("-read-timeout %v must be positive", o.readTO)
+		return usagef("-read-timeout %v must be positive", o.readTO)
 	case o.idleTO <= 0:
-		return usageErr("-idle-timeout %v must be positive", o.idleTO)
+		return usagef("-idle-timeout %v must be positive", o.idleTO)
 	case o.maxAge < 0 || o.maxAgeGrace < 0:
-		return usageErr("-grpc-max-connection-age %v and -grpc-max-connection-age-grace %v must not be negative", o.maxAge, o.maxAgeGrace)
-	case o.redis.poolSize < 0:
-		return usageErr("-redis-pool-size %d must not be negative", o.redis.poolSize)
-	case o.perSecond.poolSize < 0:
-		return usageErr("-redis-persecond-pool-size %d must not be negative", o.perSecond.poolSize)
-	case o.redis.maxInFlight < 1:
-		return usageErr("-redis-max-inflight %d must be at least 1", o.redis.maxInFlight)
+		return usagef("-grpc-max-connection-age %v and -grpc-max-connection-age-grace %v must not be negative", o.maxAge, o.maxAgeGrace)
 	case o.metricsPath == "" || o.metricsPath[0] != '/':
-		return usageErr("-metrics-path %q: want a path such as /metrics", o.metricsPath)
+		return usagef("-metrics-path %q: want a path such as /metrics", o.metricsPath)
+	}
+	if err := o.checkRedis(); err != nil {
+		return usagef("%v", err)
 	}
 	if err := o.conns.check(); err != nil {
-		return usageErr("%v", err)
-	}
-	if _, err := o.redis.kind(); err != nil {
-		return usageErr("%v", err)
-	}
-	if _, err := o.perSecond.kind(); err != nil {
-		return usageErr("%v", err)
+		return usagef("%v", err)
 	}
 	grpcTLS, err := o.grpcTLS.config("grpc")
 	if err != nil {
-		return usageErr("%v", err)
+		return usagef("%v", err)
 	}
 	httpTLS, err := o.httpTLS.config("http")
 	if err != nil {
-		return usageErr("%v", err)
+		return usagef("%v", err)
 	}
-	log, err := newLogger(stderr, o.logLevel, o.logFormat)
-	if err != nil {
-		return usageErr("%v", err)
+	if c.log, err = newLogger(stderr, o.logLevel, o.logFormat); err != nil {
+		return usagef("%v", err)
 	}
-	if o.printConfig {
-		printConfig(stdout, fs, sources, mode, notes)
-		return exitOK
-	}
-	defer gcFloor(int64(o.gcFloor.bytesFlag))()
-	if mode.on {
-		log.WarnContext(ctx, "envoy mode: envoyproxy/ratelimit's variables configure sluice serve", "because", mode.why)
-	}
-	for _, n := range notes {
-		log.WarnContext(ctx, "envoy mode: "+n.String())
-	}
-	poll := o.poll
-	if poll == 0 {
-		poll = -1 // server.Settings: negative is off
-	}
+	o.storeFlags(c.sources["redis-prefix"] != "")
+	c.settings = o.settings(hdrs, grpcTLS, httpTLS, c.log)
+	return nil
+}
 
+// checkRedis refuses Redis flags out of their range.
+func (o *serveFlags) checkRedis() error {
+	switch {
+	case o.redis.poolSize < 0:
+		return fmt.Errorf("-redis-pool-size %d must not be negative", o.redis.poolSize)
+	case o.perSecond.poolSize < 0:
+		return fmt.Errorf("-redis-persecond-pool-size %d must not be negative", o.perSecond.poolSize)
+	case o.redis.maxInFlight < 1:
+		return fmt.Errorf("-redis-max-inflight %d must be at least 1", o.redis.maxInFlight)
+	case o.redis.timeout <= 0:
+		return fmt.Errorf("-redis-timeout %v must be positive", o.redis.timeout)
+	}
+	if _, err := o.redis.kind(); err != nil {
+		return err
+	}
+	_, err := o.perSecond.kind()
+	return err
+}
+
+// storeFlags gives the per-second Redis the main one's keys and bounds,
+// and names fixed windows' counters as envoyproxy/ratelimit does under
+// -envoy-keys. prefixGiven says -redis-prefix was set.
+func (o *serveFlags) storeFlags(prefixGiven bool) {
 	if o.envoyKeys {
 		// envoyproxy/ratelimit's keys begin with CACHE_KEY_PREFIX, empty
 		// unless set: sluice's own default prefix is not theirs.
 		o.redis.envoyKeys = true
-		if sources["redis-prefix"] != "" {
+		if prefixGiven {
 			o.redis.envoyPrefix = o.redis.prefix
 		}
 	}
 	o.perSecond.prefix = o.redis.prefix
 	o.perSecond.maxInFlight = o.redis.maxInFlight
-	st, err := openStore(ctx, &o.redis, &o.perSecond, int64(o.maxMem), log)
-	if err != nil {
-		return usageErr("%v", err)
+	o.perSecond.timeout = o.redis.timeout
+}
+
+// settings are the server's settings the flags name, all but the store's.
+func (o *serveFlags) settings(hdrs server.HeaderStyle, grpcTLS, httpTLS *server.TLS, log *slog.Logger) server.Settings {
+	poll := o.poll
+	if poll == 0 {
+		poll = -1 // server.Settings: negative is off
 	}
-	defer st.close()
-	cfg := server.Settings{
-		Paths:     o.configs,
-		Store:     st.store,
-		Fallback:  st.fallback,
-		StoreName: st.name,
-		// The memory store never waits, and the Redis store bounds its
-		// own calls (50ms): a second deadline would only cost a timer
-		// per request.
-		StoreTimeout:          -1,
+	s := server.Settings{
+		Paths:                 o.configs,
 		Shadow:                o.shadow,
 		QuotaMode:             o.quota,
 		DynamicMetadata:       o.dynMeta,
@@ -527,50 +626,48 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		HealthRequiresConfig:  o.healthCfg,
 		Logger:                log,
 	}
-	o.conns.apply(&cfg)
+	o.conns.apply(&s)
 	if o.trusted.set {
-		cfg.TrustedProxies = o.trusted.prefixes
+		s.TrustedProxies = o.trusted.prefixes
 	}
-	srv, err := server.New(cfg)
+	return s
+}
+
+// newServer opens the stores the flags name and makes the server on them.
+// The caller closes the stores once the server is done.
+func (c *serveCmd) newServer(ctx context.Context) (*server.Server, *openedStore, error) {
+	st, err := openStore(ctx, &c.o.redis, &c.o.perSecond, int64(c.o.maxMem), c.log)
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "server: ") { // TLS files, header names: not the config
-			fmt.Fprintf(stderr, "sluice serve: %v\n", err)
-		} else {
-			fmt.Fprintf(stderr, "sluice serve: the config does not load:\n%v\n", err)
+		return nil, nil, &usageError{err}
+	}
+	s := c.settings
+	s.Store, s.Fallback, s.StoreName = st.store, st.fallback, st.name
+	srv, err := server.New(s)
+	if err != nil {
+		st.close()
+		if settings := (*server.SettingsError)(nil); !errors.As(err, &settings) {
+			err = &configError{err}
 		}
-		return exitFail
+		return nil, nil, err
 	}
-	ls, err := listenAll(ctx, &o, srv)
+	return srv, st, nil
+}
+
+// run serves srv on the listeners the flags name until ctx ends, with
+// SIGHUP reloading the config, and then shuts it down.
+func (c *serveCmd) run(ctx context.Context, srv *server.Server, storeName string, stdout io.Writer) error {
+	ls, err := listenAll(ctx, &c.o, srv)
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
-		return exitFail
+		return err
 	}
 	defer ls.close()
-
-	// SIGHUP reloads the config. The handler is in place before the
-	// banner says the service is up.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	hupCtx, stopHup := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// The SIGHUP handler is in place before the banner says the service
+	// is up.
+	stopHup := reloadOnHangup(ctx, &wg, srv, c.log, len(c.o.configs) == 0)
 	defer stopHup()
-	wg.Go(func() {
-		for {
-			select {
-			case <-hupCtx.Done():
-				return
-			case <-hup:
-				log.InfoContext(hupCtx, "SIGHUP: reloading the config")
-				// The server logs and counts the outcome.
-				if err := srv.Reload(hupCtx); err != nil && len(o.configs) == 0 {
-					log.WarnContext(hupCtx, "nothing to reload: serving the built-in policy")
-				}
-			}
-		}
-	})
-	ls.serveSide(log)
+	ls.serveSide(c.log)
 
 	// The admin listener lives as long as the service: it stops when
 	// Serve returns, whatever the reason.
@@ -578,13 +675,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer stopAdmin()
 	adminErr := make(chan error, 1)
 	if ls.admin != nil {
-		opts := server.AdminOptions{UI: o.ui, Lookup: o.keyLookup, Profile: o.pprof, Hosts: adminHosts(o.admin)}
+		opts := server.AdminOptions{UI: c.o.ui, Lookup: c.o.keyLookup, Profile: c.o.pprof, Hosts: adminHosts(c.o.admin)}
 		wg.Go(func() { adminErr <- srv.ServeAdmin(adminCtx, ls.admin, opts) })
 	}
-
 	printBanner(stdout, banner{
-		http: ls.http.Addr(), grpc: ls.grpc.Addr(), configs: o.configs, domains: srv.Domains(),
-		store: st.name, shadow: o.shadow, o: &o, mode: mode, ls: ls, headers: hdrs,
+		http: ls.http.Addr(), grpc: ls.grpc.Addr(), configs: c.o.configs, domains: srv.Domains(),
+		store: storeName, shadow: c.o.shadow, o: &c.o, mode: c.mode, ls: ls, headers: c.settings.ResponseHeaders,
 	})
 	err = srv.Serve(ctx, ls.http, ls.grpc)
 	stopAdmin()
@@ -593,11 +689,34 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			err = aerr
 		}
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
-		return exitFail
+	return err
+}
+
+// reloadOnHangup reloads srv's config on each SIGHUP, on a goroutine of
+// wg, until the returned function is called. builtIn says srv serves the
+// built-in policy, which has nothing to reload.
+func reloadOnHangup(ctx context.Context, wg *sync.WaitGroup, srv *server.Server, log *slog.Logger, builtIn bool) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(ctx)
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				log.InfoContext(ctx, "SIGHUP: reloading the config")
+				// The server logs and counts the outcome.
+				if err := srv.Reload(ctx); err != nil && builtIn {
+					log.WarnContext(ctx, "nothing to reload: serving the built-in policy")
+				}
+			}
+		}
+	})
+	return func() {
+		signal.Stop(hup)
+		cancel()
 	}
-	return exitOK
 }
 
 // defaultAdminAddr is where the console listens: this host only, on the

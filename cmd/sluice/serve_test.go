@@ -22,7 +22,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/internal/testredis"
-	"github.com/sluicehq/sluice/redis"
 )
 
 // serving is a "sluice serve" running in the test's process.
@@ -41,9 +40,12 @@ func startServe(t *testing.T, args ...string) *serving {
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
 	s := &serving{banner: map[string]string{}, logs: make(chan string, 1000), cancel: cancel, code: make(chan int, 1)}
-	args = append([]string{"serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-admin", "127.0.0.1:0"}, args...)
+	// The Redis store's default deadline, 50ms, is a bound a loaded
+	// machine can miss, and a call that misses it fails open: a flag of
+	// the test's own after these puts it back.
+	args = append([]string{"serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-redis-timeout", testRedisTimeout}, args...)
 	go func() {
-		s.code <- run(ctx, args, outW, errW)
+		s.code <- run(ctx, args, testEnv, outW, errW)
 		outW.Close()
 		errW.Close()
 	}()
@@ -334,17 +336,20 @@ const serveArgsEnv = "SLUICE_TEST_SERVE_ARGS"
 // process: the floods test the service as it is shipped.
 const redisDefaultsEnv = "SLUICE_TEST_REDIS_DEFAULTS"
 
+// testRedisTimeout is the Redis store's deadline in the tests' serve and
+// in the processes TestServeTwoProcesses starts: the default, 50ms, is a
+// bound a loaded machine can miss, and a call that misses it fails open.
+const testRedisTimeout = "10s"
+
 func TestMain(m *testing.M) {
-	// In the tests' serve and in the processes TestServeTwoProcesses
-	// starts: the Redis store's default deadline, 50ms, is a bound a
-	// loaded machine can miss, and a call that misses it fails open.
-	if os.Getenv(redisDefaultsEnv) == "" {
-		redisOptions = []redis.Option{redis.WithTimeout(10 * time.Second)}
-	}
 	if args := os.Getenv(serveArgsEnv); args != "" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		os.Exit(run(ctx, strings.Split(args, "\n"), os.Stdout, os.Stderr))
+		argv := strings.Split(args, "\n")
+		if os.Getenv(redisDefaultsEnv) == "" && len(argv) > 0 {
+			argv = append([]string{argv[0], "-redis-timeout", testRedisTimeout}, argv[1:]...)
+		}
+		os.Exit(run(ctx, argv, os.LookupEnv, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
