@@ -438,3 +438,38 @@ func TestServeHTTPAllowedHosts(t *testing.T) {
 		}
 	}
 }
+
+// The message of a failure to start is chosen by the error's type: a
+// config that does not load says so and lists its problems; a setting the
+// server cannot use (TLS files) is named alone.
+func TestServeFailureMessages(t *testing.T) {
+	base := []string{"serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-admin", ""}
+	bad := writeConfig(t, "domain: d\ndescriptors:\n  - key: k\n    rate_limt: {unit: second, requests_per_unit: 1}\n")
+	code, _, stderr := runArgs(t, append(base, "-config", bad)...)
+	if code != exitFail || !strings.Contains(stderr, "sluice serve: the config does not load:\n") || !strings.Contains(stderr, "rate_limt") {
+		t.Errorf("serve -config with an unknown field: exit %d, stderr %q; want 1, the config named as not loading, and the field", code, stderr)
+	}
+	code, _, stderr = runArgs(t, append(base, "-grpc-tls-cert", "missing.crt", "-grpc-tls-key", "missing.key")...)
+	if code != exitFail || !strings.Contains(stderr, "sluice serve: server: gRPC: TLS certificate") || strings.Contains(stderr, "does not load") {
+		t.Errorf("serve with missing TLS files: exit %d, stderr %q; want 1 and the files named, not the config", code, stderr)
+	}
+}
+
+// -redis-timeout is the Redis store's deadline: 50ms unless set, and
+// positive, since the service adds no deadline of its own.
+func TestServeRedisTimeoutFlag(t *testing.T) {
+	v, src, _ := printed(t, nil)
+	if v["redis-timeout"] != "50ms" || src["redis-timeout"] != "default" {
+		t.Errorf("-print-config: -redis-timeout %q from %q, want 50ms from default", v["redis-timeout"], src["redis-timeout"])
+	}
+	v, src, _ = printed(t, nil, "-redis-timeout", "2s")
+	if v["redis-timeout"] != "2s" || src["redis-timeout"] != "flag -redis-timeout" {
+		t.Errorf("-print-config -redis-timeout 2s: %q from %q", v["redis-timeout"], src["redis-timeout"])
+	}
+	for _, arg := range []string{"0", "-1s"} {
+		code, _, stderr := runArgs(t, "serve", "-redis-timeout", arg)
+		if code != exitUsage || !strings.Contains(stderr, "must be positive") {
+			t.Errorf("serve -redis-timeout %s: exit %d, stderr %q; want 2 and why", arg, code, stderr)
+		}
+	}
+}
