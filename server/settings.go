@@ -11,9 +11,11 @@ import (
 	"github.com/sluicehq/sluice/internal/clientip"
 )
 
-// Settings configures a Server. Only Store is required: with nothing else
-// set, the Server serves the built-in policy (config.Default) on :8080 and
-// :8081. The value is copied by New; changing it afterwards has no effect.
+// Settings are a Server's process settings: where it listens, what it
+// reads its policy from, its bounds. The policy itself, the rules, is a
+// config.Config. Only Store is required: with nothing else set, the
+// Server serves the built-in policy (config.Default) on :8080 and :8081.
+// The value is copied by New; changing it afterwards has no effect.
 type Settings struct {
 	// Paths are the config files or directories to load (see
 	// config.Load), watched for changes. Empty means Policy.
@@ -31,7 +33,9 @@ type Settings struct {
 	EnvoyKeys bool
 
 	// Store keeps the counts. It is required: the command passes a
-	// memory.Store or a redis.Store. The Server does not close it.
+	// memory.Store or a redis.Store. The Server does not close it. The
+	// store owns the deadline of its calls (redis.WithTimeout): the
+	// Server adds none, and passes each request's context through.
 	Store sluice.Store
 	// StoreName describes the store in the startup log ("memory",
 	// "redis://host:6379/0"), without credentials. The default is the
