@@ -42,7 +42,7 @@ func jsonPost(t *testing.T, s *Server, domain, key, value string) int {
 }
 
 func TestAdminUI(t *testing.T) {
-	s, _ := newServer(t, Config{})
+	s, _ := newServer(t, Settings{})
 	h := s.AdminHandler(AdminOptions{UI: true})
 	code, hdr, body := adminDo(t, h, "GET", "/ui/", "", nil)
 	if code != http.StatusOK || !strings.Contains(body, "<!doctype html>") {
@@ -73,7 +73,7 @@ func TestAdminUI(t *testing.T) {
 // rebinding) cannot read it. A POST must be JSON, which a cross-origin
 // page cannot send without a preflight.
 func TestAdminRefusesOtherHostsAndForms(t *testing.T) {
-	s, _ := newServer(t, Config{})
+	s, _ := newServer(t, Settings{})
 	h := s.AdminHandler(AdminOptions{UI: true, Hosts: []string{"admin.internal"}})
 	for host, want := range map[string]int{
 		"127.0.0.1:6070": 200, "[::1]:6070": 200, "localhost:6070": 200, "LOCALHOST": 200, "x.localhost:6070": 200,
@@ -99,7 +99,7 @@ func TestAdminRefusesOtherHostsAndForms(t *testing.T) {
 // The statistics count what the service decided, per second, per domain
 // and rule, and hold no key or value.
 func TestAdminStats(t *testing.T) {
-	s, clock := newServer(t, Config{})
+	s, clock := newServer(t, Settings{})
 	s.console.stats.sample(s.m, clock.Now()) // primes
 	for range 4 {
 		jsonPost(t, s, "test", "user", "secret-alice")
@@ -172,7 +172,7 @@ func TestStatsRingBounded(t *testing.T) {
 func TestAdminPolicy(t *testing.T) {
 	dir := t.TempDir()
 	path := writeFile(t, dir, "test.yaml", testYAML)
-	s, _ := newServer(t, Config{Paths: []string{path}, ReloadInterval: -1})
+	s, _ := newServer(t, Settings{Paths: []string{path}, ReloadInterval: -1})
 	h := s.AdminHandler(AdminOptions{})
 	var p policyReport
 	if code, _, body := adminDo(t, h, "GET", "/v1/policy", "", &p); code != http.StatusOK {
@@ -215,7 +215,7 @@ func TestAdminPolicy(t *testing.T) {
 
 // A lookup peeks: it shows each matched limit's state and charges nothing.
 func TestAdminLookup(t *testing.T) {
-	s, _ := newServer(t, Config{})
+	s, _ := newServer(t, Settings{})
 	for range 2 {
 		jsonPost(t, s, "test", "user", "alice")
 	}
@@ -257,7 +257,7 @@ func TestAdminLookup(t *testing.T) {
 
 // The bucket's retry from a peek is the time one unit takes to refill.
 func TestLookupBucketRetry(t *testing.T) {
-	s, clock := newServer(t, Config{})
+	s, clock := newServer(t, Settings{})
 	for range 10 {
 		jsonPost(t, s, "test", "bucket", "b")
 	}
@@ -271,7 +271,7 @@ func TestLookupBucketRetry(t *testing.T) {
 
 // ServeAdmin serves until its context ends, then returns nil.
 func TestServeAdmin(t *testing.T) {
-	s, _ := newServer(t, Config{})
+	s, _ := newServer(t, Settings{})
 	ln := listen(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -289,7 +289,7 @@ func TestServeAdmin(t *testing.T) {
 // The profiles are served only when asked for: a heap profile can show
 // keys.
 func TestAdminProfile(t *testing.T) {
-	s, _ := newServer(t, Config{})
+	s, _ := newServer(t, Settings{})
 	if code, _, _ := adminDo(t, s.AdminHandler(AdminOptions{}), "GET", "/debug/pprof/", "", nil); code != http.StatusNotFound {
 		t.Errorf("GET /debug/pprof/ without Profile: %d, want 404", code)
 	}

@@ -16,7 +16,7 @@ import (
 const testClient = "198.51.100.7"
 
 func TestAuth(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	for i := range 3 {
 		code, h, _ := get(t, e.base+"/v1/auth", "X-User", "alice", "X-Real-IP", testClient)
 		if code != 200 || h.Get("Retry-After") != "" {
@@ -55,7 +55,7 @@ func TestAuth(t *testing.T) {
 
 func TestAuthDenyStatus(t *testing.T) {
 	yaml := strings.Replace(testYAML, "deny_status: 429", "deny_status: 403", 1)
-	e := start(t, Config{Paths: []string{writeFile(t, t.TempDir(), "test.yaml", yaml)}})
+	e := start(t, Settings{Paths: []string{writeFile(t, t.TempDir(), "test.yaml", yaml)}})
 	for range 3 {
 		get(t, e.base+"/v1/auth", "X-User", "dave", "X-Real-IP", testClient)
 	}
@@ -68,7 +68,7 @@ func TestAuthNoDomain(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "a.yaml", testYAML)
 	writeFile(t, dir, "b.yaml", strings.Replace(testYAML, "domain: test", "domain: second", 1))
-	e := start(t, Config{Paths: []string{dir}})
+	e := start(t, Settings{Paths: []string{dir}})
 	if code, _, body := get(t, e.base+"/v1/auth", "X-Real-IP", testClient); code != 400 ||
 		!strings.Contains(body, "/v1/auth?domain=NAME") || strings.Contains(body, "second") || strings.Contains(body, "test") {
 		t.Errorf("two domains with forward_auth, none named: %d %q, want 400 naming neither", code, body)
@@ -104,7 +104,7 @@ func authEnv(t *testing.T) *env {
 	writeFile(t, dir, "traefik.yaml", authYAML("web", "traefik", 1))
 	writeFile(t, dir, "nginx.yaml", authYAML("site", "nginx", 1))
 	writeFile(t, dir, "lax.yaml", authYAML("lax", "envoy", 9))
-	return start(t, Config{Paths: []string{dir}})
+	return start(t, Settings{Paths: []string{dir}})
 }
 
 // With Envoy's ext_authz the domain is the segment after /v1/auth, from
@@ -153,7 +153,7 @@ func TestAuthEnvoyDomain(t *testing.T) {
 // Each proxy's headers are believed only behind that proxy, and only from
 // a trusted peer: the spoofed variant beside the honest one.
 func TestAuthRequestByProxy(t *testing.T) {
-	s, _ := newServer(t, Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.1/32")}})
+	s, _ := newServer(t, Settings{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.1/32")}})
 	const (
 		proxy     = "10.0.0.2:5000"
 		stranger  = "203.0.113.9:5000"
@@ -423,7 +423,7 @@ forward_auth:
 // Authorization as sent: the spellings of one host, and of one token,
 // are one limit each.
 func TestAuthTraefikSpellings(t *testing.T) {
-	e := start(t, Config{Paths: []string{writeFile(t, t.TempDir(), "web.yaml", spellingYAML)}})
+	e := start(t, Settings{Paths: []string{writeFile(t, t.TempDir(), "web.yaml", spellingYAML)}})
 	traefik := func(host string, hdr ...string) int {
 		t.Helper()
 		code, _, _ := get(t, e.base+"/v1/auth?domain=web", append([]string{"X-Forwarded-For", testClient, "X-Forwarded-Proto", "https",
@@ -475,15 +475,15 @@ forward_auth:
 func TestAuthQuotaModeRefused(t *testing.T) {
 	dir := t.TempDir()
 	path := writeFile(t, dir, "web.yaml", quotaAuthYAML)
-	_, err := New(Config{Paths: []string{path}, QuotaMode: true, Store: newStore(t)})
+	_, err := New(Settings{Paths: []string{path}, QuotaMode: true, Store: newStore(t)})
 	if err == nil || !strings.Contains(err.Error(), path+":9: forward_auth:") || !strings.Contains(err.Error(), `domain "web"`) {
 		t.Errorf("New in quota mode with forward auth = %v, want an error naming domain web at %s:9", err, path)
 	}
-	if _, err := New(Config{Policy: config.Default(), QuotaMode: true, Store: newStore(t)}); err == nil || !strings.Contains(err.Error(), `domain "sluice"`) {
+	if _, err := New(Settings{Policy: config.Default(), QuotaMode: true, Store: newStore(t)}); err == nil || !strings.Contains(err.Error(), `domain "sluice"`) {
 		t.Errorf("New in quota mode with the built-in policy (forward auth for nginx) = %v, want domain sluice refused", err)
 	}
 
-	e := start(t, Config{Paths: []string{path}, ReloadInterval: -1})
+	e := start(t, Settings{Paths: []string{path}, ReloadInterval: -1})
 	writeFile(t, dir, "web.yaml", strings.Replace(quotaAuthYAML, "  - key: remote_address\n", "  - key: remote_address\n    quota_mode: true\n", 1))
 	if err := e.srv.Reload(t.Context()); err == nil || !strings.Contains(err.Error(), path+":3: descriptors[0].quota_mode:") {
 		t.Errorf("reload to quota_mode under forward auth = %v, want refused at %s:3", err, path)

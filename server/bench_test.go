@@ -34,7 +34,7 @@ forward_auth:
 `
 
 func benchServer(b *testing.B) *Server {
-	s, _ := newServer(b, Config{Paths: []string{writeFile(b, b.TempDir(), "bench.yaml", benchYAML)}, StoreTimeout: -1})
+	s, _ := newServer(b, Settings{Paths: []string{writeFile(b, b.TempDir(), "bench.yaml", benchYAML)}})
 	return s
 }
 
@@ -101,7 +101,7 @@ func BenchmarkJSON(b *testing.B) {
 func BenchmarkShouldRateLimitParallel(b *testing.B) {
 	for _, store := range []string{"memory", "redis"} {
 		b.Run("store="+store, func(b *testing.B) {
-			cfg := Config{Paths: []string{writeFile(b, b.TempDir(), "bench.yaml", benchYAML)}, StoreTimeout: -1}
+			cfg := Settings{Paths: []string{writeFile(b, b.TempDir(), "bench.yaml", benchYAML)}}
 			if store == "redis" {
 				c := goredis.NewClient(&goredis.Options{Addr: testredis.Start(b), MaxRetries: -1, ContextTimeoutEnabled: true})
 				b.Cleanup(func() { c.Close() })

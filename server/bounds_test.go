@@ -20,10 +20,10 @@ import (
 // and descriptors that come to one limit and key cannot add up past it:
 // two of 2^63 once summed to 0 and passed uncharged.
 func TestHitsAddendBound(t *testing.T) {
-	if _, err := New(Config{Store: newStore(t), MaxHitsAddend: 1 << 63}); err == nil || !strings.Contains(err.Error(), "MaxHitsAddend") {
+	if _, err := New(Settings{Store: newStore(t), MaxHitsAddend: 1 << 63}); err == nil || !strings.Contains(err.Error(), "MaxHitsAddend") {
 		t.Errorf("New with MaxHitsAddend 2^63: %v, want an error", err)
 	}
-	e := start(t, Config{MaxHitsAddend: MaxCost})
+	e := start(t, Settings{MaxHitsAddend: MaxCost})
 	ctx := t.Context()
 	req := withHits(withHits(rlReq("test", 0, "user=ivy", "user=ivy"), 0, MaxCost), 1, MaxCost)
 	if _, err := e.rls.ShouldRateLimit(ctx, req); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "more than 2^53") {
@@ -74,7 +74,7 @@ func closedWithin(t *testing.T, c net.Conn, d time.Duration) string {
 // connection are each closed, so that slow clients cannot hold
 // connections and their buffers.
 func TestHTTPTimeouts(t *testing.T) {
-	e := start(t, Config{ReadTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond})
+	e := start(t, Settings{ReadTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond})
 	addr := strings.TrimPrefix(e.base, "http://")
 	const deadline = 30 * time.Second // far above the timeouts: only a hang fails
 
@@ -101,7 +101,7 @@ func TestHTTPTimeouts(t *testing.T) {
 }
 
 func TestHTTPTimeoutsConfig(t *testing.T) {
-	for _, cfg := range []Config{{ReadTimeout: -1}, {IdleTimeout: -time.Second}} {
+	for _, cfg := range []Settings{{ReadTimeout: -1}, {IdleTimeout: -time.Second}} {
 		cfg.Store = newStore(t)
 		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "must not be negative") {
 			t.Errorf("New(%+v): %v, want an error", cfg, err)
@@ -131,7 +131,7 @@ func h2Conn(t *testing.T, e *env) *http2.Framer {
 
 // The gRPC server announces its bound on concurrent calls per connection.
 func TestGRPCMaxConcurrentStreams(t *testing.T) {
-	e := start(t, Config{MaxConcurrentStreams: 7})
+	e := start(t, Settings{MaxConcurrentStreams: 7})
 	fr := h2Conn(t, e)
 	for {
 		f, err := fr.ReadFrame()
@@ -150,7 +150,7 @@ func TestGRPCMaxConcurrentStreams(t *testing.T) {
 // A client that pings far more often than the keepalive policy allows is
 // sent GOAWAY ENHANCE_YOUR_CALM and cut off.
 func TestGRPCKeepaliveEnforced(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	fr := h2Conn(t, e)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

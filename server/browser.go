@@ -25,7 +25,7 @@ func fromBrowserPage(r *http.Request) bool {
 }
 
 // refuseBrowser answers a POST /json that a web page sent with 403, and
-// one whose Host the server does not answer to (Config.HTTPAllowedHosts)
+// one whose Host the server does not answer to (Settings.HTTPAllowedHosts)
 // with 421, before anything is read or charged. It reports whether it
 // answered.
 func (s *Server) refuseBrowser(w http.ResponseWriter, r *http.Request) bool {

@@ -44,7 +44,7 @@ const aliceJSON = `{"domain":"test","descriptors":[{"entries":[{"key":"user","va
 // but still sends Origin. Each is refused with 403 and charges nothing;
 // curl and Envoy, which send no Origin, are answered.
 func TestJSONRefusesBrowserPages(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	const evil = "https://evil.example"
 	form := `{"domain":"test","descriptors":[{"entries":[{"key":"user","value":"alice"}]}],"pad":"` + "=" + `"}` + "\r\n"
 	multipart := "------WebKitFormBoundaryx7\r\nContent-Disposition: form-data; name=\"q\"\r\n\r\n" + aliceJSON + "\r\n------WebKitFormBoundaryx7--\r\n"
@@ -88,7 +88,7 @@ func TestJSONRefusesBrowserPages(t *testing.T) {
 // addresses and localhost: a name pointed at the service by DNS
 // rebinding gets 421 and charges nothing.
 func TestJSONAllowedHosts(t *testing.T) {
-	e := start(t, Config{HTTPAllowedHosts: []string{"ratelimit.internal"}})
+	e := start(t, Settings{HTTPAllowedHosts: []string{"ratelimit.internal"}})
 	for _, host := range []string{"rebound.example", "rebound.example:8080", "ratelimit.internal.evil.example", "internal"} {
 		if code, out := postAs(t, e, aliceJSON, "Host", host); code != http.StatusMisdirectedRequest {
 			t.Errorf("Host %q: %d %q, want 421", host, code, out)
@@ -136,7 +136,7 @@ fetch("{{json}}", {method: "POST", mode: "no-cors", body: body})
 // POSTs reach /json and are refused, and charge nothing.
 func TestJSONFromChromium(t *testing.T) {
 	bin := testbrowser.Chromium(t)
-	s, _ := newServer(t, Config{})
+	s, _ := newServer(t, Settings{})
 	var mu sync.Mutex
 	var posts []int // the status of each POST /json a page sent
 	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

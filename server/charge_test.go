@@ -24,7 +24,7 @@ func TestChargingModes(t *testing.T) {
 		{"per descriptor", true, 0, 0, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e := start(t, Config{ChargePerDescriptor: tt.each})
+			e := start(t, Settings{ChargePerDescriptor: tt.each})
 			ctx := t.Context()
 			// per_user is 3 a minute, org_user 2 a second.
 			both := func() *rlspb.RateLimitResponse {
@@ -82,7 +82,7 @@ descriptors:
     quota_mode: true
     rate_limit: {name: model, unit: minute, requests_per_unit: 1}
 `)
-	e := start(t, Config{Paths: []string{path}, ChargePerDescriptor: true})
+	e := start(t, Settings{Paths: []string{path}, ChargePerDescriptor: true})
 	ctx := t.Context()
 	ask := func(descs ...string) *rlspb.RateLimitResponse {
 		t.Helper()

@@ -20,7 +20,7 @@ import (
 // The bounds on connections and streams default, and refuse values out
 // of range with an error naming the field.
 func TestConnBoundsConfig(t *testing.T) {
-	c, err := Config{Store: newStore(t)}.withDefaults()
+	c, err := Settings{Store: newStore(t)}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,15 +31,15 @@ func TestConnBoundsConfig(t *testing.T) {
 			c.GRPCMaxConnections, c.HTTPMaxConnections, c.MaxConnectionIdle)
 	}
 	for _, tt := range []struct {
-		cfg  Config
+		cfg  Settings
 		want string
 	}{
-		{Config{GRPCMaxStreams: -1}, "GRPCMaxStreams -1 must be between 1 and"},
-		{Config{GRPCMaxStreams: MaxGRPCStreams + 1}, "GRPCMaxStreams 1048577 must be between 1 and"},
-		{Config{GRPCMaxConnections: -3}, "GRPCMaxConnections -3"},
-		{Config{HTTPMaxConnections: MaxConnections + 1}, "HTTPMaxConnections 1048577"},
-		{Config{GRPCRecvTimeout: -time.Second}, "GRPCRecvTimeout -1s must be positive"},
-		{Config{GRPCRecvTimeout: 2 * time.Hour}, "GRPCRecvTimeout 2h0m0s must be positive and at most 1h0m0s"},
+		{Settings{GRPCMaxStreams: -1}, "GRPCMaxStreams -1 must be between 1 and"},
+		{Settings{GRPCMaxStreams: MaxGRPCStreams + 1}, "GRPCMaxStreams 1048577 must be between 1 and"},
+		{Settings{GRPCMaxConnections: -3}, "GRPCMaxConnections -3"},
+		{Settings{HTTPMaxConnections: MaxConnections + 1}, "HTTPMaxConnections 1048577"},
+		{Settings{GRPCRecvTimeout: -time.Second}, "GRPCRecvTimeout -1s must be positive"},
+		{Settings{GRPCRecvTimeout: 2 * time.Hour}, "GRPCRecvTimeout 2h0m0s must be positive and at most 1h0m0s"},
 	} {
 		tt.cfg.Store = newStore(t)
 		if _, err := New(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -64,7 +64,7 @@ func accepted(t *testing.T, c net.Conn) bool {
 // Connections past the bound are closed as soon as accepted, on each
 // listener, and counted; a place given back is taken again.
 func TestConnectionsBounded(t *testing.T) {
-	e := start(t, Config{HTTPMaxConnections: 2, GRPCMaxConnections: 1})
+	e := start(t, Settings{HTTPMaxConnections: 2, GRPCMaxConnections: 1})
 	e.waitReady(t)
 	httpAddr := strings.TrimPrefix(e.base, "http://")
 	a, b := rawConn(t, httpAddr, ""), rawConn(t, httpAddr, "")
@@ -134,7 +134,7 @@ func ended(t *testing.T, cs grpc.ClientStream) *status.Status {
 // is refused with UNAVAILABLE at once, and counted; when a held call
 // ends, its place is taken again.
 func TestGRPCStreamsBounded(t *testing.T) {
-	e := start(t, Config{GRPCMaxStreams: 3, GRPCRecvTimeout: time.Hour})
+	e := start(t, Settings{GRPCMaxStreams: 3, GRPCRecvTimeout: time.Hour})
 	e.waitReady(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -204,7 +204,7 @@ func TestGRPCStreamsBounded(t *testing.T) {
 // with DEADLINE_EXCEEDED; a health Watch, a streaming call, is not
 // bounded by it and still delivers the change at shutdown.
 func TestGRPCRecvTimeout(t *testing.T) {
-	e := start(t, Config{GRPCRecvTimeout: 300 * time.Millisecond})
+	e := start(t, Settings{GRPCRecvTimeout: 300 * time.Millisecond})
 	e.waitReady(t)
 	watch, err := e.health.Watch(t.Context(), &healthpb.HealthCheckRequest{})
 	if err != nil {

@@ -210,7 +210,7 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 // describe answers one descriptor from the decisions of its limits, and
 // counts them; own[k] is cs[k] as a check of the config's rule. Its status is sluice.Combine's decision over the limits'
 // own shadow modes, as the config sets them: under global shadow mode
-// (Config.Shadow) a descriptor over its limit says so while the request
+// (Settings.Shadow) a descriptor over its limit says so while the request
 // is allowed, as in envoyproxy/ratelimit.
 func (s *Server) describe(domain string, ms []config.Match, cs []check, own []sluice.Check, ds []sluice.Decision) descStatus {
 	if len(cs) == 0 {
@@ -292,7 +292,7 @@ func (s *Server) take(ctx context.Context, checks []check, ds []sluice.Decision,
 
 // quotaDescriptors says which descriptors of a request are in quota mode,
 // as envoyproxy/ratelimit tells them: under global quota mode
-// (Config.QuotaMode) every descriptor but the unlimited ones, those no
+// (Settings.QuotaMode) every descriptor but the unlimited ones, those no
 // limit applies to included; otherwise those whose limits the config puts
 // in quota_mode. It is nil when none is.
 func (s *Server) quotaDescriptors(matches [][]config.Match) []bool {
@@ -319,7 +319,7 @@ func (s *Server) quotaDescriptors(matches [][]config.Match) []bool {
 // takeAll decides the checks of a request of ndesc descriptors in domain
 // as take does, all-or-nothing among the limits charged as gates, but for
 // the descriptors in quota mode (quota[i], nil for none) and, under
-// Config.ChargePerDescriptor, every descriptor, which are decided each on
+// Settings.ChargePerDescriptor, every descriptor, which are decided each on
 // its own:
 //
 //   - all-or-nothing (the default): an enforced limit of a descriptor not

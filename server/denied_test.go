@@ -56,7 +56,7 @@ func TestAuthDeniedBody(t *testing.T) {
 
 	for _, status := range []int{429, 403} {
 		yaml := strings.Replace(testYAML, "deny_status: 429", fmt.Sprintf("deny_status: %d", status), 1)
-		e := start(t, Config{Paths: []string{writeFile(t, t.TempDir(), "test.yaml", yaml)}})
+		e := start(t, Settings{Paths: []string{writeFile(t, t.TempDir(), "test.yaml", yaml)}})
 		for range 3 {
 			get(t, e.base+"/v1/auth", "X-User", "alice", "X-Real-IP", testClient)
 		}

@@ -4,7 +4,7 @@
 // ext_authz, Prometheus metrics and health checks, with a config that
 // reloads while it serves.
 //
-//	srv, err := server.New(server.Config{Paths: []string{"/etc/sluice"}, Store: store})
+//	srv, err := server.New(server.Settings{Paths: []string{"/etc/sluice"}, Store: store})
 //	if err != nil {
 //		return err // names each problem's file, line and field
 //	}
@@ -12,7 +12,7 @@
 //
 // # Endpoints
 //
-// gRPC (Config.GRPCAddr, :8081):
+// gRPC (Settings.GRPCAddr, :8081):
 //
 //   - envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit, on
 //     go-control-plane's types, for Envoy, Istio and Envoy Gateway;
@@ -20,7 +20,7 @@
 //     server serves, NOT_SERVING once it shuts down;
 //   - server reflection, for grpcurl.
 //
-// HTTP (Config.HTTPAddr, :8080):
+// HTTP (Settings.HTTPAddr, :8080):
 //
 //   - POST /json: a RateLimitRequest in proto3 JSON; the RateLimitResponse
 //     in proto3 JSON, 200 when OK and 429 when over the limit, as
@@ -31,14 +31,14 @@
 //   - GET /readyz: 200 while serving, 503 once shutdown has begun;
 //   - /healthcheck: envoyproxy/ratelimit's, for probes written for it: 200
 //     "OK" while serving, 500 with no body before and once shutdown has
-//     begun (and, with Config.HealthRequiresConfig, while no domain is
+//     begun (and, with Settings.HealthRequiresConfig, while no domain is
 //     loaded).
 //
 // gRPC health also answers for "ratelimit", envoyproxy/ratelimit's name.
 //
 // # TLS
 //
-// Config.GRPCTLS and Config.HTTPTLS serve the ports over TLS, and with a
+// Settings.GRPCTLS and Settings.HTTPTLS serve the ports over TLS, and with a
 // client CA require client certificates (mTLS), optionally naming a SAN:
 // anyone who reaches POST /json can charge or peek any key, so a
 // deployment that authenticates Envoy on the gRPC port may want the same
@@ -104,7 +104,7 @@
 // none of the others; it reads the counts before it adds, with no lock
 // between). That addition still counts: a key of limit 100 at 90, sent a
 // request of 20 hits, is at 110 there and denies a request of 5 that
-// sluice, which left it at 90, allows. With Config.ChargePerDescriptor
+// sluice, which left it at 90, allows. With Settings.ChargePerDescriptor
 // (--charge-per-descriptor, the default in envoy mode) sluice counts as
 // envoyproxy/ratelimit does by default
 // (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false): every limit is charged
@@ -146,7 +146,7 @@
 // MaxOverrideRules of them, the least recently used dropped first, so
 // that a flood of distinct overrides cannot grow memory; a dropped one
 // made again finds its counts in the store. With
-// Config.RefuseLimitOverrides (--refuse-limit-overrides) a request with an
+// Settings.RefuseLimitOverrides (--refuse-limit-overrides) a request with an
 // override is refused with InvalidArgument naming the field.
 //
 // The answer has one status per descriptor:
@@ -174,14 +174,14 @@
 //	RateLimit: "per_ip";r=0;t=1, "per_ip_hourly";r=979;t=1
 //	Retry-After: 1
 //
-// Config.ResponseHeaders chooses other headers instead: HeadersEnvoy,
+// Settings.ResponseHeaders chooses other headers instead: HeadersEnvoy,
 // envoyproxy/ratelimit's RateLimit-Limit, RateLimit-Remaining and
 // RateLimit-Reset (names configurable) for the descriptor nearest its
 // limit, or the one over it; or HeadersNone. Forward auth keeps
 // Retry-After on a denial in every style.
 //
 // Quota mode, per descriptor (quota_mode in the config) or for every
-// descriptor (Config.QuotaMode, --quota-mode, envoyproxy/ratelimit's
+// descriptor (Settings.QuotaMode, --quota-mode, envoyproxy/ratelimit's
 // QUOTA_MODE), is envoyproxy/ratelimit's: a descriptor in quota mode over
 // its limit fails the request only when every descriptor in quota mode
 // is over. A request with some quota descriptors over and the others
@@ -191,7 +191,7 @@
 // charged, quota descriptors included. A request denied because all its
 // quota descriptors are over charges nothing either, and its Retry-After
 // is the wait for the first of them to allow. Usage limits are charged
-// in every case. (Under Config.ChargePerDescriptor every descriptor is
+// in every case. (Under Settings.ChargePerDescriptor every descriptor is
 // charged, over or not, and a denied request waits for every descriptor
 // not in quota mode and the first quota one to allow.) (To charge the
 // quota descriptors within and leave out the ones over, the request is
@@ -202,10 +202,10 @@
 // has (a header of its own, a fresh API key each time), and one more
 // descriptor within its limit would take it past all the others. A config
 // with quota_mode on a descriptor of a domain with forward_auth does not
-// load, and under Config.QuotaMode such a domain is refused when the
+// load, and under Settings.QuotaMode such a domain is refused when the
 // config loads (New, Reload), naming the domain and its file and line.
 //
-// With Config.DynamicMetadata (--dynamic-metadata, envoyproxy/ratelimit's
+// With Settings.DynamicMetadata (--dynamic-metadata, envoyproxy/ratelimit's
 // RESPONSE_DYNAMIC_METADATA) the response's dynamic_metadata holds, as
 // envoyproxy/ratelimit's does, the domain, the request's descriptors
 // ("entries": ["key=value", ...], a secret's value as its digest; the
@@ -216,7 +216,7 @@
 // hands it to the filters after the rate limit filter.
 //
 // Shadow mode, per limit (shadow_mode in the config) or for the whole
-// server (Config.Shadow, --shadow), decides and counts but never denies.
+// server (Settings.Shadow, --shadow), decides and counts but never denies.
 // A limit in shadow mode by the config reports OK for its descriptor; under
 // global shadow mode a descriptor over its limit says OVER_LIMIT while
 // overall_code stays OK, as in envoyproxy/ratelimit. Limits in shadow mode
@@ -226,9 +226,9 @@
 // gRPC InvalidArgument or HTTP 400 and a message naming the field: an
 // empty domain, no descriptors or more than MaxDescriptors, a descriptor
 // without entries or with more than MaxEntries, an entry with an empty key,
-// a hits_addend above Config.MaxHitsAddend, a limit override out of its
-// bounds (or any under Config.RefuseLimitOverrides), negative hits (not
-// supported), malformed JSON, or a body over Config.MaxBodyBytes (413).
+// a hits_addend above Settings.MaxHitsAddend, a limit override out of its
+// bounds (or any under Settings.RefuseLimitOverrides), negative hits (not
+// supported), malformed JSON, or a body over Settings.MaxBodyBytes (413).
 //
 // POST /json answers programs, not web pages. A page's script or form can
 // make its visitor's browser POST there without a CORS preflight (fetch
@@ -236,7 +236,7 @@
 // spending a client's quota; so a request that carries Origin, or a
 // Sec-Fetch-Site of cross-site or same-site, which browsers send and
 // Envoy, proxies and curl never do, is refused with 403 before anything
-// is read or charged. With Config.HTTPAllowedHosts (--http-allowed-hosts)
+// is read or charged. With Settings.HTTPAllowedHosts (--http-allowed-hosts)
 // a Host other than those names, an IP address or localhost gets 421:
 // under DNS rebinding (a page's own name pointed at the service's
 // address) the page is same-origin with the service and could read the
@@ -267,6 +267,11 @@
 //     while that Redis answered another within the last second; after a
 //     second of silence it is a failure, which the failure modes decide
 //     and the circuit breaker counts.
+//
+// The store owns the deadline of its calls (redis.WithTimeout, set by
+// --redis-timeout; the memory store never waits): the server adds none of
+// its own, and the Limiter passes each request's context, with its
+// caller's deadline, through to the store.
 //
 // A shed request is over the limit: OVER_LIMIT, 429 on /json and forward
 // auth, with Retry-After: 1, whatever its rules' failure modes, and
@@ -310,7 +315,7 @@
 // without forward_auth, is a 400 that names no other domain.
 //
 // The domain's forward_auth section names the proxy, and only that
-// proxy's headers are read, only from a peer in Config.TrustedProxies
+// proxy's headers are read, only from a peer in Settings.TrustedProxies
 // (by default the loopback addresses); from another peer the client is
 // the peer and the method and path are the auth request's own:
 //
@@ -341,28 +346,28 @@
 //
 // # Input bounds
 //
-// An HTTP request must arrive within Config.ReadTimeout and an idle
-// connection is closed after Config.IdleTimeout; a header is at most 64
-// KiB and a body Config.MaxBodyBytes. A gRPC connection may carry
-// Config.MaxConcurrentStreams calls at once and ping at most every 10s.
-// hits_addend is at most Config.MaxHitsAddend, itself at most MaxCost
+// An HTTP request must arrive within Settings.ReadTimeout and an idle
+// connection is closed after Settings.IdleTimeout; a header is at most 64
+// KiB and a body Settings.MaxBodyBytes. A gRPC connection may carry
+// Settings.MaxConcurrentStreams calls at once and ping at most every 10s.
+// hits_addend is at most Settings.MaxHitsAddend, itself at most MaxCost
 // (2^53), which also bounds the hits of descriptors that come to one
 // limit and key, added together.
 //
 // Many connections and calls: each listener holds at most
-// Config.GRPCMaxConnections or Config.HTTPMaxConnections connections
+// Settings.GRPCMaxConnections or Settings.HTTPMaxConnections connections
 // (1000 each by default); one past the bound is closed as soon as it is
 // accepted and counted in sluice_connections_refused_total. The gRPC
 // calls in flight across all connections are at most
-// Config.GRPCMaxStreams (4096): a call past it is refused with
+// Settings.GRPCMaxStreams (4096): a call past it is refused with
 // UNAVAILABLE before anything is given to it (Envoy, with its default
 // failure_mode_deny false, then allows the request) and counted in
 // sluice_grpc_streams_refused_total. A unary call whose request message
-// has not fully arrived within Config.GRPCRecvTimeout (5s) of its headers
+// has not fully arrived within Settings.GRPCRecvTimeout (5s) of its headers
 // ends with DEADLINE_EXCEEDED, so a client that sends headers and never
 // the message holds a call's place for that long only; streaming calls
 // (health's Watch) are not bounded by it. A gRPC connection with no call
-// in flight for Config.MaxConnectionIdle (5m) is closed with a GOAWAY.
+// in flight for Settings.MaxConnectionIdle (5m) is closed with a GOAWAY.
 // Each call in flight holds a goroutine, whose stack is 8 KiB, and a few
 // KiB of heap, about 20 KiB in all: the stream bound is what bounds that
 // memory (about 80 MiB at the default 4096; TestServeHeldStreams in
@@ -418,7 +423,7 @@
 //
 // # Reloading and shutting down
 //
-// The config files are polled every Config.ReloadInterval for a change of
+// The config files are polled every Settings.ReloadInterval for a change of
 // content, which also sees a Kubernetes ConfigMap's ..data symlink swap,
 // and Reload loads them at once (SIGHUP in the command). A config that
 // loads replaces the one served atomically: requests in flight finish with
@@ -427,7 +432,7 @@
 // serving. sluice_config_reloads_total counts both.
 //
 // When the context given to Serve ends, the server reports itself not
-// ready, waits Config.DrainDelay, stops accepting, lets the requests in
-// flight finish (for at most Config.ShutdownTimeout), and Serve returns
+// ready, waits Settings.DrainDelay, stops accepting, lets the requests in
+// flight finish (for at most Settings.ShutdownTimeout), and Serve returns
 // nil.
 package server

@@ -79,7 +79,7 @@ func TestEnvoyExtAuthzExample(t *testing.T) {
 			t.Errorf("examples/envoy/ext_authz.yaml lacks %s", want)
 		}
 	}
-	e := start(t, Config{Paths: []string{"../examples/envoy/sluice.yaml"}})
+	e := start(t, Settings{Paths: []string{"../examples/envoy/sluice.yaml"}})
 	if got := e.srv.Domains(); len(got) != 1 || got[0] != "edge" {
 		t.Fatalf("examples/envoy/sluice.yaml has domains %q, want edge", got)
 	}

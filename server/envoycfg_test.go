@@ -68,7 +68,7 @@ descriptors:
 // there; a flood of routes stays at MaxLabelValues series and "(other)".
 func TestValueToMetric(t *testing.T) {
 	path := writeFile(t, t.TempDir(), "labels.yaml", valueToMetricYAML)
-	s, _ := newServer(t, Config{Paths: []string{path}, ReloadInterval: -1})
+	s, _ := newServer(t, Settings{Paths: []string{path}, ReloadInterval: -1})
 	ctx := t.Context()
 	for range 2 { // within, then over
 		if _, err := s.ShouldRateLimit(ctx, rlReq("labels", 0, "route=/orders,user=alice", "ip=10.0.0.1")); err != nil {
@@ -195,7 +195,7 @@ func answer(t *testing.T, s *Server, req *rlspb.RateLimitRequest) string {
 // in quota mode are all or nothing as always.
 func TestQuotaMode(t *testing.T) {
 	path := writeFile(t, t.TempDir(), "models.yaml", quotaYAML)
-	s, clock := newServer(t, Config{Paths: []string{path}})
+	s, clock := newServer(t, Settings{Paths: []string{path}})
 	both := func() *rlspb.RateLimitRequest { return rlReq("models", 0, "model=small", "model=large") }
 	peek := func(desc string) string {
 		return answer(t, s, withHits(rlReq("models", 0, desc), 0, 0))
@@ -265,7 +265,7 @@ func TestQuotaMode(t *testing.T) {
 // descriptor no limit applies to is never over.
 func TestGlobalQuotaMode(t *testing.T) {
 	path := writeFile(t, t.TempDir(), "models.yaml", quotaYAML)
-	s, _ := newServer(t, Config{Paths: []string{path}, QuotaMode: true})
+	s, _ := newServer(t, Settings{Paths: []string{path}, QuotaMode: true})
 	for i, st := range []struct {
 		req  *rlspb.RateLimitRequest
 		want string
@@ -319,7 +319,7 @@ func TestDynamicMetadata(t *testing.T) {
 	path := writeFile(t, t.TempDir(), "meta.yaml", metadataYAML)
 	req := withHits(rlReq("meta", 2, "service=billing", "service=search", "service=closed", "service=free", "api_key=sk_live_9"), 1, 1)
 
-	off, _ := newServer(t, Config{Paths: []string{path}})
+	off, _ := newServer(t, Settings{Paths: []string{path}})
 	resp, err := off.ShouldRateLimit(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +328,7 @@ func TestDynamicMetadata(t *testing.T) {
 		t.Errorf("DynamicMetadata off: dynamic_metadata %v, want none", resp.GetDynamicMetadata())
 	}
 
-	e := start(t, Config{Paths: []string{path}, DynamicMetadata: true})
+	e := start(t, Settings{Paths: []string{path}, DynamicMetadata: true})
 	resp, err = e.rls.ShouldRateLimit(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -378,10 +378,10 @@ func TestMergeDomainsSetting(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "a.yaml", "domain: shop\ndescriptors:\n  - key: user\n    rate_limit: {name: shop.user, unit: minute, requests_per_unit: 2}\n")
 	writeFile(t, dir, "b.yaml", "domain: shop\ndescriptors:\n  - key: team\n    rate_limit: {name: shop.team, unit: minute, requests_per_unit: 1}\n")
-	if _, err := New(Config{Paths: []string{dir}, Store: newStore(t)}); err == nil {
+	if _, err := New(Settings{Paths: []string{dir}, Store: newStore(t)}); err == nil {
 		t.Fatal("New without MergeDomains loaded a domain defined twice")
 	}
-	s, _ := newServer(t, Config{Paths: []string{dir}, MergeDomains: true, ReloadInterval: -1})
+	s, _ := newServer(t, Settings{Paths: []string{dir}, MergeDomains: true, ReloadInterval: -1})
 	check := func(when string) {
 		t.Helper()
 		for _, tt := range []struct{ desc, want string }{{"user=u", "OK shop.user=OK/1"}, {"team=t", "OK shop.team=OK/0"}} {

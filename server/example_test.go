@@ -35,7 +35,7 @@ descriptors:
 		log.Fatal(err)
 	}
 	now := time.Date(2026, 1, 1, 12, 0, 30, 0, time.UTC) // the clock stands still
-	srv, err := server.New(server.Config{
+	srv, err := server.New(server.Settings{
 		Policy: policy,
 		Store:  store,
 		Clock:  sluice.ClockFunc(func() time.Time { return now }),

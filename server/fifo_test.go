@@ -22,7 +22,7 @@ func TestNewRefusesNamedPipe(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := New(Config{Paths: []string{path}, Store: newStore(t)})
+		_, err := New(Settings{Paths: []string{path}, Store: newStore(t)})
 		done <- err
 	}()
 	var err error
@@ -44,7 +44,7 @@ func TestNewRefusesNamedPipe(t *testing.T) {
 func TestReloadNamedPipe(t *testing.T) {
 	path := writeFile(t, t.TempDir(), "test.yaml", testYAML)
 	logs := &logBuffer{}
-	e := start(t, Config{Paths: []string{path}, ReloadInterval: 10 * time.Millisecond, Logger: logs.logger()})
+	e := start(t, Settings{Paths: []string{path}, ReloadInterval: 10 * time.Millisecond, Logger: logs.logger()})
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}

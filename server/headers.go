@@ -12,7 +12,7 @@ import (
 )
 
 // HeaderStyle chooses the rate-limit headers of a response: see
-// Config.ResponseHeaders.
+// Settings.ResponseHeaders.
 type HeaderStyle int
 
 const (

@@ -20,7 +20,7 @@ func headerMap(resp *rlspb.RateLimitResponse) map[string]string {
 // HeadersEnvoy sends envoyproxy/ratelimit's three headers for the
 // descriptor nearest its limit, or the one over it; nothing else.
 func TestHeadersEnvoy(t *testing.T) {
-	e := start(t, Config{ResponseHeaders: HeadersEnvoy})
+	e := start(t, Settings{ResponseHeaders: HeadersEnvoy})
 	ctx := t.Context()
 	steps := []struct {
 		descs []string
@@ -65,7 +65,7 @@ func equalMaps(a, b map[string]string) bool {
 // The names are configurable, as LIMIT_*_HEADER are; POST /json carries
 // the same headers in its body.
 func TestHeadersEnvoyNames(t *testing.T) {
-	e := start(t, Config{ResponseHeaders: HeadersEnvoy, HeaderNames: HeaderNames{Limit: "X-Limit", Reset: "X-Reset"}})
+	e := start(t, Settings{ResponseHeaders: HeadersEnvoy, HeaderNames: HeaderNames{Limit: "X-Limit", Reset: "X-Reset"}})
 	resp, err := e.rls.ShouldRateLimit(t.Context(), rlReq("test", 0, "user=n"))
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func TestHeadersEnvoyNames(t *testing.T) {
 		t.Errorf("POST /json: %d %s", code, body)
 	}
 	for _, bad := range []HeaderNames{{Limit: "Bad Name"}, {Limit: "Same", Reset: "Same"}} {
-		if _, err := New(Config{Store: newStore(t), ResponseHeaders: HeadersEnvoy, HeaderNames: bad}); err == nil {
+		if _, err := New(Settings{Store: newStore(t), ResponseHeaders: HeadersEnvoy, HeaderNames: bad}); err == nil {
 			t.Errorf("New with HeaderNames %+v: no error", bad)
 		}
 	}
@@ -92,7 +92,7 @@ func TestHeadersEnvoyNames(t *testing.T) {
 func TestHeadersNone(t *testing.T) {
 	for _, style := range []HeaderStyle{HeadersNone, HeadersEnvoy} {
 		t.Run(style.String(), func(t *testing.T) {
-			e := start(t, Config{ResponseHeaders: style})
+			e := start(t, Settings{ResponseHeaders: style})
 			for i := range 4 {
 				resp, err := e.rls.ShouldRateLimit(t.Context(), rlReq("test", 0, "user=none"))
 				if err != nil {
@@ -128,7 +128,7 @@ func TestParseHeaderStyle(t *testing.T) {
 	if _, err := ParseHeaderStyle("x-ratelimit"); err == nil {
 		t.Error("ParseHeaderStyle(x-ratelimit): no error")
 	}
-	if _, err := New(Config{Store: newStore(t), ResponseHeaders: 7}); err == nil {
+	if _, err := New(Settings{Store: newStore(t), ResponseHeaders: 7}); err == nil {
 		t.Error("New with ResponseHeaders 7: no error")
 	}
 }

@@ -21,7 +21,7 @@ func (s *Server) setServing(st healthpb.HealthCheckResponse_ServingStatus) {
 // serveHealthcheck is /healthcheck as envoyproxy/ratelimit answers it,
 // for the probes and load balancers written for it: 200 with the body
 // "OK" while the server serves; 500 with no body before Serve, once
-// shutdown has begun, and, with Config.HealthRequiresConfig, while the
+// shutdown has begun, and, with Settings.HealthRequiresConfig, while the
 // config served has no domain. Any method is answered, as there.
 func (s *Server) serveHealthcheck(w http.ResponseWriter, _ *http.Request) {
 	if !s.ready.Load() || s.cfg.HealthRequiresConfig && len(s.cur.Load().cfg.Domains()) == 0 {

@@ -15,7 +15,7 @@ import (
 // serving, to any method; 500 with no body once shutdown begins. gRPC
 // health answers for its service name, "ratelimit", too.
 func TestHealthcheck(t *testing.T) {
-	e := start(t, Config{DrainDelay: time.Second})
+	e := start(t, Settings{DrainDelay: time.Second})
 	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
 		req, _ := http.NewRequestWithContext(t.Context(), m, e.base+"/healthcheck", nil)
 		code, _, body := do(t, req)
@@ -47,10 +47,10 @@ func TestHealthcheck(t *testing.T) {
 func TestStartWithoutConfig(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config")
-	if _, err := New(Config{Store: newStore(t), Paths: []string{path}}); err == nil {
+	if _, err := New(Settings{Store: newStore(t), Paths: []string{path}}); err == nil {
 		t.Fatal("New with a missing config: no error")
 	}
-	srv, clock := newServer(t, Config{Paths: []string{path}, StartWithoutConfig: true, HealthRequiresConfig: true, ReloadInterval: 10 * time.Millisecond})
+	srv, clock := newServer(t, Settings{Paths: []string{path}, StartWithoutConfig: true, HealthRequiresConfig: true, ReloadInterval: 10 * time.Millisecond})
 	e := serve(t, srv, clock)
 	if code, _, _ := get(t, e.base+"/healthcheck"); code != http.StatusInternalServerError {
 		t.Errorf("/healthcheck with no domain: %d, want 500", code)

@@ -114,7 +114,7 @@ func newStore(t testing.TB) *memory.Store {
 
 // newServer makes a Server on testYAML (unless cfg names files) with a
 // memory store and the test clock.
-func newServer(t testing.TB, cfg Config) (*Server, *testClock) {
+func newServer(t testing.TB, cfg Settings) (*Server, *testClock) {
 	t.Helper()
 	clock := newClock()
 	if len(cfg.Paths) == 0 && cfg.Policy == nil {
@@ -122,10 +122,6 @@ func newServer(t testing.TB, cfg Config) (*Server, *testClock) {
 	}
 	if cfg.Store == nil {
 		cfg.Store = newStore(t)
-	}
-	if cfg.StoreTimeout == 0 {
-		// The default, 50ms, is a bound a loaded machine can miss.
-		cfg.StoreTimeout = 10 * time.Second
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock
@@ -151,7 +147,7 @@ type env struct {
 
 // start runs a server for cfg (see newServer) until the test ends, and
 // checks then that Serve returned nil.
-func start(t *testing.T, cfg Config) *env {
+func start(t *testing.T, cfg Settings) *env {
 	t.Helper()
 	srv, clock := newServer(t, cfg)
 	return serve(t, srv, clock)

@@ -29,7 +29,7 @@ func postJSON(t *testing.T, e *env, body string) (int, string) {
 }
 
 func TestJSON(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	body := `{"domain": "test", "descriptors": [{"entries": [{"key": "user", "value": "alice"}]}], "hits_addend": 1}`
 	for i, want := range []int{200, 200, 200, 429} {
 		code, out := postJSON(t, e, body)
@@ -51,7 +51,7 @@ func TestJSON(t *testing.T) {
 }
 
 func TestJSONBadRequests(t *testing.T) {
-	e := start(t, Config{MaxBodyBytes: 1024})
+	e := start(t, Settings{MaxBodyBytes: 1024})
 	tests := []struct {
 		name, body string
 		code       int
@@ -84,7 +84,7 @@ func TestJSONBadRequests(t *testing.T) {
 }
 
 func TestHealthAndReflection(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	e.waitReady(t)
 	ctx := t.Context()
 	for _, svc := range []string{"", rlsService} {
@@ -120,7 +120,7 @@ func TestHealthAndReflection(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	ctx := t.Context()
 	for range 4 {
 		if _, err := e.rls.ShouldRateLimit(ctx, rlReq("test", 0, "user=203.0.113.7")); err != nil {
@@ -169,7 +169,7 @@ func TestMetrics(t *testing.T) {
 // escape), each is decided for its own user and answered with its own
 // count. Under -race a buffer shared by two requests is also a race.
 func TestJSONBuffersKeptApart(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	values := func(i int) string {
 		switch i % 4 {
 		case 0:
@@ -250,7 +250,7 @@ func (w *scribbler) Write(p []byte) (int, error) {
 // right after a Put on one goroutine finds what Put kept; under -race the
 // pool drops some Puts at random, so a few requests are sent.)
 func TestJSONAnswerKeptUntilWritten(t *testing.T) {
-	s, _ := newServer(t, Config{})
+	s, _ := newServer(t, Settings{})
 	h := s.Handler()
 	for i := range 20 {
 		body := fmt.Sprintf(`{"domain":"test","descriptors":[{"entries":[{"key":"user","value":"w%d"}]}]}`, i)

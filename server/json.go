@@ -18,7 +18,7 @@ var jsonContentType = []string{"application/json"}
 // RateLimitResponse out, 200 when OK and 429 when over the limit, as
 // envoyproxy/ratelimit's /json answers. A malformed or oversized body, or
 // a malformed request, is 400 with the reason. A web page's request is
-// 403, and one for a Host not in Config.HTTPAllowedHosts 421, both before
+// 403, and one for a Host not in Settings.HTTPAllowedHosts 421, both before
 // the body is read (refuseBrowser).
 func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 	if s.refuseBrowser(w, r) { // browser.go

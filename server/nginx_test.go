@@ -181,7 +181,7 @@ func nginxGet(t *testing.T, addr, target string, hdr ...string) (*http.Response,
 // examples/nginx shows: the client gets its burst, then 429 with
 // Retry-After.
 func TestNginx(t *testing.T) {
-	e := start(t, Config{Paths: []string{nginxRules}}) // the test clock stands still
+	e := start(t, Settings{Paths: []string{nginxRules}}) // the test clock stands still
 	addr, hits := runNginx(t, e)
 	fetch := func(path string) (*http.Response, string) {
 		t.Helper()
@@ -252,7 +252,7 @@ func TestNginxHostileClient(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "nginx.yaml", hostileRules)
 	writeFile(t, dir, "lax.yaml", laxRules)
-	e := start(t, Config{Paths: []string{dir}})
+	e := start(t, Settings{Paths: []string{dir}})
 	// Two domains have forward_auth: nginx names its own in the URL it
 	// calls, which no client can touch.
 	addr, hits := runNginx(t, e, "proxy_pass http://sluice/v1/auth;", "proxy_pass http://sluice/v1/auth?domain=nginx;")
@@ -314,7 +314,7 @@ forward_auth:
 // spent, /LOGIN, /login., /login%2e, /login\ and /login%5C are denied, as
 // are the token's spellings once it is spent.
 func TestNginxSpellings(t *testing.T) {
-	e := start(t, Config{Paths: []string{writeFile(t, t.TempDir(), "nginx.yaml", spellingRules)}})
+	e := start(t, Settings{Paths: []string{writeFile(t, t.TempDir(), "nginx.yaml", spellingRules)}})
 	addr, _ := runNginx(t, e)
 	for i, target := range []string{"/login", "/Login", "/login", "/LOGIN", "/login.", "/login%2e", "/login%2E.", `/login\`, "/login%5C", "/login%5c/", "/LoGiN%2E"} {
 		resp, _ := nginxGet(t, addr, target)

@@ -74,7 +74,7 @@ func overrideLimit(field string, rate uint32, unit typepb.RateLimitUnit, mult *u
 // It is safe for concurrent use.
 type overrideRules struct {
 	max     int
-	as      checkedAs                                       // Config.Shadow, Config.ChargePerDescriptor
+	as      checkedAs                                       // Settings.Shadow, Settings.ChargePerDescriptor
 	prepare func(sluice.Rule) (*sluice.PreparedRule, error) // the Limiter's Prepare
 	mu      sync.Mutex                                      // guards what follows
 	byLim   map[sluice.Limit]*list.Element                  // of *limitInfo

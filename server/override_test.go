@@ -33,7 +33,7 @@ func withLimit(r *rlspb.RateLimitRequest, i int, rate uint32, unit typepb.RateLi
 // with no name, in place of what the config says of the descriptor, and
 // counted apart from the config's limit and from other overrides.
 func TestOverrideHonoured(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	ctx := t.Context()
 	ask := func(req *rlspb.RateLimitRequest) *rlspb.RateLimitResponse {
 		t.Helper()
@@ -123,7 +123,7 @@ func TestOverrideHonoured(t *testing.T) {
 // Under RefuseLimitOverrides a request with an override is refused whole,
 // naming the field, and charges nothing.
 func TestOverrideRefused(t *testing.T) {
-	e := start(t, Config{RefuseLimitOverrides: true})
+	e := start(t, Settings{RefuseLimitOverrides: true})
 	req := withLimit(rlReq("test", 0, "user=erin", "user=erin"), 1, 10, typepb.RateLimitUnit_MINUTE, 0)
 	_, err := e.rls.ShouldRateLimit(t.Context(), req)
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "descriptors[1].limit") {
@@ -138,7 +138,7 @@ func TestOverrideRefused(t *testing.T) {
 // An override's values are checked: a bad one is InvalidArgument naming
 // the field, and the request charges nothing.
 func TestOverrideBadValues(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	tests := []struct {
 		name string
 		rate uint32
@@ -184,7 +184,7 @@ func TestOverrideBadValues(t *testing.T) {
 // A flood of distinct overrides keeps at most MaxOverrideRules rules, and
 // a rule dropped and made again keeps its counts.
 func TestOverrideFlood(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	ctx := t.Context()
 	for rate := uint32(1); rate <= MaxOverrideRules+100; rate++ {
 		resp, err := e.rls.ShouldRateLimit(ctx, withLimit(rlReq("test", 0, "user=hal"), 0, rate, typepb.RateLimitUnit_HOUR, 0))
@@ -234,7 +234,7 @@ func TestOverrideMetricsPerDomain(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "a.yaml", "domain: a\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 100}\n")
 	writeFile(t, dir, "b.yaml", "domain: b\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 100}\n")
-	e := start(t, Config{Paths: []string{dir}})
+	e := start(t, Settings{Paths: []string{dir}})
 	if _, err := e.rls.ShouldRateLimit(t.Context(), withLimit(rlReq("a", 0, "user=ann"), 0, 10, typepb.RateLimitUnit_MINUTE, 0)); err != nil {
 		t.Fatal(err)
 	}

@@ -57,13 +57,13 @@ type limitInfo struct {
 // checkedAs is how the server checks every rule, whatever the config says
 // of it.
 type checkedAs struct {
-	shadow bool // every rule in shadow mode: Config.Shadow
+	shadow bool // every rule in shadow mode: Settings.Shadow
 	// count charges every gate rule as envoyproxy/ratelimit counts,
-	// sluice.ChargeCount: Config.ChargePerDescriptor.
+	// sluice.ChargeCount: Settings.ChargePerDescriptor.
 	count bool
 }
 
-func (c *Config) checkedAs() checkedAs {
+func (c *Settings) checkedAs() checkedAs {
 	return checkedAs{shadow: c.Shadow, count: c.ChargePerDescriptor}
 }
 
@@ -72,7 +72,7 @@ func (c *Config) checkedAs() checkedAs {
 // rule, or one the store would refuse at every request (a limit outside
 // the Redis store's exact range), is a config error, found when the
 // config loads rather than as an error on every request. Under
-// Config.QuotaMode a domain with forward_auth is one too
+// Settings.QuotaMode a domain with forward_auth is one too
 // (config.Config.CheckQuotaMode).
 func (s *Server) prepare(c *config.Config) ([]*limitInfo, error) {
 	if s.cfg.QuotaMode {
@@ -92,10 +92,10 @@ func (s *Server) prepare(c *config.Config) ([]*limitInfo, error) {
 	return lis, nil
 }
 
-// compile makes cfg, its rules prepared as lis (by config.Match.ID),
+// newSnapshot makes cfg, its rules prepared as lis (by config.Match.ID),
 // ready to serve. Rules unchanged since old keep old's limitInfo, and so
 // their metric series.
-func compile(cfg *config.Config, lis []*limitInfo, old *snapshot, hash string, now time.Time) *snapshot {
+func newSnapshot(cfg *config.Config, lis []*limitInfo, old *snapshot, hash string, now time.Time) *snapshot {
 	s := &snapshot{cfg: cfg, rules: lis, hash: hash, loaded: now}
 	// By the config's rule: equal rules are checked alike. Two limits
 	// may declare equal rules; each keeps one of old's.

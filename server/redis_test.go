@@ -44,12 +44,12 @@ descriptors:
       requests_per_unit: 40009
 `
 	st := newRedisStore(t)
-	_, err := New(Config{Store: st, Paths: []string{writeFile(t, t.TempDir(), "bad.yaml", bad)}})
+	_, err := New(Settings{Store: st, Paths: []string{writeFile(t, t.TempDir(), "bad.yaml", bad)}})
 	if !errors.Is(err, sluice.ErrRefused) || !errors.Is(err, sredis.ErrOutOfRange) {
 		t.Fatalf("New with a rule out of the store's range = %v, want ErrRefused", err)
 	}
 	path := writeFile(t, t.TempDir(), "test.yaml", testYAML)
-	s, _ := newServer(t, Config{Store: st, Paths: []string{path}, ReloadInterval: -1})
+	s, _ := newServer(t, Settings{Store: st, Paths: []string{path}, ReloadInterval: -1})
 	writeFile(t, filepath.Dir(path), "test.yaml", bad)
 	if err := s.Reload(t.Context()); !errors.Is(err, sluice.ErrRefused) {
 		t.Errorf("Reload to a rule out of the store's range = %v, want ErrRefused", err)
@@ -63,7 +63,7 @@ descriptors:
 // same descriptor twice is one check costing both its hits: charged, and
 // denied once over the limit (it failed open, uncharged, before).
 func TestSameDescriptorTwiceRedis(t *testing.T) {
-	e := start(t, Config{Store: newRedisStore(t)})
+	e := start(t, Settings{Store: newRedisStore(t)})
 	ctx := t.Context()
 	steps := []struct {
 		a, b uint64 // the two descriptors' hits
@@ -93,7 +93,7 @@ func TestSameDescriptorTwiceRedis(t *testing.T) {
 // kept apart from the config's limit and from other overrides, in one
 // request too.
 func TestOverrideRedis(t *testing.T) {
-	e := start(t, Config{Store: newRedisStore(t)})
+	e := start(t, Settings{Store: newRedisStore(t)})
 	ctx := t.Context()
 	for i, want := range []uint32{1, 0} {
 		req := withLimit(rlReq("test", 0, "user=zed", "user=zed", "user=zed"), 0, 2, typepb.RateLimitUnit_MINUTE, 0)

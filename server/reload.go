@@ -13,7 +13,7 @@ import (
 // for every request that starts after; requests in flight finish with the
 // config they started with. One that does not load is logged and
 // returned, and the last good config keeps serving. Reload of a server
-// given Config.Policy instead of Paths is an error and changes nothing.
+// given Settings.Policy instead of Paths is an error and changes nothing.
 //
 // If ctx ends before the files are read (a network file system that
 // stopped answering, say), Reload returns ctx's error and changes
@@ -100,25 +100,18 @@ type readResult struct {
 	err   error
 }
 
-// testHookRead, if set, is called where a read of the config files
-// starts, to stand for a file system that blocks.
-var testHookRead func()
-
 // read hashes the config files and, if force or they changed since old
 // and since the last failure, bad, loads them. It touches nothing of s
 // that a reload changes: it runs on a goroutine that may be abandoned.
 func (s *Server) read(old *snapshot, bad string, force bool) readResult {
-	if testHookRead != nil {
-		testHookRead()
-	}
-	h := hashFiles(s.cfg.Paths)
+	h := s.hashFiles(s.cfg.Paths)
 	if !force && (h == old.hash || h == bad) {
 		return readResult{hash: h, same: true}
 	}
 	var c *config.Config
 	var err error
 	if old.hash == "" {
-		// Started without its config (Config.StartWithoutConfig): no
+		// Started without its config (Settings.StartWithoutConfig): no
 		// rule to keep, and the options are the Server's.
 		c, err = config.Options{MergeDomains: s.cfg.MergeDomains, EnvoyKeys: s.cfg.EnvoyKeys}.Load(s.cfg.Paths...)
 	} else {
@@ -145,7 +138,7 @@ func (s *Server) apply(ctx context.Context, old *snapshot, r readResult) error {
 		return r.err
 	}
 	s.badHash = ""
-	snap := compile(r.cfg, r.rules, old, r.hash, s.cfg.Clock.Now())
+	snap := newSnapshot(r.cfg, r.rules, old, r.hash, s.cfg.Clock.Now())
 	s.install(snap)
 	s.m.reloads.WithLabelValues("success").Inc()
 	s.log.InfoContext(ctx, "config reloaded", "paths", s.cfg.Paths, "domains", r.cfg.Domains(), "rules", len(snap.rules))

@@ -46,7 +46,7 @@ func TestHotReload(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		path := writeFile(t, t.TempDir(), "test.yaml", testYAML)
 		logs := &logBuffer{}
-		s, _ := newServer(t, Config{Paths: []string{path}, Logger: logs.logger()}) // polls every second
+		s, _ := newServer(t, Settings{Paths: []string{path}, Logger: logs.logger()}) // polls every second
 		watching(t, s)
 		tick := func() {
 			time.Sleep(DefaultReloadInterval)
@@ -124,7 +124,7 @@ func TestHotReloadConfigMap(t *testing.T) {
 		if err := os.Symlink("..data/test.yaml", filepath.Join(dir, "test.yaml")); err != nil {
 			t.Fatal(err)
 		}
-		s, _ := newServer(t, Config{Paths: []string{dir}})
+		s, _ := newServer(t, Settings{Paths: []string{dir}})
 		watching(t, s)
 		if st := limitOf(t, s, "user=a"); st.GetCurrentLimit().GetRequestsPerUnit() != 3 {
 			t.Fatalf("before: %v", st)
@@ -144,7 +144,7 @@ func TestHotReloadConfigMap(t *testing.T) {
 // Reload (SIGHUP) loads at once, changed or not.
 func TestReload(t *testing.T) {
 	path := writeFile(t, t.TempDir(), "test.yaml", testYAML)
-	s, _ := newServer(t, Config{Paths: []string{path}, ReloadInterval: -1})
+	s, _ := newServer(t, Settings{Paths: []string{path}, ReloadInterval: -1})
 	ctx := t.Context()
 	if err := s.Reload(ctx); err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func TestReload(t *testing.T) {
 	if st := limitOf(t, s, "user=a"); st.GetCurrentLimit().GetName() != "per_user" {
 		t.Errorf("after a bad reload: %v, want the last good config", st)
 	}
-	p, _ := newServer(t, Config{Policy: config.Default()})
+	p, _ := newServer(t, Settings{Policy: config.Default()})
 	if err := p.Reload(ctx); !errors.Is(err, errNoPaths) {
 		t.Errorf("Reload of a server given a Policy = %v, want errNoPaths", err)
 	}
@@ -173,7 +173,7 @@ func TestReload(t *testing.T) {
 // Requests decided while the config is swapped under them all succeed.
 func TestReloadUnderLoad(t *testing.T) {
 	path := writeFile(t, t.TempDir(), "test.yaml", testYAML)
-	s, _ := newServer(t, Config{Paths: []string{path}, ReloadInterval: -1})
+	s, _ := newServer(t, Settings{Paths: []string{path}, ReloadInterval: -1})
 	ctx := t.Context()
 	configs := []string{testYAML, strings.Replace(testYAML, "requests_per_unit: 3", "requests_per_unit: 4", 1)}
 	stop := make(chan struct{})
@@ -213,7 +213,7 @@ func TestReloadUnderLoad(t *testing.T) {
 // last good config keeps serving.
 func TestReloadOverCaps(t *testing.T) {
 	path := writeFile(t, t.TempDir(), "test.yaml", testYAML)
-	s, _ := newServer(t, Config{Paths: []string{path}, ReloadInterval: -1})
+	s, _ := newServer(t, Settings{Paths: []string{path}, ReloadInterval: -1})
 	for _, tt := range []struct{ name, text, want string }{
 		{"over MaxFileSize", testYAML + "# " + strings.Repeat("x", config.MaxFileSize) + "\n", "test.yaml: larger than 4 MiB"},
 		{"over MaxNodes", testYAML + "x: [" + strings.Repeat("a,", 3<<19) + "a]\n", "test.yaml: too many YAML nodes"},
@@ -252,7 +252,7 @@ func TestRulesPreparedOnceWhereLoaded(t *testing.T) {
 	for _, shadow := range []bool{false, true} {
 		st := &ruleCount{Store: newStore(t)}
 		path := writeFile(t, t.TempDir(), "test.yaml", testYAML)
-		s, _ := newServer(t, Config{Paths: []string{path}, Store: st, Shadow: shadow})
+		s, _ := newServer(t, Settings{Paths: []string{path}, Store: st, Shadow: shadow})
 		c, err := config.Load(path)
 		if err != nil {
 			t.Fatal(err)

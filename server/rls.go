@@ -135,7 +135,7 @@ func mergeMetadata(dst, src map[string]any) {
 }
 
 // fromRLS is the request req carries. It checks what only RLS has: the
-// hits, limit overrides (refused under Config.RefuseLimitOverrides) and
+// hits, limit overrides (refused under Settings.RefuseLimitOverrides) and
 // negative hits.
 func (s *Server) fromRLS(req *rlspb.RateLimitRequest) (*request, error) {
 	if h := uint64(req.GetHitsAddend()); h > s.cfg.MaxHitsAddend {

@@ -27,7 +27,7 @@ const (
 var perUser = &rlspb.RateLimitResponse_RateLimit{Name: "per_user", RequestsPerUnit: 3, Unit: rlspb.RateLimitResponse_RateLimit_MINUTE}
 
 func TestWithinThenOver(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	ctx := t.Context()
 	for i, want := range []uint32{2, 1, 0} {
 		resp, err := e.rls.ShouldRateLimit(ctx, rlReq("test", 0, "user=alice"))
@@ -76,7 +76,7 @@ func TestWithinThenOver(t *testing.T) {
 }
 
 func TestHitsAddend(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	ctx := t.Context()
 	steps := []struct {
 		req       *rlspb.RateLimitRequest
@@ -104,7 +104,7 @@ func TestHitsAddend(t *testing.T) {
 // Descriptors with hits_addends of their own that differ are still
 // decided together: when one denies, the others are not charged.
 func TestHitsAddendPerDescriptorAllOrNothing(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	ctx := t.Context()
 	steps := []struct {
 		ipHits           uint64
@@ -128,7 +128,7 @@ func TestHitsAddendPerDescriptorAllOrNothing(t *testing.T) {
 }
 
 func TestNestedDescriptors(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	ctx := t.Context()
 	orgUser := &rlspb.RateLimitResponse_RateLimit{Name: "org_user", RequestsPerUnit: 2, Unit: rlspb.RateLimitResponse_RateLimit_SECOND}
 	for i, want := range []rlspb.RateLimitResponse_Code{ok, ok, over} {
@@ -155,7 +155,7 @@ func TestNestedDescriptors(t *testing.T) {
 }
 
 func TestUnlimitedAndUnknownDomain(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	ctx := t.Context()
 	for range 10 {
 		resp, err := e.rls.ShouldRateLimit(ctx, rlReq("test", 0, "path=/free"))
@@ -183,7 +183,7 @@ func TestUnlimitedAndUnknownDomain(t *testing.T) {
 // All the limits of a request are decided together: a request denied by
 // one limit is charged to none.
 func TestAllOrNothing(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	ctx := t.Context()
 	both := func() *rlspb.RateLimitResponse {
 		resp, err := e.rls.ShouldRateLimit(ctx, rlReq("test", 0, "user=erin", "org=acme,user=erin"))
@@ -209,7 +209,7 @@ func TestAllOrNothing(t *testing.T) {
 }
 
 func TestShadowRule(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	ctx := t.Context()
 	for i := range 3 {
 		resp, err := e.rls.ShouldRateLimit(ctx, rlReq("test", 0, "trial=x"))
@@ -234,7 +234,7 @@ func TestShadowRule(t *testing.T) {
 // Under --shadow every request is answered OK, but counted and reported
 // as it would have been decided.
 func TestGlobalShadow(t *testing.T) {
-	e := start(t, Config{Shadow: true})
+	e := start(t, Settings{Shadow: true})
 	ctx := t.Context()
 	var resp *rlspb.RateLimitResponse
 	for range 5 {
@@ -255,7 +255,7 @@ func TestGlobalShadow(t *testing.T) {
 }
 
 func TestReplaces(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	ctx := t.Context()
 	for i := range 10 {
 		resp, err := e.rls.ShouldRateLimit(ctx, rlReq("test", 0, "user=gina", "plan=premium"))
@@ -276,7 +276,7 @@ func TestReplaces(t *testing.T) {
 }
 
 func TestCurrentLimitUnits(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	resp, err := e.rls.ShouldRateLimit(t.Context(), rlReq("test", 0, "bucket=b"))
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func TestCurrentLimitUnits(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	ctx := t.Context()
 	long := &ratelimitpb.RateLimitDescriptor{}
 	for range MaxEntries + 1 {
@@ -339,7 +339,7 @@ func TestBadRequests(t *testing.T) {
 
 // Descriptors with different hits are decided one cost at a time.
 func TestMixedHits(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	ctx := t.Context()
 	req := func() *rlspb.RateLimitRequest {
 		return withHits(rlReq("test", 1, "user=ivy", "org=acme,user=ivy"), 1, 2)
@@ -362,7 +362,7 @@ func TestMixedHits(t *testing.T) {
 // logged, as on HTTP: not a silent pass.
 func TestRefusedLoggedOnGRPC(t *testing.T) {
 	var logs logBuffer
-	e := start(t, Config{Store: teststore.Refusing{}, Logger: logs.logger()})
+	e := start(t, Settings{Store: teststore.Refusing{}, Logger: logs.logger()})
 	_, err := e.rls.ShouldRateLimit(t.Context(), rlReq("test", 1, "user=ida"))
 	if status.Code(err) != codes.Internal {
 		t.Errorf("ShouldRateLimit = %v, want Internal", err)
@@ -387,7 +387,7 @@ descriptors:
       - {name: team_burst, unit: second, requests_per_unit: 1}
       - {unit: hour, requests_per_unit: 10}
 `)
-	e := start(t, Config{Paths: []string{path}})
+	e := start(t, Settings{Paths: []string{path}})
 	ask := func(descs ...string) *rlspb.RateLimitResponse {
 		t.Helper()
 		resp, err := e.rls.ShouldRateLimit(t.Context(), rlReq("names", 0, descs...))
@@ -425,7 +425,7 @@ descriptors:
 // of them comes first: a peek folded with a cost is charged the cost, and
 // two peeks are a peek.
 func TestSameDescriptorTwicePeekFirst(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	ctx := t.Context()
 	steps := []struct {
 		a, b uint64 // the two descriptors' hits

@@ -40,7 +40,7 @@ func (k *keyLog) Take(ctx context.Context, now time.Time, checks []sluice.Check,
 func TestSecretKeyedByDigest(t *testing.T) {
 	const apiKey = "sk_live_51HqLyjWDarjtT1zdp7dc"
 	st := &keyLog{Store: newStore(t)}
-	e := start(t, Config{Policy: config.Default(), Store: st})
+	e := start(t, Settings{Policy: config.Default(), Store: st})
 
 	resp, err := e.rls.ShouldRateLimit(t.Context(), rlReq("sluice", 1, "api_key="+apiKey))
 	if err != nil || resp.GetStatuses()[0].GetLimitRemaining() != 99 {
@@ -110,7 +110,7 @@ forward_auth:
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	dir := t.TempDir()
 	path := writeFile(t, dir, "api.yaml", yaml)
-	e := start(t, Config{Store: st, Paths: []string{path}, ReloadInterval: -1, Logger: log})
+	e := start(t, Settings{Store: st, Paths: []string{path}, ReloadInterval: -1, Logger: log})
 	e.srv.console.stats.sample(e.srv.m, e.clock.Now()) // primes
 
 	var seen []string // every surface, as read

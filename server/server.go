@@ -38,7 +38,7 @@ const maxHeaderBytes = 64 << 10
 // run it with Serve or ListenAndServe. Its methods are safe for concurrent
 // use.
 type Server struct {
-	cfg     Config
+	cfg     Settings
 	log     *slog.Logger
 	limiter *sluice.Limiter
 	m       *metrics
@@ -46,7 +46,7 @@ type Server struct {
 	health  *health.Server
 	ready   atomic.Bool
 	handler http.Handler
-	trust   clientip.Trusted // Config.TrustedProxies
+	trust   clientip.Trusted // Settings.TrustedProxies
 	// failures logs the requests the failure modes decided (failurelog.go).
 	failures failureLog
 	// metricsHandler serves /metrics, also on a listener of its own.
@@ -69,14 +69,19 @@ type Server struct {
 	headerKeys map[string]string
 	// gate bounds the gRPC calls in flight (conns.go).
 	gate *streamGate
-	// jsonHosts are Config.HTTPAllowedHosts, nil for any host.
+	// jsonHosts are Settings.HTTPAllowedHosts, nil for any host.
 	jsonHosts map[string]bool
+	// hashFiles reads the config files to tell whether they changed
+	// (hashFiles, policy.go). It is where a reload first touches the file
+	// system, which may block (a network file system that stopped
+	// answering): read runs it on a goroutine that may be abandoned.
+	hashFiles func(paths []string) string
 }
 
 // New returns a Server for cfg, with its config loaded: a config that does
 // not load is an error naming each problem's file, line and field. New
 // starts nothing; Serve does.
-func New(cfg Config) (*Server, error) {
+func New(cfg Settings) (*Server, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -88,7 +93,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	lim, err := sluice.NewLimiter(cfg.Store, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+		return nil, settingsError("%w", err)
 	}
 	s := &Server{
 		cfg:        cfg,
@@ -99,6 +104,7 @@ func New(cfg Config) (*Server, error) {
 		trust:      cfg.TrustedProxies, // normalised by withDefaults
 		draining:   make(chan struct{}),
 		headerKeys: headerKeys(cfg.HeaderNames),
+		hashFiles:  hashFiles,
 	}
 	s.m.watchStore(cfg.Store)
 	s.gate = &streamGate{max: int64(cfg.GRPCMaxStreams), recv: cfg.GRPCRecvTimeout, refused: s.m.streamsRefused.Inc}
@@ -114,12 +120,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.GRPCTLS != nil {
 		if s.grpcTLS, err = newTLSFiles(*cfg.GRPCTLS, []string{"h2"}, cfg.Logger); err != nil {
-			return nil, fmt.Errorf("server: gRPC: %w", err)
+			return nil, settingsError("gRPC: %w", err)
 		}
 	}
 	if cfg.HTTPTLS != nil {
 		if s.httpTLS, err = newTLSFiles(*cfg.HTTPTLS, []string{"http/1.1"}, cfg.Logger); err != nil {
-			return nil, fmt.Errorf("server: HTTP: %w", err)
+			return nil, settingsError("HTTP: %w", err)
 		}
 	}
 	s.overrides = newOverrideRules(MaxOverrideRules, cfg.checkedAs(), lim.Prepare)
@@ -141,7 +147,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.install(compile(c, lis, nil, hash, cfg.Clock.Now()))
+	s.install(newSnapshot(c, lis, nil, hash, cfg.Clock.Now()))
 	s.handler = s.routes()
 	// Not serving until Serve.
 	s.setServing(healthpb.HealthCheckResponse_NOT_SERVING)
@@ -161,7 +167,7 @@ func (s *Server) Domains() []string { return s.cur.Load().cfg.Domains() }
 // /healthz and /readyz.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// ListenAndServe listens on Config.HTTPAddr and Config.GRPCAddr and
+// ListenAndServe listens on Settings.HTTPAddr and Settings.GRPCAddr and
 // serves until ctx ends, as Serve does.
 func (s *Server) ListenAndServe(ctx context.Context) error {
 	var lc net.ListenConfig
@@ -180,8 +186,8 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // Serve serves HTTP on httpLn and gRPC on grpcLn, and watches the config
 // files, until ctx ends; then it shuts down gracefully and returns nil:
 // it reports itself not ready (/readyz 503, gRPC health NOT_SERVING),
-// keeps serving for Config.DrainDelay, closes the listeners, and lets the
-// requests in flight finish, for at most Config.ShutdownTimeout. It
+// keeps serving for Settings.DrainDelay, closes the listeners, and lets the
+// requests in flight finish, for at most Settings.ShutdownTimeout. It
 // returns early with an error if a listener fails. Serve closes the
 // listeners; it may be called only once.
 func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {

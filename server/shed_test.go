@@ -15,7 +15,7 @@ import (
 // with Retry-After: 1; counted per domain in sluice_shed_total, not as a
 // store error.
 func TestShed(t *testing.T) {
-	e := start(t, Config{Store: teststore.Shedding{}})
+	e := start(t, Settings{Store: teststore.Shedding{}})
 	resp, err := e.rls.ShouldRateLimit(t.Context(), rlReq("test", 0, "user=a"))
 	if err != nil {
 		t.Fatalf("ShouldRateLimit: %v, want an answer", err)
@@ -42,7 +42,7 @@ func TestShed(t *testing.T) {
 // most once a second, with how many there were.
 func TestFailureModeLogged(t *testing.T) {
 	logs := &logBuffer{}
-	e := start(t, Config{Store: teststore.Failing{}, Logger: logs.logger()})
+	e := start(t, Settings{Store: teststore.Failing{}, Logger: logs.logger()})
 	ask := func() {
 		t.Helper()
 		resp, err := e.rls.ShouldRateLimit(t.Context(), rlReq("test", 0, "user=a"))

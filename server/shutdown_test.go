@@ -45,7 +45,7 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 	const perKind = 8
 	g := &gateStore{entered: make(chan struct{}, 3*perKind), gate: make(chan struct{})}
 	g.Store = newStore(t)
-	e := start(t, Config{Store: g, StoreTimeout: -1, ShutdownTimeout: 30 * time.Second})
+	e := start(t, Settings{Store: g, ShutdownTimeout: 30 * time.Second})
 	var once sync.Once
 	openGate := func() { once.Do(func() { close(g.gate) }) }
 	t.Cleanup(openGate) // a test that fails early leaves no request held
@@ -111,7 +111,7 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 // delay. The checks below must be done within it: 5s, for a loaded
 // machine, though it makes the test that long.
 func TestShutdownReadinessFirst(t *testing.T) {
-	e := start(t, Config{DrainDelay: 5 * time.Second})
+	e := start(t, Settings{DrainDelay: 5 * time.Second})
 	e.waitReady(t)
 	ctx := t.Context()
 	if code, _, _ := get(t, e.base+"/readyz"); code != 200 {
@@ -139,7 +139,7 @@ func TestShutdownReadinessFirst(t *testing.T) {
 }
 
 func TestServeTwice(t *testing.T) {
-	e := start(t, Config{})
+	e := start(t, Settings{})
 	e.waitReady(t)
 	if code, _, _ := get(t, e.base+"/readyz"); code != 200 { // the first Serve runs
 		t.Fatalf("/readyz: %d", code)

@@ -13,7 +13,7 @@ func simBody(algs, limit, pattern string) string {
 
 // The boundary scenario gives the counts sluice demo boundary prints.
 func TestSimulateBoundary(t *testing.T) {
-	s, _ := newServer(t, Config{})
+	s, _ := newServer(t, Settings{})
 	h := s.AdminHandler(AdminOptions{UI: true})
 	var r simResponse
 	code, _, body := adminDo(t, h, "POST", "/v1/simulate",
@@ -45,7 +45,7 @@ func TestSimulateBoundary(t *testing.T) {
 // The same Poisson stream twice gives the same answer; a pasted list is
 // sorted and replayed.
 func TestSimulatePatterns(t *testing.T) {
-	s, _ := newServer(t, Config{})
+	s, _ := newServer(t, Settings{})
 	h := s.AdminHandler(AdminOptions{UI: true})
 	poisson := simBody(`"gcra","sliding_counter","leaky_queue"`, `{"rate":10,"period":"1s","burst":5}`, `{"kind":"poisson","rate":20,"duration":"30s","seed":42}`)
 	_, _, a := adminDo(t, h, "POST", "/v1/simulate", poisson, nil)
@@ -63,7 +63,7 @@ func TestSimulatePatterns(t *testing.T) {
 
 // Input out of bounds is a 400 that names the bound, never a panic.
 func TestSimulateBounds(t *testing.T) {
-	s, _ := newServer(t, Config{})
+	s, _ := newServer(t, Settings{})
 	h := s.AdminHandler(AdminOptions{UI: true})
 	lim := `{"rate":5,"period":"1s"}`
 	boundary := `{"kind":"scenario","scenario":"boundary"}`
@@ -105,7 +105,7 @@ func TestSimulateBounds(t *testing.T) {
 func FuzzSimulate(f *testing.F) {
 	f.Add(`"gcra"`, int64(5), "1s", int64(0), "0 1 2 3s")
 	f.Add(`"sliding_log","fixed_window"`, int64(3), "10ms", int64(2), "1e3, 5ms")
-	s, _ := newServer(f, Config{})
+	s, _ := newServer(f, Settings{})
 	h := s.AdminHandler(AdminOptions{UI: true})
 	f.Fuzz(func(t *testing.T, algs string, rate int64, period string, burst int64, times string) {
 		body := fmt.Sprintf(`{"algorithms":[%s],"limit":{"rate":%d,"period":%q,"burst":%d},"pattern":{"kind":"list","times":%q}}`, algs, rate, period, burst, times)

@@ -9,22 +9,20 @@ import (
 	"time"
 )
 
-// stuckReads makes every read of the config files block, as on a network
+// stuckReads makes every read of s's config files block, as on a network
 // file system that stopped answering, until release is called or the
 // test ends. entered receives when a read has started. Call it before
 // the server's watcher starts.
-func stuckReads(t *testing.T) (entered <-chan struct{}, release func()) {
+func stuckReads(t *testing.T, s *Server) (entered <-chan struct{}, release func()) {
 	c := make(chan struct{}, 16)
 	gate := make(chan struct{})
-	testHookRead = func() {
+	s.hashFiles = func(paths []string) string {
 		c <- struct{}{}
 		<-gate
+		return hashFiles(paths)
 	}
 	release = sync.OnceFunc(func() { close(gate) })
-	t.Cleanup(func() {
-		release()
-		testHookRead = nil
-	})
+	t.Cleanup(release)
 	return c, release
 }
 
@@ -41,8 +39,9 @@ func wait(t *testing.T, c <-chan struct{}, what string) {
 // Serve's shutdown does not wait on a read of the config files that
 // does not return.
 func TestShutdownDoesNotWaitOnRead(t *testing.T) {
-	entered, release := stuckReads(t)
-	e := start(t, Config{ReloadInterval: 10 * time.Millisecond})
+	srv, clock := newServer(t, Settings{ReloadInterval: 10 * time.Millisecond})
+	entered, release := stuckReads(t, srv)
+	e := serve(t, srv, clock)
 	wait(t, entered, "a poll's read")
 
 	// Reload waits for the read in flight only as long as its context.
@@ -77,8 +76,8 @@ func TestShutdownDoesNotWaitOnRead(t *testing.T) {
 // nothing; once the read returns, the next Reload goes ahead.
 func TestReloadAbandonsStuckRead(t *testing.T) {
 	logs := &logBuffer{}
-	s, _ := newServer(t, Config{ReloadInterval: -1, Logger: logs.logger()})
-	entered, release := stuckReads(t)
+	s, _ := newServer(t, Settings{ReloadInterval: -1, Logger: logs.logger()})
+	entered, release := stuckReads(t, s)
 
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)

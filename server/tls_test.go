@@ -137,7 +137,7 @@ type tlsEnv struct {
 	grpc, http string // addresses
 }
 
-func startTLS(t *testing.T, cfg Config) *tlsEnv {
+func startTLS(t *testing.T, cfg Settings) *tlsEnv {
 	t.Helper()
 	srv, _ := newServer(t, cfg)
 	hl, gl := listen(t), listen(t)
@@ -187,7 +187,7 @@ func clientTLS(ca *testCA, certs ...tls.Certificate) *tls.Config {
 func TestMTLS(t *testing.T) {
 	serverCA, clientCA, otherCA := newCA(t, "server CA"), newCA(t, "client CA"), newCA(t, "another CA")
 	tl := tlsDir(t, serverCA, 1, clientCA, "envoy.mesh.local")
-	e := startTLS(t, Config{GRPCTLS: tl, HTTPTLS: tl})
+	e := startTLS(t, Settings{GRPCTLS: tl, HTTPTLS: tl})
 
 	good := clientCA.clientCert(t, "envoy.mesh.local")
 	tests := []struct {
@@ -231,7 +231,7 @@ func TestMTLS(t *testing.T) {
 // Plain TLS (no client CA) serves any client that trusts the server.
 func TestTLSWithoutClientCerts(t *testing.T) {
 	ca := newCA(t, "server CA")
-	e := startTLS(t, Config{GRPCTLS: tlsDir(t, ca, 1, nil, "")})
+	e := startTLS(t, Settings{GRPCTLS: tlsDir(t, ca, 1, nil, "")})
 	if err := e.call(t, clientTLS(ca)); err != nil {
 		t.Errorf("TLS without client certificates: %v", err)
 	}
@@ -246,7 +246,7 @@ func TestTLSRotation(t *testing.T) {
 	ca := newCA(t, "server CA")
 	logs := &logBuffer{}
 	tl := tlsDir(t, ca, 1, nil, "")
-	e := startTLS(t, Config{GRPCTLS: tl, HTTPTLS: tl, Logger: logs.logger()})
+	e := startTLS(t, Settings{GRPCTLS: tl, HTTPTLS: tl, Logger: logs.logger()})
 	serial := func(addr string, alpn string) int64 {
 		tc := clientTLS(ca)
 		tc.NextProtos = []string{alpn}
@@ -331,7 +331,7 @@ func TestTLSConfigErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tl := tt.tl
-			_, err := New(Config{Store: newStore(t), GRPCTLS: &tl})
+			_, err := New(Settings{Store: newStore(t), GRPCTLS: &tl})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("New = %v, want an error saying %q", err, tt.want)
 			}

@@ -86,7 +86,7 @@ func TestUsageBudget(t *testing.T) {
 	for _, algo := range sluice.Algos() {
 		for _, tr := range transports {
 			t.Run(string(algo)+"/"+tr.name, func(t *testing.T) {
-				e := start(t, Config{Paths: []string{writeFile(t, t.TempDir(), "llm.yaml", usageYAML(string(algo)))}})
+				e := start(t, Settings{Paths: []string{writeFile(t, t.TempDir(), "llm.yaml", usageYAML(string(algo)))}})
 				checkUsageBudget(t, e, tr.ask, "k1")
 			})
 		}
@@ -126,7 +126,7 @@ func TestUsageBudgetRedis(t *testing.T) {
 	for _, algo := range sluice.Algos() {
 		for _, tr := range transports {
 			t.Run(string(algo)+"/"+tr.name, func(t *testing.T) {
-				e := start(t, Config{Store: st, Paths: []string{writeFile(t, t.TempDir(), "llm.yaml", usageYAML(string(algo)))}})
+				e := start(t, Settings{Store: st, Paths: []string{writeFile(t, t.TempDir(), "llm.yaml", usageYAML(string(algo)))}})
 				// Each run its own API key: one redis-server holds them all.
 				checkUsageBudget(t, e, tr.ask, t.Name())
 			})
@@ -193,7 +193,7 @@ func TestEnvoyCounting(t *testing.T) {
 	want := envoyAnswers(20, 150)
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			e := start(t, Config{Paths: []string{writeFile(t, t.TempDir(), "llm.yaml", envoyYAML)}, ChargePerDescriptor: true})
+			e := start(t, Settings{Paths: []string{writeFile(t, t.TempDir(), "llm.yaml", envoyYAML)}, ChargePerDescriptor: true})
 			checkEnvoyCounting(t, e, tr.ask, want, "1")
 		})
 	}
@@ -220,7 +220,7 @@ func TestEnvoyCountingRedis(t *testing.T) {
 	want := envoyAnswers(20, 150)
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			e := start(t, Config{Store: st, Paths: []string{writeFile(t, t.TempDir(), "llm.yaml", envoyYAML)}, ChargePerDescriptor: true})
+			e := start(t, Settings{Store: st, Paths: []string{writeFile(t, t.TempDir(), "llm.yaml", envoyYAML)}, ChargePerDescriptor: true})
 			checkEnvoyCounting(t, e, tr.ask, want, tr.name) // keys of its own
 		})
 	}
@@ -240,7 +240,7 @@ descriptors:
 `)
 	for _, each := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ChargePerDescriptor=%v", each), func(t *testing.T) {
-			e := start(t, Config{Paths: []string{path}, ChargePerDescriptor: each})
+			e := start(t, Settings{Paths: []string{path}, ChargePerDescriptor: each})
 			ctx := t.Context()
 			ask := func(req *rlspb.RateLimitRequest) *rlspb.RateLimitResponse {
 				t.Helper()
@@ -276,7 +276,7 @@ descriptors:
   - key: user
     rate_limit: {name: requests, unit: hour, requests_per_unit: 2}
 `)
-	e := start(t, Config{Paths: []string{path}})
+	e := start(t, Settings{Paths: []string{path}})
 	ctx := t.Context()
 	ask := func(req *rlspb.RateLimitRequest) *rlspb.RateLimitResponse {
 		t.Helper()
@@ -332,7 +332,7 @@ descriptors:
       - {name: tokens, unit: hour, requests_per_unit: 100, charge: usage}
       - {name: requests, unit: minute, requests_per_unit: 2}
 `)
-	e := start(t, Config{Paths: []string{path}, Store: failingStore{}})
+	e := start(t, Settings{Paths: []string{path}, Store: failingStore{}})
 	ctx := t.Context()
 	for _, hits := range []uint64{150, 0, 7} {
 		resp, err := e.rls.ShouldRateLimit(ctx, withHits(rlReq("mix", 0, "api_key=k"), 0, hits))
@@ -369,7 +369,7 @@ descriptors:
 		{false, map[string]string{"tokens": "usage", "requests": "gate"}},
 		{true, map[string]string{"tokens": "usage", "requests": "count"}},
 	} {
-		s, _ := newServer(t, Config{Paths: []string{path}, ReloadInterval: -1, ChargePerDescriptor: tt.each})
+		s, _ := newServer(t, Settings{Paths: []string{path}, ReloadInterval: -1, ChargePerDescriptor: tt.each})
 		var p policyReport
 		if code, _, body := adminDo(t, s.AdminHandler(AdminOptions{}), "GET", "/v1/policy", "", &p); code != http.StatusOK {
 			t.Fatalf("GET /v1/policy: %d %s", code, body)
@@ -390,7 +390,7 @@ descriptors:
 func TestEnvoyCountingOverride(t *testing.T) {
 	for _, each := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ChargePerDescriptor=%v", each), func(t *testing.T) {
-			e := start(t, Config{ChargePerDescriptor: each})
+			e := start(t, Settings{ChargePerDescriptor: each})
 			ask := func(hits uint64) string {
 				t.Helper()
 				req := withHits(withLimit(rlReq("test", 0, "user=ola"), 0, 100, typepb.RateLimitUnit_HOUR, 0), 0, hits)

@@ -43,7 +43,7 @@ a config holds at most 2^17 descriptors and limits in all its files.
 }
 
 // runCheck is "sluice check".
-func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
+func runCheck(_ context.Context, args []string, _ func(string) (string, bool), stdout, stderr io.Writer) int {
 	c, _ := lookup("check")
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	store := fs.String("store", "memory", "")

@@ -51,13 +51,13 @@ func (c *connFlags) check() error {
 }
 
 // apply sets the bounds in cfg.
-func (c *connFlags) apply(cfg *server.Config) {
+func (c *connFlags) apply(cfg *server.Settings) {
 	cfg.GRPCRecvTimeout = c.grpcRecv
 	cfg.GRPCMaxStreams = c.grpcStreams
 	cfg.GRPCMaxConnections = c.grpcConns
 	cfg.HTTPMaxConnections = c.httpConns
 	cfg.MaxConnectionIdle = c.grpcIdle
 	if c.grpcIdle == 0 {
-		cfg.MaxConnectionIdle = -1 // server.Config: negative is never
+		cfg.MaxConnectionIdle = -1 // server.Settings: negative is never
 	}
 }

@@ -111,7 +111,7 @@ func (f burstFlag) Set(s string) error {
 // fmtDur is sim.FmtDur: 1m, not 1m0s.
 func fmtDur(d time.Duration) string { return sim.FmtDur(d) }
 
-func runDemo(_ context.Context, args []string, stdout, stderr io.Writer) int {
+func runDemo(_ context.Context, args []string, _ func(string) (string, bool), stdout, stderr io.Writer) int {
 	c, _ := lookup("demo")
 	l := sluice.PerSecond(5)
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)

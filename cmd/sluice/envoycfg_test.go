@@ -106,7 +106,7 @@ func TestQuotaModeRefusesForwardAuth(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
 		var out, errb bytes.Buffer
-		return run(ctx, args, &out, &errb), out.String(), errb.String()
+		return run(ctx, args, testEnv, &out, &errb), out.String(), errb.String()
 	}
 	code, _, stderr := runArgs(t, "serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-admin", "", "-quota-mode")
 	if code != exitFail || !strings.Contains(stderr, `forward_auth: domain "sluice" is served by forward auth`) {

@@ -111,7 +111,7 @@ var envoyVars = []envoyVar{
 	{name: "REDIS_PERSECOND_TLS", def: "false", flags: "-redis-persecond-tls"},
 	{name: "REDIS_PIPELINE_WINDOW", def: "0", note: "ignored: sluice batches the requests that arrive while a script run is out, on its own", report: whenSet},
 	{name: "REDIS_PIPELINE_LIMIT", def: "0", note: "ignored: sluice batches the requests that arrive while a script run is out, on its own", report: whenSet},
-	{name: "REDIS_TIMEOUT", def: "10s", note: "ignored: each Redis call has a deadline of 50ms, far below Envoy's for the rate-limit call, after which each rule's failure mode decides", report: whenSet},
+	{name: "REDIS_TIMEOUT", def: "10s", note: "ignored: each Redis call has a deadline of 50ms (-redis-timeout), far below Envoy's for the rate-limit call, after which each rule's failure mode decides", report: whenSet},
 	{name: "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", def: "false", note: "not implemented: Redis does not make /healthcheck fail; while it is down each rule's failure mode decides", report: whenTrue},
 	{name: "LOCAL_CACHE_SIZE_IN_BYTES", def: "0", note: "ignored: sluice remembers denials until their Retry-After on its own (10000 of them), which never denies what Redis would allow", report: whenSet},
 	{name: "NEAR_LIMIT_RATIO", def: "0.8", note: "ignored: there is no near_limit statistic", report: whenSet},
@@ -181,6 +181,7 @@ type envReader struct {
 	lookup     func(string) (string, bool)
 	set, deflt []string
 	errs       []string
+	out        []envSetting // the flags' values, in the order read
 }
 
 // get returns the variable's value, or its default.
@@ -240,101 +241,123 @@ func (r *envReader) getDuration(name string) string {
 // not implement. The error names each variable that cannot be read.
 func envoySettings(lookup func(string) (string, bool)) ([]envSetting, []envNote, error) {
 	r := &envReader{lookup: lookup}
-	var out []envSetting
-	add := func(flag, value string) {
-		out = append(out, envSetting{flag: flag, value: value, source: r.source()})
-	}
-	// addIfSet sets a flag from a variable only when it is set, its
-	// default being the flag's own.
-	addIfSet := func(flag, name string) {
-		if v, ok := lookup(name); ok {
-			r.set = append(r.set, name)
-			add(flag, v)
+	r.envoyListeners()
+	r.envoyRedis("REDIS", "redis")
+	if r.getBool("REDIS_PERSECOND") {
+		r.envoyRedis("REDIS_PERSECOND", "redis-persecond")
+	} else {
+		for _, f := range []string{"redis-persecond", "redis-persecond-sentinel", "redis-persecond-cluster"} {
+			r.add(f, "")
 		}
 	}
+	r.envoyAnswers()
+	r.envoyServerTLS()
+	r.add("grpc-max-connection-age", r.getDuration("GRPC_MAX_CONNECTION_AGE"))
+	r.add("grpc-max-connection-age-grace", r.getDuration("GRPC_MAX_CONNECTION_AGE_GRACE"))
+	r.add("start-without-config", strconv.FormatBool(r.getBool("FORCE_START_WITHOUT_INITIAL_CONFIG")))
+	r.add("health-requires-config", strconv.FormatBool(r.getBool("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")))
+	notes := r.envoyNotes()
+	if len(r.errs) > 0 {
+		return nil, nil, fmt.Errorf("envoyproxy/ratelimit's variables:\n  %s", strings.Join(r.errs, "\n  "))
+	}
+	return r.out, notes, nil
+}
 
+// add sets flag to value, from the variables read since the last add.
+func (r *envReader) add(flag, value string) {
+	r.out = append(r.out, envSetting{flag: flag, value: value, source: r.source()})
+}
+
+// addIfSet sets a flag from a variable only when it is set, its default
+// being the flag's own.
+func (r *envReader) addIfSet(flag, name string) {
+	if v, ok := r.lookup(name); ok {
+		r.set = append(r.set, name)
+		r.add(flag, v)
+	}
+}
+
+// envoyListeners reads the config's place, the listeners and the log.
+func (r *envReader) envoyListeners() {
 	if t := r.get("CONFIG_TYPE"); !strings.EqualFold(t, "FILE") {
 		r.errs = append(r.errs, fmt.Sprintf("CONFIG_TYPE=%q: only FILE is implemented (%s)", t, noteXDS))
 	}
 	r.source()
-	add("config", filepath.Join(r.get("RUNTIME_ROOT"), r.get("RUNTIME_SUBDIRECTORY"), r.get("RUNTIME_APPDIRECTORY")))
+	r.add("config", filepath.Join(r.get("RUNTIME_ROOT"), r.get("RUNTIME_SUBDIRECTORY"), r.get("RUNTIME_APPDIRECTORY")))
 
-	add("http", net.JoinHostPort(r.get("HOST"), r.getInt("PORT")))
-	add("grpc", net.JoinHostPort(r.get("GRPC_HOST"), r.getInt("GRPC_PORT")))
-	addIfSet("grpc-uds", "GRPC_UDS")
+	r.add("http", net.JoinHostPort(r.get("HOST"), r.getInt("PORT")))
+	r.add("grpc", net.JoinHostPort(r.get("GRPC_HOST"), r.getInt("GRPC_PORT")))
+	r.addIfSet("grpc-uds", "GRPC_UDS")
 	// envoyproxy/ratelimit's debug port is sluice's admin listener: the
 	// console, its config (/v1/policy) and statistics (/v1/stats).
-	add("admin", net.JoinHostPort(r.get("DEBUG_HOST"), r.getInt("DEBUG_PORT")))
+	r.add("admin", net.JoinHostPort(r.get("DEBUG_HOST"), r.getInt("DEBUG_PORT")))
 	if r.getBool("USE_PROMETHEUS") {
-		add("metrics", r.get("PROMETHEUS_ADDR"))
-		add("metrics-path", r.get("PROMETHEUS_PATH"))
+		r.add("metrics", r.get("PROMETHEUS_ADDR"))
+		r.add("metrics-path", r.get("PROMETHEUS_PATH"))
 	} else {
-		add("metrics", "")
+		r.add("metrics", "")
 	}
 	lvl := r.get("LOG_LEVEL")
 	if l, ok := logrusLevel(lvl); ok {
-		add("log-level", l)
+		r.add("log-level", l)
 	} else {
 		r.errs = append(r.errs, fmt.Sprintf("LOG_LEVEL=%q: want debug, info, warn or error", lvl))
 		r.source()
 	}
-	add("log-format", strings.ToLower(r.get("LOG_FORMAT")))
+	r.add("log-format", strings.ToLower(r.get("LOG_FORMAT")))
+}
 
-	envoyRedis(r, add, "REDIS", "redis")
-	if r.getBool("REDIS_PERSECOND") {
-		envoyRedis(r, add, "REDIS_PERSECOND", "redis-persecond")
-	} else {
-		for _, f := range []string{"redis-persecond", "redis-persecond-sentinel", "redis-persecond-cluster"} {
-			add(f, "")
-		}
-	}
-
-	add("shadow", strconv.FormatBool(r.getBool("SHADOW_MODE")))
-	add("quota-mode", strconv.FormatBool(r.getBool("QUOTA_MODE")))
-	add("dynamic-metadata", strconv.FormatBool(r.getBool("RESPONSE_DYNAMIC_METADATA")))
-	add("merge-domains", strconv.FormatBool(r.getBool("MERGE_DOMAIN_CONFIG")))
+// envoyAnswers reads how requests are counted and answered.
+func (r *envReader) envoyAnswers() {
+	r.add("shadow", strconv.FormatBool(r.getBool("SHADOW_MODE")))
+	r.add("quota-mode", strconv.FormatBool(r.getBool("QUOTA_MODE")))
+	r.add("dynamic-metadata", strconv.FormatBool(r.getBool("RESPONSE_DYNAMIC_METADATA")))
+	r.add("merge-domains", strconv.FormatBool(r.getBool("MERGE_DOMAIN_CONFIG")))
 	// Not a variable of envoyproxy/ratelimit's: its way of naming keys,
 	// so that old and new pods of a rolling swap count together.
 	r.deflt = append(r.deflt, "(its Redis key names)")
-	add("envoy-keys", "true")
+	r.add("envoy-keys", "true")
 	// false, envoyproxy/ratelimit's default, charges every descriptor,
 	// over its limits or not; true comes close to sluice's own default,
 	// all or nothing.
-	add("charge-per-descriptor", strconv.FormatBool(!r.getBool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")))
+	r.add("charge-per-descriptor", strconv.FormatBool(!r.getBool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")))
 	if r.getBool("LIMIT_RESPONSE_HEADERS_ENABLED") {
-		add("response-headers", "envoy")
+		r.add("response-headers", "envoy")
 	} else {
-		add("response-headers", "none")
+		r.add("response-headers", "none")
 	}
-	addIfSet("limit-header", "LIMIT_LIMIT_HEADER")
-	addIfSet("remaining-header", "LIMIT_REMAINING_HEADER")
-	addIfSet("reset-header", "LIMIT_RESET_HEADER")
+	r.addIfSet("limit-header", "LIMIT_LIMIT_HEADER")
+	r.addIfSet("remaining-header", "LIMIT_REMAINING_HEADER")
+	r.addIfSet("reset-header", "LIMIT_RESET_HEADER")
+}
 
-	if r.getBool("GRPC_SERVER_USE_TLS") {
+// envoyServerTLS reads the gRPC port's TLS.
+func (r *envReader) envoyServerTLS() {
+	if !r.getBool("GRPC_SERVER_USE_TLS") {
 		r.source()
-		for _, name := range []string{"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY"} {
-			if _, ok := lookup(name); !ok {
-				r.errs = append(r.errs, "GRPC_SERVER_USE_TLS=true: set "+name+" too")
-			}
+		return
+	}
+	r.source()
+	for _, name := range []string{"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY"} {
+		if _, ok := r.lookup(name); !ok {
+			r.errs = append(r.errs, "GRPC_SERVER_USE_TLS=true: set "+name+" too")
 		}
-		addIfSet("grpc-tls-cert", "GRPC_SERVER_TLS_CERT")
-		addIfSet("grpc-tls-key", "GRPC_SERVER_TLS_KEY")
-		addIfSet("grpc-tls-client-ca", "GRPC_CLIENT_TLS_CACERT")
-		addIfSet("grpc-tls-client-san", "GRPC_CLIENT_TLS_SAN")
-	} else {
-		r.source()
 	}
-	add("grpc-max-connection-age", r.getDuration("GRPC_MAX_CONNECTION_AGE"))
-	add("grpc-max-connection-age-grace", r.getDuration("GRPC_MAX_CONNECTION_AGE_GRACE"))
-	add("start-without-config", strconv.FormatBool(r.getBool("FORCE_START_WITHOUT_INITIAL_CONFIG")))
-	add("health-requires-config", strconv.FormatBool(r.getBool("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")))
+	r.addIfSet("grpc-tls-cert", "GRPC_SERVER_TLS_CERT")
+	r.addIfSet("grpc-tls-key", "GRPC_SERVER_TLS_KEY")
+	r.addIfSet("grpc-tls-client-ca", "GRPC_CLIENT_TLS_CACERT")
+	r.addIfSet("grpc-tls-client-san", "GRPC_CLIENT_TLS_SAN")
+}
 
+// envoyNotes are the notes on the variables sluice does not implement,
+// and on the TLS files given without GRPC_SERVER_USE_TLS.
+func (r *envReader) envoyNotes() []envNote {
 	var notes []envNote
 	for _, v := range envoyVars {
 		if v.note == "" {
 			continue
 		}
-		val, set := lookup(v.name)
+		val, set := r.lookup(v.name)
 		if !set {
 			val = v.def
 		}
@@ -344,15 +367,12 @@ func envoySettings(lookup func(string) (string, bool)) ([]envSetting, []envNote,
 	}
 	if !r.getBool("GRPC_SERVER_USE_TLS") {
 		for _, name := range []string{"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN"} {
-			if v, ok := lookup(name); ok {
+			if v, ok := r.lookup(name); ok {
 				notes = append(notes, envNote{name: name, value: v, set: true, note: "ignored: GRPC_SERVER_USE_TLS is not true"})
 			}
 		}
 	}
-	if len(r.errs) > 0 {
-		return nil, nil, fmt.Errorf("envoyproxy/ratelimit's variables:\n  %s", strings.Join(r.errs, "\n  "))
-	}
-	return out, notes, nil
+	return notes
 }
 
 // envoyRedis reads the variables of a Redis, v REDIS for the main one or
@@ -360,7 +380,7 @@ func envoySettings(lookup func(string) (string, bool)) ([]envSetting, []envNote,
 // redis or redis-persecond: v_TYPE and v_SOCKET_TYPE say how to read
 // v_URL. The TLS files are REDIS_TLS_*'s for both, as in
 // envoyproxy/ratelimit.
-func envoyRedis(r *envReader, add func(flag, value string), v, f string) {
+func (r *envReader) envoyRedis(v, f string) {
 	main := v == "REDIS"
 	if main {
 		if b := r.get("BACKEND_TYPE"); !strings.EqualFold(b, "redis") {
@@ -368,6 +388,39 @@ func envoyRedis(r *envReader, add func(flag, value string), v, f string) {
 		}
 		r.source()
 	}
+	r.envoyRedisKind(v, f)
+	if auth, ok := r.lookup(v + "_AUTH"); ok {
+		// "password", or "username:password".
+		user, pass, found := strings.Cut(auth, ":")
+		if !found {
+			user, pass = "", auth
+		}
+		r.set = append(r.set, v+"_AUTH")
+		r.add(f+"-username", user)
+		r.set = append(r.set, v+"_AUTH")
+		r.add(f+"-password", pass)
+	}
+	if pw, ok := r.lookup(v + "_SENTINEL_AUTH"); ok {
+		r.set = append(r.set, v+"_SENTINEL_AUTH")
+		r.add(f+"-sentinel-password", pw)
+	}
+	tls := r.getBool(v + "_TLS")
+	r.add(f+"-tls", strconv.FormatBool(tls))
+	if tls || main {
+		for _, t := range [][2]string{{"-tls-ca", "REDIS_TLS_CACERT"}, {"-tls-cert", "REDIS_TLS_CLIENT_CERT"}, {"-tls-key", "REDIS_TLS_CLIENT_KEY"}} {
+			r.addIfSet(f+t[0], t[1])
+		}
+		r.add(f+"-tls-skip-hostname-verification", strconv.FormatBool(r.getBool("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")))
+	}
+	r.add(f+"-pool-size", r.getInt(v+"_POOL_SIZE"))
+	if main {
+		r.addIfSet("redis-prefix", "CACHE_KEY_PREFIX")
+	}
+}
+
+// envoyRedisKind reads v_TYPE, v_SOCKET_TYPE and v_URL into which of f,
+// f-sentinel and f-cluster names the Redis.
+func (r *envReader) envoyRedisKind(v, f string) {
 	typ, socket, url := strings.ToUpper(r.get(v+"_TYPE")), strings.ToLower(r.get(v+"_SOCKET_TYPE")), r.get(v+"_URL")
 	if socket != "tcp" && socket != "unix" {
 		r.errs = append(r.errs, fmt.Sprintf(v+"_SOCKET_TYPE=%q: want tcp or unix", socket))
@@ -381,9 +434,9 @@ func envoyRedis(r *envReader, add func(flag, value string), v, f string) {
 		default:
 			url = "redis://" + url
 		}
-		add(f, url)
-		add(f+"-sentinel", "")
-		add(f+"-cluster", "")
+		r.add(f, url)
+		r.add(f+"-sentinel", "")
+		r.add(f+"-cluster", "")
 	case "SENTINEL":
 		master, sentinels, _ := strings.Cut(url, ",")
 		if sentinels == "" {
@@ -392,50 +445,19 @@ func envoyRedis(r *envReader, add func(flag, value string), v, f string) {
 		if socket == "unix" {
 			r.errs = append(r.errs, v+"_TYPE=sentinel: set "+v+"_SOCKET_TYPE=tcp; sentinels are reached over TCP")
 		}
-		add(f+"-sentinel", master+"@"+sentinels)
-		add(f, "")
-		add(f+"-cluster", "")
+		r.add(f+"-sentinel", master+"@"+sentinels)
+		r.add(f, "")
+		r.add(f+"-cluster", "")
 	case "CLUSTER":
 		if socket == "unix" {
 			r.errs = append(r.errs, v+"_TYPE=cluster: set "+v+"_SOCKET_TYPE=tcp; cluster nodes are reached over TCP")
 		}
-		add(f+"-cluster", url)
-		add(f, "")
-		add(f+"-sentinel", "")
+		r.add(f+"-cluster", url)
+		r.add(f, "")
+		r.add(f+"-sentinel", "")
 	default:
 		r.errs = append(r.errs, fmt.Sprintf(v+"_TYPE=%q: want single, sentinel or cluster", typ))
 		r.source()
-	}
-	if auth, ok := r.lookup(v + "_AUTH"); ok {
-		// "password", or "username:password".
-		user, pass, found := strings.Cut(auth, ":")
-		if !found {
-			user, pass = "", auth
-		}
-		r.set = append(r.set, v+"_AUTH")
-		add(f+"-username", user)
-		r.set = append(r.set, v+"_AUTH")
-		add(f+"-password", pass)
-	}
-	if pw, ok := r.lookup(v + "_SENTINEL_AUTH"); ok {
-		r.set = append(r.set, v+"_SENTINEL_AUTH")
-		add(f+"-sentinel-password", pw)
-	}
-	tls := r.getBool(v + "_TLS")
-	add(f+"-tls", strconv.FormatBool(tls))
-	if tls || main {
-		for _, t := range [][2]string{{"-tls-ca", "REDIS_TLS_CACERT"}, {"-tls-cert", "REDIS_TLS_CLIENT_CERT"}, {"-tls-key", "REDIS_TLS_CLIENT_KEY"}} {
-			if file, ok := r.lookup(t[1]); ok {
-				r.set = append(r.set, t[1])
-				add(f+t[0], file)
-			}
-		}
-		add(f+"-tls-skip-hostname-verification", strconv.FormatBool(r.getBool("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")))
-	}
-	add(f+"-pool-size", r.getInt(v+"_POOL_SIZE"))
-	if p, ok := r.lookup("CACHE_KEY_PREFIX"); ok && main {
-		r.set = append(r.set, "CACHE_KEY_PREFIX")
-		add("redis-prefix", p)
 	}
 }
 

@@ -16,12 +16,16 @@ func envOf(kv ...string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
-// withEnv makes sluice serve read env instead of the process's.
+// testEnv is the environment the tests pass to run: none but what withEnv
+// sets, so that the process's own never reaches the command under test.
+var testEnv = envOf()
+
+// withEnv makes the test's runs of sluice serve read env.
 func withEnv(t *testing.T, kv ...string) {
 	t.Helper()
-	old := envLookup
-	envLookup = envOf(kv...)
-	t.Cleanup(func() { envLookup = old })
+	old := testEnv
+	testEnv = envOf(kv...)
+	t.Cleanup(func() { testEnv = old })
 }
 
 // printed runs sluice serve -print-config with the environment and args,

@@ -19,7 +19,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, commandLine(os.Args[0], os.Args[1:]), os.Stdout, os.Stderr)
+	code := run(ctx, commandLine(os.Args[0], os.Args[1:]), os.LookupEnv, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
@@ -56,8 +56,9 @@ type command struct {
 	summary string // one line for "sluice help"
 	// run runs the command with the arguments after its name and returns
 	// the exit code: exitUsage, with the reason on stderr, for a bad
-	// command line. ctx ends on SIGINT or SIGTERM.
-	run func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	// command line. ctx ends on SIGINT or SIGTERM; lookupEnv reads the
+	// environment (os.LookupEnv in main).
+	run func(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int
 	// help writes the command's full help: usage line, description, flags.
 	help func(w io.Writer)
 }
@@ -85,8 +86,8 @@ func lookup(name string) (command, bool) {
 }
 
 // run is main without the process: it takes the arguments after the program
-// name and returns the exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// name and the environment's lookup, and returns the exit code.
+func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
 		return exitUsage
@@ -106,7 +107,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Run 'sluice help' for usage.")
 		return exitUsage
 	}
-	return c.run(ctx, args[1:], stdout, stderr)
+	return c.run(ctx, args[1:], lookupEnv, stdout, stderr)
 }
 
 func isHelpFlag(s string) bool {
@@ -132,7 +133,7 @@ func helpHelp(w io.Writer) {
 	fmt.Fprint(w, "Usage: sluice help [COMMAND]\n\nShows the list of commands, or one command's help.\n")
 }
 
-func runHelp(_ context.Context, args []string, stdout, stderr io.Writer) int {
+func runHelp(_ context.Context, args []string, _ func(string) (string, bool), stdout, stderr io.Writer) int {
 	switch len(args) {
 	case 0:
 		usage(stdout)

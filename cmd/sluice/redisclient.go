@@ -39,7 +39,8 @@ type redisFlags struct {
 	tlsSkipHostname    bool
 	poolSize           int
 	prefix             string
-	maxInFlight        int // each Redis's bound (redis.WithMaxInFlight)
+	maxInFlight        int           // each Redis's bound (redis.WithMaxInFlight)
+	timeout            time.Duration // each Redis's deadline (redis.WithTimeout)
 	// envoyKeys names fixed windows' counters as envoyproxy/ratelimit
 	// does, beginning with envoyPrefix (-envoy-keys).
 	envoyKeys   bool
@@ -166,9 +167,10 @@ func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
 
 func init() { goredis.SetLogger(redisLogger{}) }
 
-// redisOptions are added to the Redis store's. Only tests set them: they
-// lengthen its deadline, whose default (50ms) a loaded machine can miss.
-var redisOptions []redis.Option
+// defaultRedisTimeout is -redis-timeout's default, the Redis store's own
+// (redis.WithTimeout): far below Envoy's timeout for the rate-limit call,
+// so that a Redis that does not answer meets the failure modes first.
+const defaultRedisTimeout = 50 * time.Millisecond
 
 // openedStore is the store the service counts in.
 type openedStore struct {
@@ -235,7 +237,9 @@ func (rf *redisFlags) open(ctx context.Context, main *redisFlags, log *slog.Logg
 		return nil, "", nil, err
 	}
 	opts := []redis.Option{redis.WithMaxInFlight(max(main.maxInFlight, 1))}
-	opts = append(opts, redisOptions...)
+	if main.timeout > 0 {
+		opts = append(opts, redis.WithTimeout(main.timeout))
+	}
 	if main.prefix != "" {
 		opts = append(opts, redis.WithPrefix(main.prefix))
 	}
@@ -283,35 +287,7 @@ func (rf *redisFlags) client() (goredis.UniversalClient, string, error) {
 	}
 	switch kind {
 	case "-" + rf.flag:
-		opts, err := goredis.ParseURL(rf.url)
-		if err != nil {
-			return nil, "", fmt.Errorf("%s: %v", kind, err)
-		}
-		if rf.username != "" {
-			opts.Username = rf.username
-		}
-		if rf.password != "" {
-			opts.Password = rf.password
-		}
-		if tc != nil {
-			if opts.Network == "unix" {
-				return nil, "", fmt.Errorf("%s-tls: not over a unix socket", kind)
-			}
-			if opts.TLSConfig != nil { // rediss://: its ServerName
-				tc.ServerName = opts.TLSConfig.ServerName
-			}
-			opts.TLSConfig = tc
-		}
-		if rf.poolSize > 0 {
-			opts.PoolSize = rf.poolSize
-		}
-		opts.MaxRetries = -1
-		opts.ContextTimeoutEnabled = true
-		name := "redis " + redactURL(rf.url)
-		if opts.TLSConfig != nil && !strings.HasPrefix(rf.url, "rediss:") {
-			name += " (TLS)"
-		}
-		return goredis.NewClient(opts), name, nil
+		return rf.singleClient(kind, tc)
 	case "-" + rf.flag + "-cluster":
 		as, err := addrs(kind, rf.cluster)
 		if err != nil {
@@ -348,6 +324,39 @@ func (rf *redisFlags) client() (goredis.UniversalClient, string, error) {
 			ContextTimeoutEnabled: true,
 		}), "redis sentinel " + master + "@" + strings.Join(as, ",") + tlsNote(tc), nil
 	}
+}
+
+// singleClient is the client of one Redis node, -redis URL.
+func (rf *redisFlags) singleClient(kind string, tc *tls.Config) (goredis.UniversalClient, string, error) {
+	opts, err := goredis.ParseURL(rf.url)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %v", kind, err)
+	}
+	if rf.username != "" {
+		opts.Username = rf.username
+	}
+	if rf.password != "" {
+		opts.Password = rf.password
+	}
+	if tc != nil {
+		if opts.Network == "unix" {
+			return nil, "", fmt.Errorf("%s-tls: not over a unix socket", kind)
+		}
+		if opts.TLSConfig != nil { // rediss://: its ServerName
+			tc.ServerName = opts.TLSConfig.ServerName
+		}
+		opts.TLSConfig = tc
+	}
+	if rf.poolSize > 0 {
+		opts.PoolSize = rf.poolSize
+	}
+	opts.MaxRetries = -1
+	opts.ContextTimeoutEnabled = true
+	name := "redis " + redactURL(rf.url)
+	if opts.TLSConfig != nil && !strings.HasPrefix(rf.url, "rediss:") {
+		name += " (TLS)"
+	}
+	return goredis.NewClient(opts), name, nil
 }
 
 func tlsNote(tc *tls.Config) string {

@@ -107,12 +107,9 @@ descriptors:
 // and the service decides from it, with the counts it had replicated.
 func TestServeSentinelFailover(t *testing.T) {
 	sbin, _ := sentinelBin(t)
-	// The store keeps its default deadline, 50ms, here, not TestMain's
+	// The store keeps its default deadline, 50ms, here, not the tests'
 	// 10s: with a deadline of 2s or 10s the service did not find the
 	// promoted replica within the minute waited below.
-	saved := redisOptions
-	redisOptions = nil
-	t.Cleanup(func() { redisOptions = saved })
 	master := startRedisProc(t, "redis-server")
 	_, mport, _ := net.SplitHostPort(master.addr)
 	replica := startRedisProc(t, "redis-server", "--replicaof", "127.0.0.1", mport)
@@ -147,7 +144,7 @@ func TestServeSentinelFailover(t *testing.T) {
 		})
 	}
 
-	s := startServe(t, "-config", writeConfig(t, sentinelYAML), "-redis-sentinel", "mymaster@"+strings.Join(saddrs, ","))
+	s := startServe(t, "-config", writeConfig(t, sentinelYAML), "-redis-sentinel", "mymaster@"+strings.Join(saddrs, ","), "-redis-timeout", defaultRedisTimeout.String())
 	if want := "redis sentinel mymaster@" + strings.Join(saddrs, ","); s.banner["store"] != want {
 		t.Errorf("banner store %q, want %q", s.banner["store"], want)
 	}

@@ -22,7 +22,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/internal/testredis"
-	"github.com/sluicehq/sluice/redis"
 )
 
 // serving is a "sluice serve" running in the test's process.
@@ -41,9 +40,12 @@ func startServe(t *testing.T, args ...string) *serving {
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
 	s := &serving{banner: map[string]string{}, logs: make(chan string, 1000), cancel: cancel, code: make(chan int, 1)}
-	args = append([]string{"serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-admin", "127.0.0.1:0"}, args...)
+	// The Redis store's default deadline, 50ms, is a bound a loaded
+	// machine can miss, and a call that misses it fails open: a flag of
+	// the test's own after these puts it back.
+	args = append([]string{"serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-redis-timeout", testRedisTimeout}, args...)
 	go func() {
-		s.code <- run(ctx, args, outW, errW)
+		s.code <- run(ctx, args, testEnv, outW, errW)
 		outW.Close()
 		errW.Close()
 	}()
@@ -334,17 +336,20 @@ const serveArgsEnv = "SLUICE_TEST_SERVE_ARGS"
 // process: the floods test the service as it is shipped.
 const redisDefaultsEnv = "SLUICE_TEST_REDIS_DEFAULTS"
 
+// testRedisTimeout is the Redis store's deadline in the tests' serve and
+// in the processes TestServeTwoProcesses starts: the default, 50ms, is a
+// bound a loaded machine can miss, and a call that misses it fails open.
+const testRedisTimeout = "10s"
+
 func TestMain(m *testing.M) {
-	// In the tests' serve and in the processes TestServeTwoProcesses
-	// starts: the Redis store's default deadline, 50ms, is a bound a
-	// loaded machine can miss, and a call that misses it fails open.
-	if os.Getenv(redisDefaultsEnv) == "" {
-		redisOptions = []redis.Option{redis.WithTimeout(10 * time.Second)}
-	}
 	if args := os.Getenv(serveArgsEnv); args != "" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		os.Exit(run(ctx, strings.Split(args, "\n"), os.Stdout, os.Stderr))
+		argv := strings.Split(args, "\n")
+		if os.Getenv(redisDefaultsEnv) == "" && len(argv) > 0 {
+			argv = append([]string{argv[0], "-redis-timeout", testRedisTimeout}, argv[1:]...)
+		}
+		os.Exit(run(ctx, argv, os.LookupEnv, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -430,6 +435,41 @@ func TestServeHTTPAllowedHosts(t *testing.T) {
 	for host, want := range map[string]int{"rebound.example": 421, "rl.svc:8080": 200, "ratelimit.internal": 200, s.addr("http"): 200} {
 		if got := post(host); got != want {
 			t.Errorf("Host %q: %d, want %d", host, got, want)
+		}
+	}
+}
+
+// The message of a failure to start is chosen by the error's type: a
+// config that does not load says so and lists its problems; a setting the
+// server cannot use (TLS files) is named alone.
+func TestServeFailureMessages(t *testing.T) {
+	base := []string{"serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-admin", ""}
+	bad := writeConfig(t, "domain: d\ndescriptors:\n  - key: k\n    rate_limt: {unit: second, requests_per_unit: 1}\n")
+	code, _, stderr := runArgs(t, append(base, "-config", bad)...)
+	if code != exitFail || !strings.Contains(stderr, "sluice serve: the config does not load:\n") || !strings.Contains(stderr, "rate_limt") {
+		t.Errorf("serve -config with an unknown field: exit %d, stderr %q; want 1, the config named as not loading, and the field", code, stderr)
+	}
+	code, _, stderr = runArgs(t, append(base, "-grpc-tls-cert", "missing.crt", "-grpc-tls-key", "missing.key")...)
+	if code != exitFail || !strings.Contains(stderr, "sluice serve: server: gRPC: TLS certificate") || strings.Contains(stderr, "does not load") {
+		t.Errorf("serve with missing TLS files: exit %d, stderr %q; want 1 and the files named, not the config", code, stderr)
+	}
+}
+
+// -redis-timeout is the Redis store's deadline: 50ms unless set, and
+// positive, since the service adds no deadline of its own.
+func TestServeRedisTimeoutFlag(t *testing.T) {
+	v, src, _ := printed(t, nil)
+	if v["redis-timeout"] != "50ms" || src["redis-timeout"] != "default" {
+		t.Errorf("-print-config: -redis-timeout %q from %q, want 50ms from default", v["redis-timeout"], src["redis-timeout"])
+	}
+	v, src, _ = printed(t, nil, "-redis-timeout", "2s")
+	if v["redis-timeout"] != "2s" || src["redis-timeout"] != "flag -redis-timeout" {
+		t.Errorf("-print-config -redis-timeout 2s: %q from %q", v["redis-timeout"], src["redis-timeout"])
+	}
+	for _, arg := range []string{"0", "-1s"} {
+		code, _, stderr := runArgs(t, "serve", "-redis-timeout", arg)
+		if code != exitUsage || !strings.Contains(stderr, "must be positive") {
+			t.Errorf("serve -redis-timeout %s: exit %d, stderr %q; want 2 and why", arg, code, stderr)
 		}
 	}
 }

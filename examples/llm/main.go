@@ -183,7 +183,7 @@ func startService(ctx context.Context, clock sluice.Clock) (svc *service, stop f
 		return nil, nil, err
 	}
 	cleanup = append(cleanup, func() { store.Close() })
-	srv, err := server.New(server.Config{Paths: []string{path}, Store: store, Clock: clock, ReloadInterval: -1})
+	srv, err := server.New(server.Settings{Paths: []string{path}, Store: store, Clock: clock, ReloadInterval: -1})
 	if err != nil {
 		return nil, nil, err
 	}

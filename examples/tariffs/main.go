@@ -45,7 +45,7 @@ func run(ctx context.Context, stdout, stderr io.Writer) int {
 // newService returns the rate-limit service on the config file at path,
 // deciding at clock's time, as `sluice serve --config path` runs it.
 func newService(path string, store sluice.Store, clock sluice.Clock) (*server.Server, error) {
-	return server.New(server.Config{Paths: []string{path}, Store: store, Clock: clock})
+	return server.New(server.Settings{Paths: []string{path}, Store: store, Clock: clock})
 }
 
 // ask asks the service about one request, as a gateway does with POST

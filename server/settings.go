@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -12,10 +11,12 @@ import (
 	"github.com/sluicehq/sluice/internal/clientip"
 )
 
-// Config configures a Server. Only Store is required: with nothing else
-// set, the Server serves the built-in policy (config.Default) on :8080 and
-// :8081. The value is copied by New; changing it afterwards has no effect.
-type Config struct {
+// Settings are a Server's process settings: where it listens, what it
+// reads its policy from, its bounds. The policy itself, the rules, is a
+// config.Config. Only Store is required: with nothing else set, the
+// Server serves the built-in policy (config.Default) on :8080 and :8081.
+// The value is copied by New; changing it afterwards has no effect.
+type Settings struct {
 	// Paths are the config files or directories to load (see
 	// config.Load), watched for changes. Empty means Policy.
 	Paths []string
@@ -32,7 +33,9 @@ type Config struct {
 	EnvoyKeys bool
 
 	// Store keeps the counts. It is required: the command passes a
-	// memory.Store or a redis.Store. The Server does not close it.
+	// memory.Store or a redis.Store. The Server does not close it. The
+	// store owns the deadline of its calls (redis.WithTimeout): the
+	// Server adds none, and passes each request's context through.
 	Store sluice.Store
 	// StoreName describes the store in the startup log ("memory",
 	// "redis://host:6379/0"), without credentials. The default is the
@@ -42,16 +45,6 @@ type Config struct {
 	// while Store fails: typically a memory.Store beside a Redis one (see
 	// sluice.WithFallback). Without one such rules fail closed.
 	Fallback sluice.Store
-	// StoreTimeout bounds each call to the store, far below a proxy's
-	// own timeout for the rate-limit call (Envoy's default is 20ms), so
-	// that a slow store meets the rules' failure modes rather than the
-	// proxy's. The default is 50ms; negative means no bound but the
-	// caller's and the store's own. It is sluice.WithTimeout: the Redis
-	// store, which bounds its calls itself too (redis.WithTimeout, from
-	// when a call is written), sheds a request that waits past either for
-	// its turn (package redis, Deadlines and clocks); with it, negative
-	// spares a timer per request, as sluice serve does.
-	StoreTimeout time.Duration
 
 	// Shadow puts every rule in shadow mode: requests are decided and
 	// counted, and denials reported in metrics and in the descriptor
@@ -218,13 +211,12 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Defaults of Config.
+// Defaults of Settings.
 const (
 	DefaultHTTPAddr        = ":8080"
 	DefaultGRPCAddr        = ":8081"
 	DefaultReloadInterval  = time.Second
 	DefaultShutdownTimeout = 10 * time.Second
-	DefaultStoreTimeout    = 50 * time.Millisecond
 	// DefaultMaxHitsAddend is the default bound on hits_addend: a
 	// request worth more than a million hits is a bug, not traffic.
 	DefaultMaxHitsAddend = 1_000_000
@@ -266,18 +258,15 @@ var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustPa
 
 // withDefaults returns c with its defaults filled in, or an error for a
 // value that cannot be used.
-func (c Config) withDefaults() (Config, error) {
+func (c Settings) withDefaults() (Settings, error) {
 	if c.Store == nil {
-		return c, errors.New("server: Config.Store is required")
+		return c, settingsError("Settings.Store is required")
 	}
 	if len(c.Paths) == 0 && c.Policy == nil {
 		c.Policy = config.Default()
 	}
 	if c.StoreName == "" {
 		c.StoreName = fmt.Sprintf("%T", c.Store)
-	}
-	if c.StoreTimeout == 0 {
-		c.StoreTimeout = DefaultStoreTimeout
 	}
 	if c.HTTPAddr == "" {
 		c.HTTPAddr = DefaultHTTPAddr
@@ -289,10 +278,10 @@ func (c Config) withDefaults() (Config, error) {
 		c.ReloadInterval = DefaultReloadInterval
 	}
 	if c.DrainDelay < 0 {
-		return c, fmt.Errorf("server: DrainDelay %v must not be negative", c.DrainDelay)
+		return c, settingsError("DrainDelay %v must not be negative", c.DrainDelay)
 	}
 	if c.ShutdownTimeout < 0 {
-		return c, fmt.Errorf("server: ShutdownTimeout %v must not be negative", c.ShutdownTimeout)
+		return c, settingsError("ShutdownTimeout %v must not be negative", c.ShutdownTimeout)
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
@@ -302,14 +291,14 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	trusted, err := clientip.Trust(c.TrustedProxies...)
 	if err != nil {
-		return c, fmt.Errorf("server: TrustedProxies: %w", err)
+		return c, settingsError("TrustedProxies: %w", err)
 	}
 	c.TrustedProxies = trusted
 	if c.MaxHitsAddend == 0 {
 		c.MaxHitsAddend = DefaultMaxHitsAddend
 	}
 	if c.MaxHitsAddend > MaxCost {
-		return c, fmt.Errorf("server: MaxHitsAddend %d is more than MaxCost, 2^53", c.MaxHitsAddend)
+		return c, settingsError("MaxHitsAddend %d is more than MaxCost, 2^53", c.MaxHitsAddend)
 	}
 	for _, d := range []struct {
 		name string
@@ -318,7 +307,7 @@ func (c Config) withDefaults() (Config, error) {
 	}{{"ReadTimeout", &c.ReadTimeout, DefaultReadTimeout}, {"IdleTimeout", &c.IdleTimeout, DefaultIdleTimeout}} {
 		switch {
 		case *d.v < 0:
-			return c, fmt.Errorf("server: %s %v must not be negative", d.name, *d.v)
+			return c, settingsError("%s %v must not be negative", d.name, *d.v)
 		case *d.v == 0:
 			*d.v = d.def
 		}
@@ -330,25 +319,25 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	if c.MaxConnectionAge < 0 || c.MaxConnectionAgeGrace < 0 {
-		return c, fmt.Errorf("server: MaxConnectionAge %v and MaxConnectionAgeGrace %v must not be negative", c.MaxConnectionAge, c.MaxConnectionAgeGrace)
+		return c, settingsError("MaxConnectionAge %v and MaxConnectionAgeGrace %v must not be negative", c.MaxConnectionAge, c.MaxConnectionAgeGrace)
 	}
 	for _, t := range []struct {
 		name string
 		tls  *TLS
 	}{{"GRPCTLS", c.GRPCTLS}, {"HTTPTLS", c.HTTPTLS}} {
 		if err := t.tls.validate(); err != nil {
-			return c, fmt.Errorf("server: %s: %w", t.name, err)
+			return c, settingsError("%s: %w", t.name, err)
 		}
 	}
 	if c.ResponseHeaders < HeadersIETF || c.ResponseHeaders > HeadersNone {
-		return c, fmt.Errorf("server: ResponseHeaders %d is not a HeaderStyle", c.ResponseHeaders)
+		return c, settingsError("ResponseHeaders %d is not a HeaderStyle", c.ResponseHeaders)
 	}
 	c.HeaderNames = c.HeaderNames.withDefaults()
 	if err := c.HeaderNames.validate(); err != nil {
-		return c, fmt.Errorf("server: HeaderNames: %w", err)
+		return c, settingsError("HeaderNames: %w", err)
 	}
 	if c.MaxBodyBytes < 0 {
-		return c, fmt.Errorf("server: MaxBodyBytes %d must not be negative", c.MaxBodyBytes)
+		return c, settingsError("MaxBodyBytes %d must not be negative", c.MaxBodyBytes)
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
@@ -364,7 +353,7 @@ func (c Config) withDefaults() (Config, error) {
 
 // connBounds fills in the defaults of the bounds on connections and gRPC
 // streams, and checks them.
-func (c *Config) connBounds() error {
+func (c *Settings) connBounds() error {
 	for _, n := range []struct {
 		name string
 		v    *int
@@ -377,14 +366,14 @@ func (c *Config) connBounds() error {
 	} {
 		switch {
 		case *n.v < 0 || *n.v > n.max:
-			return fmt.Errorf("server: %s %d must be between 1 and %d", n.name, *n.v, n.max)
+			return settingsError("%s %d must be between 1 and %d", n.name, *n.v, n.max)
 		case *n.v == 0:
 			*n.v = n.def
 		}
 	}
 	switch {
 	case c.GRPCRecvTimeout < 0 || c.GRPCRecvTimeout > MaxGRPCRecvTimeout:
-		return fmt.Errorf("server: GRPCRecvTimeout %v must be positive and at most %v", c.GRPCRecvTimeout, MaxGRPCRecvTimeout)
+		return settingsError("GRPCRecvTimeout %v must be positive and at most %v", c.GRPCRecvTimeout, MaxGRPCRecvTimeout)
 	case c.GRPCRecvTimeout == 0:
 		c.GRPCRecvTimeout = DefaultGRPCRecvTimeout
 	}
@@ -392,4 +381,22 @@ func (c *Config) connBounds() error {
 		c.MaxConnectionIdle = DefaultMaxConnectionIdle
 	}
 	return nil
+}
+
+// A SettingsError is a value of Settings that New cannot use: a bound out
+// of range, TLS files that do not load, a store the Limiter refuses. Any
+// other error of New's is the config's (a config.Error, or the config
+// package's own about its files), so that a caller can tell the two apart
+// with errors.As.
+type SettingsError struct {
+	Err error
+}
+
+func (e *SettingsError) Error() string { return "server: " + e.Err.Error() }
+
+func (e *SettingsError) Unwrap() error { return e.Err }
+
+// settingsError is a SettingsError with a message as fmt.Errorf makes it.
+func settingsError(format string, a ...any) error {
+	return &SettingsError{Err: fmt.Errorf(format, a...)}
 }
