@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -16,34 +15,13 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/teststore"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func gcra(name string, l sluice.Limit) *sluice.PreparedRule {
 	return prep(sluice.Rule{Name: name, Algorithm: sluice.AlgoGCRA, Limit: l})
-}
-
-// prep prepares a rule a test declares, which is valid.
-func prep(r sluice.Rule) *sluice.PreparedRule {
-	p, err := r.Prepare()
-	if err != nil {
-		panic(err)
-	}
-	return p
-}
-
-// costed returns checks as a request of cost n makes them, the way these
-// tests are written: a check with a Cost of its own keeps it, the others
-// cost n, and with n = 0 they peek.
-func costed(n int64, checks []sluice.Check) []sluice.Check {
-	cs := slices.Clone(checks)
-	for i := range cs {
-		if cs[i].Cost == 0 {
-			cs[i].Cost, cs[i].Peek = n, n == 0
-		}
-	}
-	return cs
 }
 
 // take calls s.Take and fails the test on an error.
@@ -554,3 +532,10 @@ func TestTakeErrors(t *testing.T) {
 		t.Errorf("Len() = %d, want 0: failed calls store nothing", s.Len())
 	}
 }
+
+// The tests' rules are valid, and their requests have a cost (see
+// teststore.Costed).
+var (
+	prep   = teststore.Prepare
+	costed = teststore.Costed
+)

@@ -18,6 +18,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/teststore"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/redis"
 )
@@ -32,28 +33,6 @@ func newStore(t testing.TB, c goredis.UniversalClient, opts ...redis.Option) *re
 		t.Fatal(err)
 	}
 	return s
-}
-
-// prep is r prepared; the tests' rules are valid.
-func prep(r sluice.Rule) *sluice.PreparedRule {
-	p, err := r.Prepare()
-	if err != nil {
-		panic(err)
-	}
-	return p
-}
-
-// costed returns checks as a request of cost n makes them, the way these
-// tests are written: a check with a Cost of its own keeps it, the others
-// cost n, and with n = 0 they peek.
-func costed(n int64, checks []sluice.Check) []sluice.Check {
-	cs := slices.Clone(checks)
-	for i := range cs {
-		if cs[i].Cost == 0 {
-			cs[i].Cost, cs[i].Peek = n, n == 0
-		}
-	}
-	return cs
 }
 
 func take(t testing.TB, s *redis.Store, now time.Time, n int64, checks ...sluice.Check) []sluice.Decision {
@@ -1590,3 +1569,10 @@ func TestLogGiveBackTakesEntryOut(t *testing.T) {
 		t.Errorf("a peek after: %+v, want 9 left", d)
 	}
 }
+
+// The tests' rules are valid, and their requests have a cost (see
+// teststore.Costed).
+var (
+	prep   = teststore.Prepare
+	costed = teststore.Costed
+)

@@ -62,11 +62,11 @@ package storetest
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/teststore"
 )
 
 // Config says how to make the store under test and what it supports.
@@ -216,25 +216,9 @@ func rule(name string, a sluice.Algo, l sluice.Limit) *sluice.PreparedRule {
 	return prepare(sluice.Rule{Name: name, Algorithm: a, Limit: l})
 }
 
-// prepare prepares a rule the suite declares, which is valid: an error is
-// the suite's own.
-func prepare(r sluice.Rule) *sluice.PreparedRule {
-	p, err := r.Prepare()
-	if err != nil {
-		panic("storetest: the suite declared an invalid rule: " + err.Error())
-	}
-	return p
-}
-
-// costed returns checks as a request of cost n makes them: a check with a
-// Cost of its own keeps it, the others cost n, and with n = 0 they peek.
-// The cases are written as requests of a cost, as a service's are.
-func costed(n int64, checks []sluice.Check) []sluice.Check {
-	cs := slices.Clone(checks)
-	for i := range cs {
-		if cs[i].Cost == 0 {
-			cs[i].Cost, cs[i].Peek = n, n == 0
-		}
-	}
-	return cs
-}
+// The tests' rules are valid, and their requests have a cost (see
+// teststore.Costed).
+var (
+	prepare = teststore.Prepare
+	costed  = teststore.Costed
+)

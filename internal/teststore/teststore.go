@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -52,4 +53,27 @@ type Failing struct{}
 
 func (Failing) Take(context.Context, time.Time, []sluice.Check, []sluice.Decision) error {
 	return errors.New("teststore: connection refused")
+}
+
+// Prepare prepares a rule a test declares, which is valid: an error is
+// the test's own, and panics.
+func Prepare(r sluice.Rule) *sluice.PreparedRule {
+	p, err := r.Prepare()
+	if err != nil {
+		panic("teststore: a test declared an invalid rule: " + err.Error())
+	}
+	return p
+}
+
+// Costed returns checks as a request of cost n makes them, the way the
+// tests of stores are written: a check with a Cost of its own keeps it,
+// the others cost n, and with n = 0 they peek.
+func Costed(n int64, checks []sluice.Check) []sluice.Check {
+	cs := slices.Clone(checks)
+	for i := range cs {
+		if cs[i].Cost == 0 {
+			cs[i].Cost, cs[i].Peek = n, n == 0
+		}
+	}
+	return cs
 }
