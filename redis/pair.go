@@ -146,6 +146,9 @@ func (pr *Pair) Load(ctx context.Context) error {
 	return pr.second.Load(ctx)
 }
 
+// Counters is Stats in plain types, as Store.Counters gives them.
+func (pr *Pair) Counters() (counts map[string]int64, breaker string) { return pr.Stats().counters() }
+
 // Stats is the two stores' counters, added; Breaker is the worse of the
 // two stores' states: open if either is.
 func (pr *Pair) Stats() Stats {

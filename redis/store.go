@@ -303,6 +303,30 @@ func (s *Store) Stats() Stats {
 	}
 }
 
+// Counters returns Stats in plain types: each count by its field's name,
+// and the breaker's state. A reader can then ask for them through an
+// interface of its own, without importing this package, as the service's
+// console and metrics do.
+func (s *Store) Counters() (counts map[string]int64, breaker string) { return s.Stats().counters() }
+
+func (st Stats) counters() (map[string]int64, string) {
+	return map[string]int64{
+		"Calls":          st.Calls,
+		"Runs":           st.Runs,
+		"Errors":         st.Errors,
+		"Timeouts":       st.Timeouts,
+		"Reloads":        st.Reloads,
+		"Rejected":       st.Rejected,
+		"Shed":           st.Shed,
+		"CacheHits":      st.CacheHits,
+		"Splits":         st.Splits,
+		"GiveBacks":      st.GiveBacks,
+		"GiveBackErrors": st.GiveBackErrors,
+		"Moved":          st.Moved,
+		"BreakerOpens":   st.BreakerOpens,
+	}, st.Breaker
+}
+
 // CheckRule reports whether the store can hold r (see sluice.RuleChecker):
 // nil, or the error a Take with r would return, which wraps ErrOutOfRange
 // (and so sluice.ErrRefused) for a limit outside the exact range, and

@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/redis"
 )
 
 // Label values that stand for what the config does not name, so that a
@@ -88,10 +87,18 @@ func (m *metrics) countUnruled(domain, rule string) {
 	c.(prometheus.Counter).Inc()
 }
 
+// breakerStore is a store behind a circuit breaker that counts what it
+// does (the Redis store, and a Pair of them): its counts by name,
+// BreakerOpens among them, and the breaker's state, "closed", "open" or
+// "half-open". Plain types, so that the server need not import the store.
+type breakerStore interface {
+	Counters() (counts map[string]int64, breaker string)
+}
+
 // watchStore adds the Redis store's circuit breaker to the metrics, if
 // store is one (a Store or a Pair): its state and how often it opened.
 func (m *metrics) watchStore(store sluice.Store) {
-	rs, ok := store.(interface{ Stats() redis.Stats })
+	rs, ok := store.(breakerStore)
 	if !ok {
 		return
 	}
@@ -99,12 +106,15 @@ func (m *metrics) watchStore(store sluice.Store) {
 		Name: "sluice_store_breaker_opens_total",
 		Help: "Times the Redis store's circuit breaker opened: over 10s, at least 20 calls reached Redis and half of them failed (a timeout counts only from a Redis silent for a second). " +
 			"While it is open, the rules' failure modes decide.",
-	}, func() float64 { return float64(rs.Stats().BreakerOpens) }))
+	}, func() float64 {
+		counts, _ := rs.Counters()
+		return float64(counts["BreakerOpens"])
+	}))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sluice_store_breaker_open",
 		Help: "1 while the Redis store's circuit breaker is open or half-open, else 0.",
 	}, func() float64 {
-		if rs.Stats().Breaker == "closed" {
+		if _, state := rs.Counters(); state == "closed" {
 			return 0
 		}
 		return 1

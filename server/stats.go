@@ -11,8 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-
-	"github.com/sluicehq/sluice/redis"
 )
 
 // The ring of recent seconds behind GET /v1/stats.
@@ -351,12 +349,13 @@ type storeReport struct {
 	ErrorsTotal uint64   `json:"errors_total"`
 	// Health: "ok"; "errors" when the store failed in the last ten
 	// seconds; for Redis, "down" while its circuit breaker is open.
-	Health  string       `json:"health"`
-	Breaker string       `json:"breaker,omitempty"` // Redis: closed, open, half-open
-	Keys    *int         `json:"keys,omitempty"`    // memory: keys held
-	Bytes   *int64       `json:"bytes,omitempty"`   // memory: what they hold
-	Memory  *memoryRoom  `json:"memory,omitempty"`  // memory: evictions and refusals
-	Redis   *redis.Stats `json:"redis,omitempty"`
+	Health  string      `json:"health"`
+	Breaker string      `json:"breaker,omitempty"` // Redis: closed, open, half-open
+	Keys    *int        `json:"keys,omitempty"`    // memory: keys held
+	Bytes   *int64      `json:"bytes,omitempty"`   // memory: what they hold
+	Memory  *memoryRoom `json:"memory,omitempty"`  // memory: evictions and refusals
+	// Redis: its counts by name (redis.Stats).
+	Redis map[string]int64 `json:"redis,omitempty"`
 }
 
 // memoryRoom is what the memory store did to make room, since it started.
@@ -424,11 +423,9 @@ func (r *statsRing) report(s *Server, opts AdminOptions) *statsReport {
 		out.Store.Health = "errors"
 	}
 	switch st := s.cfg.Store.(type) {
-	case interface{ Stats() redis.Stats }:
-		rs := st.Stats()
-		out.Store.Redis = &rs
-		out.Store.Breaker = rs.Breaker
-		if rs.Breaker == "open" {
+	case breakerStore:
+		out.Store.Redis, out.Store.Breaker = st.Counters()
+		if out.Store.Breaker == "open" {
 			out.Store.Health = "down"
 		}
 	case memoryStats:
