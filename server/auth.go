@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/clientip"
 	"github.com/sluicehq/sluice/internal/keys"
+	"github.com/sluicehq/sluice/server/internal/decide"
 )
 
 // authPrefix is the forward-auth endpoint: exactly this path for nginx and
@@ -59,10 +60,9 @@ func (s *Server) serveAuth(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK) // nothing to limit the request by
 		return
 	}
-	req := &request{domain: t.domain}
-	req.descs = room(req.descBuf[:0], len(descs))
+	req := decide.NewRequest(t.domain, len(descs))
 	for i, es := range descs {
-		req.descs[i] = descriptor{entries: es, hits: 1}
+		req.Descs[i] = descriptor{Entries: es, Hits: 1}
 	}
 	out, err := s.decide(r.Context(), snap, req, endpointAuth)
 	if err != nil {
@@ -70,8 +70,8 @@ func (s *Server) serveAuth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.setHeaders(w, s.headersOf(out, true)) // headers.go
-	if !out.allowed {
-		writeDenied(w, fa.DenyStatus(), out.violated) // httplimit's body
+	if !out.Allowed {
+		writeDenied(w, fa.DenyStatus(), out.Violated) // httplimit's body
 		return
 	}
 	w.WriteHeader(http.StatusOK)

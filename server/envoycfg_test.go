@@ -217,7 +217,7 @@ func TestQuotaMode(t *testing.T) {
 		}
 	}
 	resp, _ := s.ShouldRateLimit(t.Context(), both())
-	if got := header(resp, fieldRetryAfter); got != "50" {
+	if got := header(resp, "Retry-After"); got != "50" {
 		t.Errorf("all quotas over: Retry-After %q, want 50 (the minute's window ends in 50s)", got)
 	}
 	if got := counter(t, s, "sluice_decisions_total", "rule", "small", "result", resultOver); got != 3 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/server/internal/decide"
 )
 
 // HeaderStyle chooses the rate-limit headers of a response: see
@@ -121,12 +122,12 @@ func (s *Server) headersOf(out *outcome, auth bool) [][2]string {
 	var h [][2]string
 	switch s.cfg.ResponseHeaders {
 	case HeadersIETF:
-		return out.fields.headers()
+		return out.Fields.Headers()
 	case HeadersEnvoy:
-		h = envoyHeaders(out.statuses, s.cfg.HeaderNames)
+		h = envoyHeaders(out.Statuses, s.cfg.HeaderNames)
 	}
-	if auth && out.fields.retryAfter != "" {
-		h = append(h, [2]string{fieldRetryAfter, out.fields.retryAfter})
+	if auth && out.Fields.RetryAfter != "" {
+		h = append(h, [2]string{decide.FieldRetryAfter, out.Fields.RetryAfter})
 	}
 	return h
 }
@@ -134,17 +135,17 @@ func (s *Server) headersOf(out *outcome, auth bool) [][2]string {
 // envoyHeaders are envoyproxy/ratelimit's headers for statuses: of the
 // descriptors a limit applied to, the last one over its limit, or else
 // the first with the least remaining.
-func envoyHeaders(statuses []descStatus, names HeaderNames) [][2]string {
+func envoyHeaders(statuses []decide.Status, names HeaderNames) [][2]string {
 	pick := -1
 	least := int64(math.MaxInt64)
 	for i := range statuses {
 		st := &statuses[i]
-		if st.lim == nil {
+		if st.Limit == nil {
 			continue
 		}
-		left := remainingOf(st.d)
+		left := remainingOf(st.D)
 		switch {
-		case st.over:
+		case st.Over:
 			pick, least = i, -1 // a denied descriptor wins; the last one
 		case left < least:
 			pick, least = i, left
@@ -154,13 +155,13 @@ func envoyHeaders(statuses []descStatus, names HeaderNames) [][2]string {
 		return nil
 	}
 	st := &statuses[pick]
-	reset := st.d.ResetAfter
+	reset := st.D.ResetAfter
 	if reset == sluice.Never { // a limit that never refills: its period
-		reset = st.lim.rule.Rule().Limit.Period
+		reset = st.Limit.Declared.Limit.Period
 	}
 	return [][2]string{
-		{names.Limit, strconv.FormatUint(uint64(st.lim.current.GetRequestsPerUnit()), 10)},
-		{names.Remaining, strconv.FormatInt(remainingOf(st.d), 10)},
+		{names.Limit, strconv.FormatUint(uint64(asideOf(st.Limit).current.GetRequestsPerUnit()), 10)},
+		{names.Remaining, strconv.FormatInt(remainingOf(st.D), 10)},
 		{names.Reset, strconv.FormatInt(ceilSeconds(reset), 10)},
 	}
 }
@@ -182,7 +183,7 @@ func ceilSeconds(d time.Duration) int64 {
 // per response.
 func headerKeys(names HeaderNames) map[string]string {
 	m := make(map[string]string)
-	for _, n := range []string{fieldPolicy, fieldRateLimit, fieldRetryAfter, names.Limit, names.Remaining, names.Reset} {
+	for _, n := range []string{decide.FieldPolicy, decide.FieldRateLimit, decide.FieldRetryAfter, names.Limit, names.Remaining, names.Reset} {
 		m[n] = http.CanonicalHeaderKey(n)
 	}
 	return m

@@ -53,7 +53,7 @@ func (s *Server) writeDecideError(ctx context.Context, w http.ResponseWriter, er
 	var bad *badRequest
 	switch {
 	case errors.As(err, &bad):
-		httpError(w, http.StatusBadRequest, bad.msg)
+		httpError(w, http.StatusBadRequest, bad.Msg)
 	case ctx.Err() != nil:
 		// The client has gone; nobody reads this.
 		httpError(w, http.StatusServiceUnavailable, "request canceled")
@@ -82,7 +82,7 @@ func grpcError(err error) error {
 	var bad *badRequest
 	switch {
 	case errors.As(err, &bad):
-		return status.Error(codes.InvalidArgument, bad.msg)
+		return status.Error(codes.InvalidArgument, bad.Msg)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()
 	}

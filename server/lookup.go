@@ -2,7 +2,6 @@ package server
 
 import (
 	"errors"
-	"fmt"
 	"math/big"
 	"net/http"
 	"strconv"
@@ -10,7 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/sim"
+	"github.com/sluicehq/sluice/server/internal/decide"
 )
 
 // lookupRequest is the body of POST /v1/lookup: a domain and its
@@ -63,25 +62,25 @@ func (s *Server) serveLookup(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &lr) {
 		return
 	}
-	req := &request{domain: lr.Domain}
+	req := decide.NewRequest(lr.Domain, 0)
 	for _, d := range lr.Descriptors {
 		es := make([]config.Entry, len(d.Entries))
 		for i, e := range d.Entries {
 			es[i] = config.Entry(e)
 		}
-		req.descs = append(req.descs, descriptor{entries: es})
+		req.Descs = append(req.Descs, descriptor{Entries: es})
 	}
-	if err := req.validate(); err != nil {
+	if err := req.Validate(); err != nil {
 		jsonError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	snap := s.cur.Load()
-	matches := make([][]config.Match, len(req.descs))
-	for i := range req.descs {
-		ms, err := snap.cfg.Match(req.domain, req.descs[i].entries)
+	matches := make([][]config.Match, len(req.Descs))
+	for i := range req.Descs {
+		ms, err := snap.cfg.Match(req.Domain, req.Descs[i].Entries)
 		if err != nil {
 			if errors.Is(err, config.ErrUnknownDomain) {
-				jsonError(w, http.StatusBadRequest, "domain: the config has no domain "+strconv.Quote(req.domain))
+				jsonError(w, http.StatusBadRequest, "domain: the config has no domain "+strconv.Quote(req.Domain))
 				return
 			}
 			jsonError(w, http.StatusBadRequest, err.Error())
@@ -96,21 +95,21 @@ func (s *Server) serveLookup(w http.ResponseWriter, r *http.Request) {
 	}
 	config.ApplyReplaces(matches)
 
-	var checks []check
+	var checks []decide.Check
 	for i, ms := range matches {
 		for _, m := range ms {
 			if !m.Unlimited {
-				checks = append(checks, check{desc: i, lim: snap.rules[m.ID], n: 0, key: boundKey(m.Key)})
+				checks = append(checks, decide.Check{Desc: i, Limit: snap.rules[m.ID], Key: decide.BoundKey(m.Key)})
 			}
 		}
 	}
 	ds := make([]sluice.Decision, len(checks))
-	res, err := s.take(r.Context(), checks, ds, new(scratch))
+	res, err := s.decider.Take(r.Context(), checks, ds)
 	if err != nil {
 		s.writeDecideError(r.Context(), w, err)
 		return
 	}
-	out := &lookupResponse{Descriptors: make([]lookupDescriptor, len(req.descs))}
+	out := &lookupResponse{Descriptors: make([]lookupDescriptor, len(req.Descs))}
 	if res.Err != nil {
 		out.StoreError = res.Err.Error()
 	}
@@ -130,8 +129,8 @@ func (s *Server) serveLookup(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			li := where[m.ID]
-			ll.Algorithm, ll.Limit, ll.File, ll.Line = string(m.Rule.Algorithm), limitString(m.Rule.Limit), li.File, li.Line
-			if j < len(checks) && checks[j].desc == i && checks[j].lim.cfgRule.Rule() == m.Rule {
+			ll.Algorithm, ll.Limit, ll.File, ll.Line = string(m.Rule.Algorithm), decide.LimitString(m.Rule.Limit), li.File, li.Line
+			if j < len(checks) && checks[j].Desc == i && checks[j].Limit.Declared == m.Rule {
 				d := ds[j]
 				j++
 				ll.Quota, ll.Remaining = d.Limit, d.Remaining
@@ -173,14 +172,4 @@ func retryOne(r sluice.Rule, d sluice.Decision) (time.Duration, bool) {
 		return d.ResetAfter, true
 	}
 	return d.ResetAfter, false
-}
-
-// limitString is "10/1s burst 20", with sluice demo's durations (1m, not
-// 1m0s).
-func limitString(l sluice.Limit) string {
-	s := fmt.Sprintf("%d/%s", l.Rate, sim.FmtDur(l.Period))
-	if l.Burst != 0 {
-		s += fmt.Sprintf(" burst %d", l.Burst)
-	}
-	return s
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/server/internal/decide"
 )
 
 // Label values that stand for what the config does not name, so that a
@@ -136,19 +137,20 @@ type ruleCounters struct {
 // matched only in its own domain, and keeps its series; a limit
 // override's rule serves every domain, and its series in the domains
 // after the first are looked up by domain.
-func (m *metrics) count(li *limitInfo, domain, result string) {
-	rc := li.counters.Load()
+func (m *metrics) count(li *decide.Limit, domain, result string) {
+	a := asideOf(li)
+	rc := a.counters.Load()
 	if rc == nil {
-		rc = m.ruleSeries(domain, li.label)
-		if !li.counters.CompareAndSwap(nil, rc) {
-			rc = li.counters.Load()
+		rc = m.ruleSeries(domain, li.Label)
+		if !a.counters.CompareAndSwap(nil, rc) {
+			rc = a.counters.Load()
 		}
 	}
 	if rc.domain != domain {
-		k := seriesKey{domain, li.label}
+		k := seriesKey{domain, li.Label}
 		c, ok := m.shared.Load(k)
 		if !ok {
-			c, _ = m.shared.LoadOrStore(k, m.ruleSeries(domain, li.label))
+			c, _ = m.shared.LoadOrStore(k, m.ruleSeries(domain, li.Label))
 		}
 		rc = c.(*ruleCounters)
 	}
@@ -178,8 +180,8 @@ func (rc *ruleCounters) inc(result string) {
 
 // countValue counts one decision of li's rule in domain, for a descriptor
 // that value_to_metric labels label, in sluice_value_decisions_total.
-func (m *metrics) countValue(li *limitInfo, domain, label, result string) {
-	if rc := li.values.counters(m.values, domain, li.rule.Name(), label); rc != nil {
+func (m *metrics) countValue(li *decide.Limit, domain, label, result string) {
+	if rc := asideOf(li).values.counters(m.values, domain, li.Rule.Name(), label); rc != nil {
 		rc.inc(result)
 	}
 }

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"container/list"
-	"sync"
 	"time"
 
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -21,10 +19,8 @@ const (
 	MaxOverridePeriod = 365 * 24 * time.Hour
 	// MaxOverrideRules is how many override rules (one per rate and
 	// period asked for) the server keeps prepared; past it the least
-	// recently used is dropped, so that a flood of distinct overrides
-	// cannot grow memory. Dropping one loses no count: the store keeps
-	// a key's state under the rule's name and limit, which a rule made
-	// again for the same override has.
+	// recently used is dropped (decide.Overrides), so that a flood of
+	// distinct overrides cannot grow memory.
 	MaxOverrideRules = 1024
 )
 
@@ -68,69 +64,3 @@ func overrideLimit(field string, rate uint32, unit typepb.RateLimitUnit, mult *u
 	}
 	return sluice.Limit{Rate: int64(rate), Period: time.Duration(k) * d}, nil
 }
-
-// overrideRules keeps the rules made for limit overrides, one per limit,
-// at most MaxOverrideRules of them, the least recently used dropped first.
-// It is safe for concurrent use.
-type overrideRules struct {
-	max     int
-	as      checkedAs                                       // Settings.Shadow, Settings.ChargePerDescriptor
-	prepare func(sluice.Rule) (*sluice.PreparedRule, error) // the Limiter's Prepare
-	mu      sync.Mutex                                      // guards what follows
-	byLim   map[sluice.Limit]*list.Element                  // of *limitInfo
-	lru     list.List                                       // most recently used first
-}
-
-func newOverrideRules(max int, as checkedAs, prepare func(sluice.Rule) (*sluice.PreparedRule, error)) *overrideRules {
-	return &overrideRules{max: max, as: as, prepare: prepare, byLim: make(map[sluice.Limit]*list.Element)}
-}
-
-// get returns the rule for an override of limit l: a fixed window, as
-// envoyproxy/ratelimit counts every limit, named for the limit so that
-// it never shares a key's state with a config's rule or with an override
-// of another limit. The error is a *badRequest for a limit the store
-// cannot hold.
-func (o *overrideRules) get(field string, l sluice.Limit) (*limitInfo, error) {
-	o.mu.Lock()
-	if e := o.byLim[l]; e != nil {
-		o.lru.MoveToFront(e)
-		o.mu.Unlock()
-		return e.Value.(*limitInfo), nil
-	}
-	o.mu.Unlock()
-
-	// Made outside the lock: preparing the rule and the fields take a
-	// little work, and a rule made twice by two requests at once is only
-	// made twice.
-	r := sluice.Rule{Name: overrideName(l), Algorithm: sluice.AlgoFixedWindow, Limit: l, Failure: sluice.FailOpen}
-	li, err := newLimitInfo(r, o.as, o.prepare)
-	if err != nil {
-		return nil, badf("%s: the store cannot hold %s: %v", field, limitString(l), err)
-	}
-	li.label = labelOverride
-
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if e := o.byLim[l]; e != nil { // made meanwhile
-		o.lru.MoveToFront(e)
-		return e.Value.(*limitInfo), nil
-	}
-	o.byLim[l] = o.lru.PushFront(li)
-	for o.lru.Len() > o.max {
-		old := o.lru.Back()
-		o.lru.Remove(old)
-		delete(o.byLim, old.Value.(*limitInfo).rule.Rule().Limit)
-	}
-	return li, nil
-}
-
-// len is how many override rules are kept.
-func (o *overrideRules) len() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.lru.Len()
-}
-
-// overrideName names the rule of an override of l, "{override 10/1m}".
-// A config's names hold no braces, so no config rule can share it.
-func overrideName(l sluice.Limit) string { return "{override " + limitString(l) + "}" }

@@ -194,11 +194,11 @@ func TestOverrideFlood(t *testing.T) {
 		if st := resp.GetStatuses()[0]; st.GetLimitRemaining() != rate-1 {
 			t.Fatalf("override %d/HOUR: %v, want %d left: each override counts apart", rate, st, rate-1)
 		}
-		if n := e.srv.overrides.len(); n > MaxOverrideRules {
+		if n := e.srv.decider.Overrides.Len(); n > MaxOverrideRules {
 			t.Fatalf("after %d overrides: %d rules kept, want at most %d", rate, n, MaxOverrideRules)
 		}
 	}
-	if n := e.srv.overrides.len(); n != MaxOverrideRules {
+	if n := e.srv.decider.Overrides.Len(); n != MaxOverrideRules {
 		t.Errorf("%d rules kept, want %d", n, MaxOverrideRules)
 	}
 	// 1/HOUR was the first dropped; made again, it finds its count.
@@ -246,7 +246,7 @@ func TestOverrideMetricsPerDomain(t *testing.T) {
 	if code, body := postJSON(t, e, `{"domain":"b","descriptors":[{"entries":[{"key":"user","value":"bo"}],"limit":{"requests_per_unit":10,"unit":"MINUTE"}}]}`); code != 200 {
 		t.Fatalf("POST /json: %d %s", code, body)
 	}
-	if n := e.srv.overrides.len(); n != 1 {
+	if n := e.srv.decider.Overrides.Len(); n != 1 {
 		t.Errorf("%d override rules, want the one both domains share", n)
 	}
 	for _, want := range []struct {

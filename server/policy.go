@@ -10,14 +10,14 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/fields"
+	"github.com/sluicehq/sluice/server/internal/decide"
 )
 
 // snapshot is one loaded config made ready to serve. It never changes; a
 // reload swaps the Server's pointer to a new one.
 type snapshot struct {
 	cfg   *config.Config
-	rules []*limitInfo // by config.Match.ID
+	rules []*decide.Limit // by config.Match.ID
 	// authDomain is the domain GET /v1/auth serves when the request
 	// names none: the only domain with a forward_auth section, or "".
 	authDomain string
@@ -25,24 +25,9 @@ type snapshot struct {
 	loaded     time.Time
 }
 
-// limitInfo is what a response says about one rule, made once per rule.
-type limitInfo struct {
-	// rule is what is checked: the config's rule, or a copy as checkedAs
-	// says (in shadow mode, charged as envoyproxy/ratelimit counts),
-	// prepared by the Limiter when the config is loaded. A copy keeps
-	// the config's rule's state: neither shadow mode nor the charge is
-	// part of a state's identity.
-	rule *sluice.PreparedRule
-	// cfgRule is the config's rule, with the config's own shadow_mode,
-	// by which a descriptor's status is decided: rule itself when rule
-	// is not a copy.
-	cfgRule  *sluice.PreparedRule
-	sf       string // the name as an RFC 8941 string
-	jsonName string // the name as a JSON string, for a denial's body
-	policy   string // the RateLimit-Policy member
-	// label is the rule's label in the metrics: its name, or for a
-	// request's limit override labelOverride.
-	label string
+// limitAside is what the server keeps beside each decide.Limit, as its
+// Aside: the limit as RLS reports it, and its metric series.
+type limitAside struct {
 	// current is the rule as RLS reports it, with its name; unnamed the
 	// same without, for a limit the config leaves unnamed, which
 	// envoyproxy/ratelimit reports without a name (the rule's name is then
@@ -54,17 +39,11 @@ type limitInfo struct {
 	values labelSeries
 }
 
-// checkedAs is how the server checks every rule, whatever the config says
-// of it.
-type checkedAs struct {
-	shadow bool // every rule in shadow mode: Settings.Shadow
-	// count charges every gate rule as envoyproxy/ratelimit counts,
-	// sluice.ChargeCount: Settings.ChargePerDescriptor.
-	count bool
-}
+// asideOf is what the server keeps beside l.
+func asideOf(l *decide.Limit) *limitAside { return l.Aside.(*limitAside) }
 
-func (c *Settings) checkedAs() checkedAs {
-	return checkedAs{shadow: c.Shadow, count: c.ChargePerDescriptor}
+func (c *Settings) checkedAs() decide.CheckedAs {
+	return decide.CheckedAs{Shadow: c.Shadow, Count: c.ChargePerDescriptor}
 }
 
 // prepare prepares every rule of c with the Limiter (Limiter.Prepare),
@@ -74,15 +53,15 @@ func (c *Settings) checkedAs() checkedAs {
 // config loads rather than as an error on every request. Under
 // Settings.QuotaMode a domain with forward_auth is one too
 // (config.Config.CheckQuotaMode).
-func (s *Server) prepare(c *config.Config) ([]*limitInfo, error) {
+func (s *Server) prepare(c *config.Config) ([]*decide.Limit, error) {
 	if s.cfg.QuotaMode {
 		if err := c.CheckQuotaMode(); err != nil {
 			return nil, err
 		}
 	}
-	lis := make([]*limitInfo, len(c.Rules()))
+	lis := make([]*decide.Limit, len(c.Rules()))
 	err := c.CheckRules(func(id int, r sluice.Rule) error {
-		li, err := newLimitInfo(r, s.cfg.checkedAs(), s.limiter.Prepare)
+		li, err := s.newLimit(r)
 		lis[id] = li
 		return err
 	})
@@ -93,22 +72,22 @@ func (s *Server) prepare(c *config.Config) ([]*limitInfo, error) {
 }
 
 // newSnapshot makes cfg, its rules prepared as lis (by config.Match.ID),
-// ready to serve. Rules unchanged since old keep old's limitInfo, and so
+// ready to serve. Rules unchanged since old keep old's Limit, and so
 // their metric series.
-func newSnapshot(cfg *config.Config, lis []*limitInfo, old *snapshot, hash string, now time.Time) *snapshot {
+func newSnapshot(cfg *config.Config, lis []*decide.Limit, old *snapshot, hash string, now time.Time) *snapshot {
 	s := &snapshot{cfg: cfg, rules: lis, hash: hash, loaded: now}
 	// By the config's rule: equal rules are checked alike. Two limits
 	// may declare equal rules; each keeps one of old's.
-	var kept map[sluice.Rule][]*limitInfo
+	var kept map[sluice.Rule][]*decide.Limit
 	if old != nil {
-		kept = make(map[sluice.Rule][]*limitInfo, len(old.rules))
+		kept = make(map[sluice.Rule][]*decide.Limit, len(old.rules))
 		for _, li := range old.rules {
-			r := li.cfgRule.Rule()
+			r := li.Declared
 			kept[r] = append(kept[r], li)
 		}
 	}
 	for i, li := range lis {
-		r := li.cfgRule.Rule()
+		r := li.Declared
 		if k := kept[r]; len(k) > 0 {
 			s.rules[i], kept[r] = k[0], k[1:]
 		}
@@ -118,7 +97,7 @@ func newSnapshot(cfg *config.Config, lis []*limitInfo, old *snapshot, hash strin
 	// reload.
 	for _, left := range kept {
 		for _, li := range left {
-			li.values.drop(li.rule.Name())
+			asideOf(li).values.drop(li.Rule.Name())
 		}
 	}
 	n := 0
@@ -133,34 +112,18 @@ func newSnapshot(cfg *config.Config, lis []*limitInfo, old *snapshot, hash strin
 	return s
 }
 
-// newLimitInfo prepares r, as checkedAs says, with prepare, and what a
-// response says of it.
-func newLimitInfo(r sluice.Rule, as checkedAs, prepare func(sluice.Rule) (*sluice.PreparedRule, error)) (*limitInfo, error) {
-	checked := r
-	checked.Shadow = r.Shadow || as.shadow
-	if as.count && r.Charge == sluice.ChargeGate {
-		checked.Charge = sluice.ChargeCount
-	}
-	p, err := prepare(checked)
+// newLimit prepares r with the Limiter as the server checks every rule
+// (Settings.Shadow, Settings.ChargePerDescriptor), with what the server
+// keeps beside it.
+func (s *Server) newLimit(r sluice.Rule) (*decide.Limit, error) {
+	l, err := decide.NewLimit(r, s.cfg.checkedAs(), s.limiter.Prepare)
 	if err != nil {
 		return nil, err
 	}
-	li := &limitInfo{rule: p, cfgRule: p}
-	if checked != r {
-		// The config's own rule only decides statuses (sluice.Combine);
-		// it differs from checked in shadow mode and charge, which no
-		// store's check depends on.
-		if li.cfgRule, err = r.Prepare(); err != nil {
-			return nil, err
-		}
-	}
-	li.sf, li.policy = policyOf(r)
-	li.jsonName = fields.JSONString(r.Name)
-	li.label = r.Name
-	li.current = currentLimit(r)
-	li.unnamed = currentLimit(r)
-	li.unnamed.Name = ""
-	return li, nil
+	a := &limitAside{current: currentLimit(r), unnamed: currentLimit(r)}
+	a.unnamed.Name = ""
+	l.Aside = a
+	return l, nil
 }
 
 // hashFiles hashes the names and bytes of the files paths stand for, as

@@ -131,7 +131,7 @@ func (s *Server) policyReport() *policyReport {
 				lr.Capacity = l.Rule.Limit.Capacity()
 			}
 			lr.Failure = l.Rule.Failure.String()
-			lr.Charge = snap.rules[l.ID].rule.Rule().Charge.String()
+			lr.Charge = snap.rules[l.ID].Rule.Rule().Charge.String()
 		}
 		if d := byDomain[l.Domain]; d != nil {
 			d.Limits = append(d.Limits, lr)

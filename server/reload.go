@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/server/internal/decide"
 )
 
 // Reload loads the config files again now, whether or not they changed,
@@ -96,7 +97,7 @@ type readResult struct {
 	same bool   // the content is that of the config being served or of the last that failed
 	cfg  *config.Config
 	// rules are cfg's rules prepared, by config.Match.ID.
-	rules []*limitInfo
+	rules []*decide.Limit
 	err   error
 }
 
@@ -117,7 +118,7 @@ func (s *Server) read(old *snapshot, bad string, force bool) readResult {
 	} else {
 		c, err = old.cfg.Reload(s.cfg.Paths...) // with the options it was loaded with
 	}
-	var rules []*limitInfo
+	var rules []*decide.Limit
 	if err == nil {
 		rules, err = s.prepare(c)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/server/internal/decide"
 )
 
 // ShouldRateLimit decides req as envoy.service.ratelimit.v3's
@@ -95,14 +96,14 @@ func dynamicMetadata(cfg *config.Config, req *rlspb.RateLimitRequest, out *outco
 		fields["hitsAddend"] = structpb.NewNumberValue(float64(h))
 	}
 	var passed map[string]any
-	for _, st := range out.statuses {
-		if st.over || st.unlimited || len(st.meta) == 0 {
+	for _, st := range out.Statuses {
+		if st.Over || st.Unlimited || len(st.Meta) == 0 {
 			continue
 		}
 		if passed == nil {
 			passed = make(map[string]any)
 		}
-		mergeMetadata(passed, st.meta)
+		mergeMetadata(passed, st.Meta)
 	}
 	// The config's metadata holds only what a Struct can (config checks
 	// it when it loads): the error cannot happen.
@@ -146,13 +147,12 @@ func (s *Server) fromRLS(req *rlspb.RateLimitRequest) (*request, error) {
 	if len(descs) > MaxDescriptors {
 		return nil, badf("descriptors: %d of them; at most %d are allowed", len(descs), MaxDescriptors)
 	}
-	r := &request{domain: req.GetDomain()}
-	r.descs = room(r.descBuf[:0], len(descs))
+	r := decide.NewRequest(req.GetDomain(), len(descs))
 	total := 0
 	for _, d := range descs {
 		total += len(d.GetEntries())
 	}
-	entries := room(r.entryBuf[:0], total) // one array, cut per descriptor
+	entries := r.Entries(total) // one array, cut per descriptor
 	for i, d := range descs {
 		switch f := descField(i); {
 		case d.GetLimit() != nil && s.cfg.RefuseLimitOverrides:
@@ -171,19 +171,19 @@ func (s *Server) fromRLS(req *rlspb.RateLimitRequest) (*request, error) {
 			if err != nil {
 				return nil, err
 			}
-			r.descs[i].override = &lim
+			r.Descs[i].Override = &lim
 		}
-		r.descs[i].hits = n
+		r.Descs[i].Hits = n
 		if h := d.GetHitsAddend(); h != nil {
-			r.descs[i].hits = int64(h.GetValue()) // its own wins, and may be 0: a check
+			r.Descs[i].Hits = int64(h.GetValue()) // its own wins, and may be 0: a check
 		}
 		es := d.GetEntries()
 		if len(es) > MaxEntries {
 			return nil, badf("%s.entries: %d of them; at most %d are allowed", descField(i), len(es), MaxEntries)
 		}
-		r.descs[i].entries, entries = entries[:len(es):len(es)], entries[len(es):]
+		r.Descs[i].Entries, entries = entries[:len(es):len(es)], entries[len(es):]
 		for k, e := range es {
-			r.descs[i].entries[k] = config.Entry{Key: e.GetKey(), Value: e.GetValue()}
+			r.Descs[i].Entries[k] = config.Entry{Key: e.GetKey(), Value: e.GetValue()}
 		}
 	}
 	return r, nil
@@ -206,11 +206,11 @@ func toRLS(out *outcome) *rlspb.RateLimitResponse {
 	r := new(rlsResponse)
 	resp := &r.resp
 	resp.OverallCode = rlspb.RateLimitResponse_OK
-	resp.Statuses = room(r.statuses[:0], len(out.statuses))
-	if !out.allowed {
+	resp.Statuses = room(r.statuses[:0], len(out.Statuses))
+	if !out.Allowed {
 		resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
 	}
-	for i, st := range out.statuses {
+	for i, st := range out.Statuses {
 		var ds *rlspb.RateLimitResponse_DescriptorStatus
 		if i < len(r.status) {
 			ds = &r.status[i]
@@ -219,18 +219,18 @@ func toRLS(out *outcome) *rlspb.RateLimitResponse {
 		}
 		ds.Code = rlspb.RateLimitResponse_OK
 		switch {
-		case st.unlimited:
+		case st.Unlimited:
 			ds.LimitRemaining = math.MaxUint32 // as envoyproxy/ratelimit says it
-		case st.lim != nil:
-			if st.over {
+		case st.Limit != nil:
+			if st.Over {
 				ds.Code = rlspb.RateLimitResponse_OVER_LIMIT
 			}
-			ds.CurrentLimit = st.lim.unnamed
-			if st.named {
-				ds.CurrentLimit = st.lim.current
+			ds.CurrentLimit = asideOf(st.Limit).unnamed
+			if st.Named {
+				ds.CurrentLimit = asideOf(st.Limit).current
 			}
-			ds.LimitRemaining = uint32(min(max(st.d.Remaining, 0), math.MaxUint32))
-			if st.d.ResetAfter != sluice.Never {
+			ds.LimitRemaining = uint32(min(max(st.D.Remaining, 0), math.MaxUint32))
+			if st.D.ResetAfter != sluice.Never {
 				var d *durationpb.Duration
 				if i < len(r.reset) {
 					d = &r.reset[i]
@@ -238,13 +238,13 @@ func toRLS(out *outcome) *rlspb.RateLimitResponse {
 					d = new(durationpb.Duration)
 				}
 				// as durationpb.New makes it
-				d.Seconds, d.Nanos = int64(st.d.ResetAfter/time.Second), int32(st.d.ResetAfter%time.Second)
+				d.Seconds, d.Nanos = int64(st.D.ResetAfter/time.Second), int32(st.D.ResetAfter%time.Second)
 				ds.DurationUntilReset = d
 			}
 		}
 		resp.Statuses[i] = ds
 	}
-	h := out.fields.headers()
+	h := out.Fields.Headers()
 	hv := room(r.header[:0], len(h))
 	resp.ResponseHeadersToAdd = room(r.headers[:0], len(h))
 	for i := range h {
@@ -319,4 +319,12 @@ type rls struct {
 
 func (r rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
 	return r.s.ShouldRateLimit(ctx, req)
+}
+
+// room returns buf[:n] when it has room for n, else a new slice.
+func room[T any](buf []T, n int) []T {
+	if n <= cap(buf) {
+		return buf[:n]
+	}
+	return make([]T, n)
 }

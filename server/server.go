@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/clientip"
+	"github.com/sluicehq/sluice/server/internal/decide"
 )
 
 // rlsService is the gRPC service name health reports on, beside "".
@@ -53,9 +54,9 @@ type Server struct {
 	metricsHandler http.Handler
 	// grpcTLS and httpTLS serve the ports over TLS; nil for plain text.
 	grpcTLS, httpTLS *tlsFiles
-	// overrides are the rules of requests' limit overrides, kept across
+	// decider decides requests; its limit overrides are kept across
 	// reloads: they do not come from the config.
-	overrides *overrideRules
+	decider decide.Decider
 
 	reloadMu reloadLock
 	badHash  string // the content of the last config that failed to load
@@ -128,7 +129,14 @@ func New(cfg Settings) (*Server, error) {
 			return nil, settingsError("HTTP: %w", err)
 		}
 	}
-	s.overrides = newOverrideRules(MaxOverrideRules, cfg.checkedAs(), lim.Prepare)
+	s.decider = decide.Decider{Limiter: lim, Shadow: cfg.Shadow, QuotaMode: cfg.QuotaMode, ChargePerDescriptor: cfg.ChargePerDescriptor,
+		Overrides: decide.NewOverrides(MaxOverrideRules, func(r sluice.Rule) (*decide.Limit, error) {
+			l, err := s.newLimit(r)
+			if err == nil {
+				l.Label = labelOverride
+			}
+			return l, err
+		})}
 	s.console.started = cfg.Clock.Now()
 	c, hash := cfg.Policy, ""
 	if len(cfg.Paths) > 0 {

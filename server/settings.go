@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/clientip"
+	"github.com/sluicehq/sluice/server/internal/decide"
 )
 
 // Settings are a Server's process settings: where it listens, what it
@@ -227,7 +228,7 @@ const (
 	// its descriptors' hits added together: 2^53, the largest count the
 	// Redis store keeps exactly, and far from int64's overflow however
 	// many descriptors add up.
-	MaxCost = 1 << 53
+	MaxCost = decide.MaxCost
 
 	DefaultReadTimeout          = 5 * time.Second
 	DefaultIdleTimeout          = 10 * time.Second
@@ -248,9 +249,9 @@ const (
 // a fixed amount of work.
 const (
 	// MaxDescriptors is the most descriptors one request may carry.
-	MaxDescriptors = 64
+	MaxDescriptors = decide.MaxDescriptors
 	// MaxEntries is the most entries one descriptor may carry.
-	MaxEntries = 64
+	MaxEntries = decide.MaxEntries
 )
 
 // loopback is the default TrustedProxies.
