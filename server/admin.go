@@ -2,55 +2,30 @@ package server
 
 import (
 	"context"
-	"embed"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"io/fs"
-	"log/slog"
-	"mime"
 	"net"
 	"net/http"
-	"net/http/pprof"
-	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/server/console"
+	"github.com/sluicehq/sluice/server/internal/decide"
 )
 
 // AdminOptions configure the admin listener (ServeAdmin, AdminHandler).
 // The zero value serves only GET /v1/stats and GET /v1/policy.
-type AdminOptions struct {
-	// UI serves the console at /ui/ (from the binary: nothing is loaded
-	// from elsewhere) and the playground's POST /v1/simulate.
-	UI bool
-	// Lookup serves POST /v1/lookup and the console's key lookup, which
-	// tells anyone who can reach the admin address a key's state. Off by
-	// default.
-	Lookup bool
-	// Hosts are the host names, besides IP addresses and localhost, that
-	// the admin listener answers to in a request's Host header: a page
-	// served under any other name (a DNS rebinding attack from a browser
-	// on the same host) is refused.
-	Hosts []string
-	// Profile serves Go's profiles under /debug/pprof/ (net/http/pprof),
-	// as envoyproxy/ratelimit's debug listener does. Off by default: a
-	// CPU profile costs the service while it runs, and a heap profile
-	// can show the keys in memory.
-	Profile bool
-}
+type AdminOptions = console.Options
 
-//go:embed ui
-var uiFiles embed.FS
+// Bounds of POST /v1/simulate, so that no simulation costs more than a
+// fixed amount of time and memory: see package console.
+const (
+	MaxSimArrivals   = console.MaxSimArrivals
+	MaxSimAlgorithms = console.MaxSimAlgorithms
+	MaxSimStateBytes = console.MaxSimStateBytes
+)
 
-// adminShutdownTimeout bounds the wait for admin requests in flight at
-// shutdown; a simulation takes at most simulateBudget.
-const adminShutdownTimeout = simulateBudget + time.Second
-
-// maxAdminBody bounds the body of POST /v1/simulate and /v1/lookup: a
-// pasted list of 100,000 arrival times takes about a megabyte.
-const maxAdminBody = 4 << 20
-
-// AdminHandler returns the admin API and, with opts.UI, the console:
+// AdminHandler returns the admin API and, with opts.UI, the console
+// (package console):
 //
 //   - GET /v1/stats: the decisions of the last minutes, per second, per
 //     domain and rule, as JSON (see ServeAdmin);
@@ -62,60 +37,7 @@ const maxAdminBody = 4 << 20
 //   - GET /debug/pprof/ (with Profile): the Go profiles.
 //
 // The statistics are sampled only while ServeAdmin runs.
-func (s *Server) AdminHandler(opts AdminOptions) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, s.console.stats.report(s, opts))
-	})
-	mux.HandleFunc("GET /v1/policy", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, s.policyReport())
-	})
-	if opts.Lookup {
-		mux.HandleFunc("POST /v1/lookup", s.serveLookup)
-	} else {
-		mux.HandleFunc("POST /v1/lookup", func(w http.ResponseWriter, r *http.Request) {
-			jsonError(w, http.StatusNotFound, "the key lookup is off: it reveals per-key state; sluice serve --key-lookup turns it on")
-		})
-	}
-	if opts.UI {
-		mux.HandleFunc("POST /v1/simulate", s.serveSimulate)
-		sub, _ := fs.Sub(uiFiles, "ui")
-		files := http.StripPrefix("/ui/", http.FileServerFS(sub))
-		mux.Handle("GET /ui/", files)
-		mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
-	}
-	if opts.Profile {
-		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	}
-	hosts := hostSet(opts.Hosts)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !allowedHost(r.Host, hosts) {
-			httpError(w, http.StatusForbidden, "host not allowed: the admin listener answers to IP addresses, localhost and the host of --admin")
-			return
-		}
-		h := w.Header()
-		// Everything the page loads comes from here: scripts, styles,
-		// the charting library and the data.
-		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
-		h.Set("Cache-Control", "no-store")
-		if r.Method == http.MethodPost {
-			// A cross-origin page can send a form or text/plain without
-			// asking; JSON needs a CORS preflight, which is never granted.
-			if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-				jsonError(w, http.StatusUnsupportedMediaType, "Content-Type: want application/json")
-				return
-			}
-		}
-		mux.ServeHTTP(w, r)
-	})
-}
+func (s *Server) AdminHandler(opts AdminOptions) http.Handler { return s.admin.Handler(opts) }
 
 // ServeAdmin serves the admin handler on ln, and samples the statistics
 // GET /v1/stats reports, until ctx ends; then it lets the requests in
@@ -128,76 +50,33 @@ func (s *Server) AdminHandler(opts AdminOptions) http.Handler {
 // decision latency; the store's errors. No key, descriptor value or
 // client address is kept.
 func (s *Server) ServeAdmin(ctx context.Context, ln net.Listener, opts AdminOptions) error {
-	hs := &http.Server{
-		Handler:        s.AdminHandler(opts),
+	return s.admin.Serve(ctx, ln, opts)
+}
+
+// newConsole is the console of s, which reads s only through what it is
+// given here.
+func (s *Server) newConsole() *console.Console {
+	return console.New(console.Service{
+		Clock:          s.cfg.Clock,
+		Shadow:         s.cfg.Shadow,
+		Paths:          s.cfg.Paths,
+		Policy:         s.cfg.Policy,
+		StoreName:      s.cfg.StoreName,
+		Store:          s.cfg.Store,
+		Log:            s.log,
 		ReadTimeout:    s.cfg.ReadTimeout,
 		IdleTimeout:    s.cfg.IdleTimeout,
 		MaxHeaderBytes: maxHeaderBytes,
-		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	var wg sync.WaitGroup
-	wg.Go(func() { s.console.stats.run(sctx, s) })
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	var err error
-	select {
-	case <-ctx.Done():
-		shctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), adminShutdownTimeout)
-		if hs.Shutdown(shctx) != nil {
-			hs.Close()
-		}
-		cancel()
-		<-errc
-	case err = <-errc:
-		err = fmt.Errorf("server: admin: %w", err)
-	}
-	stop()
-	wg.Wait()
-	return err
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		jsonError(w, http.StatusInternalServerError, "encoding the answer: "+err.Error())
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(append(b, '\n'))
-}
-
-// jsonError answers {"error": msg}, which the console shows as it is.
-func jsonError(w http.ResponseWriter, code int, msg string) {
-	b, _ := json.Marshal(map[string]string{"error": msg})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(code)
-	_, _ = w.Write(append(b, '\n'))
-}
-
-// readJSON decodes a POST body of at most maxAdminBody bytes into v,
-// refusing unknown fields; on error it has answered.
-func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAdminBody))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil && dec.More() {
-		err = errors.New("more than one JSON value")
-	}
-	if err == nil {
-		return true
-	}
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		jsonError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body: larger than %d bytes", tooBig.Limit))
-		return false
-	}
-	if errors.Is(err, io.EOF) {
-		err = errors.New("empty body")
-	}
-	jsonError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
-	return false
+		Current: func() (*config.Config, []*decide.Limit, time.Time) {
+			snap := s.cur.Load()
+			return snap.cfg, snap.rules, snap.loaded
+		},
+		Take: func(ctx context.Context, checks []decide.Check, ds []sluice.Decision) (sluice.Result, error) {
+			return s.decider.Take(ctx, checks, ds)
+		},
+		DecideError: s.writeDecideError,
+		Decisions:   s.m.decisions,
+		Duration:    s.m.duration,
+		StoreErrors: s.m.storeErrors,
+	})
 }

@@ -100,16 +100,16 @@ func TestAdminRefusesOtherHostsAndForms(t *testing.T) {
 // and rule, and hold no key or value.
 func TestAdminStats(t *testing.T) {
 	s, clock := newServer(t, Settings{})
-	s.console.stats.sample(s.m, clock.Now()) // primes
+	s.admin.Sample(clock.Now()) // primes
 	for range 4 {
 		jsonPost(t, s, "test", "user", "secret-alice")
 	}
 	clock.Advance(time.Second)
-	s.console.stats.sample(s.m, clock.Now())
+	s.admin.Sample(clock.Now())
 	jsonPost(t, s, "test", "trial", "secret-bob")
 	jsonPost(t, s, "test", "trial", "secret-bob")
 	clock.Advance(time.Second)
-	s.console.stats.sample(s.m, clock.Now())
+	s.admin.Sample(clock.Now())
 
 	var st statsReport
 	code, _, body := adminDo(t, s.AdminHandler(AdminOptions{}), "GET", "/v1/stats", "", &st)
@@ -145,27 +145,6 @@ func TestAdminStats(t *testing.T) {
 	}
 	if !strings.Contains(st.Note, "This process only") {
 		t.Errorf("note %q", st.Note)
-	}
-}
-
-// The ring keeps at most statsSeconds seconds, and at most statsMaxCells
-// cells, the oldest going first.
-func TestStatsRingBounded(t *testing.T) {
-	var r statsRing
-	for i := range statsSeconds + 10 {
-		r.push(second{at: int64(i), cells: make([]cell, 1000)})
-	}
-	if r.cells > statsMaxCells || r.n > statsSeconds {
-		t.Errorf("%d seconds and %d cells held, want at most %d and %d", r.n, r.cells, statsSeconds, statsMaxCells)
-	}
-	if newest := r.secs[(r.head+r.n-1)%statsSeconds].at; newest != statsSeconds+9 {
-		t.Errorf("newest second %d, want %d", newest, statsSeconds+9)
-	}
-	// A second sampled twice is one second.
-	n := r.n
-	r.push(second{at: statsSeconds + 9, decisions: 1})
-	if r.n != n {
-		t.Errorf("a repeated second added a second: %d, want %d", r.n, n)
 	}
 }
 

@@ -1,49 +1,17 @@
 package server
 
 import (
-	"net"
 	"strings"
+
+	"github.com/sluicehq/sluice/server/internal/hosts"
 )
 
-// hostSet is a set of host names, lower-cased, for allowedHost.
-func hostSet(names []string) map[string]bool {
-	hosts := make(map[string]bool, len(names))
-	for _, h := range names {
-		hosts[strings.ToLower(strings.TrimSuffix(h, "."))] = true
-	}
-	return hosts
-}
-
-// allowedHost reports whether a request's Host is one a listener answers
-// to: an IP address, localhost, or one of hosts. DNS rebinding cannot
-// send an IP address or localhost as Host: the browser sends the name of
-// the page's own site.
-func allowedHost(hostport string, hosts map[string]bool) bool {
-	host, _ := splitHost(hostport)
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") || hosts[host] {
-		return true
-	}
-	return net.ParseIP(host) != nil
-}
-
-// splitHost splits a Host value into the host, lower-cased, without the
-// brackets of an IPv6 address or the trailing dot of a fully qualified
-// name (or dots), and the port, "" if none. It allocates nothing for a host in
-// lower case, as net.SplitHostPort's error would for one without a port.
-func splitHost(hostport string) (host, port string) {
-	host = hostport
-	// The last ':' begins a port unless it is inside brackets, or one
-	// of a bare IPv6 address's.
-	if i := strings.LastIndexByte(hostport, ':'); i >= 0 && strings.IndexByte(hostport[i:], ']') < 0 &&
-		(hostport[0] == '[' || strings.IndexByte(hostport[:i], ':') < 0) {
-		host, port = hostport[:i], hostport[i+1:]
-	}
-	host = strings.TrimRight(host, ".")
-	if len(host) >= 2 && host[0] == '[' && host[len(host)-1] == ']' {
-		host = host[1 : len(host)-1]
-	}
-	return strings.ToLower(host), port
-}
+// The Host checks the HTTP endpoints share with the console.
+var (
+	hostSet     = hosts.Set
+	allowedHost = hosts.Allowed
+	splitHost   = hosts.Split
+)
 
 // canonicalHost is a Host value in one spelling for the ways a client may
 // write one site's name, for forward auth to key by: lower-cased, without

@@ -8,8 +8,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/server/console"
 	"github.com/sluicehq/sluice/server/internal/decide"
 )
+
+// seriesKey is a series of sluice_decisions_total: a domain and a rule
+// label.
+type seriesKey struct{ domain, rule string }
 
 // Label values that stand for what the config does not name, so that a
 // request can never add a series: every other domain and rule label comes
@@ -29,9 +34,9 @@ const MaxLabelValues = 100
 
 // Results of sluice_decisions_total.
 const (
-	resultWithin     = "within"
-	resultOver       = "over"
-	resultShadowOver = "shadow_over"
+	resultWithin     = console.ResultWithin
+	resultOver       = console.ResultOver
+	resultShadowOver = console.ResultShadowOver
 )
 
 // An endpoint is where a request came in, for
@@ -88,18 +93,10 @@ func (m *metrics) countUnruled(domain, rule string) {
 	c.(prometheus.Counter).Inc()
 }
 
-// breakerStore is a store behind a circuit breaker that counts what it
-// does (the Redis store, and a Pair of them): its counts by name,
-// BreakerOpens among them, and the breaker's state, "closed", "open" or
-// "half-open". Plain types, so that the server need not import the store.
-type breakerStore interface {
-	Counters() (counts map[string]int64, breaker string)
-}
-
 // watchStore adds the Redis store's circuit breaker to the metrics, if
 // store is one (a Store or a Pair): its state and how often it opened.
 func (m *metrics) watchStore(store sluice.Store) {
-	rs, ok := store.(breakerStore)
+	rs, ok := store.(console.StatsStore)
 	if !ok {
 		return
 	}

@@ -130,7 +130,7 @@ func (s *Server) apply(ctx context.Context, old *snapshot, r readResult) error {
 	if r.same {
 		return nil
 	}
-	s.console.reload.record(s.cfg.Clock.Now(), r.err)
+	s.admin.Reloaded(s.cfg.Clock.Now(), r.err)
 	if r.err != nil {
 		s.badHash = r.hash
 		s.m.reloads.WithLabelValues("failure").Inc()

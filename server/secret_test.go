@@ -111,7 +111,7 @@ forward_auth:
 	dir := t.TempDir()
 	path := writeFile(t, dir, "api.yaml", yaml)
 	e := start(t, Settings{Store: st, Paths: []string{path}, ReloadInterval: -1, Logger: log})
-	e.srv.console.stats.sample(e.srv.m, e.clock.Now()) // primes
+	e.srv.admin.Sample(e.clock.Now()) // primes
 
 	var seen []string // every surface, as read
 	look := func(what, s string) {
@@ -144,7 +144,7 @@ forward_auth:
 		t.Fatal(err)
 	}
 	e.clock.Advance(time.Second)
-	e.srv.console.stats.sample(e.srv.m, e.clock.Now())
+	e.srv.admin.Sample(e.clock.Now())
 	admin := e.srv.AdminHandler(AdminOptions{UI: true, Lookup: true})
 	for _, p := range []string{"/v1/policy", "/v1/stats"} {
 		code, _, body := adminDo(t, admin, "GET", p, "", nil)

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/clientip"
+	"github.com/sluicehq/sluice/server/console"
 	"github.com/sluicehq/sluice/server/internal/decide"
 )
 
@@ -64,7 +65,7 @@ type Server struct {
 	served   atomic.Bool
 	draining chan struct{} // closed when shutdown begins
 
-	console console // the admin listener's: admin.go, stats.go
+	admin *console.Console // the admin listener's state (admin.go)
 	// headerKeys are the canonical names of the rate-limit headers
 	// (headers.go).
 	headerKeys map[string]string
@@ -137,7 +138,7 @@ func New(cfg Settings) (*Server, error) {
 			}
 			return l, err
 		})}
-	s.console.started = cfg.Clock.Now()
+	s.admin = s.newConsole()
 	c, hash := cfg.Policy, ""
 	if len(cfg.Paths) > 0 {
 		hash = hashFiles(cfg.Paths)

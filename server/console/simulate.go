@@ -1,4 +1,4 @@
-package server
+package console
 
 import (
 	"context"
@@ -33,8 +33,8 @@ const (
 	simulateConcurrency = 2
 	// maxTimelineArrivals: past this, the table leaves out the timeline.
 	maxTimelineArrivals = 400
-	// maxBins is the most bins the chart's series hold.
-	maxBins = 250
+	// MaxSimBins is the most bins the chart's series hold.
+	MaxSimBins = 250
 )
 
 // simRequest is the body of POST /v1/simulate.
@@ -61,9 +61,9 @@ type simRequest struct {
 	} `json:"pattern"`
 }
 
-// simResponse is the answer: the table sluice demo prints, and the series
+// SimResponse is the answer: the table sluice demo prints, and the series
 // the chart draws.
-type simResponse struct {
+type SimResponse struct {
 	Limit       string  `json:"limit"` // "5/1s"
 	Capacity    int64   `json:"capacity"`
 	PeriodMs    float64 `json:"period_ms"`
@@ -92,7 +92,7 @@ type simResult struct {
 // serveSimulate is POST /v1/simulate: see simRequest. A request out of
 // bounds is a 400 that says which bound; one that takes longer than
 // simulateBudget a 503.
-func (s *Server) serveSimulate(w http.ResponseWriter, r *http.Request) {
+func (c *Console) serveSimulate(w http.ResponseWriter, r *http.Request) {
 	var req simRequest
 	if !readJSON(w, r, &req) {
 		return
@@ -103,8 +103,8 @@ func (s *Server) serveSimulate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	select {
-	case s.console.simSlots() <- struct{}{}:
-		defer func() { <-s.console.simSlots() }()
+	case c.simSlots() <- struct{}{}:
+		defer func() { <-c.simSlots() }()
 	default:
 		jsonError(w, http.StatusServiceUnavailable, "busy: other simulations are running; try again")
 		return
@@ -260,11 +260,11 @@ func parseTimes(s string) ([]time.Duration, error) {
 }
 
 // simulate replays at through each algorithm and bins the answers.
-func simulate(ctx context.Context, algs []sim.Algorithm, l sluice.Limit, at []time.Duration) (*simResponse, error) {
+func simulate(ctx context.Context, algs []sim.Algorithm, l sluice.Limit, at []time.Duration) (*SimResponse, error) {
 	span := max(at[len(at)-1], l.Period)
 	bin := binWidth(span)
 	nb := int(span/bin) + 1
-	resp := &simResponse{Limit: fmt.Sprintf("%d/%s", l.Rate, sim.FmtDur(l.Period)), Capacity: l.Capacity(),
+	resp := &SimResponse{Limit: fmt.Sprintf("%d/%s", l.Rate, sim.FmtDur(l.Period)), Capacity: l.Capacity(),
 		PeriodMs: ms64(l.Period), Arrivals: len(at), BinMs: ms64(bin), Start: make([]float64, nb), Counts: make([]int, nb)}
 	for i := range resp.Start {
 		resp.Start[i] = ms64(time.Duration(i) * bin)
@@ -298,11 +298,11 @@ func simulate(ctx context.Context, algs []sim.Algorithm, l sluice.Limit, at []ti
 }
 
 // binWidth is the least of 1, 2 and 5 times a power of ten nanoseconds
-// that cuts span into at most maxBins-1 bins.
+// that cuts span into at most MaxSimBins-1 bins.
 func binWidth(span time.Duration) time.Duration {
 	for unit := time.Duration(1); ; unit *= 10 {
 		for _, m := range []time.Duration{1, 2, 5} {
-			if w := m * unit; span/w < maxBins-1 {
+			if w := m * unit; span/w < MaxSimBins-1 {
 				return w
 			}
 		}

@@ -1,4 +1,4 @@
-package server
+package console
 
 import (
 	"cmp"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluicehq/sluice/memory"
 )
 
 // The ring of recent seconds behind GET /v1/stats.
@@ -23,21 +25,13 @@ const (
 	statsMaxCells = 1 << 18
 )
 
-// console is the admin listener's state.
-type console struct {
-	started time.Time
-	stats   statsRing
-	reload  reloadRecord // policyview.go
-
-	simOnce sync.Once
-	sims    chan struct{} // a token per simulation running
-}
-
-// simSlots is the semaphore of POST /v1/simulate.
-func (c *console) simSlots() chan struct{} {
-	c.simOnce.Do(func() { c.sims = make(chan struct{}, simulateConcurrency) })
-	return c.sims
-}
+// The values of sluice_decisions_total's result label, which the
+// statistics read: package server counts by them.
+const (
+	ResultWithin     = "within"
+	ResultOver       = "over"
+	ResultShadowOver = "shadow_over"
+)
 
 // statsRing samples the server's counters once a second and keeps the
 // differences, per second, for the last statsSeconds. It reads the
@@ -88,26 +82,26 @@ type cell struct {
 }
 
 // run samples every second until ctx ends.
-func (r *statsRing) run(ctx context.Context, s *Server) {
+func (r *statsRing) run(ctx context.Context, svc *Service) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	r.sample(s.m, s.cfg.Clock.Now())
+	r.sample(svc, svc.Clock.Now())
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			r.sample(s.m, s.cfg.Clock.Now())
+			r.sample(svc, svc.Clock.Now())
 		}
 	}
 }
 
 // sample reads the counters at now and records what they added since the
 // last sample as the second now falls in. The first sample only primes.
-func (r *statsRing) sample(m *metrics, now time.Time) {
-	cum := readDecisions(m.decisions)
-	lat := readLatency(m.duration)
-	errs := readCounter(m.storeErrors)
+func (r *statsRing) sample(svc *Service, now time.Time) {
+	cum := readDecisions(svc.Decisions)
+	lat := readLatency(svc.Duration)
+	errs := readCounter(svc.StoreErrors)
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -270,11 +264,11 @@ func readDecisions(c *prometheus.CounterVec) map[seriesKey]tally {
 		t := out[k]
 		v := uint64(m.GetCounter().GetValue())
 		switch label(m, "result") {
-		case resultWithin:
+		case ResultWithin:
 			t.within = v
-		case resultOver:
+		case ResultOver:
 			t.over = v
-		case resultShadowOver:
+		case ResultShadowOver:
 			t.shadow = v
 		}
 		out[k] = t
@@ -306,8 +300,8 @@ func readCounter(c prometheus.Counter) uint64 {
 	return uint64(m.GetCounter().GetValue())
 }
 
-// statsReport is GET /v1/stats.
-type statsReport struct {
+// StatsReport is GET /v1/stats.
+type StatsReport struct {
 	Note    string    `json:"note"`
 	Now     int64     `json:"now"`     // Unix seconds
 	Started time.Time `json:"started"` // when this process's server was made
@@ -315,7 +309,7 @@ type statsReport struct {
 	// Seconds are the sampled seconds, oldest first (Unix seconds); each
 	// array below has one value per second.
 	Seconds []int64      `json:"seconds"`
-	Rules   []ruleReport `json:"rules"`
+	Rules   []RuleReport `json:"rules"`
 	Latency struct {
 		Decisions []uint64   `json:"decisions"`
 		MeanMs    []float64  `json:"mean_ms"`
@@ -328,9 +322,9 @@ type statsReport struct {
 	UI     bool        `json:"ui"`
 }
 
-// ruleReport is one domain and rule: per second, and in total since the
+// RuleReport is one domain and rule: per second, and in total since the
 // process started.
-type ruleReport struct {
+type RuleReport struct {
 	Domain     string   `json:"domain"`
 	Rule       string   `json:"rule"`
 	Within     []uint32 `json:"within"`
@@ -358,6 +352,10 @@ type storeReport struct {
 	Redis map[string]int64 `json:"redis,omitempty"`
 }
 
+// memoryStore is a store that counts what it holds, evicts and refuses:
+// the memory store.
+type memoryStore interface{ Stats() memory.Stats }
+
 // memoryRoom is what the memory store did to make room, since it started.
 type memoryRoom struct {
 	EvictedIdle uint64 `json:"evicted_idle"`
@@ -368,17 +366,17 @@ type memoryRoom struct {
 const statsNote = "This process only: with several replicas, each shows its own decisions."
 
 // report is GET /v1/stats.
-func (r *statsRing) report(s *Server, opts AdminOptions) *statsReport {
-	out := &statsReport{Note: statsNote, Now: s.cfg.Clock.Now().Unix(), Started: s.console.started,
-		Window: statsSeconds, Shadow: s.cfg.Shadow, Lookup: opts.Lookup, UI: opts.UI}
+func (r *statsRing) report(c *Console, opts Options) *StatsReport {
+	out := &StatsReport{Note: statsNote, Now: c.svc.Clock.Now().Unix(), Started: c.started,
+		Window: statsSeconds, Shadow: c.svc.Shadow, Lookup: opts.Lookup, UI: opts.UI}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out.Seconds = make([]int64, r.n)
-	out.Rules = []ruleReport{} // [], not null, before the first decision
-	rows := make([]*ruleReport, len(r.series))
-	row := func(i int32) *ruleReport {
+	out.Rules = []RuleReport{} // [], not null, before the first decision
+	rows := make([]*RuleReport, len(r.series))
+	row := func(i int32) *RuleReport {
 		if rows[i] == nil {
-			rows[i] = &ruleReport{Domain: r.series[i].domain, Rule: r.series[i].rule,
+			rows[i] = &RuleReport{Domain: r.series[i].domain, Rule: r.series[i].rule,
 				Within: make([]uint32, r.n), Over: make([]uint32, r.n), ShadowOver: make([]uint32, r.n)}
 		}
 		return rows[i]
@@ -413,22 +411,22 @@ func (r *statsRing) report(s *Server, opts AdminOptions) *statsReport {
 		rr.Total.Within, rr.Total.Over, rr.Total.ShadowOver = r.last[i].within, r.last[i].over, r.last[i].shadow
 		out.Rules = append(out.Rules, *rr)
 	}
-	slices.SortFunc(out.Rules, func(a, b ruleReport) int {
+	slices.SortFunc(out.Rules, func(a, b RuleReport) int {
 		return cmp.Or(strings.Compare(a.Domain, b.Domain), strings.Compare(a.Rule, b.Rule))
 	})
-	out.Store.Name = s.cfg.StoreName
+	out.Store.Name = c.svc.StoreName
 	out.Store.ErrorsTotal = r.errs
 	out.Store.Health = "ok"
 	if recentErrors {
 		out.Store.Health = "errors"
 	}
-	switch st := s.cfg.Store.(type) {
-	case breakerStore:
+	switch st := c.svc.Store.(type) {
+	case StatsStore:
 		out.Store.Redis, out.Store.Breaker = st.Counters()
 		if out.Store.Breaker == "open" {
 			out.Store.Health = "down"
 		}
-	case memoryStats:
+	case memoryStore:
 		ms := st.Stats()
 		out.Store.Keys, out.Store.Bytes = &ms.Keys, &ms.Bytes
 		out.Store.Memory = &memoryRoom{EvictedIdle: ms.EvictedIdle, EvictedLive: ms.EvictedLive, Refused: ms.Refused}

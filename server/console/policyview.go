@@ -1,4 +1,4 @@
-package server
+package console
 
 import (
 	"errors"
@@ -67,9 +67,9 @@ func flatten(err error) []error {
 	return []error{err}
 }
 
-// policyReport is GET /v1/policy: the config as the server understands
+// PolicyReport is GET /v1/policy: the config as the server understands
 // it.
-type policyReport struct {
+type PolicyReport struct {
 	Source     []string       `json:"source"` // the config files, or "(built-in)" or "(given in code)"
 	Loaded     time.Time      `json:"loaded"` // when the config being served was loaded
 	LastReload *reloadReport  `json:"last_reload"`
@@ -80,10 +80,10 @@ type policyReport struct {
 type domainReport struct {
 	Name        string        `json:"name"`
 	ForwardAuth string        `json:"forward_auth,omitempty"`
-	Limits      []limitReport `json:"limits"`
+	Limits      []LimitReport `json:"limits"`
 }
 
-type limitReport struct {
+type LimitReport struct {
 	Descriptor []entryJSON `json:"descriptor"` // a value ending in * is a wildcard; none: any value
 	Name       string      `json:"name"`       // the rule's name: as written, or generated
 	Unlimited  bool        `json:"unlimited,omitempty"`
@@ -101,19 +101,19 @@ type limitReport struct {
 	Field      string      `json:"field"`
 }
 
-func (s *Server) policyReport() *policyReport {
-	snap := s.cur.Load()
-	out := &policyReport{Source: s.cfg.Paths, Loaded: snap.loaded, LastReload: s.console.reload.get(), Shadow: s.cfg.Shadow}
+func (c *Console) policyReport() *PolicyReport {
+	cfg, limits, loaded := c.svc.Current()
+	out := &PolicyReport{Source: c.svc.Paths, Loaded: loaded, LastReload: c.reload.get(), Shadow: c.svc.Shadow}
 	if len(out.Source) == 0 {
 		out.Source = []string{"(given in code)"}
-		if s.cfg.Policy == config.Default() {
+		if c.svc.Policy == config.Default() {
 			out.Source = []string{"(built-in policy)"}
 		}
 	}
 	byDomain := map[string]*domainReport{}
-	for _, d := range snap.cfg.Domains() {
-		dr := domainReport{Name: d, Limits: []limitReport{}}
-		if fa := snap.cfg.ForwardAuth(d); fa != nil {
+	for _, d := range cfg.Domains() {
+		dr := domainReport{Name: d, Limits: []LimitReport{}}
+		if fa := cfg.ForwardAuth(d); fa != nil {
 			dr.ForwardAuth = fa.String()
 		}
 		out.Domains = append(out.Domains, dr)
@@ -121,8 +121,8 @@ func (s *Server) policyReport() *policyReport {
 	for i := range out.Domains {
 		byDomain[out.Domains[i].Name] = &out.Domains[i]
 	}
-	for _, l := range snap.cfg.Limits() {
-		lr := limitReport{Descriptor: entriesJSON(l.Descriptor), Name: l.Rule.Name, Unlimited: l.Unlimited, Shadow: l.Rule.Shadow,
+	for _, l := range cfg.Limits() {
+		lr := LimitReport{Descriptor: entriesJSON(l.Descriptor), Name: l.Rule.Name, Unlimited: l.Unlimited, Shadow: l.Rule.Shadow,
 			Replaces: l.Replaces, File: l.File, Line: l.Line, Field: l.Field}
 		if !l.Unlimited {
 			lr.Algorithm = string(l.Rule.Algorithm)
@@ -131,7 +131,7 @@ func (s *Server) policyReport() *policyReport {
 				lr.Capacity = l.Rule.Limit.Capacity()
 			}
 			lr.Failure = l.Rule.Failure.String()
-			lr.Charge = snap.rules[l.ID].Rule.Rule().Charge.String()
+			lr.Charge = limits[l.ID].Rule.Rule().Charge.String()
 		}
 		if d := byDomain[l.Domain]; d != nil {
 			d.Limits = append(d.Limits, lr)

@@ -1,4 +1,4 @@
-package server
+package console
 
 import (
 	"errors"
@@ -21,9 +21,9 @@ type lookupRequest struct {
 	} `json:"descriptors"`
 }
 
-// lookupResponse says, for each descriptor, every limit that applies and
+// LookupResponse says, for each descriptor, every limit that applies and
 // the key's state under it.
-type lookupResponse struct {
+type LookupResponse struct {
 	Descriptors []lookupDescriptor `json:"descriptors"`
 	// StoreError is set when the store did not answer: the numbers are
 	// then the failure modes' and tell nothing of the key.
@@ -56,8 +56,8 @@ type lookupLimit struct {
 // serveLookup is POST /v1/lookup: the state of a key under every limit
 // its descriptors match, from a request of cost 0 on each descriptor (a
 // peek: nothing is charged and nothing counted in the metrics). Off
-// unless AdminOptions.Lookup.
-func (s *Server) serveLookup(w http.ResponseWriter, r *http.Request) {
+// unless Options.Lookup.
+func (c *Console) serveLookup(w http.ResponseWriter, r *http.Request) {
 	var lr lookupRequest
 	if !readJSON(w, r, &lr) {
 		return
@@ -68,16 +68,16 @@ func (s *Server) serveLookup(w http.ResponseWriter, r *http.Request) {
 		for i, e := range d.Entries {
 			es[i] = config.Entry(e)
 		}
-		req.Descs = append(req.Descs, descriptor{Entries: es})
+		req.Descs = append(req.Descs, decide.Descriptor{Entries: es})
 	}
 	if err := req.Validate(); err != nil {
 		jsonError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	snap := s.cur.Load()
+	cfg, limits, _ := c.svc.Current()
 	matches := make([][]config.Match, len(req.Descs))
 	for i := range req.Descs {
-		ms, err := snap.cfg.Match(req.Domain, req.Descs[i].Entries)
+		ms, err := cfg.Match(req.Domain, req.Descs[i].Entries)
 		if err != nil {
 			if errors.Is(err, config.ErrUnknownDomain) {
 				jsonError(w, http.StatusBadRequest, "domain: the config has no domain "+strconv.Quote(req.Domain))
@@ -99,22 +99,22 @@ func (s *Server) serveLookup(w http.ResponseWriter, r *http.Request) {
 	for i, ms := range matches {
 		for _, m := range ms {
 			if !m.Unlimited {
-				checks = append(checks, decide.Check{Desc: i, Limit: snap.rules[m.ID], Key: decide.BoundKey(m.Key)})
+				checks = append(checks, decide.Check{Desc: i, Limit: limits[m.ID], Key: decide.BoundKey(m.Key)})
 			}
 		}
 	}
 	ds := make([]sluice.Decision, len(checks))
-	res, err := s.decider.Take(r.Context(), checks, ds)
+	res, err := c.svc.Take(r.Context(), checks, ds)
 	if err != nil {
-		s.writeDecideError(r.Context(), w, err)
+		c.svc.DecideError(r.Context(), w, err)
 		return
 	}
-	out := &lookupResponse{Descriptors: make([]lookupDescriptor, len(req.Descs))}
+	out := &LookupResponse{Descriptors: make([]lookupDescriptor, len(req.Descs))}
 	if res.Err != nil {
 		out.StoreError = res.Err.Error()
 	}
 	where := make(map[int]config.LimitInfo)
-	for _, li := range snap.cfg.Limits() {
+	for _, li := range cfg.Limits() {
 		if li.ID >= 0 {
 			where[li.ID] = li
 		}
