@@ -10,6 +10,31 @@
 //	}
 //	return srv.ListenAndServe(ctx) // until ctx ends, then a graceful shutdown
 //
+// # Where things are
+//
+// The service is three rooms:
+//
+//   - The protocol adapters are this package's rls.go and override.go
+//     (gRPC RLS), json.go, rlsjson.go and browser.go (POST /json) and
+//     auth.go, path.go and host.go (forward auth), with what they share:
+//     headers.go (the response's rate-limit headers) and http.go (the
+//     HTTP routes). Each reads its protocol into a decide.Request, has it
+//     decided (decide.go), and writes the outcome back in its protocol. A
+//     new protocol adapter (RLQS, say) goes here, beside them, and does
+//     the same.
+//   - The decision core is package server/internal/decide: a request in,
+//     an outcome out, with no server in it. How a request is decided
+//     changes there.
+//   - The admin console is package server/console, with its page in
+//     server/console/ui: a new console panel goes there. admin.go gives
+//     it what it reads of the server.
+//
+// Around them, in this package: the lifecycle (server.go, reload.go,
+// snapshot.go, tls.go, health.go, conns.go, shutdown.go), the settings
+// (settings.go) and the observability (metrics.go, memstats.go,
+// failurelog.go, and decide.go, which counts the outcomes the core
+// returns).
+//
 // # Endpoints
 //
 // gRPC (Settings.GRPCAddr, :8081):

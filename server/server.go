@@ -74,7 +74,7 @@ type Server struct {
 	// jsonHosts are Settings.HTTPAllowedHosts, nil for any host.
 	jsonHosts map[string]bool
 	// hashFiles reads the config files to tell whether they changed
-	// (hashFiles, policy.go). It is where a reload first touches the file
+	// (hashFiles, snapshot.go). It is where a reload first touches the file
 	// system, which may block (a network file system that stopped
 	// answering): read runs it on a goroutine that may be abandoned.
 	hashFiles func(paths []string) string
