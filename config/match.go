@@ -93,12 +93,26 @@ type Match struct {
 // Replaces are not applied here: see ApplyReplaces. The error is for an
 // unknown domain only, and wraps ErrUnknownDomain.
 func (c *Config) Match(domain string, entries []Entry) ([]Match, error) {
+	ms, _, err := c.MatchSecrets(domain, entries)
+	return ms, err
+}
+
+// MaxSecretEntries is how many entries of a request descriptor
+// MatchSecrets and KeySecrets tell apart.
+const MaxSecretEntries = 64
+
+// MatchSecrets is Match, and which entries land on a descriptor marked
+// secret, those whose value Redacted replaces by its digest: bit i for
+// entries[i], of the first MaxSecretEntries. It walks the config once for
+// both, for a caller that shows the descriptor (a response's metadata) as
+// well as deciding it. The bits are set whether or not a limit applies.
+func (c *Config) MatchSecrets(domain string, entries []Entry) (ms []Match, secret uint64, err error) {
 	var d *domainConfig
 	if c != nil {
 		d = c.domains[domain]
 	}
 	if d == nil {
-		return nil, fmt.Errorf("%w %q", ErrUnknownDomain, domain)
+		return nil, 0, fmt.Errorf("%w %q", ErrUnknownDomain, domain)
 	}
 	// One allocation for the key, unless escapes lengthen it.
 	size := len(domain)
@@ -108,11 +122,21 @@ func (c *Config) Match(domain string, entries []Entry) ([]Match, error) {
 	var key strings.Builder
 	key.Grow(size)
 	escape(&key, domain)
+	// The descriptors the entries land on, for the metric label: the
+	// walk is not made again for it.
+	var pathBuf [MaxSecretEntries]*node
+	path := pathBuf[:0]
 	cur, last := d.root, (*node)(nil)
 	for i, e := range entries {
 		next := cur.child(e)
 		if next == nil {
-			return nil, nil
+			return nil, secret, nil
+		}
+		if next.secret && i < MaxSecretEntries {
+			secret |= 1 << i
+		}
+		if i < len(pathBuf) {
+			path = append(path, next)
 		}
 		key.WriteByte('|')
 		escape(&key, e.Key)
@@ -128,12 +152,12 @@ func (c *Config) Match(domain string, entries []Entry) ([]Match, error) {
 		if i == len(entries)-1 {
 			last = next
 		} else if !next.hasChildren() {
-			return nil, nil // the descriptor is deeper than the config
+			return nil, secret, nil // the descriptor is deeper than the config
 		}
 		cur = next
 	}
 	if last == nil || len(last.limits) == 0 {
-		return nil, nil
+		return nil, secret, nil
 	}
 	k := key.String()
 	if c.opts.EnvoyKeys {
@@ -143,9 +167,12 @@ func (c *Config) Match(domain string, entries []Entry) ([]Match, error) {
 	}
 	var label string
 	if last.labelled {
-		label = d.root.metricLabel(entries)
+		if len(path) < len(entries) {
+			path = nil // too long to have kept: walked again
+		}
+		label = d.root.metricLabel(entries, path)
 	}
-	ms := make([]Match, len(last.limits))
+	ms = make([]Match, len(last.limits))
 	for i, l := range last.limits {
 		ms[i] = Match{
 			Rule:           l.rule,
@@ -160,7 +187,7 @@ func (c *Config) Match(domain string, entries []Entry) ([]Match, error) {
 			Replaces:       l.replaces,
 		}
 	}
-	return ms, nil
+	return ms, secret, nil
 }
 
 // Key returns the counting key of a request descriptor taken as it is,
@@ -174,24 +201,43 @@ func (c *Config) Match(domain string, entries []Entry) ([]Match, error) {
 // caller keeps the two apart by its rule. The error is for an unknown
 // domain only, and wraps ErrUnknownDomain.
 func (c *Config) Key(domain string, entries []Entry) (string, error) {
+	k, _, err := c.KeySecrets(domain, entries)
+	return k, err
+}
+
+// KeySecrets is Key, and which entries land on a descriptor marked
+// secret, as MatchSecrets tells them: one walk of the config for both.
+func (c *Config) KeySecrets(domain string, entries []Entry) (key string, secret uint64, err error) {
 	if c == nil || c.domains[domain] == nil {
-		return "", fmt.Errorf("%w %q", ErrUnknownDomain, domain)
+		return "", 0, fmt.Errorf("%w %q", ErrUnknownDomain, domain)
 	}
 	// One allocation for the key, unless escapes lengthen it.
 	size := len(domain)
 	for _, e := range entries {
 		size += 2 + len(e.Key) + len(e.Value)
 	}
-	var key strings.Builder
-	key.Grow(size)
-	escape(&key, domain)
-	for _, e := range c.Redacted(domain, entries) {
-		key.WriteByte('|')
-		escape(&key, e.Key)
-		key.WriteByte('=')
-		escape(&key, e.Value)
+	var b strings.Builder
+	b.Grow(size)
+	escape(&b, domain)
+	// Redacted's walk: an entry past where it stops lands on nothing.
+	cur := c.domains[domain].root
+	for i, e := range entries {
+		if cur != nil {
+			cur = cur.child(e)
+		}
+		v := e.Value
+		if cur != nil && cur.secret {
+			v = keys.Digest(e.Value)
+			if i < MaxSecretEntries {
+				secret |= 1 << i
+			}
+		}
+		b.WriteByte('|')
+		escape(&b, e.Key)
+		b.WriteByte('=')
+		escape(&b, v)
 	}
-	return key.String(), nil
+	return b.String(), secret, nil
 }
 
 // Redacted returns entries with the value of each entry that lands on a
@@ -227,13 +273,17 @@ func (c *Config) Redacted(domain string, entries []Entry) []Entry {
 const MaxMetricLabel = 256
 
 // metricLabel writes the Match.MetricLabel of entries, which land, from
-// n, on a descriptor with value_to_metric on its path. It walks the
-// entries again rather than slow every Match down for the few
-// descriptors that have a label.
-func (n *node) metricLabel(entries []Entry) string {
+// n, on a descriptor with value_to_metric on its path: entries[i] on
+// path[i], or when path is nil on the descriptors it walks to again.
+func (n *node) metricLabel(entries []Entry, path []*node) string {
 	var b strings.Builder
 	for i, e := range entries {
-		next := n.child(e)
+		var next *node
+		if path != nil {
+			next = path[i]
+		} else {
+			next = n.child(e)
+		}
 		if i > 0 {
 			b.WriteByte('|')
 		}

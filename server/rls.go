@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/keys"
 	"github.com/sluicehq/sluice/server/internal/decide"
 )
 
@@ -47,7 +48,7 @@ func (s *Server) decideRLS(ctx context.Context, req *rlspb.RateLimitRequest, end
 	resp := toRLS(out)
 	s.rlsHeaders(resp, out) // headers.go: the configured style
 	if s.cfg.DynamicMetadata {
-		resp.DynamicMetadata = dynamicMetadata(snap.cfg, req, out)
+		resp.DynamicMetadata = dynamicMetadata(req, r, out)
 	}
 	return resp, nil
 }
@@ -57,8 +58,9 @@ func (s *Server) decideRLS(ctx context.Context, req *rlspb.RateLimitRequest, end
 //
 //	domain       the request's domain
 //	descriptors  each request descriptor: entries, as "key=value" strings
-//	             (a secret's value as its digest, see config.Redacted),
-//	             and its limit and hitsAddend if the request sets them
+//	             (a secret's value as its digest, as config.Redacted
+//	             shows it), and its limit and hitsAddend if the request
+//	             sets them
 //	hitsAddend   the request's hits_addend, if not 0
 //	metadata     the config's metadata of the descriptors that passed
 //	             (not over their limits, not unlimited), merged: of two
@@ -66,18 +68,20 @@ func (s *Server) decideRLS(ctx context.Context, req *rlspb.RateLimitRequest, end
 //	             two mappings under one key are merged the same way
 //
 // Envoy puts it in the filter's dynamic metadata, for other filters,
-// routes and access logs.
-func dynamicMetadata(cfg *config.Config, req *rlspb.RateLimitRequest, out *outcome) *structpb.Struct {
-	descs := make([]*structpb.Value, 0, len(req.GetDescriptors()))
-	for _, d := range req.GetDescriptors() {
-		es := make([]config.Entry, len(d.GetEntries()))
-		for k, e := range d.GetEntries() {
-			es[k] = config.Entry{Key: e.GetKey(), Value: e.GetValue()}
-		}
-		es = cfg.Redacted(req.GetDomain(), es)
+// routes and access logs. The entries are r's, which the core decided,
+// their secrets as the core's walk of the config found them
+// (decide.Status.Secret); the limits and hits as req sets them.
+func dynamicMetadata(req *rlspb.RateLimitRequest, r *request, out *outcome) *structpb.Struct {
+	descs := make([]*structpb.Value, 0, len(r.Descs))
+	for i, d := range req.GetDescriptors() {
+		es := r.Descs[i].Entries
 		list := make([]*structpb.Value, len(es))
 		for k, e := range es {
-			list[k] = structpb.NewStringValue(e.Key + "=" + e.Value)
+			v := e.Value
+			if out.Statuses[i].Secret&(1<<k) != 0 {
+				v = keys.Digest(v)
+			}
+			list[k] = structpb.NewStringValue(e.Key + "=" + v)
 		}
 		f := map[string]*structpb.Value{"entries": structpb.NewListValue(&structpb.ListValue{Values: list})}
 		if l := d.GetLimit(); l != nil {

@@ -66,6 +66,10 @@ type Status struct {
 	Named bool
 	// Rule is the rule's name of an unlimited descriptor.
 	Rule string
+	// Secret marks the entries that land on a descriptor the config
+	// marks secret (config.Config.MatchSecrets), bit i for entry i:
+	// shown, they show their digest, as config.Config.Redacted does.
+	Secret uint64
 	// Meta is the config's metadata of the descriptor it lands on, nil if
 	// none; shared with the config: do not modify.
 	Meta map[string]any
@@ -96,6 +100,9 @@ func (dc *Decider) Decide(ctx context.Context, cfg *config.Config, limits []*Lim
 	// whatever the config says of it (limits, unlimited, shadow_mode,
 	// quota_mode, replaces, metadata), in a domain the config has.
 	matches := make([][]config.Match, len(req.Descs))
+	// Each descriptor's secret entries, found by the walk that matches it.
+	var secretBuf [1]uint64
+	secret := room(secretBuf[:0], len(req.Descs))
 	var overrides []Check // one per descriptor with an override
 	for i := range req.Descs {
 		d := &req.Descs[i]
@@ -103,15 +110,16 @@ func (dc *Decider) Decide(ctx context.Context, cfg *config.Config, limits []*Lim
 		var key string
 		var err error
 		if d.Override == nil {
-			ms, err = cfg.Match(req.Domain, d.Entries)
+			ms, secret[i], err = cfg.MatchSecrets(req.Domain, d.Entries)
 		} else {
-			key, err = cfg.Key(req.Domain, d.Entries)
+			key, secret[i], err = cfg.KeySecrets(req.Domain, d.Entries)
 		}
 		if err != nil {
 			// An unknown domain: OK, no limit applied, as
 			// envoyproxy/ratelimit answers.
 			out.UnknownDomain = true
 			clear(matches)
+			clear(secret)
 			overrides = nil
 			break
 		}
@@ -172,6 +180,7 @@ func (dc *Decider) Decide(ctx context.Context, cfg *config.Config, limits []*Lim
 		if len(matches[i]) > 0 {
 			st.Meta = matches[i][0].Metadata // the same for all: one descriptor's
 		}
+		st.Secret = secret[i]
 	}
 	var fieldBuf [96]byte // makeFields copies out of it: it stays on the stack
 	out.Fields = makeFields(fieldBuf[:0], checks, ds, res.Decision, res.Err)
