@@ -258,3 +258,18 @@ func ExampleChargeUsage() {
 	// used 700 within the budget: false left: 0
 	// denied: retry in 18m0s
 }
+
+// The registry lists every algorithm, with what configuration and
+// documentation say of it.
+func ExampleAlgoInfos() {
+	for _, a := range sluice.AlgoInfos() {
+		fmt.Printf("%-15s %-15s bucket=%v\n", a.ID, a.Name, a.Bucket)
+	}
+	// Output:
+	// token_bucket    token bucket    bucket=true
+	// leaky_bucket    leaky bucket    bucket=true
+	// gcra            GCRA            bucket=true
+	// fixed_window    fixed window    bucket=false
+	// sliding_log     sliding log     bucket=false
+	// sliding_counter sliding counter bucket=false
+}

@@ -1,66 +1,10 @@
 package sluice
 
 import (
-	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/sluicehq/sluice/internal/algo"
 )
-
-// Algo names one of the six algorithms, as configuration spells it.
-type Algo string
-
-// The algorithms a Rule can use.
-const (
-	AlgoTokenBucket    Algo = "token_bucket"
-	AlgoLeakyBucket    Algo = "leaky_bucket"
-	AlgoGCRA           Algo = "gcra"
-	AlgoFixedWindow    Algo = "fixed_window"
-	AlgoSlidingLog     Algo = "sliding_log"
-	AlgoSlidingCounter Algo = "sliding_counter"
-)
-
-// Algos lists every algorithm: the four classic ones (token bucket, leaky
-// bucket, fixed window, and the sliding window as a log and as a
-// counter), then GCRA. The slice is new at each call.
-func Algos() []Algo { return slices.Clone(algos[:]) }
-
-var algos = [...]Algo{AlgoTokenBucket, AlgoLeakyBucket, AlgoFixedWindow, AlgoSlidingLog, AlgoSlidingCounter, AlgoGCRA}
-
-// ErrUnknownAlgo is wrapped by the error for an algorithm name sluice does
-// not know.
-var ErrUnknownAlgo = errors.New("sluice: unknown algorithm")
-
-// ParseAlgo returns the algorithm called s ("gcra", "token_bucket", ...).
-func ParseAlgo(s string) (Algo, error) {
-	for _, a := range algos {
-		if string(a) == s {
-			return a, nil
-		}
-	}
-	return "", fmt.Errorf("%w %q (want one of token_bucket, leaky_bucket, fixed_window, sliding_log, sliding_counter, gcra)", ErrUnknownAlgo, s)
-}
-
-// New returns a single-key limiter of this algorithm for l.
-func (a Algo) New(l Limit) (Algorithm, error) {
-	switch a {
-	case AlgoTokenBucket:
-		return NewTokenBucket(l)
-	case AlgoLeakyBucket:
-		return NewLeakyBucket(l)
-	case AlgoGCRA:
-		return NewGCRA(l)
-	case AlgoFixedWindow:
-		return NewFixedWindow(l)
-	case AlgoSlidingLog:
-		return NewSlidingLog(l)
-	case AlgoSlidingCounter:
-		return NewSlidingCounter(l)
-	}
-	_, err := ParseAlgo(string(a))
-	return nil, err
-}
 
 // Failure says what a rule decides when its store cannot answer.
 type Failure uint8
@@ -180,7 +124,7 @@ func (r Rule) Prepare() (*PreparedRule, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PreparedRule{rule: r, spec: sp}, nil
+	return &PreparedRule{rule: r, spec: sp, quota: r.Quota()}, nil
 }
 
 // PreparedRule is a Rule ready to decide requests: validated, its
@@ -191,8 +135,9 @@ func (r Rule) Prepare() (*PreparedRule, error) {
 // keeps every count. The zero PreparedRule is not prepared: a check with
 // one is refused.
 type PreparedRule struct {
-	rule Rule
-	spec *algo.Spec
+	rule  Rule
+	spec  *algo.Spec
+	quota int64 // Rule.Quota, which every decision reports, read once
 }
 
 // Rule returns the declaration p was prepared from.
@@ -207,7 +152,7 @@ func (p *PreparedRule) Shadow() bool { return p.rule.Shadow }
 
 // Quota is the rule's advertised quota: Burst (or Rate) for the buckets
 // and GCRA, Rate for the windows.
-func (p *PreparedRule) Quota() int64 { return p.rule.Quota() }
+func (p *PreparedRule) Quota() int64 { return p.quota }
 
 // The stores, outside this package, read a prepared rule's arithmetic
 // through algo.Of; a nil or zero PreparedRule has none. The arithmetic's
@@ -248,27 +193,10 @@ func (r Rule) compile() (*algo.Spec, error) {
 	return sp, nil
 }
 
-// kind is the state the algorithm keeps.
-func (a Algo) kind() (algo.Kind, error) {
-	switch a {
-	case AlgoTokenBucket, AlgoLeakyBucket, AlgoGCRA:
-		return algo.KindBucket, nil
-	case AlgoFixedWindow:
-		return algo.KindFixed, nil
-	case AlgoSlidingCounter:
-		return algo.KindCounter, nil
-	case AlgoSlidingLog:
-		return algo.KindLog, nil
-	}
-	_, err := ParseAlgo(string(a))
-	return 0, err
-}
-
 // Quota is the rule's advertised quota: Burst (or Rate) for the buckets and
 // GCRA, Rate for the windows.
 func (r Rule) Quota() int64 {
-	switch r.Algorithm {
-	case AlgoFixedWindow, AlgoSlidingLog, AlgoSlidingCounter:
+	if info, ok := r.Algorithm.Info(); ok && !info.Bucket {
 		return r.Limit.Rate
 	}
 	return r.Limit.Capacity()

@@ -442,7 +442,7 @@ func (w *walker) limit(n *yaml.Node, f string, i int, nd *node, def defaults) (l
 			case v < 0:
 				w.errorf(bn, join(f, "burst"), "%d must not be negative", v)
 			case r.Algorithm != "" && !hasBurst(r.Algorithm):
-				w.errorf(bn, join(f, "burst"), "the %s algorithm has no burst; use token_bucket, leaky_bucket or gcra", r.Algorithm)
+				w.errorf(bn, join(f, "burst"), "the %s algorithm has no burst; use %s", r.Algorithm, bursty())
 			}
 			r.Limit.Burst = v
 		}
@@ -513,8 +513,25 @@ func (w *walker) period(m map[string]*yaml.Node, n *yaml.Node, f string, typo bo
 	return 0
 }
 
+// hasBurst reports whether a is a bucket, whose capacity burst sets.
 func hasBurst(a sluice.Algo) bool {
-	return a == sluice.AlgoTokenBucket || a == sluice.AlgoLeakyBucket || a == sluice.AlgoGCRA
+	info, ok := a.Info()
+	return ok && info.Bucket
+}
+
+// bursty lists the algorithms that have a burst: "token_bucket,
+// leaky_bucket or gcra".
+func bursty() string {
+	var ids []string
+	for _, info := range sluice.AlgoInfos() {
+		if info.Bucket {
+			ids = append(ids, string(info.ID))
+		}
+	}
+	if len(ids) < 2 {
+		return strings.Join(ids, "")
+	}
+	return strings.Join(ids[:len(ids)-1], ", ") + " or " + ids[len(ids)-1]
 }
 
 // generatedName names a limit the config leaves unnamed: its descriptor's

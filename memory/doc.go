@@ -1,8 +1,8 @@
 // Package memory keeps sluice's keyed limits in the process's memory.
 //
 // Store answers "how many requests per period?" for every key, with any
-// of sluice's six algorithms. It implements sluice.Store: give it to
-// sluice.NewLimiter, or use it as the fallback of a Redis store
+// of sluice's algorithms (sluice.Algos). It implements sluice.Store: give
+// it to sluice.NewLimiter, or use it as the fallback of a Redis store
 // (sluice.WithFallback). Limits are per process; for one limit across
 // several processes, use package redis. For "how many requests at once?",
 // use package concurrency.

@@ -79,7 +79,7 @@ type Config struct {
 	// are rounded up to it. The default is time.Nanosecond.
 	Resolution time.Duration
 	// Algorithms are the algorithms to test. The default is sluice.Algos(),
-	// all six.
+	// every one.
 	Algorithms []sluice.Algo
 	// MaxRate, if positive, leaves out the limits whose Rate or Burst
 	// exceeds it. The default, 0, keeps them all; the largest the suite

@@ -44,7 +44,12 @@ Flags:
   -burst N            the buckets' capacity, 0 to %d; 0 means the rate
                       (default 0). Try -burst 10 with the burst scenario:
                       the buckets take 10 at once, the windows still 5.
+
+Algorithms:
 `, demoMaxRate, fmtDur(demoMinPeriod), fmtDur(demoMaxPeriod), demoMaxRate)
+	for _, a := range sim.Algorithms {
+		hanging(w, "  ", 22, a.Name, a.Summary)
+	}
 }
 
 // limitFlag is a flag.Value for RATE/PERIOD.
@@ -163,17 +168,17 @@ var scenarios = []scenario{
 	{
 		Scenario: mustScenario("burst"),
 		shows: func(l sluice.Limit, at []time.Duration, rs []*sim.Result) string {
-			q := find(rs, "leaky queue")
+			q := find(rs, sim.LeakyQueue)
 			s := fmt.Sprintf("From idle, the buckets (token, leaky, GCRA) allowed %d at once, their capacity; "+
 				"the windows allowed %d, their rate; the rest were denied.",
-				find(rs, "token bucket").Passed, find(rs, "sliding log").Passed)
+				find(rs, string(sluice.AlgoTokenBucket)).Passed, find(rs, string(sluice.AlgoSlidingLog)).Passed)
 			if q.Passed > 1 {
 				s += fmt.Sprintf(" The leaky queue admitted %d but does not pass them at once: they leave %s apart, the last after %s.",
 					q.Passed, fmtDur(l.Period/time.Duration(l.Rate)), fmtDur(q.LastDelay()))
 			}
-			if sc := find(rs, "sliding counter"); sc.Retry != find(rs, "fixed window").Retry {
+			if sc := find(rs, string(sluice.AlgoSlidingCounter)); sc.Retry != find(rs, string(sluice.AlgoFixedWindow)).Retry {
 				s += fmt.Sprintf(" The sliding counter's retry is %s, not %s: at t=%s its estimate still counts the whole window before it.",
-					fmtDur(sc.Retry), fmtDur(find(rs, "fixed window").Retry), fmtDur(l.Period))
+					fmtDur(sc.Retry), fmtDur(find(rs, string(sluice.AlgoFixedWindow)).Retry), fmtDur(l.Period))
 			}
 			if l.Capacity() == l.Rate {
 				s += " With -burst above the rate, the buckets take more at once and the windows do not."
@@ -194,7 +199,7 @@ var scenarios = []scenario{
 				return "A stream within the rate mostly passes, but " + strings.Join(deniers, ", ") + "."
 			}
 			s := fmt.Sprintf("A stream within the rate passes everywhere: every limiter refills or slides on between requests, so each allowed all %d", len(at))
-			if find(rs, "leaky queue").LastDelay() == 0 {
+			if find(rs, sim.LeakyQueue).LastDelay() == 0 {
 				s += " and the leaky queue delayed none"
 			}
 			return s + "."
@@ -203,11 +208,11 @@ var scenarios = []scenario{
 	{
 		Scenario: mustScenario("boundary"),
 		shows: func(l sluice.Limit, at []time.Duration, rs []*sim.Result) string {
-			fw, lg, sc := find(rs, "fixed window"), find(rs, "sliding log"), find(rs, "sliding counter")
+			fw, lg, sc := find(rs, string(sluice.AlgoFixedWindow)), find(rs, string(sluice.AlgoSlidingLog)), find(rs, string(sluice.AlgoSlidingCounter))
 			s := fmt.Sprintf("The fixed window passed %d in %s across its boundary at t=%s, %s its rate of %d per %s: its count starts over at the boundary. "+
 				"The sliding log, exact, passed %d; the buckets %d; the sliding counter %d.",
 				fw.Passed, fmtDur(at[len(at)-1]-at[0]), fmtDur(l.Period), times(fw.Passed, l.Rate), l.Rate, fmtDur(l.Period),
-				lg.Passed, find(rs, "token bucket").Passed, sc.Passed)
+				lg.Passed, find(rs, string(sluice.AlgoTokenBucket)).Passed, sc.Passed)
 			if lg.Denied() > 0 && sc.Denied() > 0 {
 				s += fmt.Sprintf(" But the counter is an estimate: it would allow the next request %s after the boundary, the log only %s after it, when the first request leaves its window.",
 					fmtDur(sc.Retry), fmtDur(lg.Retry))
@@ -253,13 +258,14 @@ func times(n, rate int64) string {
 	}
 }
 
-func find(rs []*sim.Result, name string) *sim.Result {
+// find returns the result of the algorithm whose ID is id.
+func find(rs []*sim.Result, id string) *sim.Result {
 	for _, r := range rs {
-		if r.Name == name {
+		if r.ID == id {
 			return r
 		}
 	}
-	panic("demo: no result for " + name)
+	panic("demo: no result for " + id)
 }
 
 // replay runs scenario s under limit l, through every algorithm (package
@@ -290,7 +296,7 @@ func replay(w io.Writer, s scenario, l sluice.Limit) error {
 		row(r.Name, strconv.FormatInt(r.Passed, 10), strconv.FormatInt(r.Denied(), 10), r.RetryString(), sim.Timeline(r.Allowed, at, l.Period))
 	}
 	fmt.Fprintln(w)
-	wrap(w, "Leaky queue release delays: "+delayList(find(rs, "leaky queue").Delays)+".")
+	wrap(w, "Leaky queue release delays: "+delayList(find(rs, sim.LeakyQueue).Delays)+".")
 	fmt.Fprintln(w)
 	wrap(w, "Shows: "+s.shows(l, at, rs))
 	return nil
@@ -321,13 +327,24 @@ func delayList(ds []time.Duration) string {
 }
 
 // wrap writes text in lines of at most 79 columns.
-func wrap(w io.Writer, text string) {
+func wrap(w io.Writer, text string) { hanging(w, "", 0, "", text) }
+
+// hanging writes label after indent, then text from column col, in lines
+// of at most 79 columns, the later ones indented to col too.
+func hanging(w io.Writer, indent string, col int, label, text string) {
 	const width = 79
-	line := 0
+	pad := strings.Repeat(" ", col)
+	head := indent + label
+	fmt.Fprint(w, head)
+	line := len(head)
+	if col > 0 {
+		fmt.Fprint(w, pad[min(len(head), col):])
+		line = max(line, col)
+	}
 	for i, word := range strings.Fields(text) {
 		if i > 0 && line+1+len(word) > width {
-			fmt.Fprintln(w)
-			line = 0
+			fmt.Fprint(w, "\n"+pad)
+			line = col
 		} else if i > 0 {
 			fmt.Fprint(w, " ")
 			line++

@@ -7,7 +7,7 @@
 // bucket's compare-and-swap (TAT.Allow), is here too, for both of them.
 //
 // A rule's arithmetic is compiled once, into a Spec, which the rule keeps
-// (sluice.Rule.Spec) and every store reads.
+// (sluice.PreparedRule) and every store reads (Of).
 package algo
 
 import (

@@ -88,12 +88,9 @@ func Policy(r *sluice.Rule) (name, member string, err error) {
 	b := []byte(name)
 	b = append(b, ";q="...)
 	b = strconv.AppendInt(b, integer(q), 10)
-	var w int64
-	switch r.Algorithm {
-	case sluice.AlgoFixedWindow, sluice.AlgoSlidingLog, sluice.AlgoSlidingCounter:
+	w := refillSeconds(q, r.Limit.Rate, r.Limit.Period)
+	if info, ok := r.Algorithm.Info(); ok && !info.Bucket {
 		w = Seconds(r.Limit.Period)
-	default:
-		w = refillSeconds(q, r.Limit.Rate, r.Limit.Period)
 	}
 	if w > 0 {
 		b = append(b, ";w="...)

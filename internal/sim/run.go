@@ -9,25 +9,32 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// An Algorithm is one the replay can run: the six of package sluice, and
-// the leaky queue, which delays requests instead of denying them.
+// An Algorithm is one the replay can run: every algorithm of package
+// sluice (sluice.AlgoInfos), and the leaky queue, which delays requests
+// instead of denying them.
 type Algorithm struct {
 	ID   string // as the config spells it: "token_bucket", ..., "leaky_queue"
 	Name string // as the demo prints it: "token bucket"
+	// Summary says in a sentence how it decides.
+	Summary string
+	// Bucket reports whether Limit.Burst applies.
+	Bucket bool
 }
 
 // LeakyQueue is the ID of the leaky bucket as a queue (sluice.LeakyQueue).
 const LeakyQueue = "leaky_queue"
 
-// Algorithms lists every algorithm, in the order the demo prints them.
-var Algorithms = []Algorithm{
-	{string(sluice.AlgoTokenBucket), "token bucket"},
-	{string(sluice.AlgoLeakyBucket), "leaky bucket"},
-	{string(sluice.AlgoGCRA), "GCRA"},
-	{string(sluice.AlgoFixedWindow), "fixed window"},
-	{string(sluice.AlgoSlidingLog), "sliding log"},
-	{string(sluice.AlgoSlidingCounter), "sliding counter"},
-	{LeakyQueue, "leaky queue"},
+// Algorithms lists every algorithm, in the order the demo prints them:
+// sluice's, then the leaky queue.
+var Algorithms = algorithms()
+
+func algorithms() []Algorithm {
+	var as []Algorithm
+	for _, info := range sluice.AlgoInfos() {
+		as = append(as, Algorithm{ID: string(info.ID), Name: info.Name, Summary: info.Summary, Bucket: info.Bucket})
+	}
+	return append(as, Algorithm{ID: LeakyQueue, Name: "leaky queue", Bucket: true,
+		Summary: "The leaky bucket as a queue of Burst units: requests leave Period/Rate apart, and only those past the queue's size are denied."})
 }
 
 // FindAlgorithm returns the algorithm whose ID is id.
@@ -40,18 +47,17 @@ func FindAlgorithm(id string) (Algorithm, bool) {
 	return Algorithm{}, false
 }
 
-// logCellBytes is the size of one cell of the sliding log's ring
-// (algo.Entry: a time and a count).
-const logCellBytes = 16
+// queueStateBytes is about what a leaky queue holds: a few words.
+const queueStateBytes = 64
 
-// StateBytes is about how much memory a limiter of a under l holds: the
-// sliding log allocates a cell per unit of the rate, at once; the others
-// a few words.
+// StateBytes is about how much memory a limiter of a under l holds
+// (sluice.AlgoInfo.StateBytes): the sliding log allocates a cell per unit
+// of the rate, at once; the others a few words.
 func StateBytes(a Algorithm, l sluice.Limit) int64 {
-	if a.ID == string(sluice.AlgoSlidingLog) {
-		return l.Rate * logCellBytes
+	if info, ok := sluice.Algo(a.ID).Info(); ok {
+		return info.StateBytes(l)
 	}
-	return 64
+	return queueStateBytes
 }
 
 // Result is how one algorithm met a list of arrivals.
