@@ -32,6 +32,8 @@ const (
 //   - GET /v1/policy: the config being served, and the last reload;
 //   - POST /v1/simulate (with UI): replays arrivals through the exact
 //     algorithms (the playground);
+//   - GET /v1/algorithms (with UI): the algorithms it replays, from
+//     sluice's registry;
 //   - POST /v1/lookup (with Lookup): a key's state, charging nothing;
 //   - GET /ui/ (with UI): the console;
 //   - GET /debug/pprof/ (with Profile): the Go profiles.

@@ -85,6 +85,8 @@
 //     algorithms (package internal/sim, as sluice demo), bounded: 100,000
 //     arrivals, three algorithms, a sliding log of MaxSimStateBytes, two
 //     seconds;
+//   - GET /v1/algorithms (UI): the algorithms the playground replays, from
+//     sluice's registry (sluice.AlgoInfos);
 //   - POST /v1/lookup (Lookup): a key's state under each limit that
 //     applies, from a request of cost 0: it charges and counts nothing.
 //

@@ -59,6 +59,8 @@ const maxAdminBody = 4 << 20
 //   - GET /v1/policy: the config being served, and the last reload;
 //   - POST /v1/simulate (with UI): replays arrivals through the exact
 //     algorithms (the playground);
+//   - GET /v1/algorithms (with UI): the algorithms it replays, from
+//     sluice's registry;
 //   - POST /v1/lookup (with Lookup): a key's state, charging nothing;
 //   - GET /ui/ (with UI): the console;
 //   - GET /debug/pprof/ (with Profile): the Go profiles.
@@ -81,6 +83,9 @@ func (c *Console) Handler(opts Options) http.Handler {
 	}
 	if opts.UI {
 		mux.HandleFunc("POST /v1/simulate", c.serveSimulate)
+		mux.HandleFunc("GET /v1/algorithms", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, algorithms())
+		})
 		sub, _ := fs.Sub(uiFiles, "ui")
 		files := http.StripPrefix("/ui/", http.FileServerFS(sub))
 		mux.Handle("GET /ui/", files)

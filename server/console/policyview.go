@@ -127,7 +127,7 @@ func (c *Console) policyReport() *PolicyReport {
 		if !l.Unlimited {
 			lr.Algorithm = string(l.Rule.Algorithm)
 			lr.Rate, lr.Period, lr.Burst = l.Rule.Limit.Rate, sim.FmtDur(l.Rule.Limit.Period), l.Rule.Limit.Burst
-			if a := l.Rule.Algorithm; a == "token_bucket" || a == "leaky_bucket" || a == "gcra" {
+			if info, ok := l.Rule.Algorithm.Info(); ok && info.Bucket {
 				lr.Capacity = l.Rule.Limit.Capacity()
 			}
 			lr.Failure = l.Rule.Failure.String()

@@ -39,8 +39,7 @@ const (
 
 // simRequest is the body of POST /v1/simulate.
 type simRequest struct {
-	// Algorithms are one to three of token_bucket, leaky_bucket, gcra,
-	// fixed_window, sliding_log, sliding_counter and leaky_queue.
+	// Algorithms are one to three of the ids GET /v1/algorithms lists.
 	Algorithms []string `json:"algorithms"`
 	Limit      struct {
 		Rate   int64  `json:"rate"`
@@ -124,6 +123,35 @@ func (c *Console) serveSimulate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
+// AlgoReport is one algorithm the simulator replays, as GET
+// /v1/algorithms lists them: every algorithm of package sluice, from its
+// registry (sluice.AlgoInfos), and the leaky queue.
+type AlgoReport struct {
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Summary string `json:"summary"`
+	Bucket  bool   `json:"bucket"` // the burst applies
+}
+
+// algorithms is GET /v1/algorithms.
+func algorithms() []AlgoReport {
+	out := make([]AlgoReport, len(sim.Algorithms))
+	for i, a := range sim.Algorithms {
+		out[i] = AlgoReport{ID: a.ID, Name: a.Name, Summary: a.Summary, Bucket: a.Bucket}
+	}
+	return out
+}
+
+// algorithmIDs lists the simulator's algorithms for an error message:
+// "token_bucket, ... or leaky_queue".
+func algorithmIDs() string {
+	ids := make([]string, len(sim.Algorithms))
+	for i, a := range sim.Algorithms {
+		ids[i] = a.ID
+	}
+	return strings.Join(ids[:len(ids)-1], ", ") + " or " + ids[len(ids)-1]
+}
+
 // parse checks the request against the bounds and makes the arrivals.
 func (req *simRequest) parse() ([]sim.Algorithm, sluice.Limit, []time.Duration, string, error) {
 	var l sluice.Limit
@@ -137,7 +165,7 @@ func (req *simRequest) parse() ([]sim.Algorithm, sluice.Limit, []time.Duration, 
 	for i, id := range req.Algorithms {
 		a, ok := sim.FindAlgorithm(id)
 		if !ok {
-			return nil, l, nil, "", fmt.Errorf("algorithms[%d]: unknown algorithm %q (want token_bucket, leaky_bucket, gcra, fixed_window, sliding_log, sliding_counter or leaky_queue)", i, id)
+			return nil, l, nil, "", fmt.Errorf("algorithms[%d]: unknown algorithm %q (want %s)", i, id, algorithmIDs())
 		}
 		if slices.Contains(algs, a) {
 			return nil, l, nil, "", fmt.Errorf("algorithms[%d]: %s is already chosen", i, id)

@@ -285,18 +285,23 @@ async function lookup(ev) {
 
 // Playground.
 
-const algorithms = [
-  ["token_bucket", "token bucket"], ["leaky_bucket", "leaky bucket"], ["gcra", "GCRA"], ["fixed_window", "fixed window"],
-  ["sliding_log", "sliding log"], ["sliding_counter", "sliding counter"], ["leaky_queue", "leaky queue"],
-];
-
-function setupPlayground() {
+// The algorithms come from the server's list (GET /v1/algorithms), so that
+// a new one appears here without a change to this page.
+async function setupPlayground() {
+  $("#play-form").addEventListener("submit", (ev) => { ev.preventDefault(); runPlayground(); });
+  let algorithms;
+  try {
+    algorithms = await api("/v1/algorithms");
+  } catch (err) {
+    $("#play-legend").textContent = "The algorithms could not be listed: " + err.message;
+    return;
+  }
   const defaults = ["token_bucket", "fixed_window", "sliding_log"];
   document.querySelectorAll("select.alg").forEach((sel, i) => {
-    sel.replaceChildren(el("option", { value: "" }, "(none)"), ...algorithms.map(([id, name]) => el("option", { value: id }, name)));
-    sel.value = defaults[i];
+    sel.replaceChildren(el("option", { value: "" }, "(none)"),
+      ...algorithms.map((a) => el("option", { value: a.id, title: a.summary }, a.name)));
+    sel.value = algorithms.some((a) => a.id === defaults[i]) ? defaults[i] : "";
   });
-  $("#play-form").addEventListener("submit", (ev) => { ev.preventDefault(); runPlayground(); });
 }
 
 function playRequest() {
