@@ -9,6 +9,9 @@
 // the metrics the decisions already count in, and a store's own counts
 // are read through the small interfaces the stores implement (see
 // StatsStore).
+//
+// Package server makes the console of each Server: a program serves it
+// with Server.ServeAdmin or Server.AdminHandler.
 package console
 
 import (

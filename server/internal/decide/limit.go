@@ -117,7 +117,7 @@ func (o *Overrides) Get(field string, l sluice.Limit) (*Limit, error) {
 	// Made outside the lock: preparing the rule and the fields take a
 	// little work, and a rule made twice by two requests at once is only
 	// made twice.
-	r := sluice.Rule{Name: OverrideName(l), Algorithm: sluice.AlgoFixedWindow, Limit: l, Failure: sluice.FailOpen}
+	r := sluice.Rule{Name: overrideName(l), Algorithm: sluice.AlgoFixedWindow, Limit: l, Failure: sluice.FailOpen}
 	li, err := o.make(r)
 	if err != nil {
 		return nil, Badf("%s: the store cannot hold %s: %v", field, LimitString(l), err)
@@ -145,9 +145,9 @@ func (o *Overrides) Len() int {
 	return o.lru.Len()
 }
 
-// OverrideName names the rule of an override of l, "{override 10/1m}".
+// overrideName names the rule of an override of l, "{override 10/1m}".
 // A config's names hold no braces, so no config rule can share it.
-func OverrideName(l sluice.Limit) string { return "{override " + LimitString(l) + "}" }
+func overrideName(l sluice.Limit) string { return "{override " + LimitString(l) + "}" }
 
 // LimitString is "10/1s burst 20", with sluice demo's durations (1m, not
 // 1m0s).
