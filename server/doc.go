@@ -97,6 +97,8 @@
 //
 // # Deciding a request
 //
+// What this section tells is the decision core's (server/internal/decide).
+//
 // Each descriptor of a request is matched against its domain's config
 // (config.Config.Match, envoyproxy/ratelimit's matching), limits named in
 // another matched limit's replaces are dropped (config.ApplyReplaces), and
