@@ -147,7 +147,7 @@ func TestUsageSweep(t *testing.T) {
 			}
 			// (The sliding counter's last nanosecond of weight is invisible
 			// in whole units.)
-			if got := take(t, s, now.Add(d.ResetAfter-1), 0, sluice.Check{Rule: r, Key: "k"})[0]; got.Remaining == 3 && a != sluice.AlgoSlidingCounter {
+			if got := take(t, s, now.Add(d.ResetAfter-1), 0, sluice.Check{Rule: r, Key: "k"})[0]; got.Remaining == 3 && algo.Of(r).Kind != algo.KindCounter {
 				t.Errorf("1ns before ResetAfter: %+v, want the debt not drained yet", got)
 			}
 			if got := s.Sweep(now.Add(d.ResetAfter)); got != 1 || s.Len() != 0 {
