@@ -22,8 +22,8 @@ type Clock interface {
 // an hour. Until the wall clock steps forward again, SystemClock then
 // stays ahead of it by the step.
 //
-// A read costs the monotonic clock alone and two atomic loads, about
-// half a time.Now, which reads the wall clock too. The wall clock is read
+// A read costs the monotonic clock alone and two atomic loads, less than
+// a time.Now, which reads the wall clock too. The wall clock is read
 // by the first read a millisecond (wallEvery) or more of monotonic time
 // after the last reading of it: a step forward is followed by then, and
 // until then SystemClock is behind the wall clock by the step. (On Linux

@@ -285,9 +285,8 @@ func Combine(checks []Check, ds []Decision) Decision {
 // request of one enforced check is that check's decision, which it copies
 // field by field: a Decision has too many fields for the compiler to keep
 // in registers, and a copy of one as a block, with 16-byte moves, just
-// after the store wrote it a field at a time, stalls the processor (the
-// loads cannot be forwarded from the pending stores) for about as long as
-// the rest of the Limiter's work.
+// after the store wrote it a field at a time, stalls the processor: the
+// loads cannot be forwarded from the pending stores.
 func combineInto(c *Decision, checks []Check, ds []Decision) {
 	if len(checks) == 1 && !checks[0].Rule.rule.Shadow {
 		// Spare the one check the loops below, which walk the checks

@@ -8,7 +8,7 @@
 # medians.
 #
 #	bench/redis.sh
-#	REDIS_NICE=-10 bench/redis.sh                                 # BENCHMARKS.md's second run
+#	REDIS_NICE=-10 bench/redis.sh                                 # its redis-server reniced (root)
 #	BENCH_REDIS_ALGS=fixed_window,gcra ROUNDS=1 bench/redis.sh   # a quick look
 set -euo pipefail
 cd "$(dirname "$0")"

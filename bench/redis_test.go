@@ -454,8 +454,8 @@ var prefixes atomic.Int64
 
 // benchPrefix is a prefix of keys no other sub-benchmark of the process
 // uses, of the length of the store's default, "sluice:": c, 5 digits, a
-// colon. (Until 2026-12-01's fifth session it was 21 characters, c and
-// the time in ns; a key's length shows in what Redis spends on it.)
+// colon: a key's length shows in what Redis spends on it, so the
+// benchmark's keys are as long as the store's.
 func benchPrefix(c string) string {
 	return fmt.Sprintf("%s%05d:", c, prefixes.Add(1))
 }

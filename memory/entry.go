@@ -151,8 +151,8 @@ func (r ref) step(sp *algo.Spec, now, n int64, b *bounded.Bound, d *sluice.Decis
 // compiler to keep in registers, so a plain assignment (or a Decision
 // returned through a variable) goes through a copy on the stack, written a
 // field at a time and read back in 16-byte blocks, and the processor
-// cannot forward such loads from the pending stores: each stalls, and the
-// few of a request cost as much as finding its key in cache. Decisions
+// cannot forward such loads from the pending stores: each stalls, and a
+// request would pay that several times over. Decisions
 // are therefore written to where they go, with put or field by field.
 func put(o *sluice.Decision, d sluice.Decision) {
 	o.Allowed, o.Limit, o.Remaining, o.RetryAfter, o.ResetAfter = d.Allowed, d.Limit, d.Remaining, d.RetryAfter, d.ResetAfter

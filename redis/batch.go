@@ -33,10 +33,9 @@ import (
 // that, requests wait for the run out to come back and go together, so
 // that a run carries as many as arrive in a round trip. Two runs of half
 // as many cost Redis a second run's fixed cost (the call, TIME, the
-// clock) and the process a second round trip: under the service's load
-// in bench/cmd/rlsload, one run out at a time took Redis's command time
-// per request and sluice's CPU per request down by a sixth, at higher
-// throughput (BENCHMARKS.md, "One run out at a time").
+// clock) and the process a second round trip, so one run out at a time
+// costs both less per request and carries more requests a second. A
+// second run is worth its fixed cost only once a full one waits.
 const leaders = 2
 
 // pending is one request, queued or in a run.

@@ -44,8 +44,8 @@ const (
 // the window is of an earlier aligned span of that many, the first push of
 // each span among them (see take.lua): an idle log goes within that many
 // Periods, one more and the slack. 2 spares Redis about half the PEXPIREs
-// of setting it at every push (BENCHMARKS.md, "The sliding log with an
-// entry a push").
+// of setting it at every push, and an idle log's key still goes within
+// three Periods and the slack.
 const logSpan = 2
 
 // idleSlack is added to every TTL, unless WithClockSkew adds more. A

@@ -4,14 +4,14 @@
 -- checks keep every parameter in the range where the doubles below are
 -- exact integers.
 --
--- What costs Redis here is counted per decision: each redis.call (~0.2µs),
+-- What costs Redis here is counted per decision: each redis.call,
 -- each Lua number passed to one (Redis formats it), each KEYS entry, TIME.
 -- So a single check takes a path of its own per kind, TTLs are strings
 -- made once per rule, and TIME is read once per run.
 --
 -- ARGV[1] the run, one string, as struct.pack('<BBBBddI4I4') makes its
---   head (each ARGV element costs Redis about 0.25µs a run to pass; the
---   head's fields as elements of their own cost a run 1µs more):
+--   head (each ARGV element costs Redis a run's time to pass, so the
+--   head's fields travel as one string):
 --   node: 1 for a run on one node of a Cluster, its keys in ARGV (see
 --     nodemode below), never with the clock; else 0
 --   clock: 1 if KEYS[1] is the store's clock (see clock below), else 0
@@ -66,9 +66,8 @@
 -- makes, the helpers below, the rules' cache and the tables a run reuses
 -- (out, rules, mends, notrule), lives from one run to the next, a run
 -- being a call of take; as a script (EVAL, the fallback) it is all made
--- again at every run, closures, upvalues and tables, which costs
--- Redis about 2.5µs a run (BENCHMARKS.md, "Where a run's fixed cost
--- went"). Loading a library sees no global but redis, and of it only
+-- again at every run, closures, upvalues and tables, which Redis pays
+-- for in every run. Loading a library sees no global but redis, and of it only
 -- register_function: the globals a run needs are bound at the first run,
 -- and KEYS and ARGV are the run's, set by take.
 local evalkeys, evalargv -- as a script: the run's KEYS and ARGV
@@ -1506,11 +1505,10 @@ end
 -- envoyproxy/ratelimit's), which the store sends to this function rather
 -- than to take. Same ARGV, same reply, same effect as take (the clock as
 -- at sets it, then wstretch's INCR, PEXPIRE and DECR per request). Under
--- a service's load, on cores Redis shares with it, take cost Redis 4-6µs
--- more a run of about 8 requests (10-13%) than this function does, for the
--- same work (BENCHMARKS.md, "The fixed window's run of its own"): the
--- cost, we think, of going through take's functions and upvalues with
--- cold caches. So fixedrun reads no upvalue: only its own locals, and
+-- a service's load, on cores Redis shares with it, take costs Redis more
+-- a run than this function does for the same work: the cost, as far as
+-- the measurements tell, of going through take's functions and upvalues
+-- with cold caches. So fixedrun reads no upvalue: only its own locals, and
 -- Redis's globals once a run. A rule's fields are read from its record
 -- where a request of another rule than the one before begins a stretch.
 local function fixedrun(keys, argv)

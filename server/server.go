@@ -225,7 +225,7 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		// Calls run on goroutines that live on, not on one new goroutine
 		// each: a new goroutine's stack grows by copying, several times,
 		// in every call (gRPC's receive path and the Redis client run
-		// deep), which was 12-17% of the CPU under load. A call that finds
+		// deep), a large share of the CPU under load. A call that finds
 		// every worker busy still gets a goroutine of its own.
 		grpc.NumStreamWorkers(grpcStreamWorkers),
 		grpc.InTapHandle(s.gate.tap),

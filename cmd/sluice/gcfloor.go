@@ -14,14 +14,12 @@ import (
 // GOGC percent (100) over what the last collection left live. The
 // service's live heap is small (a few MiB on the Redis store), while each
 // request allocates a few KiB that die at once, so with Go's default it
-// collects about a hundred times a second (70 to 156 under
-// bench/cmd/rlsload's loads, 3 to 6 with the floor): the collector took
-// about a seventh of the service's CPU on Redis there. A floor lets
+// collects tens to hundreds of times a second under load, and the
+// collector's work is a large share of the service's CPU. A floor lets
 // the heap grow to at least that many bytes before a collection: GOGC is
 // raised after each collection for as long as the live heap is small, and
 // is GOGC again once the live heap is large enough on its own, as the
-// memory store's can be with many keys (BENCHMARKS.md, "The service on
-// Redis: one run out at a time, and the collector's floor").
+// memory store's can be with many keys.
 
 // defaultGCFloor is -gc-floor's default.
 const defaultGCFloor = 64 << 20

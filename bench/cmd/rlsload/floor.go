@@ -20,7 +20,7 @@ import (
 // clock's SET ... GET once a run, then per request an INCR, a PEXPIRE if
 // the window is new and a DECR if over). It batches as the Redis store
 // does (redis/batch.go), so that its runs are about as long as the
-// store's under the same load (measured: BENCHMARKS.md): one run out at a
+// store's under the same load (run.sh reports both): one run out at a
 // time, up to 64 requests in it; while it is out, callers queue, and the
 // caller whose run comes back hands the queue to the oldest waiter, woken
 // to send it. run.sh reads Redis's command time per request under it

@@ -121,7 +121,7 @@ if [ -n "${REDIS_NICE:-}" ] && [ -n "$redis_pid" ]; then renice -n "$REDIS_NICE"
 # REDIS_CPU pins the script's redis-server (all its threads) to that CPU;
 # with the script itself under taskset on the others, Redis has a core of
 # its own, as BenchmarkRedis's pinned figures do, and its commands' time
-# is no longer inflated by sharing one.
+# is not inflated by sharing one.
 if [ -n "${REDIS_CPU:-}" ] && [ -n "$redis_pid" ]; then taskset -a -p -c "$REDIS_CPU" "$redis_pid" >/dev/null; fi
 "${srv_env[@]}" "$tmp/sluice" serve --config bench.yaml --http "$red_http" --grpc "$red_grpc" --admin "$red_admin" --poll 0 --redis "$redis_url" "${sflags[@]}" >"$tmp/redis-sluice.out" 2>&1 &
 red_pid=$!
