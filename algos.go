@@ -43,7 +43,10 @@ type AlgoInfo struct {
 
 // registry lists every algorithm, once; everything that depends on which
 // algorithms there are reads it. The order is the one Algos and the demo
-// give: the buckets, then the windows.
+// give: the buckets, then the windows. A new algorithm is its single-key
+// type, in a file of its own, and an entry here; one that keeps a new kind
+// of state also needs that state's arithmetic in internal/algo, and the
+// stores' dispatch on it (memory, and the Redis store's Lua).
 var registry = [...]AlgoInfo{
 	{
 		ID: AlgoTokenBucket, Name: "token bucket", Bucket: true, kind: algo.KindBucket,
