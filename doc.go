@@ -203,7 +203,7 @@
 // one locks a shared key out for long by charging it: a key left alone is
 // whole again within two periods (two refills of Burst for a bucket). A
 // rule of Rate 0 records only what fits. ChargeCount is ChargeUsage with
-// envoyproxy/ratelimit's answer to a check of cost 0: over only when the
+// envoyproxy/ratelimit's answer to a peek: over only when the
 // limit is in debt, so at exactly nothing left it is allowed. A usage of
 // zero is nothing to record: skip the charge (a Cost of 0 means 1).
 //
@@ -212,9 +212,10 @@
 // check, usage ones included, allows. A shadow usage check is recorded
 // and never blocks. When the store fails, each rule's Failure decides as
 // for any rule, and a usage charge that missed the store is visible as
-// Result.Err with a usage check of cost above 0 (FailLocal, and
-// FailDefault with a fallback, record it in the fallback store). The single-key types are gate limiters:
-// AllowN(now, 0) always peeks and allows.
+// Result.Err beside a usage check that is not a peek (FailLocal, and
+// FailDefault with a fallback, record it in the fallback store). The
+// single-key types are gate limiters: AllowN(now, 0) always peeks and
+// allows.
 //
 // # Many keys
 //

@@ -32,9 +32,10 @@ type Result struct {
 	// and nil when the store answered. When the store shed the request
 	// (ErrShed), Err wraps ErrShed and every check denies, whatever its
 	// failure mode. With Err set, the charges of usage rules (ChargeUsage,
-	// ChargeCount) of cost above 0 never reached the store: recorded by the
-	// fallback store for a FailLocal rule (not for a request shed), lost
-	// for the others. Count them, as sluice serve does in a metric, to know
+	// ChargeCount) that were not peeks never reached the store: recorded
+	// by the fallback store for a rule that falls back (FailLocal, and
+	// FailDefault with a fallback; not for a request shed), lost for the
+	// others. Count them, as sluice serve does in a metric, to know
 	// how much usage went unrecorded.
 	Err error
 }

@@ -46,7 +46,7 @@ type Charge uint8
 const (
 	// ChargeGate is all-or-nothing: a request is charged only if every
 	// rule of the request allows it, and a request the rule cannot afford
-	// is refused and charges nothing. A cost-0 check peeks and is always
+	// is refused and charges nothing. A peek (Check.Peek) is always
 	// allowed. It is the zero value: limits that gate admission (requests
 	// per second, logins per hour) want it.
 	ChargeGate Charge = iota
@@ -56,14 +56,14 @@ const (
 	// request that went over is answered as over. Debt is capped at one
 	// period's worth (a bucket's level never below -Burst, a window's or
 	// a log's count never above 2·Rate), so a key left alone is usable
-	// again within two periods. A cost-0 check answers over when less
-	// than one unit is left. A usage rule is charged even when another
+	// again within two periods. A peek (Check.Peek) answers over when
+	// less than one unit is left. A usage rule is charged even when another
 	// rule of the request denies it. LLM tokens, bytes sent and money
 	// spent are usage: known only once the work is done, and charged
 	// then.
 	ChargeUsage
 	// ChargeCount is ChargeUsage with envoyproxy/ratelimit's threshold
-	// for a cost-0 check: over only when the limit is in debt (used past
+	// for a peek: over only when the limit is in debt (used past
 	// it), so at exactly zero left it is allowed. sluice serve compiles
 	// every limit so in envoy mode, as envoyproxy/ratelimit counts.
 	ChargeCount

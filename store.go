@@ -9,16 +9,19 @@ import (
 // "203.0.113.7", one request. A request is decided against one or more
 // checks together.
 type Check struct {
+	// Rule is the rule, prepared (Rule.Prepare); nil or a zero
+	// PreparedRule is refused.
 	Rule *PreparedRule
-	Key  string
+	// Key is what the rule is applied to: an address, a user, an API key.
+	Key string
 	// Cost is what the check takes from its limit, in the rule's units:
 	// 1 for a request counted once, the tokens of an LLM call for a limit
 	// in tokens. Zero means 1, so that the zero Check is one request; a
 	// negative Cost is refused (the check denies, Never, and charges
 	// nothing).
 	Cost int64
-	// Peek asks for the state without taking anything: the check costs 0.
-	// A Cost beside it is refused by the Limiter.
+	// Peek asks for the state without taking anything: the check costs 0
+	// whatever its Cost, and a Cost beside it is refused by the Limiter.
 	Peek bool
 }
 

@@ -40,7 +40,7 @@
 // Some costs are known only once the handler has done its work: the
 // tokens of an LLM's answer, the bytes streamed. WithUsage gives a rule
 // charged so (sluice.ChargeUsage): on the way in the request peeks at it
-// (a check at cost 0), denied while less than one unit is left, and once
+// (Check.Peek), denied while less than one unit is left, and once
 // the handler returns the rule is charged what the handler reported with
 // ReportUsage, whatever is left, into debt if it used more:
 //

@@ -13,7 +13,7 @@ import (
 // WithUsage adds a rule charged by usage, after the fact: for costs known
 // only once the handler has done its work, such as the tokens of an LLM's
 // answer or the bytes it streamed. On the way in the request peeks at
-// the rule (a check at cost 0), which records nothing and denies while less
+// the rule (Check.Peek), which records nothing and denies while less
 // than one unit is left (the rule in debt); once the handler returns, the
 // rule is charged what the handler reported with ReportUsage, whatever is
 // left, so a request that used more than was left takes the rule into

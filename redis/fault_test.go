@@ -353,7 +353,7 @@ func TestLimiterFailOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.kill()
-	open := prep(sluice.Rule{Name: "open", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)})
+	open := prep(sluice.Rule{Name: "open", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1), Failure: sluice.FailOpen})
 	closed := prep(sluice.Rule{Name: "closed", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1), Failure: sluice.FailClosed})
 	res, err := lim.Take(context.Background(), []sluice.Check{{Rule: open, Key: "k"}}, nil)
 	if err != nil || !res.Allowed || res.Err == nil {

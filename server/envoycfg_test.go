@@ -399,3 +399,42 @@ func TestMergeDomainsSetting(t *testing.T) {
 		t.Errorf("after the reload: org=o: %s, want %s", got, want)
 	}
 }
+
+// Two domains that declare the same rule keep their value_to_metric
+// series apart across a reload that drops one of them: the other's
+// decisions still count under its own domain.
+func TestValueToMetricReloadKeepsDomains(t *testing.T) {
+	dir := t.TempDir()
+	domain := func(d string) string {
+		return "domain: " + d + `
+descriptors:
+  - key: route
+    value_to_metric: true
+    descriptors:
+      - key: user
+        rate_limit: {name: per_route_user, unit: minute, requests_per_unit: 5}
+`
+	}
+	a := writeFile(t, dir, "a.yaml", domain("a"))
+	b := writeFile(t, dir, "b.yaml", domain("b"))
+	s, _ := newServer(t, Settings{Paths: []string{a, b}, ReloadInterval: -1})
+	ctx := t.Context()
+	decide := func() {
+		t.Helper()
+		if _, err := s.ShouldRateLimit(ctx, rlReq("b", 0, "route=/orders,user=alice")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	decide()
+	writeFile(t, dir, "a.yaml", "domain: a\ndescriptors:\n  - key: ip\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+	if err := s.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	decide()
+	if got := counter(t, s, "sluice_value_decisions_total", "domain", "b", "rule", "per_route_user", "descriptor", "route=/orders|user", "result", resultWithin); got != 2 {
+		t.Errorf("domain b's series after domain a's rule went: %v within, want 2", got)
+	}
+	if got := series(t, s, "sluice_value_decisions_total", "domain", "a"); len(got) != 0 {
+		t.Errorf("domain a's rule is gone but %d of its value series remain", len(got))
+	}
+}

@@ -76,20 +76,25 @@ func (s *Server) prepare(c *config.Config) ([]*decide.Limit, error) {
 // their metric series.
 func newSnapshot(cfg *config.Config, lis []*decide.Limit, old *snapshot, hash string, now time.Time) *snapshot {
 	s := &snapshot{cfg: cfg, rules: lis, hash: hash, loaded: now}
-	// By the config's rule: equal rules are checked alike. Two limits
-	// may declare equal rules; each keeps one of old's.
-	var kept map[sluice.Rule][]*decide.Limit
+	// By the domain and the config's rule: equal rules are checked alike,
+	// and a limit's metric series are its domain's. Two limits of a
+	// domain may declare equal rules; each keeps one of old's.
+	type ident struct {
+		domain string
+		rule   sluice.Rule
+	}
+	var kept map[ident][]*decide.Limit
 	if old != nil {
-		kept = make(map[sluice.Rule][]*decide.Limit, len(old.rules))
-		for _, li := range old.rules {
-			r := li.Declared
-			kept[r] = append(kept[r], li)
+		kept = make(map[ident][]*decide.Limit, len(old.rules))
+		for i, d := range ruleDomains(old.cfg) {
+			k := ident{d, old.rules[i].Declared}
+			kept[k] = append(kept[k], old.rules[i])
 		}
 	}
-	for i, li := range lis {
-		r := li.Declared
-		if k := kept[r]; len(k) > 0 {
-			s.rules[i], kept[r] = k[0], k[1:]
+	for i, d := range ruleDomains(cfg) {
+		k := ident{d, lis[i].Declared}
+		if l := kept[k]; len(l) > 0 {
+			s.rules[i], kept[k] = l[0], l[1:]
 		}
 	}
 	// What is left of old is gone from the config: so are its
@@ -110,6 +115,17 @@ func newSnapshot(cfg *config.Config, lis []*decide.Limit, old *snapshot, hash st
 		s.authDomain = ""
 	}
 	return s
+}
+
+// ruleDomains is the domain of each rule of cfg, by config.Match.ID.
+func ruleDomains(cfg *config.Config) []string {
+	var ds []string
+	for _, l := range cfg.Limits() {
+		if !l.Unlimited {
+			ds = append(ds, l.Domain)
+		}
+	}
+	return ds
 }
 
 // newLimit prepares r with the Limiter as the server checks every rule

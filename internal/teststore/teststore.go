@@ -71,7 +71,7 @@ func Prepare(r sluice.Rule) *sluice.PreparedRule {
 func Costed(n int64, checks []sluice.Check) []sluice.Check {
 	cs := slices.Clone(checks)
 	for i := range cs {
-		if cs[i].Cost == 0 {
+		if cs[i].Cost == 0 && !cs[i].Peek {
 			cs[i].Cost, cs[i].Peek = n, n == 0
 		}
 	}
