@@ -14,6 +14,7 @@
 #	CONFIG=/tmp/gcra.yaml bench/cmd/rlsload/ab.sh a=/tmp/sluice-a b=/tmp/sluice-b
 #	bench/cmd/rlsload/ab.sh new=/tmp/sluice-new floor   # beside rlsload floor-grpc
 #	LOAD=json bench/cmd/rlsload/ab.sh new=/tmp/sluice-new floor pair   # and the INCRBY + PEXPIRE pair
+#	bench/cmd/rlsload/ab.sh new=/tmp/sluice-new envoy=$(go env GOPATH)/bin/service_cmd   # and envoyproxy/ratelimit
 #	REDIS_CPU=1 taskset -c 0 bench/cmd/rlsload/ab.sh ...  # Redis on a core of its own
 #	SERVERS_GOMAXPROCS=1 bench/cmd/rlsload/ab.sh ...  # every contender with GOMAXPROCS=1
 #
@@ -25,7 +26,7 @@ cd "$(dirname "$0")"
 . ./lib.sh # scratch, wait_port, ticks, cmdstat, servers_env
 export PATH="$PATH:/usr/local/go/bin"
 load=${LOAD:-grpc} d=${D:-5s} rounds=${R:-3} config=${CONFIG:-bench.yaml} base=${PORT_BASE:-18180}
-[ $# -gt 0 ] || { echo "usage: ab.sh NAME=SLUICE_BINARY... [floor] [pair]" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: ab.sh NAME=SLUICE_BINARY... [envoy=SERVICE_CMD] [floor] [pair]" >&2; exit 2; }
 case $load in grpc | json) ;; *) echo "LOAD: grpc or json" >&2; exit 2 ;; esac
 [ $load = grpc ] || command -v wrk >/dev/null || { echo "wrk is missing (Debian: apt-get install wrk)" >&2; exit 1; }
 
@@ -51,6 +52,18 @@ for a in "$@"; do
   if [ "$a" = floor ] || [ "$a" = pair ]; then
     kind[$name]=$a
     "${srv_env[@]}" "$tmp/rlsload" "$a-grpc" -addr "127.0.0.1:$((port + 1))" -http "127.0.0.1:$port" -redis "$redis_url" &
+  elif [ "$name" = envoy ]; then
+    # envoyproxy/ratelimit itself, on the same policy (its format, without
+    # sluice's forward_auth) and the same redis-server.
+    kind[$name]=envoy
+    bin=${a#*=}
+    [ -x "$bin" ] || { echo "$a: want envoy=BINARY, envoyproxy/ratelimit's service_cmd" >&2; exit 2; }
+    mkdir -p "$tmp/runtime/ratelimit/config"
+    sed '/^forward_auth:/,$d' "$config" >"$tmp/runtime/ratelimit/config/config.yaml"
+    "${srv_env[@]}" USE_STATSD=false LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$rport" \
+      RUNTIME_ROOT="$tmp/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
+      HOST=127.0.0.1 PORT="$port" GRPC_HOST=127.0.0.1 GRPC_PORT="$((port + 1))" \
+      DEBUG_HOST=127.0.0.1 DEBUG_PORT="$((port + 1000))" "$bin" >"$tmp/$name.out" 2>&1 &
   else
     bin=${a#*=}
     [ "$name" != "$a" ] && [ -x "$bin" ] || { echo "$a: want NAME=BINARY, an executable sluice" >&2; exit 2; }
@@ -70,6 +83,7 @@ for r in $(seq "$rounds"); do
     a=${addr[$name]}
     cmds="fcall evalsha eval" runs="fcall evalsha eval"
     [ "${kind[$name]}" = pair ] && cmds="incrby pexpire" runs=incrby
+    [ "${kind[$name]}" = envoy ] && cmds="incrby expire" runs=incrby
     u0=$(cmdstat usec $cmds) f0=$(cmdstat calls $runs)
     c0=$(ticks "${pid[$name]}") q0=$(ticks "$redis_pid")
     if [ $load = grpc ]; then
