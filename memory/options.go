@@ -83,11 +83,11 @@ func WithMaxKeys(n int) Option { return func(o *options) { o.MaxKeys = n } }
 func WithMaxBytes(n int64) Option { return func(o *options) { o.MaxBytes = n } }
 
 // WithShards sets the number of shards the keys are spread over, each with
-// its own lock and its own eviction order. n is rounded up to a
-// power of two, must be positive, and may not exceed 4096, the key bound,
-// or the byte bound over 2 KB.
-// The default is 16 per CPU (GOMAXPROCS), at least 16, reduced so that each
-// shard holds at least 64 keys and 8 KB. One shard makes eviction follow the
+// its own lock and its own eviction order. n is rounded up to a power of
+// two, and may not exceed 4096, the key bound, or the byte bound over 2 KB;
+// 0, like no WithShards at all, chooses the default: 16 per CPU
+// (GOMAXPROCS), at least 16, reduced so that each shard holds at least 64
+// keys and 8 KB. One shard makes eviction follow the
 // least-recently-used order of the whole store most closely.
 func WithShards(n int) Option { return func(o *options) { o.Shards = n } }
 

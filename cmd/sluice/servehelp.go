@@ -89,9 +89,9 @@ Redis (without one, the counts are in this process's memory):
                        requests in flight towards each Redis (the main one,
                        the per-second one, each master of a Cluster), queued
                        or in a script run (default 1024); a request that
-                       finds no room within its 50ms is shed: denied with
-                       Retry-After: 1, nothing charged, whatever its rule's
-                       failure mode
+                       finds no room within -redis-timeout is shed: denied
+                       with Retry-After: 1, nothing charged, whatever its
+                       rule's failure mode
   -redis-timeout DURATION
                        the Redis store's deadline for each call, from when
                        it is written, and for a request's wait for its turn
