@@ -79,6 +79,8 @@ func TestSimulateBounds(t *testing.T) {
 		{simBody(`"gcra"`, `{"rate":5,"period":"soon"}`, boundary), "limit.period"},
 		{simBody(`"gcra"`, `{"rate":5,"period":"1s","burst":-1}`, boundary), "limit"},
 		{simBody(`"gcra"`, `{"rate":60000,"period":"1s"}`, boundary), "at most 100000"},
+		{simBody(`"token_bucket"`, `{"rate":4611686018427387904,"period":"1s"}`, `{"kind":"scenario","scenario":"burst"}`), "at most 100000"},
+		{simBody(`"token_bucket"`, `{"rate":4611686018427387904,"period":"1s"}`, `{"kind":"scenario","scenario":"steady"}`), "at most 100000"},
 		{simBody(`"gcra"`, lim, `{"kind":"scenario","scenario":"surge"}`), "unknown scenario"},
 		{simBody(`"gcra"`, lim, `{"kind":"poisson","rate":1000,"duration":"1h","seed":1}`), "more than 100000"},
 		{simBody(`"gcra"`, lim, `{"kind":"poisson","rate":-1,"duration":"1s"}`), "rate"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -233,14 +234,20 @@ func (req *simRequest) parse() ([]sim.Algorithm, sluice.Limit, []time.Duration, 
 }
 
 // scenarioSize is how many arrivals a scenario makes, before it makes them.
+// A limit so large that the count would overflow is counted as more than
+// any bound, so that it is refused rather than made.
 func scenarioSize(name string, l sluice.Limit) int64 {
+	n, times := l.Rate, int64(2)
 	switch name {
 	case "burst":
-		return 2 * max(l.Rate, l.Capacity())
+		n = max(l.Rate, l.Capacity())
 	case "steady":
-		return 4 * l.Rate
+		times = 4
 	}
-	return 2 * l.Rate
+	if n > math.MaxInt64/times {
+		return math.MaxInt64
+	}
+	return times * n
 }
 
 // parseDuration reads a positive duration: "1s", "500ms", "1m".
