@@ -153,7 +153,12 @@ func (s *Server) fromRLS(req *rlspb.RateLimitRequest) (*request, error) {
 	}
 	r := decide.NewRequest(req.GetDomain(), len(descs))
 	total := 0
-	for _, d := range descs {
+	for i, d := range descs {
+		// Checked before the entries' array is made, so that a request
+		// refused for its size allocates nothing for it.
+		if n := len(d.GetEntries()); n > MaxEntries {
+			return nil, badf("%s.entries: %d of them; at most %d are allowed", descField(i), n, MaxEntries)
+		}
 		total += len(d.GetEntries())
 	}
 	entries := r.Entries(total) // one array, cut per descriptor
@@ -182,9 +187,6 @@ func (s *Server) fromRLS(req *rlspb.RateLimitRequest) (*request, error) {
 			r.Descs[i].Hits = int64(h.GetValue()) // its own wins, and may be 0: a check
 		}
 		es := d.GetEntries()
-		if len(es) > MaxEntries {
-			return nil, badf("%s.entries: %d of them; at most %d are allowed", descField(i), len(es), MaxEntries)
-		}
 		r.Descs[i].Entries, entries = entries[:len(es):len(es)], entries[len(es):]
 		for k, e := range es {
 			r.Descs[i].Entries[k] = config.Entry{Key: e.GetKey(), Value: e.GetValue()}
