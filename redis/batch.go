@@ -60,29 +60,11 @@ type pending struct {
 	// rather than by a context or a timer of its own: those, per call,
 	// cost more CPU than the rest of the call on the client's side.
 	expires time.Time
-	// probe is set for the breaker's half-open probe, whose run reports
-	// its outcome; wrote once p is in a run that went out.
-	probe bool
+	// wrote is set once p is in a run that went out.
 	wrote atomic.Bool
-	// fast is set when the request went as one byte in its run, and
-	// fastReply holds its reply as the general path's (see expand).
-	fast      bool
+	// fastReply holds the reply of a request that went as one byte in its
+	// run, as the general path's (see expand).
 	fastReply [6]int64
-	// slow keeps p off that path: its state was ahead of the run's time
-	// (see cstretch in take.lua).
-	slow bool
-	// split is set for a request whose keys sit on more than one node
-	// (see split.go); mode is a part's run mode there, modeTake or
-	// modeGive (0 for any other request), and taken a give-back's
-	// receipts: the take's reply, 8 numbers a check.
-	split bool
-	mode  byte
-	taken []int64
-	// to is the Cluster node p goes to directly, nil for the Store's
-	// client (see nodes.go); moved is set when that node no longer held
-	// one of its keys, and p was not decided.
-	to    *node
-	moved bool
 	// room for the args and keys of a request of up to two checks
 	argBuf [2]checkArgs
 	keyBuf [2]string
@@ -114,6 +96,13 @@ func (p *pending) release() {
 	pendings.Put(p)
 }
 
+// again readies p, which a run did not decide (errMoved), to be sent
+// again.
+func (p *pending) again() {
+	p.reply, p.err = nil, nil
+	p.wrote.Store(false)
+}
+
 // checkArgs is one check of a request, as the script and the denial cache
 // read it.
 type checkArgs struct {
@@ -131,9 +120,10 @@ const (
 	abandoned        // its caller gave up, or the watchdog gave up for it
 )
 
+// batcher batches the requests of one flavour bound for one link.
 type batcher struct {
-	s       *Store
-	to      *node // the Cluster node its runs go to, nil for the Store's client
+	l       *link
+	f       flavour
 	mu      sync.Mutex
 	queue   []*pending // from head on; see pop
 	head    int
@@ -191,7 +181,7 @@ func (b *batcher) take(ctx context.Context, p *pending) ([]int64, error) {
 // now, with b.mu held: at once when no run is out, and beside one only
 // when it is full, or when the run out has stalled as of p's arrival.
 func (b *batcher) mayLead(n int, p *pending) bool {
-	return b.running == 0 || b.running < leaders && (n >= b.s.maxBatch || b.stalled(p.arrived(b.s.timeout)))
+	return b.running == 0 || b.running < leaders && (n >= b.l.s.maxBatch || b.stalled(p.arrived(b.l.s.timeout)))
 }
 
 // stalled reports whether a run out has been out for half the Store's
@@ -200,11 +190,11 @@ func (b *batcher) mayLead(n int, p *pending) bool {
 // answering holds up its own run's requests, not every request after
 // them until its run times out.
 func (b *batcher) stalled(now time.Time) bool {
-	if now.IsZero() || b.s.timeout <= 0 {
+	if now.IsZero() || b.l.s.timeout <= 0 {
 		return false
 	}
 	for _, r := range b.runs {
-		if now.Sub(r.start) > b.s.timeout/2 {
+		if now.Sub(r.start) > b.l.s.timeout/2 {
 			return true
 		}
 	}
@@ -304,7 +294,7 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 	if self {
 		batch = append(batch, p)
 	}
-	for len(batch) < b.s.maxBatch {
+	for len(batch) < b.l.s.maxBatch {
 		q := b.pop()
 		if q == nil {
 			break
@@ -320,7 +310,7 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 
 	var err error
 	if len(batch) > 0 {
-		err = b.s.write(ctx, b.to, batch, &r.buf, len(batch) == 1 && self)
+		err = b.l.write(ctx, b.f, batch, &r.buf, len(batch) == 1 && self)
 	}
 	// Off the runs out (see stalled) before its requests are answered: a
 	// caller answered may put its request back in the pool at once.
@@ -377,7 +367,7 @@ func (b *batcher) endLocked() {
 // a run of its own and that run has not stalled. The caller wakes it, or,
 // for nil, gives back the ended run's slot.
 func (b *batcher) next() *pending {
-	for b.running == 1 || len(b.queue)-b.head >= b.s.maxBatch || b.stalled(time.Now()) {
+	for b.running == 1 || len(b.queue)-b.head >= b.l.s.maxBatch || b.stalled(time.Now()) {
 		q := b.pop()
 		if q == nil {
 			return nil

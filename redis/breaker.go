@@ -1,12 +1,34 @@
 package redis
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
 )
+
+// guard is a sender behind the circuit breaker: while the breaker is
+// open it refuses a request at once (ErrCircuitOpen), and it tells the
+// breaker how each request it let through went (see breaker.report).
+type guard struct {
+	br       *breaker
+	rejected *atomic.Int64 // requests refused
+	next     sender
+}
+
+func (g *guard) send(ctx context.Context, f flavour, p *pending) ([]int64, error) {
+	ok, probe := g.br.allow()
+	if !ok {
+		g.rejected.Add(1)
+		return nil, ErrCircuitOpen
+	}
+	reply, err := g.next.send(ctx, f, p)
+	g.br.report(ctx, probe, p.wrote.Load(), err)
+	return reply, err
+}
 
 // breakerWindow is how far back the breaker looks, in breakerSlots slots
 // of a second each: long enough that a second of trouble under load is
@@ -65,9 +87,8 @@ func (b *breaker) allow() (ok, probe bool) {
 	return true, true
 }
 
-// done records the outcome of n calls written to Redis together (in one
-// script run): failed is false for an answer. probe says whether they
-// carried the half-open probe.
+// done records the outcome of n calls written to Redis: failed is false
+// for an answer. probe says whether they carried the half-open probe.
 func (b *breaker) done(probe, failed bool, n int64) {
 	if b.minCalls == 0 {
 		return
@@ -110,6 +131,22 @@ func (b *breaker) done(probe, failed bool, n int64) {
 		b.until = now.Add(b.cooldown)
 		b.open.Store(true)
 		b.opens.Add(1)
+	}
+}
+
+// report tells the breaker how a request it let through went: answered
+// (its slot having moved is an answer), failed, or ended without telling
+// anything about Redis: never written, shed (a timeout under load, see
+// Store.loaded), or given up by its caller.
+func (b *breaker) report(ctx context.Context, probe, wrote bool, err error) {
+	switch {
+	case err == nil || err == errMoved:
+		b.done(probe, false, 1)
+	case !wrote || errors.Is(err, sluice.ErrShed) || errors.Is(err, context.Canceled) ||
+		ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		b.abort(probe)
+	default:
+		b.done(probe, true, 1)
 	}
 }
 

@@ -1,9 +1,11 @@
 package redis
 
 import (
+	"context"
 	"hash/fnv"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -160,17 +162,51 @@ func signature(p *pending) uint64 {
 	return h.Sum64()
 }
 
-// cacheable reports whether the denial cache may answer or learn from p:
-// whether the cache is on, every gate check of p costs more than 0 (a
-// peek is never denied, and a denial of cost 0 would say nothing), and
-// every check of a rule charged by usage costs 0: a usage charge is
-// recorded whether it fits or not, so it always goes to Redis, while a
-// peek is denied as long as the debt lasts, and a denial of
-// one holds as a charge's does.
-func (s *Store) cacheable(p *pending) bool {
-	if s.cache == nil {
-		return false
+// cacheLayer is a transport behind the deny cache: a request that a
+// remembered denial covers is answered without Redis; the others go to
+// the next transport, and their denials are remembered.
+type cacheLayer struct {
+	transport // the next; its parts and moved are the next's
+	c         *denyCache
+	hits      *atomic.Int64 // requests answered from the cache
+	clock     sluice.Clock  // the cache's time without the caller's
+	// callerTime is set when the request's own time decides it.
+	callerTime bool
+	// cap, if not 0, bounds how long a denial is cached, in ns: see
+	// Store.capDenials.
+	cap atomic.Int64
+}
+
+func (cl *cacheLayer) decide(ctx context.Context, p *pending, out []sluice.Decision) error {
+	now := cl.now(p)
+	if cl.cached(now, p, out) {
+		return nil
 	}
+	if err := cl.transport.decide(ctx, p, out); err != nil {
+		return err
+	}
+	cl.remember(now, p, out)
+	return nil
+}
+
+// now is the cache's time for p (see Deadlines and clocks in the package
+// documentation): the caller's when it decides, in µs as the script reads
+// it (a denial's RetryAfter counts from there), else the clock's, read
+// before sending, so no later than Redis's decision.
+func (cl *cacheLayer) now(p *pending) time.Time {
+	if cl.callerTime {
+		return time.UnixMicro(int64(p.now))
+	}
+	return cl.clock.Now()
+}
+
+// cacheable reports whether the denial cache may answer or learn from p:
+// whether every gate check of p costs more than 0 (a peek is never
+// denied, and a denial of cost 0 would say nothing), and every check of a
+// rule charged by usage costs 0: a usage charge is recorded whether it
+// fits or not, so it always goes to Redis, while a peek is denied as long
+// as the debt lasts, and a denial of one holds as a charge's does.
+func cacheable(p *pending) bool {
 	for _, a := range p.args {
 		if a.p.charge == algo.ChargeGate && a.cost <= 0 || a.p.charge != algo.ChargeGate && a.cost != 0 {
 			return false
@@ -183,27 +219,28 @@ func (s *Store) cacheable(p *pending) bool {
 // enforced checks, if there is one. The same request gets the decisions
 // Redis gave, shifted in time; another one gets the denying check's
 // decision and, for the checks not consulted, their full quota.
-func (s *Store) cached(now time.Time, p *pending, checks []sluice.Check, out []sluice.Decision) bool {
-	if !s.cacheable(p) {
+func (cl *cacheLayer) cached(now time.Time, p *pending, out []sluice.Decision) bool {
+	if !cacheable(p) {
 		return false
 	}
+	n := len(p.args)
 	for i, a := range p.args {
 		if a.shadow {
 			continue
 		}
-		e := s.cache.get(denyKey{p.keys[i], a.p.limit, a.p.charge}, now, a.cost)
+		e := cl.c.get(denyKey{p.keys[i], a.p.limit, a.p.charge}, now, a.cost)
 		if e == nil {
 			continue
 		}
-		s.st.hits.Add(1)
+		cl.hits.Add(1)
 		el := now.Sub(e.at)
-		if len(e.all) == len(checks) && e.sig == signature(p) {
-			for j := range checks {
+		if len(e.all) == n && e.sig == signature(p) {
+			for j := range n {
 				out[j] = since(e.all[j], el)
 			}
 			return true
 		}
-		for j := range checks {
+		for j := range n {
 			q := p.args[j].p.quota
 			out[j] = sluice.Decision{Allowed: true, Limit: q, Remaining: q}
 		}
@@ -214,8 +251,8 @@ func (s *Store) cached(now time.Time, p *pending, checks []sluice.Check, out []s
 }
 
 // remember caches the denials of the request p's enforced checks.
-func (s *Store) remember(now time.Time, p *pending, checks []sluice.Check, out []sluice.Decision) {
-	if !s.cacheable(p) {
+func (cl *cacheLayer) remember(now time.Time, p *pending, out []sluice.Decision) {
+	if !cacheable(p) {
 		return
 	}
 	var all []sluice.Decision
@@ -224,20 +261,20 @@ func (s *Store) remember(now time.Time, p *pending, checks []sluice.Check, out [
 		d := out[i]
 		k := denyKey{p.keys[i], a.p.limit, a.p.charge}
 		if d.Allowed {
-			s.cache.drop(k)
+			cl.c.drop(k)
 		}
 		if a.shadow || d.Allowed || d.RetryAfter <= 0 || d.RetryAfter == sluice.Never {
 			continue
 		}
 		if all == nil {
-			all = append([]sluice.Decision(nil), out[:len(checks)]...)
+			all = append([]sluice.Decision(nil), out[:len(p.args)]...)
 			sig = signature(p)
 		}
 		until := now.Add(d.RetryAfter)
-		if max := time.Duration(s.cacheCap.Load()); max > 0 && d.RetryAfter > max {
+		if max := time.Duration(cl.cap.Load()); max > 0 && d.RetryAfter > max {
 			until = now.Add(max)
 		}
-		s.cache.put(k, &denyEntry{
+		cl.c.put(k, &denyEntry{
 			at: now, until: until, n: a.cost, d: d, sig: sig, all: all,
 		})
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice"
 )
 
@@ -23,18 +25,18 @@ func (s *Store) CacheLen() int {
 	if s.cache == nil {
 		return 0
 	}
-	return s.cache.len()
+	return s.cache.c.len()
 }
 
 // HoldLeaders takes every leader slot of s's batcher, so that Takes queue
 // until a test leads them; release gives the slots back.
-func HoldLeaders(s *Store) (release func()) { return s.batch.hold() }
+func HoldLeaders(s *Store) (release func()) { return s.main.batch.hold() }
 
 // HoldRun puts in s's batcher a run out since age ago that comes back
 // only at release, as a run on a connection that stopped answering;
 // release ends it as a run ends, handing the queue on.
 func HoldRun(s *Store, age time.Duration) (release func()) {
-	b := s.batch
+	b := s.main.batch
 	r := &run{start: time.Now().Add(-age)}
 	b.mu.Lock()
 	b.running++
@@ -49,17 +51,17 @@ func HoldRun(s *Store, age time.Duration) (release func()) {
 
 // Running is the number of leader slots in use in s's batcher.
 func Running(s *Store) int {
-	s.batch.mu.Lock()
-	defer s.batch.mu.Unlock()
-	return s.batch.running
+	s.main.batch.mu.Lock()
+	defer s.main.batch.mu.Unlock()
+	return s.main.batch.running
 }
 
 // Queued is the number of requests waiting in s's batcher.
-func Queued(s *Store) int { return s.batch.queued() }
+func Queued(s *Store) int { return s.main.batch.queued() }
 
 // LeadAs makes a caller with ctx, and no request of its own to speak of,
 // lead the queued requests, as a waiter handed the queue does.
-func LeadAs(ctx context.Context, s *Store) error { return s.batch.leadAs(ctx) }
+func LeadAs(ctx context.Context, s *Store) error { return s.main.batch.leadAs(ctx) }
 
 // Batcher is the batcher of the Cluster node that s sends key's
 // requests to: HoldLeaders and Queued for that node.
@@ -67,7 +69,7 @@ type Batcher struct{ b *batcher }
 
 // NodeBatcher is key's node's batcher.
 func NodeBatcher(ctx context.Context, s *Store, key string) (Batcher, error) {
-	n, err := s.nodes.of(ctx, s, key)
+	n, err := s.cluster.of(ctx, key)
 	if err != nil {
 		return Batcher{}, err
 	}
@@ -76,7 +78,7 @@ func NodeBatcher(ctx context.Context, s *Store, key string) (Batcher, error) {
 
 func (b Batcher) HoldLeaders() (release func()) { return b.b.hold() }
 func (b Batcher) Queued() int                   { return b.b.queued() }
-func (b Batcher) Addr() string                  { return b.b.to.client.Options().Addr }
+func (b Batcher) Addr() string                  { return b.b.l.client.(*goredis.Client).Options().Addr }
 
 func (b *batcher) hold() (release func()) {
 	b.mu.Lock()
@@ -114,7 +116,7 @@ func (b *batcher) leadAs(ctx context.Context) error {
 // The give-back is sent sends times, as a client's retries would. s must
 // decide at the caller's time and not batch.
 func TakeThenGiveBack(ctx context.Context, s *Store, t1, t2 time.Time, checks []sluice.Check, between func(), sends int, taken, back []sluice.Decision) (charged bool, err error) {
-	if !s.callerTime || s.batch != nil {
+	if !s.callerTime || s.main.batch != nil {
 		return false, errors.New("TakeThenGiveBack: the store must have WithCallerTime and WithoutBatching")
 	}
 	p, err := s.request(t1, checks)
@@ -122,12 +124,11 @@ func TakeThenGiveBack(ctx context.Context, s *Store, t1, t2 time.Time, checks []
 		return false, err
 	}
 	defer p.release()
-	p.mode = modeTake
-	reply, err := s.send(ctx, p)
+	reply, err := s.main.in.send(ctx, taking{}, p)
 	if err != nil {
 		return false, err
 	}
-	pt := &part{s: s, p: p, idx: make([]int, len(checks)), reply: reply}
+	pt := &part{s: s, l: s.main, p: p, idx: make([]int, len(checks)), reply: reply}
 	for i := range pt.idx {
 		pt.idx[i] = i
 	}
@@ -138,12 +139,11 @@ func TakeThenGiveBack(ctx context.Context, s *Store, t1, t2 time.Time, checks []
 	if between != nil {
 		between()
 	}
-	g := pt.giveBack()
+	g, give := pt.giveBack()
 	defer g.release()
 	g.now = float64(t2.UnixMicro())
 	for range sends {
-		s.deadlines(ctx, g)
-		if reply, err = s.call(ctx, g); err != nil {
+		if reply, err = s.main.giveBack(ctx, give, g); err != nil {
 			return true, err
 		}
 	}

@@ -94,19 +94,29 @@ func (k *keyScheme) key(c sluice.Check, code string) string {
 	return stateKey(k.prefix, tag, c.Key, c.Rule.Name(), code, k.tag != nil)
 }
 
-// together checks that one script run can decide keys, the keys of one
-// request: no key twice. On a Cluster or a Ring, it reports whether they
-// sit in more than one slot (a tag on a Ring), so that a run through the
-// Store's client cannot decide them together (see split.go).
-func (k *keyScheme) together(keys []string) (split bool, err error) {
+// distinct checks that one script run can decide keys, the keys of one
+// request: no key twice.
+func (k *keyScheme) distinct(keys []string) error {
 	for i := 1; i < len(keys); i++ {
 		for j := range i {
 			if keys[i] == keys[j] {
-				return false, fmt.Errorf("redis: two checks of one request on %q: %w", keys[i], sluice.ErrRefused)
+				return fmt.Errorf("redis: two checks of one request on %q: %w", keys[i], sluice.ErrRefused)
 			}
 		}
 	}
-	return k.crossSlot(keys) != nil, nil
+	return nil
+}
+
+// oneRun reports whether a run through the Store's client can decide
+// keys together: on a Cluster they share a slot, on a Ring a tag (see
+// split.go).
+func (k *keyScheme) oneRun(keys []string) bool {
+	for _, key := range keys[1:] {
+		if !k.sameNode(key, keys[0]) {
+			return false
+		}
+	}
+	return true
 }
 
 // crossSlot is ErrCrossSlot for keys not all in one slot (one tag on a

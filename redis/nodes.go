@@ -27,22 +27,15 @@ import (
 // Store has the cluster client reload its map and decides the request
 // again through it, a run per slot, which follows Redis's redirections.
 
-// node is a Cluster master a Store sends runs to.
-type node struct {
-	client *goredis.Client
-	via    via
-	batch  *batcher      // whole requests
-	parts  *batcher      // parts of requests across masters (flavour 1)
-	slots  chan struct{} // its requests in flight (see WithMaxInFlight)
-	// answered is when it last answered a run (see Store.answered).
-	answered atomic.Int64
-}
-
-// nodeSet is the masters a Store has sent runs to, by the cluster
-// client's client for each: as many as the cluster has had masters.
-type nodeSet struct {
-	cc *goredis.ClusterClient
-	m  sync.Map // *goredis.Client → *node
+// cluster is the transport of a Cluster with batching: each request
+// goes to the master of its keys directly, batched with the others bound
+// there, on a link of that master's (node); through the cluster client
+// (client) once a slot has moved.
+type cluster struct {
+	s      *Store
+	cc     *goredis.ClusterClient
+	client *direct
+	m      sync.Map // *goredis.Client → *link
 	// ready is set once cc has its map of slots: of never waits for it
 	// after that (a stale map is reloaded in the background). Until then
 	// load waits for it, bounded as a call is; loading is the wait of the
@@ -58,55 +51,17 @@ type nodeSet struct {
 // it as long as go-redis's own timeouts, and the breaker would never hear
 // of it. One load is under way at a time; each caller waits for it
 // within its own deadlines, through the breaker, as for a call.
-func (ns *nodeSet) load(ctx context.Context, s *Store) error {
-	if ns.ready.Load() {
+func (c *cluster) load(ctx context.Context) error {
+	if c.ready.Load() {
 		return nil
 	}
+	s := c.s
 	ok, probe := s.br.allow()
 	if !ok {
 		s.st.rejected.Add(1)
 		return ErrCircuitOpen
 	}
-	ns.mu.Lock()
-	if ns.loading == nil {
-		done := make(chan struct{})
-		ns.loading = done
-		go func() {
-			_, err := ns.cc.MasterForKey(context.Background(), "sluice")
-			ns.mu.Lock()
-			ns.loadErr = err
-			if err == nil {
-				ns.ready.Store(true)
-			} else {
-				ns.loading = nil // the next caller tries again
-			}
-			ns.mu.Unlock()
-			close(done)
-		}()
-	}
-	done := ns.loading
-	ns.mu.Unlock()
-	p := &pending{}
-	s.deadlines(ctx, p)
-	var timeout <-chan time.Time
-	if !p.deadline.IsZero() {
-		t := time.NewTimer(time.Until(p.deadline))
-		defer t.Stop()
-		timeout = t.C
-	}
-	var err error
-	select {
-	case <-done:
-		ns.mu.Lock()
-		if !ns.ready.Load() {
-			err = fmt.Errorf("redis: the cluster's slots: %w", ns.loadErr)
-		}
-		ns.mu.Unlock()
-	case <-timeout:
-		err = context.DeadlineExceeded
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
+	err := c.wait(ctx, c.start())
 	switch {
 	case err == nil:
 		s.br.done(probe, false, 1)
@@ -118,47 +73,92 @@ func (ns *nodeSet) load(ctx context.Context, s *Store) error {
 		err = ErrTimeout
 	}
 	s.br.done(probe, true, 1)
-	p.probe = false // told
-	return s.failed(ctx, p, err)
+	return s.failed(ctx, err)
 }
 
-// of is the node that holds key.
-func (ns *nodeSet) of(ctx context.Context, s *Store, key string) (*node, error) {
-	c, err := ns.cc.MasterForKey(ctx, key)
+// start starts loading the map of slots, unless a load is under way, and
+// returns the channel closed when it ends.
+func (c *cluster) start() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.loading == nil {
+		done := make(chan struct{})
+		c.loading = done
+		go func() {
+			_, err := c.cc.MasterForKey(context.Background(), "sluice")
+			c.mu.Lock()
+			c.loadErr = err
+			if err == nil {
+				c.ready.Store(true)
+			} else {
+				c.loading = nil // the next caller tries again
+			}
+			c.mu.Unlock()
+			close(done)
+		}()
+	}
+	return c.loading
+}
+
+// wait waits for the load that closes done, within ctx and the store's
+// timeout.
+func (c *cluster) wait(ctx context.Context, done <-chan struct{}) error {
+	p := &pending{}
+	c.s.deadlines(ctx, p)
+	var timeout <-chan time.Time
+	if !p.deadline.IsZero() {
+		t := time.NewTimer(time.Until(p.deadline))
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-done:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.ready.Load() {
+			return fmt.Errorf("redis: the cluster's slots: %w", c.loadErr)
+		}
+		return nil
+	case <-timeout:
+		return context.DeadlineExceeded
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// of is the link to the master that holds key.
+func (c *cluster) of(ctx context.Context, key string) (*link, error) {
+	m, err := c.cc.MasterForKey(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("redis: the node of %q: %w", key, err)
 	}
-	if n, ok := ns.m.Load(c); ok {
-		return n.(*node), nil
+	if n, ok := c.m.Load(m); ok {
+		return n.(*link), nil
 	}
-	n := &node{client: c, via: viaAside}
-	if ns.cc.Options().ContextTimeoutEnabled {
-		n.via = viaDirect
-	}
-	n.slots = make(chan struct{}, cap(s.slots))
-	n.batch = &batcher{s: s, to: n}
-	n.parts = &batcher{s: s, to: n}
-	got, _ := ns.m.LoadOrStore(c, n)
-	return got.(*node), nil
+	n := newLink(c.s, m, viaOf(c.cc.Options().ContextTimeoutEnabled), true)
+	n.batch = &batcher{l: n, f: whole{}}
+	n.parts = &batcher{l: n, f: taking{}}
+	got, _ := c.m.LoadOrStore(m, n)
+	return got.(*link), nil
 }
 
 // route finds the nodes of p's checks, once the map of slots is loaded:
 // first, its first check's, and to, each check's, nil when they are all
 // first's (the common request, which then costs no slice).
-func (ns *nodeSet) route(ctx context.Context, s *Store, p *pending) (first *node, to []*node, err error) {
-	if err := ns.load(ctx, s); err != nil {
+func (c *cluster) route(ctx context.Context, p *pending) (first *link, to []*link, err error) {
+	if err := c.load(ctx); err != nil {
 		return nil, nil, err
 	}
-	if first, err = ns.of(ctx, s, p.keys[0]); err != nil {
+	if first, err = c.of(ctx, p.keys[0]); err != nil {
 		return nil, nil, err
 	}
 	for i := 1; i < len(p.args); i++ {
-		n, err := ns.of(ctx, s, p.keys[i])
+		n, err := c.of(ctx, p.keys[i])
 		if err != nil {
 			return nil, nil, err
 		}
 		if n != first && to == nil {
-			to = make([]*node, len(p.args))
+			to = make([]*link, len(p.args))
 			for j := range i {
 				to[j] = first
 			}
@@ -171,34 +171,68 @@ func (ns *nodeSet) route(ctx context.Context, s *Store, p *pending) (first *node
 }
 
 // decide has p decided on the nodes of its keys: in one run if they sit
-// on one, else a part per node. It returns errMoved when a node no longer
-// held a key of p, and p was not decided.
-func (ns *nodeSet) decide(ctx context.Context, s *Store, p *pending, out []sluice.Decision) error {
-	first, to, err := ns.route(ctx, s, p)
+// on one, else a part per node. When a node no longer held a key of p, p
+// is decided again through the cluster client, a run per slot, which
+// follows Redis's redirections, while the client reloads its map.
+func (c *cluster) decide(ctx context.Context, p *pending, out []sluice.Decision) error {
+	err := c.onNodes(ctx, p, out)
+	if err != errMoved {
+		return err
+	}
+	c.moved(ctx)
+	p.again()
+	return c.client.decide(ctx, p, out)
+}
+
+// onNodes has p decided on the nodes of its keys. It returns errMoved
+// when a node no longer held a key of p, and p was not decided.
+func (c *cluster) onNodes(ctx context.Context, p *pending, out []sluice.Decision) error {
+	first, to, err := c.route(ctx, p)
 	if err != nil {
 		return err
 	}
 	if to == nil {
-		p.to = first
-		reply, err := s.send(ctx, p)
+		reply, err := first.in.send(ctx, whole{}, p)
 		if err != nil {
-			ns.failed(ctx, err)
+			if err != errMoved {
+				c.failed(ctx, err)
+			}
 			return err
-		}
-		if p.moved {
-			return errMoved
 		}
 		p.decode(reply, out)
 		return nil
 	}
-	if s.keys.noSplit {
-		return s.keys.crossSlot(p.keys)
+	if c.s.keys.noSplit {
+		return c.s.keys.crossSlot(p.keys)
 	}
-	err = s.split(ctx, parts(s, p, func(i int) *node { return to[i] }, to), out)
+	err = c.s.split(ctx, parts(c.s, p, func(i int) *link { return to[i] }, func(i int) *link { return to[i] }), out)
 	if err != nil && err != errMoved {
-		ns.failed(ctx, err)
+		c.failed(ctx, err)
 	}
 	return err
+}
+
+func (c *cluster) parts(ctx context.Context, p *pending, byClient bool) ([]*part, error) {
+	if byClient {
+		return c.client.parts(ctx, p, true)
+	}
+	first, to, err := c.route(ctx, p)
+	switch {
+	case err != nil:
+		return nil, err
+	case to == nil:
+		return parts(c.s, p, func(int) bool { return true }, func(int) *link { return first }), nil
+	case c.s.keys.noSplit:
+		return nil, c.s.keys.crossSlot(p.keys)
+	}
+	return parts(c.s, p, func(i int) *link { return to[i] }, func(i int) *link { return to[i] }), nil
+}
+
+// moved counts a request whose slot moved and has the cluster client
+// reload its map.
+func (c *cluster) moved(ctx context.Context) {
+	c.s.st.moved.Add(1)
+	c.cc.ReloadState(ctx)
 }
 
 // failed has the cluster client reload its map of slots after a run on a
@@ -206,8 +240,8 @@ func (ns *nodeSet) decide(ctx context.Context, s *Store, p *pending, out []sluic
 // served by a replica promoted in its place. (The cluster client reloads
 // a map older than its reload interval anyway, and reloads at most once
 // per 200ms however many ask.)
-func (ns *nodeSet) failed(ctx context.Context, err error) {
+func (c *cluster) failed(ctx context.Context, err error) {
 	if ctx.Err() == nil && !errors.Is(err, ErrCircuitOpen) && !errors.Is(err, sluice.ErrRefused) {
-		ns.cc.ReloadState(ctx)
+		c.cc.ReloadState(ctx)
 	}
 }

@@ -109,7 +109,7 @@ func (pr *Pair) Take(ctx context.Context, now time.Time, checks []sluice.Check, 
 					return err
 				}
 				ps = append(ps, p)
-				parts, err := sb.s.partsOf(ctx, p, attempt > 0)
+				parts, err := sb.s.t.parts(ctx, p, attempt > 0)
 				if err != nil {
 					return err
 				}
@@ -129,10 +129,7 @@ func (pr *Pair) Take(ctx context.Context, now time.Time, checks []sluice.Check, 
 			return err
 		}
 		for _, sb := range subs {
-			if sb.s.nodes != nil {
-				sb.s.st.moved.Add(1)
-				sb.s.nodes.cc.ReloadState(ctx)
-			}
+			sb.s.t.moved(ctx)
 		}
 	}
 	return errMoved
@@ -176,33 +173,4 @@ func (pr *Pair) Stats() Stats {
 		}
 	}
 	return st
-}
-
-// partsOf is p's parts in s: one when a run can decide it, else one per
-// Cluster master, or per slot (a Ring's tag). byClient has a Cluster's
-// parts go through the cluster client, a run per slot, which follows
-// Redis's redirections.
-func (s *Store) partsOf(ctx context.Context, p *pending, byClient bool) ([]*part, error) {
-	if s.nodes != nil && !byClient {
-		first, to, err := s.nodes.route(ctx, s, p)
-		switch {
-		case err != nil:
-			return nil, err
-		case to == nil:
-			to = make([]*node, len(p.args))
-			for i := range to {
-				to[i] = first
-			}
-		case s.keys.noSplit:
-			return nil, s.keys.crossSlot(p.keys)
-		}
-		return parts(s, p, func(i int) *node { return to[i] }, to), nil
-	}
-	if p.split {
-		if s.keys.noSplit {
-			return nil, s.keys.crossSlot(p.keys)
-		}
-		return s.slotParts(p), nil
-	}
-	return parts(s, p, func(int) bool { return true }, nil), nil
 }

@@ -62,22 +62,18 @@ const (
 // slot of its keys had moved to another node. Nothing was charged.
 var errMoved = errors.New("redis: a key's slot moved")
 
-// stride is how many numbers the script answers per check of p.
-func (p *pending) stride() int {
-	if p.mode == modeTake {
-		return 8
-	}
-	return 6
-}
-
 // part is the checks of a split request that one run can decide.
 type part struct {
 	s     *Store // the store that decides it
+	l     *link  // where its runs go
 	p     *pending
 	idx   []int // the request's check index of each of p's checks
 	reply []int64
 	err   error
-	back  *pending // its give-back, if it was charged
+	// back is its give-back, if it was charged, with its take's receipts
+	// (give).
+	back *pending
+	give *giving
 }
 
 // split decides a request in parts, each on its node (see parts and
@@ -98,17 +94,14 @@ func (s *Store) split(ctx context.Context, parts []*part, out []sluice.Decision)
 	s.st.splits.Add(1)
 	var wg sync.WaitGroup
 	for _, pt := range parts[1:] {
-		wg.Go(func() { pt.reply, pt.err = pt.s.send(ctx, pt.p) })
+		wg.Go(func() { pt.reply, pt.err = pt.l.in.send(ctx, taking{}, pt.p) })
 	}
-	parts[0].reply, parts[0].err = parts[0].s.send(ctx, parts[0].p)
+	parts[0].reply, parts[0].err = parts[0].l.in.send(ctx, taking{}, parts[0].p)
 	wg.Wait()
 
 	var err error
 	passed := true
 	for _, pt := range parts {
-		if pt.err == nil && pt.p.moved {
-			pt.err = errMoved
-		}
 		switch {
 		case pt.err != nil:
 			// an error of Redis's before a moved slot, which the caller
@@ -132,7 +125,7 @@ func (s *Store) split(ctx context.Context, parts []*part, out []sluice.Decision)
 	gctx := context.WithoutCancel(ctx)
 	for _, pt := range parts {
 		if pt.err == nil && pt.passed() && pt.charged() {
-			pt.back = pt.giveBack()
+			pt.back, pt.give = pt.giveBack()
 		}
 	}
 	var backErr error
@@ -145,12 +138,8 @@ func (s *Store) split(ctx context.Context, parts []*part, out []sluice.Decision)
 			// Twice at most: its token makes a second send safe.
 			var err error
 			for range 2 {
-				pt.s.deadlines(gctx, pt.back)
 				var reply []int64
-				reply, err = pt.s.call(gctx, pt.back)
-				if err == nil && pt.back.moved {
-					err = errMoved
-				}
+				reply, err = pt.l.giveBack(gctx, pt.give, pt.back)
 				if err == nil {
 					pt.back.reply = reply
 					return
@@ -192,18 +181,9 @@ func (s *Store) split(ctx context.Context, parts []*part, out []sluice.Decision)
 	return nil
 }
 
-// slotParts splits p's checks by slot on a Cluster, by hash tag on a
-// Ring: the parts one run through the Store's client can decide.
-func (s *Store) slotParts(p *pending) []*part {
-	if s.keys.share == shareSlot {
-		return parts(s, p, func(i int) uint16 { return slot(p.keys[i]) }, nil)
-	}
-	return parts(s, p, func(i int) string { return tagOf(p.keys[i]) }, nil)
-}
-
 // parts splits p's checks into parts of store s by id, in the order they
-// first appear; to, if not nil, is the node of each check.
-func parts[K comparable](s *Store, p *pending, id func(i int) K, to []*node) []*part {
+// first appear; to is the link of each check.
+func parts[K comparable](s *Store, p *pending, id func(i int) K, to func(i int) *link) []*part {
 	var parts []*part
 	var ids []K
 	for i, a := range p.args {
@@ -216,11 +196,7 @@ func parts[K comparable](s *Store, p *pending, id func(i int) K, to []*node) []*
 			}
 		}
 		if pt == nil {
-			pt = &part{s: s, p: newPending(p.now)}
-			pt.p.mode = modeTake
-			if to != nil {
-				pt.p.to = to[i]
-			}
+			pt = &part{s: s, l: to(i), p: newPending(p.now)}
 			parts = append(parts, pt)
 			ids = append(ids, k)
 		}
@@ -258,10 +234,8 @@ func (pt *part) charged() bool {
 // each check at the cost it was charged, 0 if none, with its receipt, and
 // a token of its own, a key in its first check's slot, which makes it
 // once only however often it is sent (see giveback in take.lua).
-func (pt *part) giveBack() *pending {
+func (pt *part) giveBack() (*pending, *giving) {
 	g := newPending(pt.p.now)
-	g.mode = modeGive
-	g.to = pt.p.to
 	g.keys = append(g.keys, pt.p.keys...)
 	g.keys = append(g.keys, pt.s.keys.prefix+"{"+tagOf(pt.p.keys[0])+"}:give:"+strconv.FormatUint(rand.Uint64(), 36))
 	for i, a := range pt.p.args {
@@ -270,8 +244,7 @@ func (pt *part) giveBack() *pending {
 		}
 		g.args = append(g.args, a)
 	}
-	g.taken = pt.reply
-	return g
+	return g, &giving{taken: pt.reply}
 }
 
 // decode writes the part's decisions from reply, stride numbers a check,
