@@ -283,7 +283,31 @@ func (p *pending) gaveUp(ctx context.Context) error {
 func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 	gaveUp := p.gaveUp(ctx)
 	self := gaveUp == nil
+	r := b.claim(p, self)
+	batch := r.batch
+	var err error
+	if len(batch) > 0 {
+		err = b.l.write(ctx, b.f, batch, &r.buf, len(batch) == 1 && self)
+	}
+	b.finish(r)
+	answer(batch, p, err)
+	own := p.reply
+	if err == nil {
+		err = p.err // its own request's alone (see run's redo)
+	}
+	clear(batch)
+
 	b.mu.Lock()
+	b.free = append(b.free, r)
+	b.endLocked()
+	return b.own(gaveUp, own, err)
+}
+
+// claim is the run that p leads, self if with p's own request, with as
+// much of the queue as fits, counted among the runs out.
+func (b *batcher) claim(p *pending, self bool) *run {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	var r *run
 	if n := len(b.free); n > 0 {
 		r, b.free = b.free[n-1], b.free[:n-1]
@@ -306,24 +330,28 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 	r.batch = batch
 	r.start = time.Now()
 	b.runs = append(b.runs, r)
-	b.mu.Unlock()
+	return r
+}
 
-	var err error
-	if len(batch) > 0 {
-		err = b.l.write(ctx, b.f, batch, &r.buf, len(batch) == 1 && self)
-	}
-	// Off the runs out (see stalled) before its requests are answered: a
-	// caller answered may put its request back in the pool at once.
+// finish takes r off the runs out (see stalled), before its requests are
+// answered: a caller answered may put its request back in the pool at
+// once.
+func (b *batcher) finish(r *run) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	for i, o := range b.runs {
 		if o == r {
 			last := len(b.runs) - 1
 			b.runs[i], b.runs[last] = b.runs[last], nil
 			b.runs = b.runs[:last]
-			break
+			return
 		}
 	}
-	b.mu.Unlock()
+}
+
+// answer wakes the callers of batch's requests but the leader's own (p),
+// each with its reply or the run's error err.
+func answer(batch []*pending, p *pending, err error) {
 	for _, q := range batch {
 		if q == p {
 			continue
@@ -335,16 +363,6 @@ func (b *batcher) lead(ctx context.Context, p *pending) ([]int64, error) {
 			q.wake <- struct{}{}
 		}
 	}
-	own := p.reply
-	if err == nil {
-		err = p.err // its own request's alone (see run's redo)
-	}
-	clear(batch)
-
-	b.mu.Lock()
-	b.free = append(b.free, r)
-	b.endLocked()
-	return b.own(gaveUp, own, err)
 }
 
 // endLocked ends a run's slot, with b.mu held, which it unlocks: the

@@ -83,56 +83,68 @@ func (pr *Pair) Take(ctx context.Context, now time.Time, checks []sluice.Check, 
 	if ctx.Err() != nil {
 		return stopped(ctx) // its deadline came before its turn: shed
 	}
-	type sub struct {
-		s      *Store
-		checks []sluice.Check
-		idx    []int // in checks
+	r := pr.split(checks)
+	// A second attempt, after a Cluster's slot moved, goes through the
+	// cluster client.
+	for attempt := range 2 {
+		err := r.decide(ctx, now, attempt > 0, out)
+		if err != errMoved {
+			return err
+		}
+		for _, sb := range r {
+			sb.s.t.moved(ctx)
+		}
 	}
-	subs := [2]sub{{s: pr.main}, {s: pr.second}}
+	return errMoved
+}
+
+// pairRequest is a request with checks on both of a Pair's stores: each
+// store's checks, decided in parts together (see split.go).
+type pairRequest [2]pairSub
+
+// pairSub is a request's checks on one of a Pair's stores.
+type pairSub struct {
+	s      *Store
+	checks []sluice.Check
+	idx    []int // in the request's checks
+}
+
+// split is the request of checks, each on its store.
+func (pr *Pair) split(checks []sluice.Check) pairRequest {
+	r := pairRequest{{s: pr.main}, {s: pr.second}}
 	for i, c := range checks {
 		j := 0
 		if pr.store(c.Rule) == pr.second {
 			j = 1
 		}
-		subs[j].checks = append(subs[j].checks, c)
-		subs[j].idx = append(subs[j].idx, i)
+		r[j].checks = append(r[j].checks, c)
+		r[j].idx = append(r[j].idx, i)
 	}
-	// A second attempt, after a Cluster's slot moved, goes through the
-	// cluster client.
-	for attempt := range 2 {
-		var all []*part
-		var ps []*pending
-		err := func() error {
-			for _, sb := range subs {
-				p, err := sb.s.request(now, sb.checks)
-				if err != nil {
-					return err
-				}
-				ps = append(ps, p)
-				parts, err := sb.s.t.parts(ctx, p, attempt > 0)
-				if err != nil {
-					return err
-				}
-				for _, pt := range parts {
-					for k, i := range pt.idx {
-						pt.idx[k] = sb.idx[i]
-					}
-				}
-				all = append(all, parts...)
-			}
-			return pr.main.split(ctx, all, out)
-		}()
-		for _, p := range ps {
-			p.release()
-		}
-		if err != errMoved {
+	return r
+}
+
+// decide decides r at now, its parts on each store's nodes, or through
+// each store's client (byClient: see transport.parts).
+func (r *pairRequest) decide(ctx context.Context, now time.Time, byClient bool, out []sluice.Decision) error {
+	var all []*part
+	for _, sb := range r {
+		p, err := sb.s.request(now, sb.checks)
+		if err != nil {
 			return err
 		}
-		for _, sb := range subs {
-			sb.s.t.moved(ctx)
+		defer p.release()
+		parts, err := sb.s.t.parts(ctx, p, byClient)
+		if err != nil {
+			return err
 		}
+		for _, pt := range parts {
+			for k, i := range pt.idx {
+				pt.idx[k] = sb.idx[i]
+			}
+		}
+		all = append(all, parts...)
 	}
-	return errMoved
+	return r[0].s.split(ctx, all, out)
 }
 
 // Load loads the script into both stores' Redis: see Store.Load.

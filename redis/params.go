@@ -179,91 +179,103 @@ func paramsOf(sp *algo.Spec) (*params, error) {
 // ns: exactly the algorithms' ⌈x·h/q⌉ ns. The bounds keep every sum of
 // debts (at most 2·span + m) and every product in the script below 2^53.
 func newParams(sp *algo.Spec) *params {
-	name, l := sp.Key.Name, sluice.Limit{Rate: sp.Key.Rate, Period: sp.Key.Period, Burst: sp.Key.Burst}
+	l := sluice.Limit{Rate: sp.Key.Rate, Period: sp.Key.Period, Burst: sp.Key.Burst}
 	p := &params{quota: sp.Quota(), charge: sp.Charge, limit: l}
-	var a [6]int64
+	var err error
 	switch sp.Kind {
 	case algo.KindBucket, algo.KindWide:
-		p.kind, p.code = kindBucket, "b"
-		burst := l.Capacity()
-		pp, q, h := int64(1), int64(0), int64(1)
-		if l.Rate > 0 {
-			g := gcd(int64(l.Period), l.Rate)
-			pp, q = int64(l.Period)/g, l.Rate/g
-			h = gcd(1000, pp)
-		}
-		pt := pp / h
-		if q > maxTickRate/1000 {
-			p.err = fmt.Errorf("%w: rule %q: %v is more than 2^52 ticks per µs", ErrOutOfRange, name, l)
-			return p
-		}
-		m := 1000 * q / h
-		if burst > 0 && pt > maxSpan/burst {
-			p.err = fmt.Errorf("%w: rule %q: a bucket of %v is more than 2^51 units of %d/%d ns", ErrOutOfRange, name, l, h, max(q, 1))
-			return p
-		}
-		a = [6]int64{burst * pt, pt, m, h, q, burst}
-		// A bucket's debt is at most a full bucket's, span units of h/q
-		// ns, or twice that in debt recorded by a usage charge: its state
-		// is idle that long after it was written, at most.
-		if q > 0 {
-			p.ttl = ceilDiv(burst*pt*h, q*1e6)    // below 2^51·1000: no overflow
-			p.dttl = ceilDiv(2*burst*pt*h, q*1e6) // below 2^52·1000
-		}
-		// The debt is kept in units of h/q ns (h/q in lowest terms), or
-		// of requests at Rate 0: a limit with other units must not read
-		// it as its own, so they name the state ("b" for the common µs).
-		switch {
-		case q == 0:
-			p.code = "b0"
-		case h != 1000 || q != 1:
-			p.code = "b" + strconv.FormatInt(h, 10) + "/" + strconv.FormatInt(q, 10)
-		}
+		err = p.bucket()
+	case algo.KindFixed:
+		err = p.window(kindFixed, "f")
+	case algo.KindCounter:
+		err = p.window(kindCounter, "c")
 	default:
-		switch sp.Kind {
-		case algo.KindFixed:
-			p.kind, p.code = kindFixed, "f"
-		case algo.KindCounter:
-			p.kind, p.code = kindCounter, "c"
-		default:
-			p.kind, p.code = kindLog, "lu"
-		}
-		if l.Period%time.Microsecond != 0 {
-			p.err = fmt.Errorf("%w: rule %q: a window's period must be whole microseconds, not %v", ErrOutOfRange, name, l.Period)
-			return p
-		}
-		us := int64(l.Period / time.Microsecond)
-		if us > maxPeriodUS {
-			p.err = fmt.Errorf("%w: rule %q: period %v is more than 2^51 µs", ErrOutOfRange, name, l.Period)
-			return p
-		}
-		if l.Rate > maxRate {
-			p.err = fmt.Errorf("%w: rule %q: rate %d is more than 10^12 per window", ErrOutOfRange, name, l.Rate)
-			return p
-		}
-		a = [6]int64{l.Rate, us}
-		// A window's state is written in its window and counts until its
-		// end, or the next's for the sliding counter; the log's entries
-		// count for a period.
-		p.ttl = ceilDiv(us, 1000)
-		switch p.kind {
-		case kindCounter:
-			p.ttl *= 2 // the counter's state counts into the next window
-		case kindLog:
-			// The log's TTL is set lazily, once in each aligned span
-			// (a3) of logSpan Periods at least (see logSpan), and keeps
-			// the key a Period past the span's end.
-			a[2] = logSpan * us
-			p.ttl *= logSpan + 1
-		}
-		p.wcode = windowSeconds
-		if us%1e6 != 0 {
-			p.wcode = windowMicros
-		}
+		err = p.window(kindLog, "lu")
 	}
-	p.a = a
+	if err != nil {
+		p.err = fmt.Errorf("%w: rule %q: %w", ErrOutOfRange, sp.Key.Name, err)
+		return p
+	}
 	p.fill(&p.rec, idleSlack)
 	return p
+}
+
+// bucket sets p's arithmetic for a bucket of p.limit (see newParams), or
+// errs for a limit outside the exact range.
+func (p *params) bucket() error {
+	l := p.limit
+	p.kind, p.code = kindBucket, "b"
+	burst := l.Capacity()
+	pp, q, h := int64(1), int64(0), int64(1)
+	if l.Rate > 0 {
+		g := gcd(int64(l.Period), l.Rate)
+		pp, q = int64(l.Period)/g, l.Rate/g
+		h = gcd(1000, pp)
+	}
+	pt := pp / h
+	if q > maxTickRate/1000 {
+		return fmt.Errorf("%v is more than 2^52 ticks per µs", l)
+	}
+	m := 1000 * q / h
+	if burst > 0 && pt > maxSpan/burst {
+		return fmt.Errorf("a bucket of %v is more than 2^51 units of %d/%d ns", l, h, max(q, 1))
+	}
+	p.a = [6]int64{burst * pt, pt, m, h, q, burst}
+	// A bucket's debt is at most a full bucket's, span units of h/q
+	// ns, or twice that in debt recorded by a usage charge: its state
+	// is idle that long after it was written, at most.
+	if q > 0 {
+		p.ttl = ceilDiv(burst*pt*h, q*1e6)    // below 2^51·1000: no overflow
+		p.dttl = ceilDiv(2*burst*pt*h, q*1e6) // below 2^52·1000
+	}
+	// The debt is kept in units of h/q ns (h/q in lowest terms), or
+	// of requests at Rate 0: a limit with other units must not read
+	// it as its own, so they name the state ("b" for the common µs).
+	switch {
+	case q == 0:
+		p.code = "b0"
+	case h != 1000 || q != 1:
+		p.code = "b" + strconv.FormatInt(h, 10) + "/" + strconv.FormatInt(q, 10)
+	}
+	return nil
+}
+
+// window sets p's arithmetic for a window of kind k, its state's layout
+// code, for p.limit, or errs for a limit outside the exact range.
+func (p *params) window(k int, code string) error {
+	l := p.limit
+	p.kind, p.code = k, code
+	if l.Period%time.Microsecond != 0 {
+		return fmt.Errorf("a window's period must be whole microseconds, not %v", l.Period)
+	}
+	us := int64(l.Period / time.Microsecond)
+	if us > maxPeriodUS {
+		return fmt.Errorf("period %v is more than 2^51 µs", l.Period)
+	}
+	if l.Rate > maxRate {
+		return fmt.Errorf("rate %d is more than 10^12 per window", l.Rate)
+	}
+	a := [6]int64{l.Rate, us}
+	// A window's state is written in its window and counts until its
+	// end, or the next's for the sliding counter; the log's entries
+	// count for a period.
+	p.ttl = ceilDiv(us, 1000)
+	switch p.kind {
+	case kindCounter:
+		p.ttl *= 2 // the counter's state counts into the next window
+	case kindLog:
+		// The log's TTL is set lazily, once in each aligned span
+		// (a3) of logSpan Periods at least (see logSpan), and keeps
+		// the key a Period past the span's end.
+		a[2] = logSpan * us
+		p.ttl *= logSpan + 1
+	}
+	p.a = a
+	p.wcode = windowSeconds
+	if us%1e6 != 0 {
+		p.wcode = windowMicros
+	}
+	return nil
 }
 
 // ceilDiv is ⌈a/b⌉ for a >= 0, b > 0.

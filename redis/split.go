@@ -77,7 +77,7 @@ type part struct {
 }
 
 // split decides a request in parts, each on its node (see parts and
-// nodeSet.decide). It returns errMoved, having given back what the others
+// cluster.decide). It returns errMoved, having given back what the others
 // charged, when a part's node no longer held one of its keys.
 func (s *Store) split(ctx context.Context, parts []*part, out []sluice.Decision) error {
 	defer func() {
@@ -92,76 +92,17 @@ func (s *Store) split(ctx context.Context, parts []*part, out []sluice.Decision)
 		return fmt.Errorf("%w: %d parts, at most %d", ErrCrossSlot, len(parts), maxParts)
 	}
 	s.st.splits.Add(1)
-	var wg sync.WaitGroup
-	for _, pt := range parts[1:] {
-		wg.Go(func() { pt.reply, pt.err = pt.l.in.send(ctx, taking{}, pt.p) })
-	}
-	parts[0].reply, parts[0].err = parts[0].l.in.send(ctx, taking{}, parts[0].p)
-	wg.Wait()
-
-	var err error
-	passed := true
-	for _, pt := range parts {
-		switch {
-		case pt.err != nil:
-			// an error of Redis's before a moved slot, which the caller
-			// would redo
-			if err == nil || err == errMoved {
-				err = pt.err
-			}
-		case !pt.passed():
-			passed = false
-		}
-	}
+	takeParts(ctx, parts)
+	passed, err := outcome(parts)
 	if err == nil && passed {
 		for _, pt := range parts {
 			pt.decode(pt.reply, 8, out)
 		}
 		return nil
 	}
-
 	// Give back every part that charged: even for a caller that gave up,
 	// under the store's own deadline.
-	gctx := context.WithoutCancel(ctx)
-	for _, pt := range parts {
-		if pt.err == nil && pt.passed() && pt.charged() {
-			pt.back, pt.give = pt.giveBack()
-		}
-	}
-	var backErr error
-	for _, pt := range parts {
-		if pt.back == nil {
-			continue
-		}
-		wg.Go(func() {
-			pt.s.st.giveBacks.Add(1)
-			// Twice at most: its token makes a second send safe.
-			var err error
-			for range 2 {
-				var reply []int64
-				reply, err = pt.l.giveBack(gctx, pt.give, pt.back)
-				if err == nil {
-					pt.back.reply = reply
-					return
-				}
-				if err == errMoved {
-					break
-				}
-			}
-			pt.err = fmt.Errorf("redis: giving back a part of a request denied across slots: %w", err)
-		})
-	}
-	wg.Wait()
-	for _, pt := range parts {
-		if pt.back != nil && pt.err != nil {
-			pt.s.st.errors.Add(1)
-			pt.s.st.giveBackErrors.Add(1)
-			if backErr == nil {
-				backErr = pt.err
-			}
-		}
-	}
-	if err == nil {
+	if backErr := giveBack(context.WithoutCancel(ctx), parts); err == nil {
 		err = backErr
 	}
 	if err != nil {
@@ -179,6 +120,75 @@ func (s *Store) split(ctx context.Context, parts []*part, out []sluice.Decision)
 		}
 	}
 	return nil
+}
+
+// takeParts takes every part at once: the first in this goroutine, the
+// others each in one of its own.
+func takeParts(ctx context.Context, parts []*part) {
+	var wg sync.WaitGroup
+	for _, pt := range parts[1:] {
+		wg.Go(func() { pt.reply, pt.err = pt.l.in.send(ctx, taking{}, pt.p) })
+	}
+	parts[0].reply, parts[0].err = parts[0].l.in.send(ctx, taking{}, parts[0].p)
+	wg.Wait()
+}
+
+// outcome reports whether every part passed, and the parts' error: an
+// error of Redis's before a moved slot, which the caller would redo.
+func outcome(parts []*part) (passed bool, err error) {
+	passed = true
+	for _, pt := range parts {
+		switch {
+		case pt.err != nil:
+			if err == nil || err == errMoved {
+				err = pt.err
+			}
+		case !pt.passed():
+			passed = false
+		}
+	}
+	return passed, err
+}
+
+// giveBack gives back every part that passed and charged, at once, each
+// twice at most: its token makes a second send safe. It returns the
+// first give-back's error, counted.
+func giveBack(ctx context.Context, parts []*part) error {
+	var wg sync.WaitGroup
+	for _, pt := range parts {
+		if pt.err != nil || !pt.passed() || !pt.charged() {
+			continue
+		}
+		pt.back, pt.give = pt.giveBack()
+		wg.Go(func() {
+			pt.s.st.giveBacks.Add(1)
+			var err error
+			for range 2 {
+				var reply []int64
+				reply, err = pt.l.giveBack(ctx, pt.give, pt.back)
+				if err == nil {
+					pt.back.reply = reply
+					return
+				}
+				if err == errMoved {
+					break
+				}
+			}
+			pt.err = fmt.Errorf("redis: giving back a part of a request denied across slots: %w", err)
+		})
+	}
+	wg.Wait()
+	var backErr error
+	for _, pt := range parts {
+		if pt.back != nil && pt.err != nil {
+			pt.s.st.errors.Add(1)
+			pt.s.st.giveBackErrors.Add(1)
+			if backErr == nil {
+				backErr = pt.err
+			}
+		}
+	}
+	return backErr
 }
 
 // parts splits p's checks into parts of store s by id, in the order they
