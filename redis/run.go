@@ -68,8 +68,8 @@ func (l *link) run(ctx context.Context, f flavour, batch []*pending, buf *runBuf
 	if !lend {
 		buf = new(runBuf)
 	}
-	e := encoder{l: l, f: f, batch: batch, lend: lend, redo: redo}
-	args := e.encode(buf)
+	e := encoder{l: l, f: f, lend: lend, redo: redo}
+	args := e.encode(batch, buf)
 	if lend {
 		// The slices go back for the next run once the call is over: the
 		// client keeps nothing of a command after it returns.
@@ -114,13 +114,13 @@ func (b *runBuf) reset(args []any) {
 }
 
 // encoder writes one run's command: its ARGV head, the requests, the
-// keys and the rules.
+// keys and the rules. The batch and the buffers are arguments of its
+// methods, not fields: the compiler keeps them on the stack so.
 type encoder struct {
-	l     *link
-	f     flavour
-	batch []*pending
-	lend  bool
-	redo  bool
+	l    *link
+	f    flavour
+	lend bool
+	redo bool
 	// guess is the time of the one-byte requests on a window's counter,
 	// which go with their window's key (see appendKeys).
 	guess            int64
@@ -131,19 +131,19 @@ type encoder struct {
 // ARGV[1] and the rules' records. Sent to a Cluster node, the keys go
 // last, in ARGV. The run's rules are each sent once however many
 // requests name them.
-func (e *encoder) encode(buf *runBuf) []any {
+func (e *encoder) encode(batch []*pending, buf *runBuf) []any {
 	s := e.l.s
 	clock := s.clock && !e.l.node
 	var rbuf [4]runRule
-	run, rules := e.requests(buf, rbuf[:0])
+	run, rules := e.requests(batch, buf, rbuf[:0])
 	nkeys := 0
-	for _, p := range e.batch {
+	for _, p := range batch {
 		nkeys += len(p.keys)
 	}
 	if clock {
 		nkeys++
 	}
-	putRunHead(run, runFlags(e.l.node, clock, e.f.mode(), e.anyFast), e.batch[0].now, e.guess, len(rules), len(e.batch))
+	putRunHead(run, runFlags(e.l.node, clock, e.f.mode(), e.anyFast), batch[0].now, e.guess, len(rules), len(batch))
 	buf.run = run
 	args := slices.Grow(buf.args[:0], 3+nkeys+1+len(rules))
 	fn := takeFnArg
@@ -158,7 +158,7 @@ func (e *encoder) encode(buf *runBuf) []any {
 		args = append(args, s.clockArg)
 	}
 	tail := len(args) // where the keys begin
-	args = e.appendKeys(buf, args)
+	args = e.appendKeys(batch, buf, args)
 	args = append(args, run)
 	for _, r := range rules {
 		args = append(args, s.record(r))
@@ -179,8 +179,8 @@ func (e *encoder) encode(buf *runBuf) []any {
 // request after the shape. Those requests share one time, so they go
 // only in runs whose requests all have the same: at Redis TIME, every
 // run. It adds the requests' rules to rules.
-func (e *encoder) requests(buf *runBuf, rules []runRule) ([]byte, []runRule) {
-	s, batch := e.l.s, e.batch
+func (e *encoder) requests(batch []*pending, buf *runBuf, rules []runRule) ([]byte, []runRule) {
+	s := e.l.s
 	size := 0
 	for _, p := range batch {
 		size += 16 + 32*len(p.args)
@@ -241,11 +241,11 @@ func appendRequest(f flavour, run []byte, rules []runRule, p *pending) ([]byte, 
 // appended, are made in kb, sized first so that it never moves, and go as
 // strings over its bytes (wkeys, for their addresses): no allocation per
 // request.
-func (e *encoder) appendKeys(buf *runBuf, args []any) []any {
+func (e *encoder) appendKeys(batch []*pending, buf *runBuf, args []any) []any {
 	clock := e.l.s.clock
 	shape := buf.run[runHead:] // a request's byte: its rule if it went as one byte
 	need, nw := 0, 0
-	for j, p := range e.batch {
+	for j, p := range batch {
 		if shape[j] != 0 && p.args[0].p.windowed(clock) {
 			need += len(p.keys[0]) + 20
 			nw++
@@ -253,7 +253,7 @@ func (e *encoder) appendKeys(buf *runBuf, args []any) []any {
 	}
 	kb := slices.Grow(buf.kb[:0], need)
 	wkeys := slices.Grow(buf.wkeys[:0], nw)
-	for j, p := range e.batch {
+	for j, p := range batch {
 		if shape[j] != 0 && p.args[0].p.windowed(clock) {
 			from := len(kb)
 			kb = p.args[0].p.appendWindowStart(append(kb, p.keys[0]...), e.guess)
