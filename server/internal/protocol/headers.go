@@ -20,7 +20,8 @@ const (
 	HeadersNone                     // no rate-limit header
 )
 
-// HeaderNames name the headers of HeadersEnvoy.
+// HeaderNames name the headers of HeadersEnvoy: server.HeaderNames, with
+// its defaults filled in, converts to it field by field.
 type HeaderNames struct {
 	Limit     string // the limit: requests_per_unit
 	Remaining string // what is left of it

@@ -43,7 +43,8 @@ type Service struct {
 	// log). Its error is a *decide.BadRequest for a malformed request, or
 	// the context's, or the store's refusal.
 	Decide func(ctx context.Context, snap *Snapshot, req *decide.Request, e Endpoint) (*decide.Outcome, error)
-	// RLSLimit is what the server keeps of l made by NewRLSLimit.
+	// RLSLimit returns l as RLS reports it, which the server made with
+	// NewRLSLimit when it made l, and keeps beside it.
 	RLSLimit func(l *decide.Limit) *RLSLimit
 	// Log takes the errors no client is told of.
 	Log *slog.Logger
