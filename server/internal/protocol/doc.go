@@ -26,7 +26,9 @@
 // themselves are package server's, which also registers the adapters'
 // handlers (Adapters.RLS, ServeJSON, ServeAuth).
 //
-// The package is internal to the server module: its types are the contract
-// between the server's parts, free to change with them, and the server's
-// public face (server.Server.ShouldRateLimit, Handler) stays one.
+// The three protocols share one package because they share more than they
+// differ: POST /json is RLS in JSON, and forward auth writes the same
+// headers and errors. It is internal to the server module: its types are
+// the contract between the server's parts, free to change with them; the
+// public face stays package server's Server.ShouldRateLimit and Handler.
 package protocol
