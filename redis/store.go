@@ -158,7 +158,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		s.clockArg = s.clockKey
 	}
 	s.main = newLink(s, client, v, false)
-	if err := s.transport(o, cc); err != nil {
+	if err := s.choose(o, cc); err != nil {
 		return nil, err
 	}
 	if s.keys.share != shareNothing && !o.noSplit {
@@ -176,11 +176,11 @@ func viaOf(ctxTimeouts bool) via {
 	return viaAside
 }
 
-// transport chooses how s's requests reach Redis: on a Cluster with
+// choose chooses how s's requests reach Redis: on a Cluster with
 // batching, runs per node; on a single Redis with batching, batched;
 // else a run per request, through the client's autopipeliner unless
 // WithoutAutoPipeline. The deny cache goes over it.
-func (s *Store) transport(o options, cc *goredis.ClusterClient) error {
+func (s *Store) choose(o options, cc *goredis.ClusterClient) error {
 	d := direct{s: s, l: s.main}
 	switch {
 	case cc != nil && o.batching:
