@@ -139,7 +139,7 @@ func TakeThenGiveBack(ctx context.Context, s *Store, t1, t2 time.Time, checks []
 	if between != nil {
 		between()
 	}
-	g, give := pt.giveBack()
+	g, give := pt.giveBack(), &giving{taken: pt.reply}
 	defer g.release()
 	g.now = float64(t2.UnixMicro())
 	for range sends {

@@ -127,12 +127,20 @@ func (pr *Pair) split(checks []sluice.Check) pairRequest {
 // each store's client (byClient: see transport.parts).
 func (r *pairRequest) decide(ctx context.Context, now time.Time, byClient bool, out []sluice.Decision) error {
 	var all []*part
-	for _, sb := range r {
+	var ps [2]*pending
+	defer func() {
+		for _, p := range ps {
+			if p != nil {
+				p.release()
+			}
+		}
+	}()
+	for k, sb := range r {
 		p, err := sb.s.request(now, sb.checks)
 		if err != nil {
 			return err
 		}
-		defer p.release()
+		ps[k] = p
 		parts, err := sb.s.t.parts(ctx, p, byClient)
 		if err != nil {
 			return err

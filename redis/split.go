@@ -73,7 +73,7 @@ type part struct {
 	// back is its give-back, if it was charged, with its take's receipts
 	// (give).
 	back *pending
-	give *giving
+	give giving
 }
 
 // split decides a request in parts, each on its node (see parts and
@@ -92,7 +92,8 @@ func (s *Store) split(ctx context.Context, parts []*part, out []sluice.Decision)
 		return fmt.Errorf("%w: %d parts, at most %d", ErrCrossSlot, len(parts), maxParts)
 	}
 	s.st.splits.Add(1)
-	takeParts(ctx, parts)
+	var wg sync.WaitGroup // one for the takes and the give-backs
+	takeParts(ctx, &wg, parts)
 	passed, err := outcome(parts)
 	if err == nil && passed {
 		for _, pt := range parts {
@@ -102,7 +103,7 @@ func (s *Store) split(ctx context.Context, parts []*part, out []sluice.Decision)
 	}
 	// Give back every part that charged: even for a caller that gave up,
 	// under the store's own deadline.
-	if backErr := giveBack(context.WithoutCancel(ctx), parts); err == nil {
+	if backErr := giveBack(context.WithoutCancel(ctx), &wg, parts); err == nil {
 		err = backErr
 	}
 	if err != nil {
@@ -124,8 +125,7 @@ func (s *Store) split(ctx context.Context, parts []*part, out []sluice.Decision)
 
 // takeParts takes every part at once: the first in this goroutine, the
 // others each in one of its own.
-func takeParts(ctx context.Context, parts []*part) {
-	var wg sync.WaitGroup
+func takeParts(ctx context.Context, wg *sync.WaitGroup, parts []*part) {
 	for _, pt := range parts[1:] {
 		wg.Go(func() { pt.reply, pt.err = pt.l.in.send(ctx, taking{}, pt.p) })
 	}
@@ -153,19 +153,19 @@ func outcome(parts []*part) (passed bool, err error) {
 // giveBack gives back every part that passed and charged, at once, each
 // twice at most: its token makes a second send safe. It returns the
 // first give-back's error, counted.
-func giveBack(ctx context.Context, parts []*part) error {
-	var wg sync.WaitGroup
+func giveBack(ctx context.Context, wg *sync.WaitGroup, parts []*part) error {
 	for _, pt := range parts {
 		if pt.err != nil || !pt.passed() || !pt.charged() {
 			continue
 		}
-		pt.back, pt.give = pt.giveBack()
+		pt.back = pt.giveBack()
+		pt.give.taken = pt.reply
 		wg.Go(func() {
 			pt.s.st.giveBacks.Add(1)
 			var err error
 			for range 2 {
 				var reply []int64
-				reply, err = pt.l.giveBack(ctx, pt.give, pt.back)
+				reply, err = pt.l.giveBack(ctx, &pt.give, pt.back)
 				if err == nil {
 					pt.back.reply = reply
 					return
@@ -244,7 +244,7 @@ func (pt *part) charged() bool {
 // each check at the cost it was charged, 0 if none, with its receipt, and
 // a token of its own, a key in its first check's slot, which makes it
 // once only however often it is sent (see giveback in take.lua).
-func (pt *part) giveBack() (*pending, *giving) {
+func (pt *part) giveBack() *pending {
 	g := newPending(pt.p.now)
 	g.keys = append(g.keys, pt.p.keys...)
 	g.keys = append(g.keys, pt.s.keys.prefix+"{"+tagOf(pt.p.keys[0])+"}:give:"+strconv.FormatUint(rand.Uint64(), 36))
@@ -254,7 +254,7 @@ func (pt *part) giveBack() (*pending, *giving) {
 		}
 		g.args = append(g.args, a)
 	}
-	return g, &giving{taken: pt.reply}
+	return g
 }
 
 // decode writes the part's decisions from reply, stride numbers a check,
