@@ -1,7 +1,6 @@
 package sluice_test
 
 import (
-	"bufio"
 	"fmt"
 	"go/ast"
 	"go/doc"
@@ -16,11 +15,11 @@ import (
 )
 
 // TestDocCode holds the code that newcomers read first to the API: every
-// ```go block of README.md, and every Go code block of the package
-// documentation, must appear line for line in the body of an Example
-// function of this module that has an // Output: comment, which go test
-// compiles and runs. To change such a block, change its Example and copy
-// the lines back.
+// Go code block of the package documentation must appear line for line in
+// the body of an Example function of this module that has an // Output:
+// comment, which go test compiles and runs. To change such a block, change
+// its Example and copy the lines back. (The README shows whole programs,
+// which TestREADMEPrograms builds and runs.)
 func TestDocCode(t *testing.T) {
 	bodies := exampleBodies(t)
 	check := func(where, code string) {
@@ -33,14 +32,6 @@ func TestDocCode(t *testing.T) {
 		}
 		t.Errorf("%s: this code is in no Example of the module with an // Output: comment, so nothing compiles or runs it:\n%s\n"+
 			"Copy it from the Example it was taken from, or write one that holds it.", where, code)
-	}
-
-	blocks := readmeBlocks(t, "README.md")
-	if len(blocks) < 2 {
-		t.Fatalf("README.md has %d ```go blocks; the library and keyed-limits sections have one each", len(blocks))
-	}
-	for _, b := range blocks {
-		check(fmt.Sprintf("README.md:%d", b.line), b.code)
 	}
 
 	code := packageDocGo(t, "doc.go")
@@ -112,49 +103,6 @@ func exampleBodies(t *testing.T) []example {
 	}
 	if len(out) == 0 {
 		t.Fatal("found no Example with output in the module")
-	}
-	return out
-}
-
-type block struct {
-	line int // of the opening fence
-	code string
-}
-
-// readmeBlocks returns the ```go blocks of a Markdown file.
-func readmeBlocks(t *testing.T, name string) []block {
-	t.Helper()
-	f, err := os.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var (
-		out  []block
-		cur  *block
-		code []string
-		n    int
-	)
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		n++
-		line := strings.TrimRight(sc.Text(), " \t")
-		switch {
-		case cur == nil && line == "```go":
-			cur, code = &block{line: n}, nil
-		case cur != nil && line == "```":
-			cur.code = strings.Join(code, "\n")
-			out = append(out, *cur)
-			cur = nil
-		case cur != nil:
-			code = append(code, line)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if cur != nil {
-		t.Fatalf("%s:%d: ```go block never closed", name, cur.line)
 	}
 	return out
 }
