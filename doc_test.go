@@ -1,6 +1,7 @@
 package sluice_test
 
 import (
+	"bufio"
 	"fmt"
 	"go/ast"
 	"go/doc"
@@ -15,8 +16,9 @@ import (
 )
 
 // TestDocCode holds the code that newcomers read first to the API: every
-// Go code block of the package documentation must appear line for line in
-// the body of an Example function of this module that has an // Output:
+// Go code block of the package documentation, and every ```go block of
+// docs/library.md, which it links to, must appear line for line in the
+// body of an Example function of this module that has an // Output:
 // comment, which go test compiles and runs. To change such a block, change
 // its Example and copy the lines back. (The README shows whole programs,
 // which TestREADMEPrograms builds and runs.)
@@ -35,11 +37,19 @@ func TestDocCode(t *testing.T) {
 	}
 
 	code := packageDocGo(t, "doc.go")
-	if len(code) < 2 {
-		t.Fatalf("doc.go has %d Go code blocks; Where to start and Time is a parameter have one each", len(code))
+	if len(code) < 1 {
+		t.Fatal("doc.go has no Go code block; the package comment shows a token bucket at explicit times")
 	}
 	for i, c := range code {
 		check(fmt.Sprintf("doc.go, Go block %d", i+1), c)
+	}
+
+	blocks := markdownGo(t, "docs/library.md")
+	if len(blocks) < 3 {
+		t.Fatalf("docs/library.md has %d ```go blocks; the Limiter, time as a parameter and usage have one each", len(blocks))
+	}
+	for _, b := range blocks {
+		check(fmt.Sprintf("docs/library.md:%d", b.line), b.code)
 	}
 }
 
@@ -103,6 +113,49 @@ func exampleBodies(t *testing.T) []example {
 	}
 	if len(out) == 0 {
 		t.Fatal("found no Example with output in the module")
+	}
+	return out
+}
+
+type block struct {
+	line int // of the opening fence
+	code string
+}
+
+// markdownGo returns the ```go blocks of a Markdown file.
+func markdownGo(t *testing.T, name string) []block {
+	t.Helper()
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var (
+		out  []block
+		cur  *block
+		code []string
+		n    int
+	)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		n++
+		line := strings.TrimRight(sc.Text(), " \t")
+		switch {
+		case cur == nil && line == "```go":
+			cur, code = &block{line: n}, nil
+		case cur != nil && line == "```":
+			cur.code = strings.Join(code, "\n")
+			out = append(out, *cur)
+			cur = nil
+		case cur != nil:
+			code = append(code, line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if cur != nil {
+		t.Fatalf("%s:%d: ```go block never closed", name, cur.line)
 	}
 	return out
 }
