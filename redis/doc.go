@@ -13,19 +13,17 @@
 //	store, err := redis.New(client, redis.WithPrefix("myapp:"))
 //	lim, err := sluice.NewLimiter(store, sluice.WithFallback(memoryStore))
 //
-// New takes a Sentinel failover client or a cluster client as well. A
-// service calls Store.Load before it takes traffic, so that a cold start
-// under load does not load the script on every first call. The options:
-// WithPrefix for the keys; WithTimeout (50ms) for a call and its wait for
-// a turn; WithMaxInFlight, WithMaxBatch, WithBreaker and WithDenyCache for
-// load and outages; WithCallerTime to decide at the callers' time rather
-// than Redis TIME; WithHashTag, WithoutSplit and WithoutBatching for a
-// Cluster. NewPair puts the per-second limits in a Redis of their own.
-//
-// What it guarantees:
+// New takes a Sentinel or cluster client as well. Call Store.Load before
+// taking traffic, so that a cold start does not load the script on every
+// first call. Options: WithPrefix; WithTimeout (50ms) for a call and its
+// wait for a turn; WithMaxInFlight, WithMaxBatch, WithBreaker and
+// WithDenyCache for load and outages; WithCallerTime to decide at the
+// callers' time, not Redis TIME; WithHashTag, WithoutSplit and
+// WithoutBatching for a Cluster. NewPair puts the per-second limits in a
+// Redis of their own. What it guarantees:
 //
 //   - Exact: a request, all its checks, is decided by one run of one Lua
-//     script, all or nothing, with the same decisions as the memory store.
+//     script, all or nothing, with the single-key algorithms' decisions.
 //     A limit the script cannot hold exactly is refused before any call
 //     (ErrOutOfRange, which wraps sluice.ErrRefused).
 //   - Cluster: each run goes to the master that holds its keys. A request
