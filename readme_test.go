@@ -144,7 +144,8 @@ func workspaceCopy(t *testing.T, gobin string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(gobin, "work", "edit", "-json")
+	// The file is named, so that this holds under GOWORK=off too.
+	cmd := exec.Command(gobin, "work", "edit", "-json", "go.work")
 	cmd.Dir = root
 	js, err := cmd.Output()
 	if err != nil {
