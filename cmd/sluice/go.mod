@@ -11,6 +11,7 @@ require (
 	github.com/sluicehq/sluice/config v0.1.0
 	github.com/sluicehq/sluice/redis v0.1.0
 	github.com/sluicehq/sluice/server v0.1.0
+	golang.org/x/mod v0.43.0
 	google.golang.org/grpc v1.85.0
 )
 
