@@ -663,11 +663,12 @@ func TestWindowKeys(t *testing.T) {
 	}
 }
 
-// fcallHook records in fns the function each FCALL names.
+// fcallHook records in fns the function each FCALL names, but for the
+// runs that hold others back (see hold).
 func fcallHook(mu *sync.Mutex, fns *[]string) processHook {
 	return func(next goredis.ProcessHook) goredis.ProcessHook {
 		return func(ctx context.Context, cmd goredis.Cmder) error {
-			if args := cmd.Args(); cmd.Name() == "fcall" && len(args) > 1 {
+			if args := cmd.Args(); cmd.Name() == "fcall" && len(args) > 1 && !slices.ContainsFunc(args, isHolderKey) {
 				mu.Lock()
 				*fns = append(*fns, fmt.Sprint(args[1]))
 				mu.Unlock()
@@ -675,6 +676,13 @@ func fcallHook(mu *sync.Mutex, fns *[]string) processHook {
 			return next(ctx, cmd)
 		}
 	}
+}
+
+// isHolderKey reports whether a command's argument is the key of a run
+// that holds others back (see hold).
+func isHolderKey(a any) bool {
+	k, ok := a.(string)
+	return ok && strings.Contains(k, "{holder}")
 }
 
 // TestFixedRunFunction: at Redis TIME, a run whose every request is one
@@ -741,25 +749,31 @@ func TestFixedRunFunction(t *testing.T) {
 }
 
 // takeInOneRun queues requests of one check each, checks[i] at cost
-// costs[i], in order, and has s send them in one run; it returns their
-// decisions.
-func takeInOneRun(t *testing.T, s *redis.Store, now time.Time, costs []int64, checks []sluice.Check) []sluice.Decision {
+// costs[i], in order, behind a run held out on srv paused (see hold), and
+// has s send them in one run once it resumes; it returns their decisions.
+// s's timeout must outlast the wait.
+func takeInOneRun(t *testing.T, srv *server, s *redis.Store, now time.Time, costs []int64, checks []sluice.Check) []sluice.Decision {
 	t.Helper()
-	release := redis.HoldLeaders(s)
+	resume := srv.pause(t)
+	h := hold(t, s)
+	calls := s.Stats().Calls
 	var wg sync.WaitGroup
 	out := make([]sluice.Decision, len(checks))
 	for i, c := range checks {
 		wg.Go(func() {
 			d := make([]sluice.Decision, 1)
-			if err := s.Take(context.Background(), now, costed(costs[i], []sluice.Check{c}), d); err != nil {
+			if err := waitingTake(context.Background(), s, now, costed(costs[i], []sluice.Check{c}), d); err != nil {
 				t.Error(err)
 			}
 			out[i] = d[0]
 		})
-		waitQueued(t, s, i+1)
+		waitParked(t, s, i+2, calls+int64(i+1))
 	}
-	release()
+	resume()
 	wg.Wait()
+	if err := <-h.done; err != nil {
+		t.Fatal(err)
+	}
 	return out
 }
 
@@ -769,7 +783,7 @@ func takeInOneRun(t *testing.T, s *redis.Store, now time.Time, costs []int64, ch
 // take.
 func TestFixedRunRules(t *testing.T) {
 	srv := startRedis(t)
-	rc := srv.client(t)
+	rc := srv.patientClient(t)
 	s := newStore(t, rc, redis.WithPrefix(prefix(t)), redis.WithDenyCache(0))
 	one := sluice.Check{Rule: prep(sluice.Rule{Name: "one", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 1, Period: time.Hour}}), Key: "k"}
 	five := sluice.Check{Rule: prep(sluice.Rule{Name: "five", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 5, Period: time.Hour}}), Key: "k"}
@@ -783,11 +797,11 @@ func TestFixedRunRules(t *testing.T) {
 	var fns []string
 	rc.AddHook(fcallHook(&mu, &fns))
 	// one's rule, five's, then one's again: each by its own rate
-	rules := takeInOneRun(t, s, time.Time{}, []int64{1, 1, 1}, []sluice.Check{one, five, one2})
+	rules := takeInOneRun(t, srv, s, time.Time{}, []int64{1, 1, 1}, []sluice.Check{one, five, one2})
 	// a unit, then two units of the same rule
-	mixed := takeInOneRun(t, s, time.Time{}, []int64{1, 2}, []sluice.Check{five, five})
+	mixed := takeInOneRun(t, srv, s, time.Time{}, []int64{1, 2}, []sluice.Check{five, five})
 	// a fixed window's unit (five's sixth), then a GCRA's
-	kinds := takeInOneRun(t, s, time.Time{}, []int64{1, 1}, []sluice.Check{five, gcra})
+	kinds := takeInOneRun(t, srv, s, time.Time{}, []int64{1, 1}, []sluice.Check{five, gcra})
 	if len(fns) != 3 || !strings.HasPrefix(fns[0], "sluice_fixed_") || !strings.HasPrefix(fns[1], "sluice_take_") || !strings.HasPrefix(fns[2], "sluice_take_") {
 		t.Errorf("FCALLs %v, want fixedrun's, then take's twice", fns)
 	}
@@ -810,7 +824,7 @@ func TestFixedRunRules(t *testing.T) {
 // rule), at Redis TIME and at the callers' time.
 func TestBucketRunRules(t *testing.T) {
 	srv := startRedis(t)
-	rc := srv.client(t)
+	rc := srv.patientClient(t)
 	for _, opts := range [][]redis.Option{nil, {redis.WithCallerTime()}} {
 		s := newStore(t, rc, append([]redis.Option{redis.WithPrefix(prefix(t)), redis.WithDenyCache(0)}, opts...)...)
 		gcra := sluice.Check{Rule: prep(sluice.Rule{Name: "g", Algorithm: sluice.AlgoGCRA, Limit: sluice.Limit{Rate: 1, Period: time.Hour}}), Key: "k"}
@@ -822,7 +836,7 @@ func TestBucketRunRules(t *testing.T) {
 		var mu sync.Mutex
 		var fns []string
 		rc.AddHook(fcallHook(&mu, &fns))
-		out := takeInOneRun(t, s, now, []int64{1, 1, 1}, []sluice.Check{gcra, tb, gcra2})
+		out := takeInOneRun(t, srv, s, now, []int64{1, 1, 1}, []sluice.Check{gcra, tb, gcra2})
 		if len(fns) != 1 {
 			t.Errorf("%v: FCALLs %v, want one", opts, fns)
 		}
@@ -837,7 +851,7 @@ func TestBucketRunRules(t *testing.T) {
 // rule: each key counts in its rule's window at Redis TIME.
 func TestFixedRunRulesMended(t *testing.T) {
 	srv := startRedis(t)
-	rc := srv.client(t)
+	rc := srv.patientClient(t)
 	ctx := context.Background()
 	p := prefix(t)
 	behind := sluice.ClockFunc(func() time.Time { return time.Now().Add(-36*time.Hour - 1500*time.Millisecond) })
@@ -852,7 +866,7 @@ func TestFixedRunRulesMended(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	takeInOneRun(t, s, time.Time{}, []int64{1, 1, 1}, []sluice.Check{minute, odd, minute})
+	takeInOneRun(t, srv, s, time.Time{}, []int64{1, 1, 1}, []sluice.Check{minute, odd, minute})
 	after, err := rc.Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
