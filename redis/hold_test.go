@@ -109,7 +109,11 @@ type holder struct {
 // and waits until its run is written: a run out until Redis resumes, or
 // until release ends its caller's wait. The requests that arrive while it
 // is out queue behind it.
-func hold(t testing.TB, s *redis.Store) *holder {
+func hold(t testing.TB, s *redis.Store) *holder { return holdOn(t, s, "holder") }
+
+// holdOn is hold with the peek on key, which begins with "holder": on a
+// Cluster, a key on the master paused.
+func holdOn(t testing.TB, s *redis.Store, key string) *holder {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &holder{cancel: cancel, done: make(chan error, 1)}
@@ -117,7 +121,7 @@ func hold(t testing.TB, s *redis.Store) *holder {
 	rule := prep(sluice.Rule{Name: "holder", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)})
 	runs := s.Stats().Runs
 	go func() {
-		h.done <- waitingTake(ctx, s, time.Now(), []sluice.Check{{Rule: rule, Key: "holder", Peek: true}}, make([]sluice.Decision, 1))
+		h.done <- waitingTake(ctx, s, time.Now(), []sluice.Check{{Rule: rule, Key: key, Peek: true}}, make([]sluice.Decision, 1))
 	}()
 	waitUntil(t, "the holding run written", func() bool { return s.Stats().Runs > runs })
 	return h
@@ -138,4 +142,16 @@ func (s *server) patientClient(t testing.TB) *goredis.Client {
 	c := goredis.NewClient(&goredis.Options{Addr: s.addr(), MaxRetries: -1, DialTimeout: time.Second, DialerRetries: 1, DialerRetryTimeout: 10 * time.Millisecond, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// patientClient is the cluster's client with read and write timeouts of a
+// minute, as server.patientClient.
+func (c *cluster) patientClient(t testing.TB) *goredis.ClusterClient {
+	var addrs []string
+	for _, n := range c.nodes {
+		addrs = append(addrs, n.addr())
+	}
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, MaxRedirects: 3, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
+	t.Cleanup(func() { cc.Close() })
+	return cc
 }
