@@ -1101,66 +1101,85 @@ func TestWindowKeysShared(t *testing.T) {
 	}
 }
 
-// A sliding log's entry is one push: of one unit, or of several, whose
-// units beyond one the anchor counts (x). Pushes at one µs are entries of
-// their own; a request at a time before the log's last decision is read
-// as that time. Once the first entries have left the window, a push trims
-// them, and the last of them stays as the anchor the count starts from.
-// At the callers' time, the anchor keeps the latest push's time too (see
-// TestLogMixedClocks).
+// A sliding log's entry is one push: of one unit, or of several. A request
+// at a time before the log's last decision is read as that time. Once the
+// first entries have left the window, their units no longer count. The
+// log is held to the memory store's by the decisions of requests after
+// the steps, at times around the entries' leaving (see sameFutures).
 func TestLogEntries(t *testing.T) {
-	rc, p, s, c, now := callerLog(t)
-	list := func() (logAnchor, [][2]float64) {
-		t.Helper()
-		return logList(t, rc, logKey(t, rc, p))
-	}
-	at := float64(now.UnixMicro())
-	check := func(what string, wantAnchor logAnchor, want ...[2]float64) {
-		t.Helper()
-		an, es := list()
-		if an != wantAnchor || !slices.Equal(es, want) {
-			t.Errorf("after %s: anchor %v, entries %v; want %v, %v", what, an, es, wantAnchor, want)
-		}
-	}
-	const none = -(1 << 53)
+	_, _, s, c, now := callerLog(t)
 	take(t, s, now, 1, c)
 	take(t, s, now, 2, c)
-	check("1 and 2 units at one µs", logAnchor{none, 1, at}, [2]float64{at, 1}, [2]float64{at, 2})
 	if d := take(t, s, now.Add(time.Microsecond), 1, c)[0]; !d.Allowed || d.Remaining != 6 {
 		t.Errorf("the fourth unit: %+v, want allowed, 6 left", d)
 	}
-	// A time before the last decision's is read as that time.
+	// A time before the last decision's is read as that time: its entry
+	// leaves with the one of a µs on.
 	take(t, s, now, 1, c)
-	check("1 more at an earlier time", logAnchor{none, 1, at + 1},
-		[2]float64{at, 1}, [2]float64{at, 2}, [2]float64{at + 1, 1}, [2]float64{at + 1, 1})
-	// A minute on, the entries of the first µs have left: the one of 2
-	// units stays as the anchor, its units no longer counted.
+	steps := []logStep{{0, 1}, {0, 2}, {time.Microsecond, 1}, {0, 1}}
+	around := []time.Duration{time.Minute - time.Microsecond, time.Minute, time.Minute + time.Microsecond, time.Minute + 2*time.Microsecond, 2 * time.Minute}
+	sameFutures(t, s, c.Rule, now, steps, around)
+	// A minute on, the entries of the first µs have left.
 	later := now.Add(time.Minute)
 	if d := take(t, s, later, 1, c)[0]; !d.Allowed || d.Remaining != 7 {
 		t.Errorf("a unit a minute on: %+v, want allowed, 7 left (3 of the first µs gone)", d)
 	}
-	check("a unit a minute on", logAnchor{at, 0, float64(later.UnixMicro())}, [2]float64{at + 1, 1}, [2]float64{at + 1, 1}, [2]float64{float64(later.UnixMicro()), 1})
+	if d := take(t, s, later.Add(time.Microsecond), 0, c)[0]; d.Remaining != 9 {
+		t.Errorf("a peek a minute and a µs on: %+v, want 9 left (the two of the second µs gone)", d)
+	}
+	steps = append(steps, logStep{time.Minute, 1})
+	sameFutures(t, s, c.Rule, now, steps, append(around, 2*time.Minute+time.Microsecond))
 }
 
-// The units an entry holds beyond one are counted through the anchor, on
-// the general path and on the one-unit path, and when the entry leaves
-// the window, the trim takes them off.
+// logStep is a request of n units of one check at t0+at.
+type logStep struct {
+	at time.Duration
+	n  int64
+}
+
+// sameFutures holds the log that steps leave to the memory store's: on a
+// key of its own that has gone through the steps from t0, at each time
+// t0+at, a peek, and on another such key a unit, are decided as the memory
+// store decides them. s decides at the caller's time.
+func sameFutures(t *testing.T, s *redis.Store, rule *sluice.PreparedRule, t0 time.Time, steps []logStep, at []time.Duration) {
+	t.Helper()
+	ref, err := memory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	ctx := context.Background()
+	for i, a := range at {
+		for _, n := range []int64{0, 1} {
+			key := fmt.Sprintf("future:%d:%d:%d", len(steps), i, n)
+			c := []sluice.Check{{Rule: rule, Key: key}}
+			want := make([]sluice.Decision, 1)
+			for _, st := range append(slices.Clone(steps), logStep{a, n}) {
+				if err := ref.Take(ctx, t0.Add(st.at), costed(st.n, c), want); err != nil {
+					t.Fatal(err)
+				}
+				if got := take(t, s, t0.Add(st.at), st.n, c...)[0]; got != want[0] {
+					t.Fatalf("after %v, %d at t0%+v = %+v, want the memory store's %+v", steps, st.n, st.at, got, want[0])
+				}
+			}
+		}
+	}
+}
+
+// The units an entry holds beyond one are counted, on the general path
+// and on the one-unit path, and when the entry leaves the window they
+// count no more.
 func TestLogUnitsBeyondOne(t *testing.T) {
 	t.Run("general path", func(t *testing.T) {
-		rc, p, s, c, now := callerLog(t)
-		at := float64(now.UnixMicro())
+		_, _, s, c, now := callerLog(t)
 		take(t, s, now, 3, c)
 		take(t, s, now.Add(30*time.Second), 2, c)
-		// The entry of 3 units leaves: it is the anchor, whose x, 1, is
-		// the entry of 2's.
+		// The entry of 3 units leaves.
 		if d := take(t, s, now.Add(61*time.Second), 1, c)[0]; !d.Allowed || d.Remaining != 7 {
 			t.Errorf("a unit at 61s: %+v, want allowed, 7 left", d)
 		}
-		an, es := logList(t, rc, logKey(t, rc, p))
-		want := [][2]float64{{at + 30e6, 2}, {at + 61e6, 1}}
-		if an != (logAnchor{at, 1, at + 61e6}) || !slices.Equal(es, want) {
-			t.Errorf("anchor %v, entries %v; want {%v 1 %v}, %v", an, es, at, at+61e6, want)
-		}
+		steps := []logStep{{0, 3}, {30 * time.Second, 2}, {61 * time.Second, 1}}
+		sameFutures(t, s, c.Rule, now, steps, []time.Duration{89 * time.Second, 90 * time.Second, 90*time.Second + time.Microsecond, 121 * time.Second, 121*time.Second + time.Microsecond})
 	})
 
 	t.Run("one-unit path", func(t *testing.T) {
@@ -1184,9 +1203,9 @@ func TestLogUnitsBeyondOne(t *testing.T) {
 		if d := take(t, s, time.Time{}, 1, c)[0]; !d.Allowed || d.Remaining != 9 {
 			t.Errorf("a unit once the others left: %+v, want allowed, 9 left", d)
 		}
-		an, es := logList(t, rc, p+"{k}:r:lu")
-		if an.x != 0 || len(es) != 1 || es[0][1] != 1 {
-			t.Errorf("anchor %v, entries %v; want x 0 and one entry of one unit", an, es)
+		// the units beyond one of the entry that left count no more
+		if d := take(t, s, time.Time{}, 1, c)[0]; !d.Allowed || d.Remaining != 8 {
+			t.Errorf("a unit after: %+v, want allowed, 8 left", d)
 		}
 	})
 
