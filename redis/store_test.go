@@ -1294,51 +1294,6 @@ func logKey(t testing.TB, rc *goredis.Client, p string) string {
 	return ""
 }
 
-// logAnchor is a sliding log's anchor: its time, the units of the
-// entries after it beyond one an entry, and the latest time decided at
-// that it keeps (-2^53 for none).
-type logAnchor struct{ at, x, last float64 }
-
-// logList reads a sliding log at key: its anchor, and its entries, oldest
-// first, each its time and units.
-func logList(t testing.TB, rc *goredis.Client, key string) (logAnchor, [][2]float64) {
-	t.Helper()
-	raws, err := rc.LRange(context.Background(), key, 0, -1).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(raws) == 0 {
-		t.Fatalf("no list at %s", key)
-	}
-	f := func(r string, i int) float64 {
-		return math.Float64frombits(binary.LittleEndian.Uint64([]byte(r[8*i:])))
-	}
-	var an logAnchor
-	switch a := raws[0]; len(a) {
-	case 8, 16: // an entry that left the window: x 0, no last
-		an = logAnchor{f(a, 0), 0, -(1 << 53)}
-	case 24:
-		an = logAnchor{f(a, 0), f(a, 1), f(a, 2)}
-	default:
-		t.Fatalf("anchor %q, want 1, 2 or 3 doubles", a)
-	}
-	var es [][2]float64
-	for _, r := range raws[1:] {
-		switch len(r) {
-		case 8:
-			es = append(es, [2]float64{f(r, 0), 1})
-		case 16:
-			if f(r, 1) < 2 {
-				t.Fatalf("entry %v of %v units, want 2 or more", f(r, 0), f(r, 1))
-			}
-			es = append(es, [2]float64{f(r, 0), f(r, 1)})
-		default:
-			t.Fatalf("entry %q, want 1 or 2 doubles", r)
-		}
-	}
-	return an, es
-}
-
 // setLogRaw writes element i of a sliding log's list (0 its anchor, -1
 // its newest entry) as the doubles e.
 func setLogRaw(t testing.TB, rc *goredis.Client, key string, i int64, e ...float64) {
@@ -1388,7 +1343,18 @@ func TestLogExpiresLazily(t *testing.T) {
 		p := prefix(t)
 		s := newStore(t, rc, redis.WithPrefix(p))
 		deadline := time.Now().Add(20 * time.Second)
+		// redisTime is Redis TIME in µs: a push's time lies between the
+		// readings before and after it.
+		redisTime := func() float64 {
+			t.Helper()
+			at, err := rc.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return float64(at.UnixMicro())
+		}
 		for {
+			first := redisTime()
 			take(t, s, time.Time{}, 1, c)
 			key := logKey(t, rc, p)
 			if d := pttl(key); d <= 0 || d > ttl {
@@ -1396,8 +1362,7 @@ func TestLogExpiresLazily(t *testing.T) {
 			}
 			hour(key)
 			take(t, s, time.Time{}, 1, c)
-			_, es := logList(t, rc, key)
-			first, second := es[len(es)-2][0], es[len(es)-1][0]
+			second := redisTime()
 			spanOf := func(us float64) float64 { return math.Floor(us / float64(span.Microseconds())) }
 			if spanOf(first) != spanOf(second) || second-first >= 1e6 {
 				if time.Now().After(deadline) {
@@ -1520,17 +1485,74 @@ func TestLogClockAhead(t *testing.T) {
 	}
 }
 
+// givingBack is a Pair at the callers' time whose second store's Redis
+// the test pauses: a request with a check there that denies has its part
+// in the main store given back, and the test acts in between.
+type givingBack struct {
+	main   *redis.Store // on a Redis of its own, for the checks to give back
+	mainRC *goredis.Client
+	pair   *redis.Pair
+	second *server
+	deny   sluice.Check // in the second store, denied
+}
+
+func newGivingBack(t *testing.T, opts ...redis.Option) *givingBack {
+	t.Helper()
+	mainSrv, secondSrv := startRedis(t), startRedis(t)
+	g := &givingBack{mainRC: mainSrv.client(t), second: secondSrv}
+	g.main = newStore(t, g.mainRC, append([]redis.Option{redis.WithPrefix(prefix(t)), redis.WithCallerTime()}, opts...)...)
+	second := newStore(t, secondSrv.patientClient(t), redis.WithPrefix(prefix(t)), redis.WithCallerTime(), redis.WithTimeout(time.Minute))
+	var err error
+	if g.pair, err = redis.NewPair(g.main, second, func(r sluice.Rule) bool { return r.Name == "deny" }); err != nil {
+		t.Fatal(err)
+	}
+	g.deny = sluice.Check{Rule: prep(sluice.Rule{Name: "deny", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1)}), Key: "k"}
+	take(t, second, t0.Add(-time.Hour), 1, g.deny) // denied for the day after
+	return g
+}
+
+// takeGivenBack has the Pair decide checks in the main store beside the
+// denied one, at at: the main part is taken, then, while the second
+// store's Redis is paused, between runs, and once it resumes the part is
+// given back. It returns the checks' decisions: the give-back's peeks
+// for the checks it charged.
+func (g *givingBack) takeGivenBack(t *testing.T, at time.Time, checks []sluice.Check, between func()) []sluice.Decision {
+	t.Helper()
+	runs := commandCalls(t, g.mainRC, "fcall")
+	resume := g.second.pause(t)
+	out := make([]sluice.Decision, len(checks)+1)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- g.pair.Take(context.Background(), at, append(slices.Clone(checks), g.deny), out)
+	}()
+	waitUntil(t, "the main part taken", func() bool { return commandCalls(t, g.mainRC, "fcall") > runs })
+	if between != nil {
+		between()
+	}
+	resume()
+	if err := <-errc; err != nil {
+		t.Fatalf("Take: %v", err)
+	}
+	if d := out[len(checks)]; d.Allowed {
+		t.Fatalf("the second store's check: %+v, want denied", d)
+	}
+	if st := g.main.Stats(); st.GiveBacks == 0 {
+		t.Fatalf("Stats = %+v, want the main part given back", st)
+	}
+	return out[:len(checks)]
+}
+
 // A give-back of the newest entry's every unit drops the entry, and the
 // latest time decided at that it held (a peek's, after the take) stays
 // with the entry before it: the give-back's peek, sent at the take's
 // time, is read as that time, as the memory store reads it.
 func TestLogGiveBackKeepsLatestTime(t *testing.T) {
-	srv := startRedis(t)
+	g := newGivingBack(t)
+	s := g.main
 	ctx := context.Background()
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.Limit{Rate: 2, Period: 10 * time.Second}})
 	checks := []sluice.Check{{Rule: rule, Key: "k"}}
-	s := newCallerStore(t, srv, redis.WithoutBatching())
 	ref, err := memory.New()
 	if err != nil {
 		t.Fatal(err)
@@ -1546,14 +1568,11 @@ func TestLogGiveBackKeepsLatestTime(t *testing.T) {
 	}
 	both(-5, 1)
 	// A take at 3s, a peek at 8s in between, then the take given back.
-	taken, back := make([]sluice.Decision, 1), make([]sluice.Decision, 1)
 	between := func() { take(t, s, at(8), 0, checks...) }
 	if err := ref.Take(ctx, at(8), costed(0, checks), make([]sluice.Decision, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if charged, err := redis.TakeThenGiveBack(ctx, s, at(3), at(3), checks, between, 1, taken, back); err != nil || !charged {
-		t.Fatalf("TakeThenGiveBack: charged %v, %v", charged, err)
-	}
+	back := g.takeGivenBack(t, at(3), checks, between)
 	want := make([]sluice.Decision, 1)
 	if err := ref.Take(ctx, at(3), costed(0, checks), want); err != nil {
 		t.Fatal(err)
@@ -1564,42 +1583,56 @@ func TestLogGiveBackKeepsLatestTime(t *testing.T) {
 }
 
 // A give-back takes out the entry its take pushed, the newest or not,
-// and the anchor no longer counts its units beyond one.
+// and its units beyond one no longer count; a give-back after its entry
+// left the window and was trimmed takes nothing out. The log is then held
+// to the memory store's, which never saw the take, by peeks at the times
+// its entries leave.
 func TestLogGiveBackTakesEntryOut(t *testing.T) {
-	srv := startRedis(t)
-	rc := srv.client(t)
+	g := newGivingBack(t)
+	s := g.main
 	ctx := context.Background()
-	p := prefix(t)
-	s := newStore(t, rc, redis.WithPrefix(p), redis.WithCallerTime(), redis.WithoutBatching())
 	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
-	checks := []sluice.Check{{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)}), Key: "k"}}
-	take(t, s, at(0), 1, checks...)
-	between := func() { take(t, s, at(2), 1, checks...) }
-	taken, back := make([]sluice.Decision, 1), make([]sluice.Decision, 1)
-	if charged, err := redis.TakeThenGiveBack(ctx, s, at(1), at(1), costed(2, checks), between, 1, taken, back); err != nil || !charged {
-		t.Fatalf("TakeThenGiveBack: charged %v, %v", charged, err)
+	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)})
+	ref, err := memory.New()
+	if err != nil {
+		t.Fatal(err)
 	}
-	an, es := logList(t, rc, logKey(t, rc, p))
-	want := [][2]float64{{float64(at(0).UnixMicro()), 1}, {float64(at(2).UnixMicro()), 1}}
-	if an.x != 0 || an.last != float64(at(2).UnixMicro()) || !slices.Equal(es, want) {
-		t.Errorf("anchor %v, entries %v; want x 0, the latest time 2s, and %v: the units at 0s and 2s", an, es, want)
+	defer ref.Close()
+	// both has both stores decide n units of key at t, and the memory
+	// store's decision must be s's where exact.
+	both := func(key string, t1 time.Time, n int64, exact bool) {
+		t.Helper()
+		c := []sluice.Check{{Rule: rule, Key: key}}
+		want := make([]sluice.Decision, 1)
+		if err := ref.Take(ctx, t1, costed(n, c), want); err != nil {
+			t.Fatal(err)
+		}
+		if got := take(t, s, t1, n, c...)[0]; exact && got != want[0] {
+			t.Errorf("%s: %d at t0%+v = %+v, want the memory store's %+v", key, n, t1.Sub(t0), got, want[0])
+		}
 	}
+
+	checks := []sluice.Check{{Rule: rule, Key: "k"}}
+	both("k", at(0), 1, true)
+	between := func() { both("k", at(2), 1, false) } // the memory store's unit at 2s is taken with it
+	g.takeGivenBack(t, at(1), costed(2, checks), between)
 	if d := take(t, s, at(3), 0, checks...)[0]; d.Remaining != 8 {
 		t.Errorf("a peek after: %+v, want 8 left", d)
 	}
+	for _, sec := range []time.Duration{60*time.Second - time.Microsecond, 60 * time.Second, 60*time.Second + time.Microsecond, 61*time.Second + time.Microsecond, 62 * time.Second, 62*time.Second + time.Microsecond} {
+		both("k", t0.Add(sec), 0, true)
+	}
 
-	// A give-back after its entry left the window and was trimmed (the
-	// anchor is of its time) takes nothing out.
-	between = func() { take(t, s, at(100), 1, checks...) }
-	if charged, err := redis.TakeThenGiveBack(ctx, s, at(40), at(40), checks, between, 1, taken, back); err != nil || !charged {
-		t.Fatalf("TakeThenGiveBack: charged %v, %v", charged, err)
-	}
-	an, es = logList(t, rc, logKey(t, rc, p))
-	if want := [][2]float64{{float64(at(100).UnixMicro()), 1}}; an.at != float64(at(40).UnixMicro()) || !slices.Equal(es, want) {
-		t.Errorf("anchor %v, entries %v; want the anchor at 40s and %v", an, es, want)
-	}
+	checks = []sluice.Check{{Rule: rule, Key: "k2"}}
+	both("k2", at(0), 1, true)
+	both("k2", at(2), 1, true)
+	between = func() { both("k2", at(100), 1, false) } // the memory store's unit at 100s is taken with it
+	g.takeGivenBack(t, at(40), checks, between)
 	if d := take(t, s, at(100), 0, checks...)[0]; d.Remaining != 9 {
 		t.Errorf("a peek after: %+v, want 9 left", d)
+	}
+	for _, sec := range []time.Duration{100 * time.Second, 160*time.Second - time.Microsecond, 160 * time.Second, 160*time.Second + time.Microsecond} {
+		both("k2", t0.Add(sec), 0, true)
 	}
 }
 
