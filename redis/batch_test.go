@@ -406,9 +406,18 @@ func TestRedoErrorIsItsOwn(t *testing.T) {
 	take(t, s, time.Time{}, 1, counter)
 	// The counter's state written an hour ahead: the one-unit path
 	// answers -3 for it (TestCounterStateAhead).
-	key, raw, _ := counterAhead(t, rc, p)
+	counterAhead(t, rc, p, counter)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	keys := stateKeys(scanKeys(t, rc, p))
+	if len(keys) != 1 {
+		t.Fatalf("keys %v, want the counter's", keys)
+	}
+	key := keys[0]
+	raw, err := rc.Get(ctx, key).Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	from.Store(runs.Load() + 3) // the run held out and the first go through; the redo fails
 	resume := srv.pause(t)

@@ -91,10 +91,11 @@ func TestRedisTime(t *testing.T) {
 }
 
 // A sliding counter's request of one unit goes on the script's path of
-// its own, at the run's time. A state written at a later time (which only
-// a lost clock allows: Redis TIME gone back with the clock's key gone) is
-// not decided there: the request is decided again on the general path,
-// at the state's time, as the algorithm reads a time before the last one
+// its own, at the run's time. A state written at a later time (a lost
+// clock: Redis TIME gone back with the clock's key gone, or here a store
+// at its callers' time, their clocks ahead, sharing the prefix) is not
+// decided there: the request is decided again on the general path, at
+// the state's time, as the algorithm reads a time before the last one
 // seen.
 func TestCounterStateAhead(t *testing.T) {
 	srv := startRedis(t)
@@ -106,36 +107,25 @@ func TestCounterStateAhead(t *testing.T) {
 	if d := take(t, s, time.Time{}, 1, c)[0]; !d.Allowed || d.Remaining != 9 {
 		t.Fatalf("first take = %+v, want allowed, 9 left", d)
 	}
-	// The state's last time an hour ahead: its window, and the next, are
-	// over by then, so its counts no longer count.
-	_, _, ahead := counterAhead(t, rc, p)
+	// A unit taken an hour ahead: the first one's window, and the next,
+	// are over by then, so it no longer counts.
+	ahead := counterAhead(t, rc, p, c)
 	d := takeRedone(t, s, c)
-	off := time.Duration(int64(ahead)%60e6) * time.Microsecond
-	if !d.Allowed || d.Remaining != 9 || d.ResetAfter != 2*time.Minute-off {
-		t.Errorf("take on a state ahead = %+v, want allowed, 9 left, reset in %v: decided at the state's time", d, 2*time.Minute-off)
+	off := time.Duration(ahead.UnixMicro()%60e6) * time.Microsecond
+	if !d.Allowed || d.Remaining != 8 || d.ResetAfter != 2*time.Minute-off {
+		t.Errorf("take on a state ahead = %+v, want allowed, 8 left, reset in %v: decided at the state's time", d, 2*time.Minute-off)
 	}
 }
 
-// counterAhead writes the one sliding counter's state under prefix p
-// with its last time an hour ahead, as only a lost clock could, and
-// returns its key, the state written and that time.
-func counterAhead(t testing.TB, rc *goredis.Client, p string) (key string, state []byte, ahead float64) {
+// counterAhead takes a unit of the sliding counter c, under prefix p, at
+// a time an hour ahead, through a store at its callers' time, and returns
+// that time: the state's last time is then ahead of Redis TIME, as only a
+// lost clock, or clocks ahead, could make it.
+func counterAhead(t testing.TB, rc *goredis.Client, p string, c sluice.Check) time.Time {
 	t.Helper()
-	keys := stateKeys(scanKeys(t, rc, p))
-	if len(keys) != 1 {
-		t.Fatalf("keys %v, want 1", keys)
-	}
-	ctx := context.Background()
-	raw, err := rc.Get(ctx, keys[0]).Bytes()
-	if err != nil || len(raw) != 32 {
-		t.Fatalf("state %q, %v: want 4 doubles", raw, err)
-	}
-	ahead = math.Float64frombits(binary.LittleEndian.Uint64(raw[24:])) + 3600e6
-	binary.LittleEndian.PutUint64(raw[24:], math.Float64bits(ahead))
-	if err := rc.Set(ctx, keys[0], raw, goredis.KeepTTL).Err(); err != nil {
-		t.Fatal(err)
-	}
-	return keys[0], raw, ahead
+	ahead := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	take(t, newStore(t, rc, redis.WithPrefix(p), redis.WithCallerTime()), ahead, 1, c)
+	return ahead
 }
 
 // takeRedone takes one unit of c now, which the script's path of its own
