@@ -524,14 +524,18 @@ func TestLogPathOfItsOwn(t *testing.T) {
 		return s, logKey(t, rc, p), float64(at.UnixMicro())
 	}
 
-	// A later time decided at (a denial's, say) than the run's: the
-	// general path decides at that time, when the entry has left.
+	// A later time decided at than the run's (a unit's, of a store at its
+	// callers' time, their clocks an hour ahead): the general path decides
+	// at that time, when the first entry has left.
 	t.Run("decided ahead", func(t *testing.T) {
-		s, key, at := oneEntry(t)
-		setLogRaw(t, rc, key, 0, -(1 << 53), 0, at+3600e6) // the anchor's last, an hour ahead
+		p := prefix(t)
+		s := newStore(t, rc, redis.WithPrefix(p))
+		take(t, s, time.Time{}, 1, sluice.Check{Rule: rule, Key: "k"})
+		ahead := newStore(t, rc, redis.WithPrefix(p), redis.WithCallerTime())
+		take(t, ahead, time.Now().Add(time.Hour), 1, sluice.Check{Rule: rule, Key: "k"})
 		d := takeRedone(t, s, sluice.Check{Rule: rule, Key: "k"})
-		if !d.Allowed || d.Remaining != 9 {
-			t.Errorf("decision %+v, want allowed, 9 left: decided an hour on", d)
+		if !d.Allowed || d.Remaining != 8 {
+			t.Errorf("decision %+v, want allowed, 8 left: decided an hour on, the unit then counted", d)
 		}
 	})
 
