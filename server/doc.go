@@ -14,14 +14,13 @@
 //
 // The service is three rooms:
 //
-//   - The protocol adapters are this package's rls.go and override.go
-//     (gRPC RLS), json.go, rlsjson.go and browser.go (POST /json) and
-//     auth.go, path.go and host.go (forward auth), with what they share:
-//     headers.go (the response's rate-limit headers) and http.go (the
-//     HTTP routes). Each reads its protocol into a decide.Request, has it
-//     decided (decide.go), and writes the outcome back in its protocol. A
-//     new protocol adapter (RLQS, say) goes here, beside them, and does
-//     the same.
+//   - The protocol adapters are package server/internal/protocol: gRPC
+//     RLS, POST /json and forward auth, with the response headers and
+//     the hand-written JSON codec they share. Each reads its protocol
+//     into a decide.Request, has it decided, and writes the outcome back
+//     in its protocol. A new protocol adapter (RLQS, say) goes there,
+//     beside them, and does the same; adapters.go gives them what they
+//     read of the server, and http.go routes to them.
 //   - The decision core is package server/internal/decide: a request in,
 //     an outcome out, with no server in it. How a request is decided
 //     changes there.
@@ -31,9 +30,9 @@
 //
 // Around them, in this package: the lifecycle (server.go, reload.go,
 // snapshot.go, tls.go, health.go, conns.go, shutdown.go), the settings
-// (settings.go) and the observability (metrics.go, memstats.go,
-// failurelog.go, and decide.go, which counts the outcomes the core
-// returns).
+// (settings.go, headerstyle.go) and the observability (metrics.go,
+// memstats.go, failurelog.go, and decide.go, which counts the outcomes
+// the core returns).
 //
 // # Endpoints
 //
@@ -355,10 +354,11 @@
 //
 // A trusted peer without its proxy's address header is a 400 naming the
 // header. What the application behind the proxy takes as one is keyed as
-// one. Paths are normalised before they are matched (see cleanPath: dot
-// segments and repeated slashes removed, unreserved escapes decoded, "\"
-// and "%5C" made separators, path parameters, each segment's trailing
-// dots and a trailing slash dropped, "%2F" kept); an entry
+// one. Paths are normalised before they are matched (cleanPath, in
+// server/internal/protocol: dot segments and repeated slashes removed,
+// unreserved escapes decoded, "\" and "%5C" made separators, path
+// parameters, each segment's trailing dots and a trailing slash
+// dropped, "%2F" kept); an entry
 // "from: path" with "path_match: case_insensitive" also lower-cases the
 // path's ASCII letters, for applications that route without regard to
 // case (IIS and ASP.NET, Express and Koa by default). Hosts are
