@@ -16,10 +16,11 @@ import (
 // request waits for room until its deadline, and is then shed, having
 // been neither written nor charged; the requests in flight are decided.
 // Two are held in flight by a paused Redis: one in a run out, one queued
-// behind it.
+// behind it. Runs of two show a third that did not wait for room: with
+// the one queued, it would fill a run, which would go at once.
 func TestMaxInFlight(t *testing.T) {
 	srv := startRedis(t)
-	s := newStore(t, srv.patientClient(t), redis.WithPrefix(prefix(t)), redis.WithCallerTime(), redis.WithTimeout(0), redis.WithMaxInFlight(2))
+	s := newStore(t, srv.patientClient(t), redis.WithPrefix(prefix(t)), redis.WithCallerTime(), redis.WithTimeout(0), redis.WithMaxInFlight(2), redis.WithMaxBatch(2))
 	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerHour(3)})
 	checks := []sluice.Check{{Rule: rule, Key: "k"}}
 	now := time.Unix(1_700_000_000, 0)
@@ -44,7 +45,7 @@ func TestMaxInFlight(t *testing.T) {
 		t.Fatalf("a third request with two in flight: %v, want ErrShed", err)
 	}
 	if st := s.Stats(); st.Runs != 1 {
-		t.Errorf("Stats = %+v, want the one run out: the third never went", st)
+		t.Errorf("Stats = %+v, want the one run out: the third never queued", st)
 	}
 	resume()
 	wg.Wait()
