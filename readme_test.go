@@ -151,9 +151,11 @@ func workspaceCopy(t *testing.T, gobin string) string {
 	if err != nil {
 		t.Fatalf("go work edit -json: %v", err)
 	}
+	type module struct{ Path, Version string }
 	var gowork struct {
-		Go  string
-		Use []struct{ DiskPath string }
+		Go      string
+		Use     []struct{ DiskPath string }
+		Replace []struct{ Old, New module }
 	}
 	if err := json.Unmarshal(js, &gowork); err != nil {
 		t.Fatalf("go work edit -json: %v", err)
@@ -169,6 +171,20 @@ func workspaceCopy(t *testing.T, gobin string) string {
 		fmt.Fprintf(&b, "\t%q\n", filepath.Join(root, u.DiskPath))
 	}
 	b.WriteString(")\n")
+	// The workspace's replaces stand for sibling versions not yet
+	// published; a local one is made absolute, as the uses are.
+	for _, r := range gowork.Replace {
+		old, repl := r.Old.Path, r.New.Path
+		if r.Old.Version != "" {
+			old += " " + r.Old.Version
+		}
+		if r.New.Version != "" {
+			repl += " " + r.New.Version
+		} else if !filepath.IsAbs(repl) {
+			repl = filepath.Join(root, repl)
+		}
+		fmt.Fprintf(&b, "replace %s => %s\n", old, repl)
+	}
 	files := map[string]string{
 		"go.work": b.String(),
 		"go.mod":  fmt.Sprintf("module readme.example/programs\n\ngo %s\n", gowork.Go),
