@@ -298,44 +298,45 @@ local function locate(now, p)
   return k, now - k * p
 end
 
+-- wdecision is the six values of a fixed window's decision (kinds 2 and
+-- 5): ok, on the count after, off into the window; never: no wait will do.
+local function wdecision(r, ok, count, off, never)
+  local p, rus, zus = r.a2, 0, 0
+  if never then rus = -1 elseif not ok then rus = p - off end
+  if count > 0 then zus = p - off end
+  local rem = r.a1 - count
+  if rem < 0 then rem = 0 end -- a rate lowered under the same name
+  return ok and 1 or 0, rem, rus, 0, zus, 0
+end
+
 -- Fixed window (kind 2). State 'ddd': window, count, last time seen.
 local function fixed(c, now, n)
   local r, st = c.r, c.st
-  local rate, p, charge = r.a1, r.a2, r.charge
+  local rate, charge = r.a1, r.charge
   local win, count = nil, 0
   if st then
     if now < st[3] then now = st[3] end
     win, count = st[1], st[2]
   end
-  local k, off = locate(now, p)
+  local k, off = locate(now, r.a2)
   if k ~= win then count = 0 end
-  local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
+  local ok, never = false, false
   if charge ~= GATE and n >= 0 then
     local want = asked(n, charge)
-    if want <= rate - count then d[1] = 1 end
+    ok, never = want <= rate - count, want > rate
     count = wrecord(count, n, rate)
-    if d[1] == 1 then -- no wait
-    elseif want > rate then d[3] = -1
-    else d[3] = p - off end
   elseif n < 0 or n > rate then
-    d[3] = -1
+    never = true
   elseif n == 0 or n <= rate - count then -- a peek, even past the rate (usage's)
-    d[1] = 1
-    count = count + n
-  else
-    d[3] = p - off
+    ok, count = true, count + n
   end
-  d[2] = rate - count
-  if d[2] < 0 then d[2] = 0 end -- a rate lowered under the same name
+  local d = {wdecision(r, ok, count, off, never)}
+  d[7], d[8], d[15] = 0, false, now
   if count > 0 then
-    d[5] = p - off
-    if not st or st[1] ~= k or st[2] ~= count or st[3] ~= now then
-      d[7], d[8] = 1, spack('ddd', k, count, now)
-    end
+    if not st or st[1] ~= k or st[2] ~= count or st[3] ~= now then d[7], d[8] = 1, spack('ddd', k, count, now) end
   elseif st then
     d[7] = 2
   end
-  d[15] = now
   return d
 end
 
@@ -764,16 +765,6 @@ local function wrecordkey(key, r, n)
     c = c - back
   end
   return before, c
-end
-
--- wdecision is the six values of a decision on a window of count.
-local function wdecision(r, ok, count, off, never)
-  local p, rus, zus = r.a2, 0, 0
-  if never then rus = -1 elseif not ok then rus = p - off end
-  if count > 0 then zus = p - off end
-  local rem = r.a1 - count
-  if rem < 0 then rem = 0 end
-  return ok and 1 or 0, rem, rus, 0, zus, 0
 end
 
 -- wfixed charges as it decides (d[7] 4): a request that does not pass
