@@ -912,6 +912,14 @@ end
 -- than is left of the take's charge had nothing happened since, t1 being
 -- the time the take decided at. Then each check reports a peek.
 
+-- restate keeps check c's state st, packed as fmt, with ttl; st false
+-- drops its key (the state is idle).
+local function restate(c, st, fmt, ttl)
+  c.st = st
+  if not st then return call('DEL', c.key) end
+  setstate(c.key, spack(fmt, unpack(st)), ttl)
+end
+
 -- A bucket: the take's debt after (x), drained since t1, at most the
 -- charge; the bucket's debt now holds at least that much of it.
 local function unbucket(c, now, n, t1, x)
@@ -925,13 +933,7 @@ local function unbucket(c, now, n, t1, x)
     if el < x / m + 1 then left = math.max(x - el * m, 0) else left = 0 end
   end
   D = D - math.min(n * r.a2, left, D)
-  if D == 0 then
-    call('DEL', c.key)
-    c.st = false
-  else
-    c.st = {t, D}
-    setstate(c.key, spack('dd', t, D), bttl(r, D))
-  end
+  restate(c, D ~= 0 and {t, D}, 'dd', bttl(r, D))
 end
 
 -- A fixed window: the charge is in the count while the window is the take's.
@@ -939,13 +941,7 @@ local function unfixed(c, now, n, t1)
   local st = c.st
   if not st or st[1] ~= fdiv(t1, c.r.a2) then return end
   local count = st[2] - n
-  if count <= 0 then
-    call('DEL', c.key)
-    c.st = false
-  else
-    c.st = {st[1], count, st[3]}
-    setstate(c.key, spack('ddd', st[1], count, st[3]), c.r.ttl)
-  end
+  restate(c, count > 0 and {st[1], count, st[3]}, 'ddd', c.r.ttl)
 end
 
 -- A sliding counter: in the current count while the window is the take's,
@@ -961,13 +957,7 @@ local function uncounter(c, now, n, t1)
   else
     return
   end
-  if prev == 0 and curr == 0 then
-    call('DEL', c.key)
-    c.st = false
-  else
-    c.st = {win, prev, curr, st[4]}
-    setstate(c.key, spack('dddd', win, prev, curr, st[4]), c.r.ttl)
-  end
+  restate(c, (prev > 0 or curr > 0) and {win, prev, curr, st[4]}, 'dddd', c.r.ttl)
 end
 
 -- A sliding log: the entry the take pushed, of time t1 and n units, until
