@@ -71,12 +71,12 @@ func (s *Server) newConsole() *console.Console {
 		MaxHeaderBytes: maxHeaderBytes,
 		Current: func() (*config.Config, []*decide.Limit, time.Time) {
 			snap := s.cur.Load()
-			return snap.cfg, snap.rules, snap.loaded
+			return snap.Config, snap.Rules, snap.loaded
 		},
 		Take: func(ctx context.Context, checks []decide.Check, ds []sluice.Decision) (sluice.Result, error) {
 			return s.decider.Take(ctx, checks, ds)
 		},
-		DecideError: s.writeDecideError,
+		DecideError: s.adapters.WriteDecideError,
 		Decisions:   s.m.decisions,
 		Duration:    s.m.duration,
 		StoreErrors: s.m.storeErrors,

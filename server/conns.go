@@ -41,8 +41,10 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return &limitedConn{Conn: c, l: l}, nil
 		}
 		l.open.Add(-1)
-		c.Close()
+		// Counted before the close, so that whoever sees the connection
+		// end also sees it counted.
 		l.refused()
+		c.Close()
 	}
 }
 

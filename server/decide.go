@@ -7,26 +7,15 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/server/internal/decide"
+	"github.com/sluicehq/sluice/server/internal/protocol"
 )
-
-// The decision core is package decide; these are its types as the
-// adapters of this package speak of them.
-type (
-	request    = decide.Request
-	descriptor = decide.Descriptor
-	outcome    = decide.Outcome
-	badRequest = decide.BadRequest
-	descField  = decide.DescField
-)
-
-var badf = decide.Badf
 
 // decide answers req against snap (see package decide), and counts it in
-// the metrics and the failure log.
-func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpoint endpoint) (*outcome, error) {
+// the metrics and the failure log: the protocol adapters' Service.Decide.
+func (s *Server) decide(ctx context.Context, snap *protocol.Snapshot, req *decide.Request, e protocol.Endpoint) (*decide.Outcome, error) {
 	start := time.Now()
-	defer func() { s.m.observe(endpoint, time.Since(start)) }()
-	out, err := s.decider.Decide(ctx, snap.cfg, snap.rules, req)
+	defer func() { s.m.observe(e, time.Since(start)) }()
+	out, err := s.decider.Decide(ctx, snap.Config, snap.Rules, req)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +41,7 @@ func (s *Server) decide(ctx context.Context, snap *snapshot, req *request, endpo
 // descriptor no limit applies to, or unlimited, once as within. The usage
 // charges a store that failed did not record are counted apart: each
 // check of cost > 0 on a limit charged by usage.
-func (s *Server) count(domain string, out *outcome) {
+func (s *Server) count(domain string, out *decide.Outcome) {
 	for i := range out.Statuses {
 		if st := &out.Statuses[i]; st.Limit == nil {
 			rule := labelNoRule

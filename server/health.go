@@ -24,7 +24,7 @@ func (s *Server) setServing(st healthpb.HealthCheckResponse_ServingStatus) {
 // shutdown has begun, and, with Settings.HealthRequiresConfig, while the
 // config served has no domain. Any method is answered, as there.
 func (s *Server) serveHealthcheck(w http.ResponseWriter, _ *http.Request) {
-	if !s.ready.Load() || s.cfg.HealthRequiresConfig && len(s.cur.Load().cfg.Domains()) == 0 {
+	if !s.ready.Load() || s.cfg.HealthRequiresConfig && len(s.cur.Load().Config.Domains()) == 0 {
 		w.WriteHeader(http.StatusInternalServerError)
 		return
 	}

@@ -8,8 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/server/console"
 	"github.com/sluicehq/sluice/server/internal/decide"
+	"github.com/sluicehq/sluice/server/internal/protocol"
 )
 
 // seriesKey is a series of sluice_decisions_total: a domain and a rule
@@ -32,27 +32,17 @@ const (
 // A rule's series go when a reload drops or changes the rule.
 const MaxLabelValues = 100
 
-// Results of sluice_decisions_total.
+// Results of sluice_decisions_total, which the console reads too.
 const (
-	resultWithin     = console.ResultWithin
-	resultOver       = console.ResultOver
-	resultShadowOver = console.ResultShadowOver
+	resultWithin     = decide.ResultWithin
+	resultOver       = decide.ResultOver
+	resultShadowOver = decide.ResultShadowOver
 )
 
-// An endpoint is where a request came in, for
-// sluice_decision_duration_seconds: an index into metrics.endpoints, so
-// that a request's observation looks nothing up by name.
-type endpoint uint8
-
-const (
-	endpointGRPC endpoint = iota
-	endpointJSON
-	endpointAuth
-	numEndpoints
-)
-
-// endpointNames are the endpoints' labels.
-var endpointNames = [numEndpoints]string{endpointGRPC: "grpc", endpointJSON: "json", endpointAuth: "auth"}
+// endpointNames are the labels of sluice_decision_duration_seconds, by
+// the endpoint a request came in at: metrics.endpoints is indexed the
+// same, so that a request's observation looks nothing up by name.
+var endpointNames = [protocol.NumEndpoints]string{protocol.GRPC: "grpc", protocol.JSON: "json", protocol.Auth: "auth"}
 
 // metrics are the server's Prometheus collectors, on a registry of its
 // own so that two servers in one process (tests) do not collide.
@@ -70,7 +60,7 @@ type metrics struct {
 	// connections and gRPC streams turned away (conns.go).
 	connsRefused   *prometheus.CounterVec
 	streamsRefused prometheus.Counter
-	endpoints      [numEndpoints]prometheus.Observer // duration, by endpoint
+	endpoints      [protocol.NumEndpoints]prometheus.Observer // duration, by endpoint
 	// unruled are the series of sluice_decisions_total of descriptors
 	// that no limit applies to or that are unlimited, by domain and rule
 	// label (seriesKey), looked up once each. Their labels come from the
@@ -93,10 +83,18 @@ func (m *metrics) countUnruled(domain, rule string) {
 	c.(prometheus.Counter).Inc()
 }
 
+// breakerStore is a store behind a circuit breaker, as the Redis store
+// is: its counts by name, and the breaker's state ("closed", "open",
+// "half-open"). It is console.StatsStore, named here so that the metrics
+// need nothing of the console.
+type breakerStore interface {
+	Counters() (counts map[string]int64, breaker string)
+}
+
 // watchStore adds the Redis store's circuit breaker to the metrics, if
 // store is one (a Store or a Pair): its state and how often it opened.
 func (m *metrics) watchStore(store sluice.Store) {
-	rs, ok := store.(console.StatsStore)
+	rs, ok := store.(breakerStore)
 	if !ok {
 		return
 	}
@@ -253,7 +251,7 @@ func (ls *labelSeries) drop(rule string) {
 }
 
 // observe records how long a request to e took.
-func (m *metrics) observe(e endpoint, d time.Duration) {
+func (m *metrics) observe(e protocol.Endpoint, d time.Duration) {
 	m.endpoints[e].Observe(d.Seconds())
 }
 

@@ -116,7 +116,7 @@ func (s *Server) read(old *snapshot, bad string, force bool) readResult {
 		// rule to keep, and the options are the Server's.
 		c, err = config.Options{MergeDomains: s.cfg.MergeDomains, EnvoyKeys: s.cfg.EnvoyKeys}.Load(s.cfg.Paths...)
 	} else {
-		c, err = old.cfg.Reload(s.cfg.Paths...) // with the options it was loaded with
+		c, err = old.Config.Reload(s.cfg.Paths...) // with the options it was loaded with
 	}
 	var rules []*decide.Limit
 	if err == nil {
@@ -142,7 +142,7 @@ func (s *Server) apply(ctx context.Context, old *snapshot, r readResult) error {
 	snap := newSnapshot(r.cfg, r.rules, old, r.hash, s.cfg.Clock.Now())
 	s.install(snap)
 	s.m.reloads.WithLabelValues("success").Inc()
-	s.log.InfoContext(ctx, "config reloaded", "paths", s.cfg.Paths, "domains", r.cfg.Domains(), "rules", len(snap.rules))
+	s.log.InfoContext(ctx, "config reloaded", "paths", s.cfg.Paths, "domains", r.cfg.Domains(), "rules", len(snap.Rules))
 	return nil
 }
 

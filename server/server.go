@@ -23,9 +23,9 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/clientip"
 	"github.com/sluicehq/sluice/server/console"
 	"github.com/sluicehq/sluice/server/internal/decide"
+	"github.com/sluicehq/sluice/server/internal/protocol"
 )
 
 // rlsService is the gRPC service name health reports on, beside "".
@@ -48,7 +48,6 @@ type Server struct {
 	health  *health.Server
 	ready   atomic.Bool
 	handler http.Handler
-	trust   clientip.Trusted // Settings.TrustedProxies
 	// failures logs the requests the failure modes decided (failurelog.go).
 	failures failureLog
 	// metricsHandler serves /metrics, also on a listener of its own.
@@ -66,13 +65,10 @@ type Server struct {
 	draining chan struct{} // closed when shutdown begins
 
 	admin *console.Console // the admin listener's state (admin.go)
-	// headerKeys are the canonical names of the rate-limit headers
-	// (headers.go).
-	headerKeys map[string]string
+	// adapters serve the protocols (package protocol).
+	adapters *protocol.Adapters
 	// gate bounds the gRPC calls in flight (conns.go).
 	gate *streamGate
-	// jsonHosts are Settings.HTTPAllowedHosts, nil for any host.
-	jsonHosts map[string]bool
 	// hashFiles reads the config files to tell whether they changed
 	// (hashFiles, snapshot.go). It is where a reload first touches the file
 	// system, which may block (a network file system that stopped
@@ -98,15 +94,13 @@ func New(cfg Settings) (*Server, error) {
 		return nil, settingsError("%w", err)
 	}
 	s := &Server{
-		cfg:        cfg,
-		log:        cfg.Logger,
-		limiter:    lim,
-		m:          newMetrics(),
-		health:     health.NewServer(),
-		trust:      cfg.TrustedProxies, // normalised by withDefaults
-		draining:   make(chan struct{}),
-		headerKeys: headerKeys(cfg.HeaderNames),
-		hashFiles:  hashFiles,
+		cfg:       cfg,
+		log:       cfg.Logger,
+		limiter:   lim,
+		m:         newMetrics(),
+		health:    health.NewServer(),
+		draining:  make(chan struct{}),
+		hashFiles: hashFiles,
 	}
 	s.m.watchStore(cfg.Store)
 	s.gate = &streamGate{max: int64(cfg.GRPCMaxStreams), recv: cfg.GRPCRecvTimeout, refused: s.m.streamsRefused.Inc}
@@ -116,9 +110,6 @@ func New(cfg Settings) (*Server, error) {
 	}, func() float64 { return float64(s.gate.open.Load()) }))
 	if mc := newMemoryCollector(cfg.Store, cfg.Fallback); mc != nil {
 		s.m.reg.MustRegister(mc)
-	}
-	if cfg.HTTPAllowedHosts != nil {
-		s.jsonHosts = hostSet(cfg.HTTPAllowedHosts)
 	}
 	if cfg.GRPCTLS != nil {
 		if s.grpcTLS, err = newTLSFiles(*cfg.GRPCTLS, []string{"h2"}, cfg.Logger); err != nil {
@@ -138,6 +129,7 @@ func New(cfg Settings) (*Server, error) {
 			}
 			return l, err
 		})}
+	s.adapters = s.newAdapters()
 	s.admin = s.newConsole()
 	c, hash := cfg.Policy, ""
 	if len(cfg.Paths) > 0 {
@@ -166,11 +158,11 @@ func New(cfg Settings) (*Server, error) {
 // install makes snap the config being served.
 func (s *Server) install(snap *snapshot) {
 	s.cur.Store(snap)
-	s.m.rules.Set(float64(len(snap.rules)))
+	s.m.rules.Set(float64(len(snap.Rules)))
 }
 
 // Domains lists the domains of the config being served, sorted.
-func (s *Server) Domains() []string { return s.cur.Load().cfg.Domains() }
+func (s *Server) Domains() []string { return s.cur.Load().Config.Domains() }
 
 // Handler returns the HTTP API: POST /json, GET /v1/auth, /metrics,
 // /healthz and /readyz.
@@ -240,7 +232,7 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		httpLn = tls.NewListener(httpLn, s.httpTLS.config())
 	}
 	gs := grpc.NewServer(opts...)
-	rlspb.RegisterRateLimitServiceServer(gs, rls{s: s}) // rls.go
+	rlspb.RegisterRateLimitServiceServer(gs, s.adapters.RLS())
 	healthpb.RegisterHealthServer(gs, s.health)
 	reflection.Register(gs)
 	s.gate.learn(gs)

@@ -11,28 +11,23 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/server/internal/decide"
+	"github.com/sluicehq/sluice/server/internal/protocol"
 )
 
 // snapshot is one loaded config made ready to serve. It never changes; a
 // reload swaps the Server's pointer to a new one.
 type snapshot struct {
-	cfg   *config.Config
-	rules []*decide.Limit // by config.Match.ID
-	// authDomain is the domain GET /v1/auth serves when the request
-	// names none: the only domain with a forward_auth section, or "".
-	authDomain string
-	hash       string // of the config files' names and bytes; "" for a Policy
-	loaded     time.Time
+	// Snapshot is what the protocol adapters decide a request against.
+	protocol.Snapshot
+	hash   string // of the config files' names and bytes; "" for a Policy
+	loaded time.Time
 }
 
 // limitAside is what the server keeps beside each decide.Limit, as its
 // Aside: the limit as RLS reports it, and its metric series.
 type limitAside struct {
-	// current is the rule as RLS reports it, with its name; unnamed the
-	// same without, for a limit the config leaves unnamed, which
-	// envoyproxy/ratelimit reports without a name (the rule's name is then
-	// a generated one).
-	current, unnamed *rlsLimit
+	// rls is the rule as the RLS adapter reports it.
+	rls protocol.RLSLimit
 	// counters are the rule's metric series, set on first use.
 	counters atomic.Pointer[ruleCounters]
 	// values are its value_to_metric series, made as descriptors come.
@@ -75,7 +70,7 @@ func (s *Server) prepare(c *config.Config) ([]*decide.Limit, error) {
 // ready to serve. Rules unchanged since old keep old's Limit, and so
 // their metric series.
 func newSnapshot(cfg *config.Config, lis []*decide.Limit, old *snapshot, hash string, now time.Time) *snapshot {
-	s := &snapshot{cfg: cfg, rules: lis, hash: hash, loaded: now}
+	s := &snapshot{Snapshot: protocol.Snapshot{Config: cfg, Rules: lis}, hash: hash, loaded: now}
 	// By the domain and the config's rule: equal rules are checked alike,
 	// and a limit's metric series are its domain's. Two limits of a
 	// domain may declare equal rules; each keeps one of old's.
@@ -85,16 +80,16 @@ func newSnapshot(cfg *config.Config, lis []*decide.Limit, old *snapshot, hash st
 	}
 	var kept map[ident][]*decide.Limit
 	if old != nil {
-		kept = make(map[ident][]*decide.Limit, len(old.rules))
-		for i, d := range ruleDomains(old.cfg) {
-			k := ident{d, old.rules[i].Declared}
-			kept[k] = append(kept[k], old.rules[i])
+		kept = make(map[ident][]*decide.Limit, len(old.Rules))
+		for i, d := range ruleDomains(old.Config) {
+			k := ident{d, old.Rules[i].Declared}
+			kept[k] = append(kept[k], old.Rules[i])
 		}
 	}
 	for i, d := range ruleDomains(cfg) {
 		k := ident{d, lis[i].Declared}
 		if l := kept[k]; len(l) > 0 {
-			s.rules[i], kept[k] = l[0], l[1:]
+			s.Rules[i], kept[k] = l[0], l[1:]
 		}
 	}
 	// What is left of old is gone from the config: so are its
@@ -108,11 +103,11 @@ func newSnapshot(cfg *config.Config, lis []*decide.Limit, old *snapshot, hash st
 	n := 0
 	for _, d := range cfg.Domains() {
 		if cfg.ForwardAuth(d) != nil {
-			s.authDomain, n = d, n+1
+			s.AuthDomain, n = d, n+1
 		}
 	}
 	if n != 1 {
-		s.authDomain = ""
+		s.AuthDomain = ""
 	}
 	return s
 }
@@ -136,9 +131,7 @@ func (s *Server) newLimit(r sluice.Rule) (*decide.Limit, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &limitAside{current: currentLimit(r), unnamed: currentLimit(r)}
-	a.unnamed.Name = ""
-	l.Aside = a
+	l.Aside = &limitAside{rls: protocol.NewRLSLimit(r)}
 	return l, nil
 }
 

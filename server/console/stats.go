@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicehq/sluice/memory"
+	"github.com/sluicehq/sluice/server/internal/decide"
 )
 
 // The ring of recent seconds behind GET /v1/stats.
@@ -28,9 +29,9 @@ const (
 // The values of sluice_decisions_total's result label, which the
 // statistics read: package server counts by them.
 const (
-	ResultWithin     = "within"
-	ResultOver       = "over"
-	ResultShadowOver = "shadow_over"
+	ResultWithin     = decide.ResultWithin
+	ResultOver       = decide.ResultOver
+	ResultShadowOver = decide.ResultShadowOver
 )
 
 // statsRing samples the server's counters once a second and keeps the

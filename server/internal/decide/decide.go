@@ -41,6 +41,15 @@ type Outcome struct {
 	scr       scratch
 }
 
+// The results of one limit's decision, as the server's metrics label them
+// (sluice_decisions_total's result) and the console reads them: allowed,
+// denied, and denied in shadow mode, which does not enforce it.
+const (
+	ResultWithin     = "within"
+	ResultOver       = "over"
+	ResultShadowOver = "shadow_over"
+)
+
 // scratch is room for the working slices of a usual request (one
 // descriptor, two limits), in its outcome: deciding it takes one
 // allocation for them all, not one per slice. A larger request takes

@@ -7,9 +7,9 @@
 // statuses, the RateLimit fields, the limits that denied.
 //
 // What belongs here is how a request is decided. What does not: reading a
-// protocol (the adapters in package server), counting in the metrics and
-// logging (package server reads the outcome for them), loading and
-// reloading configs, and the admin console. The package is internal to the
+// protocol (the adapters, package server/internal/protocol), counting in
+// the metrics and logging (package server reads the outcome for them),
+// loading and reloading configs, and the admin console. The package is internal to the
 // server module: its types are the contract between the server's parts,
 // free to change with them, not an API of its own.
 package decide

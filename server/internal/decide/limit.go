@@ -29,8 +29,10 @@ type Limit struct {
 	// Label is the rule's label in the metrics: its name, or for a
 	// request's limit override the server's label for them all.
 	Label string
-	// Aside is what the server keeps beside the limit (its form in RLS,
-	// its metric series); the core never reads it.
+	// Aside is what the server keeps beside the limit, always its
+	// limitAside (the limit's form in RLS, its metric series); the core
+	// never reads it. Its type is not named here because its parts' types
+	// are the RLS adapter's and the metrics', which import this package.
 	Aside any
 }
 

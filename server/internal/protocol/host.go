@@ -1,16 +1,9 @@
-package server
+package protocol
 
 import (
 	"strings"
 
 	"github.com/sluicehq/sluice/server/internal/hosts"
-)
-
-// The Host checks the HTTP endpoints share with the console.
-var (
-	hostSet     = hosts.Set
-	allowedHost = hosts.Allowed
-	splitHost   = hosts.Split
 )
 
 // canonicalHost is a Host value in one spelling for the ways a client may
@@ -19,7 +12,7 @@ var (
 // or https (80, 443), which the proxy routes as no port. "API.example.com.:443"
 // is "api.example.com"; "[::1]:8443" keeps its brackets and port.
 func canonicalHost(hostport string) string {
-	host, port := splitHost(hostport)
+	host, port := hosts.Split(hostport)
 	if strings.Contains(host, ":") {
 		host = "[" + host + "]"
 	}

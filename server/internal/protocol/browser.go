@@ -1,6 +1,10 @@
-package server
+package protocol
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/sluicehq/sluice/server/internal/hosts"
+)
 
 // A browser can be made to send requests to the service by any page its
 // user opens: a script's fetch in no-cors mode, a form, a multipart
@@ -25,11 +29,11 @@ func fromBrowserPage(r *http.Request) bool {
 }
 
 // refuseBrowser answers a POST /json that a web page sent with 403, and
-// one whose Host the server does not answer to (Settings.HTTPAllowedHosts)
+// one whose Host the server does not answer to (Service.JSONHosts)
 // with 421, before anything is read or charged. It reports whether it
 // answered.
-func (s *Server) refuseBrowser(w http.ResponseWriter, r *http.Request) bool {
-	if s.jsonHosts != nil && !allowedHost(r.Host, s.jsonHosts) {
+func (a *Adapters) refuseBrowser(w http.ResponseWriter, r *http.Request) bool {
+	if a.jsonHosts != nil && !hosts.Allowed(r.Host, a.jsonHosts) {
 		httpError(w, http.StatusMisdirectedRequest, "host not allowed: POST /json answers to IP addresses, localhost and the names of --http-allowed-hosts")
 		return true
 	}

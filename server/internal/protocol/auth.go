@@ -1,4 +1,4 @@
-package server
+package protocol
 
 import (
 	"errors"
@@ -19,28 +19,28 @@ import (
 // ext_authz.
 const authPrefix = "/v1/auth"
 
-// isAuthPath reports whether the request is for the forward-auth
-// endpoint. The router sends such requests to serveAuth before
+// IsAuthPath reports whether the request is for the forward-auth
+// endpoint. The router sends such requests to ServeAuth before
 // http.ServeMux, which would answer a path holding "//" or ".." (the
 // original path Envoy appends) with a redirect.
-func isAuthPath(p string) bool {
+func IsAuthPath(p string) bool {
 	return p == authPrefix || strings.HasPrefix(p, authPrefix+"/")
 }
 
-// serveAuth is the forward-auth endpoint: see the package documentation.
+// ServeAuth is the forward-auth endpoint: see the server's documentation.
 // It finds the domain in the URL, builds the request descriptors from the
 // original request as the domain's forward_auth section says, decides
 // them as one request, and answers 200 when allowed, or the section's
 // deny_status (429, or 403 for nginx) with Retry-After when not. Both
 // carry the RateLimit and RateLimit-Policy fields.
-func (s *Server) serveAuth(w http.ResponseWriter, r *http.Request) {
-	snap := s.cur.Load()
-	t, err := authTargetOf(r, snap.authDomain)
+func (a *Adapters) ServeAuth(w http.ResponseWriter, r *http.Request) {
+	snap := a.svc.Current()
+	t, err := authTargetOf(r, snap.AuthDomain)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	fa := snap.cfg.ForwardAuth(t.domain)
+	fa := snap.Config.ForwardAuth(t.domain)
 	if fa == nil {
 		// Names no other domain: the client may be the one asking.
 		httpError(w, http.StatusBadRequest, fmt.Sprintf("domain %q has no forward_auth section", keys.Clip(t.domain)))
@@ -50,7 +50,7 @@ func (s *Server) serveAuth(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, formMismatch(t.domain, fa.Proxy()))
 		return
 	}
-	fr, err := s.authRequest(r, fa.Proxy(), t.original)
+	fr, err := a.authRequest(r, fa.Proxy(), t.original)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
@@ -62,14 +62,14 @@ func (s *Server) serveAuth(w http.ResponseWriter, r *http.Request) {
 	}
 	req := decide.NewRequest(t.domain, len(descs))
 	for i, es := range descs {
-		req.Descs[i] = descriptor{Entries: es, Hits: 1}
+		req.Descs[i] = decide.Descriptor{Entries: es, Hits: 1}
 	}
-	out, err := s.decide(r.Context(), snap, req, endpointAuth)
+	out, err := a.svc.Decide(r.Context(), snap, req, Auth)
 	if err != nil {
-		s.writeDecideError(r.Context(), w, err)
+		a.WriteDecideError(r.Context(), w, err)
 		return
 	}
-	s.setHeaders(w, s.headersOf(out, true)) // headers.go
+	a.setHeaders(w, a.headersOf(out, true)) // headers.go
 	if !out.Allowed {
 		writeDenied(w, fa.DenyStatus(), out.Violated) // httplimit's body
 		return
@@ -154,7 +154,7 @@ const (
 // the peer, and the method and path are the auth request's own. The path
 // (cleanPath) and the host (canonicalHost) are normalised before they are
 // matched.
-func (s *Server) authRequest(r *http.Request, p config.Proxy, envoyTarget string) (*original, error) {
+func (a *Adapters) authRequest(r *http.Request, p config.Proxy, envoyTarget string) (*original, error) {
 	peer, ok := clientip.Parse(r.RemoteAddr)
 	fr := &original{Method: r.Method, Host: r.Host, Header: r.Header}
 	if ok {
@@ -164,21 +164,21 @@ func (s *Server) authRequest(r *http.Request, p config.Proxy, envoyTarget string
 	if p != config.Envoy {
 		target = r.URL.RequestURI()
 	}
-	if ok && s.trust.Contains(peer) {
+	if ok && a.svc.Trust.Contains(peer) {
 		switch p {
 		case config.Nginx:
-			a, err := realIP(r.Header)
+			ip, err := realIP(r.Header)
 			if err != nil {
 				return nil, err
 			}
-			fr.ClientIP = keys.IP(a)
+			fr.ClientIP = keys.IP(ip)
 			fr.Method = headerOr(r.Header, hdrOriginalMethod, fr.Method)
 			target = headerOr(r.Header, hdrOriginalURI, target)
 		case config.Traefik, config.Envoy:
 			if len(r.Header[hdrForwardedFor]) == 0 {
 				return nil, fmt.Errorf("%s: missing; the %s proxy must set it to the client's address", hdrForwardedFor, p)
 			}
-			fr.ClientIP = keys.IP(s.trust.Walk(peer, r.Header[hdrForwardedFor]))
+			fr.ClientIP = keys.IP(a.svc.Trust.Walk(peer, r.Header[hdrForwardedFor]))
 			if p == config.Traefik {
 				fr.Method = headerOr(r.Header, hdrForwardedMeth, fr.Method)
 				target = headerOr(r.Header, hdrForwardedURI, target)

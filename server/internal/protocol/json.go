@@ -1,4 +1,4 @@
-package server
+package protocol
 
 import (
 	"bytes"
@@ -14,14 +14,14 @@ import (
 // modifies it.
 var jsonContentType = []string{"application/json"}
 
-// serveJSON is POST /json: a RateLimitRequest in proto3 JSON in, the
+// ServeJSON is POST /json: a RateLimitRequest in proto3 JSON in, the
 // RateLimitResponse out, 200 when OK and 429 when over the limit, as
 // envoyproxy/ratelimit's /json answers. A malformed or oversized body, or
 // a malformed request, is 400 with the reason. A web page's request is
-// 403, and one for a Host not in Settings.HTTPAllowedHosts 421, both before
+// 403, and one for a Host not in Service.JSONHosts 421, both before
 // the body is read (refuseBrowser).
-func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
-	if s.refuseBrowser(w, r) { // browser.go
+func (a *Adapters) ServeJSON(w http.ResponseWriter, r *http.Request) {
+	if a.refuseBrowser(w, r) { // browser.go
 		return
 	}
 	// The body is read into, and the answer written from, one buffer of a
@@ -31,7 +31,7 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 	bp := jsonBufs.Get().(*[]byte)
 	defer putJSONBuf(bp)
 	buf := bytes.NewBuffer((*bp)[:0])
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, a.svc.MaxBodyBytes))
 	body := buf.Bytes()
 	*bp = body
 	if err != nil {
@@ -51,9 +51,9 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
 		return
 	}
-	resp, err := s.decideRLS(r.Context(), req, endpointJSON)
+	resp, err := a.decideRLS(r.Context(), req, JSON)
 	if err != nil {
-		s.writeDecideError(r.Context(), w, err)
+		a.WriteDecideError(r.Context(), w, err)
 		return
 	}
 	out, err := appendRLSResponse(body[:0], resp)

@@ -1,4 +1,4 @@
-package server
+package protocol
 
 import (
 	"context"
@@ -19,15 +19,15 @@ import (
 )
 
 // ShouldRateLimit decides req as envoy.service.ratelimit.v3's
-// RateLimitService does, against the config being served: see the package
-// documentation. The error is a gRPC status: InvalidArgument for a
-// malformed request, which changes nothing, or the context's.
-func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
-	resp, err := s.decideRLS(ctx, req, endpointGRPC)
+// RateLimitService does, against the config being served. The error is a
+// gRPC status: InvalidArgument for a malformed request, which changes
+// nothing, or the context's.
+func (a *Adapters) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	resp, err := a.decideRLS(ctx, req, GRPC)
 	if err != nil {
-		var bad *badRequest
+		var bad *decide.BadRequest
 		if !errors.As(err, &bad) && ctx.Err() == nil {
-			s.log.ErrorContext(ctx, "deciding a request", "err", err) // as writeDecideError does
+			a.svc.Log.ErrorContext(ctx, "deciding a request", "err", err) // as WriteDecideError does
 		}
 		return nil, grpcError(err)
 	}
@@ -35,19 +35,18 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 }
 
 // decideRLS decides a RateLimitRequest, from gRPC or POST /json.
-func (s *Server) decideRLS(ctx context.Context, req *rlspb.RateLimitRequest, endpoint endpoint) (*rlspb.RateLimitResponse, error) {
-	r, err := s.fromRLS(req)
+func (a *Adapters) decideRLS(ctx context.Context, req *rlspb.RateLimitRequest, e Endpoint) (*rlspb.RateLimitResponse, error) {
+	r, err := a.fromRLS(req)
 	if err != nil {
 		return nil, err
 	}
-	snap := s.cur.Load()
-	out, err := s.decide(ctx, snap, r, endpoint)
+	out, err := a.svc.Decide(ctx, a.svc.Current(), r, e)
 	if err != nil {
 		return nil, err
 	}
-	resp := toRLS(out)
-	s.rlsHeaders(resp, out) // headers.go: the configured style
-	if s.cfg.DynamicMetadata {
+	resp := a.toRLS(out)
+	a.rlsHeaders(resp, out) // headers.go: the configured style
+	if a.svc.DynamicMetadata {
 		resp.DynamicMetadata = dynamicMetadata(req, r, out)
 	}
 	return resp, nil
@@ -71,7 +70,7 @@ func (s *Server) decideRLS(ctx context.Context, req *rlspb.RateLimitRequest, end
 // routes and access logs. The entries are r's, which the core decided,
 // their secrets as the core's walk of the config found them
 // (decide.Status.Secret); the limits and hits as req sets them.
-func dynamicMetadata(req *rlspb.RateLimitRequest, r *request, out *outcome) *structpb.Struct {
+func dynamicMetadata(req *rlspb.RateLimitRequest, r *decide.Request, out *decide.Outcome) *structpb.Struct {
 	descs := make([]*structpb.Value, 0, len(r.Descs))
 	for i, d := range req.GetDescriptors() {
 		es := r.Descs[i].Entries
@@ -140,43 +139,43 @@ func mergeMetadata(dst, src map[string]any) {
 }
 
 // fromRLS is the request req carries. It checks what only RLS has: the
-// hits, limit overrides (refused under Settings.RefuseLimitOverrides) and
+// hits, limit overrides (refused under Service.RefuseLimitOverrides) and
 // negative hits.
-func (s *Server) fromRLS(req *rlspb.RateLimitRequest) (*request, error) {
-	if h := uint64(req.GetHitsAddend()); h > s.cfg.MaxHitsAddend {
-		return nil, badf("hits_addend: %d is more than the most allowed, %d", h, s.cfg.MaxHitsAddend)
+func (a *Adapters) fromRLS(req *rlspb.RateLimitRequest) (*decide.Request, error) {
+	if h := uint64(req.GetHitsAddend()); h > a.svc.MaxHitsAddend {
+		return nil, decide.Badf("hits_addend: %d is more than the most allowed, %d", h, a.svc.MaxHitsAddend)
 	}
 	n := int64(max(req.GetHitsAddend(), 1)) // 0, the proto default, means 1
 	descs := req.GetDescriptors()
-	if len(descs) > MaxDescriptors {
-		return nil, badf("descriptors: %d of them; at most %d are allowed", len(descs), MaxDescriptors)
+	if len(descs) > decide.MaxDescriptors {
+		return nil, decide.Badf("descriptors: %d of them; at most %d are allowed", len(descs), decide.MaxDescriptors)
 	}
 	r := decide.NewRequest(req.GetDomain(), len(descs))
 	total := 0
 	for i, d := range descs {
 		// Checked before the entries' array is made, so that a request
 		// refused for its size allocates nothing for it.
-		if n := len(d.GetEntries()); n > MaxEntries {
-			return nil, badf("%s.entries: %d of them; at most %d are allowed", descField(i), n, MaxEntries)
+		if n := len(d.GetEntries()); n > decide.MaxEntries {
+			return nil, decide.Badf("%s.entries: %d of them; at most %d are allowed", decide.DescField(i), n, decide.MaxEntries)
 		}
 		total += len(d.GetEntries())
 	}
 	entries := r.Entries(total) // one array, cut per descriptor
 	for i, d := range descs {
-		switch f := descField(i); {
-		case d.GetLimit() != nil && s.cfg.RefuseLimitOverrides:
-			return nil, badf("%s.limit: this server refuses limit overrides from the request (RefuseLimitOverrides); limits come from its config", f)
+		switch f := decide.DescField(i); {
+		case d.GetLimit() != nil && a.svc.RefuseLimitOverrides:
+			return nil, decide.Badf("%s.limit: this server refuses limit overrides from the request (RefuseLimitOverrides); limits come from its config", f)
 		case d.GetIsNegativeHits():
-			return nil, badf("%s.is_negative_hits: sluice does not give hits back", f)
-		case d.GetHitsAddend() != nil && d.GetHitsAddend().GetValue() > s.cfg.MaxHitsAddend:
-			return nil, badf("%s.hits_addend: %d is more than the most allowed, %d", f, d.GetHitsAddend().GetValue(), s.cfg.MaxHitsAddend)
+			return nil, decide.Badf("%s.is_negative_hits: sluice does not give hits back", f)
+		case d.GetHitsAddend() != nil && d.GetHitsAddend().GetValue() > a.svc.MaxHitsAddend:
+			return nil, decide.Badf("%s.hits_addend: %d is more than the most allowed, %d", f, d.GetHitsAddend().GetValue(), a.svc.MaxHitsAddend)
 		}
 		if l := d.GetLimit(); l != nil {
 			var mult *uint32
 			if m := l.GetUnitMultiplier(); m != nil {
 				mult = &m.Value
 			}
-			lim, err := overrideLimit(descField(i).String()+".limit", l.GetRequestsPerUnit(), l.GetUnit(), mult)
+			lim, err := overrideLimit(decide.DescField(i).String()+".limit", l.GetRequestsPerUnit(), l.GetUnit(), mult)
 			if err != nil {
 				return nil, err
 			}
@@ -208,7 +207,7 @@ type rlsResponse struct {
 }
 
 // toRLS is the RateLimitResponse of an outcome.
-func toRLS(out *outcome) *rlspb.RateLimitResponse {
+func (a *Adapters) toRLS(out *decide.Outcome) *rlspb.RateLimitResponse {
 	r := new(rlsResponse)
 	resp := &r.resp
 	resp.OverallCode = rlspb.RateLimitResponse_OK
@@ -231,9 +230,10 @@ func toRLS(out *outcome) *rlspb.RateLimitResponse {
 			if st.Over {
 				ds.Code = rlspb.RateLimitResponse_OVER_LIMIT
 			}
-			ds.CurrentLimit = asideOf(st.Limit).unnamed
+			rl := a.svc.RLSLimit(st.Limit)
+			ds.CurrentLimit = rl.Unnamed
 			if st.Named {
-				ds.CurrentLimit = asideOf(st.Limit).current
+				ds.CurrentLimit = rl.Named
 			}
 			ds.LimitRemaining = uint32(min(max(st.D.Remaining, 0), math.MaxUint32))
 			if st.D.ResetAfter != sluice.Never {
@@ -262,18 +262,31 @@ func toRLS(out *outcome) *rlspb.RateLimitResponse {
 
 // rlsHeaders sets resp's response_headers_to_add in the configured
 // style; toRLS has set them in the IETF style.
-func (s *Server) rlsHeaders(resp *rlspb.RateLimitResponse, out *outcome) {
-	if s.cfg.ResponseHeaders == HeadersIETF {
+func (a *Adapters) rlsHeaders(resp *rlspb.RateLimitResponse, out *decide.Outcome) {
+	if a.svc.Headers == HeadersIETF {
 		return
 	}
 	resp.ResponseHeadersToAdd = nil
-	for _, kv := range s.headersOf(out, false) {
+	for _, kv := range a.headersOf(out, false) {
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corepb.HeaderValue{Key: kv[0], Value: kv[1]})
 	}
 }
 
-// rlsLimit is a limit as RLS reports it, made once per rule.
-type rlsLimit = rlspb.RateLimitResponse_RateLimit
+// RLSLimit is a limit as RLS reports it, made once per rule (NewRLSLimit)
+// and kept beside it: a response points to it rather than making one.
+type RLSLimit struct {
+	// Named is the rule with its name; Unnamed the same without, for a
+	// limit the config leaves unnamed, which envoyproxy/ratelimit
+	// reports without a name (the rule's name is then a generated one).
+	Named, Unnamed *rlspb.RateLimitResponse_RateLimit
+}
+
+// NewRLSLimit is r as RLS reports it.
+func NewRLSLimit(r sluice.Rule) RLSLimit {
+	l := RLSLimit{Named: currentLimit(r), Unnamed: currentLimit(r)}
+	l.Unnamed.Name = ""
+	return l
+}
 
 // units are the RLS units, longest first, with their lengths as the config
 // reads them (a month is 30 days, a year 365).
@@ -294,7 +307,7 @@ var units = []struct {
 // times unit_multiplier when the period is a multiple of a unit ("30s" is
 // 30 SECOND). A period that is not a whole number of seconds has no RLS
 // unit: it is UNKNOWN, and the name still tells the rule.
-func currentLimit(r sluice.Rule) *rlsLimit {
+func currentLimit(r sluice.Rule) *rlspb.RateLimitResponse_RateLimit {
 	cl := &rlspb.RateLimitResponse_RateLimit{
 		Name:            r.Name,
 		RequestsPerUnit: uint32(min(max(r.Limit.Rate, 0), 1<<32-1)),
@@ -317,14 +330,17 @@ func currentLimit(r sluice.Rule) *rlsLimit {
 	return cl
 }
 
-// rls is the gRPC face of the Server.
-type rls struct {
+// RLS is the gRPC service of the adapters, for grpc.Server's
+// registration.
+func (a *Adapters) RLS() rlspb.RateLimitServiceServer { return rlsService{a: a} }
+
+type rlsService struct {
 	rlspb.UnimplementedRateLimitServiceServer
-	s *Server
+	a *Adapters
 }
 
-func (r rls) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
-	return r.s.ShouldRateLimit(ctx, req)
+func (r rlsService) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	return r.a.ShouldRateLimit(ctx, req)
 }
 
 // room returns buf[:n] when it has room for n, else a new slice.

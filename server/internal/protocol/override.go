@@ -1,4 +1,4 @@
-package server
+package protocol
 
 import (
 	"time"
@@ -6,6 +6,7 @@ import (
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/server/internal/decide"
 )
 
 // Bounds on a request's limit override (Envoy's descriptor limit).
@@ -17,16 +18,7 @@ const (
 	// MaxOverridePeriod is the longest period an override may ask for,
 	// its unit times its unit_multiplier: a year, the longest unit.
 	MaxOverridePeriod = 365 * 24 * time.Hour
-	// MaxOverrideRules is how many override rules (one per rate and
-	// period asked for) the server keeps prepared; past it the least
-	// recently used is dropped (decide.Overrides), so that a flood of
-	// distinct overrides cannot grow memory.
-	MaxOverrideRules = 1024
 )
-
-// labelOverride is the rule label under which every override's decisions
-// are counted: the rates come from requests, so they make no label.
-const labelOverride = "(override)"
 
 // overrideUnits are the lengths of the units an override may name, as the
 // config reads them (a month is 30 days, a year 365) and as
@@ -41,26 +33,26 @@ var overrideUnits = map[typepb.RateLimitUnit]time.Duration{
 }
 
 // overrideLimit checks an override's values and returns its limit. field
-// names the override in the error, a *badRequest.
+// names the override in the error, a *decide.BadRequest.
 func overrideLimit(field string, rate uint32, unit typepb.RateLimitUnit, mult *uint32) (sluice.Limit, error) {
 	switch {
 	case rate == 0:
-		return sluice.Limit{}, badf("%s.requests_per_unit: must be at least 1", field)
+		return sluice.Limit{}, decide.Badf("%s.requests_per_unit: must be at least 1", field)
 	case rate > MaxOverrideRequests:
-		return sluice.Limit{}, badf("%s.requests_per_unit: %d is more than the most allowed, %d", field, rate, MaxOverrideRequests)
+		return sluice.Limit{}, decide.Badf("%s.requests_per_unit: %d is more than the most allowed, %d", field, rate, MaxOverrideRequests)
 	}
 	d, ok := overrideUnits[unit]
 	if !ok {
-		return sluice.Limit{}, badf("%s.unit: %v is not a unit; want SECOND, MINUTE, HOUR, DAY, MONTH or YEAR", field, unit)
+		return sluice.Limit{}, decide.Badf("%s.unit: %v is not a unit; want SECOND, MINUTE, HOUR, DAY, MONTH or YEAR", field, unit)
 	}
 	k := uint32(1)
 	if mult != nil {
 		if k = *mult; k == 0 {
-			return sluice.Limit{}, badf("%s.unit_multiplier: must be at least 1", field)
+			return sluice.Limit{}, decide.Badf("%s.unit_multiplier: must be at least 1", field)
 		}
 	}
 	if time.Duration(k) > MaxOverridePeriod/d {
-		return sluice.Limit{}, badf("%s.unit_multiplier: %d %v makes a period longer than a year", field, k, unit)
+		return sluice.Limit{}, decide.Badf("%s.unit_multiplier: %d %v makes a period longer than a year", field, k, unit)
 	}
 	return sluice.Limit{Rate: int64(rate), Period: time.Duration(k) * d}, nil
 }
