@@ -12,17 +12,21 @@
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
-# The modules sluice serve is built from, and their requirements, first:
-# a change to the code does not download them again. cmd/sluice builds on
-# its own (GOWORK=off), its siblings by its replace directives.
-COPY go.mod ./
+# The workspace's modules (go.work) and their requirements first: a change
+# to the code does not download them again. The build uses the workspace,
+# so sluice serve is built from this tree's sibling modules.
+COPY go.work go.work.sum go.mod ./
+COPY bench/go.mod bench/go.sum bench/
+COPY cmd/sluice/go.mod cmd/sluice/go.sum cmd/sluice/
 COPY config/go.mod config/go.sum config/
+COPY examples/llm/go.mod examples/llm/go.sum examples/llm/
+COPY examples/tariffs/go.mod examples/tariffs/go.sum examples/tariffs/
+COPY grpclimit/go.mod grpclimit/go.sum grpclimit/
 COPY redis/go.mod redis/go.sum redis/
 COPY server/go.mod server/go.sum server/
-COPY cmd/sluice/go.mod cmd/sluice/go.sum cmd/sluice/
-RUN cd cmd/sluice && GOWORK=off go mod download
+RUN go mod download
 COPY . .
-RUN cd cmd/sluice && CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags="-s -w" -o /out/ratelimit .
+RUN cd cmd/sluice && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ratelimit .
 
 # static-debian12: CA certificates (for rediss://), time zones, /etc/passwd
 # with the nonroot user, no shell and no package manager.

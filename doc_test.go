@@ -16,11 +16,12 @@ import (
 )
 
 // TestDocCode holds the code that newcomers read first to the API: every
-// ```go block of README.md, and every Go code block of the package
-// documentation, must appear line for line in the body of an Example
-// function of this module that has an // Output: comment, which go test
-// compiles and runs. To change such a block, change its Example and copy
-// the lines back.
+// Go code block of the package documentation, and every ```go block of
+// docs/library.md, which it links to, must appear line for line in the
+// body of an Example function of this module that has an // Output:
+// comment, which go test compiles and runs. To change such a block, change
+// its Example and copy the lines back. (The README shows whole programs,
+// which TestREADMEPrograms builds and runs.)
 func TestDocCode(t *testing.T) {
 	bodies := exampleBodies(t)
 	check := func(where, code string) {
@@ -35,20 +36,20 @@ func TestDocCode(t *testing.T) {
 			"Copy it from the Example it was taken from, or write one that holds it.", where, code)
 	}
 
-	blocks := readmeBlocks(t, "README.md")
-	if len(blocks) < 2 {
-		t.Fatalf("README.md has %d ```go blocks; the library and keyed-limits sections have one each", len(blocks))
-	}
-	for _, b := range blocks {
-		check(fmt.Sprintf("README.md:%d", b.line), b.code)
-	}
-
 	code := packageDocGo(t, "doc.go")
-	if len(code) < 2 {
-		t.Fatalf("doc.go has %d Go code blocks; Where to start and Time is a parameter have one each", len(code))
+	if len(code) < 1 {
+		t.Fatal("doc.go has no Go code block; the package comment shows a token bucket at explicit times")
 	}
 	for i, c := range code {
 		check(fmt.Sprintf("doc.go, Go block %d", i+1), c)
+	}
+
+	blocks := markdownGo(t, "docs/library.md")
+	if len(blocks) < 3 {
+		t.Fatalf("docs/library.md has %d ```go blocks; the Limiter, time as a parameter and usage have one each", len(blocks))
+	}
+	for _, b := range blocks {
+		check(fmt.Sprintf("docs/library.md:%d", b.line), b.code)
 	}
 }
 
@@ -121,8 +122,8 @@ type block struct {
 	code string
 }
 
-// readmeBlocks returns the ```go blocks of a Markdown file.
-func readmeBlocks(t *testing.T, name string) []block {
+// markdownGo returns the ```go blocks of a Markdown file.
+func markdownGo(t *testing.T, name string) []block {
 	t.Helper()
 	f, err := os.Open(name)
 	if err != nil {

@@ -6,23 +6,30 @@ import (
 	"github.com/sluicehq/sluice/internal/algo"
 )
 
-// Failure says what a rule decides when its store cannot answer.
+// Failure says what a rule decides when its store cannot answer:
+// FailOpen allows, FailClosed denies, FailLocal decides with the Limiter's
+// in-process fallback, and FailDefault, the zero value, is FailLocal when
+// the Limiter has a fallback and FailOpen when it has none.
 type Failure uint8
 
-const (
-	// FailDefault, the zero value, is FailLocal for a Limiter with a
-	// fallback store (WithFallback), and FailOpen for one without: a
-	// Limiter given a fallback uses it unless a rule says otherwise.
-	FailDefault Failure = iota
-	// FailOpen allows the request: availability over protection.
-	FailOpen
-	// FailClosed denies the request.
-	FailClosed
-	// FailLocal decides with the Limiter's fallback store (WithFallback),
-	// an in-process limiter: each process then enforces the limit on its
-	// own. Without a fallback it fails closed.
-	FailLocal
-)
+// The failure modes are declared one by one, so that go doc lists each
+// with its value under Failure.
+
+// FailDefault, the zero value, is FailLocal for a Limiter with a fallback
+// store (WithFallback), and FailOpen for one without: a Limiter given a
+// fallback uses it unless a rule says otherwise.
+const FailDefault Failure = 0
+
+// FailOpen allows the request: availability over protection.
+const FailOpen Failure = 1
+
+// FailClosed denies the request.
+const FailClosed Failure = 2
+
+// FailLocal decides with the Limiter's fallback store (WithFallback), an
+// in-process limiter: each process then enforces the limit on its own.
+// Without a fallback it fails closed.
+const FailLocal Failure = 3
 
 // String returns "default", "open", "closed" or "local".
 func (f Failure) String() string {
@@ -41,33 +48,40 @@ func (f Failure) String() string {
 
 // Charge says how a rule is charged: whether a request that would take
 // its limit past zero is refused uncharged, or recorded all the same.
+// ChargeGate, the zero value, refuses it (requests, logins); ChargeUsage
+// records it, into debt (LLM tokens, bytes, money, known once the work is
+// done); ChargeCount records it and answers a peek as
+// envoyproxy/ratelimit does.
 type Charge uint8
 
-const (
-	// ChargeGate is all-or-nothing: a request is charged only if every
-	// rule of the request allows it, and a request the rule cannot afford
-	// is refused and charges nothing. A peek (Check.Peek) is always
-	// allowed. It is the zero value: limits that gate admission (requests
-	// per second, logins per hour) want it.
-	ChargeGate Charge = iota
-	// ChargeUsage records usage after the fact: the cost is recorded
-	// whatever is left, so a limit can be taken past zero, into debt (a
-	// bucket below empty, a window's count above its rate), and the
-	// request that went over is answered as over. Debt is capped at one
-	// period's worth (a bucket's level never below -Burst, a window's or
-	// a log's count never above 2·Rate), so a key left alone is usable
-	// again within two periods. A peek (Check.Peek) answers over when
-	// less than one unit is left. A usage rule is charged even when another
-	// rule of the request denies it. LLM tokens, bytes sent and money
-	// spent are usage: known only once the work is done, and charged
-	// then.
-	ChargeUsage
-	// ChargeCount is ChargeUsage with envoyproxy/ratelimit's threshold
-	// for a peek: over only when the limit is in debt (used past
-	// it), so at exactly zero left it is allowed. sluice serve compiles
-	// every limit so in envoy mode, as envoyproxy/ratelimit counts.
-	ChargeCount
-)
+// The charges are declared one by one, so that go doc lists each with
+// its value under Charge.
+
+// ChargeGate is all-or-nothing: a request is charged only if every
+// rule of the request allows it, and a request the rule cannot afford
+// is refused and charges nothing. A peek (Check.Peek) is always
+// allowed. It is the zero value: limits that gate admission (requests
+// per second, logins per hour) want it.
+const ChargeGate Charge = 0
+
+// ChargeUsage records usage after the fact: the cost is recorded
+// whatever is left, so a limit can be taken past zero, into debt (a
+// bucket below empty, a window's count above its rate), and the
+// request that went over is answered as over. Debt is capped at one
+// period's worth (a bucket's level never below -Burst, a window's or
+// a log's count never above 2·Rate), so a key left alone is usable
+// again within two periods. A peek (Check.Peek) answers over when
+// less than one unit is left. A usage rule is charged even when another
+// rule of the request denies it. LLM tokens, bytes sent and money
+// spent are usage: known only once the work is done, and charged
+// then.
+const ChargeUsage Charge = 1
+
+// ChargeCount is ChargeUsage with envoyproxy/ratelimit's threshold
+// for a peek: over only when the limit is in debt (used past
+// it), so at exactly zero left it is allowed. sluice serve compiles
+// every limit so in envoy mode, as envoyproxy/ratelimit counts.
+const ChargeCount Charge = 2
 
 // String returns "gate", "usage" or "count".
 func (c Charge) String() string {

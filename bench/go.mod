@@ -2,17 +2,13 @@ module github.com/sluicehq/sluice/bench
 
 go 1.26.0
 
-replace github.com/sluicehq/sluice => ../
-
-replace github.com/sluicehq/sluice/redis => ../redis
-
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sethvargo/go-limiter v0.7.1
-	github.com/sluicehq/sluice v0.0.0-00010101000000-000000000000
-	github.com/sluicehq/sluice/redis v0.0.0-00010101000000-000000000000
+	github.com/sluicehq/sluice v0.1.0
+	github.com/sluicehq/sluice/redis v0.1.0
 	github.com/throttled/throttled/v2 v2.15.0
 	go.uber.org/ratelimit v0.3.1
 	golang.org/x/time v0.16.0

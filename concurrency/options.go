@@ -9,7 +9,7 @@ import (
 )
 
 // DefaultMaxKeys is the most keys a Limiter holds unless WithMaxKeys says
-// otherwise.
+// otherwise: 1,048,576.
 const DefaultMaxKeys = 1 << 20
 
 // DefaultMaxBytes is the most bytes a Limiter counts (see WithMaxBytes)

@@ -2,10 +2,8 @@ module github.com/sluicehq/sluice/grpclimit
 
 go 1.26.0
 
-replace github.com/sluicehq/sluice => ../
-
 require (
-	github.com/sluicehq/sluice v0.0.0-00010101000000-000000000000
+	github.com/sluicehq/sluice v0.1.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12

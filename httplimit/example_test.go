@@ -144,7 +144,7 @@ func ExampleAPIKey() {
 }
 
 // The usual pair: a limit per client address always, and one per API key
-// when the request sends one. The README shows this example.
+// when the request sends one. The README shows it as a whole program.
 func Example_perAddressAndKey() {
 	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "hello") })
 	mux := http.NewServeMux()

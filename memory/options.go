@@ -10,9 +10,8 @@ import (
 	"github.com/sluicehq/sluice/internal/bounded"
 )
 
-// DefaultMaxKeys is the most keys a Store holds
-// unless WithMaxKeys says otherwise: 40 to 50 MB of GCRA keys of up to 16
-// bytes. Longer keys cost more, and DefaultMaxBytes binds first.
+// DefaultMaxKeys is the most keys a Store holds unless WithMaxKeys says
+// otherwise: 1,048,576 keys, 40 to 50 MB of GCRA keys of up to 16 bytes. Longer keys cost more, and DefaultMaxBytes binds first.
 const DefaultMaxKeys = 1 << 20
 
 // DefaultMaxBytes is the most bytes a Store counts (see WithMaxBytes) unless WithMaxBytes says otherwise: 256 MiB.

@@ -17,43 +17,82 @@ import (
 )
 
 // A run serving several callers must not be cut short by its leader's
-// deadline: here the leader's has passed, the others have half a minute,
-// and their requests are decided.
+// deadline: here the leader's passes while the run is out, the others
+// have half a minute, and their requests are decided.
 func TestBatchOutlivesLeaderDeadline(t *testing.T) {
-	srv := startRedis(t)
-	s := newStore(t, srv.client(t), redis.WithCallerTime(), redis.WithTimeout(0))
-	release := redis.HoldLeaders(s)
-	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(10)})
-	now := time.Unix(1_700_000_000, 0)
+	// The leader's deadline must pass after it led the run, not while it
+	// queued: a loaded machine that missed the first is given a longer one.
+	for _, wait := range []time.Duration{2 * time.Second, 8 * time.Second, 30 * time.Second} {
+		if batchOutlivesLeaderDeadline(t, wait) {
+			return
+		}
+	}
+	t.Fatal("the leader's deadline passed each time before it led the run")
+}
 
-	const members = 3
+// batchOutlivesLeaderDeadline reports false if the leader's deadline, wait
+// on, passed before it led its run, which then decided nothing of the
+// case.
+func batchOutlivesLeaderDeadline(t *testing.T, wait time.Duration) bool {
+	srv := startRedis(t)
+	s := newStore(t, srv.patientClient(t), redis.WithCallerTime(), redis.WithTimeout(0))
+	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(10)})
+	checks := []sluice.Check{{Rule: rule, Key: "k"}}
+	now := time.Unix(1_700_000_000, 0)
+	resume := srv.pause(t)
+	h := hold(t, s)
+
+	// the leader first in the queue, then the others
+	lctx, lcancel := context.WithTimeout(context.Background(), wait)
+	defer lcancel()
+	var lerr error
+	lout := make([]sluice.Decision, 1)
 	var wg sync.WaitGroup
+	wg.Go(func() { lerr = waitingTake(lctx, s, now, checks, lout) })
+	waitParked(t, s, 2, 2)
+	const members = 3
 	errs := make([]error, members)
 	outs := make([][]sluice.Decision, members)
 	for i := range members {
+		outs[i] = make([]sluice.Decision, 1)
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			outs[i] = make([]sluice.Decision, 1)
-			errs[i] = s.Take(ctx, now, []sluice.Check{{Rule: rule, Key: "k"}}, outs[i])
+			errs[i] = waitingTake(ctx, s, now, checks, outs[i])
 		})
 	}
-	waitQueued(t, s, members)
-	past, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
-	defer cancel()
-	if err := redis.LeadAs(past, s); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("the expired leader got %v, want its own context's error", err)
+	waitParked(t, s, 2+members, 2+members)
+	if err := h.release(); !errors.Is(err, context.Canceled) {
+		t.Errorf("the holding run's caller gave up: %v, want its context's error", err)
 	}
+	// The queue handed to the leader, it sends its run: then its deadline
+	// passes, with the run out.
+	waitUntil(t, "the leader's run written", func() bool { return s.Stats().Runs == 2 })
+	led := lctx.Err() == nil
+	<-lctx.Done()
+	resume()
 	wg.Wait()
-	release()
-	if n := redis.Running(s); n != 0 {
-		t.Errorf("%d leader slots still taken", n)
+	if !led {
+		t.Logf("the leader's deadline, %v on, passed while it queued", wait)
+		return false
+	}
+	if lerr != nil && !errors.Is(lerr, context.DeadlineExceeded) {
+		t.Errorf("the leader got %v, want its decision or its context's error", lerr)
 	}
 	for i := range members {
 		if errs[i] != nil || !outs[i][0].Allowed {
 			t.Errorf("member %d: Take = %v, %+v; want allowed", i, errs[i], outs[i][0])
 		}
 	}
+	// The slots are given back: a request goes in a run at once.
+	out := make([]sluice.Decision, 1)
+	if err := s.Take(context.Background(), now, checks, out); err != nil || !out[0].Allowed {
+		t.Errorf("after: Take = %v, %+v; want allowed", err, out[0])
+	}
+	if st := s.Stats(); st.Runs != 3 {
+		t.Errorf("Stats = %+v, want 3 runs: the one held out, the leader's, the last", st)
+	}
+	return true
 }
 
 // While a run is out, requests wait for it rather than go in a second
@@ -61,49 +100,52 @@ func TestBatchOutlivesLeaderDeadline(t *testing.T) {
 // go at once, beside the run out.
 func TestSecondRunOnlyWhenFull(t *testing.T) {
 	srv := startRedis(t)
-	s := newStore(t, srv.client(t), redis.WithCallerTime(), redis.WithMaxBatch(4), redis.WithTimeout(0))
-	release := redis.HoldRun(s, 0)
+	s := newStore(t, srv.patientClient(t), redis.WithCallerTime(), redis.WithMaxBatch(4), redis.WithTimeout(0))
 	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(100)})
 	now := time.Unix(1_700_000_000, 0)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
 	take := func(n int) {
 		for range n {
 			wg.Go(func() {
 				out := make([]sluice.Decision, 1)
-				if err := s.Take(ctx, now, []sluice.Check{{Rule: rule, Key: "k"}}, out); err != nil || !out[0].Allowed {
+				if err := waitingTake(ctx, s, now, []sluice.Check{{Rule: rule, Key: "k"}}, out); err != nil || !out[0].Allowed {
 					t.Errorf("Take = %v, %+v; want allowed", err, out[0])
 				}
 			})
 		}
 	}
 
+	resume := srv.pause(t)
+	h := hold(t, s)
 	take(3)
-	for redis.Queued(s) < 3 {
-		if n := redis.Running(s); n != 1 {
-			t.Fatalf("%d runs out with %d requests queued, want them queued behind the one run out", n, redis.Queued(s))
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("%d of 3 requests queued", redis.Queued(s))
-		}
-		time.Sleep(time.Millisecond)
+	waitParked(t, s, 4, 4)
+	if st := s.Stats(); st.Runs != 1 {
+		t.Fatalf("Stats = %+v with 3 requests waiting, want them queued behind the one run out", st)
 	}
 	take(1) // the fourth fills a run: it goes, the first run still out
+	waitUntil(t, "a full run written beside the one out", func() bool { return s.Stats().Runs == 2 })
+	resume()
 	wg.Wait()
-	if st := s.Stats(); st.Runs != 1 || st.Calls != 4 {
-		t.Errorf("Stats = %+v, want the 4 requests in 1 run", st)
+	if err := <-h.done; err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Runs != 2 || st.Calls != 5 {
+		t.Errorf("Stats = %+v, want the 4 requests in 1 run beside the one held out", st)
 	}
 
+	resume = srv.pause(t)
+	h = hold(t, s)
 	take(2)
-	waitQueued(t, s, 2)
-	release() // the run out ends: its leader hands the queue on
+	waitParked(t, s, 3, 8)
+	resume() // the run out ends: its leader hands the queue on
 	wg.Wait()
-	if st := s.Stats(); st.Runs != 2 || st.Calls != 6 {
-		t.Errorf("Stats = %+v, want the 2 more requests in 1 more run", st)
+	if err := <-h.done; err != nil {
+		t.Fatal(err)
 	}
-	if n := redis.Running(s); n != 0 {
-		t.Errorf("%d leader slots still taken", n)
+	if st := s.Stats(); st.Runs != 4 || st.Calls != 8 {
+		t.Errorf("Stats = %+v, want the 2 more requests in 1 more run after the one held out", st)
 	}
 }
 
@@ -112,43 +154,49 @@ func TestSecondRunOnlyWhenFull(t *testing.T) {
 // run of their own, however few.
 func TestSecondRunWhenStalled(t *testing.T) {
 	srv := startRedis(t)
-	s := newStore(t, srv.client(t), redis.WithCallerTime(), redis.WithTimeout(10*time.Second))
 	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(100)})
 	now := time.Unix(1_700_000_000, 0)
 	c := []sluice.Check{{Rule: rule, Key: "k"}}
 
-	// out for a second: it has not stalled; a request queues behind it
-	release := redis.HoldRun(s, time.Second)
+	// out for less than half a minute's timeout: it has not stalled; a
+	// request queues behind it
+	s := newStore(t, srv.patientClient(t), redis.WithCallerTime(), redis.WithTimeout(time.Minute))
+	resume := srv.pause(t)
+	h := hold(t, s)
 	done := make(chan error, 1)
-	go func() { done <- s.Take(context.Background(), now, c, make([]sluice.Decision, 1)) }()
-	waitQueued(t, s, 1)
-	release()
+	go func() { done <- waitingTake(context.Background(), s, now, c, make([]sluice.Decision, 1)) }()
+	waitParked(t, s, 2, 2)
+	if st := s.Stats(); st.Runs != 1 {
+		t.Errorf("Stats = %+v beside a run out for less than half the timeout, want the request queued", st)
+	}
+	resume()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	if err := <-h.done; err != nil {
+		t.Fatal(err)
+	}
 
-	// out for 6s of a 10s timeout: the next request goes at once
-	release = redis.HoldRun(s, 6*time.Second)
-	defer release()
+	// out for more than 5s of a 10s timeout: the next request goes at once
+	const timeout = 10 * time.Second
+	s = newStore(t, srv.patientClient(t), redis.WithCallerTime(), redis.WithTimeout(timeout))
+	resume = srv.pause(t)
+	h = hold(t, s)
+	written := time.Now()
+	waitUntil(t, "the run out for half the timeout", func() bool { return time.Since(written) > timeout/2 })
 	out := make([]sluice.Decision, 1)
-	if err := s.Take(context.Background(), now, c, out); err != nil || !out[0].Allowed {
+	go func() { done <- waitingTake(context.Background(), s, now, c, out) }()
+	waitUntil(t, "a run written beside the stalled one", func() bool { return s.Stats().Runs == 2 })
+	if st := s.Stats(); st.Timeouts != 0 {
+		t.Fatalf("Stats = %+v: the run held out timed out before the next went, which tells nothing", st)
+	}
+	resume()
+	if err := <-done; err != nil || !out[0].Allowed {
 		t.Fatalf("beside a stalled run: Take = %v, %+v; want allowed", err, out[0])
 	}
+	<-h.done // answered or timed out: either way it was out when the next went
 	if st := s.Stats(); st.Runs != 2 {
 		t.Errorf("Stats = %+v, want 2 runs", st)
-	}
-}
-
-// waitQueued waits until n requests are queued in s's batcher: for the
-// goroutines to get there, not for time to pass.
-func waitQueued(t *testing.T, s *redis.Store, n int) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for redis.Queued(s) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d requests queued after 30s", redis.Queued(s), n)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -156,37 +204,58 @@ func waitQueued(t *testing.T, s *redis.Store, n int) {
 // its own timer: it is shed (sluice.ErrShed), not failed, since its
 // request was never sent; the key is not charged, and neither the errors
 // nor the breaker count it.
+//
+// Its turn must come later than its timeout: one request a run, two runs
+// out (the most) on a paused Redis, two requests queued ahead of it. Each
+// run is bounded by the timeout from its writing, and those queued ahead
+// go in runs written once the runs out time out: after the caller queued,
+// so they end after its timeout. The three arrive after half the timeout,
+// so that the two ahead lead before their own timeout runs out.
 func TestQueuedCallerTimesOut(t *testing.T) {
 	srv := startRedis(t)
-	s := newStore(t, srv.client(t), redis.WithCallerTime(), redis.WithTimeout(20*time.Millisecond))
-	release := redis.HoldLeaders(s)
+	const timeout = 4 * time.Second
+	s := newStore(t, srv.patientClient(t), redis.WithCallerTime(), redis.WithTimeout(timeout), redis.WithMaxBatch(1))
 	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)})
 	now := time.Unix(1_700_000_000, 0)
 	checks := []sluice.Check{{Rule: rule, Key: "k"}}
+	resume := srv.pause(t)
+	holders := []*holder{hold(t, s), hold(t, s)}
+	written := time.Now()
+	waitUntil(t, "half the timeout", func() bool { return time.Since(written) > timeout/2 })
+	var wg sync.WaitGroup
+	ahead := make([]error, 2)
+	for i := range ahead {
+		wg.Go(func() {
+			ahead[i] = waitingTake(context.Background(), s, now, []sluice.Check{{Rule: rule, Key: fmt.Sprint("ahead", i)}}, make([]sluice.Decision, 1))
+		})
+		waitParked(t, s, 3+i, int64(3+i))
+	}
 	out := make([]sluice.Decision, 1)
-	if err := s.Take(context.Background(), now, checks, out); !errors.Is(err, sluice.ErrShed) || errors.Is(err, redis.ErrTimeout) {
+	errc := make(chan error, 1)
+	go func() { errc <- waitingTake(context.Background(), s, now, checks, out) }()
+	waitParked(t, s, 5, 5)
+	if st := s.Stats(); st.Runs != 2 {
+		t.Fatalf("Stats = %+v: a run out ended before the caller queued (a machine too busy for a %v timeout)", st, timeout)
+	}
+	if err := <-errc; !errors.Is(err, sluice.ErrShed) || errors.Is(err, redis.ErrTimeout) {
 		t.Fatalf("queued past the timeout: Take = %v, want ErrShed", err)
 	}
-	if st := s.Stats(); st.Shed != 1 || st.Timeouts != 0 || st.Errors != 0 {
-		t.Errorf("Stats = %+v, want one request shed and no error", st)
+	resume()
+	wg.Wait()
+	timeouts := int64(0)
+	for _, err := range append(ahead, holders[0].release(), holders[1].release()) {
+		if errors.Is(err, redis.ErrTimeout) {
+			timeouts++
+		} else if err != nil {
+			t.Errorf("a request ahead: %v, want its decision or ErrTimeout", err)
+		}
 	}
-	release()
-	// The next caller leads what is left in the queue. Its own call to
-	// Redis has the same 20ms, which a loaded machine may miss: that is
-	// no failure here (a peek charges nothing either way). The key is
-	// then read through a store with a deadline of seconds.
-	if err := s.Take(context.Background(), now, costed(0, checks), out); err != nil && !errors.Is(err, redis.ErrTimeout) && !errors.Is(err, sluice.ErrShed) {
-		t.Fatalf("after the timeout: peek = %v", err)
+	if st := s.Stats(); st.Shed != 1 || st.Timeouts != timeouts || st.Errors != timeouts || st.Breaker != "closed" {
+		t.Errorf("Stats = %+v, want one request shed, and as many errors as timeouts, %d", st, timeouts)
 	}
 	patient := newStore(t, srv.client(t), redis.WithCallerTime(), redis.WithTimeout(10*time.Second))
 	if err := patient.Take(context.Background(), now, checks, out); err != nil || !out[0].Allowed {
 		t.Fatalf("after the timeout: Take = %v, %+v; want the key uncharged, allowed", err, out[0])
-	}
-	if redis.Queued(s) != 0 {
-		t.Errorf("%d requests still queued", redis.Queued(s))
-	}
-	if n := redis.Running(s); n != 0 {
-		t.Errorf("%d leader slots still taken", n)
 	}
 }
 
@@ -226,10 +295,11 @@ func TestStretchesOfManyRules(t *testing.T) {
 	for r := 1; r < nrules; r += 2 {
 		order = append(order, r)
 	}
-	s := newStore(t, srv.client(t), redis.WithMaxBatch(len(order)))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	s := newStore(t, srv.patientClient(t), redis.WithMaxBatch(len(order)), redis.WithTimeout(time.Minute))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	release := redis.HoldRun(s, 0)
+	resume := srv.pause(t)
+	hold(t, s)
 	got := make([][]sluice.Decision, nrules)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -240,7 +310,7 @@ func TestStretchesOfManyRules(t *testing.T) {
 				checks = []sluice.Check{{Rule: rules[r], Key: "k"}}
 			}
 			out := make([]sluice.Decision, len(checks))
-			if err := s.Take(ctx, time.Now(), checks, out); err != nil {
+			if err := waitingTake(ctx, s, time.Now(), checks, out); err != nil {
 				t.Error(err)
 			}
 			if r == general {
@@ -254,13 +324,14 @@ func TestStretchesOfManyRules(t *testing.T) {
 			mu.Unlock()
 		})
 		if n < len(order)-1 {
-			waitQueued(t, s, n+1) // in order; the last fills the run, which goes beside the one held out
+			waitParked(t, s, n+2, int64(n+2)) // in order; the last fills the run, which goes beside the one held out
 		}
 	}
+	waitUntil(t, "the full run written", func() bool { return s.Stats().Runs == 2 })
+	resume()
 	wg.Wait()
-	release()
-	if st := s.Stats(); st.Runs != 1 || st.Calls != int64(len(order)) {
-		t.Fatalf("Stats = %+v, want the %d requests in 1 run", st, len(order))
+	if st := s.Stats(); st.Runs != 2 || st.Calls != int64(len(order))+1 {
+		t.Fatalf("Stats = %+v, want the %d requests in 1 run beside the one held out", st, len(order))
 	}
 	for i, d := range got {
 		if len(d) != 2 {
@@ -325,7 +396,7 @@ func failHook(runs, from *atomic.Int64) processHook {
 // request of the first run was decided there, and is answered.
 func TestRedoErrorIsItsOwn(t *testing.T) {
 	srv := startRedis(t)
-	rc := srv.client(t)
+	rc := srv.patientClient(t)
 	var runs, from atomic.Int64
 	rc.AddHook(failHook(&runs, &from))
 	p := prefix(t)
@@ -335,22 +406,35 @@ func TestRedoErrorIsItsOwn(t *testing.T) {
 	take(t, s, time.Time{}, 1, counter)
 	// The counter's state written an hour ahead: the one-unit path
 	// answers -3 for it (TestCounterStateAhead).
-	key, raw, _ := counterAhead(t, rc, p)
+	counterAhead(t, rc, p, counter)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	keys := stateKeys(scanKeys(t, rc, p))
+	if len(keys) != 1 {
+		t.Fatalf("keys %v, want the counter's", keys)
+	}
+	key := keys[0]
+	raw, err := rc.Get(ctx, key).Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
 
-	from.Store(runs.Load() + 2) // the first run goes through; the redo fails
-	release := redis.HoldRun(s, 0)
+	from.Store(runs.Load() + 3) // the run held out and the first go through; the redo fails
+	resume := srv.pause(t)
+	hold(t, s)
+	calls := s.Stats().Calls
 	outC, outO := make([]sluice.Decision, 1), make([]sluice.Decision, 1)
 	var errC, errO error
 	var wg sync.WaitGroup
-	wg.Go(func() { errC = s.Take(ctx, time.Time{}, []sluice.Check{counter}, outC) })
-	waitQueued(t, s, 1)
-	wg.Go(func() { errO = s.Take(ctx, time.Time{}, []sluice.Check{other}, outO) })
-	wg.Wait() // the second fills a run of 2, which goes beside the one held out
-	release()
-	if got := runs.Load() - (from.Load() - 2); got != 2 {
-		t.Errorf("%d script runs, want 2: the run of both, then the counter's again", got)
+	wg.Go(func() { errC = waitingTake(ctx, s, time.Time{}, []sluice.Check{counter}, outC) })
+	waitParked(t, s, 2, calls+1)
+	wg.Go(func() { errO = waitingTake(ctx, s, time.Time{}, []sluice.Check{other}, outO) })
+	// the second fills a run of 2, which goes beside the one held out
+	waitUntil(t, "the run of both written", func() bool { return s.Stats().Runs == 3 })
+	resume()
+	wg.Wait()
+	if got := runs.Load() - (from.Load() - 3); got != 3 {
+		t.Errorf("%d script runs, want 3: the one held out, the run of both, then the counter's again", got)
 	}
 	if errO != nil || !outO[0].Allowed || outO[0].Remaining != 9 {
 		t.Errorf("the other request: %+v, %v; want allowed, 9 left, no error", outO[0], errO)
@@ -372,31 +456,34 @@ func TestRedoErrorIsItsOwn(t *testing.T) {
 // run, with nothing written by the first.
 func TestLogPathOfItsOwn(t *testing.T) {
 	srv := startRedis(t)
-	rc := srv.client(t)
+	rc := srv.patientClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)})
 
 	t.Run("one run", func(t *testing.T) {
 		p := prefix(t)
-		s := newStore(t, rc, redis.WithPrefix(p), redis.WithMaxBatch(2))
-		release := redis.HoldRun(s, 0)
+		s := newStore(t, rc, redis.WithPrefix(p), redis.WithMaxBatch(2), redis.WithTimeout(time.Minute))
+		resume := srv.pause(t)
+		hold(t, s)
 		var wg sync.WaitGroup
 		outs := [2][]sluice.Decision{make([]sluice.Decision, 1), make([]sluice.Decision, 1)}
 		for i := range 2 {
 			wg.Go(func() {
-				if err := s.Take(ctx, time.Time{}, []sluice.Check{{Rule: rule, Key: "k"}}, outs[i]); err != nil {
+				if err := waitingTake(ctx, s, time.Time{}, []sluice.Check{{Rule: rule, Key: "k"}}, outs[i]); err != nil {
 					t.Error(err)
 				}
 			})
 			if i == 0 {
-				waitQueued(t, s, 1)
+				waitParked(t, s, 2, 2)
 			}
 		}
-		wg.Wait() // the second fills the run, which goes beside the one held out
-		release()
-		if st := s.Stats(); st.Runs != 1 {
-			t.Fatalf("Stats = %+v, want 1 run", st)
+		// the second fills the run, which goes beside the one held out
+		waitUntil(t, "the run of both written", func() bool { return s.Stats().Runs == 2 })
+		resume()
+		wg.Wait()
+		if st := s.Stats(); st.Runs != 2 {
+			t.Fatalf("Stats = %+v, want 1 run beside the one held out", st)
 		}
 		rems := []int64{outs[0][0].Remaining, outs[1][0].Remaining}
 		slices.Sort(rems)
@@ -407,9 +494,6 @@ func TestLogPathOfItsOwn(t *testing.T) {
 		}
 		if rems[0] != 8 || rems[1] != 9 {
 			t.Errorf("remaining %v, want 8 and 9", rems)
-		}
-		if an, es := logList(t, rc, logKey(t, rc, p)); an.x != 0 || len(es) != 2 || es[0] != es[1] || es[0][1] != 1 {
-			t.Errorf("anchor %v, entries %v: want two of one unit at one µs", an, es)
 		}
 		// The eight units left, then a denial: the waits until the entry
 		// leaves the window, from the path of its own.
@@ -427,28 +511,31 @@ func TestLogPathOfItsOwn(t *testing.T) {
 	})
 
 	// oneEntry is a store with a log of one unit taken, its key and the
-	// unit's time.
+	// unit's time, as Redis TIME tells it to the µs after the take.
 	oneEntry := func(t *testing.T) (*redis.Store, string, float64) {
 		t.Helper()
 		p := prefix(t)
 		s := newStore(t, rc, redis.WithPrefix(p))
 		take(t, s, time.Time{}, 1, sluice.Check{Rule: rule, Key: "k"})
-		key := logKey(t, rc, p)
-		_, es := logList(t, rc, key)
-		if len(es) != 1 {
-			t.Fatalf("entries %v, want one", es)
+		at, err := rc.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
 		}
-		return s, key, es[0][0]
+		return s, logKey(t, rc, p), float64(at.UnixMicro())
 	}
 
-	// A later time decided at (a denial's, say) than the run's: the
-	// general path decides at that time, when the entry has left.
+	// A later time decided at than the run's (a unit's, of a store at its
+	// callers' time, their clocks an hour ahead): the general path decides
+	// at that time, when the first entry has left.
 	t.Run("decided ahead", func(t *testing.T) {
-		s, key, at := oneEntry(t)
-		setLogRaw(t, rc, key, 0, -(1 << 53), 0, at+3600e6) // the anchor's last, an hour ahead
+		p := prefix(t)
+		s := newStore(t, rc, redis.WithPrefix(p))
+		take(t, s, time.Time{}, 1, sluice.Check{Rule: rule, Key: "k"})
+		ahead := newStore(t, rc, redis.WithPrefix(p), redis.WithCallerTime())
+		take(t, ahead, time.Now().Add(time.Hour), 1, sluice.Check{Rule: rule, Key: "k"})
 		d := takeRedone(t, s, sluice.Check{Rule: rule, Key: "k"})
-		if !d.Allowed || d.Remaining != 9 {
-			t.Errorf("decision %+v, want allowed, 9 left: decided an hour on", d)
+		if !d.Allowed || d.Remaining != 8 {
+			t.Errorf("decision %+v, want allowed, 8 left: decided an hour on, the unit then counted", d)
 		}
 	})
 

@@ -2,11 +2,9 @@ module github.com/sluicehq/sluice/redis
 
 go 1.26.0
 
-replace github.com/sluicehq/sluice => ../
-
 require (
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/sluicehq/sluice v0.0.0-00010101000000-000000000000
+	github.com/sluicehq/sluice v0.1.0
 )
 
 require (

@@ -15,36 +15,39 @@ import (
 // WithMaxInFlight bounds the requests queued or in a run: past it, a
 // request waits for room until its deadline, and is then shed, having
 // been neither written nor charged; the requests in flight are decided.
+// Two are held in flight by a paused Redis: one in a run out, one queued
+// behind it. Runs of two show a third that did not wait for room: with
+// the one queued, it would fill a run, which would go at once.
 func TestMaxInFlight(t *testing.T) {
 	srv := startRedis(t)
-	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithCallerTime(), redis.WithTimeout(0), redis.WithMaxInFlight(2))
-	release := redis.HoldLeaders(s)
+	s := newStore(t, srv.patientClient(t), redis.WithPrefix(prefix(t)), redis.WithCallerTime(), redis.WithTimeout(0), redis.WithMaxInFlight(2), redis.WithMaxBatch(2))
 	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerHour(3)})
 	checks := []sluice.Check{{Rule: rule, Key: "k"}}
 	now := time.Unix(1_700_000_000, 0)
 
+	resume := srv.pause(t)
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	outs := make([][]sluice.Decision, 2)
 	for i := range 2 {
+		outs[i] = make([]sluice.Decision, 1)
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			outs[i] = make([]sluice.Decision, 1)
-			errs[i] = s.Take(ctx, now, checks, outs[i])
+			errs[i] = waitingTake(ctx, s, now, checks, outs[i])
 		})
 	}
-	waitQueued(t, s, 2)
+	waitParked(t, s, 2, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	err := s.Take(ctx, now, checks, make([]sluice.Decision, 1))
 	if !errors.Is(err, sluice.ErrShed) {
 		t.Fatalf("a third request with two in flight: %v, want ErrShed", err)
 	}
-	if redis.Queued(s) != 2 {
-		t.Errorf("%d queued, want the two: the third never queued", redis.Queued(s))
+	if st := s.Stats(); st.Runs != 1 {
+		t.Errorf("Stats = %+v, want the one run out: the third never queued", st)
 	}
-	release()
+	resume()
 	wg.Wait()
 	for i := range 2 {
 		if errs[i] != nil || !outs[i][0].Allowed {
@@ -55,8 +58,8 @@ func TestMaxInFlight(t *testing.T) {
 	if d := take(t, s, now, 1, checks[0]); !d[0].Allowed || d[0].Remaining != 0 {
 		t.Errorf("after the shed request: %+v, want the third unit allowed", d[0])
 	}
-	if st := s.Stats(); st.Shed != 1 || st.Errors != 0 {
-		t.Errorf("stats %+v, want one shed and no error", st)
+	if st := s.Stats(); st.Shed != 1 || st.Errors != 0 || st.Runs != 3 {
+		t.Errorf("stats %+v, want one shed, no error, and 3 runs: the first, the second queued behind it, the last", st)
 	}
 }
 

@@ -26,24 +26,44 @@ import (
 // state the slot took along.
 func TestClusterBatchPerNode(t *testing.T) {
 	cl := startCluster(t)
-	cc := cl.client(t)
+	cc := cl.patientClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s := newStore(t, cc, redis.WithPrefix(prefix(t)), redis.WithDenyCache(0))
+	s := newStore(t, cc, redis.WithPrefix(prefix(t)), redis.WithDenyCache(0), redis.WithTimeout(30*time.Second))
 	gcra := prep(sluice.Rule{Name: "gcra", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(5)})
 	log := prep(sluice.Rule{Name: "log", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerDay(5)})
 
 	// keys on one master, in different slots: the first will move
-	b, err := redis.NodeBatcher(ctx, s, "{k0}")
-	if err != nil {
-		t.Fatal(err)
+	master := func(key string) string {
+		t.Helper()
+		c, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Options().Addr
 	}
+	addr := master("{k0}")
 	var keys []string
 	for i := 0; len(keys) < 6; i++ {
-		k := fmt.Sprint("k", i)
-		if n, _ := redis.NodeBatcher(ctx, s, "{"+k+"}"); n.Addr() == b.Addr() {
+		if k := fmt.Sprint("k", i); master("{"+k+"}") == addr {
 			keys = append(keys, k)
 		}
+	}
+	// a key of the same master, for a run that holds the others back
+	holderKey := ""
+	for i := 0; holderKey == ""; i++ {
+		if k := fmt.Sprint("holder", i); master("{"+k+"}") == addr {
+			holderKey = k
+		}
+	}
+	var srv *server
+	for _, n := range cl.nodes {
+		if n.addr() == addr {
+			srv = n
+		}
+	}
+	if srv == nil {
+		t.Fatalf("no node of the cluster at %s", addr)
 	}
 	// two requests on each key, one of one check (one byte in its run), one
 	// of two (the general path)
@@ -53,34 +73,40 @@ func TestClusterBatchPerNode(t *testing.T) {
 		take(t, s, time.Time{}, 1, one(k)...)
 		take(t, s, time.Time{}, 1, two(k)...)
 	}
+	take(t, s, time.Time{}, 0, sluice.Check{Rule: gcra, Key: holderKey}) // the store learns its master's connection
 
-	moveSlot(t, ctx, cl, redis.Slot("{"+keys[0]+"}"))
+	sl, err := cc.ClusterKeySlot(ctx, "{"+keys[0]+"}").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	moveSlot(t, ctx, cl, uint16(sl))
 
-	// Queue every key's two requests on the master's batcher, then run
-	// them as one batch.
-	release := b.HoldLeaders()
+	// Queue every key's two requests behind a run out to their master,
+	// paused, then run them as one batch once it resumes. The pause is
+	// short of the cluster's node timeout, so the others do not fail it.
+	resume := srv.pause(t)
+	h := holdOn(t, s, holderKey)
+	calls := s.Stats().Calls
 	var wg sync.WaitGroup
 	outs := make([][]sluice.Decision, 2*len(keys))
 	for i, k := range keys {
 		for j, checks := range [][]sluice.Check{one(k), two(k)} {
 			wg.Go(func() {
 				out := make([]sluice.Decision, len(checks))
-				if err := s.Take(ctx, time.Time{}, checks, out); err != nil {
+				if err := waitingTake(ctx, s, time.Time{}, checks, out); err != nil {
 					t.Errorf("%s, %d checks: %v", k, len(checks), err)
 				}
 				outs[2*i+j] = out
 			})
 		}
 	}
-	for b.Queued() < 2*len(keys) {
-		if ctx.Err() != nil {
-			t.Fatalf("%d requests queued", b.Queued())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitParked(t, s, 1+2*len(keys), calls+int64(2*len(keys)))
 	runs := s.Stats().Runs
-	release() // the held runs end: the queue goes on in one run
+	resume() // the held run ends: the queue goes on in one run
 	wg.Wait()
+	if err := <-h.done; err != nil {
+		t.Fatal(err)
+	}
 	// gcra: 2 taken before, a third and a fourth now; log: 1, then 2
 	for i, k := range keys {
 		if d := outs[2*i]; !d[0].Allowed || d[0].Remaining != 2 && d[0].Remaining != 1 {

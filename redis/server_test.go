@@ -56,6 +56,14 @@ func startRedis(t testing.TB, extra ...string) *server {
 	t.Helper()
 	needRedis(t)
 	s := &server{t: t, port: freePort(t), dir: t.TempDir(), args: extra}
+	// Another process may take the free port before the server binds it:
+	// then it starts on another.
+	for range 4 {
+		if log, ok := s.tryStart(); ok || !strings.Contains(log, "Address already in use") {
+			break
+		}
+		s.port = freePort(t)
+	}
 	s.start()
 	t.Cleanup(s.kill)
 	return s
@@ -63,9 +71,25 @@ func startRedis(t testing.TB, extra ...string) *server {
 
 func (s *server) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
-// start runs the server and waits until it says it accepts connections.
+// start runs the server and waits until it says it accepts connections,
+// unless it runs already.
 func (s *server) start() {
 	s.t.Helper()
+	if log, ok := s.tryStart(); !ok {
+		s.t.Fatalf("redis-server on port %d did not start:\n%s", s.port, log)
+	}
+}
+
+// tryStart runs the server, unless it runs already, and waits until it
+// says it accepts connections; else it returns what it logged.
+func (s *server) tryStart() (log string, ok bool) {
+	s.t.Helper()
+	s.mu.Lock()
+	running := s.cmd != nil
+	s.mu.Unlock()
+	if running {
+		return "", true
+	}
 	args := append([]string{
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", s.dir, "--protected-mode", "no", "--loglevel", "notice",
@@ -79,13 +103,13 @@ func (s *server) start() {
 		s.t.Fatalf("starting redis-server: %v", err)
 	}
 	ready := make(chan struct{})
-	var log strings.Builder
+	var logged strings.Builder
 	go func() {
 		sc := bufio.NewScanner(out)
 		signalled := false
 		for sc.Scan() {
 			if !signalled {
-				log.WriteString(sc.Text() + "\n")
+				logged.WriteString(sc.Text() + "\n")
 			}
 			if !signalled && strings.Contains(sc.Text(), "Ready to accept connections") {
 				close(ready)
@@ -102,13 +126,14 @@ func (s *server) start() {
 		cmd.Process.Kill()
 		s.t.Fatalf("redis-server on port %d did not start", s.port)
 	}
-	if !strings.Contains(log.String(), "Ready to accept") {
+	if !strings.Contains(logged.String(), "Ready to accept") {
 		cmd.Wait()
-		s.t.Fatalf("redis-server on port %d did not start:\n%s", s.port, log.String())
+		return logged.String(), false
 	}
 	s.mu.Lock()
 	s.cmd = cmd
 	s.mu.Unlock()
+	return "", true
 }
 
 // kill stops the server at once, as a crash would.

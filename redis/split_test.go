@@ -166,10 +166,17 @@ func keysOn(t *testing.T, cc *goredis.ClusterClient, same bool) (string, string)
 		}
 		return c.Options().Addr
 	}
+	slot := func(k string) int64 {
+		sl, err := cc.ClusterKeySlot(ctx, "{"+k+"}").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sl
+	}
 	a := "203.0.113.7"
 	for i := range 1000 {
 		b := fmt.Sprint("user", i)
-		if redis.Slot("{"+a+"}") != redis.Slot("{"+b+"}") && (master(a) == master(b)) == same {
+		if slot(a) != slot(b) && (master(a) == master(b)) == same {
 			return a, b
 		}
 	}

@@ -91,10 +91,11 @@ func TestRedisTime(t *testing.T) {
 }
 
 // A sliding counter's request of one unit goes on the script's path of
-// its own, at the run's time. A state written at a later time (which only
-// a lost clock allows: Redis TIME gone back with the clock's key gone) is
-// not decided there: the request is decided again on the general path,
-// at the state's time, as the algorithm reads a time before the last one
+// its own, at the run's time. A state written at a later time (a lost
+// clock: Redis TIME gone back with the clock's key gone, or here a store
+// at its callers' time, their clocks ahead, sharing the prefix) is not
+// decided there: the request is decided again on the general path, at
+// the state's time, as the algorithm reads a time before the last one
 // seen.
 func TestCounterStateAhead(t *testing.T) {
 	srv := startRedis(t)
@@ -106,36 +107,25 @@ func TestCounterStateAhead(t *testing.T) {
 	if d := take(t, s, time.Time{}, 1, c)[0]; !d.Allowed || d.Remaining != 9 {
 		t.Fatalf("first take = %+v, want allowed, 9 left", d)
 	}
-	// The state's last time an hour ahead: its window, and the next, are
-	// over by then, so its counts no longer count.
-	_, _, ahead := counterAhead(t, rc, p)
+	// A unit taken an hour ahead: the first one's window, and the next,
+	// are over by then, so it no longer counts.
+	ahead := counterAhead(t, rc, p, c)
 	d := takeRedone(t, s, c)
-	off := time.Duration(int64(ahead)%60e6) * time.Microsecond
-	if !d.Allowed || d.Remaining != 9 || d.ResetAfter != 2*time.Minute-off {
-		t.Errorf("take on a state ahead = %+v, want allowed, 9 left, reset in %v: decided at the state's time", d, 2*time.Minute-off)
+	off := time.Duration(ahead.UnixMicro()%60e6) * time.Microsecond
+	if !d.Allowed || d.Remaining != 8 || d.ResetAfter != 2*time.Minute-off {
+		t.Errorf("take on a state ahead = %+v, want allowed, 8 left, reset in %v: decided at the state's time", d, 2*time.Minute-off)
 	}
 }
 
-// counterAhead writes the one sliding counter's state under prefix p
-// with its last time an hour ahead, as only a lost clock could, and
-// returns its key, the state written and that time.
-func counterAhead(t testing.TB, rc *goredis.Client, p string) (key string, state []byte, ahead float64) {
+// counterAhead takes a unit of the sliding counter c, under prefix p, at
+// a time an hour ahead, through a store at its callers' time, and returns
+// that time: the state's last time is then ahead of Redis TIME, as only a
+// lost clock, or clocks ahead, could make it.
+func counterAhead(t testing.TB, rc *goredis.Client, p string, c sluice.Check) time.Time {
 	t.Helper()
-	keys := stateKeys(scanKeys(t, rc, p))
-	if len(keys) != 1 {
-		t.Fatalf("keys %v, want 1", keys)
-	}
-	ctx := context.Background()
-	raw, err := rc.Get(ctx, keys[0]).Bytes()
-	if err != nil || len(raw) != 32 {
-		t.Fatalf("state %q, %v: want 4 doubles", raw, err)
-	}
-	ahead = math.Float64frombits(binary.LittleEndian.Uint64(raw[24:])) + 3600e6
-	binary.LittleEndian.PutUint64(raw[24:], math.Float64bits(ahead))
-	if err := rc.Set(ctx, keys[0], raw, goredis.KeepTTL).Err(); err != nil {
-		t.Fatal(err)
-	}
-	return keys[0], raw, ahead
+	ahead := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	take(t, newStore(t, rc, redis.WithPrefix(p), redis.WithCallerTime()), ahead, 1, c)
+	return ahead
 }
 
 // takeRedone takes one unit of c now, which the script's path of its own
@@ -663,11 +653,12 @@ func TestWindowKeys(t *testing.T) {
 	}
 }
 
-// fcallHook records in fns the function each FCALL names.
+// fcallHook records in fns the function each FCALL names, but for the
+// runs that hold others back (see hold).
 func fcallHook(mu *sync.Mutex, fns *[]string) processHook {
 	return func(next goredis.ProcessHook) goredis.ProcessHook {
 		return func(ctx context.Context, cmd goredis.Cmder) error {
-			if args := cmd.Args(); cmd.Name() == "fcall" && len(args) > 1 {
+			if args := cmd.Args(); cmd.Name() == "fcall" && len(args) > 1 && !slices.ContainsFunc(args, isHolderKey) {
 				mu.Lock()
 				*fns = append(*fns, fmt.Sprint(args[1]))
 				mu.Unlock()
@@ -675,6 +666,13 @@ func fcallHook(mu *sync.Mutex, fns *[]string) processHook {
 			return next(ctx, cmd)
 		}
 	}
+}
+
+// isHolderKey reports whether a command's argument is the key of a run
+// that holds others back (see hold).
+func isHolderKey(a any) bool {
+	k, ok := a.(string)
+	return ok && strings.Contains(k, "{holder")
 }
 
 // TestFixedRunFunction: at Redis TIME, a run whose every request is one
@@ -741,25 +739,31 @@ func TestFixedRunFunction(t *testing.T) {
 }
 
 // takeInOneRun queues requests of one check each, checks[i] at cost
-// costs[i], in order, and has s send them in one run; it returns their
-// decisions.
-func takeInOneRun(t *testing.T, s *redis.Store, now time.Time, costs []int64, checks []sluice.Check) []sluice.Decision {
+// costs[i], in order, behind a run held out on srv paused (see hold), and
+// has s send them in one run once it resumes; it returns their decisions.
+// s's timeout must outlast the wait.
+func takeInOneRun(t *testing.T, srv *server, s *redis.Store, now time.Time, costs []int64, checks []sluice.Check) []sluice.Decision {
 	t.Helper()
-	release := redis.HoldLeaders(s)
+	resume := srv.pause(t)
+	h := hold(t, s)
+	calls := s.Stats().Calls
 	var wg sync.WaitGroup
 	out := make([]sluice.Decision, len(checks))
 	for i, c := range checks {
 		wg.Go(func() {
 			d := make([]sluice.Decision, 1)
-			if err := s.Take(context.Background(), now, costed(costs[i], []sluice.Check{c}), d); err != nil {
+			if err := waitingTake(context.Background(), s, now, costed(costs[i], []sluice.Check{c}), d); err != nil {
 				t.Error(err)
 			}
 			out[i] = d[0]
 		})
-		waitQueued(t, s, i+1)
+		waitParked(t, s, i+2, calls+int64(i+1))
 	}
-	release()
+	resume()
 	wg.Wait()
+	if err := <-h.done; err != nil {
+		t.Fatal(err)
+	}
 	return out
 }
 
@@ -769,7 +773,7 @@ func takeInOneRun(t *testing.T, s *redis.Store, now time.Time, costs []int64, ch
 // take.
 func TestFixedRunRules(t *testing.T) {
 	srv := startRedis(t)
-	rc := srv.client(t)
+	rc := srv.patientClient(t)
 	s := newStore(t, rc, redis.WithPrefix(prefix(t)), redis.WithDenyCache(0))
 	one := sluice.Check{Rule: prep(sluice.Rule{Name: "one", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 1, Period: time.Hour}}), Key: "k"}
 	five := sluice.Check{Rule: prep(sluice.Rule{Name: "five", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 5, Period: time.Hour}}), Key: "k"}
@@ -783,11 +787,11 @@ func TestFixedRunRules(t *testing.T) {
 	var fns []string
 	rc.AddHook(fcallHook(&mu, &fns))
 	// one's rule, five's, then one's again: each by its own rate
-	rules := takeInOneRun(t, s, time.Time{}, []int64{1, 1, 1}, []sluice.Check{one, five, one2})
+	rules := takeInOneRun(t, srv, s, time.Time{}, []int64{1, 1, 1}, []sluice.Check{one, five, one2})
 	// a unit, then two units of the same rule
-	mixed := takeInOneRun(t, s, time.Time{}, []int64{1, 2}, []sluice.Check{five, five})
+	mixed := takeInOneRun(t, srv, s, time.Time{}, []int64{1, 2}, []sluice.Check{five, five})
 	// a fixed window's unit (five's sixth), then a GCRA's
-	kinds := takeInOneRun(t, s, time.Time{}, []int64{1, 1}, []sluice.Check{five, gcra})
+	kinds := takeInOneRun(t, srv, s, time.Time{}, []int64{1, 1}, []sluice.Check{five, gcra})
 	if len(fns) != 3 || !strings.HasPrefix(fns[0], "sluice_fixed_") || !strings.HasPrefix(fns[1], "sluice_take_") || !strings.HasPrefix(fns[2], "sluice_take_") {
 		t.Errorf("FCALLs %v, want fixedrun's, then take's twice", fns)
 	}
@@ -810,7 +814,7 @@ func TestFixedRunRules(t *testing.T) {
 // rule), at Redis TIME and at the callers' time.
 func TestBucketRunRules(t *testing.T) {
 	srv := startRedis(t)
-	rc := srv.client(t)
+	rc := srv.patientClient(t)
 	for _, opts := range [][]redis.Option{nil, {redis.WithCallerTime()}} {
 		s := newStore(t, rc, append([]redis.Option{redis.WithPrefix(prefix(t)), redis.WithDenyCache(0)}, opts...)...)
 		gcra := sluice.Check{Rule: prep(sluice.Rule{Name: "g", Algorithm: sluice.AlgoGCRA, Limit: sluice.Limit{Rate: 1, Period: time.Hour}}), Key: "k"}
@@ -822,7 +826,7 @@ func TestBucketRunRules(t *testing.T) {
 		var mu sync.Mutex
 		var fns []string
 		rc.AddHook(fcallHook(&mu, &fns))
-		out := takeInOneRun(t, s, now, []int64{1, 1, 1}, []sluice.Check{gcra, tb, gcra2})
+		out := takeInOneRun(t, srv, s, now, []int64{1, 1, 1}, []sluice.Check{gcra, tb, gcra2})
 		if len(fns) != 1 {
 			t.Errorf("%v: FCALLs %v, want one", opts, fns)
 		}
@@ -837,7 +841,7 @@ func TestBucketRunRules(t *testing.T) {
 // rule: each key counts in its rule's window at Redis TIME.
 func TestFixedRunRulesMended(t *testing.T) {
 	srv := startRedis(t)
-	rc := srv.client(t)
+	rc := srv.patientClient(t)
 	ctx := context.Background()
 	p := prefix(t)
 	behind := sluice.ClockFunc(func() time.Time { return time.Now().Add(-36*time.Hour - 1500*time.Millisecond) })
@@ -852,7 +856,7 @@ func TestFixedRunRulesMended(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	takeInOneRun(t, s, time.Time{}, []int64{1, 1, 1}, []sluice.Check{minute, odd, minute})
+	takeInOneRun(t, srv, s, time.Time{}, []int64{1, 1, 1}, []sluice.Check{minute, odd, minute})
 	after, err := rc.Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -1087,66 +1091,85 @@ func TestWindowKeysShared(t *testing.T) {
 	}
 }
 
-// A sliding log's entry is one push: of one unit, or of several, whose
-// units beyond one the anchor counts (x). Pushes at one µs are entries of
-// their own; a request at a time before the log's last decision is read
-// as that time. Once the first entries have left the window, a push trims
-// them, and the last of them stays as the anchor the count starts from.
-// At the callers' time, the anchor keeps the latest push's time too (see
-// TestLogMixedClocks).
+// A sliding log's entry is one push: of one unit, or of several. A request
+// at a time before the log's last decision is read as that time. Once the
+// first entries have left the window, their units no longer count. The
+// log is held to the memory store's by the decisions of requests after
+// the steps, at times around the entries' leaving (see sameFutures).
 func TestLogEntries(t *testing.T) {
-	rc, p, s, c, now := callerLog(t)
-	list := func() (logAnchor, [][2]float64) {
-		t.Helper()
-		return logList(t, rc, logKey(t, rc, p))
-	}
-	at := float64(now.UnixMicro())
-	check := func(what string, wantAnchor logAnchor, want ...[2]float64) {
-		t.Helper()
-		an, es := list()
-		if an != wantAnchor || !slices.Equal(es, want) {
-			t.Errorf("after %s: anchor %v, entries %v; want %v, %v", what, an, es, wantAnchor, want)
-		}
-	}
-	const none = -(1 << 53)
+	_, _, s, c, now := callerLog(t)
 	take(t, s, now, 1, c)
 	take(t, s, now, 2, c)
-	check("1 and 2 units at one µs", logAnchor{none, 1, at}, [2]float64{at, 1}, [2]float64{at, 2})
 	if d := take(t, s, now.Add(time.Microsecond), 1, c)[0]; !d.Allowed || d.Remaining != 6 {
 		t.Errorf("the fourth unit: %+v, want allowed, 6 left", d)
 	}
-	// A time before the last decision's is read as that time.
+	// A time before the last decision's is read as that time: its entry
+	// leaves with the one of a µs on.
 	take(t, s, now, 1, c)
-	check("1 more at an earlier time", logAnchor{none, 1, at + 1},
-		[2]float64{at, 1}, [2]float64{at, 2}, [2]float64{at + 1, 1}, [2]float64{at + 1, 1})
-	// A minute on, the entries of the first µs have left: the one of 2
-	// units stays as the anchor, its units no longer counted.
+	steps := []logStep{{0, 1}, {0, 2}, {time.Microsecond, 1}, {0, 1}}
+	around := []time.Duration{time.Minute - time.Microsecond, time.Minute, time.Minute + time.Microsecond, time.Minute + 2*time.Microsecond, 2 * time.Minute}
+	sameFutures(t, s, c.Rule, now, steps, around)
+	// A minute on, the entries of the first µs have left.
 	later := now.Add(time.Minute)
 	if d := take(t, s, later, 1, c)[0]; !d.Allowed || d.Remaining != 7 {
 		t.Errorf("a unit a minute on: %+v, want allowed, 7 left (3 of the first µs gone)", d)
 	}
-	check("a unit a minute on", logAnchor{at, 0, float64(later.UnixMicro())}, [2]float64{at + 1, 1}, [2]float64{at + 1, 1}, [2]float64{float64(later.UnixMicro()), 1})
+	if d := take(t, s, later.Add(time.Microsecond), 0, c)[0]; d.Remaining != 9 {
+		t.Errorf("a peek a minute and a µs on: %+v, want 9 left (the two of the second µs gone)", d)
+	}
+	steps = append(steps, logStep{time.Minute, 1})
+	sameFutures(t, s, c.Rule, now, steps, append(around, 2*time.Minute+time.Microsecond))
 }
 
-// The units an entry holds beyond one are counted through the anchor, on
-// the general path and on the one-unit path, and when the entry leaves
-// the window, the trim takes them off.
+// logStep is a request of n units of one check at t0+at.
+type logStep struct {
+	at time.Duration
+	n  int64
+}
+
+// sameFutures holds the log that steps leave to the memory store's: on a
+// key of its own that has gone through the steps from t0, at each time
+// t0+at, a peek, and on another such key a unit, are decided as the memory
+// store decides them. s decides at the caller's time.
+func sameFutures(t *testing.T, s *redis.Store, rule *sluice.PreparedRule, t0 time.Time, steps []logStep, at []time.Duration) {
+	t.Helper()
+	ref, err := memory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	ctx := context.Background()
+	for i, a := range at {
+		for _, n := range []int64{0, 1} {
+			key := fmt.Sprintf("future:%d:%d:%d", len(steps), i, n)
+			c := []sluice.Check{{Rule: rule, Key: key}}
+			want := make([]sluice.Decision, 1)
+			for _, st := range append(slices.Clone(steps), logStep{a, n}) {
+				if err := ref.Take(ctx, t0.Add(st.at), costed(st.n, c), want); err != nil {
+					t.Fatal(err)
+				}
+				if got := take(t, s, t0.Add(st.at), st.n, c...)[0]; got != want[0] {
+					t.Fatalf("after %v, %d at t0%+v = %+v, want the memory store's %+v", steps, st.n, st.at, got, want[0])
+				}
+			}
+		}
+	}
+}
+
+// The units an entry holds beyond one are counted, on the general path
+// and on the one-unit path, and when the entry leaves the window they
+// count no more.
 func TestLogUnitsBeyondOne(t *testing.T) {
 	t.Run("general path", func(t *testing.T) {
-		rc, p, s, c, now := callerLog(t)
-		at := float64(now.UnixMicro())
+		_, _, s, c, now := callerLog(t)
 		take(t, s, now, 3, c)
 		take(t, s, now.Add(30*time.Second), 2, c)
-		// The entry of 3 units leaves: it is the anchor, whose x, 1, is
-		// the entry of 2's.
+		// The entry of 3 units leaves.
 		if d := take(t, s, now.Add(61*time.Second), 1, c)[0]; !d.Allowed || d.Remaining != 7 {
 			t.Errorf("a unit at 61s: %+v, want allowed, 7 left", d)
 		}
-		an, es := logList(t, rc, logKey(t, rc, p))
-		want := [][2]float64{{at + 30e6, 2}, {at + 61e6, 1}}
-		if an != (logAnchor{at, 1, at + 61e6}) || !slices.Equal(es, want) {
-			t.Errorf("anchor %v, entries %v; want {%v 1 %v}, %v", an, es, at, at+61e6, want)
-		}
+		steps := []logStep{{0, 3}, {30 * time.Second, 2}, {61 * time.Second, 1}}
+		sameFutures(t, s, c.Rule, now, steps, []time.Duration{89 * time.Second, 90 * time.Second, 90*time.Second + time.Microsecond, 121 * time.Second, 121*time.Second + time.Microsecond})
 	})
 
 	t.Run("one-unit path", func(t *testing.T) {
@@ -1170,9 +1193,9 @@ func TestLogUnitsBeyondOne(t *testing.T) {
 		if d := take(t, s, time.Time{}, 1, c)[0]; !d.Allowed || d.Remaining != 9 {
 			t.Errorf("a unit once the others left: %+v, want allowed, 9 left", d)
 		}
-		an, es := logList(t, rc, p+"{k}:r:lu")
-		if an.x != 0 || len(es) != 1 || es[0][1] != 1 {
-			t.Errorf("anchor %v, entries %v; want x 0 and one entry of one unit", an, es)
+		// the units beyond one of the entry that left count no more
+		if d := take(t, s, time.Time{}, 1, c)[0]; !d.Allowed || d.Remaining != 8 {
+			t.Errorf("a unit after: %+v, want allowed, 8 left", d)
 		}
 	})
 
@@ -1261,51 +1284,6 @@ func logKey(t testing.TB, rc *goredis.Client, p string) string {
 	return ""
 }
 
-// logAnchor is a sliding log's anchor: its time, the units of the
-// entries after it beyond one an entry, and the latest time decided at
-// that it keeps (-2^53 for none).
-type logAnchor struct{ at, x, last float64 }
-
-// logList reads a sliding log at key: its anchor, and its entries, oldest
-// first, each its time and units.
-func logList(t testing.TB, rc *goredis.Client, key string) (logAnchor, [][2]float64) {
-	t.Helper()
-	raws, err := rc.LRange(context.Background(), key, 0, -1).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(raws) == 0 {
-		t.Fatalf("no list at %s", key)
-	}
-	f := func(r string, i int) float64 {
-		return math.Float64frombits(binary.LittleEndian.Uint64([]byte(r[8*i:])))
-	}
-	var an logAnchor
-	switch a := raws[0]; len(a) {
-	case 8, 16: // an entry that left the window: x 0, no last
-		an = logAnchor{f(a, 0), 0, -(1 << 53)}
-	case 24:
-		an = logAnchor{f(a, 0), f(a, 1), f(a, 2)}
-	default:
-		t.Fatalf("anchor %q, want 1, 2 or 3 doubles", a)
-	}
-	var es [][2]float64
-	for _, r := range raws[1:] {
-		switch len(r) {
-		case 8:
-			es = append(es, [2]float64{f(r, 0), 1})
-		case 16:
-			if f(r, 1) < 2 {
-				t.Fatalf("entry %v of %v units, want 2 or more", f(r, 0), f(r, 1))
-			}
-			es = append(es, [2]float64{f(r, 0), f(r, 1)})
-		default:
-			t.Fatalf("entry %q, want 1 or 2 doubles", r)
-		}
-	}
-	return an, es
-}
-
 // setLogRaw writes element i of a sliding log's list (0 its anchor, -1
 // its newest entry) as the doubles e.
 func setLogRaw(t testing.TB, rc *goredis.Client, key string, i int64, e ...float64) {
@@ -1355,7 +1333,18 @@ func TestLogExpiresLazily(t *testing.T) {
 		p := prefix(t)
 		s := newStore(t, rc, redis.WithPrefix(p))
 		deadline := time.Now().Add(20 * time.Second)
+		// redisTime is Redis TIME in µs: a push's time lies between the
+		// readings before and after it.
+		redisTime := func() float64 {
+			t.Helper()
+			at, err := rc.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return float64(at.UnixMicro())
+		}
 		for {
+			first := redisTime()
 			take(t, s, time.Time{}, 1, c)
 			key := logKey(t, rc, p)
 			if d := pttl(key); d <= 0 || d > ttl {
@@ -1363,8 +1352,7 @@ func TestLogExpiresLazily(t *testing.T) {
 			}
 			hour(key)
 			take(t, s, time.Time{}, 1, c)
-			_, es := logList(t, rc, key)
-			first, second := es[len(es)-2][0], es[len(es)-1][0]
+			second := redisTime()
 			spanOf := func(us float64) float64 { return math.Floor(us / float64(span.Microseconds())) }
 			if spanOf(first) != spanOf(second) || second-first >= 1e6 {
 				if time.Now().After(deadline) {
@@ -1487,17 +1475,74 @@ func TestLogClockAhead(t *testing.T) {
 	}
 }
 
+// givingBack is a Pair at the callers' time whose second store's Redis
+// the test pauses: a request with a check there that denies has its part
+// in the main store given back, and the test acts in between.
+type givingBack struct {
+	main   *redis.Store // on a Redis of its own, for the checks to give back
+	mainRC *goredis.Client
+	pair   *redis.Pair
+	second *server
+	deny   sluice.Check // in the second store, denied
+}
+
+func newGivingBack(t *testing.T, opts ...redis.Option) *givingBack {
+	t.Helper()
+	mainSrv, secondSrv := startRedis(t), startRedis(t)
+	g := &givingBack{mainRC: mainSrv.client(t), second: secondSrv}
+	g.main = newStore(t, g.mainRC, append([]redis.Option{redis.WithPrefix(prefix(t)), redis.WithCallerTime()}, opts...)...)
+	second := newStore(t, secondSrv.patientClient(t), redis.WithPrefix(prefix(t)), redis.WithCallerTime(), redis.WithTimeout(time.Minute))
+	var err error
+	if g.pair, err = redis.NewPair(g.main, second, func(r sluice.Rule) bool { return r.Name == "deny" }); err != nil {
+		t.Fatal(err)
+	}
+	g.deny = sluice.Check{Rule: prep(sluice.Rule{Name: "deny", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(1)}), Key: "k"}
+	take(t, second, t0.Add(-time.Hour), 1, g.deny) // denied for the day after
+	return g
+}
+
+// takeGivenBack has the Pair decide checks in the main store beside the
+// denied one, at at: the main part is taken, then, while the second
+// store's Redis is paused, between runs, and once it resumes the part is
+// given back. It returns the checks' decisions: the give-back's peeks
+// for the checks it charged.
+func (g *givingBack) takeGivenBack(t *testing.T, at time.Time, checks []sluice.Check, between func()) []sluice.Decision {
+	t.Helper()
+	runs := commandCalls(t, g.mainRC, "fcall")
+	resume := g.second.pause(t)
+	out := make([]sluice.Decision, len(checks)+1)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- g.pair.Take(context.Background(), at, append(slices.Clone(checks), g.deny), out)
+	}()
+	waitUntil(t, "the main part taken", func() bool { return commandCalls(t, g.mainRC, "fcall") > runs })
+	if between != nil {
+		between()
+	}
+	resume()
+	if err := <-errc; err != nil {
+		t.Fatalf("Take: %v", err)
+	}
+	if d := out[len(checks)]; d.Allowed {
+		t.Fatalf("the second store's check: %+v, want denied", d)
+	}
+	if st := g.main.Stats(); st.GiveBacks == 0 {
+		t.Fatalf("Stats = %+v, want the main part given back", st)
+	}
+	return out[:len(checks)]
+}
+
 // A give-back of the newest entry's every unit drops the entry, and the
 // latest time decided at that it held (a peek's, after the take) stays
 // with the entry before it: the give-back's peek, sent at the take's
 // time, is read as that time, as the memory store reads it.
 func TestLogGiveBackKeepsLatestTime(t *testing.T) {
-	srv := startRedis(t)
+	g := newGivingBack(t)
+	s := g.main
 	ctx := context.Background()
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.Limit{Rate: 2, Period: 10 * time.Second}})
 	checks := []sluice.Check{{Rule: rule, Key: "k"}}
-	s := newCallerStore(t, srv, redis.WithoutBatching())
 	ref, err := memory.New()
 	if err != nil {
 		t.Fatal(err)
@@ -1513,14 +1558,11 @@ func TestLogGiveBackKeepsLatestTime(t *testing.T) {
 	}
 	both(-5, 1)
 	// A take at 3s, a peek at 8s in between, then the take given back.
-	taken, back := make([]sluice.Decision, 1), make([]sluice.Decision, 1)
 	between := func() { take(t, s, at(8), 0, checks...) }
 	if err := ref.Take(ctx, at(8), costed(0, checks), make([]sluice.Decision, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if charged, err := redis.TakeThenGiveBack(ctx, s, at(3), at(3), checks, between, 1, taken, back); err != nil || !charged {
-		t.Fatalf("TakeThenGiveBack: charged %v, %v", charged, err)
-	}
+	back := g.takeGivenBack(t, at(3), checks, between)
 	want := make([]sluice.Decision, 1)
 	if err := ref.Take(ctx, at(3), costed(0, checks), want); err != nil {
 		t.Fatal(err)
@@ -1531,42 +1573,56 @@ func TestLogGiveBackKeepsLatestTime(t *testing.T) {
 }
 
 // A give-back takes out the entry its take pushed, the newest or not,
-// and the anchor no longer counts its units beyond one.
+// and its units beyond one no longer count; a give-back after its entry
+// left the window and was trimmed takes nothing out. The log is then held
+// to the memory store's, which never saw the take, by peeks at the times
+// its entries leave.
 func TestLogGiveBackTakesEntryOut(t *testing.T) {
-	srv := startRedis(t)
-	rc := srv.client(t)
+	g := newGivingBack(t)
+	s := g.main
 	ctx := context.Background()
-	p := prefix(t)
-	s := newStore(t, rc, redis.WithPrefix(p), redis.WithCallerTime(), redis.WithoutBatching())
 	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
-	checks := []sluice.Check{{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)}), Key: "k"}}
-	take(t, s, at(0), 1, checks...)
-	between := func() { take(t, s, at(2), 1, checks...) }
-	taken, back := make([]sluice.Decision, 1), make([]sluice.Decision, 1)
-	if charged, err := redis.TakeThenGiveBack(ctx, s, at(1), at(1), costed(2, checks), between, 1, taken, back); err != nil || !charged {
-		t.Fatalf("TakeThenGiveBack: charged %v, %v", charged, err)
+	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerMinute(10)})
+	ref, err := memory.New()
+	if err != nil {
+		t.Fatal(err)
 	}
-	an, es := logList(t, rc, logKey(t, rc, p))
-	want := [][2]float64{{float64(at(0).UnixMicro()), 1}, {float64(at(2).UnixMicro()), 1}}
-	if an.x != 0 || an.last != float64(at(2).UnixMicro()) || !slices.Equal(es, want) {
-		t.Errorf("anchor %v, entries %v; want x 0, the latest time 2s, and %v: the units at 0s and 2s", an, es, want)
+	defer ref.Close()
+	// both has both stores decide n units of key at t, and the memory
+	// store's decision must be s's where exact.
+	both := func(key string, t1 time.Time, n int64, exact bool) {
+		t.Helper()
+		c := []sluice.Check{{Rule: rule, Key: key}}
+		want := make([]sluice.Decision, 1)
+		if err := ref.Take(ctx, t1, costed(n, c), want); err != nil {
+			t.Fatal(err)
+		}
+		if got := take(t, s, t1, n, c...)[0]; exact && got != want[0] {
+			t.Errorf("%s: %d at t0%+v = %+v, want the memory store's %+v", key, n, t1.Sub(t0), got, want[0])
+		}
 	}
+
+	checks := []sluice.Check{{Rule: rule, Key: "k"}}
+	both("k", at(0), 1, true)
+	between := func() { both("k", at(2), 1, false) } // the memory store's unit at 2s is taken with it
+	g.takeGivenBack(t, at(1), costed(2, checks), between)
 	if d := take(t, s, at(3), 0, checks...)[0]; d.Remaining != 8 {
 		t.Errorf("a peek after: %+v, want 8 left", d)
 	}
+	for _, sec := range []time.Duration{60*time.Second - time.Microsecond, 60 * time.Second, 60*time.Second + time.Microsecond, 61*time.Second + time.Microsecond, 62 * time.Second, 62*time.Second + time.Microsecond} {
+		both("k", t0.Add(sec), 0, true)
+	}
 
-	// A give-back after its entry left the window and was trimmed (the
-	// anchor is of its time) takes nothing out.
-	between = func() { take(t, s, at(100), 1, checks...) }
-	if charged, err := redis.TakeThenGiveBack(ctx, s, at(40), at(40), checks, between, 1, taken, back); err != nil || !charged {
-		t.Fatalf("TakeThenGiveBack: charged %v, %v", charged, err)
-	}
-	an, es = logList(t, rc, logKey(t, rc, p))
-	if want := [][2]float64{{float64(at(100).UnixMicro()), 1}}; an.at != float64(at(40).UnixMicro()) || !slices.Equal(es, want) {
-		t.Errorf("anchor %v, entries %v; want the anchor at 40s and %v", an, es, want)
-	}
+	checks = []sluice.Check{{Rule: rule, Key: "k2"}}
+	both("k2", at(0), 1, true)
+	both("k2", at(2), 1, true)
+	between = func() { both("k2", at(100), 1, false) } // the memory store's unit at 100s is taken with it
+	g.takeGivenBack(t, at(40), checks, between)
 	if d := take(t, s, at(100), 0, checks...)[0]; d.Remaining != 9 {
 		t.Errorf("a peek after: %+v, want 9 left", d)
+	}
+	for _, sec := range []time.Duration{100 * time.Second, 160*time.Second - time.Microsecond, 160 * time.Second, 160*time.Second + time.Microsecond} {
+		both("k2", t0.Add(sec), 0, true)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -448,13 +447,12 @@ func usageMixed(t *testing.T, srv *server, clock bool) {
 
 // TestUsageLogMerge: a sliding log that holds Rate entries in its window
 // records usage that does not fit into its newest entry, moved to the
-// time of the charge, as the memory store's ring of Rate cells does: the
-// list never grows past Rate entries a window, and the anchor counts the
-// units beyond one an entry.
+// time of the charge, as the memory store's ring of Rate cells does, up
+// to its cap; the log is held to the memory store's by the decisions of
+// requests after the steps (see sameFutures).
 func TestUsageLogMerge(t *testing.T) {
-	rc, p, s, c, at := callerLog(t)
+	_, _, s, c, at := callerLog(t)
 	c.Rule = prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoSlidingLog, Limit: sluice.PerSecond(3), Charge: sluice.ChargeUsage})
-	us := func(d time.Duration) float64 { return float64(at.Add(d).UnixMicro()) }
 	for i := range 3 {
 		if d := take(t, s, at.Add(time.Duration(i)*time.Millisecond), 1, c)[0]; !d.Allowed {
 			t.Fatalf("unit %d: %+v, want allowed", i, d)
@@ -464,26 +462,22 @@ func TestUsageLogMerge(t *testing.T) {
 	if want := (sluice.Decision{Limit: 3, RetryAfter: time.Second, ResetAfter: time.Second}); d != want {
 		t.Fatalf("2 over 3 entries = %+v, want %+v", d, want)
 	}
-	an, es := logList(t, rc, logKey(t, rc, p))
-	if want := [][2]float64{{us(0), 1}, {us(time.Millisecond), 1}, {us(3 * time.Millisecond), 3}}; !slices.Equal(es, want) || an.x != 2 {
-		t.Fatalf("log %+v %v, want %v after an anchor of x 2", an, es, want)
-	}
+	steps := []logStep{{0, 1}, {time.Millisecond, 1}, {2 * time.Millisecond, 1}, {3 * time.Millisecond, 2}}
+	around := []time.Duration{999 * time.Millisecond, time.Second, time.Second + time.Microsecond, 1001 * time.Millisecond,
+		1002 * time.Millisecond, 1003 * time.Millisecond, 1003*time.Millisecond + time.Microsecond, 1004 * time.Millisecond, 1004*time.Millisecond + time.Microsecond, 2 * time.Second}
+	sameFutures(t, s, c.Rule, at, steps, around)
 	// the cap: 6 units live, one more records nothing
 	d = take(t, s, at.Add(4*time.Millisecond), 5, c)[0]
 	if want := (sluice.Decision{Limit: 3, RetryAfter: sluice.Never, ResetAfter: time.Second}); d != want {
 		t.Fatalf("5 more = %+v, want %+v", d, want)
 	}
-	an, es = logList(t, rc, logKey(t, rc, p))
-	if want := [][2]float64{{us(0), 1}, {us(time.Millisecond), 1}, {us(4 * time.Millisecond), 4}}; !slices.Equal(es, want) || an.x != 3 {
-		t.Fatalf("log %+v %v, want %v after an anchor of x 3: 6 units", an, es, want)
-	}
+	steps = append(steps, logStep{4 * time.Millisecond, 5})
+	sameFutures(t, s, c.Rule, at, steps, around)
 	if d := take(t, s, at.Add(4*time.Millisecond), 1, c)[0]; d.ResetAfter != time.Second || d.RetryAfter != time.Second {
 		t.Fatalf("one more at the cap = %+v, want a wait of a second", d)
 	}
-	an, es = logList(t, rc, logKey(t, rc, p))
-	if len(es) != 3 || an.x != 3 {
-		t.Fatalf("log %+v %v, want it unchanged at the cap", an, es)
-	}
+	steps = append(steps, logStep{4 * time.Millisecond, 1})
+	sameFutures(t, s, c.Rule, at, steps, around)
 }
 
 // TestUsagePair: envoyproxy/ratelimit's per-second Redis beside the main

@@ -2,20 +2,14 @@ module github.com/sluicehq/sluice/server
 
 go 1.26.0
 
-replace github.com/sluicehq/sluice => ../
-
-replace github.com/sluicehq/sluice/config => ../config
-
-replace github.com/sluicehq/sluice/redis => ../redis
-
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/sluicehq/sluice v0.0.0-00010101000000-000000000000
-	github.com/sluicehq/sluice/config v0.0.0-00010101000000-000000000000
-	github.com/sluicehq/sluice/redis v0.0.0-00010101000000-000000000000
+	github.com/sluicehq/sluice v0.1.0
+	github.com/sluicehq/sluice/config v0.1.0
+	github.com/sluicehq/sluice/redis v0.1.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/net v0.62.0
 	google.golang.org/grpc v1.85.0

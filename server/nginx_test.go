@@ -10,7 +10,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -48,8 +50,8 @@ func freePort(t *testing.T) string {
 	return addr
 }
 
-// renderNginx returns the example nginx.conf with its addresses replaced
-// and everything nginx writes kept under prefix.
+// renderNginx returns the example nginx.conf with its addresses replaced,
+// and its error log in prefix.
 func renderNginx(t *testing.T, prefix, sluiceAddr, appAddr, listenAddr string) string {
 	t.Helper()
 	b, err := os.ReadFile(nginxConf)
@@ -67,31 +69,84 @@ func renderNginx(t *testing.T, prefix, sluiceAddr, appAddr, listenAddr string) s
 	replace("server 127.0.0.1:8080;", "server "+sluiceAddr+";")
 	replace("server 127.0.0.1:3000;", "server "+appAddr+";")
 	replace("listen 8000;", "listen "+listenAddr+";")
-	var paths strings.Builder
-	fmt.Fprintf(&paths, "http {\n    access_log %s;\n", filepath.Join(prefix, "access.log"))
-	for _, d := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
-		fmt.Fprintf(&paths, "    %s_temp_path %s;\n", d, filepath.Join(prefix, d))
-	}
-	replace("http {\n", paths.String())
-	head := fmt.Sprintf("pid %s;\nerror_log %s info;\n", filepath.Join(prefix, "nginx.pid"), filepath.Join(prefix, "error.log"))
-	if os.Geteuid() == 0 {
-		// As root, workers would run as nobody, who cannot enter the
-		// test's private temporary directory.
-		head += "user root;\n"
-	}
-	return head + conf
+	return fmt.Sprintf("error_log %s info;\n", filepath.Join(prefix, "error.log")) + conf
 }
 
-// The committed example is valid nginx as it stands.
-func TestNginxConfValid(t *testing.T) {
-	bin := findNginx(t)
-	conf, err := filepath.Abs(nginxConf)
+// nginxPrefix returns a directory for nginx's -p: the example writes its
+// pid, logs and temporary files there. As root, the tests run nginx as
+// nobody (see nginxCommand), who owns this directory.
+func nginxPrefix(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return t.TempDir()
+	}
+	// t.TempDir's parent is private to root: nobody could not enter it.
+	dir, err := os.MkdirTemp("", "sluice-nginx-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefix := t.TempDir()
-	out, err := exec.CommandContext(t.Context(), bin, "-t", "-q", "-p", prefix, "-c", conf,
-		"-g", fmt.Sprintf("pid %s; error_log stderr;", filepath.Join(prefix, "nginx.pid"))).CombinedOutput()
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	uid, gid := nobody(t)
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// nobody returns the ids of the unprivileged user nginx runs as when the
+// tests run as root.
+func nobody(t *testing.T) (uid, gid int) {
+	t.Helper()
+	u, err := user.Lookup("nobody")
+	if err != nil {
+		t.Fatalf("running nginx unprivileged as root needs the user nobody: %v", err)
+	}
+	g, err := user.LookupGroup("nogroup")
+	if err != nil {
+		t.Fatalf("running nginx unprivileged as root needs the group nogroup: %v", err)
+	}
+	uid, err = strconv.Atoi(u.Uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gid, err = strconv.Atoi(g.Gid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uid, gid
+}
+
+// nginxCommand runs nginx with args as the current user, or, as root, as
+// nobody, as a user who follows the example's README would: nginx's
+// master then runs unprivileged, as its workers do.
+func nginxCommand(ctx context.Context, t *testing.T, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return exec.CommandContext(ctx, bin, args...)
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Fatalf("running nginx unprivileged as root needs setpriv (Debian: util-linux): %v", err)
+	}
+	return exec.CommandContext(ctx, setpriv, append([]string{"--reuid=nobody", "--regid=nogroup", "--clear-groups", bin}, args...)...)
+}
+
+// The committed example is valid nginx as it stands, and runs as an
+// unprivileged user: everything it writes is under its prefix.
+func TestNginxConfValid(t *testing.T) {
+	bin := findNginx(t)
+	b, err := os.ReadFile(nginxConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := nginxPrefix(t)
+	// A copy in the prefix, which nginx's user can read wherever the
+	// repository is.
+	conf := filepath.Join(prefix, "nginx.conf")
+	if err := os.WriteFile(conf, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := nginxCommand(t.Context(), t, bin, "-t", "-q", "-p", prefix, "-c", conf, "-g", "error_log stderr;").CombinedOutput()
 	if err != nil {
 		t.Errorf("nginx -t %s: %v\n%s", nginxConf, err, out)
 	}
@@ -111,7 +166,7 @@ func runNginx(t *testing.T, e *env, edits ...string) (string, *atomic.Int64) {
 	}))
 	t.Cleanup(app.Close)
 
-	prefix := t.TempDir()
+	prefix := nginxPrefix(t)
 	addr := freePort(t)
 	conf := filepath.Join(prefix, "nginx.conf")
 	rendered := renderNginx(t, prefix, strings.TrimPrefix(e.base, "http://"), strings.TrimPrefix(app.URL, "http://"), addr)
@@ -125,7 +180,7 @@ func runNginx(t *testing.T, e *env, edits ...string) (string, *atomic.Int64) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	cmd := exec.CommandContext(ctx, bin, "-p", prefix, "-c", conf, "-g", "daemon off;")
+	cmd := nginxCommand(ctx, t, bin, "-p", prefix, "-c", conf, "-g", "daemon off;")
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 10 * time.Second
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr

@@ -1,6 +1,7 @@
 // Package storetest is the conformance suite for sluice.Store
 // implementations: the memory store and the Redis store run the same tests
-// and are held to the same decisions as the single-key algorithms.
+// and are held to the same decisions as the single-key algorithms. Choose
+// it to test a Store of your own; Run's documentation says what it checks.
 //
 // A store's test calls Run with a Config whose New makes an empty store:
 //
@@ -16,42 +17,6 @@
 //			},
 //		})
 //	}
-//
-// What it checks, for every algorithm:
-//
-//   - Trace: random requests (fixed seeds) over several keys, with costs
-//     from -1 to the quota + 1 and times that never go back, get exactly the
-//     decisions, all five fields, of a fresh single-key limiter per key
-//     (rule.Algorithm.New(limit)), for limits with odd rates (3/s, 7/min),
-//     bursts above and below the rate, and a rate of 0.
-//   - Policy: random requests against two or three rules at once, some in
-//     shadow mode, get the decisions of the all-or-nothing model: if every
-//     enforced check allows, each check that allows is charged; otherwise
-//     none is, and a check that would have allowed reports its state as a
-//     peek (n = 0) does.
-//   - AllOrNothing, Shadow, Peek, Negative, RulesApart: the same, as
-//     readable cases.
-//   - BadInput: a short out, a rule that is nil or invalid, or a done
-//     context is an error and charges nothing.
-//   - Concurrent: 16 goroutines on one key at one time get exactly the
-//     quota, no more, no less; with two rules, the charges stay
-//     all-or-nothing.
-//   - Idle: once ResetAfter has passed, a key decides as a fresh one.
-//   - Limiter: the store works under sluice.NewLimiter.
-//   - UsageTrace, UsagePolicy: the same as Trace and Policy for rules
-//     charged by usage (sluice.ChargeUsage, ChargeCount), with costs far
-//     past the quota, against the arithmetic charged the same way: usage
-//     recorded into capped debt whatever it decides; in a request, usage
-//     checks always recorded, gate checks all-or-nothing.
-//   - UsageLLM, UsageCap, UsageMixed, UsageZero, UsageConcurrent: the
-//     same, as readable cases: "check 0, charge 150" twenty times on 100
-//     an hour denies every check after the first charge; a charge of
-//     MaxInt64 recorded up to the cap, whole again two periods later; a
-//     usage rule recorded
-//     when a gate rule denies, a gate rule not charged when a usage rule
-//     denies, a shadow usage rule recorded and never blocking; the cost-0
-//     thresholds of usage and count; concurrent charges allowed exactly
-//     what fits and leaving the key in debt.
 //
 // Times are multiples of Config.Resolution, and the durations a store
 // returns are compared with the single-key limiter's rounded up to it: a
@@ -89,6 +54,42 @@ type Config struct {
 
 // Run runs the conformance suite against cfg's store, each part as a
 // subtest of t.
+//
+// What it checks, for every algorithm:
+//
+//   - Trace: random requests (fixed seeds) over several keys, with costs
+//     from -1 to the quota + 1 and times that never go back, get exactly the
+//     decisions, all five fields, of a fresh single-key limiter per key
+//     (rule.Algorithm.New(limit)), for limits with odd rates (3/s, 7/min),
+//     bursts above and below the rate, and a rate of 0.
+//   - Policy: random requests against two or three rules at once, some in
+//     shadow mode, get the decisions of the all-or-nothing model: if every
+//     enforced check allows, each check that allows is charged; otherwise
+//     none is, and a check that would have allowed reports its state as a
+//     peek (n = 0) does.
+//   - AllOrNothing, Shadow, Peek, Negative, RulesApart: the same, as
+//     readable cases.
+//   - BadInput: a short out, a rule that is nil or invalid, or a done
+//     context is an error and charges nothing.
+//   - Concurrent: 16 goroutines on one key at one time get exactly the
+//     quota, no more, no less; with two rules, the charges stay
+//     all-or-nothing.
+//   - Idle: once ResetAfter has passed, a key decides as a fresh one.
+//   - Limiter: the store works under sluice.NewLimiter.
+//   - UsageTrace, UsagePolicy: the same as Trace and Policy for rules
+//     charged by usage (sluice.ChargeUsage, ChargeCount), with costs far
+//     past the quota, against the arithmetic charged the same way: usage
+//     recorded into capped debt whatever it decides; in a request, usage
+//     checks always recorded, gate checks all-or-nothing.
+//   - UsageLLM, UsageCap, UsageMixed, UsageZero, UsageConcurrent: the
+//     same, as readable cases: "check 0, charge 150" twenty times on 100
+//     an hour denies every check after the first charge; a charge of
+//     MaxInt64 recorded up to the cap, whole again two periods later; a
+//     usage rule recorded
+//     when a gate rule denies, a gate rule not charged when a usage rule
+//     denies, a shadow usage rule recorded and never blocking; the cost-0
+//     thresholds of usage and count; concurrent charges allowed exactly
+//     what fits and leaving the key in debt.
 func Run(t *testing.T, cfg Config) {
 	t.Helper()
 	if cfg.New == nil {

@@ -32,7 +32,7 @@ func splitDomain(t *testing.T) string {
 // refuse the second definition.
 func TestMergeDomainsFlag(t *testing.T) {
 	dir := splitDomain(t)
-	code, _, stderr := runArgs(t, "serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-config", dir)
+	code, _, stderr := runServeOwnPorts(t, "-config", dir)
 	if code != exitFail || !strings.Contains(stderr, `"shop" is already defined in`) {
 		t.Errorf("serve without -merge-domains: exit %d, stderr %q; want 1 and the domain defined twice", code, stderr)
 	}

@@ -20,8 +20,9 @@ import (
 type envoyVar struct {
 	name string
 	def  string // envoyproxy/ratelimit's default; "" if none
-	// flags are the flags the variable sets, for the README's table;
-	// empty for a variable sluice does not implement or has no need of.
+	// flags are the flags the variable sets, for the table of
+	// docs/envoy-environment.md; empty for a variable sluice does not
+	// implement or has no need of.
 	flags string
 	// note, for a variable without flags, says what sluice does instead;
 	// report says when to say it at start.
@@ -51,7 +52,7 @@ const (
 )
 
 // envoyVars lists the variables sluice knows, in the order of the
-// README's table.
+// table of docs/envoy-environment.md.
 var envoyVars = []envoyVar{
 	{name: "RUNTIME_ROOT", def: "/srv/runtime_data/current", flags: "-config"},
 	{name: "RUNTIME_SUBDIRECTORY", flags: "-config"},

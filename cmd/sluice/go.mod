@@ -2,23 +2,16 @@ module github.com/sluicehq/sluice/cmd/sluice
 
 go 1.26.0
 
-replace github.com/sluicehq/sluice => ../../
-
-replace github.com/sluicehq/sluice/config => ../../config
-
-replace github.com/sluicehq/sluice/redis => ../../redis
-
-replace github.com/sluicehq/sluice/server => ../../server
-
 require (
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/sluicehq/sluice v0.0.0-00010101000000-000000000000
-	github.com/sluicehq/sluice/config v0.0.0-00010101000000-000000000000
-	github.com/sluicehq/sluice/redis v0.0.0-00010101000000-000000000000
-	github.com/sluicehq/sluice/server v0.0.0-00010101000000-000000000000
+	github.com/sluicehq/sluice v0.1.0
+	github.com/sluicehq/sluice/config v0.1.0
+	github.com/sluicehq/sluice/redis v0.1.0
+	github.com/sluicehq/sluice/server v0.1.0
+	golang.org/x/mod v0.43.0
 	google.golang.org/grpc v1.85.0
 )
 

@@ -86,6 +86,15 @@ func startServe(t *testing.T, args ...string) *serving {
 	return s
 }
 
+// runServeOwnPorts runs sluice serve with args to its end, on loopback
+// ports of its own unless args name others: a serve that the tests expect
+// to fail must not fail on the default ports, which a running sluice
+// serve holds.
+func runServeOwnPorts(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	return runArgs(t, append([]string{"serve", "-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-admin", "127.0.0.1:0"}, args...)...)
+}
+
 // stop cancels the context (SIGTERM) and checks that serve exits 0,
 // within a minute.
 func (s *serving) stop(t *testing.T) {
@@ -288,7 +297,7 @@ func TestServeErrors(t *testing.T) {
 	for _, tt := range tests {
 		name := strings.Join(tt.args, " ")
 		t.Run(name, func(t *testing.T) {
-			code, stdout, stderr := runArgs(t, append([]string{"serve"}, tt.args...)...)
+			code, stdout, stderr := runServeOwnPorts(t, tt.args...)
 			if code != tt.code || !strings.Contains(stderr, tt.want) || stdout != "" {
 				t.Errorf("sluice serve %s: exit %d, stdout %q, stderr %q; want exit %d saying %q", name, code, stdout, stderr, tt.code, tt.want)
 			}
@@ -417,7 +426,7 @@ func TestServeGRPCUDS(t *testing.T) {
 // -http-allowed-hosts holds POST /json to the names given (and IP
 // addresses): another Host is 421; a name with a port is a usage error.
 func TestServeHTTPAllowedHosts(t *testing.T) {
-	if code, _, stderr := runArgs(t, "serve", "-http-allowed-hosts", "ratelimit.internal:8080"); code != exitUsage || !strings.Contains(stderr, "without a port") {
+	if code, _, stderr := runServeOwnPorts(t, "-http-allowed-hosts", "ratelimit.internal:8080"); code != exitUsage || !strings.Contains(stderr, "without a port") {
 		t.Errorf("-http-allowed-hosts with a port: exit %d, stderr %q; want a usage error", code, stderr)
 	}
 	s := startServe(t, "-http-allowed-hosts", "ratelimit.internal, rl.svc")
@@ -467,7 +476,7 @@ func TestServeRedisTimeoutFlag(t *testing.T) {
 		t.Errorf("-print-config -redis-timeout 2s: %q from %q", v["redis-timeout"], src["redis-timeout"])
 	}
 	for _, arg := range []string{"0", "-1s"} {
-		code, _, stderr := runArgs(t, "serve", "-redis-timeout", arg)
+		code, _, stderr := runServeOwnPorts(t, "-redis-timeout", arg)
 		if code != exitUsage || !strings.Contains(stderr, "must be positive") {
 			t.Errorf("serve -redis-timeout %s: exit %d, stderr %q; want 2 and why", arg, code, stderr)
 		}

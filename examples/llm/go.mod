@@ -2,18 +2,10 @@ module github.com/sluicehq/sluice/examples/llm
 
 go 1.26.0
 
-replace github.com/sluicehq/sluice => ../../
-
-replace github.com/sluicehq/sluice/config => ../../config
-
-replace github.com/sluicehq/sluice/redis => ../../redis
-
-replace github.com/sluicehq/sluice/server => ../../server
-
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
-	github.com/sluicehq/sluice v0.0.0-00010101000000-000000000000
-	github.com/sluicehq/sluice/server v0.0.0-00010101000000-000000000000
+	github.com/sluicehq/sluice v0.1.0
+	github.com/sluicehq/sluice/server v0.1.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
@@ -30,8 +22,8 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
-	github.com/sluicehq/sluice/config v0.0.0-00010101000000-000000000000 // indirect
-	github.com/sluicehq/sluice/redis v0.0.0-00010101000000-000000000000 // indirect
+	github.com/sluicehq/sluice/config v0.1.0 // indirect
+	github.com/sluicehq/sluice/redis v0.1.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/net v0.62.0 // indirect

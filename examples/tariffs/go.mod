@@ -2,17 +2,9 @@ module github.com/sluicehq/sluice/examples/tariffs
 
 go 1.26.0
 
-replace github.com/sluicehq/sluice => ../../
-
-replace github.com/sluicehq/sluice/config => ../../config
-
-replace github.com/sluicehq/sluice/redis => ../../redis
-
-replace github.com/sluicehq/sluice/server => ../../server
-
 require (
-	github.com/sluicehq/sluice v0.0.0-00010101000000-000000000000
-	github.com/sluicehq/sluice/server v0.0.0-00010101000000-000000000000
+	github.com/sluicehq/sluice v0.1.0
+	github.com/sluicehq/sluice/server v0.1.0
 )
 
 require (
@@ -27,7 +19,7 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/sluicehq/sluice/config v0.0.0-00010101000000-000000000000 // indirect
+	github.com/sluicehq/sluice/config v0.1.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
