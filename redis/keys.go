@@ -17,10 +17,9 @@ import (
 //	prefix{tag}key:rule:code
 //
 // code names the state's layout ("b" bucket, "f" fixed window, "c" sliding
-// counter, "lu" the sliding log's list of entries, which until 2026-12
-// were "l" and "l:e", a count and the entries, then "log", one list whose
-// entries kept a running total): changing a rule's algorithm, or a
-// layout, starts afresh rather than misreading the old state.
+// counter, "lu" the sliding log's list of entries; earlier layouts had
+// codes of their own): changing a rule's algorithm, or a layout, starts
+// afresh rather than misreading the old state.
 // Under the store's clock (at Redis TIME on a single Redis) a fixed window
 // is a counter per window, and its code is "w:" (or "wu:" for a period not
 // in whole seconds): the key names the base, and the script appends the
