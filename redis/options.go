@@ -67,15 +67,15 @@ func WithPrefix(p string) Option {
 // sluice.ClockFunc(time.Now): sluice.SystemClock, the default, stays
 // ahead of it after it steps back. Keys still expire in Redis time, but
 // their TTLs are a rule's longest live state and a second (see Keys and
-// Redis Cluster in the package documentation): a caller whose clock runs
+// Redis Cluster in docs/redis.md): a caller whose clock runs
 // up to a second behind Redis's finds its state (WithClockSkew for more). See Deadlines and clocks
-// in the package documentation.
+// in docs/redis.md.
 func WithCallerTime() Option { return func(o *options) error { o.callerTime = true; return nil } }
 
 // WithClockSkew sets how far behind Redis's clock the callers' clocks may
 // run, with WithCallerTime, and still find their keys' state: every key's
 // TTL is its state's longest life and that much slack (see Keys and Redis
-// Cluster in the package documentation), so that a key does not expire in
+// Cluster in docs/redis.md), so that a key does not expire in
 // Redis's time while its state still counts at a caller's. The default,
 // and the least, is a second; a longer one keeps idle keys in Redis as
 // much longer.
@@ -94,8 +94,8 @@ func WithClockSkew(d time.Duration) Option {
 // wait for its turn (a place in flight and in a run) before it is
 // written. It is the one deadline sluice sets on a call to its store: a
 // sluice.Limiter passes its caller's context through. The default is
-// 50ms; 0 leaves both to the context. See Deadlines and clocks in the
-// package documentation.
+// 50ms; 0 leaves both to the context. See Deadlines and clocks in
+// docs/redis.md.
 func WithTimeout(d time.Duration) Option {
 	return func(o *options) error { o.timeout = max(d, 0); return nil }
 }
@@ -118,7 +118,7 @@ func WithoutSplit() Option {
 // default is the check's key: the rules of one entity share a slot, and a
 // request whose checks have different keys (per IP and per user) may sit
 // on different masters, and is then decided in parts (see Requests across
-// slots in the package documentation), or refused with ErrCrossSlot under
+// slots in docs/redis.md), or refused with ErrCrossSlot under
 // WithoutSplit. A tag common to a request's checks, such as the user of a
 // per-user and a per-user-and-route check, keeps it in one script run; a
 // constant tag puts every key in one slot. Outside a cluster the
@@ -162,7 +162,7 @@ func WithDenyCache(entries int) Option {
 // second), and then fails every call at once for cooldown before it lets
 // one probe through. Calls shed are not counted: waiting for a turn, or
 // a late answer from a Redis that answers others, is load, not failure
-// (see Load in the package documentation). The default is 20 calls and 1s; 0 calls
+// (see Load in docs/redis.md). The default is 20 calls and 1s; 0 calls
 // turns the breaker off.
 func WithBreaker(calls int, cooldown time.Duration) Option {
 	return func(o *options) error {
@@ -202,8 +202,8 @@ func WithMaxInFlight(n int) Option {
 // of a fixed window's window, which Redis TIME corrects when it is wrong
 // (a wrong guess only costs the script a string per request). The default is
 // sluice.SystemClock. It is not the time of decisions: that is Redis TIME,
-// or with WithCallerTime the caller's. See Deadlines and clocks in the
-// package documentation.
+// or with WithCallerTime the caller's. See Deadlines and clocks in
+// docs/redis.md.
 func WithBreakerClock(c sluice.Clock) Option {
 	return func(o *options) error {
 		if c != nil {

@@ -17,7 +17,7 @@ import (
 // cannot hold exactly in the doubles of Redis's Lua. It wraps
 // sluice.ErrLimitTooLarge and sluice.ErrRefused too, so errors.Is finds
 // any of them, and a sluice.Limiter returns it rather than failing open.
-// See the package documentation for the range.
+// docs/redis.md (Exact arithmetic in doubles) gives the range.
 var ErrOutOfRange = fmt.Errorf("redis: out of the exact range: %w (%w)", sluice.ErrLimitTooLarge, sluice.ErrRefused)
 
 // The script's numbers are doubles, exact for integers up to 2^53. These

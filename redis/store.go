@@ -264,7 +264,7 @@ type Stats struct {
 	CacheHits int64 // requests denied from the local denial cache
 	// Splits counts requests decided in parts: across Cluster masters
 	// (slots WithoutBatching), Ring tags or a Pair's stores (see Requests
-	// across slots in the package documentation);
+	// across slots in docs/redis.md);
 	// GiveBacks, the parts given back because another part denied or
 	// failed; GiveBackErrors, the give-backs that failed and so left
 	// their part charged.
@@ -346,7 +346,7 @@ var _ sluice.RuleChecker = (*Store)(nil)
 
 // Take decides a request against checks, all-or-nothing (but for
 // usage, recorded whatever the request's fate: see Usage charges in the
-// package documentation), in one script run: see sluice.Store. The time
+// docs/redis.md), in one script run: see sluice.Store. The time
 // is Redis TIME unless
 // WithCallerTime. Errors are Redis's, ErrTimeout, ErrCircuitOpen,
 // ErrCrossSlot, ErrOutOfRange, or the context's; a failed Take charged
