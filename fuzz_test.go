@@ -98,7 +98,8 @@ func FuzzAlgorithms(f *testing.F) {
 		{0, second, 3, 0, mixed},
 		{0, 1, 0, 0, mixed},
 		{1, second, 4611686018, 0, mixed}, // the largest burst of 1/s
-		{1, second, 4611686019, 0, mixed}, // one too many: ErrLimitTooLarge
+		{1, second, 4611686019, 0, mixed}, // one more: decided at 1µs
+		{1, second, 1<<62 + 1, 0, mixed},  // ErrLimitTooLarge at any resolution
 		{1 << 20, second, 0, 0, burst},    // the largest sliding log
 		{1<<20 + 1, second, 0, 0, burst},  // ErrLimitTooLarge for the log only
 		{-1, second, 0, 0, burst},         // invalid

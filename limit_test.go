@@ -116,10 +116,14 @@ func TestExtremeLimits(t *testing.T) {
 		{Limit{Rate: 1_000_000_000, Period: year}, []string{"NewSlidingLog"}},
 		{PerSecond(1_000_000_000_000), []string{"NewSlidingLog"}},
 		{Limit{Rate: 1_000_000_000_000, Period: time.Second, Burst: 1}, []string{"NewSlidingLog"}},
-		{Limit{Rate: 1, Period: time.Second, Burst: 4611686018}, nil}, // 2^62 ticks of 1ns, rounded down to a second
-		{Limit{Rate: 1, Period: time.Second, Burst: 4611686019}, []string{"NewTokenBucket", "NewLeakyBucket", "NewGCRA", "NewLeakyQueue"}},
+		{Limit{Rate: 1, Period: time.Second, Burst: 4611686018}, nil},                                                                     // 2^62 ticks of 1ns, rounded down to a second
+		{Limit{Rate: 1, Period: time.Second, Burst: 4611686019}, nil},                                                                     // one more: decided at 1µs
+		{Limit{Rate: 1, Period: time.Second, Burst: 1<<62 + 1}, []string{"NewTokenBucket", "NewLeakyBucket", "NewGCRA", "NewLeakyQueue"}}, // past 2^62 even at 1s
 		{Limit{Rate: 1, Period: 1 << 62}, nil},
-		{Limit{Rate: 1, Period: 1<<62 + 1}, []string{"NewTokenBucket", "NewLeakyBucket", "NewGCRA", "NewLeakyQueue"}},
+		{Limit{Rate: 1, Period: 1<<62 + 1}, nil},                                                                          // decided at 1µs
+		{Limit{Rate: 1, Period: math.MaxInt64}, []string{"NewTokenBucket", "NewLeakyBucket", "NewGCRA", "NewLeakyQueue"}}, // shares no factor with a quantum
+		{Limit{Rate: 99991, Period: 24 * time.Hour}, nil},
+		{Limit{Rate: 1000003, Period: year}, nil},
 		{Limit{Rate: math.MaxInt64, Period: 1, Burst: 1}, []string{"NewSlidingLog"}},
 		{Limit{Rate: math.MaxInt64, Period: math.MaxInt64}, []string{"NewTokenBucket", "NewLeakyBucket", "NewGCRA", "NewLeakyQueue", "NewSlidingLog"}},
 		{Limit{Rate: 0, Period: 1}, nil},

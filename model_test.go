@@ -76,7 +76,9 @@ func fitsZero(c Charge, left *big.Rat) bool {
 // is 1/q ns, with Period/Rate = p/q in lowest terms, so a unit is p ticks).
 func debtCap(l Limit) *big.Rat {
 	g := new(big.Int).GCD(nil, nil, big.NewInt(int64(l.Period)), big.NewInt(l.Rate)).Int64()
-	room := new(big.Rat).SetFrac(new(big.Int).Lsh(big.NewInt(1), 62), big.NewInt(int64(l.Period)/g))
+	p := int64(l.Period) / g // ticks per unit, at a coarse resolution fewer
+	p /= new(big.Int).GCD(nil, nil, big.NewInt(p), big.NewInt(quantaOf(l).res)).Int64()
+	room := new(big.Rat).SetFrac(new(big.Int).Lsh(big.NewInt(1), 62), big.NewInt(p))
 	room.Sub(room, ratInt(l.Capacity())) // 2^62 ticks of debt, less the capacity
 	if room.Cmp(ratInt(l.Capacity())) < 0 {
 		return room
@@ -124,6 +126,7 @@ func floorInt(r *big.Rat) *big.Int {
 // tokenModel is the textbook token bucket: tokens and the time of the last
 // refill; refill min(B, tokens + dt·Rate/Period), then take.
 type tokenModel struct {
+	quanta
 	rate, period, burst int64
 	tokens              *big.Rat
 	last                int64
@@ -137,13 +140,58 @@ func newTokenModel(l Limit) *tokenModel {
 	if l.Rate > 0 {
 		floor.Neg(debtCap(l))
 	}
-	return &tokenModel{rate: l.Rate, period: int64(l.Period), burst: l.Capacity(), tokens: ratInt(l.Capacity()), floor: floor}
+	return &tokenModel{quanta: quantaOf(l), rate: l.Rate, period: int64(l.Period), burst: l.Capacity(), tokens: ratInt(l.Capacity()), floor: floor}
+}
+
+// quanta is a bucket model's reading of time: a limit too long for
+// ticks of 1/q ns decides at a coarser resolution (internal/algo's TAT),
+// where time is read in whole quanta of res ns, rounded down, and a wait
+// ends at a whole quantum.
+type quanta struct {
+	res int64
+	off int64 // how far into its quantum the request being decided is
+}
+
+func quantaOf(l Limit) quanta {
+	t, err := l.tat()
+	if err != nil {
+		return quanta{res: 1}
+	}
+	return quanta{res: int64(t.Resolution())}
+}
+
+// read is now rounded down to its quantum, and remembers how far into it
+// now is.
+func (q *quanta) read(now int64) int64 {
+	if q.res == 1 {
+		return now
+	}
+	k := now / q.res
+	if now%q.res < 0 {
+		k--
+	}
+	q.off = now - k*q.res
+	return k * q.res
+}
+
+// wait is the exact wait r ns from the quantum read, ended at a whole
+// quantum and counted from the request's time.
+func (q *quanta) wait(r *big.Rat) time.Duration {
+	if q.res == 1 {
+		return ceilNs(r)
+	}
+	c := ceilNs(new(big.Rat).Quo(r, big.NewRat(q.res, 1)))
+	if c == Never || int64(c) > int64(Never)/q.res {
+		return Never
+	}
+	return time.Duration(int64(c)*q.res - q.off)
 }
 
 // perUnit is the time one token takes to come back, Period/Rate ns.
 func (m *tokenModel) perUnit() *big.Rat { return big.NewRat(m.period, m.rate) }
 
 func (m *tokenModel) allowN(now, n int64) Decision {
+	now = m.read(now)
 	if m.started && now > m.last {
 		dt := new(big.Rat).Mul(ratInt(now-m.last), big.NewRat(m.rate, m.period))
 		m.tokens.Add(m.tokens, dt)
@@ -177,14 +225,14 @@ func (m *tokenModel) allowN(now, n int64) Decision {
 		if n == 0 && m.charge == ChargeCount {
 			short.Neg(m.tokens) // until the bucket is out of debt
 		}
-		d.RetryAfter = ceilNs(short.Mul(short, m.perUnit()))
+		d.RetryAfter = m.wait(short.Mul(short, m.perUnit()))
 	}
 	d.Remaining = max(floorInt(m.tokens).Int64(), 0)
 	if missing := new(big.Rat).Sub(ratInt(m.burst), m.tokens); missing.Sign() > 0 {
 		if m.rate == 0 {
 			d.ResetAfter = Never
 		} else {
-			d.ResetAfter = ceilNs(missing.Mul(missing, m.perUnit()))
+			d.ResetAfter = m.wait(missing.Mul(missing, m.perUnit()))
 		}
 	}
 	return d
@@ -199,12 +247,13 @@ func (m *tokenModel) releaseAfter() time.Duration {
 	if missing.Sign() <= 0 || m.rate == 0 {
 		return 0
 	}
-	return ceilNs(missing.Mul(missing, m.perUnit()))
+	return m.wait(missing.Mul(missing, m.perUnit()))
 }
 
 // leakyModel is the textbook leaky bucket as a meter: water and the time of
 // the last leak; leak max(0, water - dt·Rate/Period), then pour if it fits.
 type leakyModel struct {
+	quanta
 	rate, period, capacity int64
 	water                  *big.Rat
 	last                   int64
@@ -218,10 +267,11 @@ func newLeakyModel(l Limit, c Charge) *leakyModel {
 	if l.Rate > 0 {
 		top.Add(top, debtCap(l))
 	}
-	return &leakyModel{rate: l.Rate, period: int64(l.Period), capacity: l.Capacity(), water: new(big.Rat), charge: c, top: top}
+	return &leakyModel{quanta: quantaOf(l), rate: l.Rate, period: int64(l.Period), capacity: l.Capacity(), water: new(big.Rat), charge: c, top: top}
 }
 
 func (m *leakyModel) allowN(now, n int64) Decision {
+	now = m.read(now)
 	if m.started && now > m.last {
 		m.water.Sub(m.water, new(big.Rat).Mul(ratInt(now-m.last), big.NewRat(m.rate, m.period)))
 		if m.water.Sign() < 0 {
@@ -253,14 +303,14 @@ func (m *leakyModel) allowN(now, n int64) Decision {
 		}
 		over := new(big.Rat).Add(m.water, ratInt(want))
 		over.Sub(over, ratInt(m.capacity))
-		d.RetryAfter = ceilNs(over.Mul(over, big.NewRat(m.period, m.rate)))
+		d.RetryAfter = m.wait(over.Mul(over, big.NewRat(m.period, m.rate)))
 	}
 	d.Remaining = max(floorInt(new(big.Rat).Sub(ratInt(m.capacity), m.water)).Int64(), 0)
 	if m.water.Sign() > 0 {
 		if m.rate == 0 {
 			d.ResetAfter = Never
 		} else {
-			d.ResetAfter = ceilNs(new(big.Rat).Mul(m.water, big.NewRat(m.period, m.rate)))
+			d.ResetAfter = m.wait(new(big.Rat).Mul(m.water, big.NewRat(m.period, m.rate)))
 		}
 	}
 	return d

@@ -97,7 +97,7 @@ func TestRulePrepareInvalid(t *testing.T) {
 		{"negative burst", func(r *sluice.Rule) { r.Limit.Burst = -1 }, sluice.ErrInvalidLimit},
 		{"unknown algorithm", func(r *sluice.Rule) { r.Algorithm = "gcra2" }, sluice.ErrUnknownAlgo},
 		{"no algorithm", func(r *sluice.Rule) { r.Algorithm = "" }, sluice.ErrUnknownAlgo},
-		{"too large", func(r *sluice.Rule) { r.Limit = sluice.Limit{Rate: 3, Period: time.Second, Burst: 1 << 40} }, sluice.ErrLimitTooLarge},
+		{"too large", func(r *sluice.Rule) { r.Limit = sluice.Limit{Rate: 3, Period: time.Second, Burst: 1<<62 + 1} }, sluice.ErrLimitTooLarge},
 		{"no name", func(r *sluice.Rule) { r.Name = "" }, nil},
 		{"failure mode", func(r *sluice.Rule) { r.Failure = 9 }, nil},
 		{"charge", func(r *sluice.Rule) { r.Charge = 9 }, nil},

@@ -42,6 +42,7 @@ var badConfigs = []struct {
 	{"burst_without_bucket.yaml", `burst_without_bucket.yaml:7: descriptors[0].rate_limit.burst: the fixed_window algorithm has no burst`},
 	{"negative_burst.yaml", `negative_burst.yaml:8: descriptors[0].rate_limit.burst: -1 must not be negative`},
 	{"limit_too_large.yaml", `limit_too_large.yaml:5: descriptors[0].rate_limit: rule "test-domain.key1": sluice: limit too large`},
+	{"bucket_too_large.yaml", `bucket_too_large.yaml:5: descriptors[0].rate_limit: rule "test-domain.key1": sluice: limit too large: a bucket of 4611686018427387903/8760h0m0s cannot be kept exactly: its refill takes more than 2^62 ticks of 1/rate of a time unit at every unit up to 1s; the nearest limit that fits is 4611686018403168000/8760h0m0s`},
 	{"bad_failure.yaml", `bad_failure.yaml:7: descriptors[0].rate_limit.failure: unknown failure mode "ignore" (want open, closed or local)`},
 	{"bad_charge.yaml", `bad_charge.yaml:7: descriptors[0].rate_limit.charge: unknown charge "tokens" (want gate or usage)`},
 	{"unlimited_with_charge.yaml", `unlimited_with_charge.yaml:6: descriptors[0].rate_limit.charge: an unlimited limit takes no charge`},
@@ -128,6 +129,7 @@ func TestErrorsWrapSentinels(t *testing.T) {
 	}{
 		{"bad_algorithm.yaml", sluice.ErrUnknownAlgo},
 		{"limit_too_large.yaml", sluice.ErrLimitTooLarge},
+		{"bucket_too_large.yaml", sluice.ErrLimitTooLarge},
 	} {
 		_, err := Load(filepath.Join("testdata", tt.file))
 		if !errors.Is(err, tt.want) {
@@ -152,5 +154,19 @@ func TestManyProblemsAreCapped(t *testing.T) {
 	if !strings.Contains(err.Error(), `many.yaml:3: descriptors[0]: unknown key "kye" (did you mean "key"?)`) ||
 		!strings.Contains(err.Error(), "too many problems") {
 		t.Errorf("Parse error does not say it stopped:\n%v", err)
+	}
+}
+
+// TestOrdinaryRatesLoad: prime rates over a day, a week and a year load
+// on every algorithm, the buckets deciding at a coarser resolution where
+// a nanosecond's would not fit.
+func TestOrdinaryRatesLoad(t *testing.T) {
+	for _, algo := range []string{"token_bucket", "leaky_bucket", "gcra", "fixed_window", "sliding_counter", "sliding_log"} {
+		for _, rate := range []struct{ unit, n string }{{"day", "99991"}, {"day", "30011"}, {"week", "7"}, {"year", "1000003"}} {
+			src := "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      algorithm: " + algo + "\n      unit: " + rate.unit + "\n      requests_per_unit: " + rate.n + "\n"
+			if _, err := Parse("rates.yaml", []byte(src)); err != nil {
+				t.Errorf("%s %s/%s: %v", algo, rate.n, rate.unit, err)
+			}
+		}
 	}
 }

@@ -46,7 +46,8 @@ func TestNewSpec(t *testing.T) {
 	}{
 		{Key{Rate: 10, Period: time.Second, Burst: 20}, KindBucket, KindBucket, 20, nil},
 		{Key{Rate: 49999, Period: 24 * time.Hour}, KindBucket, KindWide, 49999, nil},
-		{Key{Rate: 3, Period: time.Second, Burst: 1 << 40}, KindBucket, 0, 0, ErrTooLarge},
+		{Key{Rate: 3, Period: time.Second, Burst: 1 << 40}, KindBucket, KindBucket, 1 << 40, nil}, // at 1µs
+		{Key{Rate: 3, Period: time.Second, Burst: 1<<62 + 1}, KindBucket, 0, 0, ErrTooLarge},
 		{Key{Rate: 7, Period: time.Minute, Burst: 9}, KindFixed, KindFixed, 7, nil},
 		{Key{Rate: 7, Period: time.Minute}, KindCounter, KindCounter, 7, nil},
 		{Key{Rate: 7, Period: time.Minute}, KindLog, KindLog, 7, nil},

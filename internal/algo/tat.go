@@ -2,7 +2,6 @@ package algo
 
 import (
 	"errors"
-	"fmt"
 	"math/bits"
 	"sync/atomic"
 	"time"
@@ -22,6 +21,14 @@ import (
 // at least once every 2^62/q ns (146 years for rates that divide their
 // period, 53 days for 10^12 per second).
 //
+// A long period at an odd rate (99991 per day) makes p so large that a
+// full bucket's span of Burst·p ticks passes 2^62. Such a limit decides at
+// a coarser resolution instead: time is read in quanta of res ns (1µs,
+// 1ms, 1s: the finest whose span fits), rounded down, and a tick is 1/q
+// of a quantum. The rate stays exact; only the instant a unit becomes
+// available moves to the next whole quantum. A limit that fits at 1ns
+// keeps res = 1 and every decision it made before.
+//
 // The state X is now+debt in ticks, plus origin: debt is how far the bucket
 // is from full. X = 0 means "never used" (a full bucket at any time).
 //
@@ -40,8 +47,12 @@ type TAT struct {
 	span   uint64 // burst*p: the debt of an empty bucket
 	burst  int64
 	pinv   uint64 // ⌊(2^64-1)/p⌋, so that x/p is a multiply, not a divide
+	res    int64  // ns per quantum of time: 1 but for limits that do not fit at 1ns
 	charge Charge
 }
+
+// resolutions are the quanta of time a bucket may decide at, finest first.
+var resolutions = [...]int64{1, 1e3, 1e6, 1e9}
 
 // maxSpan keeps debts and their sums far from overflow in uint64 and int64.
 const maxSpan = 1 << 62
@@ -59,23 +70,46 @@ const origin = 1 << 63
 var ErrTooLarge = errors.New("limit too large")
 
 // NewTAT prepares the arithmetic for rate units per period with capacity
-// burst. The caller has validated period > 0, rate >= 0 and burst >= 0 and
-// replaced a zero burst with rate.
+// burst, at the finest resolution whose span fits in 2^62 ticks. The
+// caller has validated period > 0, rate >= 0 and burst >= 0 and replaced a
+// zero burst with rate. The error for a limit that fits at none names the
+// nearest limits that do.
 func NewTAT(rate int64, period time.Duration, burst int64) (TAT, error) {
-	t := TAT{burst: burst, p: 1}
+	for _, res := range resolutions {
+		if t, ok := newTAT(rate, period, burst, res); ok {
+			return t, nil
+		}
+	}
+	return TAT{}, tooLarge(rate, period, burst)
+}
+
+// newTAT is NewTAT at a resolution of res ns, and whether the span fits.
+func newTAT(rate int64, period time.Duration, burst, res int64) (TAT, bool) {
+	t := TAT{burst: burst, p: 1, res: res}
 	if rate > 0 {
+		// Period/Rate ns is (Period/g)/(Rate/g) ns, and (p/h)/(q·res/h)
+		// quanta with h = gcd(p, res): in lowest terms, as gcd(p, q) = 1.
 		g := gcd(int64(period), rate)
-		t.p = uint64(int64(period) / g)
-		t.q = uint64(rate / g)
+		p, q := int64(period)/g, rate/g
+		h := gcd(p, res)
+		qr, ok := mulOK(q, res/h)
+		if !ok {
+			return TAT{}, false
+		}
+		t.p, t.q = uint64(p/h), uint64(qr)
 	}
 	span, ok := mulOK(burst, int64(t.p))
 	if !ok || span > maxSpan {
-		return TAT{}, fmt.Errorf("%w: refilling %d units at %d per %v does not fit in 2^62 ticks", ErrTooLarge, burst, rate, period)
+		return TAT{}, false
 	}
 	t.span = uint64(span)
 	t.pinv = ^uint64(0) / t.p
-	return t, nil
+	return t, true
 }
+
+// Resolution is the quantum of time the bucket decides at: 1ns but for a
+// limit whose span does not fit at it (see TAT).
+func (t *TAT) Resolution() time.Duration { return time.Duration(t.res) }
 
 // Charged returns t charging requests by c. NewTAT's arithmetic charges
 // by ChargeGate.
@@ -96,9 +130,36 @@ func (t *TAT) divP(x uint64) uint64 {
 	return q
 }
 
-// ticksToNs is ⌈x/q⌉ ns: for the common q = 1 (the rate divides its
-// period) it is x itself, with no divide.
-func (t *TAT) ticksToNs(x uint64) time.Duration {
+// ticks is now (Unix ns) in ticks: now·q, at a coarse resolution the
+// whole quanta of now times q.
+func (t *TAT) ticks(now int64) uint64 {
+	if t.res == 1 {
+		return uint64(now) * t.q
+	}
+	return uint64(floorDiv(now, t.res)) * t.q
+}
+
+// align is now rounded down to a whole quantum.
+func (t *TAT) align(now int64) int64 {
+	if t.res == 1 {
+		return now
+	}
+	return floorDiv(now, t.res) * t.res
+}
+
+// wait is how long after now a debt of x ticks takes to drain: ⌈x/q⌉ ns,
+// and at a coarse resolution ⌈x/q⌉ quanta from now's quantum, so that the
+// time it names is the first that the arithmetic reads as drained. For the
+// common q = 1 (the rate divides its period) it is x itself, with no divide.
+func (t *TAT) wait(x uint64, now int64) time.Duration {
+	if t.res != 1 {
+		c := ceilDiv(x, t.q)
+		off := now - t.align(now)
+		if int64(c) > int64(Never)/t.res {
+			return Never
+		}
+		return time.Duration(int64(c)*t.res - off)
+	}
 	if t.q == 1 {
 		if x >= uint64(Never) {
 			return Never
@@ -106,6 +167,14 @@ func (t *TAT) ticksToNs(x uint64) time.Duration {
 		return time.Duration(x)
 	}
 	return ceilDiv(x, t.q)
+}
+
+// quanta is a duration of x quanta in ns, saturated at Never.
+func (t *TAT) quanta(x time.Duration) time.Duration {
+	if x > Never/time.Duration(t.res) {
+		return Never
+	}
+	return x * time.Duration(t.res)
 }
 
 // Burst is the capacity in units.
@@ -131,7 +200,7 @@ func (t *TAT) debt(x, nowq uint64) uint64 {
 // nothing changed but the passage of time.
 func (t *TAT) Step(x uint64, now int64, n int64) (Decision, uint64) {
 	next, debt, ok := t.Take(x, now, n)
-	return t.Decide(debt, n, ok), next
+	return t.Decide(debt, n, ok, now), next
 }
 
 // Allow is Step on a state kept in one atomic word, for a holder with no
@@ -143,7 +212,7 @@ func (t *TAT) Allow(x *atomic.Uint64, now int64, n int64) (allowed bool, remaini
 		old := x.Load()
 		next, debt, ok := t.Take(old, now, n)
 		if next == old || x.CompareAndSwap(old, next) {
-			remaining, retry, reset = t.Fields(debt, n, ok)
+			remaining, retry, reset = t.Fields(debt, n, ok, now)
 			return ok, remaining, retry, reset
 		}
 	}
@@ -154,7 +223,7 @@ func (t *TAT) Allow(x *atomic.Uint64, now int64, n int64) (allowed bool, remaini
 // after the decision. Decide turns the debt into a Decision once, after
 // the swap.
 func (t *TAT) Take(x uint64, now int64, n int64) (next, debt uint64, allowed bool) {
-	nowq := uint64(now) * t.q
+	nowq := t.ticks(now)
 	debt = t.debt(x, nowq)
 	switch {
 	case n < 0:
@@ -216,10 +285,10 @@ func (t *TAT) owe(debt uint64, n int64) uint64 {
 // ticks, refilling in over 73 years at one tick a ns, are capped lower).
 func (t *TAT) top() uint64 { return min(2*t.span, maxSpan) }
 
-// Decide is the Decision for a request of cost n that Take answered with
-// debt and allowed.
-func (t *TAT) Decide(debt uint64, n int64, allowed bool) Decision {
-	remaining, retry, reset := t.Fields(debt, n, allowed)
+// Decide is the Decision for a request of cost n at now that Take
+// answered with debt and allowed.
+func (t *TAT) Decide(debt uint64, n int64, allowed bool, now int64) Decision {
+	remaining, retry, reset := t.Fields(debt, n, allowed, now)
 	return Decision{Allowed: allowed, Limit: t.burst, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 }
 
@@ -227,7 +296,7 @@ func (t *TAT) Decide(debt uint64, n int64, allowed bool) Decision {
 // keeps a struct of five fields in memory, and on the lock-free path the
 // copies of it cost more than the decision itself. Callers build their
 // Decision once, from these.
-func (t *TAT) Fields(debt uint64, n int64, allowed bool) (remaining int64, retry, reset time.Duration) {
+func (t *TAT) Fields(debt uint64, n int64, allowed bool, now int64) (remaining int64, retry, reset time.Duration) {
 	switch {
 	case allowed:
 	case n < 0 || n > t.burst || t.q == 0:
@@ -237,7 +306,7 @@ func (t *TAT) Fields(debt uint64, n int64, allowed bool) (remaining int64, retry
 		if n == 0 && t.charge == ChargeUsage {
 			need = t.p // a usage rule's cost-0 check waits for a unit
 		}
-		retry = t.ticksToNs(debt + need - t.span)
+		retry = t.wait(debt+need-t.span, now)
 	}
 	if debt <= t.span {
 		remaining = int64(t.divP(t.span - debt))
@@ -247,7 +316,7 @@ func (t *TAT) Fields(debt uint64, n int64, allowed bool) (remaining int64, retry
 	case t.q == 0:
 		reset = Never
 	default:
-		reset = t.ticksToNs(debt)
+		reset = t.wait(debt, now)
 	}
 	return remaining, retry, reset
 }
@@ -255,7 +324,7 @@ func (t *TAT) Fields(debt uint64, n int64, allowed bool) (remaining int64, retry
 // Idle reports whether state x is back to a full bucket at now: a key in
 // this state can be forgotten without changing any later decision.
 func (t *TAT) Idle(x uint64, now int64) bool {
-	return t.debt(x, uint64(now)*t.q) == 0
+	return t.debt(x, t.ticks(now)) == 0
 }
 
 // Release is the leaky queue's step: it admits n units at now if the queue
@@ -266,7 +335,9 @@ func (t *TAT) Release(x uint64, now int64, n int64) (d Decision, wait time.Durat
 	if d.Allowed && t.q != 0 {
 		// The request's units sit behind the debt already there; it leaves
 		// when that has drained.
-		wait = ceilDiv(t.debt(x, uint64(now)*t.q), t.q)
+		if debt := t.debt(x, t.ticks(now)); debt != 0 {
+			wait = t.wait(debt, now)
+		}
 	}
 	return d, wait, next
 }
@@ -292,7 +363,7 @@ func (t *TAT) Horizon() time.Duration {
 	if t.q == 0 {
 		return Never
 	}
-	return time.Duration(maxSpan / t.q)
+	return t.quanta(time.Duration(maxSpan / t.q))
 }
 
 // DrainTime is how long the most debt usage may record takes to drain,
@@ -303,17 +374,18 @@ func (t *TAT) DrainTime() time.Duration {
 	if t.q == 0 {
 		return Never
 	}
-	return ceilDiv(t.top(), t.q)
+	return t.quanta(ceilDiv(t.top(), t.q))
 }
 
 // Shift re-expresses state x, kept relative to a time origin, relative to
-// an origin ns nanoseconds later: x - ns·q ticks. It lets a holder keep its
+// an origin ns nanoseconds later: x - ns·q ticks (ns/res quanta of q
+// ticks; ns is a whole number of quanta). It lets a holder keep its
 // times small and so never reach the horizon.
 func (t *TAT) Shift(x uint64, ns int64) uint64 {
 	if x == 0 {
 		return 0
 	}
-	next := x - uint64(ns)*t.q
+	next := x - uint64(ns/t.res)*t.q
 	if next == 0 {
 		next = 1 // see origin
 	}
@@ -345,7 +417,8 @@ type Wide struct {
 // Last as Last, forgets a state untouched for a whole DrainTime (the bucket
 // is full), moves the origin when now is a quarter horizon past it, records
 // now, and returns now relative to the origin, the time to pass Step or
-// Release with s.X.
+// Release with s.X. The origin is a whole quantum, so that the relative
+// times round as the absolute ones do.
 func (t *TAT) Enter(s *Wide, now int64) int64 {
 	if s.Used && now < s.Last {
 		now = s.Last
@@ -354,10 +427,11 @@ func (t *TAT) Enter(s *Wide, now int64) int64 {
 	// of two hostile times could overflow.
 	switch {
 	case !s.Used || uint64(now)-uint64(s.Last) >= uint64(t.DrainTime()):
-		s.X, s.Origin = 0, now
+		s.X, s.Origin = 0, t.align(now)
 	case uint64(now)-uint64(s.Origin) > uint64(t.Horizon()/4):
-		s.X = t.Shift(s.X, now-s.Origin)
-		s.Origin = now
+		o := t.align(now)
+		s.X = t.Shift(s.X, o-s.Origin)
+		s.Origin = o
 	}
 	s.Last, s.Used = now, true
 	return now - s.Origin

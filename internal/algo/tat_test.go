@@ -2,6 +2,7 @@ package algo
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -13,16 +14,24 @@ func TestNewTAT(t *testing.T) {
 		period time.Duration
 		burst  int64
 		p, q   uint64
+		res    time.Duration
 		err    bool
 	}{
-		{5, time.Second, 5, 200_000_000, 1, false},
-		{3, time.Second, 3, 1_000_000_000, 3, false},
-		{7, time.Minute, 7, 60_000_000_000, 7, false},
-		{1_000_000_000_000, time.Second, 1_000_000_000_000, 1, 1000, false},
-		{0, time.Second, 2, 1, 0, false},
-		{1, time.Second, 4611686018, 1_000_000_000, 1, false},
-		{1, time.Second, 4611686019, 0, 0, true},
-		{1, 1<<62 + 1, 1, 0, 0, true},
+		{5, time.Second, 5, 200_000_000, 1, 1, false},
+		{3, time.Second, 3, 1_000_000_000, 3, 1, false},
+		{7, time.Minute, 7, 60_000_000_000, 7, 1, false},
+		{1_000_000_000_000, time.Second, 1_000_000_000_000, 1, 1000, 1, false},
+		{0, time.Second, 2, 1, 0, 1, false},
+		{1, time.Second, 4611686018, 1_000_000_000, 1, 1, false},
+		// Past 2^62 ticks at 1ns, a bucket decides at 1µs, 1ms or 1s.
+		{1, time.Second, 4611686019, 1_000_000, 1, time.Microsecond, false},
+		{99991, 24 * time.Hour, 99991, 86_400_000_000, 99991, time.Microsecond, false},
+		{7, 7 * 24 * time.Hour, 7, 86_400_000_000_000, 1, 1, false},
+		{7919, 7 * 24 * time.Hour, 7919, 604_800_000_000, 7919, time.Microsecond, false},
+		{1000003, 365 * 24 * time.Hour, 1000003, 31_536_000_000, 1000003, time.Millisecond, false},
+		{1, 1<<62 + 1, 1, 922337203685477581, 200, time.Microsecond, false}, // 5 divides the period
+		{1, time.Second, 1<<62 + 1, 0, 0, 0, true},
+		{1, math.MaxInt64, 1, 0, 0, 0, true}, // no quantum shares a factor with the period
 	} {
 		x, err := NewTAT(tt.rate, tt.period, tt.burst)
 		if tt.err {
@@ -31,8 +40,8 @@ func TestNewTAT(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || x.p != tt.p || x.q != tt.q || x.Burst() != tt.burst {
-			t.Errorf("NewTAT(%d, %v, %d) = p %d q %d burst %d, %v; want p %d q %d", tt.rate, tt.period, tt.burst, x.p, x.q, x.Burst(), err, tt.p, tt.q)
+		if err != nil || x.p != tt.p || x.q != tt.q || x.Burst() != tt.burst || x.Resolution() != tt.res {
+			t.Errorf("NewTAT(%d, %v, %d) = p %d q %d burst %d res %v, %v; want p %d q %d res %v", tt.rate, tt.period, tt.burst, x.p, x.q, x.Burst(), x.Resolution(), err, tt.p, tt.q, tt.res)
 		}
 	}
 }
