@@ -65,6 +65,14 @@ func edge() []vector {
 		{Rate: 1, Period: 24 * time.Hour, Burst: 1},
 		{Rate: 1, Period: time.Microsecond, Burst: 1},
 		{Rate: 3, Period: 7 * time.Nanosecond, Burst: 5},
+		// Primes per day, week and year: the script decides these at 1ms
+		// or 1s, where a full bucket fits in 2^51 units.
+		{Rate: 30011, Period: 24 * time.Hour},
+		{Rate: 99991, Period: 24 * time.Hour},
+		{Rate: 7, Period: 7 * 24 * time.Hour},
+		{Rate: 7919, Period: 7 * 24 * time.Hour},
+		{Rate: 1000003, Period: 365 * 24 * time.Hour},
+		{Rate: 1, Period: 365 * 24 * time.Hour, Burst: 1 << 20},
 	}
 	window := []sluice.Limit{
 		{Rate: 1e12, Period: (1 << 51) * time.Microsecond}, // the largest rate and period
@@ -72,12 +80,17 @@ func edge() []vector {
 		{Rate: 1, Period: 24 * time.Hour},
 		{Rate: 1, Period: time.Microsecond},
 		{Rate: 3, Period: 3 * time.Microsecond},
+		{Rate: 99991, Period: 24 * time.Hour},
+		{Rate: 7, Period: 7 * 24 * time.Hour},
+		{Rate: 1000003, Period: 365 * 24 * time.Hour},
 	}
 	logs := []sluice.Limit{
 		{Rate: 1 << 20, Period: time.Second}, // the largest sliding log
 		{Rate: 1, Period: 24 * time.Hour},
 		{Rate: 1, Period: time.Microsecond},
 		{Rate: 4, Period: 3 * time.Microsecond},
+		{Rate: 30011, Period: 24 * time.Hour},
+		{Rate: 7, Period: 7 * 24 * time.Hour},
 	}
 	near := time.UnixMicro(1<<52 - 1<<40) // a base near the largest time
 	var vs []vector

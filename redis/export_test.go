@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // WithStoreClock decides at the caller's time, as WithCallerTime, but
@@ -57,4 +58,20 @@ func TakeThenGiveBack(ctx context.Context, s *Store, t1, t2 time.Time, checks []
 	}
 	g.decode(reply, back)
 	return true, nil
+}
+
+// Resolution is the quantum of time the script decides a bucket rule at
+// when it is coarser than a µs (a bucket too long for units of a µs), or
+// 0: a rule decided as its algorithm decides, a rule the script cannot
+// hold, or no bucket.
+func Resolution(r *sluice.PreparedRule) time.Duration {
+	sp := algo.Of(r)
+	if sp == nil {
+		return 0
+	}
+	p, err := paramsOf(sp)
+	if err != nil || p.kind != kindBucket || p.a[6] == 1 {
+		return 0
+	}
+	return time.Duration(p.a[6]) * time.Microsecond
 }

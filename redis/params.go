@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -64,7 +65,7 @@ const idleSlack = time.Second
 type params struct {
 	kind int
 	code string   // the key suffix naming the state's layout
-	a    [6]int64 // a1..a6 as the script reads them
+	a    [7]int64 // a1..a7 as the script reads them
 	ttl  int64    // ms: the longest a state of this rule stays live, idleSlack aside; 0 for ever
 	// dttl is a bucket's ttl for a state in debt past a full bucket's,
 	// which usage charges record (see charge): twice ttl. 0 for the
@@ -137,7 +138,7 @@ func (p *params) record(windowed, shadow bool, slack time.Duration) string {
 			a[2] = 1e6
 		}
 	}
-	b := make([]byte, 0, 2+6*8+32)
+	b := make([]byte, 0, 2+7*8+32)
 	b = append(b, byte(kind), byte(p.charge)<<1)
 	if shadow {
 		b[1] |= 1
@@ -184,7 +185,9 @@ func newParams(sp *algo.Spec) *params {
 	var err error
 	switch sp.Kind {
 	case algo.KindBucket, algo.KindWide:
-		err = p.bucket()
+		if err = p.bucket(sp.TAT.Resolution()); err != nil {
+			err = fmt.Errorf("%w%s", err, algo.NearestText(nearestBucket(l)))
+		}
 	case algo.KindFixed:
 		err = p.window(kindFixed, "f")
 	case algo.KindCounter:
@@ -201,8 +204,32 @@ func newParams(sp *algo.Spec) *params {
 }
 
 // bucket sets p's arithmetic for a bucket of p.limit (see newParams), or
-// errs for a limit outside the exact range.
-func (p *params) bucket() error {
+// errs for a limit outside the exact range. res is the resolution the
+// rule's algorithm decides at (algo.TAT.Resolution): the script decides
+// at the same, or at the finest coarser one (1ms, 1s) whose full bucket
+// fits in its doubles.
+func (p *params) bucket(res time.Duration) error {
+	var first error
+	for _, qu := range []int64{1, 1000, 1e6} {
+		if qu*1000 < int64(res) {
+			continue
+		}
+		err := p.bucketAt(qu)
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// bucketAt is bucket deciding at whole quanta of qu µs. With
+// Period/Rate = p/q ns in lowest terms and h = gcd(1000·qu, p), the
+// script counts units of h/q ns: a request unit costs pt = p/h, a quantum
+// is m = 1000·qu·q/h units. Most limits decide at qu = 1, every µs.
+func (p *params) bucketAt(qu int64) error {
 	l := p.limit
 	p.kind, p.code = kindBucket, "b"
 	burst := l.Capacity()
@@ -210,34 +237,60 @@ func (p *params) bucket() error {
 	if l.Rate > 0 {
 		g := gcd(int64(l.Period), l.Rate)
 		pp, q = int64(l.Period)/g, l.Rate/g
-		h = gcd(1000, pp)
+		h = gcd(1000*qu, pp)
 	}
 	pt := pp / h
-	if q > maxTickRate/1000 {
+	if q > maxTickRate/(1000*qu) {
 		return fmt.Errorf("%v is more than 2^52 ticks per µs", l)
 	}
-	m := 1000 * q / h
+	m := 1000 * qu / h * q
 	if burst > 0 && pt > maxSpan/burst {
-		return fmt.Errorf("a bucket of %v is more than 2^51 units of %d/%d ns", l, h, max(q, 1))
+		return fmt.Errorf("a bucket of %v is more than 2^51 units of %d/%d ns at every time unit up to 1s, where the script's doubles are exact", l, h, max(q, 1))
 	}
-	p.a = [6]int64{burst * pt, pt, m, h, q, burst}
+	p.a = [7]int64{burst * pt, pt, m, h, q, burst, qu}
 	// A bucket's debt is at most a full bucket's, span units of h/q
 	// ns, or twice that in debt recorded by a usage charge: its state
 	// is idle that long after it was written, at most.
 	if q > 0 {
-		p.ttl = ceilDiv(burst*pt*h, q*1e6)    // below 2^51·1000: no overflow
-		p.dttl = ceilDiv(2*burst*pt*h, q*1e6) // below 2^52·1000
+		p.ttl = mulDivCeil(burst*pt, h, q*1e6)
+		p.dttl = mulDivCeil(2*burst*pt, h, q*1e6)
 	}
 	// The debt is kept in units of h/q ns (h/q in lowest terms), or
-	// of requests at Rate 0: a limit with other units must not read
-	// it as its own, so they name the state ("b" for the common µs).
+	// of requests at Rate 0, and its time in whole quanta of qu µs: a
+	// limit with other units must not read it as its own, so they name
+	// the state ("b" for the common µs).
 	switch {
 	case q == 0:
 		p.code = "b0"
 	case h != 1000 || q != 1:
 		p.code = "b" + strconv.FormatInt(h, 10) + "/" + strconv.FormatInt(q, 10)
 	}
+	if qu != 1 {
+		p.code += "@" + strconv.FormatInt(qu, 10)
+	}
 	return nil
+}
+
+// mulDivCeil is ⌈a·b/c⌉ for a, b >= 0, c > 0, saturated at MaxInt64.
+func mulDivCeil(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	lo, carry := bits.Add64(lo, uint64(c-1), 0)
+	hi += carry
+	if hi >= uint64(c) {
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	return int64(min(q, math.MaxInt64))
+}
+
+// nearestBucket names the limits nearest to l that a bucket in the script
+// holds exactly (see algo.Nearest).
+func nearestBucket(l sluice.Limit) []string {
+	fits := func(rate int64, period time.Duration, burst int64) bool {
+		p := &params{limit: sluice.Limit{Rate: rate, Period: period, Burst: burst}}
+		return p.bucket(0) == nil
+	}
+	return algo.Nearest(l.Rate, l.Period, l.Burst, time.Microsecond, fits)
 }
 
 // window sets p's arithmetic for a window of kind k, its state's layout
@@ -255,7 +308,7 @@ func (p *params) window(k int, code string) error {
 	if l.Rate > maxRate {
 		return fmt.Errorf("rate %d is more than 10^12 per window", l.Rate)
 	}
-	a := [6]int64{l.Rate, us}
+	a := [7]int64{l.Rate, us}
 	// A window's state is written in its window and counts until its
 	// end, or the next's for the sliding counter; the log's entries
 	// count for a period.
@@ -350,7 +403,7 @@ func (p *params) expand(b []int64, v, now int64) []int64 {
 		return append(b, 0, 0, x>>26, 0, x&(1<<26-1), 0)
 	}
 	if p.kind == kindBucket {
-		span, pt, m, h, q := p.a[0], p.a[1], p.a[2], p.a[3], p.a[4]
+		span, pt, q := p.a[0], p.a[1], p.a[4]
 		if x <= span {
 			rem = (span - x) / pt
 		}
@@ -358,15 +411,14 @@ func (p *params) expand(b []int64, v, now int64) []int64 {
 			if q == 0 {
 				rus = -1
 			} else {
-				y := x + pt - span // > 0: denied
-				rus, rns = y/m, ceilDiv(y%m*h, q)
+				rus, rns = p.usns(x + pt - span) // > 0: denied
 			}
 		}
 		if x > 0 {
 			if q == 0 {
 				zus = -1
 			} else {
-				zus, zns = x/m, ceilDiv(x%m*h, q)
+				zus, zns = p.usns(x)
 			}
 		}
 	} else {
@@ -384,6 +436,14 @@ func (p *params) expand(b []int64, v, now int64) []int64 {
 		}
 	}
 	return append(b, ok, rem, rus, rns, zus, zns)
+}
+
+// usns is a bucket's wait for y > 0 units of debt, in µs and ns as the
+// script says it (take.lua: usns), the ns rounded up. Only a bucket
+// decided every µs takes the script's path of its own (see fastRule).
+func (p *params) usns(y int64) (us, ns int64) {
+	m, h, q := p.a[2], p.a[3], p.a[4]
+	return y / m, ceilDiv(y%m*h, q)
 }
 
 // expandCounter is expand for a sliding counter, whose script answers the

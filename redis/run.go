@@ -342,7 +342,9 @@ func (s *Store) fastRule(p *pending, redo bool) bool {
 	case pr.charge != algo.ChargeGate:
 		return false
 	case pr.kind == kindBucket:
-		return pr.a[5] >= 1
+		// A bucket decided at a coarser quantum than a µs waits from the
+		// latest time its state has seen, which only the script knows.
+		return pr.a[5] >= 1 && pr.a[6] == 1
 	case pr.windowed(s.clock):
 		return pr.a[0] >= 1
 	case pr.kind == kindCounter && s.clock && !redo:

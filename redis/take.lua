@@ -20,10 +20,10 @@
 --   then each 0 request as little-endian doubles: now (µs, 2^53 for Redis
 --   TIME), k checks, and per check its rule and cost (flavour 2: and the
 --   take's receipt, t1 and x).
--- ARGV[1+i], rule i, '<BBddddddss': kind, modes (shadow in bit 0, the
---   charge above), a1..a6, its keys' TTL in ms and a bucket's TTL in debt
+-- ARGV[1+i], rule i, '<BBdddddddss': kind, modes (shadow in bit 0, the
+--   charge above), a1..a7, its keys' TTL in ms and a bucket's TTL in debt
 --   past a full bucket ('' for none):
---     1 bucket (span, pt, m, h, q, burst); 2 fixed window (rate, period
+--     1 bucket (span, pt, m, h, q, burst, qu); 2 fixed window (rate, period
 --     µs); 3 sliding counter (rate, period); 4 sliding log (rate, period,
 --     the span its TTL is set once in); 5 fixed window, a key per window
 --     (rate, period, µs per unit of the start in its key): with the clock.
@@ -179,8 +179,11 @@ end
 
 ---------------------------------------------------------------------------
 -- Bucket (token, leaky, GCRA). State 'dd': the last time seen (µs) and
--- the debt then, in units of h/q ns; m units make a µs, a request unit
--- costs pt, a full bucket is span (a1..a6 = span, pt, m, h, q, burst).
+-- the debt then, in units of h/q ns; m units make a quantum of qu µs, a
+-- request unit costs pt, a full bucket is span (a1..a7 = span, pt, m, h,
+-- q, burst, qu). qu is 1 but for a bucket too long for units of a µs,
+-- which drains by the whole quanta of 1ms or 1s passed (its times are
+-- kept in µs, so that a time gone back is read as the latest, exactly).
 
 -- bttl is the TTL of a state of debt D: debt past a full bucket's, which
 -- only usage records, takes longer to drain.
@@ -194,6 +197,7 @@ local function bdrain(r, t0, D0, now)
   if now < t0 then now = t0 end
   if r.a5 == 0 then return now, D0 end
   local el, m = now - t0, r.a3
+  if r.a7 ~= 1 then el = fdiv(now, r.a7) - fdiv(t0, r.a7) end -- whole quanta passed
   if el < D0 / m + 1 then -- else el*m might not be exact: the debt is 0
     local D = D0 - el * m
     if D > 0 then return now, D end
@@ -208,10 +212,16 @@ local function btake(r, D, n)
   return 0, D
 end
 
--- usns is y > 0 units of debt as a wait in µs and ns, the ns rounded up.
-local function usns(y, r)
+-- usns is y > 0 units of debt as a wait in µs and ns, the ns rounded up;
+-- with a coarser quantum, a wait to the end of the quantum the debt
+-- drains in, from off µs into now's.
+local function usns(y, r, off)
   local m = r.a3
   local us = fdiv(y, m)
+  if r.a7 ~= 1 then
+    if y > us * m then us = us + 1 end
+    return us * r.a7 - off, 0
+  end
   return us, -fdiv(-(y - us * m) * r.a4, r.a5)
 end
 
@@ -219,8 +229,9 @@ end
 -- values, the write (0 none, 1 the state (t, after), 2 DEL), t and after.
 local function bcore(r, has, t0, D0, now, n)
   local span, pt, q, burst, charge = r.a1, r.a2, r.a5, r.a6, r.charge
-  local D = 0
+  local D, off = 0, 0
   if has then now, D = bdrain(r, t0, D0, now) end
+  if r.a7 ~= 1 then off = now - fdiv(now, r.a7) * r.a7 end -- into now's quantum
   local ok, rem, rus, rns, zus, zns = 0, 0, 0, 0, 0, 0
   local after = D
   if n < 0 then
@@ -235,7 +246,7 @@ local function bcore(r, has, t0, D0, now, n)
     if ok == 0 and (want > burst or q == 0) then
       rus = -1
     elseif ok == 0 then -- for the same check, on the debt after this one
-      rus, rns = usns(after + want * pt - span, r)
+      rus, rns = usns(after + want * pt - span, r, off)
     end
   elseif n > burst then
     rus = -1
@@ -246,14 +257,14 @@ local function bcore(r, has, t0, D0, now, n)
     if ok == 0 and q == 0 then
       rus = -1
     elseif ok == 0 then
-      rus, rns = usns(D + n * pt - span, r)
+      rus, rns = usns(D + n * pt - span, r, off)
     end
   end
   if after <= span then rem = fdiv(span - after, pt) end
   if after == 0 then -- idle: forget it
     return ok, rem, rus, rns, 0, 0, has and 2 or 0, now, 0
   end
-  if q == 0 then zus = -1 else zus, zns = usns(after, r) end
+  if q == 0 then zus = -1 else zus, zns = usns(after, r, off) end
   local w = 0
   if not has or t0 ~= now or D0 ~= after then w = 1 end
   return ok, rem, rus, rns, zus, zns, w, now, after
@@ -930,6 +941,7 @@ local function unbucket(c, now, n, t1, x)
   local left = x
   if r.a5 ~= 0 then
     local el = math.max(t - t1, 0)
+    if r.a7 ~= 1 then el = math.max(fdiv(t, r.a7) - fdiv(t1, r.a7), 0) end
     if el < x / m + 1 then left = math.max(x - el * m, 0) else left = 0 end
   end
   D = D - math.min(n * r.a2, left, D)
@@ -1077,9 +1089,9 @@ local function take(keys, argv)
     local rec = ARGV[1 + i]
     local r = rcache[rec]
     if not r then
-      local kind, modes, a1, a2, a3, a4, a5, a6, ttl, dttl = sunpack('<BBddddddss', rec)
+      local kind, modes, a1, a2, a3, a4, a5, a6, a7, ttl, dttl = sunpack('<BBdddddddss', rec)
       r = {kind = kind, shadow = modes % 2, charge = floor(modes / 2), a1 = a1, a2 = a2, a3 = a3, a4 = a4,
-        a5 = a5, a6 = a6, ttl = ttl, dttl = dttl}
+        a5 = a5, a6 = a6, a7 = a7, ttl = ttl, dttl = dttl}
       if nrcache == 256 then rcache, nrcache = {}, 0 end
       rcache[rec], nrcache = r, nrcache + 1
     end

@@ -215,7 +215,9 @@ func usageClusterSplit(t *testing.T, s *redis.Store, a sluice.Algo, same bool, i
 // it keeps the steps since, to try a request on a copy.
 type algoRef struct {
 	sp   *algo.Spec
-	x    uint64 // KindBucket
+	tat  algo.TAT  // the bucket's arithmetic at the store's resolution
+	kind algo.Kind // the bucket's kind at it
+	x    uint64    // KindBucket
 	wide algo.Wide
 	fix  algo.FixedState
 	ctr  algo.CounterState
@@ -228,7 +230,24 @@ func newAlgoRef(t testing.TB, r *sluice.PreparedRule) *algoRef {
 	if sp == nil {
 		t.Fatal("the rule is not prepared")
 	}
-	x := &algoRef{sp: sp}
+	x := &algoRef{sp: sp, tat: sp.TAT, kind: sp.Kind}
+	// The script decides a bucket too long for its doubles at a coarser
+	// resolution than the algorithm's own.
+	if res := redis.Resolution(r); res > sp.TAT.Resolution() {
+		k := sp.Key
+		burst := k.Burst
+		if burst == 0 {
+			burst = k.Rate
+		}
+		tat, ok := algo.NewTATAt(k.Rate, k.Period, burst, res)
+		if !ok {
+			t.Fatalf("%v at %v: the store holds it, the algorithm does not", k, res)
+		}
+		x.tat, x.kind = tat.Charged(sp.Charge), algo.KindBucket
+		if tat.NeedsWide() {
+			x.kind = algo.KindWide
+		}
+	}
 	x.reset()
 	return x
 }
@@ -243,12 +262,12 @@ func (x *algoRef) reset() {
 func (x *algoRef) decide(now time.Time, n int64) sluice.Decision {
 	at := now.UnixNano()
 	var d algo.Decision
-	switch sp := x.sp; sp.Kind {
+	switch sp := x.sp; x.kind {
 	case algo.KindBucket:
-		d, x.x = sp.TAT.Step(x.x, at, n)
+		d, x.x = x.tat.Step(x.x, at, n)
 	case algo.KindWide:
-		rel := sp.TAT.Enter(&x.wide, at)
-		d, x.wide.X = sp.TAT.Step(x.wide.X, rel, n)
+		rel := x.tat.Enter(&x.wide, at)
+		d, x.wide.X = x.tat.Step(x.wide.X, rel, n)
 	case algo.KindFixed:
 		d = sp.Window.Fixed(&x.fix, at, n)
 	case algo.KindCounter:

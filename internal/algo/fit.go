@@ -20,38 +20,36 @@ func fits(rate int64, period time.Duration, burst int64) bool {
 }
 
 // tooLarge is the error for a bucket that fits at no resolution: it names
-// the largest rate below it with the same period that fits (the burst
-// following the rate when it is the rate), and the same ratio over a
-// shorter, whole period when one fits.
+// the nearest limits that do (Nearest).
 func tooLarge(rate int64, period time.Duration, burst int64) error {
 	b := burst
 	if burst == rate {
 		b = 0 // the capacity follows the rate
 	}
 	err := fmt.Sprintf("a bucket of %s cannot be kept exactly: its refill takes more than 2^62 ticks of 1/rate of a time unit at every unit up to 1s", limitString(rate, period, b))
-	var alts []string
-	if r := largestRate(rate, period, b); r > 0 {
-		alts = append(alts, limitString(r, period, b))
-	}
-	if r, p, ok := shorterPeriod(rate, period, b); ok {
-		alts = append(alts, limitString(r, p, b))
-	}
+	alts := Nearest(rate, period, b, time.Second, fits)
 	if b != 0 && burst > 0 {
 		if c := largestBurst(rate, period, burst); c > 0 {
 			alts = append(alts, limitString(rate, period, c))
 		}
 	}
+	return fmt.Errorf("%w: %s%s", ErrTooLarge, err, NearestText(alts))
+}
+
+// NearestText is "; the nearest limit that fits is A" or "; the nearest
+// limits that fit are A or B" for alts, and "" for none.
+func NearestText(alts []string) string {
 	switch len(alts) {
 	case 0:
+		return ""
 	case 1:
-		err += "; the nearest limit that fits is " + alts[0]
-	default:
-		err += "; the nearest limits that fit are " + alts[0]
-		for _, a := range alts[1:] {
-			err += " or " + a
-		}
+		return "; the nearest limit that fits is " + alts[0]
 	}
-	return fmt.Errorf("%w: %s", ErrTooLarge, err)
+	s := "; the nearest limits that fit are " + alts[0]
+	for _, a := range alts[1:] {
+		s += " or " + a
+	}
+	return s
 }
 
 // limitString formats a limit as sluice.Limit.String does.
@@ -63,20 +61,39 @@ func limitString(rate int64, period time.Duration, burst int64) string {
 	return s
 }
 
+// Nearest names the limits nearest to rate per period with burst (0: the
+// capacity follows the rate) that fits says a store can keep: the largest
+// rate below it over the same period, and the same ratio over the longest
+// whole period shorter than it (1d, 1h, 1m, 1s, 1ms), formatted as
+// sluice.Limit.String does. unit is the coarsest time unit the store
+// decides at: rates sharing a divisor with the period in that unit need
+// fewer ticks, so they are tried too.
+func Nearest(rate int64, period time.Duration, burst int64, unit time.Duration, fits func(rate int64, period time.Duration, burst int64) bool) []string {
+	var alts []string
+	if r := largestRate(rate, period, burst, unit, fits); r > 0 {
+		alts = append(alts, limitString(r, period, burst))
+	}
+	if r, p, ok := shorterPeriod(rate, period, burst, fits); ok {
+		alts = append(alts, limitString(r, p, burst))
+	}
+	return alts
+}
+
 // largestRate is the largest rate below rate, over the same period and with
-// burst (0: the rate), that fits; 0 for none. It tries the rates that
-// share a divisor with the period in seconds (they need fewer ticks), and
-// the bound under which every rate fits.
-func largestRate(rate int64, period time.Duration, burst int64) int64 {
-	res := resolutions[len(resolutions)-1]
-	ps := int64(period) / gcd(int64(period), res) // the period in quanta of 1s, or its numerator
+// burst, that fits; 0 for none. It tries the bound under which every rate
+// fits, and rates that share a divisor with the period in units.
+func largestRate(rate int64, period time.Duration, burst int64, unit time.Duration, fits func(int64, time.Duration, int64) bool) int64 {
+	ps := int64(period) / gcd(int64(period), int64(unit)) // the period in units, or its numerator
 	best := int64(0)
 	try := func(r int64) {
 		if r > best && r < rate && r > 0 && fits(r, period, burst) {
 			best = r
 		}
 	}
-	try(maxSpan / ps)                                 // span <= rate·ps
+	try(maxSpan / ps) // span <= rate·ps
+	for bound := int64(1) << 53; bound >= 1<<10; bound >>= 1 {
+		try(bound / ps) // a store with a smaller bound than 2^62
+	}
 	for d := int64(1); d*d <= ps && d <= 1<<20; d++ { // bounded: the period may have no small divisors
 		if ps%d == 0 {
 			try(rate / d * d)
@@ -99,8 +116,8 @@ func largestBurst(rate int64, period time.Duration, burst int64) int64 {
 }
 
 // shorterPeriod is the same ratio as rate per period over the longest whole
-// period (1ms, 1s, 1m, 1h, 1d) shorter than it that fits, if any.
-func shorterPeriod(rate int64, period time.Duration, burst int64) (int64, time.Duration, bool) {
+// period (1d, 1h, 1m, 1s, 1ms) shorter than it that fits, if any.
+func shorterPeriod(rate int64, period time.Duration, burst int64, fits func(int64, time.Duration, int64) bool) (int64, time.Duration, bool) {
 	if burst != 0 {
 		return 0, 0, false // a shorter period would shrink the burst too
 	}

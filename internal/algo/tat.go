@@ -76,14 +76,22 @@ var ErrTooLarge = errors.New("limit too large")
 // nearest limits that do.
 func NewTAT(rate int64, period time.Duration, burst int64) (TAT, error) {
 	for _, res := range resolutions {
-		if t, ok := newTAT(rate, period, burst, res); ok {
+		if t, ok := NewTATAt(rate, period, burst, time.Duration(res)); ok {
 			return t, nil
 		}
 	}
 	return TAT{}, tooLarge(rate, period, burst)
 }
 
-// newTAT is NewTAT at a resolution of res ns, and whether the span fits.
+// NewTATAt is NewTAT deciding at a resolution of res (a positive
+// duration), and whether the span fits at it: the decisions of a store
+// whose own arithmetic holds a limit only at a coarser resolution than
+// NewTAT's, as the Redis script's doubles do.
+func NewTATAt(rate int64, period time.Duration, burst int64, res time.Duration) (TAT, bool) {
+	return newTAT(rate, period, burst, int64(res))
+}
+
+// newTAT is NewTATAt with res in ns.
 func newTAT(rate int64, period time.Duration, burst, res int64) (TAT, bool) {
 	t := TAT{burst: burst, p: 1, res: res}
 	if rate > 0 {
