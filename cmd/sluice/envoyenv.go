@@ -318,6 +318,10 @@ func (r *envReader) envoyAnswers() {
 	// so that old and new pods of a rolling swap count together.
 	r.deflt = append(r.deflt, "(its Redis key names)")
 	r.add("envoy-keys", "true")
+	// Not a variable either: its answers' duration_until_reset, in whole
+	// seconds, which its users' tests compare.
+	r.deflt = append(r.deflt, "(its resets in whole seconds)")
+	r.add("whole-second-resets", "true")
 	// false, envoyproxy/ratelimit's default, charges every descriptor,
 	// over its limits or not; true comes close to sluice's own default,
 	// all or nothing.

@@ -40,6 +40,7 @@ type serveFlags struct {
 	shadow      bool
 	quota       bool
 	dynMeta     bool
+	wholeResets bool
 	perDesc     bool
 	refuseOv    bool
 	merge       bool
@@ -112,6 +113,7 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	fs.BoolVar(&o.shadow, "shadow", false, "")
 	fs.BoolVar(&o.quota, "quota-mode", false, "")
 	fs.BoolVar(&o.dynMeta, "dynamic-metadata", false, "")
+	fs.BoolVar(&o.wholeResets, "whole-second-resets", false, "")
 	fs.BoolVar(&o.perDesc, "charge-per-descriptor", false, "")
 	fs.BoolVar(&o.refuseOv, "refuse-limit-overrides", false, "")
 	fs.BoolVar(&o.merge, "merge-domains", false, "")
@@ -386,6 +388,7 @@ func (o *serveFlags) settings(hdrs server.HeaderStyle, grpcTLS, httpTLS *server.
 		Shadow:                o.shadow,
 		QuotaMode:             o.quota,
 		DynamicMetadata:       o.dynMeta,
+		WholeSecondResets:     o.wholeResets,
 		MergeDomains:          o.merge,
 		EnvoyKeys:             o.envoyKeys,
 		ChargePerDescriptor:   o.perDesc,

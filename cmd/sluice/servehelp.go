@@ -136,6 +136,10 @@ Responses:
   -dynamic-metadata    return the descriptors and their config metadata
                        in each RLS response's dynamic_metadata, as
                        envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA
+  -whole-second-resets answer RLS duration_until_reset in whole seconds,
+                       rounded up, at least 1s, as envoyproxy/ratelimit
+                       does (on in envoy mode). Default: the store's
+                       precision
   -charge-per-descriptor
                        count as envoyproxy/ratelimit does by default
                        (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false):
