@@ -96,7 +96,10 @@ Redis (without one, the counts are in this process's memory):
                        the Redis store's deadline for each call, from when
                        it is written, and for a request's wait for its turn
                        (default 50ms): the store owns the deadline, and the
-                       service adds none of its own
+                       service adds none of its own; at most 1m
+  -redis-persecond-timeout DURATION
+                       the same for the per-second Redis (default:
+                       -redis-timeout's)
   -redis-persecond URL, -redis-persecond-cluster ..., -redis-persecond-sentinel ...
                        a second Redis for the limits per second (envoyproxy/
                        ratelimit's REDIS_PERSECOND), with the same -redis-*
