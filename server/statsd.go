@@ -35,7 +35,8 @@ type Statsd struct {
 	// Dog sends DogStatsD over UDP, with Tags as "|#k:v"; the default is
 	// statsd over TCP, Tags appended to each name as ".__k=v".
 	Dog bool
-	// Tags are added to every statistic: envoyproxy/ratelimit's EXTRA_TAGS.
+	// Tags are added to every statistic, sorted by name:
+	// envoyproxy/ratelimit's EXTRA_TAGS.
 	Tags []StatsdTag
 	// FlushInterval is how often the counts are sent. The default is 10s.
 	FlushInterval time.Duration

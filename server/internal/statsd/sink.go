@@ -26,7 +26,8 @@ type Config struct {
 	// statsd over TCP, tags appended to each name as ".__k=v", as
 	// envoyproxy/ratelimit's statsd library writes them.
 	Dog bool
-	// Tags are added to every statistic, in the order given.
+	// Tags are added to every statistic, sorted by name, as
+	// envoyproxy/ratelimit's statsd library writes them.
 	Tags []Tag
 	// FlushInterval is how often counts are sent. It must be positive.
 	FlushInterval time.Duration
@@ -80,6 +81,8 @@ func New(cfg Config) (*Sink, error) {
 		d := &net.Dialer{Timeout: time.Second}
 		s.cfg.Dial = d.DialContext
 	}
+	cfg.Tags = slices.Clone(cfg.Tags)
+	slices.SortStableFunc(cfg.Tags, func(a, b Tag) int { return strings.Compare(a.Key, b.Key) })
 	var b strings.Builder
 	for i, t := range cfg.Tags {
 		if t.Key == "" {

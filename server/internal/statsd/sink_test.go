@@ -99,7 +99,7 @@ func TestSinkLines(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addr, lines := tc.listen(t)
-			s, err := New(Config{Addr: addr, Dog: tc.dog, FlushInterval: time.Hour, Tags: []Tag{{"env", "prod"}, {"zone", "a"}}})
+			s, err := New(Config{Addr: addr, Dog: tc.dog, FlushInterval: time.Hour, Tags: []Tag{{"zone", "a"}, {"env", "prod"}}})
 			if err != nil {
 				t.Fatal(err)
 			}
