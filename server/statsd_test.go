@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
 
 const statsdYAML = `domain: sd
@@ -204,4 +206,29 @@ func TestStatsdSettingsRefused(t *testing.T) {
 			t.Errorf("New with Statsd %+v = nil error, want one", sd)
 		}
 	}
+}
+
+// Under Settings.Shadow a request that a limit would deny counts in
+// global_shadow_mode, and its hits as envoyproxy/ratelimit splits them:
+// 6 hits on a limit of 5 with near_limit past 4 are 1 near and 1 over.
+func TestStatsdGlobalShadow(t *testing.T) {
+	addr, lines := statsdLines(t, "tcp")
+	e := start(t, Settings{
+		Paths:  []string{writeFile(t, t.TempDir(), "sd.yaml", statsdYAML)},
+		Shadow: true,
+		Statsd: &Statsd{Addr: addr, FlushInterval: 10 * time.Millisecond},
+	})
+	resp, err := e.rls.ShouldRateLimit(t.Context(), rlReq("sd", 6, "user=a"))
+	if err != nil || resp.GetOverallCode() != rlspb.RateLimitResponse_OK {
+		t.Fatalf("ShouldRateLimit = %v, %v; want OK in shadow mode", resp, err)
+	}
+	statsdSums(t, lines, map[string]float64{
+		"ratelimit.service.rate_limit.sd.user.total_hits|c": 6,
+		"ratelimit.service.rate_limit.sd.user.near_limit|c": 1,
+		"ratelimit.service.rate_limit.sd.user.over_limit|c": 1,
+		"ratelimit.service.global_shadow_mode|c":            1,
+		"ratelimit.service.config_load_success|c":           1,
+		"ratelimit_server.ShouldRateLimit.total_requests|c": 1,
+		"ratelimit_server.ShouldRateLimit.response_time|ms": 1,
+	})
 }
