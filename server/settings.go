@@ -87,6 +87,11 @@ type Settings struct {
 	// The default keeps the store's precision.
 	WholeSecondResets bool
 
+	// Statsd, when set, sends envoyproxy/ratelimit's statistics to a
+	// statsd or DogStatsD while Serve runs, beside the Prometheus
+	// metrics. The default sends none.
+	Statsd *Statsd
+
 	// HTTPAddr and GRPCAddr are where ListenAndServe listens. The
 	// defaults are ":8080" and ":8081".
 	HTTPAddr string
@@ -223,6 +228,10 @@ const (
 	DefaultGRPCAddr        = ":8081"
 	DefaultReloadInterval  = time.Second
 	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultStatsdFlushInterval and DefaultNearLimitRatio are
+	// envoyproxy/ratelimit's STATS_FLUSH_INTERVAL and NEAR_LIMIT_RATIO.
+	DefaultStatsdFlushInterval = 10 * time.Second
+	DefaultNearLimitRatio      = 0.8
 	// DefaultMaxHitsAddend is the default bound on hits_addend: a
 	// request worth more than a million hits is a bug, not traffic.
 	DefaultMaxHitsAddend = 1_000_000
@@ -282,6 +291,22 @@ func (c Settings) withDefaults() (Settings, error) {
 	}
 	if c.ReloadInterval == 0 {
 		c.ReloadInterval = DefaultReloadInterval
+	}
+	if c.Statsd != nil {
+		sd := *c.Statsd
+		if sd.FlushInterval == 0 {
+			sd.FlushInterval = DefaultStatsdFlushInterval
+		}
+		if sd.NearLimitRatio == 0 {
+			sd.NearLimitRatio = DefaultNearLimitRatio
+		}
+		if !(sd.NearLimitRatio > 0 && sd.NearLimitRatio <= 1) {
+			return c, settingsError("Statsd.NearLimitRatio %v must be in (0, 1]", sd.NearLimitRatio)
+		}
+		if sd.FlushInterval < 0 {
+			return c, settingsError("Statsd.FlushInterval %v must not be negative", sd.FlushInterval)
+		}
+		c.Statsd = &sd
 	}
 	if c.DrainDelay < 0 {
 		return c, settingsError("DrainDelay %v must not be negative", c.DrainDelay)

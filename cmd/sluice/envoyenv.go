@@ -45,7 +45,6 @@ var (
 )
 
 const (
-	noteStatsd   = "statsd is not implemented: sluice's metrics are Prometheus's, on /metrics (and -metrics ADDR)"
 	noteMemcache = "memcache is not implemented: sluice keeps its counts in Redis (REDIS_*) or in memory"
 	noteXDS      = "configuration over xDS is not implemented: sluice reads its config from files (RUNTIME_*)"
 	noteTracing  = "tracing is not implemented"
@@ -116,16 +115,17 @@ var envoyVars = []envoyVar{
 	{name: "REDIS_PERSECOND_TIMEOUT", def: "10s", flags: "-redis-persecond-timeout"},
 	{name: "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", def: "false", note: "not implemented: Redis does not make /healthcheck fail; while it is down each rule's failure mode decides", report: whenTrue},
 	{name: "LOCAL_CACHE_SIZE_IN_BYTES", def: "0", note: "ignored: sluice remembers denials until their Retry-After on its own (10000 of them), which never denies what Redis would allow", report: whenSet},
-	{name: "NEAR_LIMIT_RATIO", def: "0.8", note: "ignored: there is no near_limit statistic", report: whenSet},
+	{name: "NEAR_LIMIT_RATIO", def: "0.8", flags: "-near-limit-ratio"},
 	{name: "EXPIRATION_JITTER_MAX_SECONDS", def: "300", note: "ignored: sluice's keys expire when their state is idle again, no sooner", report: whenSet},
 	{name: "CONFIG_TYPE", def: "FILE", flags: "-config"},
-	{name: "USE_STATSD", def: "true", note: noteStatsd, report: whenNotFalse},
-	{name: "STATSD_HOST", def: "localhost", note: noteStatsd, report: whenSet},
-	{name: "STATSD_PORT", def: "8125", note: noteStatsd, report: whenSet},
-	{name: "USE_DOG_STATSD", def: "false", note: noteStatsd, report: whenTrue},
-	{name: "EXTRA_TAGS", note: noteStatsd, report: whenSet},
-	{name: "STATS_FLUSH_INTERVAL", def: "10s", note: noteStatsd, report: whenSet},
-	{name: "DISABLE_STATS", def: "false", note: noteStatsd, report: whenSet},
+	{name: "USE_STATSD", def: "true", flags: "-statsd"},
+	{name: "STATSD_HOST", def: "localhost", flags: "-statsd"},
+	{name: "STATSD_PORT", def: "8125", flags: "-statsd"},
+	{name: "USE_DOG_STATSD", def: "false", flags: "-statsd, -statsd-dog"},
+	{name: "USE_DOG_STATSD_MOGRIFIERS", note: "not implemented: DogStatsD's names are envoyproxy/ratelimit's statsd names, with EXTRA_TAGS as tags", report: whenSet},
+	{name: "EXTRA_TAGS", flags: "-statsd-tags"},
+	{name: "STATS_FLUSH_INTERVAL", def: "10s", flags: "-statsd-flush"},
+	{name: "DISABLE_STATS", def: "false", flags: "-statsd, -metrics"},
 	{name: "PROMETHEUS_MAPPER_YAML", note: "ignored: sluice's Prometheus metrics are its own (sluice_decisions_total and others), not mapped from statsd", report: whenSet},
 	{name: "MEMCACHE_HOST_PORT", note: noteMemcache, report: whenSet},
 	{name: "MEMCACHE_SRV", note: noteMemcache, report: whenSet},
@@ -303,12 +303,7 @@ func (r *envReader) envoyListeners() {
 	// envoyproxy/ratelimit's debug port is sluice's admin listener: the
 	// console, its config (/v1/policy) and statistics (/v1/stats).
 	r.add("admin", net.JoinHostPort(r.get("DEBUG_HOST"), r.getInt("DEBUG_PORT")))
-	if r.getBool("USE_PROMETHEUS") {
-		r.add("metrics", r.get("PROMETHEUS_ADDR"))
-		r.add("metrics-path", r.get("PROMETHEUS_PATH"))
-	} else {
-		r.add("metrics", "")
-	}
+	r.envoyStats()
 	lvl := r.get("LOG_LEVEL")
 	if l, ok := logrusLevel(lvl); ok {
 		r.add("log-level", l)
@@ -317,6 +312,42 @@ func (r *envReader) envoyListeners() {
 		r.source()
 	}
 	r.add("log-format", strings.ToLower(r.get("LOG_FORMAT")))
+}
+
+// envoyStats reads where the statistics go: statsd over TCP (on by
+// default, as there), DogStatsD over UDP, or Prometheus, at most one of
+// them, as envoyproxy/ratelimit refuses to start otherwise; DISABLE_STATS
+// turns all off.
+func (r *envReader) envoyStats() {
+	statsd, dog, prom := r.getBool("USE_STATSD"), r.getBool("USE_DOG_STATSD"), r.getBool("USE_PROMETHEUS")
+	if r.getBool("DISABLE_STATS") {
+		statsd, dog, prom = false, false, false
+	}
+	if n := btoi(statsd) + btoi(dog) + btoi(prom); n > 1 {
+		r.errs = append(r.errs, fmt.Sprintf("USE_STATSD=%v, USE_DOG_STATSD=%v, USE_PROMETHEUS=%v: set one of them true, not %d (USE_STATSD is true unless set false)", statsd, dog, prom, n))
+	}
+	if prom {
+		r.add("metrics", r.get("PROMETHEUS_ADDR"))
+		r.add("metrics-path", r.get("PROMETHEUS_PATH"))
+	} else {
+		r.add("metrics", "")
+	}
+	if statsd || dog {
+		r.add("statsd", net.JoinHostPort(r.get("STATSD_HOST"), r.getInt("STATSD_PORT")))
+		r.add("statsd-dog", strconv.FormatBool(dog))
+		r.addIfSet("statsd-tags", "EXTRA_TAGS")
+		r.add("statsd-flush", r.getDuration("STATS_FLUSH_INTERVAL"))
+	} else {
+		r.add("statsd", "")
+	}
+	r.addIfSet("near-limit-ratio", "NEAR_LIMIT_RATIO")
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // envoyAnswers reads how requests are counted and answered.

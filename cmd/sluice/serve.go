@@ -33,6 +33,7 @@ type serveFlags struct {
 	grpcUDS     string
 	metricsAddr string
 	metricsPath string
+	statsd      statsdFlags
 	admin       string
 	ui          bool
 	keyLookup   bool
@@ -106,6 +107,11 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	fs.StringVar(&o.grpcUDS, "grpc-uds", "", "")
 	fs.StringVar(&o.metricsAddr, "metrics", "", "")
 	fs.StringVar(&o.metricsPath, "metrics-path", "/metrics", "")
+	fs.StringVar(&o.statsd.addr, "statsd", "", "")
+	fs.BoolVar(&o.statsd.dog, "statsd-dog", false, "")
+	fs.StringVar(&o.statsd.tags, "statsd-tags", "", "")
+	fs.DurationVar(&o.statsd.flush, "statsd-flush", server.DefaultStatsdFlushInterval, "")
+	fs.Float64Var(&o.statsd.nearRatio, "near-limit-ratio", server.DefaultNearLimitRatio, "")
 	fs.StringVar(&o.admin, "admin", defaultAdminAddr, "")
 	fs.BoolVar(&o.ui, "ui", true, "")
 	fs.BoolVar(&o.keyLookup, "key-lookup", false, "")
@@ -320,6 +326,10 @@ func (c *serveCmd) check(stderr io.Writer) error {
 	case o.metricsPath == "" || o.metricsPath[0] != '/':
 		return usagef("-metrics-path %q: want a path such as /metrics", o.metricsPath)
 	}
+	statsd, err := o.statsd.settings()
+	if err != nil {
+		return usagef("%v", err)
+	}
 	if err := o.checkRedis(); err != nil {
 		return usagef("%v", err)
 	}
@@ -339,6 +349,7 @@ func (c *serveCmd) check(stderr io.Writer) error {
 	}
 	o.storeFlags(c.sources["redis-prefix"] != "")
 	c.settings = o.settings(hdrs, grpcTLS, httpTLS, c.log)
+	c.settings.Statsd = statsd
 	return nil
 }
 

@@ -61,6 +61,14 @@ Flags:
                        address. Off by default
   -metrics ADDR        also serve the metrics on a listener of their own
   -metrics-path PATH   their path there (default /metrics)
+  -statsd HOST:PORT    also send envoyproxy/ratelimit's statistics, under
+                       its names, to this statsd over TCP (default: none;
+                       STATSD_HOST:STATSD_PORT in envoy mode)
+  -statsd-dog          send DogStatsD over UDP instead, tags as |#k:v
+  -statsd-tags K:V,... tags on every statistic (EXTRA_TAGS)
+  -statsd-flush D      how often to send them (default 10s)
+  -near-limit-ratio R  hits past floor(limit × R) count as near_limit
+                       (default 0.8)
   -print-config        print every setting and where it came from, and exit
   -envoy-env           read envoyproxy/ratelimit's variables even if none is
                        set (so that its defaults apply); -envoy-env=false

@@ -92,7 +92,12 @@ type Check struct {
 	Hits  int64 // the descriptor's hits: 0 peeks
 	Key   string
 	Label string // config.Match.MetricLabel: value_to_metric's, or ""
-	Named bool   // the config names the limit (config.Match.Name)
+	// StatPath is config.Match.StatPath; "" for a limit override, which
+	// the config does not name.
+	StatPath string
+	// Detailed is config.Match.DetailedMetric.
+	Detailed bool
+	Named    bool // the config names the limit (config.Match.Name)
 }
 
 // Decide answers req against cfg, whose rules limits holds prepared (by
@@ -153,7 +158,7 @@ func (dc *Decider) Decide(ctx context.Context, cfg *config.Config, limits []*Lim
 		}
 		for _, m := range ms {
 			if !m.Unlimited {
-				checks = append(checks, Check{Desc: i, Limit: limits[m.ID], Hits: req.Descs[i].Hits, Key: BoundKey(m.Key), Label: m.MetricLabel, Named: m.Name != ""})
+				checks = append(checks, Check{Desc: i, Limit: limits[m.ID], Hits: req.Descs[i].Hits, Key: BoundKey(m.Key), Label: m.MetricLabel, StatPath: m.StatPath, Detailed: m.DetailedMetric, Named: m.Name != ""})
 			}
 		}
 	}
