@@ -360,3 +360,29 @@ func TestMergeDomains(t *testing.T) {
 		}
 	}
 }
+
+// StatPath names a descriptor as envoyproxy/ratelimit's statistics do,
+// from the config alone, a secret value as its digest.
+func TestStatPath(t *testing.T) {
+	c := mustParse(t, `
+domain: api
+descriptors:
+  - key: route
+    value: /v1
+    descriptors:
+      - key: user
+        rate_limit: {unit: second, requests_per_unit: 1}
+  - key: plan
+    value: gold
+    secret: true
+    rate_limit: {unit: second, requests_per_unit: 1}
+`)
+	ms, _ := c.Match("api", []Entry{{"route", "/v1"}, {"user", "alice"}})
+	if len(ms) != 1 || ms[0].StatPath != "api.route_/v1.user" {
+		t.Errorf("Match(route=/v1, user=alice) = %+v, want StatPath api.route_/v1.user", ms)
+	}
+	ms, _ = c.Match("api", []Entry{{"plan", "gold"}})
+	if len(ms) != 1 || strings.Contains(ms[0].StatPath, "gold") || !strings.HasPrefix(ms[0].StatPath, "api.plan_#") {
+		t.Errorf("Match(plan=gold) = %+v, want StatPath api.plan_ and the value's digest", ms)
+	}
+}

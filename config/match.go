@@ -69,6 +69,12 @@ type Match struct {
 	// bound how many distinct ones are kept (the server keeps
 	// server.MaxLabelValues per rule).
 	MetricLabel string
+	// StatPath is the descriptor's path in the config as
+	// envoyproxy/ratelimit names its statistics: the domain, then each
+	// level's key, or key_value where the config gives a value (a secret
+	// one as its digest), joined with "." ("domain.route_/api.user"). It
+	// comes from the config alone, so there are as many as descriptors.
+	StatPath string
 	// ID is the index of Rule in Config.Rules, so that a caller can keep
 	// what it prepares for each rule in a slice rather than a map; -1 for
 	// an unlimited match.
@@ -182,6 +188,7 @@ func (c *Config) MatchSecrets(domain string, entries []Entry) (ms []Match, secre
 			Unlimited:      l.unlimited,
 			DetailedMetric: last.detailed,
 			MetricLabel:    label,
+			StatPath:       last.path,
 			QuotaMode:      last.quota,
 			Metadata:       last.metadata,
 			Replaces:       l.replaces,

@@ -559,7 +559,12 @@ func generatedName(path string, i int) string {
 // metrics, headers and store keys that carry it; an error; a listing):
 // '#' and the first 12 hex digits of its SHA-256, which tell a config's
 // secrets apart and let whoever holds the value check which one is meant.
-func secretLabel(value string) string {
+func secretLabel(value string) string { return SecretLabel(value) }
+
+// SecretLabel is how a secret value is shown wherever the config's values
+// are (a metric name among them): '#' and the first 12 hex digits of its
+// SHA-256.
+func SecretLabel(value string) string {
 	sum := sha256.Sum256([]byte(value))
 	return "#" + hex.EncodeToString(sum[:6])
 }

@@ -16,6 +16,7 @@ func (s *Server) decide(ctx context.Context, snap *protocol.Snapshot, req *decid
 	start := time.Now()
 	defer func() { s.m.observe(e, time.Since(start)) }()
 	out, err := s.decider.Decide(ctx, snap.Config, snap.Rules, req)
+	s.st.decided(e, req, out, err, time.Since(start), s.cfg.Shadow)
 	if err != nil {
 		return nil, err
 	}

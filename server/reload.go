@@ -131,6 +131,7 @@ func (s *Server) apply(ctx context.Context, old *snapshot, r readResult) error {
 		return nil
 	}
 	s.admin.Reloaded(s.cfg.Clock.Now(), r.err)
+	s.st.configLoaded(r.err)
 	if r.err != nil {
 		s.badHash = r.hash
 		s.m.reloads.WithLabelValues("failure").Inc()

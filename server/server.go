@@ -44,6 +44,7 @@ type Server struct {
 	log     *slog.Logger
 	limiter *sluice.Limiter
 	m       *metrics
+	st      *stats // statsd's; nil without Settings.Statsd
 	cur     atomic.Pointer[snapshot]
 	health  *health.Server
 	ready   atomic.Bool
@@ -103,6 +104,11 @@ func New(cfg Settings) (*Server, error) {
 		hashFiles: hashFiles,
 	}
 	s.m.watchStore(cfg.Store)
+	if cfg.Statsd != nil {
+		if s.st, err = newStats(cfg.Statsd); err != nil {
+			return nil, settingsError("%w", err)
+		}
+	}
 	s.gate = &streamGate{max: int64(cfg.GRPCMaxStreams), recv: cfg.GRPCRecvTimeout, refused: s.m.streamsRefused.Inc}
 	s.m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sluice_grpc_calls_in_flight",
@@ -143,6 +149,7 @@ func New(cfg Settings) (*Server, error) {
 			cfg.Logger.Error("the config does not load: serving no domain until it does", "paths", cfg.Paths, "err", err)
 			c, s.badHash, hash = new(config.Config), hash, ""
 		}
+		s.st.configLoaded(err)
 	}
 	lis, err := s.prepare(c)
 	if err != nil {
@@ -263,6 +270,9 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 	// The gate's sweeper runs until the shutdown is over: calls held
 	// without their message end by it, not by the shutdown's timeout.
 	wg.Go(func() { s.gate.run(watchCtx) })
+	if s.st != nil {
+		wg.Go(func() { s.st.run(watchCtx) })
+	}
 	if len(s.cfg.Paths) > 0 && s.cfg.ReloadInterval > 0 {
 		wg.Go(func() { s.watch(watchCtx) })
 	}

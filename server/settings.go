@@ -81,6 +81,16 @@ type Settings struct {
 	// config) of the descriptors within their limits; see the package
 	// documentation. The default is to leave it empty.
 	DynamicMetadata bool
+	// WholeSecondResets answers each RLS status's duration_until_reset
+	// (gRPC and POST /json) in whole seconds, rounded up and at least one
+	// second, as envoyproxy/ratelimit does, for clients that compare it.
+	// The default keeps the store's precision.
+	WholeSecondResets bool
+
+	// Statsd, when set, sends envoyproxy/ratelimit's statistics to a
+	// statsd or DogStatsD while Serve runs, beside the Prometheus
+	// metrics. The default sends none.
+	Statsd *Statsd
 
 	// HTTPAddr and GRPCAddr are where ListenAndServe listens. The
 	// defaults are ":8080" and ":8081".
@@ -218,6 +228,10 @@ const (
 	DefaultGRPCAddr        = ":8081"
 	DefaultReloadInterval  = time.Second
 	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultStatsdFlushInterval and DefaultNearLimitRatio are
+	// envoyproxy/ratelimit's STATS_FLUSH_INTERVAL and NEAR_LIMIT_RATIO.
+	DefaultStatsdFlushInterval = 10 * time.Second
+	DefaultNearLimitRatio      = 0.8
 	// DefaultMaxHitsAddend is the default bound on hits_addend: a
 	// request worth more than a million hits is a bug, not traffic.
 	DefaultMaxHitsAddend = 1_000_000
@@ -277,6 +291,22 @@ func (c Settings) withDefaults() (Settings, error) {
 	}
 	if c.ReloadInterval == 0 {
 		c.ReloadInterval = DefaultReloadInterval
+	}
+	if c.Statsd != nil {
+		sd := *c.Statsd
+		if sd.FlushInterval == 0 {
+			sd.FlushInterval = DefaultStatsdFlushInterval
+		}
+		if sd.NearLimitRatio == 0 {
+			sd.NearLimitRatio = DefaultNearLimitRatio
+		}
+		if !(sd.NearLimitRatio > 0 && sd.NearLimitRatio <= 1) {
+			return c, settingsError("Statsd.NearLimitRatio %v must be in (0, 1]", sd.NearLimitRatio)
+		}
+		if sd.FlushInterval < 0 {
+			return c, settingsError("Statsd.FlushInterval %v must not be negative", sd.FlushInterval)
+		}
+		c.Statsd = &sd
 	}
 	if c.DrainDelay < 0 {
 		return c, settingsError("DrainDelay %v must not be negative", c.DrainDelay)

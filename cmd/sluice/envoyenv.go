@@ -45,7 +45,6 @@ var (
 )
 
 const (
-	noteStatsd   = "statsd is not implemented: sluice's metrics are Prometheus's, on /metrics (and -metrics ADDR)"
 	noteMemcache = "memcache is not implemented: sluice keeps its counts in Redis (REDIS_*) or in memory"
 	noteXDS      = "configuration over xDS is not implemented: sluice reads its config from files (RUNTIME_*)"
 	noteTracing  = "tracing is not implemented"
@@ -112,19 +111,21 @@ var envoyVars = []envoyVar{
 	{name: "REDIS_PERSECOND_TLS", def: "false", flags: "-redis-persecond-tls"},
 	{name: "REDIS_PIPELINE_WINDOW", def: "0", note: "ignored: sluice batches the requests that arrive while a script run is out, on its own", report: whenSet},
 	{name: "REDIS_PIPELINE_LIMIT", def: "0", note: "ignored: sluice batches the requests that arrive while a script run is out, on its own", report: whenSet},
-	{name: "REDIS_TIMEOUT", def: "10s", note: "ignored: each Redis call has a deadline of 50ms (-redis-timeout), far below Envoy's for the rate-limit call, after which each rule's failure mode decides", report: whenSet},
+	{name: "REDIS_TIMEOUT", def: "10s", flags: "-redis-timeout"},
+	{name: "REDIS_PERSECOND_TIMEOUT", def: "10s", flags: "-redis-persecond-timeout"},
 	{name: "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", def: "false", note: "not implemented: Redis does not make /healthcheck fail; while it is down each rule's failure mode decides", report: whenTrue},
 	{name: "LOCAL_CACHE_SIZE_IN_BYTES", def: "0", note: "ignored: sluice remembers denials until their Retry-After on its own (10000 of them), which never denies what Redis would allow", report: whenSet},
-	{name: "NEAR_LIMIT_RATIO", def: "0.8", note: "ignored: there is no near_limit statistic", report: whenSet},
+	{name: "NEAR_LIMIT_RATIO", def: "0.8", flags: "-near-limit-ratio"},
 	{name: "EXPIRATION_JITTER_MAX_SECONDS", def: "300", note: "ignored: sluice's keys expire when their state is idle again, no sooner", report: whenSet},
 	{name: "CONFIG_TYPE", def: "FILE", flags: "-config"},
-	{name: "USE_STATSD", def: "true", note: noteStatsd, report: whenNotFalse},
-	{name: "STATSD_HOST", def: "localhost", note: noteStatsd, report: whenSet},
-	{name: "STATSD_PORT", def: "8125", note: noteStatsd, report: whenSet},
-	{name: "USE_DOG_STATSD", def: "false", note: noteStatsd, report: whenTrue},
-	{name: "EXTRA_TAGS", note: noteStatsd, report: whenSet},
-	{name: "STATS_FLUSH_INTERVAL", def: "10s", note: noteStatsd, report: whenSet},
-	{name: "DISABLE_STATS", def: "false", note: noteStatsd, report: whenSet},
+	{name: "USE_STATSD", def: "true", flags: "-statsd"},
+	{name: "STATSD_HOST", def: "localhost", flags: "-statsd"},
+	{name: "STATSD_PORT", def: "8125", flags: "-statsd"},
+	{name: "USE_DOG_STATSD", def: "false", flags: "-statsd, -statsd-dog"},
+	{name: "USE_DOG_STATSD_MOGRIFIERS", note: "not implemented: DogStatsD's names are envoyproxy/ratelimit's statsd names, with EXTRA_TAGS as tags", report: whenSet},
+	{name: "EXTRA_TAGS", flags: "-statsd-tags"},
+	{name: "STATS_FLUSH_INTERVAL", def: "10s", flags: "-statsd-flush"},
+	{name: "DISABLE_STATS", def: "false", flags: "-statsd, -metrics"},
 	{name: "PROMETHEUS_MAPPER_YAML", note: "ignored: sluice's Prometheus metrics are its own (sluice_decisions_total and others), not mapped from statsd", report: whenSet},
 	{name: "MEMCACHE_HOST_PORT", note: noteMemcache, report: whenSet},
 	{name: "MEMCACHE_SRV", note: noteMemcache, report: whenSet},
@@ -237,6 +238,16 @@ func (r *envReader) getDuration(name string) string {
 	return v
 }
 
+// getTimeout reads a Redis deadline: a duration, positive and at most
+// maxRedisTimeout.
+func (r *envReader) getTimeout(name string) string {
+	v := r.get(name)
+	if d, err := time.ParseDuration(v); err != nil || d <= 0 || d > maxRedisTimeout {
+		r.errs = append(r.errs, fmt.Sprintf("%s=%q: want a duration above 0 and at most %v, such as 50ms", name, v, maxRedisTimeout))
+	}
+	return v
+}
+
 // envoySettings reads envoyproxy/ratelimit's variables through lookup and
 // returns the flag values they stand for, and notes on those sluice does
 // not implement. The error names each variable that cannot be read.
@@ -292,12 +303,7 @@ func (r *envReader) envoyListeners() {
 	// envoyproxy/ratelimit's debug port is sluice's admin listener: the
 	// console, its config (/v1/policy) and statistics (/v1/stats).
 	r.add("admin", net.JoinHostPort(r.get("DEBUG_HOST"), r.getInt("DEBUG_PORT")))
-	if r.getBool("USE_PROMETHEUS") {
-		r.add("metrics", r.get("PROMETHEUS_ADDR"))
-		r.add("metrics-path", r.get("PROMETHEUS_PATH"))
-	} else {
-		r.add("metrics", "")
-	}
+	r.envoyStats()
 	lvl := r.get("LOG_LEVEL")
 	if l, ok := logrusLevel(lvl); ok {
 		r.add("log-level", l)
@@ -306,6 +312,42 @@ func (r *envReader) envoyListeners() {
 		r.source()
 	}
 	r.add("log-format", strings.ToLower(r.get("LOG_FORMAT")))
+}
+
+// envoyStats reads where the statistics go: statsd over TCP (on by
+// default, as there), DogStatsD over UDP, or Prometheus, at most one of
+// them, as envoyproxy/ratelimit refuses to start otherwise; DISABLE_STATS
+// turns all off.
+func (r *envReader) envoyStats() {
+	statsd, dog, prom := r.getBool("USE_STATSD"), r.getBool("USE_DOG_STATSD"), r.getBool("USE_PROMETHEUS")
+	if r.getBool("DISABLE_STATS") {
+		statsd, dog, prom = false, false, false
+	}
+	if n := btoi(statsd) + btoi(dog) + btoi(prom); n > 1 {
+		r.errs = append(r.errs, fmt.Sprintf("USE_STATSD=%v, USE_DOG_STATSD=%v, USE_PROMETHEUS=%v: set one of them true, not %d (USE_STATSD is true unless set false)", statsd, dog, prom, n))
+	}
+	if prom {
+		r.add("metrics", r.get("PROMETHEUS_ADDR"))
+		r.add("metrics-path", r.get("PROMETHEUS_PATH"))
+	} else {
+		r.add("metrics", "")
+	}
+	if statsd || dog {
+		r.add("statsd", net.JoinHostPort(r.get("STATSD_HOST"), r.getInt("STATSD_PORT")))
+		r.add("statsd-dog", strconv.FormatBool(dog))
+		r.addIfSet("statsd-tags", "EXTRA_TAGS")
+		r.add("statsd-flush", r.getDuration("STATS_FLUSH_INTERVAL"))
+	} else {
+		r.add("statsd", "")
+	}
+	r.addIfSet("near-limit-ratio", "NEAR_LIMIT_RATIO")
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // envoyAnswers reads how requests are counted and answered.
@@ -318,6 +360,10 @@ func (r *envReader) envoyAnswers() {
 	// so that old and new pods of a rolling swap count together.
 	r.deflt = append(r.deflt, "(its Redis key names)")
 	r.add("envoy-keys", "true")
+	// Not a variable either: its answers' duration_until_reset, in whole
+	// seconds, which its users' tests compare.
+	r.deflt = append(r.deflt, "(its resets in whole seconds)")
+	r.add("whole-second-resets", "true")
 	// false, envoyproxy/ratelimit's default, charges every descriptor,
 	// over its limits or not; true comes close to sluice's own default,
 	// all or nothing.
@@ -414,6 +460,11 @@ func (r *envReader) envoyRedis(v, f string) {
 		r.add(f+"-tls-skip-hostname-verification", strconv.FormatBool(r.getBool("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")))
 	}
 	r.add(f+"-pool-size", r.getInt(v+"_POOL_SIZE"))
+	// Only when set: envoyproxy/ratelimit's 10s default would outlast
+	// Envoy's own wait for the answer, so unset the store keeps its own.
+	if _, ok := r.lookup(v + "_TIMEOUT"); ok {
+		r.add(f+"-timeout", r.getTimeout(v+"_TIMEOUT"))
+	}
 	if main {
 		r.addIfSet("redis-prefix", "CACHE_KEY_PREFIX")
 	}

@@ -99,11 +99,11 @@ func TestEnvoyEnvMapping(t *testing.T) {
 		name: "runtime layout, ports, prometheus, logs",
 		env: []string{"RUNTIME_ROOT", "/data", "RUNTIME_SUBDIRECTORY", "ratelimit", "RUNTIME_APPDIRECTORY", "limits",
 			"HOST", "127.0.0.1", "PORT", "18080", "GRPC_HOST", "::1", "GRPC_PORT", "18081", "DEBUG_PORT", "16070",
-			"USE_PROMETHEUS", "true", "PROMETHEUS_ADDR", ":19090", "PROMETHEUS_PATH", "/prom",
+			"USE_PROMETHEUS", "true", "PROMETHEUS_ADDR", ":19090", "PROMETHEUS_PATH", "/prom", "USE_STATSD", "false",
 			"LOG_LEVEL", "Warning", "LOG_FORMAT", "JSON"},
 		want: map[string]string{"config": "/data/ratelimit/limits", "http": "127.0.0.1:18080", "grpc": "[::1]:18081",
 			"admin": "0.0.0.0:16070", "metrics": ":19090", "metrics-path": "/prom", "log-level": "warn", "log-format": "json"},
-		src: map[string]string{"admin": "env DEBUG_PORT; envoy default DEBUG_HOST", "metrics": "env USE_PROMETHEUS, PROMETHEUS_ADDR"},
+		src: map[string]string{"admin": "env DEBUG_PORT; envoy default DEBUG_HOST", "metrics": "env USE_STATSD, USE_PROMETHEUS, PROMETHEUS_ADDR; envoy default USE_DOG_STATSD, DISABLE_STATS"},
 	}, {
 		name: "single redis over tcp, with a user, TLS and a prefix",
 		env: []string{"REDIS_SOCKET_TYPE", "tcp", "REDIS_URL", "redis.svc:6379", "REDIS_AUTH", "rl:s3cret", "REDIS_TLS", "true",
@@ -177,6 +177,42 @@ func TestEnvoyEnvMapping(t *testing.T) {
 	}
 }
 
+// Statistics go to a statsd over TCP by default, as in
+// envoyproxy/ratelimit; to a DogStatsD over UDP under USE_DOG_STATSD; to
+// Prometheus under USE_PROMETHEUS; nowhere under DISABLE_STATS.
+func TestEnvoyEnvStatsd(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		env  []string
+		want map[string]string
+	}{
+		{"default", []string{"RUNTIME_ROOT", "/x"},
+			map[string]string{"statsd": "localhost:8125", "statsd-dog": "false", "statsd-flush": "10s", "metrics": `""`, "near-limit-ratio": "0.8"}},
+		{"statsd's place, tags, flush and ratio", []string{"STATSD_HOST", "stats.svc", "STATSD_PORT", "9125", "EXTRA_TAGS", "env:prod,zone:a",
+			"STATS_FLUSH_INTERVAL", "1s", "NEAR_LIMIT_RATIO", "0.5"},
+			map[string]string{"statsd": "stats.svc:9125", "statsd-tags": "env:prod,zone:a", "statsd-flush": "1s", "near-limit-ratio": "0.5"}},
+		{"DogStatsD", []string{"USE_STATSD", "false", "USE_DOG_STATSD", "true"},
+			map[string]string{"statsd": "localhost:8125", "statsd-dog": "true"}},
+		{"Prometheus", []string{"USE_STATSD", "false", "USE_PROMETHEUS", "true"},
+			map[string]string{"statsd": `""`, "metrics": ":9090"}},
+		{"DISABLE_STATS wins", []string{"USE_PROMETHEUS", "true", "USE_DOG_STATSD", "true", "DISABLE_STATS", "true"},
+			map[string]string{"statsd": `""`, "metrics": `""`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			v, _, out := printed(t, tt.env)
+			for k, w := range tt.want {
+				if v[k] != w {
+					t.Errorf("-%s = %q, want %q\n%s", k, v[k], w, out)
+				}
+			}
+		})
+	}
+	// sluice's own mode sends none.
+	if v, _, _ := printed(t, nil); v["statsd"] != `""` {
+		t.Errorf("without envoyproxy/ratelimit's variables: -statsd %q, want none", v["statsd"])
+	}
+}
+
 // HOST, PORT and the log's variables are common in environments that
 // have nothing to do with envoyproxy/ratelimit: alone, they do not turn
 // envoy mode on; -envoy-env does.
@@ -194,10 +230,10 @@ func TestEnvoyModeTrigger(t *testing.T) {
 // Variables sluice does not implement are named; those it cannot do
 // without (another backend, xDS), and values it cannot read, are errors.
 func TestEnvoyEnvNotesAndErrors(t *testing.T) {
-	_, _, out := printed(t, []string{"USE_STATSD", "true", "STATSD_HOST", "statsd",
+	_, _, out := printed(t, []string{"USE_DOG_STATSD_MOGRIFIERS", "a",
 		"LOCAL_CACHE_SIZE_IN_BYTES", "1000000",
 		"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true", "GRPC_CLIENT_TLS_CACERT", "/ca"})
-	for _, want := range []string{"USE_STATSD=true: statsd is not implemented", "STATSD_HOST=statsd: statsd",
+	for _, want := range []string{"USE_DOG_STATSD_MOGRIFIERS=a: not implemented",
 		"LOCAL_CACHE_SIZE_IN_BYTES=1000000: ignored",
 		"GRPC_CLIENT_TLS_CACERT=/ca: ignored: GRPC_SERVER_USE_TLS is not true"} {
 		if !strings.Contains(out, want) {
@@ -221,6 +257,15 @@ func TestEnvoyEnvNotesAndErrors(t *testing.T) {
 	if v["redis-persecond"] != `""` {
 		t.Errorf("REDIS_PERSECOND unset: -redis-persecond %q, want none", v["redis-persecond"])
 	}
+	// REDIS_TIMEOUT and REDIS_PERSECOND_TIMEOUT only when set: unset,
+	// the store keeps its own deadline, not envoyproxy/ratelimit's 10s.
+	v, src, _ = printed(t, []string{"REDIS_PERSECOND", "true", "REDIS_TIMEOUT", "10s", "REDIS_PERSECOND_TIMEOUT", "250ms"})
+	if v["redis-timeout"] != "10s" || v["redis-persecond-timeout"] != "250ms" || !strings.Contains(src["redis-persecond-timeout"], "REDIS_PERSECOND_TIMEOUT") {
+		t.Errorf("REDIS_TIMEOUT=10s, REDIS_PERSECOND_TIMEOUT=250ms: -redis-timeout %q, -redis-persecond-timeout %q (from %q)", v["redis-timeout"], v["redis-persecond-timeout"], src["redis-persecond-timeout"])
+	}
+	if v, src, _ := printed(t, []string{"REDIS_PERSECOND", "true"}); v["redis-timeout"] != "50ms" || v["redis-persecond-timeout"] != "50ms" || strings.Contains(src["redis-timeout"], "REDIS_TIMEOUT") {
+		t.Errorf("REDIS_TIMEOUT unset: -redis-timeout %q (from %q), -redis-persecond-timeout %q; want the store's own", v["redis-timeout"], src["redis-timeout"], v["redis-persecond-timeout"])
+	}
 	if v, _, _ := printed(t, []string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true"}); v["charge-per-descriptor"] != "false" {
 		t.Errorf("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true: -charge-per-descriptor %q, want false (all or nothing)", v["charge-per-descriptor"])
 	}
@@ -236,8 +281,17 @@ func TestEnvoyEnvNotesAndErrors(t *testing.T) {
 		{[]string{"PORT", "http", "RUNTIME_ROOT", "/x"}, `PORT="http": want a whole number`},
 		{[]string{"SHADOW_MODE", "yes"}, `SHADOW_MODE="yes": want true or false`},
 		{[]string{"GRPC_MAX_CONNECTION_AGE", "1 day"}, `GRPC_MAX_CONNECTION_AGE="1 day": want a duration`},
+		{[]string{"REDIS_TIMEOUT", "-1s"}, `REDIS_TIMEOUT="-1s": want a duration above 0 and at most 1m0s`},
+		{[]string{"REDIS_TIMEOUT", "0"}, `REDIS_TIMEOUT="0": want a duration above 0`},
+		{[]string{"REDIS_TIMEOUT", "soon"}, `REDIS_TIMEOUT="soon": want a duration`},
+		{[]string{"REDIS_TIMEOUT", "2562047h"}, `REDIS_TIMEOUT="2562047h": want a duration above 0 and at most 1m0s`},
+		{[]string{"REDIS_PERSECOND", "true", "REDIS_PERSECOND_TIMEOUT", "1h"}, `REDIS_PERSECOND_TIMEOUT="1h": want a duration`},
 		{[]string{"LOG_LEVEL", "loud", "RUNTIME_ROOT", "/x"}, `LOG_LEVEL="loud"`},
 		{[]string{"GRPC_SERVER_USE_TLS", "true", "GRPC_SERVER_TLS_CERT", "/tls.crt"}, "GRPC_SERVER_USE_TLS=true: set GRPC_SERVER_TLS_KEY too"},
+		{[]string{"USE_PROMETHEUS", "true"}, "USE_STATSD=true, USE_DOG_STATSD=false, USE_PROMETHEUS=true: set one of them true, not 2"},
+		{[]string{"USE_DOG_STATSD", "true"}, "USE_STATSD=true, USE_DOG_STATSD=true"},
+		{[]string{"USE_STATSD", "false", "EXTRA_TAGS", "x", "USE_DOG_STATSD", "true"}, `-statsd-tags: "x": want name:value pairs`},
+		{[]string{"NEAR_LIMIT_RATIO", "2"}, "-near-limit-ratio 2: want a number in (0, 1]"},
 	} {
 		withEnv(t, tt.env...)
 		code, _, stderr := runArgs(t, "serve", "-print-config")

@@ -61,6 +61,14 @@ Flags:
                        address. Off by default
   -metrics ADDR        also serve the metrics on a listener of their own
   -metrics-path PATH   their path there (default /metrics)
+  -statsd HOST:PORT    also send envoyproxy/ratelimit's statistics, under
+                       its names, to this statsd over TCP (default: none;
+                       STATSD_HOST:STATSD_PORT in envoy mode)
+  -statsd-dog          send DogStatsD over UDP instead, tags as |#k:v
+  -statsd-tags K:V,... tags on every statistic (EXTRA_TAGS)
+  -statsd-flush D      how often to send them (default 10s)
+  -near-limit-ratio R  hits past floor(limit × R) count as near_limit
+                       (default 0.8)
   -print-config        print every setting and where it came from, and exit
   -envoy-env           read envoyproxy/ratelimit's variables even if none is
                        set (so that its defaults apply); -envoy-env=false
@@ -96,7 +104,10 @@ Redis (without one, the counts are in this process's memory):
                        the Redis store's deadline for each call, from when
                        it is written, and for a request's wait for its turn
                        (default 50ms): the store owns the deadline, and the
-                       service adds none of its own
+                       service adds none of its own; at most 1m
+  -redis-persecond-timeout DURATION
+                       the same for the per-second Redis (default:
+                       -redis-timeout's)
   -redis-persecond URL, -redis-persecond-cluster ..., -redis-persecond-sentinel ...
                        a second Redis for the limits per second (envoyproxy/
                        ratelimit's REDIS_PERSECOND), with the same -redis-*
@@ -136,6 +147,10 @@ Responses:
   -dynamic-metadata    return the descriptors and their config metadata
                        in each RLS response's dynamic_metadata, as
                        envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA
+  -whole-second-resets answer RLS duration_until_reset in whole seconds,
+                       rounded up, at least 1s, as envoyproxy/ratelimit
+                       does (on in envoy mode). Default: the store's
+                       precision
   -charge-per-descriptor
                        count as envoyproxy/ratelimit does by default
                        (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false):

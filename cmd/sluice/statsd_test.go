@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"maps"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	ratelimitpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+const statsdServeYAML = `domain: shop
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 2}
+`
+
+// In envoy mode, sluice serve sends envoyproxy/ratelimit's statistics to
+// STATSD_HOST:STATSD_PORT over TCP without being asked, EXTRA_TAGS
+// appended to each name.
+func TestServeEnvoyStatsd(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	lines := make(chan string, 1024)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				sc := bufio.NewScanner(c)
+				for sc.Scan() {
+					lines <- sc.Text()
+				}
+			}()
+		}
+	}()
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	withEnv(t, "STATSD_HOST", host, "STATSD_PORT", port, "EXTRA_TAGS", "env:ci", "STATS_FLUSH_INTERVAL", "20ms")
+	s := startServe(t, "-config", writeConfig(t, statsdServeYAML), "-redis", "")
+
+	conn, err := grpc.NewClient(s.addr("grpc"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rls := rlspb.NewRateLimitServiceClient(conn)
+	for range 3 {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		_, err := rls.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "shop", Descriptors: []*ratelimitpb.RateLimitDescriptor{
+			{Entries: []*ratelimitpb.RateLimitDescriptor_Entry{{Key: "user", Value: "a"}}},
+		}})
+		cancel()
+		if err != nil {
+			t.Fatalf("ShouldRateLimit: %v", err)
+		}
+	}
+	// The limit is 2 a minute and near_limit starts past floor(2 × 0.8):
+	// the second request is near, the third over.
+	want := map[string]int{
+		"ratelimit.service.rate_limit.shop.user.total_hits.__env=ci":   3,
+		"ratelimit.service.rate_limit.shop.user.within_limit.__env=ci": 2,
+		"ratelimit.service.rate_limit.shop.user.near_limit.__env=ci":   1,
+		"ratelimit.service.rate_limit.shop.user.over_limit.__env=ci":   1,
+		"ratelimit.service.config_load_success.__env=ci":               1,
+		"ratelimit_server.ShouldRateLimit.total_requests.__env=ci":     3,
+	}
+	got := map[string]int{}
+	deadline := time.After(30 * time.Second)
+	for !maps.Equal(got, want) {
+		select {
+		case l := <-lines:
+			name, rest, _ := strings.Cut(l, ":")
+			if v, ok := strings.CutSuffix(rest, "|c"); ok {
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					t.Fatalf("line %q: not a counter", l)
+				}
+				got[name] += n
+			}
+		case <-deadline:
+			t.Fatalf("statsd received %v, want %v", got, want)
+		}
+	}
+}

@@ -1,0 +1,301 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/server/internal/decide"
+	"github.com/sluicehq/sluice/server/internal/protocol"
+	"github.com/sluicehq/sluice/server/internal/statsd"
+)
+
+// Statsd sends the server's statistics as envoyproxy/ratelimit does, to
+// a statsd over TCP or a DogStatsD over UDP, under its names:
+//
+//	ratelimit.service.rate_limit.<domain>.<path>.{total_hits,over_limit,near_limit,within_limit,shadow_mode}
+//	ratelimit.service.rate_limit.<domain>.domain_not_found
+//	ratelimit.service.call.should_rate_limit.{redis_error,service_error}
+//	ratelimit.service.{config_load_success,config_load_error,global_shadow_mode}
+//	ratelimit_server.ShouldRateLimit.{total_requests,response_time}
+//
+// where the path is the config's key, or key_value, at each level of the
+// descriptor (config.Match.StatPath), or the request's, under
+// detailed_metric, value_to_metric or a limit override. A statsd that is
+// slow or gone never holds up a decision: what cannot be sent is dropped.
+type Statsd struct {
+	// Addr is the statsd's host:port. Required.
+	Addr string
+	// Dog sends DogStatsD over UDP, with Tags as "|#k:v"; the default is
+	// statsd over TCP, Tags appended to each name as ".__k=v".
+	Dog bool
+	// Tags are added to every statistic, sorted by name:
+	// envoyproxy/ratelimit's EXTRA_TAGS.
+	Tags []StatsdTag
+	// FlushInterval is how often the counts are sent. The default is 10s.
+	FlushInterval time.Duration
+	// NearLimitRatio is the share of a limit past which hits count as
+	// near_limit. The default is 0.8; it must be in (0, 1].
+	NearLimitRatio float64
+}
+
+// A StatsdTag is a name and value that Statsd adds to every statistic.
+type StatsdTag struct{ Key, Value string }
+
+// maxStatNames bounds the names a request's values make (detailed_metric,
+// value_to_metric, limit overrides, unknown domains), as MaxLabelValues
+// bounds the Prometheus series: past it, a limit's hits count under its
+// config path, and what has no config path is dropped.
+const maxStatNames = 1000
+
+// Statistic names, as envoyproxy/ratelimit's.
+const (
+	statRateLimit   = "ratelimit.service.rate_limit."
+	statService     = "ratelimit.service."
+	statCall        = "ratelimit.service.call.should_rate_limit."
+	statGRPC        = "ratelimit_server.ShouldRateLimit."
+	statTotalHits   = ".total_hits"
+	statOverLimit   = ".over_limit"
+	statNearLimit   = ".near_limit"
+	statWithinLimit = ".within_limit"
+	statShadowMode  = ".shadow_mode"
+)
+
+// stats are the server's statsd statistics, nil when Settings.Statsd is.
+type stats struct {
+	sink      *statsd.Sink
+	nearRatio float64
+	requests, redisErr, serviceErr,
+	loadOK, loadErr, globalShadow *statsd.Counter
+	// byPath are the limits' counters by name prefix; named counts those
+	// a request's values made, against maxStatNames; domains are the
+	// domain_not_found counters, by domain.
+	byPath  sync.Map // string -> *limitStats
+	domains sync.Map // string -> *statsd.Counter
+	named   atomic.Int64
+}
+
+// limitStats are the counters of one statistics path.
+type limitStats struct {
+	total, over, near, within, shadow *statsd.Counter
+}
+
+func newStats(c *Statsd) (*stats, error) {
+	tags := make([]statsd.Tag, len(c.Tags))
+	for i, t := range c.Tags {
+		tags[i] = statsd.Tag{Key: t.Key, Value: t.Value}
+	}
+	sink, err := statsd.New(statsd.Config{Addr: c.Addr, Dog: c.Dog, Tags: tags, FlushInterval: c.FlushInterval})
+	if err != nil {
+		return nil, err
+	}
+	return &stats{
+		sink:         sink,
+		nearRatio:    c.NearLimitRatio,
+		requests:     sink.Counter(statGRPC + "total_requests"),
+		redisErr:     sink.Counter(statCall + "redis_error"),
+		serviceErr:   sink.Counter(statCall + "service_error"),
+		loadOK:       sink.Counter(statService + "config_load_success"),
+		loadErr:      sink.Counter(statService + "config_load_error"),
+		globalShadow: sink.Counter(statService + "global_shadow_mode"),
+	}, nil
+}
+
+// run sends the statistics until ctx ends.
+func (st *stats) run(ctx context.Context) {
+	if st != nil {
+		st.sink.Run(ctx)
+	}
+}
+
+// configLoaded counts a config load, failed if err is not nil.
+func (st *stats) configLoaded(err error) {
+	switch {
+	case st == nil:
+	case err != nil:
+		st.loadErr.Add(1)
+	default:
+		st.loadOK.Add(1)
+	}
+}
+
+// notFound returns the domain_not_found counter of domain, a request's
+// value: nil past maxStatNames.
+func (st *stats) notFound(domain string) *statsd.Counter {
+	if c, ok := st.domains.Load(domain); ok {
+		return c.(*statsd.Counter)
+	}
+	if !st.admit() {
+		return nil
+	}
+	c, loaded := st.domains.LoadOrStore(domain, st.sink.Counter(statRateLimit+domain+".domain_not_found"))
+	if loaded {
+		st.named.Add(-1)
+	}
+	return c.(*statsd.Counter)
+}
+
+// admit takes one of the maxStatNames names a request's values may make,
+// if one is left.
+func (st *stats) admit() bool {
+	if st.named.Add(1) > maxStatNames {
+		st.named.Add(-1)
+		return false
+	}
+	return true
+}
+
+// path returns the counters of path, made on first use; bounded says the
+// path comes from a request's values, and is made only while there are
+// fewer than maxStatNames such: nil past them.
+func (st *stats) path(path string, bounded bool) *limitStats {
+	if ls, ok := st.byPath.Load(path); ok {
+		return ls.(*limitStats)
+	}
+	if bounded && !st.admit() {
+		return nil
+	}
+	p := statRateLimit + path
+	ls, loaded := st.byPath.LoadOrStore(path, &limitStats{
+		total:  st.sink.Counter(p + statTotalHits),
+		over:   st.sink.Counter(p + statOverLimit),
+		near:   st.sink.Counter(p + statNearLimit),
+		within: st.sink.Counter(p + statWithinLimit),
+		shadow: st.sink.Counter(p + statShadowMode),
+	})
+	if loaded && bounded {
+		st.named.Add(-1)
+	}
+	return ls.(*limitStats)
+}
+
+// decided counts one request's outcome, or the error that refused it.
+func (st *stats) decided(e protocol.Endpoint, req *decide.Request, out *decide.Outcome, err error, took time.Duration, globalShadow bool) {
+	if st == nil {
+		return
+	}
+	if e == protocol.GRPC {
+		// As envoyproxy/ratelimit's gRPC interceptor counts: its
+		// HTTP endpoint is not counted here.
+		st.requests.Add(1)
+		st.sink.Timing(statGRPC+"response_time", took)
+	}
+	if err != nil {
+		var bad *decide.BadRequest
+		if errors.As(err, &bad) {
+			st.serviceErr.Add(1)
+		}
+		return
+	}
+	if out.UnknownDomain {
+		if c := st.notFound(req.Domain); c != nil {
+			c.Add(1)
+		}
+		return
+	}
+	if out.StoreErr != nil {
+		st.redisErr.Add(1)
+	}
+	overEnforced := false
+	for j := range out.Checks {
+		c, d := &out.Checks[j], &out.Decisions[j]
+		if c.Hits <= 0 {
+			continue
+		}
+		ls := st.limitPath(req, out, c)
+		if ls == nil {
+			continue
+		}
+		st.count(ls, c, d)
+		if !d.Allowed && !c.Limit.Declared.Shadow {
+			overEnforced = true
+		}
+	}
+	if globalShadow && overEnforced {
+		st.globalShadow.Add(1)
+	}
+}
+
+// limitPath returns the counters a check counts under: its config path,
+// or the request's under detailed_metric, value_to_metric or an override.
+func (st *stats) limitPath(req *decide.Request, out *decide.Outcome, c *decide.Check) *limitStats {
+	switch {
+	case c.Detailed || c.StatPath == "":
+		if ls := st.path(requestPath(req, out, c.Desc), true); ls != nil || c.StatPath == "" {
+			return ls
+		}
+	case c.Label != "":
+		if ls := st.path(req.Domain+"."+labelPath(c.Label), true); ls != nil {
+			return ls
+		}
+	}
+	return st.path(c.StatPath, false)
+}
+
+// requestPath names descriptor i of req as envoyproxy/ratelimit names a
+// detailed_metric or a limit override: the domain and each entry's
+// key_value, a secret value as its digest.
+func requestPath(req *decide.Request, out *decide.Outcome, i int) string {
+	var b strings.Builder
+	b.WriteString(req.Domain)
+	secret := out.Statuses[i].Secret
+	for k, e := range req.Descs[i].Entries {
+		b.WriteString("." + e.Key)
+		if e.Value == "" {
+			continue
+		}
+		b.WriteByte('_')
+		if k < 64 && secret&(1<<k) != 0 {
+			b.WriteString(config.SecretLabel(e.Value))
+		} else {
+			b.WriteString(e.Value)
+		}
+	}
+	return b.String()
+}
+
+// labelPath turns a config.Match.MetricLabel ("route=/v1|user") into a
+// statistics path ("route_/v1.user").
+func labelPath(label string) string {
+	return strings.NewReplacer("=", "_", "|", ".").Replace(label)
+}
+
+// count counts one check's hits as envoyproxy/ratelimit does: every hit
+// in total_hits; those past the limit in over_limit, the others in
+// within_limit; those past floor(limit × NearLimitRatio) but not over in
+// near_limit; and, for a limit in shadow mode, the hits of a denial in
+// shadow_mode.
+func (st *stats) count(ls *limitStats, c *decide.Check, d *sluice.Decision) {
+	hits, limit := c.Hits, d.Limit
+	near := int64(math.Floor(float64(limit) * st.nearRatio))
+	// The count before and after this request's hits: a denial charged
+	// nothing, and left Remaining as it was.
+	after := limit - d.Remaining
+	if !d.Allowed {
+		after += hits
+	}
+	before := after - hits
+	ls.total.Add(uint64(hits))
+	if after > limit {
+		if before >= limit {
+			ls.over.Add(uint64(hits))
+		} else {
+			ls.over.Add(uint64(after - limit))
+			ls.near.Add(uint64(limit - max(near, before)))
+		}
+		if c.Limit.Declared.Shadow {
+			ls.shadow.Add(uint64(hits))
+		}
+		return
+	}
+	if after > near {
+		ls.near.Add(uint64(min(hits, after-near)))
+	}
+	ls.within.Add(uint64(hits))
+}

@@ -1,0 +1,234 @@
+package server
+
+import (
+	"bufio"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+)
+
+const statsdYAML = `domain: sd
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: trial
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: route
+    value: /v1
+    descriptors:
+      - key: user
+        detailed_metric: true
+        rate_limit: {unit: minute, requests_per_unit: 10}
+`
+
+// statsdLines is a statsd that listens on a free loopback port, TCP or
+// UDP, and passes on each line it receives.
+func statsdLines(t *testing.T, network string) (addr string, lines <-chan string) {
+	t.Helper()
+	ch := make(chan string, 4096)
+	if network == "udp" {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pc.Close() })
+		go func() {
+			buf := make([]byte, 65536)
+			for {
+				n, _, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				for l := range strings.SplitSeq(strings.TrimSuffix(string(buf[:n]), "\n"), "\n") {
+					ch <- l
+				}
+			}
+		}()
+		return pc.LocalAddr().String(), ch
+	}
+	ln := listen(t)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				sc := bufio.NewScanner(c)
+				for sc.Scan() {
+					ch <- sc.Text()
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), ch
+}
+
+// statsdSums adds up the counters that come in lines, by name with its
+// tags as sent, and counts the timings, until they equal want; it fails
+// after a deadline with what came.
+func statsdSums(t *testing.T, lines <-chan string, want map[string]float64) {
+	t.Helper()
+	got := make(map[string]float64)
+	deadline := time.After(30 * time.Second)
+	for !maps.Equal(got, want) {
+		select {
+		case l := <-lines:
+			name, rest, ok := strings.Cut(l, ":")
+			value, kind, ok2 := strings.Cut(rest, "|")
+			v, err := strconv.ParseFloat(value, 64)
+			if !ok || !ok2 || err != nil {
+				t.Fatalf("line %q: not statsd's name:value|type", l)
+			}
+			switch {
+			case strings.HasPrefix(kind, "c"):
+				got[name+"|"+kind] += v
+			case strings.HasPrefix(kind, "ms"):
+				got[name+"|"+kind]++ // how many timings
+			default:
+				t.Fatalf("line %q: unexpected type", l)
+			}
+		case <-deadline:
+			t.Fatalf("statsd received\n%s\nwant\n%s", showSums(got), showSums(want))
+		}
+	}
+}
+
+func showSums(m map[string]float64) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		fmt.Fprintf(&b, "\t%s = %v\n", k, m[k])
+	}
+	return b.String()
+}
+
+// envoyStats are the statistics envoyproxy/ratelimit sends for the
+// requests of TestStatsd on statsdYAML, keyed as statsdSums keys them
+// (tag writes the type and the tags after a name): counters summed,
+// timings counted.
+func envoyStats(tag func(kind string) string) map[string]float64 {
+	c := func(name string) string { return name + tag("c") }
+	return map[string]float64{
+		c("ratelimit.service.rate_limit.sd.user.total_hits"):                 6,
+		c("ratelimit.service.rate_limit.sd.user.within_limit"):               5,
+		c("ratelimit.service.rate_limit.sd.user.near_limit"):                 1,
+		c("ratelimit.service.rate_limit.sd.user.over_limit"):                 1,
+		c("ratelimit.service.rate_limit.sd.trial.total_hits"):                2,
+		c("ratelimit.service.rate_limit.sd.trial.within_limit"):              1,
+		c("ratelimit.service.rate_limit.sd.trial.near_limit"):                1,
+		c("ratelimit.service.rate_limit.sd.trial.over_limit"):                1,
+		c("ratelimit.service.rate_limit.sd.trial.shadow_mode"):               1,
+		c("ratelimit.service.rate_limit.sd.route_/v1.user_bob.total_hits"):   1,
+		c("ratelimit.service.rate_limit.sd.route_/v1.user_bob.within_limit"): 1,
+		c("ratelimit.service.rate_limit.nope.domain_not_found"):              1,
+		c("ratelimit.service.config_load_success"):                           1,
+		c("ratelimit_server.ShouldRateLimit.total_requests"):                 7,
+		"ratelimit_server.ShouldRateLimit.response_time" + tag("ms"):         7,
+	}
+}
+
+// TestStatsd sends requests over gRPC and reads the statistics a statsd
+// receives, plain over TCP and DogStatsD over UDP, each with a tag.
+func TestStatsd(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		network string
+		dog     bool
+		tag     func(kind string) string // the line's tags and type, as statsdSums keys them
+	}{
+		{"statsd", "tcp", false, func(kind string) string { return ".__env=test|" + kind }},
+		{"DogStatsD", "udp", true, func(kind string) string { return "|" + kind + "|#env:test" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, lines := statsdLines(t, tc.network)
+			e := start(t, Settings{
+				Paths:  []string{writeFile(t, t.TempDir(), "sd.yaml", statsdYAML)},
+				Statsd: &Statsd{Addr: addr, Dog: tc.dog, Tags: []StatsdTag{{"env", "test"}}, FlushInterval: 10 * time.Millisecond},
+			})
+			for _, r := range []struct {
+				domain, desc string
+				hits         uint32
+			}{
+				{"sd", "user=a", 3},
+				{"sd", "user=a", 2},
+				{"sd", "user=a", 1},
+				{"sd", "trial=x", 1},
+				{"sd", "trial=x", 1},
+				{"sd", "route=/v1,user=bob", 1},
+				{"nope", "user=a", 1},
+			} {
+				if _, err := e.rls.ShouldRateLimit(t.Context(), rlReq(r.domain, r.hits, r.desc)); err != nil {
+					t.Fatalf("ShouldRateLimit(%s, %s) = %v", r.domain, r.desc, err)
+				}
+			}
+			statsdSums(t, lines, envoyStats(tc.tag))
+		})
+	}
+}
+
+// A statsd that cannot be reached holds up no decision.
+func TestStatsdUnreachable(t *testing.T) {
+	ln := listen(t)
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	e := start(t, Settings{Statsd: &Statsd{Addr: addr, FlushInterval: 10 * time.Millisecond}})
+	for range 3 {
+		if _, err := e.rls.ShouldRateLimit(t.Context(), rlReq("test", 1, "user=a")); err != nil {
+			t.Fatalf("ShouldRateLimit = %v", err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for e.srv.st.sink.Dropped() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing was dropped 30s after the requests")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestStatsdSettingsRefused(t *testing.T) {
+	for _, sd := range []Statsd{
+		{Addr: "localhost"},
+		{Addr: "localhost:8125", NearLimitRatio: 1.5},
+		{Addr: "localhost:8125", FlushInterval: -time.Second},
+	} {
+		if _, err := New(Settings{Store: newStore(t), Statsd: &sd}); err == nil {
+			t.Errorf("New with Statsd %+v = nil error, want one", sd)
+		}
+	}
+}
+
+// Under Settings.Shadow a request that a limit would deny counts in
+// global_shadow_mode, and its hits as envoyproxy/ratelimit splits them:
+// 6 hits on a limit of 5 with near_limit past 4 are 1 near and 1 over.
+func TestStatsdGlobalShadow(t *testing.T) {
+	addr, lines := statsdLines(t, "tcp")
+	e := start(t, Settings{
+		Paths:  []string{writeFile(t, t.TempDir(), "sd.yaml", statsdYAML)},
+		Shadow: true,
+		Statsd: &Statsd{Addr: addr, FlushInterval: 10 * time.Millisecond},
+	})
+	resp, err := e.rls.ShouldRateLimit(t.Context(), rlReq("sd", 6, "user=a"))
+	if err != nil || resp.GetOverallCode() != rlspb.RateLimitResponse_OK {
+		t.Fatalf("ShouldRateLimit = %v, %v; want OK in shadow mode", resp, err)
+	}
+	statsdSums(t, lines, map[string]float64{
+		"ratelimit.service.rate_limit.sd.user.total_hits|c": 6,
+		"ratelimit.service.rate_limit.sd.user.near_limit|c": 1,
+		"ratelimit.service.rate_limit.sd.user.over_limit|c": 1,
+		"ratelimit.service.global_shadow_mode|c":            1,
+		"ratelimit.service.config_load_success|c":           1,
+		"ratelimit_server.ShouldRateLimit.total_requests|c": 1,
+		"ratelimit_server.ShouldRateLimit.response_time|ms": 1,
+	})
+}
