@@ -290,7 +290,21 @@ func nearestBucket(l sluice.Limit) []string {
 		p := &params{limit: sluice.Limit{Rate: rate, Period: period, Burst: burst}}
 		return p.bucket(0) == nil
 	}
-	return algo.Nearest(l.Rate, l.Period, l.Burst, time.Microsecond, fits)
+	alts := algo.Nearest(l.Rate, l.Period, l.Burst, time.Microsecond, fits)
+	if l.Burst > 1 && fits(l.Rate, l.Period, 1) {
+		// the largest burst that fits: a smaller one always does
+		lo, hi := int64(1), l.Burst-1
+		for lo < hi {
+			mid := lo + (hi-lo+1)/2
+			if fits(l.Rate, l.Period, mid) {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		alts = append(alts, sluice.Limit{Rate: l.Rate, Period: l.Period, Burst: lo}.String())
+	}
+	return alts
 }
 
 // window sets p's arithmetic for a window of kind k, its state's layout

@@ -401,7 +401,7 @@ func TestOutOfRange(t *testing.T) {
 	srv := startRedis(t)
 	s := newCallerStore(t, srv)
 	for _, r := range []sluice.Rule{
-		{Name: "prime per day", Algorithm: sluice.AlgoGCRA, Limit: sluice.Limit{Rate: 40009, Period: 24 * time.Hour}},
+		{Name: "huge burst per year", Algorithm: sluice.AlgoGCRA, Limit: sluice.Limit{Rate: 1, Period: 365 * 24 * time.Hour, Burst: 1 << 30}},
 		{Name: "ns window", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.Limit{Rate: 10, Period: 1500 * time.Nanosecond}},
 		{Name: "huge window", Algorithm: sluice.AlgoSlidingCounter, Limit: sluice.Limit{Rate: 2e12, Period: time.Second}},
 	} {
@@ -412,6 +412,9 @@ func TestOutOfRange(t *testing.T) {
 		}
 		if err := s.CheckRule(p); !errors.Is(err, redis.ErrOutOfRange) || !errors.Is(err, sluice.ErrRefused) {
 			t.Errorf("%s: CheckRule = %v, want ErrOutOfRange", r.Name, err)
+		}
+		if r.Algorithm == sluice.AlgoGCRA && !strings.Contains(fmt.Sprint(err), "the nearest limit that fits is 1/8760h0m0s burst 71404103") {
+			t.Errorf("%s: err = %v, want the nearest limit that fits named", r.Name, err)
 		}
 	}
 	ok := prep(sluice.Rule{Name: "ok", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)})
