@@ -410,7 +410,7 @@ func TestLimiterRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	ok := prep(sluice.Rule{Name: "ok", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1)})
-	huge := prep(sluice.Rule{Name: "prime per day", Algorithm: sluice.AlgoGCRA, Limit: sluice.Limit{Rate: 40009, Period: 24 * time.Hour}})
+	huge := prep(sluice.Rule{Name: "huge burst per year", Algorithm: sluice.AlgoGCRA, Limit: sluice.Limit{Rate: 1, Period: 365 * 24 * time.Hour, Burst: 1 << 30}})
 	for name, checks := range map[string][]sluice.Check{
 		"out of range": {{Rule: huge, Key: "k"}},
 		"key twice":    {{Rule: ok, Key: "k"}, {Rule: ok, Key: "k"}},

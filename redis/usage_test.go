@@ -291,7 +291,7 @@ func (x *algoRef) step(now time.Time, n int64) sluice.Decision {
 }
 
 func (x *algoRef) try(t testing.TB, now time.Time, n int64) sluice.Decision {
-	c := &algoRef{sp: x.sp}
+	c := &algoRef{sp: x.sp, tat: x.tat, kind: x.kind}
 	c.reset()
 	for _, o := range x.ops {
 		c.decide(o.t, o.n)
