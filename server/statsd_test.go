@@ -12,6 +12,8 @@ import (
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/server/internal/statsd"
 )
 
 const statsdYAML = `domain: sd
@@ -188,7 +190,7 @@ func TestStatsdUnreachable(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for e.srv.st.sink.Dropped() == 0 {
+	for e.srv.st.sink.(*statsd.Sink).Dropped() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("nothing was dropped 30s after the requests")
 		}
