@@ -160,7 +160,8 @@ func (p *Prom) Run(ctx context.Context) { <-ctx.Done() }
 func (p *Prom) Describe(chan<- *prometheus.Desc) {}
 
 // Collect sends each series, the counters of the statsd names that map
-// to the same series summed.
+// to the same series summed. A counter shows once it counted, as a
+// statsd_exporter's does: nothing is sent for a count of zero.
 func (p *Prom) Collect(ch chan<- prometheus.Metric) {
 	type key struct{ name, labels string }
 	sums := map[key]float64{}
@@ -190,6 +191,9 @@ func (p *Prom) Collect(ch chan<- prometheus.Metric) {
 	}
 	p.mu.Unlock()
 	for i, k := range keys {
+		if sums[k] == 0 {
+			continue
+		}
 		s := descs[i]
 		d := prometheus.NewDesc(s.name, promHelp, nil, s.labels)
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, sums[k])
