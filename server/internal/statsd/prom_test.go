@@ -3,6 +3,7 @@ package statsd
 import (
 	"maps"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -39,6 +40,41 @@ func TestPromName(t *testing.T) {
 		name, labels := promName(tc.in)
 		if name != tc.name || !maps.Equal(labels, tc.labels) {
 			t.Errorf("promName(%q) = %s%v, want %s%v", tc.in, name, labels, tc.name, tc.labels)
+		}
+	}
+}
+
+// TestPromTiming: response_time is observed in seconds, or in
+// milliseconds as PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS asks; and
+// counters whose names map to one series add up.
+func TestPromTiming(t *testing.T) {
+	for _, tc := range []struct {
+		millis bool
+		want   float64
+	}{{false, 1.5}, {true, 1500}} {
+		p := NewProm(tc.millis)
+		p.Timing("ratelimit_server.ShouldRateLimit.response_time", 1500*time.Millisecond)
+		p.Counter("ratelimit.service.rate_limit.d.a.b.c1.total_hits").Add(2)
+		p.Counter("ratelimit.service.rate_limit.d.a.b.c2.total_hits").Add(3)
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(p)
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				if h := m.GetHistogram(); h != nil {
+					got[mf.GetName()] = h.GetSampleSum()
+				} else {
+					got[mf.GetName()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+		want := map[string]float64{"ratelimit_service_response_time_seconds": tc.want, "ratelimit_service_rate_limit_total_hits": 5}
+		if !maps.Equal(got, want) {
+			t.Errorf("millis %v: %v, want %v", tc.millis, got, want)
 		}
 	}
 }
