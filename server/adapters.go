@@ -52,6 +52,7 @@ func (s *Server) newAdapters() *protocol.Adapters {
 		MaxBodyBytes:         s.cfg.MaxBodyBytes,
 		RefuseLimitOverrides: s.cfg.RefuseLimitOverrides,
 		DynamicMetadata:      s.cfg.DynamicMetadata,
+		WholeSecondResets:    s.cfg.WholeSecondResets,
 		Headers:              s.cfg.ResponseHeaders.style(),
 		HeaderNames:          protocol.HeaderNames(s.cfg.HeaderNames),
 		JSONHosts:            s.cfg.HTTPAllowedHosts,

@@ -81,6 +81,11 @@ type Settings struct {
 	// config) of the descriptors within their limits; see the package
 	// documentation. The default is to leave it empty.
 	DynamicMetadata bool
+	// WholeSecondResets answers each RLS status's duration_until_reset
+	// (gRPC and POST /json) in whole seconds, rounded up and at least one
+	// second, as envoyproxy/ratelimit does, for clients that compare it.
+	// The default keeps the store's precision.
+	WholeSecondResets bool
 
 	// Statsd, when set, sends envoyproxy/ratelimit's statistics to a
 	// statsd or DogStatsD while Serve runs, beside the Prometheus

@@ -111,7 +111,8 @@ var envoyVars = []envoyVar{
 	{name: "REDIS_PERSECOND_TLS", def: "false", flags: "-redis-persecond-tls"},
 	{name: "REDIS_PIPELINE_WINDOW", def: "0", note: "ignored: sluice batches the requests that arrive while a script run is out, on its own", report: whenSet},
 	{name: "REDIS_PIPELINE_LIMIT", def: "0", note: "ignored: sluice batches the requests that arrive while a script run is out, on its own", report: whenSet},
-	{name: "REDIS_TIMEOUT", def: "10s", note: "ignored: each Redis call has a deadline of 50ms (-redis-timeout), far below Envoy's for the rate-limit call, after which each rule's failure mode decides", report: whenSet},
+	{name: "REDIS_TIMEOUT", def: "10s", flags: "-redis-timeout"},
+	{name: "REDIS_PERSECOND_TIMEOUT", def: "10s", flags: "-redis-persecond-timeout"},
 	{name: "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", def: "false", note: "not implemented: Redis does not make /healthcheck fail; while it is down each rule's failure mode decides", report: whenTrue},
 	{name: "LOCAL_CACHE_SIZE_IN_BYTES", def: "0", note: "ignored: sluice remembers denials until their Retry-After on its own (10000 of them), which never denies what Redis would allow", report: whenSet},
 	{name: "NEAR_LIMIT_RATIO", def: "0.8", flags: "-near-limit-ratio"},
@@ -238,6 +239,16 @@ func (r *envReader) getDuration(name string) string {
 	return v
 }
 
+// getTimeout reads a Redis deadline: a duration, positive and at most
+// maxRedisTimeout.
+func (r *envReader) getTimeout(name string) string {
+	v := r.get(name)
+	if d, err := time.ParseDuration(v); err != nil || d <= 0 || d > maxRedisTimeout {
+		r.errs = append(r.errs, fmt.Sprintf("%s=%q: want a duration above 0 and at most %v, such as 50ms", name, v, maxRedisTimeout))
+	}
+	return v
+}
+
 // envoySettings reads envoyproxy/ratelimit's variables through lookup and
 // returns the flag values they stand for, and notes on those sluice does
 // not implement. The error names each variable that cannot be read.
@@ -355,6 +366,10 @@ func (r *envReader) envoyAnswers() {
 	// so that old and new pods of a rolling swap count together.
 	r.deflt = append(r.deflt, "(its Redis key names)")
 	r.add("envoy-keys", "true")
+	// Not a variable either: its answers' duration_until_reset, in whole
+	// seconds, which its users' tests compare.
+	r.deflt = append(r.deflt, "(its resets in whole seconds)")
+	r.add("whole-second-resets", "true")
 	// false, envoyproxy/ratelimit's default, charges every descriptor,
 	// over its limits or not; true comes close to sluice's own default,
 	// all or nothing.
@@ -451,6 +466,11 @@ func (r *envReader) envoyRedis(v, f string) {
 		r.add(f+"-tls-skip-hostname-verification", strconv.FormatBool(r.getBool("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")))
 	}
 	r.add(f+"-pool-size", r.getInt(v+"_POOL_SIZE"))
+	// Only when set: envoyproxy/ratelimit's 10s default would outlast
+	// Envoy's own wait for the answer, so unset the store keeps its own.
+	if _, ok := r.lookup(v + "_TIMEOUT"); ok {
+		r.add(f+"-timeout", r.getTimeout(v+"_TIMEOUT"))
+	}
 	if main {
 		r.addIfSet("redis-prefix", "CACHE_KEY_PREFIX")
 	}

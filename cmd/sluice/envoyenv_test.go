@@ -257,6 +257,15 @@ func TestEnvoyEnvNotesAndErrors(t *testing.T) {
 	if v["redis-persecond"] != `""` {
 		t.Errorf("REDIS_PERSECOND unset: -redis-persecond %q, want none", v["redis-persecond"])
 	}
+	// REDIS_TIMEOUT and REDIS_PERSECOND_TIMEOUT only when set: unset,
+	// the store keeps its own deadline, not envoyproxy/ratelimit's 10s.
+	v, src, _ = printed(t, []string{"REDIS_PERSECOND", "true", "REDIS_TIMEOUT", "10s", "REDIS_PERSECOND_TIMEOUT", "250ms"})
+	if v["redis-timeout"] != "10s" || v["redis-persecond-timeout"] != "250ms" || !strings.Contains(src["redis-persecond-timeout"], "REDIS_PERSECOND_TIMEOUT") {
+		t.Errorf("REDIS_TIMEOUT=10s, REDIS_PERSECOND_TIMEOUT=250ms: -redis-timeout %q, -redis-persecond-timeout %q (from %q)", v["redis-timeout"], v["redis-persecond-timeout"], src["redis-persecond-timeout"])
+	}
+	if v, src, _ := printed(t, []string{"REDIS_PERSECOND", "true"}); v["redis-timeout"] != "50ms" || v["redis-persecond-timeout"] != "50ms" || strings.Contains(src["redis-timeout"], "REDIS_TIMEOUT") {
+		t.Errorf("REDIS_TIMEOUT unset: -redis-timeout %q (from %q), -redis-persecond-timeout %q; want the store's own", v["redis-timeout"], src["redis-timeout"], v["redis-persecond-timeout"])
+	}
 	if v, _, _ := printed(t, []string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true"}); v["charge-per-descriptor"] != "false" {
 		t.Errorf("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true: -charge-per-descriptor %q, want false (all or nothing)", v["charge-per-descriptor"])
 	}
@@ -272,6 +281,11 @@ func TestEnvoyEnvNotesAndErrors(t *testing.T) {
 		{[]string{"PORT", "http", "RUNTIME_ROOT", "/x"}, `PORT="http": want a whole number`},
 		{[]string{"SHADOW_MODE", "yes"}, `SHADOW_MODE="yes": want true or false`},
 		{[]string{"GRPC_MAX_CONNECTION_AGE", "1 day"}, `GRPC_MAX_CONNECTION_AGE="1 day": want a duration`},
+		{[]string{"REDIS_TIMEOUT", "-1s"}, `REDIS_TIMEOUT="-1s": want a duration above 0 and at most 1m0s`},
+		{[]string{"REDIS_TIMEOUT", "0"}, `REDIS_TIMEOUT="0": want a duration above 0`},
+		{[]string{"REDIS_TIMEOUT", "soon"}, `REDIS_TIMEOUT="soon": want a duration`},
+		{[]string{"REDIS_TIMEOUT", "2562047h"}, `REDIS_TIMEOUT="2562047h": want a duration above 0 and at most 1m0s`},
+		{[]string{"REDIS_PERSECOND", "true", "REDIS_PERSECOND_TIMEOUT", "1h"}, `REDIS_PERSECOND_TIMEOUT="1h": want a duration`},
 		{[]string{"LOG_LEVEL", "loud", "RUNTIME_ROOT", "/x"}, `LOG_LEVEL="loud"`},
 		{[]string{"GRPC_SERVER_USE_TLS", "true", "GRPC_SERVER_TLS_CERT", "/tls.crt"}, "GRPC_SERVER_USE_TLS=true: set GRPC_SERVER_TLS_KEY too"},
 		{[]string{"USE_PROMETHEUS", "true"}, "USE_STATSD=true, USE_DOG_STATSD=false, USE_PROMETHEUS=true: set one of them true, not 2"},

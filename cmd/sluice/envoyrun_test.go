@@ -22,6 +22,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluicehq/sluice/internal/testredis"
 )
@@ -276,6 +277,11 @@ func TestEnvoyRun(t *testing.T) {
 		if resp.GetOverallCode() != want.code || st.GetLimitRemaining() != want.left || st.GetCurrentLimit().GetRequestsPerUnit() != 3 {
 			t.Errorf("request %d: %v, want %v with %d left of 3", i+1, resp, want.code, want.left)
 		}
+		// duration_until_reset in whole seconds, rounded up, as
+		// envoyproxy/ratelimit answers it.
+		if d := st.GetDurationUntilReset(); d.GetNanos() != 0 || d.GetSeconds() < 1 || d.GetSeconds() > 3600 {
+			t.Errorf("request %d: duration_until_reset %v, want whole seconds within the hour", i+1, d.AsDuration())
+		}
 		// envoyproxy/ratelimit's headers, and only those.
 		h := headerMap(resp)
 		reset, _ := strconv.Atoi(h["RateLimit-Reset"])
@@ -292,9 +298,16 @@ func TestEnvoyRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	jsonBody, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusTooManyRequests {
 		t.Errorf("POST /json over the limit: %d, want 429", resp.StatusCode)
+	}
+	var jr rlspb.RateLimitResponse
+	if err := protojson.Unmarshal(jsonBody, &jr); err != nil {
+		t.Errorf("POST /json: %v\n%s", err, jsonBody)
+	} else if d := jr.GetStatuses()[0].GetDurationUntilReset(); d.GetNanos() != 0 || d.GetSeconds() < 1 {
+		t.Errorf("POST /json: duration_until_reset %v, want whole seconds: %s", d.AsDuration(), jsonBody)
 	}
 	// The counts are in the redis-server.
 	rc := goredis.NewClient(&goredis.Options{Addr: redisAddr})

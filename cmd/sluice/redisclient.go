@@ -40,7 +40,7 @@ type redisFlags struct {
 	poolSize           int
 	prefix             string
 	maxInFlight        int           // each Redis's bound (redis.WithMaxInFlight)
-	timeout            time.Duration // each Redis's deadline (redis.WithTimeout)
+	timeout            time.Duration // its deadline (redis.WithTimeout)
 	// envoyKeys names fixed windows' counters as envoyproxy/ratelimit
 	// does, beginning with envoyPrefix (-envoy-keys).
 	envoyKeys   bool
@@ -172,6 +172,11 @@ func init() { goredis.SetLogger(redisLogger{}) }
 // so that a Redis that does not answer meets the failure modes first.
 const defaultRedisTimeout = 50 * time.Millisecond
 
+// maxRedisTimeout bounds -redis-timeout: a call held longer holds its
+// request's goroutine and its place in flight long after any caller of
+// a rate limiter has stopped waiting.
+const maxRedisTimeout = time.Minute
+
 // openedStore is the store the service counts in.
 type openedStore struct {
 	store    sluice.Store
@@ -230,15 +235,16 @@ func openStore(ctx context.Context, rf, ps *redisFlags, maxMem int64, log *slog.
 }
 
 // open makes the Redis store the flags name, its keys as main's flags say
-// (the prefix, envoyproxy/ratelimit's key names); nil if they name none.
+// (the prefix, envoyproxy/ratelimit's key names), its deadline its own;
+// nil if they name none.
 func (rf *redisFlags) open(ctx context.Context, main *redisFlags, log *slog.Logger) (*redis.Store, string, func(), error) {
 	client, name, err := rf.client()
 	if err != nil || client == nil {
 		return nil, "", nil, err
 	}
 	opts := []redis.Option{redis.WithMaxInFlight(max(main.maxInFlight, 1))}
-	if main.timeout > 0 {
-		opts = append(opts, redis.WithTimeout(main.timeout))
+	if rf.timeout > 0 {
+		opts = append(opts, redis.WithTimeout(rf.timeout))
 	}
 	if main.prefix != "" {
 		opts = append(opts, redis.WithPrefix(main.prefix))

@@ -41,6 +41,7 @@ type serveFlags struct {
 	shadow      bool
 	quota       bool
 	dynMeta     bool
+	wholeResets bool
 	perDesc     bool
 	refuseOv    bool
 	merge       bool
@@ -120,6 +121,7 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	fs.BoolVar(&o.shadow, "shadow", false, "")
 	fs.BoolVar(&o.quota, "quota-mode", false, "")
 	fs.BoolVar(&o.dynMeta, "dynamic-metadata", false, "")
+	fs.BoolVar(&o.wholeResets, "whole-second-resets", false, "")
 	fs.BoolVar(&o.perDesc, "charge-per-descriptor", false, "")
 	fs.BoolVar(&o.refuseOv, "refuse-limit-overrides", false, "")
 	fs.BoolVar(&o.merge, "merge-domains", false, "")
@@ -148,6 +150,7 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	fs.StringVar(&o.redis.prefix, "redis-prefix", "sluice:", "")
 	fs.IntVar(&o.redis.maxInFlight, "redis-max-inflight", redis.DefaultMaxInFlight, "")
 	fs.DurationVar(&o.redis.timeout, "redis-timeout", defaultRedisTimeout, "")
+	fs.DurationVar(&o.perSecond.timeout, "redis-persecond-timeout", 0, "")
 	for _, p := range []struct {
 		name string
 		t    *tlsFlags
@@ -366,8 +369,10 @@ func (o *serveFlags) checkRedis() error {
 		return fmt.Errorf("-redis-persecond-pool-size %d must not be negative", o.perSecond.poolSize)
 	case o.redis.maxInFlight < 1:
 		return fmt.Errorf("-redis-max-inflight %d must be at least 1", o.redis.maxInFlight)
-	case o.redis.timeout <= 0:
-		return fmt.Errorf("-redis-timeout %v must be positive", o.redis.timeout)
+	case o.redis.timeout <= 0 || o.redis.timeout > maxRedisTimeout:
+		return fmt.Errorf("-redis-timeout %v must be positive and at most %v", o.redis.timeout, maxRedisTimeout)
+	case o.perSecond.timeout < 0 || o.perSecond.timeout > maxRedisTimeout:
+		return fmt.Errorf("-redis-persecond-timeout %v must be positive and at most %v (0: -redis-timeout's)", o.perSecond.timeout, maxRedisTimeout)
 	}
 	if _, err := o.redis.kind(); err != nil {
 		return err
@@ -376,8 +381,8 @@ func (o *serveFlags) checkRedis() error {
 	return err
 }
 
-// storeFlags gives the per-second Redis the main one's keys and bounds,
-// and names fixed windows' counters as envoyproxy/ratelimit does under
+// storeFlags gives the per-second Redis the main one's keys and bounds
+// (its deadline unless -redis-persecond-timeout sets its own), and names fixed windows' counters as envoyproxy/ratelimit does under
 // -envoy-keys. prefixGiven says -redis-prefix was set.
 func (o *serveFlags) storeFlags(prefixGiven bool) {
 	if o.envoyKeys {
@@ -390,7 +395,9 @@ func (o *serveFlags) storeFlags(prefixGiven bool) {
 	}
 	o.perSecond.prefix = o.redis.prefix
 	o.perSecond.maxInFlight = o.redis.maxInFlight
-	o.perSecond.timeout = o.redis.timeout
+	if o.perSecond.timeout == 0 {
+		o.perSecond.timeout = o.redis.timeout
+	}
 }
 
 // settings are the server's settings the flags name, all but the store's.
@@ -404,6 +411,7 @@ func (o *serveFlags) settings(hdrs server.HeaderStyle, grpcTLS, httpTLS *server.
 		Shadow:                o.shadow,
 		QuotaMode:             o.quota,
 		DynamicMetadata:       o.dynMeta,
+		WholeSecondResets:     o.wholeResets,
 		MergeDomains:          o.merge,
 		EnvoyKeys:             o.envoyKeys,
 		ChargePerDescriptor:   o.perDesc,

@@ -465,7 +465,8 @@ func TestServeFailureMessages(t *testing.T) {
 }
 
 // -redis-timeout is the Redis store's deadline: 50ms unless set, and
-// positive, since the service adds no deadline of its own.
+// positive, since the service adds no deadline of its own, and at most a
+// minute; -redis-persecond-timeout the per-second one's, the same bounds.
 func TestServeRedisTimeoutFlag(t *testing.T) {
 	v, src, _ := printed(t, nil)
 	if v["redis-timeout"] != "50ms" || src["redis-timeout"] != "default" {
@@ -475,10 +476,16 @@ func TestServeRedisTimeoutFlag(t *testing.T) {
 	if v["redis-timeout"] != "2s" || src["redis-timeout"] != "flag -redis-timeout" {
 		t.Errorf("-print-config -redis-timeout 2s: %q from %q", v["redis-timeout"], src["redis-timeout"])
 	}
-	for _, arg := range []string{"0", "-1s"} {
+	for _, arg := range []string{"0", "-1s", "61s"} {
 		code, _, stderr := runServeOwnPorts(t, "-redis-timeout", arg)
 		if code != exitUsage || !strings.Contains(stderr, "must be positive") {
 			t.Errorf("serve -redis-timeout %s: exit %d, stderr %q; want 2 and why", arg, code, stderr)
+		}
+	}
+	for _, arg := range []string{"-1s", "2h0m0s"} {
+		code, _, stderr := runServeOwnPorts(t, "-redis-persecond-timeout", arg)
+		if code != exitUsage || !strings.Contains(stderr, "-redis-persecond-timeout "+arg+" must be positive and at most 1m0s") {
+			t.Errorf("serve -redis-persecond-timeout %s: exit %d, stderr %q; want 2 and why", arg, code, stderr)
 		}
 	}
 }

@@ -108,7 +108,10 @@ Redis (without one, the counts are in this process's memory):
                        the Redis store's deadline for each call, from when
                        it is written, and for a request's wait for its turn
                        (default 50ms): the store owns the deadline, and the
-                       service adds none of its own
+                       service adds none of its own; at most 1m
+  -redis-persecond-timeout DURATION
+                       the same for the per-second Redis (default:
+                       -redis-timeout's)
   -redis-persecond URL, -redis-persecond-cluster ..., -redis-persecond-sentinel ...
                        a second Redis for the limits per second (envoyproxy/
                        ratelimit's REDIS_PERSECOND), with the same -redis-*
@@ -148,6 +151,10 @@ Responses:
   -dynamic-metadata    return the descriptors and their config metadata
                        in each RLS response's dynamic_metadata, as
                        envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA
+  -whole-second-resets answer RLS duration_until_reset in whole seconds,
+                       rounded up, at least 1s, as envoyproxy/ratelimit
+                       does (on in envoy mode). Default: the store's
+                       precision
   -charge-per-descriptor
                        count as envoyproxy/ratelimit does by default
                        (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false):

@@ -65,10 +65,11 @@ type scratch struct {
 type Status struct {
 	Over      bool // an enforced limit of its own denied it
 	Unlimited bool // explicitly not limited
-	// Limit is the limit reported, with its decision D: of the limits
-	// that applied, the one with the least remaining, as sluice.Combine
-	// reports a request's limits, over the config's own shadow modes.
-	// nil when no limit applied. Named says whether the config names it
+	// Limit is the limit reported, with D its remaining and reset: of
+	// the limits that applied, the first in config order that denied,
+	// else the first with the least remaining, over the config's own
+	// shadow modes. D's Allowed and RetryAfter are the descriptor's, all
+	// its limits' together. nil when no limit applied. Named says whether the config names it
 	// (config.Match.Name).
 	Limit *Limit
 	D     sluice.Decision
@@ -212,10 +213,14 @@ func (dc *Decider) Decide(ctx context.Context, cfg *config.Config, limits []*Lim
 // shadow mode as the config declares its rule (global shadow mode aside:
 // under it a descriptor over its limit says so while the request is
 // allowed, as in envoyproxy/ratelimit), and the index of the check it
-// reports, sluice.Tightest's.
+// reports. The limit reported, its remaining and its reset, is one limit,
+// so that a status never pairs one limit's name with another's reset: the
+// first in config order that denied, else the first with the least
+// remaining.
 func combineDeclared(cs []Check, ds []sluice.Decision) (sluice.Decision, int) {
 	enforced := slices.ContainsFunc(cs, func(c Check) bool { return !c.Limit.Declared.Shadow })
 	c, t := sluice.Decision{Allowed: true}, -1
+	denied := false // ds[t] denied
 	for k := range cs {
 		if enforced && cs[k].Limit.Declared.Shadow {
 			continue
@@ -225,12 +230,15 @@ func combineDeclared(cs []Check, ds []sluice.Decision) (sluice.Decision, int) {
 			c.Allowed = c.Allowed && d.Allowed
 			c.RetryAfter = max(c.RetryAfter, d.RetryAfter)
 		}
-		c.ResetAfter = max(c.ResetAfter, d.ResetAfter)
-		if t < 0 || d.Remaining < ds[t].Remaining {
+		switch {
+		case denied:
+		case !d.Allowed:
+			t, denied = k, true
+		case t < 0 || d.Remaining < ds[t].Remaining:
 			t = k
 		}
 	}
-	c.Limit, c.Remaining = ds[t].Limit, ds[t].Remaining
+	c.Limit, c.Remaining, c.ResetAfter = ds[t].Limit, ds[t].Remaining, ds[t].ResetAfter
 	if c.Allowed {
 		c.RetryAfter = 0
 	}

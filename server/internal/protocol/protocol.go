@@ -53,6 +53,7 @@ type Service struct {
 	MaxBodyBytes         int64  // the bound on POST /json's body
 	RefuseLimitOverrides bool   // refuse a descriptor's limit override
 	DynamicMetadata      bool   // fill RLS responses' dynamic_metadata
+	WholeSecondResets    bool   // RLS resets in whole seconds, rounded up, at least 1s
 	Headers              HeaderStyle
 	HeaderNames          HeaderNames // HeadersEnvoy's, none empty
 	// JSONHosts, when not nil, are the host names POST /json answers to,

@@ -236,7 +236,7 @@ func (a *Adapters) toRLS(out *decide.Outcome) *rlspb.RateLimitResponse {
 				ds.CurrentLimit = rl.Named
 			}
 			ds.LimitRemaining = uint32(min(max(st.D.Remaining, 0), math.MaxUint32))
-			if st.D.ResetAfter != sluice.Never {
+			if reset := st.D.ResetAfter; reset != sluice.Never {
 				var d *durationpb.Duration
 				if i < len(r.reset) {
 					d = &r.reset[i]
@@ -244,7 +244,10 @@ func (a *Adapters) toRLS(out *decide.Outcome) *rlspb.RateLimitResponse {
 					d = new(durationpb.Duration)
 				}
 				// as durationpb.New makes it
-				d.Seconds, d.Nanos = int64(st.D.ResetAfter/time.Second), int32(st.D.ResetAfter%time.Second)
+				d.Seconds, d.Nanos = int64(reset/time.Second), int32(reset%time.Second)
+				if a.svc.WholeSecondResets {
+					d.Seconds, d.Nanos = max(ceilSeconds(reset), 1), 0
+				}
 				ds.DurationUntilReset = d
 			}
 		}
