@@ -26,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/server/console"
 	"github.com/sluicehq/sluice/server/internal/decide"
 	"github.com/sluicehq/sluice/server/internal/protocol"
+	"github.com/sluicehq/sluice/server/internal/statsd"
 )
 
 // rlsService is the gRPC service name health reports on, beside "".
@@ -108,6 +109,11 @@ func New(cfg Settings) (*Server, error) {
 		if s.st, err = newStats(cfg.Statsd); err != nil {
 			return nil, settingsError("%w", err)
 		}
+	}
+	if ep := cfg.EnvoyPrometheus; ep != nil {
+		p := statsd.NewProm(ep.ResponseTimeMillis)
+		s.m.reg.MustRegister(p)
+		s.st = newStatsOn(p, ep.NearLimitRatio)
 	}
 	s.gate = &streamGate{max: int64(cfg.GRPCMaxStreams), recv: cfg.GRPCRecvTimeout, refused: s.m.streamsRefused.Inc}
 	s.m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

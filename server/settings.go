@@ -92,6 +92,10 @@ type Settings struct {
 	// metrics. The default sends none.
 	Statsd *Statsd
 
+	// EnvoyPrometheus, when set, shows envoyproxy/ratelimit's statistics
+	// on the Prometheus endpoint under its names. It excludes Statsd.
+	EnvoyPrometheus *EnvoyPrometheus
+
 	// HTTPAddr and GRPCAddr are where ListenAndServe listens. The
 	// defaults are ":8080" and ":8081".
 	HTTPAddr string
@@ -307,6 +311,19 @@ func (c Settings) withDefaults() (Settings, error) {
 			return c, settingsError("Statsd.FlushInterval %v must not be negative", sd.FlushInterval)
 		}
 		c.Statsd = &sd
+	}
+	if c.EnvoyPrometheus != nil {
+		if c.Statsd != nil {
+			return c, settingsError("Statsd and EnvoyPrometheus: set one, not both")
+		}
+		ep := *c.EnvoyPrometheus
+		if ep.NearLimitRatio == 0 {
+			ep.NearLimitRatio = DefaultNearLimitRatio
+		}
+		if !(ep.NearLimitRatio > 0 && ep.NearLimitRatio <= 1) {
+			return c, settingsError("EnvoyPrometheus.NearLimitRatio %v must be in (0, 1]", ep.NearLimitRatio)
+		}
+		c.EnvoyPrometheus = &ep
 	}
 	if c.DrainDelay < 0 {
 		return c, settingsError("DrainDelay %v must not be negative", c.DrainDelay)

@@ -45,6 +45,28 @@ type Statsd struct {
 	NearLimitRatio float64
 }
 
+// EnvoyPrometheus shows envoyproxy/ratelimit's statistics (those Statsd
+// sends) on the Prometheus endpoint, beside sluice's own series, under
+// the names and labels envoyproxy/ratelimit's default statsd_exporter
+// mapping gives them: for instance
+//
+//	ratelimit_service_rate_limit_total_hits{domain,key1}      (a one-level descriptor)
+//	ratelimit_service_rate_limit_total_hits{domain,key1,key2} (three levels or more, the deeper summed)
+//	ratelimit_service_response_time_seconds{grpc_method}
+//
+// A name the mapping does not take (a two-level descriptor's, or
+// domain_not_found) shows as itself with its dots made "_", without
+// labels; a series whose name already shows with other labels is left
+// out, as statsd_exporter leaves it.
+type EnvoyPrometheus struct {
+	// NearLimitRatio is as Statsd's. The default is 0.8.
+	NearLimitRatio float64
+	// ResponseTimeMillis observes response_time in milliseconds, as
+	// envoyproxy/ratelimit's PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS;
+	// the default is seconds.
+	ResponseTimeMillis bool
+}
+
 // A StatsdTag is a name and value that Statsd adds to every statistic.
 type StatsdTag struct{ Key, Value string }
 
@@ -69,7 +91,7 @@ const (
 
 // stats are the server's statsd statistics, nil when Settings.Statsd is.
 type stats struct {
-	sink      *statsd.Sink
+	sink      statSink
 	nearRatio float64
 	requests, redisErr, serviceErr,
 	loadOK, loadErr, globalShadow *statsd.Counter
@@ -79,6 +101,14 @@ type stats struct {
 	byPath  sync.Map // string -> *limitStats
 	domains sync.Map // string -> *statsd.Counter
 	named   atomic.Int64
+}
+
+// statSink is where the statistics go: a statsd.Sink sends them, a
+// statsd.Prom shows them on the Prometheus endpoint.
+type statSink interface {
+	Counter(name string) *statsd.Counter
+	Timing(name string, d time.Duration)
+	Run(ctx context.Context)
 }
 
 // limitStats are the counters of one statistics path.
@@ -95,16 +125,21 @@ func newStats(c *Statsd) (*stats, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newStatsOn(sink, c.NearLimitRatio), nil
+}
+
+// newStatsOn returns the statistics kept in sink.
+func newStatsOn(sink statSink, nearRatio float64) *stats {
 	return &stats{
 		sink:         sink,
-		nearRatio:    c.NearLimitRatio,
+		nearRatio:    nearRatio,
 		requests:     sink.Counter(statGRPC + "total_requests"),
 		redisErr:     sink.Counter(statCall + "redis_error"),
 		serviceErr:   sink.Counter(statCall + "service_error"),
 		loadOK:       sink.Counter(statService + "config_load_success"),
 		loadErr:      sink.Counter(statService + "config_load_error"),
 		globalShadow: sink.Counter(statService + "global_shadow_mode"),
-	}, nil
+	}
 }
 
 // run sends the statistics until ctx ends.

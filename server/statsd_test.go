@@ -12,6 +12,8 @@ import (
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/server/internal/statsd"
 )
 
 const statsdYAML = `domain: sd
@@ -188,7 +190,7 @@ func TestStatsdUnreachable(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for e.srv.st.sink.Dropped() == 0 {
+	for e.srv.st.sink.(*statsd.Sink).Dropped() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("nothing was dropped 30s after the requests")
 		}
@@ -231,4 +233,87 @@ func TestStatsdGlobalShadow(t *testing.T) {
 		"ratelimit_server.ShouldRateLimit.total_requests|c": 1,
 		"ratelimit_server.ShouldRateLimit.response_time|ms": 1,
 	})
+}
+
+// promYAML adds to statsdYAML a three-level descriptor with two third
+// levels, which the default mapper sums under their first two.
+const promYAML = statsdYAML + `  - key: a
+    descriptors:
+      - key: b
+        descriptors:
+          - key: c1
+            rate_limit: {unit: minute, requests_per_unit: 10}
+          - key: c2
+            rate_limit: {unit: minute, requests_per_unit: 10}
+`
+
+// envoyPromSeries are the series envoyproxy/ratelimit's default mapper
+// yields for TestEnvoyPrometheus's requests, as exposition lines; the
+// response time is checked by its count. A two-level path has no rule
+// and shows escaped; a three-level path's third level is summed away.
+var envoyPromSeries = []string{
+	`ratelimit_service_config_load_success 1`,
+	`ratelimit_service_rate_limit_near_limit{domain="sd",key1="trial"} 1`,
+	`ratelimit_service_rate_limit_near_limit{domain="sd",key1="user"} 1`,
+	`ratelimit_service_rate_limit_over_limit{domain="sd",key1="trial"} 1`,
+	`ratelimit_service_rate_limit_over_limit{domain="sd",key1="user"} 1`,
+	`ratelimit_service_rate_limit_sd_route__v1_user_bob_total_hits 1`,
+	`ratelimit_service_rate_limit_sd_route__v1_user_bob_within_limit 1`,
+	`ratelimit_service_rate_limit_nope_domain_not_found 1`,
+	`ratelimit_service_rate_limit_shadow_mode{domain="sd",key1="trial"} 1`,
+	`ratelimit_service_rate_limit_total_hits{domain="sd",key1="trial"} 2`,
+	`ratelimit_service_rate_limit_total_hits{domain="sd",key1="user"} 6`,
+	`ratelimit_service_rate_limit_total_hits{domain="sd",key1="a",key2="b"} 5`,
+	`ratelimit_service_rate_limit_within_limit{domain="sd",key1="trial"} 1`,
+	`ratelimit_service_rate_limit_within_limit{domain="sd",key1="user"} 5`,
+	`ratelimit_service_rate_limit_within_limit{domain="sd",key1="a",key2="b"} 5`,
+	`ratelimit_service_response_time_seconds_count{grpc_method="ShouldRateLimit"} 9`,
+	`ratelimit_service_total_requests{grpc_method="ShouldRateLimit"} 9`,
+}
+
+// TestEnvoyPrometheus sends the requests of TestStatsd, and two on a
+// three-level descriptor, and reads envoyproxy/ratelimit's series from
+// /metrics, beside sluice's own.
+func TestEnvoyPrometheus(t *testing.T) {
+	e := start(t, Settings{
+		Paths:           []string{writeFile(t, t.TempDir(), "sd.yaml", promYAML)},
+		EnvoyPrometheus: &EnvoyPrometheus{},
+	})
+	for _, r := range []struct {
+		domain, desc string
+		hits         uint32
+	}{
+		{"sd", "user=a", 3},
+		{"sd", "user=a", 2},
+		{"sd", "user=a", 1},
+		{"sd", "trial=x", 1},
+		{"sd", "trial=x", 1},
+		{"sd", "route=/v1,user=bob", 1},
+		{"nope", "user=a", 1},
+		{"sd", "a=1,b=2,c1=3", 2},
+		{"sd", "a=1,b=2,c2=3", 3},
+	} {
+		if _, err := e.rls.ShouldRateLimit(t.Context(), rlReq(r.domain, r.hits, r.desc)); err != nil {
+			t.Fatalf("ShouldRateLimit(%s, %s) = %v", r.domain, r.desc, err)
+		}
+	}
+	code, _, text := get(t, e.base+"/metrics")
+	if code != 200 {
+		t.Fatalf("GET /metrics = %d\n%s", code, text)
+	}
+	var got []string
+	for l := range strings.SplitSeq(text, "\n") {
+		if strings.HasPrefix(l, "ratelimit_") && !strings.Contains(l, "_bucket{") && !strings.Contains(l, "_sum{") {
+			got = append(got, l)
+		}
+	}
+	want := slices.Clone(envoyPromSeries)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("/metrics's envoyproxy/ratelimit series:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if !strings.Contains(text, "\nsluice_decisions_total{") {
+		t.Error("/metrics lacks sluice_decisions_total")
+	}
 }

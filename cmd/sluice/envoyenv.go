@@ -65,7 +65,7 @@ var envoyVars = []envoyVar{
 	{name: "GRPC_UDS", flags: "-grpc-uds"},
 	{name: "DEBUG_HOST", def: "0.0.0.0", flags: "-admin"},
 	{name: "DEBUG_PORT", def: "6070", flags: "-admin"},
-	{name: "USE_PROMETHEUS", def: "false", flags: "-metrics"},
+	{name: "USE_PROMETHEUS", def: "false", flags: "-metrics, -envoy-metrics"},
 	{name: "PROMETHEUS_ADDR", def: ":9090", flags: "-metrics"},
 	{name: "PROMETHEUS_PATH", def: "/metrics", flags: "-metrics-path"},
 	{name: "LOG_LEVEL", def: "WARN", flags: "-log-level", generic: true},
@@ -126,7 +126,8 @@ var envoyVars = []envoyVar{
 	{name: "EXTRA_TAGS", flags: "-statsd-tags"},
 	{name: "STATS_FLUSH_INTERVAL", def: "10s", flags: "-statsd-flush"},
 	{name: "DISABLE_STATS", def: "false", flags: "-statsd, -metrics"},
-	{name: "PROMETHEUS_MAPPER_YAML", note: "ignored: sluice's Prometheus metrics are its own (sluice_decisions_total and others), not mapped from statsd", report: whenSet},
+	{name: "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", def: "false", flags: "-envoy-metrics-ms"},
+	{name: "PROMETHEUS_MAPPER_YAML", note: "not implemented: under USE_PROMETHEUS sluice refuses to start with it; the default mapper's names are served", report: whenSet},
 	{name: "MEMCACHE_HOST_PORT", note: noteMemcache, report: whenSet},
 	{name: "MEMCACHE_SRV", note: noteMemcache, report: whenSet},
 	{name: "CONFIG_GRPC_XDS_SERVER_URL", def: "localhost:18000", note: noteXDS, report: whenSet},
@@ -329,6 +330,11 @@ func (r *envReader) envoyStats() {
 	if prom {
 		r.add("metrics", r.get("PROMETHEUS_ADDR"))
 		r.add("metrics-path", r.get("PROMETHEUS_PATH"))
+		r.add("envoy-metrics", "true")
+		r.add("envoy-metrics-ms", strconv.FormatBool(r.getBool("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")))
+		if y := r.get("PROMETHEUS_MAPPER_YAML"); y != "" {
+			r.errs = append(r.errs, fmt.Sprintf("PROMETHEUS_MAPPER_YAML=%q: not implemented: sluice serves the names of envoyproxy/ratelimit's default mapper only; unset it", y))
+		}
 	} else {
 		r.add("metrics", "")
 	}

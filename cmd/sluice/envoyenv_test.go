@@ -292,6 +292,7 @@ func TestEnvoyEnvNotesAndErrors(t *testing.T) {
 		{[]string{"USE_DOG_STATSD", "true"}, "USE_STATSD=true, USE_DOG_STATSD=true"},
 		{[]string{"USE_STATSD", "false", "EXTRA_TAGS", "x", "USE_DOG_STATSD", "true"}, `-statsd-tags: "x": want name:value pairs`},
 		{[]string{"NEAR_LIMIT_RATIO", "2"}, "-near-limit-ratio 2: want a number in (0, 1]"},
+		{[]string{"USE_STATSD", "false", "USE_PROMETHEUS", "true", "PROMETHEUS_MAPPER_YAML", "/m.yaml"}, `PROMETHEUS_MAPPER_YAML="/m.yaml": not implemented`},
 	} {
 		withEnv(t, tt.env...)
 		code, _, stderr := runArgs(t, "serve", "-print-config")

@@ -112,6 +112,8 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	fs.StringVar(&o.statsd.tags, "statsd-tags", "", "")
 	fs.DurationVar(&o.statsd.flush, "statsd-flush", server.DefaultStatsdFlushInterval, "")
 	fs.Float64Var(&o.statsd.nearRatio, "near-limit-ratio", server.DefaultNearLimitRatio, "")
+	fs.BoolVar(&o.statsd.prom, "envoy-metrics", false, "")
+	fs.BoolVar(&o.statsd.promMs, "envoy-metrics-ms", false, "")
 	fs.StringVar(&o.admin, "admin", defaultAdminAddr, "")
 	fs.BoolVar(&o.ui, "ui", true, "")
 	fs.BoolVar(&o.keyLookup, "key-lookup", false, "")
@@ -330,6 +332,10 @@ func (c *serveCmd) check(stderr io.Writer) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
+	envoyProm, err := o.statsd.promSettings()
+	if err != nil {
+		return usagef("%v", err)
+	}
 	if err := o.checkRedis(); err != nil {
 		return usagef("%v", err)
 	}
@@ -350,6 +356,7 @@ func (c *serveCmd) check(stderr io.Writer) error {
 	o.storeFlags(c.sources["redis-prefix"] != "")
 	c.settings = o.settings(hdrs, grpcTLS, httpTLS, c.log)
 	c.settings.Statsd = statsd
+	c.settings.EnvoyPrometheus = envoyProm
 	return nil
 }
 

@@ -69,6 +69,10 @@ Flags:
   -statsd-flush D      how often to send them (default 10s)
   -near-limit-ratio R  hits past floor(limit × R) count as near_limit
                        (default 0.8)
+  -envoy-metrics       show envoyproxy/ratelimit's statistics on the metrics
+                       endpoint, under its default Prometheus mapper's names
+                       (USE_PROMETHEUS in envoy mode)
+  -envoy-metrics-ms    their response_time in milliseconds, not seconds
   -print-config        print every setting and where it came from, and exit
   -envoy-env           read envoyproxy/ratelimit's variables even if none is
                        set (so that its defaults apply); -envoy-env=false

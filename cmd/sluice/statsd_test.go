@@ -3,8 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"io"
 	"maps"
 	"net"
+	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -93,5 +96,66 @@ func TestServeEnvoyStatsd(t *testing.T) {
 		case <-deadline:
 			t.Fatalf("statsd received %v, want %v", got, want)
 		}
+	}
+}
+
+// Under USE_PROMETHEUS, sluice serve shows envoyproxy/ratelimit's
+// statistics at PROMETHEUS_ADDR and PROMETHEUS_PATH under the names its
+// default mapper gives them, beside sluice's own series.
+func TestServeEnvoyPrometheus(t *testing.T) {
+	promAddr := "127.0.0.1:" + freePort(t)
+	withEnv(t, "USE_STATSD", "false", "USE_PROMETHEUS", "true", "PROMETHEUS_ADDR", promAddr, "PROMETHEUS_PATH", "/prom",
+		"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "true")
+	s := startServe(t, "-config", writeConfig(t, statsdServeYAML), "-redis", "")
+
+	conn, err := grpc.NewClient(s.addr("grpc"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rls := rlspb.NewRateLimitServiceClient(conn)
+	for range 3 {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		_, err := rls.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "shop", Descriptors: []*ratelimitpb.RateLimitDescriptor{
+			{Entries: []*ratelimitpb.RateLimitDescriptor_Entry{{Key: "user", Value: "a"}}},
+		}})
+		cancel()
+		if err != nil {
+			t.Fatalf("ShouldRateLimit: %v", err)
+		}
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+promAddr+"/prom", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET PROMETHEUS_ADDR/prom: %d, %v", resp.StatusCode, err)
+	}
+	text := string(body)
+	// As in TestServeEnvoyStatsd: the second request is near, the third over.
+	want := []string{
+		`ratelimit_service_config_load_success 1`,
+		`ratelimit_service_rate_limit_near_limit{domain="shop",key1="user"} 1`,
+		`ratelimit_service_rate_limit_over_limit{domain="shop",key1="user"} 1`,
+		`ratelimit_service_rate_limit_total_hits{domain="shop",key1="user"} 3`,
+		`ratelimit_service_rate_limit_within_limit{domain="shop",key1="user"} 2`,
+		`ratelimit_service_response_time_seconds_count{grpc_method="ShouldRateLimit"} 3`,
+		`ratelimit_service_total_requests{grpc_method="ShouldRateLimit"} 3`,
+	}
+	var got []string
+	for l := range strings.SplitSeq(text, "\n") {
+		if strings.HasPrefix(l, "ratelimit_") && !strings.Contains(l, "_bucket{") && !strings.Contains(l, "_sum{") {
+			got = append(got, l)
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("envoyproxy/ratelimit's series:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if !strings.Contains(text, `sluice_decisions_total{domain="shop"`) {
+		t.Error("no sluice_decisions_total beside them")
 	}
 }

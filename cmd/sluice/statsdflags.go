@@ -17,6 +17,22 @@ type statsdFlags struct {
 	tags      string // k:v,k2:v2, as EXTRA_TAGS
 	flush     time.Duration
 	nearRatio float64
+	prom      bool // envoyproxy/ratelimit's statistics on the metrics endpoint instead
+	promMs    bool // their response time in milliseconds
+}
+
+// promSettings are the server.EnvoyPrometheus the flags name, nil for
+// none.
+func (f statsdFlags) promSettings() (*server.EnvoyPrometheus, error) {
+	switch {
+	case !f.prom && f.promMs:
+		return nil, fmt.Errorf("-envoy-metrics-ms needs -envoy-metrics")
+	case !f.prom:
+		return nil, nil
+	case f.addr != "":
+		return nil, fmt.Errorf("-envoy-metrics and -statsd %q: set one, not both", f.addr)
+	}
+	return &server.EnvoyPrometheus{NearLimitRatio: f.nearRatio, ResponseTimeMillis: f.promMs}, nil
 }
 
 // settings are the server.Statsd the flags name, nil for none.
