@@ -87,7 +87,9 @@ func TestCheckErrors(t *testing.T) {
 // sluice serve -redis does, without a Redis.
 func TestCheckStoreRedis(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "daily.yaml")
-	text := "domain: shop\ndescriptors:\n  - key: user\n    rate_limit:\n      name: daily\n      algorithm: gcra\n      unit: day\n      requests_per_unit: 40009\n"
+	// One a year with bursts of 2^30: the memory store holds it in whole
+	// seconds; the Redis store's doubles hold no unit of it.
+	text := "domain: shop\ndescriptors:\n  - key: user\n    rate_limit:\n      name: daily\n      algorithm: gcra\n      unit: year\n      requests_per_unit: 1\n      burst: 1073741824\n"
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
