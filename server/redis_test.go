@@ -38,10 +38,11 @@ func TestRuleOutOfStoreRange(t *testing.T) {
 descriptors:
   - key: user
     rate_limit:
-      name: per_user_daily
+      name: per_user_yearly
       algorithm: gcra
-      unit: day
-      requests_per_unit: 40009
+      unit: year
+      requests_per_unit: 1
+      burst: 1073741824
 `
 	st := newRedisStore(t)
 	_, err := New(Settings{Store: st, Paths: []string{writeFile(t, t.TempDir(), "bad.yaml", bad)}})
