@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,6 +73,12 @@ type Result struct {
 	Delays []time.Duration
 	// Passed counts the requests allowed.
 	Passed int64
+	// Gauge says what State measures, and State is what the limiter held
+	// over the replay: at each arrival time before its requests, after
+	// each request, and at each of Trace's sample times, in time order
+	// (cut, with samples, as Trace says).
+	Gauge Gauge
+	State []Point
 }
 
 // Denied counts the requests denied.
@@ -105,37 +113,114 @@ const checkEvery = 4096
 // looks at ctx every few thousand arrivals, and returns its error if it
 // has ended: a caller that serves replays bounds their time with it.
 func Run(ctx context.Context, a Algorithm, l sluice.Limit, at []time.Duration) (*Result, error) {
+	return Trace(ctx, a, l, at, nil)
+}
+
+// Trace is Run that also reads the limiter's state, with a peek of cost 0,
+// at each of the offsets in samples (in order, from t=0), for a series
+// that shows the state between arrivals too: a bucket refilling, a window
+// starting over. A peek charges nothing, so the decisions are Run's. With
+// samples, of the points from one sample to the next Result.State keeps
+// only the first, the least, the greatest and the last: all that a chart
+// with a column per sample draws, in memory that does not grow with the
+// arrivals.
+func Trace(ctx context.Context, a Algorithm, l sluice.Limit, at, samples []time.Duration) (*Result, error) {
 	t0 := Start(l.Period)
-	r := &Result{Algorithm: a, Allowed: make([]bool, 0, len(at))}
+	r := &Result{Algorithm: a, Allowed: make([]bool, 0, len(at)), Gauge: GaugeOf(a, l)}
+	var decide func(now time.Time, n int64) sluice.Decision
 	if a.ID == LeakyQueue {
 		q, err := sluice.NewLeakyQueue(l)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", a.Name, err)
 		}
-		for i, off := range at {
-			if i%checkEvery == checkEvery-1 && ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			now := t0.Add(off)
-			release, d := q.Reserve(now, 1)
-			r.add(d)
-			if d.Allowed {
+		decide = func(now time.Time, n int64) sluice.Decision {
+			release, d := q.Reserve(now, n)
+			if n > 0 && d.Allowed {
 				r.Delays = append(r.Delays, release.Sub(now))
 			}
+			return d
 		}
-		return r, nil
+	} else {
+		lim, err := sluice.Algo(a.ID).New(l)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", a.Name, err)
+		}
+		decide = lim.AllowN
 	}
-	lim, err := sluice.Algo(a.ID).New(l)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", a.Name, err)
+	var run extremes
+	add := func(p Point) {
+		if samples == nil {
+			r.State = append(r.State, p)
+		} else {
+			run.add(p)
+		}
 	}
+	peek := func(off time.Duration) { add(Point{At: off, Value: r.Gauge.Value(decide(t0.Add(off), 0))}) }
+	sample := func(off time.Duration) {
+		r.State = run.appendTo(r.State)
+		run = extremes{}
+		peek(off)
+	}
+	s := 0
 	for i, off := range at {
 		if i%checkEvery == checkEvery-1 && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		r.add(lim.AllowN(t0.Add(off), 1))
+		for ; s < len(samples) && samples[s] < off; s++ {
+			sample(samples[s])
+		}
+		if i == 0 || at[i-1] != off {
+			peek(off)
+		}
+		d := decide(t0.Add(off), 1)
+		r.add(d)
+		add(Point{At: off, Value: r.Gauge.Value(d)})
 	}
+	for ; s < len(samples); s++ {
+		sample(samples[s])
+	}
+	r.State = run.appendTo(r.State)
 	return r, nil
+}
+
+// extremes are a run of points cut to its first, least, greatest and
+// last, each the first of its value, with their places in the run.
+type extremes struct {
+	n   int
+	pts [4]Point // first, least, greatest, last
+	at  [4]int
+}
+
+func (e *extremes) add(p Point) {
+	if e.n == 0 {
+		e.pts = [4]Point{p, p, p, p}
+	} else {
+		if p.Value < e.pts[1].Value {
+			e.pts[1], e.at[1] = p, e.n
+		}
+		if p.Value > e.pts[2].Value {
+			e.pts[2], e.at[2] = p, e.n
+		}
+		e.pts[3], e.at[3] = p, e.n
+	}
+	e.n++
+}
+
+// appendTo appends the points kept to out, in their order in the run.
+func (e *extremes) appendTo(out []Point) []Point {
+	if e.n == 0 {
+		return out
+	}
+	order := []int{0, 1, 2, 3}
+	slices.SortStableFunc(order, func(i, j int) int { return cmp.Compare(e.at[i], e.at[j]) })
+	last := -1
+	for _, k := range order {
+		if e.at[k] != last {
+			out = append(out, e.pts[k])
+			last = e.at[k]
+		}
+	}
+	return out
 }
 
 // RetryString is the demo's "retry after" column: "-" when nothing was
