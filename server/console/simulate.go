@@ -36,6 +36,11 @@ const (
 	maxTimelineArrivals = 400
 	// MaxSimBins is the most bins the chart's series hold.
 	MaxSimBins = 250
+	// MaxSimStatePoints is the most points of one algorithm's state
+	// series, and of the leaky queue's waits: past it, each bin keeps its
+	// first, last, least and greatest, which is all a chart of MaxSimBins
+	// columns can draw.
+	MaxSimStatePoints = 4 * MaxSimBins
 )
 
 // simRequest is the body of POST /v1/simulate.
@@ -82,11 +87,37 @@ type simResult struct {
 	Name       string `json:"name"`
 	Allowed    int64  `json:"allowed"`
 	Denied     int64  `json:"denied"`
-	RetryAfter string `json:"retry_after"`        // the first denial's, as sluice demo prints it
-	Timeline   string `json:"timeline,omitempty"` // as sluice demo draws it, for up to 400 arrivals
-	MaxDelay   string `json:"max_delay,omitempty"`
-	BinAllowed []int  `json:"bin_allowed"`
-	BinDenied  []int  `json:"bin_denied"`
+	RetryAfter string `json:"retry_after"` // the first denial's, as sluice demo prints it
+	// RetryAfterMs is RetryAfter in milliseconds; null when nothing was
+	// denied, or the request can never pass.
+	RetryAfterMs *float64 `json:"retry_after_ms"`
+	Timeline     string   `json:"timeline,omitempty"` // as sluice demo draws it, for up to 400 arrivals
+	MaxDelay     string   `json:"max_delay,omitempty"`
+	MaxDelayMs   float64  `json:"max_delay_ms,omitempty"`
+	BinAllowed   []int    `json:"bin_allowed"`
+	BinDenied    []int    `json:"bin_denied"`
+	// State is what the algorithm held over time (sim.Trace), sampled at
+	// each arrival and each bin's start; Waits, for the leaky queue, each
+	// admitted request's wait in the queue, at its arrival, in ms.
+	State simState   `json:"state"`
+	Waits *simSeries `json:"waits,omitempty"`
+}
+
+// simState is one algorithm's state series (sim.Gauge).
+type simState struct {
+	Label      string  `json:"label"`
+	Ms         bool    `json:"ms"` // the values are milliseconds, not units
+	Limit      float64 `json:"limit"`
+	LimitLabel string  `json:"limit_label"`
+	Caption    string  `json:"caption"`
+	simSeries
+}
+
+// simSeries is a series of values at times from t=0, at most
+// MaxSimStatePoints of them.
+type simSeries struct {
+	T []float64 `json:"t_ms"`
+	V []float64 `json:"v"`
 }
 
 // serveSimulate is POST /v1/simulate: see simRequest. A request out of
@@ -307,18 +338,38 @@ func simulate(ctx context.Context, algs []sim.Algorithm, l sluice.Limit, at []ti
 	for _, t := range at {
 		resp.Counts[t/bin]++
 	}
+	samples := make([]time.Duration, nb)
+	for i := range samples {
+		samples[i] = time.Duration(i) * bin
+	}
 	for _, a := range algs {
-		r, err := sim.Run(ctx, a, l, at)
+		r, err := sim.Trace(ctx, a, l, at, samples)
 		if err != nil {
 			return nil, err
 		}
+		g := r.Gauge
 		sr := simResult{ID: a.ID, Name: a.Name, Allowed: r.Passed, Denied: r.Denied(), RetryAfter: r.RetryString(),
-			BinAllowed: make([]int, nb), BinDenied: make([]int, nb)}
+			BinAllowed: make([]int, nb), BinDenied: make([]int, nb),
+			State: simState{Label: g.Label, Ms: g.Ms, Limit: g.Limit, LimitLabel: g.LimitLabel, Caption: g.Caption,
+				simSeries: thin(r.State, bin)}}
+		if r.Denied() > 0 && r.Retry != sluice.Never {
+			v := ms64(r.Retry)
+			sr.RetryAfterMs = &v
+		}
 		if len(at) <= maxTimelineArrivals {
 			sr.Timeline = sim.Timeline(r.Allowed, at, l.Period)
 		}
 		if a.ID == sim.LeakyQueue {
 			sr.MaxDelay = sim.FmtDur(r.LastDelay())
+			sr.MaxDelayMs = ms64(r.LastDelay())
+			waits := make([]sim.Point, 0, len(r.Delays))
+			for i, ok := range r.Allowed {
+				if ok {
+					waits = append(waits, sim.Point{At: at[i], Value: ms64(r.Delays[len(waits)])})
+				}
+			}
+			w := thin(waits, bin)
+			sr.Waits = &w
 		}
 		for i, ok := range r.Allowed {
 			if ok {
@@ -345,3 +396,39 @@ func binWidth(span time.Duration) time.Duration {
 }
 
 func ms64(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// thin returns ps as a series, at most MaxSimStatePoints of them: past
+// that, the points of each bin of width bin are cut to its first, least,
+// greatest and last, in their order, so that a chart of the bins draws
+// the same line.
+func thin(ps []sim.Point, bin time.Duration) simSeries {
+	keep := ps
+	if len(ps) > MaxSimStatePoints {
+		keep = make([]sim.Point, 0, MaxSimStatePoints)
+		for i := 0; i < len(ps); {
+			j := i
+			lo, hi := i, i
+			for ; j < len(ps) && ps[j].At/bin == ps[i].At/bin; j++ {
+				if ps[j].Value < ps[lo].Value {
+					lo = j
+				}
+				if ps[j].Value > ps[hi].Value {
+					hi = j
+				}
+			}
+			idx := [4]int{i, lo, hi, j - 1}
+			slices.Sort(idx[:])
+			for k, x := range idx {
+				if k == 0 || x != idx[k-1] {
+					keep = append(keep, ps[x])
+				}
+			}
+			i = j
+		}
+	}
+	out := simSeries{T: make([]float64, len(keep)), V: make([]float64, len(keep))}
+	for i, p := range keep {
+		out.T[i], out.V[i] = ms64(p.At), p.Value
+	}
+	return out
+}
