@@ -77,6 +77,7 @@ func (s *Server) newConsole() *console.Console {
 			return s.decider.Take(ctx, checks, ds)
 		},
 		DecideError: s.adapters.WriteDecideError,
+		Requests:    s.m.requests,
 		Decisions:   s.m.decisions,
 		Duration:    s.m.duration,
 		StoreErrors: s.m.storeErrors,

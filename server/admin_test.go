@@ -137,6 +137,10 @@ func TestAdminStats(t *testing.T) {
 	if r := rule("trial"); fmt.Sprint(r.Within, r.ShadowOver) != "[0 1] [0 1]" {
 		t.Errorf("trial (shadow): within %v shadow_over %v; want [0 1] [0 1]", r.Within, r.ShadowOver)
 	}
+	if len(st.Requests) != 1 || st.Requests[0].Domain != "test" || st.Requests[0].Rule != "" ||
+		fmt.Sprint(st.Requests[0].Within, st.Requests[0].Over, st.Requests[0].ShadowOver) != "[3 1] [1 0] [0 1]" {
+		t.Errorf("requests %+v, want domain test: within [3 1], over [1 0], shadow_over [0 1]", st.Requests)
+	}
 	if fmt.Sprint(st.Latency.Decisions) != "[4 2]" || st.Latency.MeanMs[0] <= 0 || st.Latency.P99Ms[0] == nil {
 		t.Errorf("latency %+v, want 4 and 2 decisions with a mean and p99", st.Latency)
 	}
@@ -145,6 +149,41 @@ func TestAdminStats(t *testing.T) {
 	}
 	if !strings.Contains(st.Note, "This process only") {
 		t.Errorf("note %q", st.Note)
+	}
+}
+
+// A request that meets two limits counts once among the requests, and
+// under each limit among the decisions: denied by per_user, it is still
+// within per_ip, which had room.
+func TestAdminStatsCountsRequestsOnce(t *testing.T) {
+	s, clock := newServer(t, Settings{})
+	s.admin.Sample(clock.Now()) // primes
+	body := `{"domain":"test","descriptors":[{"entries":[{"key":"user","value":"carol"}]},{"entries":[{"key":"ip","value":"192.0.2.1"}]}]}`
+	codes := map[int]int{}
+	for range 5 {
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/json", strings.NewReader(body))
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, req)
+		codes[rec.Code]++
+	}
+	if codes[http.StatusOK] != 3 || codes[http.StatusTooManyRequests] != 2 {
+		t.Fatalf("answers %v, want 3 allowed and 2 denied by per_user", codes)
+	}
+	clock.Advance(time.Second)
+	s.admin.Sample(clock.Now())
+	var st statsReport
+	if code, _, out := adminDo(t, s.AdminHandler(AdminOptions{}), "GET", "/v1/stats", "", &st); code != http.StatusOK {
+		t.Fatalf("GET /v1/stats: %d %s", code, out)
+	}
+	if len(st.Requests) != 1 || st.Requests[0].Total.Within != 3 || st.Requests[0].Total.Over != 2 {
+		t.Errorf("requests %+v, want 3 within and 2 over: one count per request", st.Requests)
+	}
+	perLimit := map[string]string{}
+	for _, r := range st.Rules {
+		perLimit[r.Rule] = fmt.Sprintf("%d %d", r.Total.Within, r.Total.Over)
+	}
+	if perLimit["per_user"] != "3 2" || perLimit["per_ip"] != "5 0" {
+		t.Errorf("decisions per limit %v, want per_user 3 within 2 over, per_ip 5 within", perLimit)
 	}
 }
 

@@ -37,12 +37,27 @@ func (s *Server) decide(ctx context.Context, snap *protocol.Snapshot, req *decid
 	return out, nil
 }
 
+// requestResult is how sluice_requests_total counts a request: over when
+// denied, shadow_over when allowed although a check in shadow mode denied.
+func requestResult(out *decide.Outcome) string {
+	if !out.Allowed {
+		return resultOver
+	}
+	for j := range out.Decisions {
+		if !out.Decisions[j].Allowed && out.Checks[j].Limit.Rule.Shadow() {
+			return resultShadowOver
+		}
+	}
+	return resultWithin
+}
+
 // count counts each descriptor's decisions in the metrics: a limit's as
 // within, over, or over in shadow mode (the config's or global); a
 // descriptor no limit applies to, or unlimited, once as within. The usage
 // charges a store that failed did not record are counted apart: each
 // check of cost > 0 on a limit charged by usage.
 func (s *Server) count(domain string, out *decide.Outcome) {
+	s.m.countRequest(domain, requestResult(out))
 	for i := range out.Statuses {
 		if st := &out.Statuses[i]; st.Limit == nil {
 			rule := labelNoRule

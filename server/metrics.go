@@ -49,6 +49,7 @@ var endpointNames = [protocol.NumEndpoints]string{protocol.GRPC: "grpc", protoco
 type metrics struct {
 	reg         *prometheus.Registry
 	decisions   *prometheus.CounterVec
+	requests    *prometheus.CounterVec // one per request, by domain and result
 	values      *prometheus.CounterVec // value_to_metric
 	storeErrors prometheus.Counter
 	shed        *prometheus.CounterVec // by domain
@@ -66,6 +67,9 @@ type metrics struct {
 	// label (seriesKey), looked up once each. Their labels come from the
 	// configs served, so there are as few as the other series.
 	unruled sync.Map
+	// byDomain are the series of sluice_requests_total, a *ruleCounters
+	// per domain label, looked up once each.
+	byDomain sync.Map
 	// shared are the *ruleCounters of rules used in several domains (the
 	// limit overrides, one rule per rate whatever the domain), by domain
 	// and rule label (seriesKey).
@@ -115,6 +119,23 @@ func (m *metrics) watchStore(store sluice.Store) {
 		}
 		return 1
 	}))
+}
+
+// countRequest counts one request decided in domain (a label the config
+// names, or labelUnknownDomain) in sluice_requests_total: within, over,
+// or shadow_over for one allowed that a limit in shadow mode would have
+// denied. A request counts once, however many limits it met.
+func (m *metrics) countRequest(domain, result string) {
+	c, ok := m.byDomain.Load(domain)
+	if !ok {
+		c, _ = m.byDomain.LoadOrStore(domain, &ruleCounters{
+			domain:     domain,
+			within:     m.requests.WithLabelValues(domain, resultWithin),
+			over:       m.requests.WithLabelValues(domain, resultOver),
+			shadowOver: m.requests.WithLabelValues(domain, resultShadowOver),
+		})
+	}
+	c.(*ruleCounters).inc(result)
 }
 
 // countShed counts a request shed in domain, a label the config names
@@ -274,6 +295,12 @@ func newMetrics() *metrics {
 				"(within, over, or shadow_over for a denial not enforced). " +
 				`Descriptors no limit applies to count under rule "(none)", domains the config lacks under domain "(unknown)".`,
 		}, []string{"domain", "rule", "result"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_requests_total",
+			Help: "Rate-limit requests, each counted once whatever the limits it met, by domain and result: " +
+				"within (allowed), over (denied), or shadow_over (allowed, but a limit in shadow mode would have denied it). " +
+				`Domains the config lacks count under "(unknown)".`,
+		}, []string{"domain", "result"}),
 		values: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_value_decisions_total",
 			Help: "Rate-limit decisions of the limits whose descriptor sets value_to_metric, by domain, rule, " +
@@ -318,7 +345,7 @@ func newMetrics() *metrics {
 			Help: "gRPC calls refused with UNAVAILABLE, past the bound on calls in flight across all connections.",
 		}),
 	}
-	m.reg.MustRegister(m.decisions, m.values, m.storeErrors, m.shed, m.lost, m.duration, m.reloads, m.rules, m.connsRefused, m.streamsRefused,
+	m.reg.MustRegister(m.decisions, m.requests, m.values, m.storeErrors, m.shed, m.lost, m.duration, m.reloads, m.rules, m.connsRefused, m.streamsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Both results exist from the start, so that a rate() over them is
 	// defined before the first reload.

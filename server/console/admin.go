@@ -54,8 +54,8 @@ const maxAdminBody = 4 << 20
 
 // Handler returns the admin API and, with opts.UI, the console:
 //
-//   - GET /v1/stats: the decisions of the last minutes, per second, per
-//     domain and rule, as JSON (see Serve);
+//   - GET /v1/stats: the requests of the last minutes, per second, per
+//     domain, and the decisions per domain and rule, as JSON (see Serve);
 //   - GET /v1/policy: the config being served, and the last reload;
 //   - POST /v1/simulate (with UI): replays arrivals through the exact
 //     algorithms (the playground);

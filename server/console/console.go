@@ -50,9 +50,11 @@ type Service struct {
 	Take func(ctx context.Context, checks []decide.Check, ds []sluice.Decision) (sluice.Result, error)
 	// DecideError answers a request Take refused, as the service does.
 	DecideError func(ctx context.Context, w http.ResponseWriter, err error)
-	// Decisions, Duration and StoreErrors are the service's collectors of
-	// sluice_decisions_total, sluice_decision_duration_seconds and
-	// sluice_store_errors_total, which the statistics sample.
+	// Requests, Decisions, Duration and StoreErrors are the service's
+	// collectors of sluice_requests_total, sluice_decisions_total,
+	// sluice_decision_duration_seconds and sluice_store_errors_total,
+	// which the statistics sample.
+	Requests    *prometheus.CounterVec
 	Decisions   *prometheus.CounterVec
 	Duration    *prometheus.HistogramVec
 	StoreErrors prometheus.Counter

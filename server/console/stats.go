@@ -3,6 +3,7 @@ package console
 import (
 	"cmp"
 	"context"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -54,7 +55,12 @@ type statsRing struct {
 	primed bool // last, lat and errs hold a sample
 }
 
-type seriesKey struct{ domain, rule string }
+// seriesKey is a series of sluice_decisions_total (a domain and a rule),
+// or, with request set, of sluice_requests_total (a domain).
+type seriesKey struct {
+	domain, rule string
+	request      bool
+}
 
 // tally is one series' decisions: allowed, denied, denied in shadow mode.
 type tally struct{ within, over, shadow uint64 }
@@ -100,7 +106,10 @@ func (r *statsRing) run(ctx context.Context, svc *Service) {
 // sample reads the counters at now and records what they added since the
 // last sample as the second now falls in. The first sample only primes.
 func (r *statsRing) sample(svc *Service, now time.Time) {
-	cum := readDecisions(svc.Decisions)
+	cum := readCounts(svc.Decisions, false)
+	if svc.Requests != nil {
+		maps.Copy(cum, readCounts(svc.Requests, true))
+	}
 	lat := readLatency(svc.Duration)
 	errs := readCounter(svc.StoreErrors)
 
@@ -257,11 +266,12 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
-// readDecisions reads sluice_decisions_total, by domain and rule.
-func readDecisions(c *prometheus.CounterVec) map[seriesKey]tally {
+// readCounts reads sluice_decisions_total, by domain and rule, or, with
+// requests, sluice_requests_total, by domain.
+func readCounts(c *prometheus.CounterVec, requests bool) map[seriesKey]tally {
 	out := make(map[seriesKey]tally)
 	for _, m := range collect(c) {
-		k := seriesKey{domain: label(m, "domain"), rule: label(m, "rule")}
+		k := seriesKey{domain: label(m, "domain"), rule: label(m, "rule"), request: requests}
 		t := out[k]
 		v := uint64(m.GetCounter().GetValue())
 		switch label(m, "result") {
@@ -309,9 +319,13 @@ type StatsReport struct {
 	Window  int       `json:"window_seconds"`
 	// Seconds are the sampled seconds, oldest first (Unix seconds); each
 	// array below has one value per second.
-	Seconds []int64      `json:"seconds"`
-	Rules   []RuleReport `json:"rules"`
-	Latency struct {
+	Seconds []int64 `json:"seconds"`
+	// Requests are the requests of each domain, each counted once; Rules
+	// the decisions of each limit, so that a request that met two limits
+	// counts under both.
+	Requests []RuleReport `json:"requests"`
+	Rules    []RuleReport `json:"rules"`
+	Latency  struct {
 		Decisions []uint64   `json:"decisions"`
 		MeanMs    []float64  `json:"mean_ms"`
 		P50Ms     []*float64 `json:"p50_ms"` // null past the last bucket
@@ -323,11 +337,11 @@ type StatsReport struct {
 	UI     bool        `json:"ui"`
 }
 
-// RuleReport is one domain and rule: per second, and in total since the
-// process started.
+// RuleReport is one domain and rule, or one domain's requests (no rule):
+// per second, and in total since the process started.
 type RuleReport struct {
 	Domain     string   `json:"domain"`
-	Rule       string   `json:"rule"`
+	Rule       string   `json:"rule,omitempty"`
 	Within     []uint32 `json:"within"`
 	Over       []uint32 `json:"over"`
 	ShadowOver []uint32 `json:"shadow_over"`
@@ -374,6 +388,7 @@ func (r *statsRing) report(c *Console, opts Options) *StatsReport {
 	defer r.mu.Unlock()
 	out.Seconds = make([]int64, r.n)
 	out.Rules = []RuleReport{} // [], not null, before the first decision
+	out.Requests = []RuleReport{}
 	rows := make([]*RuleReport, len(r.series))
 	row := func(i int32) *RuleReport {
 		if rows[i] == nil {
@@ -410,11 +425,17 @@ func (r *statsRing) report(c *Console, opts Options) *StatsReport {
 	for i := range r.series {
 		rr := row(int32(i))
 		rr.Total.Within, rr.Total.Over, rr.Total.ShadowOver = r.last[i].within, r.last[i].over, r.last[i].shadow
-		out.Rules = append(out.Rules, *rr)
+		if r.series[i].request {
+			out.Requests = append(out.Requests, *rr)
+		} else {
+			out.Rules = append(out.Rules, *rr)
+		}
 	}
-	slices.SortFunc(out.Rules, func(a, b RuleReport) int {
+	byName := func(a, b RuleReport) int {
 		return cmp.Or(strings.Compare(a.Domain, b.Domain), strings.Compare(a.Rule, b.Rule))
-	})
+	}
+	slices.SortFunc(out.Requests, byName)
+	slices.SortFunc(out.Rules, byName)
 	out.Store.Name = c.svc.StoreName
 	out.Store.ErrorsTotal = r.errs
 	out.Store.Health = "ok"
