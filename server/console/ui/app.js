@@ -57,7 +57,7 @@ function showPage() {
     $(`#page-${p}`).classList.toggle("active", p === name);
     $(`nav a[data-page=${p}]`).classList.toggle("active", p === name);
   }
-  if (name === "live") startLive(); else stopLive();
+  if (name === "live") startLive(); else { stopLive(); refreshBadge(); }
   if (name === "policy") loadPolicy();
   if (name === "lookup") enterLookup();
   if (name === "playground" && !entered.playground) { entered.playground = true; runPlayground(); }
@@ -96,51 +96,93 @@ async function refreshLive() {
 
 const sum = (a) => a.reduce((x, y) => x + y, 0);
 
-function renderLive(s) {
-  const n = s.seconds.length;
-  const rules = s.rules.filter((r) => selected === null || r.domain + "\u0000" + r.rule === selected);
-  const add = (field) => {
-    const out = new Array(n).fill(0);
-    for (const r of rules) r[field].forEach((v, i) => { out[i] += v; });
-    return out;
-  };
-  const within = add("within"), over = add("over"), shadow = add("shadow_over");
-  const last = (a) => (n > 0 ? a[n - 1] : null);
-  $("#card-within").textContent = fmtNum(last(within));
-  $("#card-over").textContent = fmtNum(last(over));
-  $("#card-shadow").textContent = fmtNum(last(shadow));
-  let p99 = null;
-  for (let i = n - 1; i >= 0 && i >= n - 10; i--) if (s.latency.p99_ms[i] !== null && s.latency.decisions[i] > 0) { p99 = s.latency.p99_ms[i]; break; }
-  $("#card-p99").textContent = p99 === null ? "–" : "≤ " + fmtMs(p99);
+// renderBadge shows the store's state in the header, on every tab.
+function renderBadge(s) {
   const st = s.store;
-  $("#card-store").textContent = st.health;
-  $("#card-store").className = "value " + (st.health === "ok" ? "ok" : "bad");
-  let badge = `store: ${st.name}`;
+  let badge = `store: ${st.name} · ${st.health}`;
   if (st.keys !== undefined && st.keys !== null) badge += ` · ${fmtNum(st.keys)} keys`;
   if (st.breaker) badge += ` · breaker ${st.breaker}`;
   badge += ` · ${fmtNum(st.errors_total)} errors`;
-  $("#store-badge").textContent = badge;
-  $("#live-which").textContent = selected === null ? "all rules" : selected.replace("\u0000", " / ");
+  const b = $("#store-badge");
+  b.textContent = badge;
+  b.classList.toggle("bad", st.health !== "ok");
+}
 
-  // The table: every rule seen, with its window and its total.
-  const tbody = $("#live-rules tbody");
-  tbody.replaceChildren(...s.rules.map((r) => {
-    const key = r.domain + "\u0000" + r.rule;
-    const tr = el("tr", { "data-domain": r.domain, "data-rule": r.rule, class: key === selected ? "selected" : "" },
-      el("td", {}, r.domain), el("td", {}, r.rule),
-      el("td", { class: "num win-within" }, fmtNum(sum(r.within))),
-      el("td", { class: "num win-over" }, fmtNum(sum(r.over))),
-      el("td", { class: "num win-shadow" }, fmtNum(sum(r.shadow_over))),
-      el("td", { class: "num tot-within" }, fmtNum(r.total.within)),
-      el("td", { class: "num tot-over" }, fmtNum(r.total.over)),
-      el("td", { class: "num tot-shadow" }, fmtNum(r.total.shadow_over)));
-    tr.addEventListener("click", () => {
-      selected = selected === key ? null : key;
-      renderLive(lastStats);
-    });
+// The badge outside Live, which refreshes it itself.
+async function refreshBadge() {
+  if (liveTimer) return;
+  try { renderBadge(await api("/v1/stats")); } catch (_) { /* Live shows the error */ }
+}
+
+// countsRow is a row of the requests' or the limits' table.
+function countsRow(r, attrs, ...lead) {
+  return el("tr", attrs, ...lead.map((v) => el("td", {}, v)),
+    el("td", { class: "num win-within" }, fmtNum(sum(r.within))),
+    el("td", { class: "num win-over" }, fmtNum(sum(r.over))),
+    el("td", { class: "num win-shadow" }, fmtNum(sum(r.shadow_over))),
+    el("td", { class: "num tot-within" }, fmtNum(r.total.within)),
+    el("td", { class: "num tot-over" }, fmtNum(r.total.over)),
+    el("td", { class: "num tot-shadow" }, fmtNum(r.total.shadow_over)));
+}
+
+function renderLive(s) {
+  const n = s.seconds.length;
+  const requests = s.requests || [];
+  // The chart: every domain's requests, or one domain's, or one limit's
+  // decisions, as the row selected says.
+  let rows = requests, what = "requests, all domains";
+  if (selected !== null) {
+    const [domain, rule] = selected.split("\u0000");
+    if (rule) {
+      rows = s.rules.filter((r) => r.domain === domain && r.rule === rule);
+      what = `decisions of limit ${rule} (domain ${domain})`;
+    } else {
+      rows = requests.filter((r) => r.domain === domain);
+      what = `requests, domain ${domain}`;
+    }
+  }
+  const add = (from, field) => {
+    const out = new Array(n).fill(0);
+    for (const r of from) r[field].forEach((v, i) => { out[i] += v; });
+    return out;
+  };
+  const within = add(rows, "within"), over = add(rows, "over"), shadow = add(rows, "shadow_over");
+  const all = { within: add(requests, "within"), over: add(requests, "over"), shadow: add(requests, "shadow_over") };
+  const last = (a) => (n > 0 ? a[n - 1] : null);
+  $("#card-within").textContent = fmtNum(last(all.within));
+  $("#card-over").textContent = fmtNum(last(all.over));
+  $("#card-shadow").textContent = fmtNum(last(all.shadow));
+  // The latest second with decisions in the window, so that the card
+  // keeps its value while traffic pauses.
+  let p99 = null, mean = null;
+  for (let i = n - 1; i >= 0; i--) {
+    if (s.latency.decisions[i] > 0) { p99 = s.latency.p99_ms[i]; mean = s.latency.mean_ms[i]; break; }
+  }
+  // p99 is null past the histogram's last bucket, 0.8192s.
+  $("#card-p99").textContent = mean === null ? "–" : p99 === null ? "over 819ms" : fmtMs(p99);
+  const st = s.store;
+  $("#card-store").textContent = st.health;
+  $("#card-store").className = "value " + (st.health === "ok" ? "ok" : "bad");
+  renderBadge(s);
+  $("#live-which").textContent = what;
+
+  const pick = (key) => () => {
+    selected = selected === key ? null : key;
+    renderLive(lastStats);
+  };
+  $("#live-requests tbody").replaceChildren(...requests.map((r) => {
+    const key = r.domain + "\u0000";
+    const tr = countsRow(r, { "data-domain": r.domain, class: key === selected ? "selected" : "" }, r.domain);
+    tr.addEventListener("click", pick(key));
     return tr;
   }));
-  $("#live-empty").classList.toggle("hidden", s.rules.length > 0);
+  $("#live-rules tbody").replaceChildren(...s.rules.map((r) => {
+    const key = r.domain + "\u0000" + r.rule;
+    const tr = countsRow(r, { "data-domain": r.domain, "data-rule": r.rule, class: key === selected ? "selected" : "" }, r.domain, r.rule);
+    tr.addEventListener("click", pick(key));
+    return tr;
+  }));
+  $("#live-empty").classList.toggle("hidden", s.rules.length > 0 || requests.length > 0);
 
   const xs = s.seconds.length ? s.seconds : [s.now];
   const pad = (a) => (s.seconds.length ? a : [null]);
@@ -152,13 +194,13 @@ function renderLive(s) {
       new uPlot({
         width: chartWidth(t1), height: 220, cursor: { sync: { key: "live" } },
         series: [{}, { label: "allowed", stroke: colors.within, width: 1.5 },
-          { label: "denied", stroke: colors.over, width: 1.5 }, { label: "shadow over", stroke: colors.shadow, width: 1.5 }],
+          { label: "denied", stroke: colors.over, width: 1.5 }, { label: "allowed, over a shadow limit", stroke: colors.shadow, width: 1.5 }],
         axes: [{}, { label: "per second" }], scales: { y: { range: (u, min, max) => [0, Math.max(1, max)] } },
       }, dec, t1),
       new uPlot({
         width: chartWidth(t2), height: 180, cursor: { sync: { key: "live" } },
-        series: [{}, { label: "mean ms", stroke: colors.mean, width: 1.5, value: (u, v) => fmtMs(v) },
-          { label: "p99 ms (bucket bound)", stroke: colors.p99, width: 1.5, value: (u, v) => fmtMs(v) }],
+        series: [{}, { label: "average", stroke: colors.mean, width: 1.5, value: (u, v) => fmtMs(v) },
+          { label: "99% of decisions took at most", stroke: colors.p99, width: 1.5, value: (u, v) => fmtMs(v) }],
         axes: [{}, { label: "milliseconds" }], scales: { y: { range: (u, min, max) => [0, Math.max(0.1, max || 0)] } },
       }, lat, t2),
     ];
@@ -208,7 +250,7 @@ async function loadPolicy() {
         el("td", { class: "mono" }, descriptorText(l.descriptor)),
         el("td", {}, l.name),
         el("td", {}, l.unlimited ? "unlimited" : l.algorithm),
-        el("td", { class: "num" }, l.unlimited ? "" : `${fmtNum(l.rate)} / ${l.period}`),
+        el("td", { class: "num rate" }, l.unlimited ? "" : l.rate ? `${fmtNum(l.rate)} / ${l.period}` : "always denied"),
         el("td", { class: "num" }, l.capacity ? fmtNum(l.capacity) : ""),
         el("td", {}, l.shadow ? "shadow" : "enforced"),
         el("td", {}, l.charge || ""),
@@ -270,11 +312,11 @@ async function lookup(ev) {
     parts.push(el("h2", {}, descriptorText(descs[i].entries)));
     if (!d.limits.length) { parts.push(el("p", { class: "empty" }, "No limit applies.")); return; }
     parts.push(el("table", { class: "grid" },
-      el("thead", {}, el("tr", {}, ...["limit", "algorithm", "", "remaining", "reset in", "retry in", "where"].map((h) => el("th", {}, h)))),
+      el("thead", {}, el("tr", {}, ...["limit", "algorithm", "rate", "remaining", "reset in", "retry in", "where"].map((h) => el("th", {}, h)))),
       el("tbody", {}, ...d.limits.map((l) => el("tr", { "data-rule": l.rule },
         el("td", {}, l.rule + (l.shadow ? " (shadow)" : "")),
         el("td", {}, l.unlimited ? "unlimited" : l.algorithm),
-        el("td", {}, l.limit || ""),
+        el("td", { class: "rate" }, l.limit || ""),
         el("td", { class: "num remaining" }, l.unlimited ? "∞" : l.replaced ? "replaced" : `${fmtNum(l.remaining)} of ${fmtNum(l.quota)}`),
         el("td", { class: "num" }, l.unlimited || l.replaced ? "" : fmtMs(l.reset_ms)),
         el("td", { class: "num" }, l.unlimited || l.replaced ? "" : l.retry_ms === 0 ? "now" : (l.retry_exact ? "" : "≤ ") + fmtMs(l.retry_ms)),
@@ -318,7 +360,7 @@ function playRequest() {
   };
 }
 
-let playCharts = [];
+let lastPlay = null;
 let playRuns = 0;
 
 async function runPlayground() {
@@ -340,83 +382,180 @@ async function runPlayground() {
 }
 
 function clearPlayground() {
-  for (const c of playCharts) c.destroy();
-  playCharts = [];
+  lastPlay = null;
   $("#play-charts").replaceChildren();
   $("#play-desc").textContent = "";
   $("#play-table").classList.add("hidden");
   $("#play-legend").textContent = "";
 }
 
-// boundaries draws the fixed windows' boundaries, every period from t=0.
-function boundaries(periodSec) {
-  return {
-    hooks: {
-      draw: [(u) => {
-        const { min, max } = u.scales.x;
-        const first = Math.ceil(min / periodSec), last = Math.floor(max / periodSec);
-        if (last - first > 60) return;
-        const ctx = u.ctx;
-        ctx.save();
-        ctx.strokeStyle = "#94a3b8";
-        ctx.setLineDash([4, 4]);
-        ctx.lineWidth = 1;
-        for (let k = first; k <= last; k++) {
-          const x = Math.round(u.valToPos(k * periodSec, "x", true));
-          ctx.beginPath();
-          ctx.moveTo(x, u.bbox.top);
-          ctx.lineTo(x, u.bbox.top + u.bbox.height);
-          ctx.stroke();
-        }
-        ctx.restore();
-      }],
-    },
-  };
+// The playground's charts are SVG drawn here: a few hundred elements each,
+// with axes a test (or a reader of the DOM) can read.
+
+const SVGNS = "http://www.w3.org/2000/svg";
+
+function svg(tag, attrs, ...kids) {
+  const e = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) if (v !== undefined && v !== null) e.setAttribute(k, v);
+  for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  return e;
+}
+
+// fmtDur rounds a duration in milliseconds to what a reader needs: ms with
+// at most one decimal below a second, then seconds, minutes, hours, days.
+function fmtDur(ms) {
+  if (ms === null || ms === undefined) return "–";
+  const r = (v, d) => +v.toFixed(d);
+  if (ms === 0) return "0";
+  if (ms < 1000) return `${r(ms, 1)}ms`;
+  if (ms < 60000) return `${r(ms / 1000, 2)}s`;
+  if (ms < 3600000) return `${r(ms / 60000, 1)}m`;
+  if (ms < 172800000) return `${r(ms / 3600000, 1)}h`;
+  return `${r(ms / 86400000, 1)}d`;
+}
+
+// step is a round step (1, 2 or 5 times a power of ten) that cuts max
+// into about n parts; whole is the least step allowed.
+function step(max, n, whole) {
+  const raw = Math.max(max / n, Number.MIN_VALUE);
+  const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  for (const m of [1, 2, 5, 10]) if (m * mag >= raw) return Math.max(m * mag, whole || 0);
+  return Math.max(10 * mag, whole || 0);
+}
+
+function ticks(max, n, whole) {
+  const st = step(max, n, whole);
+  const out = [];
+  for (let v = 0; v <= max + st * 1e-9 && out.length < 20; v += st) out.push(+v.toPrecision(12));
+  return out;
+}
+
+// chart draws one playground chart: a plot of y values over time, with a
+// y-axis and its tick labels, strips of allowed and denied marks below it,
+// and the time axis.
+function chart(r, o) {
+  const W = chartWidth($("#play-charts")), L = 64, R = W - 14, top = 18, plotH = o.height || 110;
+  const strips = o.strips || [];
+  const stripH = 16, axisTop = top + plotH + 6 + strips.length * (stripH + 2);
+  const H = axisTop + 24;
+  const xmax = Math.max(r.start_ms[r.start_ms.length - 1] + r.bin_ms, r.period_ms);
+  const x = (t) => L + (R - L) * t / xmax;
+  const ytop = Math.max(o.ymax, Number.MIN_VALUE);
+  const yt = ticks(ytop, 4, o.ms ? 0 : 1);
+  const ymax = Math.max(ytop, yt[yt.length - 1]);
+  const y = (v) => top + plotH - plotH * v / ymax;
+  const root = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: "play-svg", "data-alg": o.id, role: "img", "aria-label": o.title });
+
+  // The fixed windows' boundaries, every period from t=0.
+  const nb = Math.floor(xmax / r.period_ms);
+  if (nb <= 60) {
+    for (let k = 1; k <= nb; k++) {
+      root.append(svg("line", { class: "boundary", x1: x(k * r.period_ms), x2: x(k * r.period_ms), y1: top, y2: axisTop }));
+    }
+  }
+  // The y-axis.
+  const ya = svg("g", { class: "y-axis" });
+  ya.append(svg("line", { class: "axis", x1: L, x2: L, y1: top, y2: top + plotH }));
+  for (const v of yt) {
+    ya.append(svg("line", { class: "grid", x1: L, x2: R, y1: y(v), y2: y(v) }));
+    ya.append(svg("text", { class: "tick", x: L - 6, y: y(v) + 4, "text-anchor": "end" }, o.ms ? fmtDur(v) : fmtNum(v)));
+  }
+  ya.append(svg("text", { class: "label", transform: `translate(12 ${top + plotH / 2}) rotate(-90)`, "text-anchor": "middle" }, o.label));
+  root.append(ya);
+  if (o.limit !== undefined) {
+    root.append(svg("line", { class: "limit", x1: L, x2: R, y1: y(o.limit), y2: y(o.limit) }));
+    root.append(svg("text", { class: "limit-label", x: R - 4, y: y(o.limit) - 4, "text-anchor": "end" }, o.limitLabel));
+  }
+  if (o.bars) {
+    const w = Math.max(1, (x(r.bin_ms) - x(0)) * 0.9);
+    o.bars.forEach((v, i) => {
+      if (v > 0) root.append(svg("rect", { class: "arrivals", x: x(r.start_ms[i]), y: y(v), width: w, height: top + plotH - y(v) },
+        svg("title", {}, `${fmtNum(v)} at ${fmtDur(r.start_ms[i])}`)));
+    });
+  }
+  if (o.series) {
+    const { t_ms: ts, v: vs } = o.series;
+    let d = "";
+    for (let i = 0; i < ts.length; i++) d += `${i ? "L" : "M"}${x(ts[i]).toFixed(1)} ${y(vs[i]).toFixed(1)}`;
+    // The line holds its last value to the chart's end.
+    if (ts.length) d += `L${R} ${y(vs[vs.length - 1]).toFixed(1)}`;
+    root.append(svg("path", { class: "state", d }));
+  }
+  if (o.waits) {
+    o.waits.t_ms.forEach((t, i) => {
+      const v = o.waits.v[i];
+      root.append(svg("circle", { class: "wait", cx: x(t).toFixed(1), cy: y(v).toFixed(1), r: 2.5, "data-v": v },
+        svg("title", {}, `arrived at ${fmtDur(t)}, waited ${fmtDur(v)}`)));
+    });
+  }
+  // The strips of marks: one bar per bin, as tall as its count against
+  // the busiest bin of arrivals.
+  const peak = Math.max(1, ...r.counts);
+  strips.forEach((st, k) => {
+    const y0 = top + plotH + 6 + k * (stripH + 2);
+    root.append(svg("text", { class: "strip-label " + st.cls, x: L - 6, y: y0 + 12, "text-anchor": "end" }, st.label));
+    root.append(svg("line", { class: "grid", x1: L, x2: R, y1: y0 + stripH, y2: y0 + stripH }));
+    const w = Math.max(1, (x(r.bin_ms) - x(0)) * 0.9);
+    st.counts.forEach((v, i) => {
+      if (v <= 0) return;
+      const h = Math.max(2, stripH * v / peak);
+      root.append(svg("rect", { class: st.cls, x: x(r.start_ms[i]), y: y0 + stripH - h, width: w, height: h },
+        svg("title", {}, `${fmtNum(v)} ${st.label} at ${fmtDur(r.start_ms[i])}`)));
+    });
+  });
+  // The time axis.
+  const xa = svg("g", { class: "x-axis" });
+  xa.append(svg("line", { class: "axis", x1: L, x2: R, y1: axisTop, y2: axisTop }));
+  for (const t of ticks(xmax, Math.max(2, Math.floor((R - L) / 90)))) {
+    xa.append(svg("line", { class: "axis", x1: x(t), x2: x(t), y1: axisTop, y2: axisTop + 4 }));
+    xa.append(svg("text", { class: "tick", x: x(t), y: axisTop + 16, "text-anchor": "middle" }, fmtDur(t)));
+  }
+  root.append(xa);
+  return root;
 }
 
 function renderPlayground(r) {
   clearPlayground();
+  lastPlay = r;
   $("#play-desc").textContent = `Limit ${r.limit}, bucket capacity ${r.capacity}. ${r.description}`;
-  const xs = r.start_ms.map((v) => v / 1000);
-  const bars = uPlot.paths.bars({ size: [0.9, 30], align: 1 });
   const target = $("#play-charts");
-  const peak = Math.max(1, ...r.counts);
-  const count = r.results.length + 1;
-  const make = (title, series, data, range) => {
-    const box = el("div", { class: "chart small-chart" });
-    target.append(box);
-    const lastChart = playCharts.length === count - 1;
-    playCharts.push(new uPlot({
-      title, width: chartWidth(target), height: lastChart ? 150 : 115, cursor: { sync: { key: "play" } }, legend: { show: false },
-      plugins: [boundaries(r.period_ms / 1000)],
-      scales: { x: { time: false, range: (u, min, max) => [0, Math.max(max + r.bin_ms / 1000, r.period_ms / 1000)] }, y: { range } },
-      axes: [lastChart ? { label: "t (s), from a fixed-window boundary" } : {}, { size: 50 }],
-      series: [{ label: "t", value: (u, v) => (v === null ? "–" : `${+v.toFixed(6)}s`) }, ...series],
-    }, data, box));
-  };
-  make(`arrivals: ${fmtNum(r.arrivals)} in bins of ${fmtMs(r.bin_ms)}`,
-    [{ label: "arrivals", stroke: colors.arrivals, fill: colors.arrivals + "99", paths: bars, points: { show: false } }],
-    [xs, r.counts], () => [0, peak]);
+  const box = (id, title, caption, svgEl) => el("div", { class: "play-chart", "data-alg": id },
+    el("h3", {}, title), caption ? el("p", { class: "caption" }, caption) : "", svgEl);
+  target.append(box("arrivals", `Arrivals: ${fmtNum(r.arrivals)}, counted in bins of ${fmtDur(r.bin_ms)}`, "",
+    chart(r, { id: "arrivals", title: "arrivals", label: "requests", ymax: Math.max(1, ...r.counts), bars: r.counts, height: 70 })));
   for (const res of r.results) {
-    make(`${res.name}: ${fmtNum(res.allowed)} allowed, ${fmtNum(res.denied)} denied`,
-      [{ label: "allowed", stroke: colors.within, fill: colors.within + "bb", paths: bars, points: { show: false } },
-        { label: "denied", stroke: colors.over, fill: colors.over + "bb", paths: bars, points: { show: false }, value: (u, v) => (v === null ? "–" : -v) }],
-      [xs, res.bin_allowed, res.bin_denied.map((v) => -v)], () => [-peak, peak]);
+    const st = res.state;
+    const strips = [{ cls: "allowed", label: res.id === "leaky_queue" ? "queued" : "allowed", counts: res.bin_allowed }];
+    if (res.denied > 0) strips.push({ cls: "denied", label: "denied", counts: res.bin_denied });
+    const ymax = Math.max(st.limit, ...st.v, ...(res.waits ? res.waits.v : []));
+    const title = `${res.name}: ${fmtNum(res.allowed)} ${res.id === "leaky_queue" ? "queued" : "allowed"}, ` +
+      (res.denied > 0 ? `${fmtNum(res.denied)} denied` : "none denied");
+    target.append(box(res.id, title, st.caption, chart(r, {
+      id: res.id, title, label: st.label, ms: st.ms, ymax, limit: st.limit, limitLabel: st.limit_label,
+      series: st, waits: res.waits, strips,
+    })));
   }
   $("#play-table tbody").replaceChildren(...r.results.map((res) => el("tr", { "data-alg": res.id },
     el("td", {}, res.name), el("td", { class: "num allowed" }, fmtNum(res.allowed)), el("td", { class: "num denied" }, fmtNum(res.denied)),
-    el("td", { class: "retry" }, res.retry_after), el("td", { class: "timeline" }, res.timeline || "(over 400 arrivals)"))));
+    el("td", { class: "retry", title: res.retry_after },
+      res.denied === 0 ? "–" : res.retry_after_ms === null ? "never" : fmtDur(res.retry_after_ms)),
+    el("td", { class: "timeline" }, res.timeline || "(over 400 arrivals)"))));
   $("#play-table").classList.remove("hidden");
-  $("#play-legend").textContent = "Charts: allowed above the axis, denied below; dashed lines are the fixed windows' boundaries. " +
-    "Timeline, as sluice demo draws it: # allowed (queued, for the leaky queue), . denied, | a fixed-window boundary." +
-    r.results.filter((x) => x.max_delay).map((x) => ` The leaky queue's last admitted request waits ${x.max_delay}.`).join("");
+  const queue = r.results.find((x) => x.id === "leaky_queue");
+  $("#play-legend").textContent = "Charts: what each algorithm holds over time, against its limit (the dashed line), and below it the requests " +
+    "allowed and denied, per bin; the grey dashed lines are the fixed windows' boundaries. " +
+    "Timeline, as sluice demo draws it: # allowed (queued, for the leaky queue), . denied, | a fixed-window boundary. " +
+    "Retry after is rounded; hover for the exact value." +
+    (queue && queue.allowed > 0 ? ` The leaky queue's last admitted request waits ${fmtDur(queue.max_delay_ms || 0)}.` : "");
 }
 
 window.addEventListener("resize", () => {
-  for (const c of [...(liveCharts || []), ...playCharts]) c.setSize({ width: chartWidth(c.root.parentNode), height: c.height });
+  for (const c of liveCharts || []) c.setSize({ width: chartWidth(c.root.parentNode), height: c.height });
+  if (lastPlay) renderPlayground(lastPlay);
 });
 
 setupPlayground();
+setInterval(refreshBadge, 5000);
 $("#lookup-form").addEventListener("submit", lookup);
 window.addEventListener("hashchange", showPage);
 showPage();
