@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"image/png"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +55,20 @@ descriptors:
       - name: per_ip_daily
         unit: day
         requests_per_unit: 1000
+  - key: team
+    rate_limits:
+      - name: per_team
+        algorithm: sliding_log
+        unit: hour
+        requests_per_unit: 2
+      - name: per_team_daily
+        unit: day
+        requests_per_unit: 1000
+  - key: banned
+    rate_limit:
+      name: blocked
+      unit: second
+      requests_per_unit: 0
 `
 
 // page is a headless chromium tab on the console, which records the
@@ -256,7 +272,7 @@ func (p *page) shot(dir, name string) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, wait)
 	defer cancel()
-	b, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	b, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // the whole page, as a PNG
 	if err != nil {
 		p.t.Fatalf("screenshot %s: %v", name, err)
 	}
@@ -328,8 +344,32 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("request %d: %d, want %d", i+1, code, want)
 		}
 	}
-	p.waitFor("live counters", fmt.Sprintf(`(r => r !== null && ['tot-within', 'tot-over', 'win-within', 'win-over'].map(c => r.querySelector('.' + c).textContent).join(' ') === '%d %d %d %d')`+
-		`(document.querySelector('#live-rules tr[data-domain="shop"][data-rule="per_user"]'))`, limit, sent-limit, limit, sent-limit))
+	// A team meets two limits: per_team, 2 an hour, denies its last
+	// three requests, which per_team_daily would have let through.
+	const teamSent, teamLimit = 5, 2
+	for i := range teamSent {
+		code, _ := s.postJSON(t, "shop", "team", "blue")
+		if want := 200; i >= teamLimit && code != 429 || i < teamLimit && code != want {
+			t.Errorf("team request %d: %d", i+1, code)
+		}
+	}
+	counts := func(sel string) string {
+		return fmt.Sprintf(`(r => r === null ? '' : ['tot-within', 'tot-over', 'win-within', 'win-over'].map(c => r.querySelector('.' + c).textContent).join(' '))`+
+			`(document.querySelector('%s'))`, sel)
+	}
+	p.waitFor("live counters", fmt.Sprintf(`%s === '%d %d %d %d'`, counts(`#live-rules tr[data-domain="shop"][data-rule="per_user"]`), limit, sent-limit, limit, sent-limit))
+	// Requests count once each: the team's three denials are not counted
+	// as allowed under per_team_daily.
+	allowed, denied := limit+teamLimit, sent-limit+teamSent-teamLimit
+	p.waitFor("live requests", fmt.Sprintf(`%s === '%d %d %d %d'`, counts(`#live-requests tr[data-domain="shop"]`), allowed, denied, allowed, denied))
+	p.waitFor("live limits", fmt.Sprintf(`(r => r !== null && +r.querySelector('.tot-within').textContent + +r.querySelector('.tot-over').textContent === %d)`+
+		`(document.querySelector('#live-rules tr[data-rule="per_team_daily"]'))`, teamSent))
+	if got := eval[string](p, "live", `document.querySelector('#card-p99').textContent`); got == "–" || got == "" {
+		t.Errorf("live: the latency card reads %q after requests, want a time", got)
+	}
+	if got := eval[string](p, "live", `document.querySelector('#store-badge').textContent`); !strings.Contains(got, "store: memory") {
+		t.Errorf("live: the store badge reads %q, want the memory store", got)
+	}
 	if got := eval[string](p, "live", `document.querySelector('#live-note').textContent`); !strings.Contains(got, "This process only") {
 		t.Errorf("live note %q, want it to say the numbers are this process's", got)
 	}
@@ -337,8 +377,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	p.check("live")
 
 	// Policy: every limit of the config, with its line.
-	p.do("policy", chromedp.Navigate(origin+"/ui/#policy"))
+	// A new load of the page, on Policy: the store's state shows on every
+	// tab, not only once Live has been opened.
+	p.do("policy", chromedp.Navigate(origin+"/ui/?policy#policy"))
 	p.visible("policy", `#policy-domains tr[data-rule="per_ip_daily"]`)
+	p.waitFor("store badge", `document.querySelector('#store-badge').textContent.startsWith('store: memory')`)
 	lines := map[string]int{}
 	for i, l := range strings.Split(consoleYAML, "\n") {
 		if _, name, ok := strings.Cut(l, "name: "); ok {
@@ -354,6 +397,18 @@ func TestConsoleInBrowser(t *testing.T) {
 	if got := eval[string](p, "policy", `document.querySelector('#policy-domains tr[data-rule="per_ip"]').textContent`); !strings.Contains(got, "token_bucket") || !strings.Contains(got, "5 / 1s") || !strings.Contains(got, "10") {
 		t.Errorf("policy row per_ip: %q, want token_bucket, 5 / 1s, burst 10", got)
 	}
+	if got := eval[string](p, "policy", `document.querySelector('#policy-domains tr[data-rule="blocked"] td.rate').textContent`); got != "always denied" {
+		t.Errorf("policy: a limit of 0 requests has rate %q, want %q", got, "always denied")
+	}
+	// The page fits a window of 1280 pixels (the browser's), and no rate
+	// wraps: a cell of one line has one box per text node.
+	if w := eval[float64](p, "policy", `Math.max(document.documentElement.scrollWidth, ...[...document.querySelectorAll('#policy-domains table')].map(t => t.getBoundingClientRect().right))`); w > 1280 {
+		t.Errorf("policy: %v px wide, want at most 1280", w)
+	}
+	if wrapped := eval[[]string](p, "policy", `[...document.querySelectorAll('#policy-domains td.rate')].filter(td => { const r = document.createRange(); r.selectNodeContents(td); return r.getClientRects().length > 1 }).map(td => td.textContent)`); len(wrapped) > 0 {
+		t.Errorf("policy: rates wrap: %q", wrapped)
+	}
+	noBlankHeaders(t, p, "policy")
 	p.shot(shots, "console-policy.png")
 	p.check("policy")
 
@@ -364,6 +419,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	p.set("#lookup-descriptors", "user=alice\nip=203.0.113.9")
 	p.click("#lookup-form button")
 	p.waitFor("lookup result", `document.querySelector('#lookup-result tr[data-rule="per_user"] .remaining')?.textContent === '0 of 3'`)
+	noBlankHeaders(t, p, "lookup")
 	p.shot(shots, "console-lookup.png")
 	p.check("lookup")
 
@@ -400,14 +456,15 @@ func TestConsoleInBrowser(t *testing.T) {
 				t.Errorf("playground boundary, %s: allowed and denied %q; sluice demo boundary says %q", id, got, want[names[id]])
 			}
 		}
-		if n := eval[int](p, "playground", `document.querySelectorAll('#play-charts canvas').length`); n < len(group)+1 {
+		if n := eval[int](p, "playground", `document.querySelectorAll('#play-charts svg').length`); n != len(group)+1 {
 			t.Errorf("playground: %d charts, want one for the arrivals and one per algorithm", n)
 		}
-		if start == 0 {
-			p.shot(shots, "console-playground.png")
-		}
+		yAxes(t, p)
 	}
 	p.check("playground")
+	playgroundTeaches(t, p, &runs)
+	p.shot(shots, "console-playground.png")
+	p.check("playground's charts")
 
 	// A bad input shows the server's error; the page still works.
 	p.mu.Lock()
@@ -428,6 +485,200 @@ func TestConsoleInBrowser(t *testing.T) {
 	p.waitFor("recover", `document.body.dataset.play === 'done'`)
 	p.check("bad input")
 	t.Logf("screenshots in %s", shots)
+}
+
+// noBlankHeaders fails the test for a column header with no text.
+func noBlankHeaders(t *testing.T, p *page, step string) {
+	t.Helper()
+	if n := eval[int](p, step, `[...document.querySelectorAll('.page.active th')].filter(th => th.textContent.trim() === '').length`); n > 0 {
+		t.Errorf("%s: %d column headers without text", step, n)
+	}
+}
+
+// yAxes fails the test unless every playground chart has a y-axis with
+// at least two tick labels.
+func yAxes(t *testing.T, p *page) {
+	t.Helper()
+	bare := eval[[]string](p, "y-axes", `[...document.querySelectorAll('#play-charts svg')].filter(s => [...s.querySelectorAll('.y-axis text.tick')].filter(x => x.textContent.trim() !== '').length < 2).map(s => s.dataset.alg)`)
+	if len(bare) > 0 {
+		t.Errorf("playground: charts without a y-axis of tick labels: %q", bare)
+	}
+}
+
+// playRun runs the playground with algs at 5/1s on a scenario, or on a
+// Poisson stream of 8 a second for 10s when scenario is "poisson".
+func playRun(t *testing.T, p *page, runs *int, scenario string, algs ...string) {
+	t.Helper()
+	for i := range 3 {
+		v := ""
+		if i < len(algs) {
+			v = algs[i]
+		}
+		p.set("#play-alg-"+strconv.Itoa(i), v)
+	}
+	p.set("#play-rate", "5")
+	p.set("#play-period", "1s")
+	p.set("#play-burst", "0")
+	if scenario == "poisson" {
+		p.click(`input[name=kind][value=poisson]`)
+		p.set("#play-prate", "8")
+		p.set("#play-duration", "10s")
+		p.set("#play-seed", "1")
+	} else {
+		p.click(`input[name=kind][value=scenario]`)
+		p.set("#play-scenario", scenario)
+	}
+	p.click("#play-run")
+	*runs++
+	p.waitFor("playground "+scenario, fmt.Sprintf(`document.body.dataset.playRuns === '%d'`, *runs))
+	yAxes(t, p)
+}
+
+// playgroundTeaches checks what the charts show: on the burst, the leaky
+// queue's waits (sluice demo's release delays), which the token bucket
+// has none of; on the steady stream, no denied marks, since nothing is
+// denied. It leaves the page on a Poisson stream, for the screenshot.
+func playgroundTeaches(t *testing.T, p *page, runs *int) {
+	t.Helper()
+	playRun(t, p, runs, "burst", "token_bucket", "leaky_queue", "fixed_window")
+	waits := eval[[]float64](p, "burst", `[...document.querySelectorAll('svg[data-alg="leaky_queue"] circle.wait')].map(c => +c.dataset.v)`)
+	if want := demoDelays(t, "burst"); fmt.Sprint(waits) != fmt.Sprint(want) {
+		t.Errorf("burst: the leaky queue's chart shows waits %v (ms), sluice demo burst's release delays are %v", waits, want)
+	}
+	if slices.Max(append(waits, 0)) <= 0 {
+		t.Error("burst: the leaky queue's chart shows no wait above zero")
+	}
+	if n := eval[int](p, "burst", `document.querySelectorAll('svg[data-alg="token_bucket"] circle.wait').length`); n != 0 {
+		t.Errorf("burst: the token bucket's chart shows %d waits, want none", n)
+	}
+	if n := eval[int](p, "burst", `document.querySelectorAll('svg[data-alg="token_bucket"] rect.denied').length`); n == 0 {
+		t.Error("burst: the token bucket's chart shows no denied mark, but it denied half the burst")
+	}
+	if n := eval[int](p, "burst", `document.querySelectorAll('svg[data-alg="token_bucket"] path.state').length`); n != 1 {
+		t.Errorf("burst: the token bucket's chart has %d state lines, want 1", n)
+	}
+
+	playRun(t, p, runs, "steady", "token_bucket", "leaky_queue", "sliding_log")
+	if n := eval[int](p, "steady", `document.querySelectorAll('#play-charts rect.denied, #play-charts .strip-label.denied').length`); n != 0 {
+		t.Errorf("steady: nothing was denied, yet %d denied marks are drawn", n)
+	}
+
+	playRun(t, p, runs, "poisson", "token_bucket", "leaky_queue", "sliding_log")
+	if n := eval[int](p, "poisson", `document.querySelectorAll('svg[data-alg="leaky_queue"] circle.wait').length`); n == 0 {
+		t.Error("poisson: the leaky queue's chart shows no waits")
+	}
+}
+
+// demoDelays runs sluice demo SCENARIO and reads the leaky queue's
+// release delays, in milliseconds.
+func demoDelays(t *testing.T, scenario string) []float64 {
+	t.Helper()
+	code, out, errOut := runArgs(t, "demo", scenario)
+	if code != exitOK {
+		t.Fatalf("sluice demo %s: exit %d: %s", scenario, code, errOut)
+	}
+	_, rest, ok := strings.Cut(strings.Join(strings.Fields(out), " "), "Leaky queue release delays: ")
+	line, _, _ := strings.Cut(rest, ". ")
+	if !ok || strings.Contains(line, "...") || strings.Contains(line, "each") {
+		t.Fatalf("sluice demo %s: no full list of release delays in:\n%s", scenario, out)
+	}
+	var ms []float64
+	for _, f := range strings.Fields(line) {
+		d, err := time.ParseDuration(f)
+		if err != nil {
+			t.Fatalf("sluice demo %s: release delay %q: %v", scenario, f, err)
+		}
+		ms = append(ms, float64(d)/float64(time.Millisecond))
+	}
+	return ms
+}
+
+// The playground's state series are sluice demo's numbers: on each of the
+// demo's scenarios, every algorithm allows and denies as the demo's table
+// says, the leaky queue waits as its release delays say, and on the burst
+// each algorithm's state after the last request at t=0 is what the
+// requests it allowed took: the token bucket's tokens left, the leaky
+// bucket's water, GCRA's TAT ahead of now, the windows' counts.
+func TestSimulateStateMatchesDemo(t *testing.T) {
+	s := startServe(t)
+	endpoint := "http://" + s.addr("admin") + "/v1/simulate"
+	ids := []string{"token_bucket", "leaky_bucket", "gcra", "fixed_window", "sliding_log", "sliding_counter", "leaky_queue"}
+	names := map[string]string{"token_bucket": "token bucket", "leaky_bucket": "leaky bucket", "gcra": "GCRA", "fixed_window": "fixed window",
+		"sliding_log": "sliding log", "sliding_counter": "sliding counter", "leaky_queue": "leaky queue"}
+	const capacity, intervalMs = 5, 200 // at 5/1s
+	for _, scenario := range []string{"burst", "steady", "boundary"} {
+		counts := demoCounts(t, scenario)
+		for start := 0; start < len(ids); start += 3 {
+			group := ids[start:min(start+3, len(ids))]
+			body := fmt.Sprintf(`{"algorithms":["%s"],"limit":{"rate":5,"period":"1s"},"pattern":{"kind":"scenario","scenario":%q}}`, strings.Join(group, `","`), scenario)
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, endpoint, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out struct {
+				Results []struct {
+					ID      string `json:"id"`
+					Allowed int    `json:"allowed"`
+					Denied  int    `json:"denied"`
+					State   struct {
+						T []float64 `json:"t_ms"`
+						V []float64 `json:"v"`
+					} `json:"state"`
+					Waits *struct {
+						V []float64 `json:"v"`
+					} `json:"waits"`
+				} `json:"results"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&out)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("POST /v1/simulate %s: %d %v", body, resp.StatusCode, err)
+			}
+			for _, r := range out.Results {
+				if got := fmt.Sprintf("%d %d", r.Allowed, r.Denied); got != counts[names[r.ID]] {
+					t.Errorf("%s, %s: allowed and denied %q; sluice demo says %q", scenario, r.ID, got, counts[names[r.ID]])
+				}
+				if r.ID == "leaky_queue" {
+					want := demoDelaysOrZero(t, scenario)
+					if r.Waits == nil || fmt.Sprint(r.Waits.V) != fmt.Sprint(want) {
+						t.Errorf("%s: the leaky queue's waits %v (ms), sluice demo's release delays %v", scenario, r.Waits, want)
+					}
+				}
+				if scenario != "burst" {
+					continue
+				}
+				// The state after the burst: the last point at t=0.
+				after := -1.0
+				for i, at := range r.State.T {
+					if at == 0 {
+						after = r.State.V[i]
+					}
+				}
+				a := float64(r.Allowed)
+				want := map[string]float64{"token_bucket": capacity - a, "gcra": a * intervalMs, "leaky_queue": a * intervalMs}[r.ID]
+				if r.ID != "token_bucket" && r.ID != "gcra" && r.ID != "leaky_queue" {
+					want = a
+				}
+				if after != want {
+					t.Errorf("burst, %s: state %v after the burst, want %v from the %d it allowed", r.ID, after, want, r.Allowed)
+				}
+			}
+		}
+	}
+}
+
+// demoDelaysOrZero is demoDelays, or for a demo whose leaky queue
+// delayed none, its admitted count of zeros.
+func demoDelaysOrZero(t *testing.T, scenario string) []float64 {
+	t.Helper()
+	code, out, _ := runArgs(t, "demo", scenario)
+	if code == exitOK && strings.Contains(strings.Join(strings.Fields(out), " "), "release delays: 0s each, no delay.") {
+		n, _ := strconv.Atoi(strings.Fields(demoCounts(t, scenario)["leaky queue"])[0])
+		return make([]float64, n)
+	}
+	return demoDelays(t, scenario)
 }
 
 // The console is on the admin listener only, and -ui=false takes it off.
