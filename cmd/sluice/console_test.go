@@ -557,6 +557,13 @@ func playgroundTeaches(t *testing.T, p *page, runs *int) {
 	if n := eval[int](p, "burst", `document.querySelectorAll('svg[data-alg="token_bucket"] path.state').length`); n != 1 {
 		t.Errorf("burst: the token bucket's chart has %d state lines, want 1", n)
 	}
+	// Durations are rounded: ms with at most one decimal below a second.
+	rounded := regexp.MustCompile(`^(–|never|\d+(\.\d)?ms|\d+(\.\d\d?)?s)$`)
+	for _, cell := range eval[[]string](p, "burst", `[...document.querySelectorAll('#play-table td.retry')].map(td => td.textContent)`) {
+		if !rounded.MatchString(cell) {
+			t.Errorf("burst: retry after %q, want a rounded duration", cell)
+		}
+	}
 
 	playRun(t, p, runs, "steady", "token_bucket", "leaky_queue", "sliding_log")
 	if n := eval[int](p, "steady", `document.querySelectorAll('#play-charts rect.denied, #play-charts .strip-label.denied').length`); n != 0 {

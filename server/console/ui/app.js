@@ -316,7 +316,7 @@ async function lookup(ev) {
       el("tbody", {}, ...d.limits.map((l) => el("tr", { "data-rule": l.rule },
         el("td", {}, l.rule + (l.shadow ? " (shadow)" : "")),
         el("td", {}, l.unlimited ? "unlimited" : l.algorithm),
-        el("td", { class: "rate" }, l.limit || ""),
+        el("td", { class: "rate" }, /^0\//.test(l.limit || "") ? "always denied" : l.limit || ""),
         el("td", { class: "num remaining" }, l.unlimited ? "∞" : l.replaced ? "replaced" : `${fmtNum(l.remaining)} of ${fmtNum(l.quota)}`),
         el("td", { class: "num" }, l.unlimited || l.replaced ? "" : fmtMs(l.reset_ms)),
         el("td", { class: "num" }, l.unlimited || l.replaced ? "" : l.retry_ms === 0 ? "now" : (l.retry_exact ? "" : "≤ ") + fmtMs(l.retry_ms)),
