@@ -26,6 +26,7 @@ import (
 	rlsconfpb "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -45,6 +46,7 @@ type controlPlane struct {
 	gs    *grpc.Server
 	acks  []string // versions acknowledged
 	nacks []*discoverypb.DiscoveryRequest
+	opens int // first requests of a stream
 }
 
 // startControlPlane serves on a free loopback port until the test ends.
@@ -68,6 +70,8 @@ func (cp *controlPlane) serve(ln net.Listener) {
 				cp.nacks = append(cp.nacks, req)
 			case req.GetResponseNonce() != "":
 				cp.acks = append(cp.acks, req.GetVersionInfo())
+			default:
+				cp.opens++
 			}
 			return nil
 		},
@@ -199,6 +203,12 @@ func TestXDS(t *testing.T) {
 	// No config yet: not ready, no domain.
 	if code, _, _ := get(t, e.base+"/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("before the first push: /readyz %d, want 503", code)
+	}
+	if code, _, _ := get(t, e.base+"/healthcheck"); code != http.StatusInternalServerError {
+		t.Errorf("before the first push: /healthcheck %d, want 500", code)
+	}
+	if resp, err := e.health.Check(t.Context(), &healthpb.HealthCheckRequest{Service: "ratelimit"}); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("before the first push: gRPC health %v, %v; want NOT_SERVING", resp.GetStatus(), err)
 	}
 	if got := limitIn(t, s, "shop"); got != 0 {
 		t.Errorf("before the first push: limit %d, want none", got)
@@ -398,6 +408,24 @@ func TestXDSMTLS(t *testing.T) {
 	x3.TLS = &XDSTLS{CAFile: filepath.Join(dir, "missing.crt")}
 	if _, err := New(Settings{XDS: x3, Store: newStore(t)}); err == nil || !strings.Contains(err.Error(), "missing.crt") {
 		t.Errorf("a missing CA file: %v, want an error naming it", err)
+	}
+}
+
+// A push past XDS.MaxMessageBytes is refused by gRPC before it is read:
+// the stream ends, and the client connects again, serving nothing.
+func TestXDSMaxMessageBytes(t *testing.T) {
+	cp := startControlPlane(t)
+	cp.push("v1", shopConfig("shop", 2))
+	x := fastXDS(cp.addr)
+	x.MaxMessageBytes = 64
+	e := start(t, Settings{XDS: x})
+	waitFor(t, "the client connecting again", func() bool {
+		cp.mu.Lock()
+		defer cp.mu.Unlock()
+		return cp.opens >= 2
+	})
+	if len(e.srv.Domains()) != 0 || e.srv.ready.Load() || cp.acked("v1") {
+		t.Errorf("a push past MaxMessageBytes: domains %q, ready %v, acked %v; want none, not ready, not acked", e.srv.Domains(), e.srv.ready.Load(), cp.acked("v1"))
 	}
 }
 
