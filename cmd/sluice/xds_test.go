@@ -327,9 +327,24 @@ func TestEnvoyXDSVariables(t *testing.T) {
 			t.Errorf("env %v: exit %d, stderr %q; want 2 saying %q", tt.env, code, stderr, tt.want)
 		}
 	}
-	// -config and -xds at once.
+	// The flags alone.
 	withEnv(t)
-	if code, _, stderr := runServeOwnPorts(t, "-config", "x.yaml", "-xds", "127.0.0.1:1"); code != exitUsage || !strings.Contains(stderr, "-config and -xds") {
-		t.Errorf("-config and -xds: exit %d, %q", code, stderr)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-config", "x.yaml", "-xds", "127.0.0.1:1"}, "-config and -xds: the config comes from one of them"},
+		{[]string{"-xds", "127.0.0.1:1", "-xds-tls-ca", "ca.crt"}, "need -xds-tls"},
+		{[]string{"-xds", "127.0.0.1:1", "-xds-tls", "-xds-tls-cert", "c.crt"}, "-xds-tls-cert and -xds-tls-key"},
+		{[]string{"-xds", "127.0.0.1:1", "-xds-backoff-random-factor", "1.5"}, "-xds-backoff-random-factor 1.5"},
+		{[]string{"-xds", "127.0.0.1:1", "-xds-headers", "novalue"}, `-xds-headers: "novalue": want KEY:VALUE pairs`},
+	} {
+		if code, _, stderr := runServeOwnPorts(t, append([]string{"-print-config"}, tt.args...)...); code != exitUsage || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%v: exit %d, %q; want 2 saying %q", tt.args, code, stderr, tt.want)
+		}
+	}
+	v, _, _ = printed(t, nil, "-xds", "127.0.0.1:1", "-xds-tls", "-xds-tls-ca", "ca.crt")
+	if v["xds"] != "127.0.0.1:1" || v["xds-tls"] != "true" || v["xds-tls-ca"] != "ca.crt" {
+		t.Errorf("-xds flags: %v", v)
 	}
 }
