@@ -77,22 +77,57 @@ func (o Options) Load(paths ...string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	return o.load(len(files), func(i int) (string, []byte, error) {
+		data, err := readFile(files[i])
+		return files[i], data, err
+	})
+}
+
+// A Document is one config file's content, from elsewhere than a file:
+// Name stands for the file in errors (Error.File) and in Limits.
+type Document struct {
+	Name string
+	Data []byte
+}
+
+// Parse loads docs as Load loads files, with the options o: each is one
+// domain, within the caps, and every problem is reported as an *Error
+// naming its document. No document is an empty config, serving no
+// domain. At most MaxDocuments documents are read.
+func (o Options) Parse(docs ...Document) (*Config, error) {
+	if len(docs) > MaxDocuments {
+		return nil, fmt.Errorf("config: %d documents: at most %d", len(docs), MaxDocuments)
+	}
+	return o.load(len(docs), func(i int) (string, []byte, error) {
+		if len(docs[i].Data) > MaxFileSize {
+			return "", nil, errTooLarge(docs[i].Name)
+		}
+		return docs[i].Name, docs[i].Data, nil
+	})
+}
+
+// MaxDocuments is the most documents Options.Parse reads, as a config
+// directory holds at most as many files.
+const MaxDocuments = maxDirFiles
+
+// load parses n documents, the i-th read by doc, into a Config.
+func (o Options) load(n int, doc func(i int) (name string, data []byte, err error)) (*Config, error) {
 	var (
 		ds    []*domainConfig
 		errs  []error
 		items int // descriptors and limits so far
 	)
-	for _, f := range files {
-		data, err := readFile(f)
+	for i := range n {
+		name, data, err := doc(i)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		d, derrs := parseDomain(f, data)
+		d, derrs := parseDomain(name, data)
 		if d != nil {
 			ds = append(ds, d)
-			// Each file is within the caps, but a directory may hold
-			// any number of files: stop reading them at the cap.
+			// Each document is within the caps, but a directory may
+			// hold any number of files: stop reading them at the cap.
 			if err := countItems(d, &items); err != nil {
 				errs = append(errs, err)
 				break

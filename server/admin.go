@@ -63,6 +63,7 @@ func (s *Server) newConsole() *console.Console {
 		Shadow:         s.cfg.Shadow,
 		Paths:          s.cfg.Paths,
 		Policy:         s.cfg.Policy,
+		XDS:            s.xdsVersion(),
 		StoreName:      s.cfg.StoreName,
 		Store:          s.cfg.Store,
 		Log:            s.log,
@@ -82,4 +83,13 @@ func (s *Server) newConsole() *console.Console {
 		Duration:    s.m.duration,
 		StoreErrors: s.m.storeErrors,
 	})
+}
+
+// xdsVersion is the console's view of a config pushed over xDS: the
+// control plane's address and the version in force; nil without xDS.
+func (s *Server) xdsVersion() func() (addr, version string) {
+	if s.cfg.XDS == nil {
+		return nil
+	}
+	return func() (string, string) { return s.cfg.XDS.Addr, s.cur.Load().version }
 }

@@ -33,6 +33,11 @@
 // TLS or mTLS. When ctx ends, the server reports itself not ready, waits
 // Settings.DrainDelay, and lets the requests in flight finish.
 //
+// The config comes from files (Settings.Paths, watched), from code
+// (Settings.Policy), or from an xDS control plane that pushes
+// envoyproxy/ratelimit's RateLimitConfig resources, as Envoy Gateway's
+// does (Settings.XDS).
+//
 // The whole service (endpoints, TLS, how a request is decided, what holds
 // under a flood, forward auth, the input bounds, the metrics, reloading
 // and shutting down, and where things are in the code) is in

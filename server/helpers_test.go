@@ -117,7 +117,7 @@ func newStore(t testing.TB) *memory.Store {
 func newServer(t testing.TB, cfg Settings) (*Server, *testClock) {
 	t.Helper()
 	clock := newClock()
-	if len(cfg.Paths) == 0 && cfg.Policy == nil {
+	if len(cfg.Paths) == 0 && cfg.Policy == nil && cfg.XDS == nil {
 		cfg.Paths = []string{writeFile(t, t.TempDir(), "test.yaml", testYAML)}
 	}
 	if cfg.Store == nil {

@@ -21,6 +21,9 @@ import (
 // nothing; the read it started is abandoned, and no other starts until it
 // returns.
 func (s *Server) Reload(ctx context.Context) error {
+	if s.cfg.XDS != nil {
+		return errXDSReload
+	}
 	if len(s.cfg.Paths) == 0 {
 		return errNoPaths
 	}

@@ -48,7 +48,14 @@ type Server struct {
 	st      *stats // statsd's; nil without Settings.Statsd
 	cur     atomic.Pointer[snapshot]
 	health  *health.Server
-	ready   atomic.Bool
+	// ready is whether the server reports itself ready: it serves
+	// (readyMu's serving), and has its config (configured).
+	ready      atomic.Bool
+	configured atomic.Bool
+	readyMu    sync.Mutex
+	serving    bool // Serve has begun and shutdown has not; under readyMu
+	// xds is the client of Settings.XDS; nil without one.
+	xds     *xdsClient
 	handler http.Handler
 	// failures logs the requests the failure modes decided (failurelog.go).
 	failures failureLog
@@ -162,10 +169,46 @@ func New(cfg Settings) (*Server, error) {
 		return nil, err
 	}
 	s.install(newSnapshot(c, lis, nil, hash, cfg.Clock.Now()))
+	// A server fed over xDS has its config once the first push loads,
+	// unless told to start without it.
+	s.configured.Store(cfg.XDS == nil || cfg.StartWithoutConfig)
+	if cfg.XDS != nil {
+		s.xds = newXDSClient(s, cfg.XDS)
+	}
 	s.handler = s.routes()
 	// Not serving until Serve.
 	s.setServing(healthpb.HealthCheckResponse_NOT_SERVING)
 	return s, nil
+}
+
+// setReady notes that Serve has begun (serving) or that shutdown has
+// (!serving), and reports the server ready when it serves and has its
+// config: gRPC health SERVING, /readyz and /healthcheck 200.
+func (s *Server) setReady(serving bool) {
+	s.readyMu.Lock()
+	defer s.readyMu.Unlock()
+	s.serving = serving
+	s.updateReady()
+}
+
+// setConfigured notes that the server has its config, and reports it
+// ready if it serves.
+func (s *Server) setConfigured() {
+	if s.configured.Swap(true) {
+		return
+	}
+	s.readyMu.Lock()
+	defer s.readyMu.Unlock()
+	s.updateReady()
+}
+
+// updateReady sets ready from serving and configured. s.readyMu is held.
+func (s *Server) updateReady() {
+	r := s.serving && s.configured.Load()
+	s.ready.Store(r)
+	if r {
+		s.setServing(healthpb.HealthCheckResponse_SERVING)
+	}
 }
 
 // install makes snap the config being served.
@@ -253,8 +296,7 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 	// Ready before either server answers its first request: a caller
 	// told the listeners are up (sluice serve's banner) may probe at once,
 	// and must not find it not ready in the moment before this line.
-	s.ready.Store(true)
-	s.setServing(healthpb.HealthCheckResponse_SERVING)
+	s.setReady(true)
 	errc := make(chan error, 2)
 	go func() {
 		if err := hs.Serve(httpLn); !errors.Is(err, http.ErrServerClosed) {
@@ -281,6 +323,9 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 	}
 	if len(s.cfg.Paths) > 0 && s.cfg.ReloadInterval > 0 {
 		wg.Go(func() { s.watch(watchCtx) })
+	}
+	if s.xds != nil {
+		wg.Go(func() { s.xds.run(watchCtx) })
 	}
 	s.log.InfoContext(ctx, "serving", "http", httpLn.Addr().String(), "grpc", grpcLn.Addr().String(),
 		"domains", s.Domains(), "store", s.cfg.StoreName, "shadow", s.cfg.Shadow)

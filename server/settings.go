@@ -24,6 +24,9 @@ type Settings struct {
 	// Policy is the config served when Paths is empty. The default is
 	// config.Default(), the built-in example policy.
 	Policy *config.Config
+	// XDS, when set, is where the config comes from instead of Paths and
+	// Policy: a control plane that pushes it over xDS (see XDS).
+	XDS *XDS
 	// MergeDomains lets several files of Paths define one domain, as
 	// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG does (see
 	// config.Options). The default refuses a domain defined twice.
@@ -280,6 +283,18 @@ var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustPa
 func (c Settings) withDefaults() (Settings, error) {
 	if c.Store == nil {
 		return c, settingsError("Settings.Store is required")
+	}
+	if c.XDS != nil {
+		if len(c.Paths) > 0 || c.Policy != nil {
+			return c, settingsError("XDS with Paths or Policy: the config comes from one source")
+		}
+		x, err := c.XDS.withDefaults()
+		if err != nil {
+			return c, settingsError("%w", err)
+		}
+		c.XDS = x
+		// Until the first push, no domain.
+		c.Policy = new(config.Config)
 	}
 	if len(c.Paths) == 0 && c.Policy == nil {
 		c.Policy = config.Default()

@@ -11,7 +11,7 @@ import (
 
 // shutdown stops the servers gracefully: see Serve.
 func (s *Server) shutdown(ctx context.Context, hs *http.Server, gs *grpc.Server) {
-	s.ready.Store(false)
+	s.setReady(false)
 	s.health.Shutdown() // NOT_SERVING, for good
 	close(s.draining)
 	s.log.InfoContext(ctx, "shutting down: not ready", "drain", s.cfg.DrainDelay, "timeout", s.cfg.ShutdownTimeout)

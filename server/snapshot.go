@@ -21,6 +21,9 @@ type snapshot struct {
 	protocol.Snapshot
 	hash   string // of the config files' names and bytes; "" for a Policy
 	loaded time.Time
+	// version is the xDS version_info of the push it came from
+	// (Settings.XDS); "" for files and a Policy.
+	version string
 }
 
 // limitAside is what the server keeps beside each decide.Limit, as its
@@ -173,3 +176,6 @@ func hashFile(w io.Writer, name string) error {
 
 // errNoPaths is Reload's error for a server that serves a Policy.
 var errNoPaths = errors.New("server: no config files to reload: the server serves a config given in code")
+
+// errXDSReload is Reload's error for a server fed over xDS.
+var errXDSReload = errors.New("server: no config files to reload: the config comes over xDS, and each push takes effect as it comes")

@@ -24,7 +24,10 @@ type banner struct {
 
 func printBanner(w io.Writer, b banner) {
 	cfg := "the built-in policy"
-	if len(b.configs) > 0 {
+	switch {
+	case b.o.xds.addr != "":
+		cfg = b.o.xds.String() + " (each push takes effect as it comes)"
+	case len(b.configs) > 0:
 		cfg = strings.Join(b.configs, ", ") + " (reloaded on change and on SIGHUP)"
 	}
 	shadow := "off"

@@ -46,7 +46,6 @@ var (
 
 const (
 	noteMemcache = "memcache is not implemented: sluice keeps its counts in Redis (REDIS_*) or in memory"
-	noteXDS      = "configuration over xDS is not implemented: sluice reads its config from files (RUNTIME_*)"
 	noteTracing  = "tracing is not implemented"
 )
 
@@ -117,7 +116,7 @@ var envoyVars = []envoyVar{
 	{name: "LOCAL_CACHE_SIZE_IN_BYTES", def: "0", note: "ignored: sluice remembers denials until their Retry-After on its own (10000 of them), which never denies what Redis would allow", report: whenSet},
 	{name: "NEAR_LIMIT_RATIO", def: "0.8", flags: "-near-limit-ratio"},
 	{name: "EXPIRATION_JITTER_MAX_SECONDS", def: "300", note: "ignored: sluice's keys expire when their state is idle again, no sooner", report: whenSet},
-	{name: "CONFIG_TYPE", def: "FILE", flags: "-config"},
+	{name: "CONFIG_TYPE", def: "FILE", flags: "-config, -xds"},
 	{name: "USE_STATSD", def: "true", flags: "-statsd"},
 	{name: "STATSD_HOST", def: "localhost", flags: "-statsd"},
 	{name: "STATSD_PORT", def: "8125", flags: "-statsd"},
@@ -130,8 +129,24 @@ var envoyVars = []envoyVar{
 	{name: "PROMETHEUS_MAPPER_YAML", note: "not implemented: under USE_PROMETHEUS sluice refuses to start with it; the default mapper's names are served", report: whenSet},
 	{name: "MEMCACHE_HOST_PORT", note: noteMemcache, report: whenSet},
 	{name: "MEMCACHE_SRV", note: noteMemcache, report: whenSet},
-	{name: "CONFIG_GRPC_XDS_SERVER_URL", def: "localhost:18000", note: noteXDS, report: whenSet},
-	{name: "CONFIG_GRPC_XDS_NODE_ID", def: "default", note: noteXDS, report: whenSet},
+	{name: "CONFIG_GRPC_XDS_SERVER_URL", def: "localhost:18000", flags: "-xds"},
+	{name: "CONFIG_GRPC_XDS_NODE_ID", def: "default", flags: "-xds-node-id"},
+	{name: "CONFIG_GRPC_XDS_NODE_METADATA", flags: "-xds-node-metadata"},
+	{name: "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", flags: "-xds-headers"},
+	{name: "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", def: "3s", flags: "-xds-connect-retry"},
+	{name: "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", def: "10s", flags: "-xds-backoff-initial"},
+	{name: "XDS_CLIENT_BACKOFF_MAX_INTERVAL", def: "60s", flags: "-xds-backoff-max"},
+	{name: "XDS_CLIENT_BACKOFF_RANDOM_FACTOR", def: "0.5", flags: "-xds-backoff-random-factor"},
+	{name: "XDS_CLIENT_BACKOFF_JITTER", def: "true", flags: "-xds-backoff-jitter"},
+	{name: "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", flags: "-xds-max-msg-size"},
+	{name: "CONFIG_GRPC_XDS_SERVER_USE_TLS", def: "false", flags: "-xds-tls"},
+	{name: "CONFIG_GRPC_XDS_SERVER_TLS_CACERT", flags: "-xds-tls-ca"},
+	{name: "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", flags: "-xds-tls-cert"},
+	{name: "CONFIG_GRPC_XDS_CLIENT_TLS_KEY", flags: "-xds-tls-key"},
+	{name: "CONFIG_GRPC_XDS_SERVER_TLS_SAN", flags: "-xds-tls-server-name"},
+	// Envoy Gateway sets it beside GRPC_SERVER_USE_TLS; envoyproxy/ratelimit
+	// reads no such variable.
+	{name: "GRPC_SERVER_TLS_CA_CERT", note: "ignored, as envoyproxy/ratelimit ignores it: the gRPC port's client CA is GRPC_CLIENT_TLS_CACERT", report: whenSet},
 	{name: "TRACING_ENABLED", def: "false", note: noteTracing, report: whenTrue},
 }
 
@@ -292,11 +307,18 @@ func (r *envReader) addIfSet(flag, name string) {
 
 // envoyListeners reads the config's place, the listeners and the log.
 func (r *envReader) envoyListeners() {
-	if t := r.get("CONFIG_TYPE"); !strings.EqualFold(t, "FILE") {
-		r.errs = append(r.errs, fmt.Sprintf("CONFIG_TYPE=%q: only FILE is implemented (%s)", t, noteXDS))
+	switch t := r.get("CONFIG_TYPE"); {
+	case strings.EqualFold(t, "FILE"):
+		r.source()
+		r.add("config", filepath.Join(r.get("RUNTIME_ROOT"), r.get("RUNTIME_SUBDIRECTORY"), r.get("RUNTIME_APPDIRECTORY")))
+		r.add("xds", "")
+	case strings.EqualFold(t, "GRPC_XDS_SOTW"):
+		r.source()
+		r.envoyXDS()
+	default:
+		r.errs = append(r.errs, fmt.Sprintf("CONFIG_TYPE=%q: want FILE or GRPC_XDS_SOTW", t))
+		r.source()
 	}
-	r.source()
-	r.add("config", filepath.Join(r.get("RUNTIME_ROOT"), r.get("RUNTIME_SUBDIRECTORY"), r.get("RUNTIME_APPDIRECTORY")))
 
 	r.add("http", net.JoinHostPort(r.get("HOST"), r.getInt("PORT")))
 	r.add("grpc", net.JoinHostPort(r.get("GRPC_HOST"), r.getInt("GRPC_PORT")))
@@ -384,6 +406,57 @@ func (r *envReader) envoyAnswers() {
 	r.addIfSet("reset-header", "LIMIT_RESET_HEADER")
 }
 
+// envoyXDS reads the config over xDS's variables (CONFIG_TYPE=GRPC_XDS_SOTW).
+func (r *envReader) envoyXDS() {
+	r.add("xds", r.get("CONFIG_GRPC_XDS_SERVER_URL"))
+	r.add("xds-node-id", r.get("CONFIG_GRPC_XDS_NODE_ID"))
+	r.addIfSet("xds-node-metadata", "CONFIG_GRPC_XDS_NODE_METADATA")
+	r.addIfSet("xds-headers", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS")
+	r.add("xds-connect-retry", r.getPositive("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL"))
+	initial := r.getPositive("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL")
+	r.add("xds-backoff-initial", initial)
+	most := r.getPositive("XDS_CLIENT_BACKOFF_MAX_INTERVAL")
+	r.add("xds-backoff-max", most)
+	if i, err := time.ParseDuration(initial); err == nil {
+		if m, err := time.ParseDuration(most); err == nil && m < i {
+			r.errs = append(r.errs, fmt.Sprintf("XDS_CLIENT_BACKOFF_MAX_INTERVAL=%q is below XDS_CLIENT_BACKOFF_INITIAL_INTERVAL=%q", most, initial))
+		}
+	}
+	f := r.get("XDS_CLIENT_BACKOFF_RANDOM_FACTOR")
+	if v, err := strconv.ParseFloat(f, 64); err != nil || !(v >= 0 && v <= 1) {
+		r.errs = append(r.errs, fmt.Sprintf("XDS_CLIENT_BACKOFF_RANDOM_FACTOR=%q: want a number from 0 to 1", f))
+	}
+	r.add("xds-backoff-random-factor", f)
+	r.add("xds-backoff-jitter", strconv.FormatBool(r.getBool("XDS_CLIENT_BACKOFF_JITTER")))
+	// Unset or 0 is gRPC's default, 4 MiB, as there.
+	if v, ok := r.lookup("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"); ok && v != "0" {
+		r.add("xds-max-msg-size", r.getInt("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"))
+	}
+	if !r.getBool("CONFIG_GRPC_XDS_SERVER_USE_TLS") {
+		r.add("xds-tls", "false")
+		return
+	}
+	r.add("xds-tls", "true")
+	_, cert := r.lookup("CONFIG_GRPC_XDS_CLIENT_TLS_CERT")
+	_, key := r.lookup("CONFIG_GRPC_XDS_CLIENT_TLS_KEY")
+	if cert != key {
+		r.errs = append(r.errs, "CONFIG_GRPC_XDS_CLIENT_TLS_CERT and CONFIG_GRPC_XDS_CLIENT_TLS_KEY: a client certificate needs both")
+	}
+	r.addIfSet("xds-tls-ca", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT")
+	r.addIfSet("xds-tls-cert", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT")
+	r.addIfSet("xds-tls-key", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY")
+	r.addIfSet("xds-tls-server-name", "CONFIG_GRPC_XDS_SERVER_TLS_SAN")
+}
+
+// getPositive reads a positive duration such as 3s.
+func (r *envReader) getPositive(name string) string {
+	v := r.get(name)
+	if d, err := time.ParseDuration(v); err != nil || d <= 0 {
+		r.errs = append(r.errs, fmt.Sprintf("%s=%q: want a positive duration such as 3s", name, v))
+	}
+	return v
+}
+
 // envoyServerTLS reads the gRPC port's TLS.
 func (r *envReader) envoyServerTLS() {
 	if !r.getBool("GRPC_SERVER_USE_TLS") {
@@ -406,8 +479,12 @@ func (r *envReader) envoyServerTLS() {
 // and on the TLS files given without GRPC_SERVER_USE_TLS.
 func (r *envReader) envoyNotes() []envNote {
 	var notes []envNote
+	ct, _ := r.lookup("CONFIG_TYPE")
+	xds := strings.EqualFold(ct, "GRPC_XDS_SOTW")
 	for _, v := range envoyVars {
-		if v.note == "" {
+		// Over xDS no file is read: what RUNTIME_* say of files does
+		// not apply.
+		if v.note == "" || xds && strings.HasPrefix(v.name, "RUNTIME_") {
 			continue
 		}
 		val, set := r.lookup(v.name)
@@ -422,6 +499,14 @@ func (r *envReader) envoyNotes() []envNote {
 		for _, name := range []string{"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN"} {
 			if v, ok := r.lookup(name); ok {
 				notes = append(notes, envNote{name: name, value: v, set: true, note: "ignored: GRPC_SERVER_USE_TLS is not true"})
+			}
+		}
+	}
+	useTLS, _ := r.lookup("CONFIG_GRPC_XDS_SERVER_USE_TLS")
+	if xds && !whenTrue(useTLS, true) {
+		for _, name := range []string{"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "CONFIG_GRPC_XDS_SERVER_TLS_SAN"} {
+			if v, ok := r.lookup(name); ok {
+				notes = append(notes, envNote{name: name, value: v, set: true, note: "ignored: CONFIG_GRPC_XDS_SERVER_USE_TLS is not true"})
 			}
 		}
 	}

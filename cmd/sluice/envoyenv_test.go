@@ -274,7 +274,7 @@ func TestEnvoyEnvNotesAndErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"BACKEND_TYPE", "memcache"}, `BACKEND_TYPE="memcache": only redis is implemented`},
-		{[]string{"CONFIG_TYPE", "GRPC_XDS_SOTW"}, `CONFIG_TYPE="GRPC_XDS_SOTW": only FILE`},
+		{[]string{"CONFIG_TYPE", "GRPC"}, `CONFIG_TYPE="GRPC": want FILE or GRPC_XDS_SOTW`},
 		{[]string{"REDIS_TYPE", "ring"}, `REDIS_TYPE="RING": want single, sentinel or cluster`},
 		{[]string{"REDIS_TYPE", "sentinel", "REDIS_SOCKET_TYPE", "tcp", "REDIS_URL", "mymaster"}, "wants the master's name and the sentinels"},
 		{[]string{"REDIS_TYPE", "cluster", "REDIS_URL", "n1:1"}, "REDIS_TYPE=cluster: set REDIS_SOCKET_TYPE=tcp"},

@@ -9,7 +9,7 @@ import (
 )
 
 // secretFlags are never printed.
-var secretFlags = map[string]bool{"redis-password": true, "redis-sentinel-password": true}
+var secretFlags = map[string]bool{"redis-password": true, "redis-sentinel-password": true, "xds-headers": true}
 
 // printConfig writes every setting of sluice serve, its value and where
 // it came from: a flag, envoyproxy/ratelimit's variables (set, or their

@@ -26,6 +26,7 @@ import (
 // serveFlags are the flags of sluice serve.
 type serveFlags struct {
 	configs     listFlag
+	xds         xdsFlags
 	trusted     prefixFlag
 	jsonHosts   hostsFlag
 	httpAddr    string
@@ -102,6 +103,7 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	o.gcFloor = gcFloorFlag{defaultGCFloor}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.Var(&o.configs, "config", "")
+	o.xds.register(fs)
 	fs.StringVar(&o.httpAddr, "http", server.DefaultHTTPAddr, "")
 	fs.StringVar(&o.grpcAddr, "grpc", server.DefaultGRPCAddr, "")
 	fs.StringVar(&o.grpcUDS, "grpc-uds", "", "")
@@ -350,12 +352,20 @@ func (c *serveCmd) check(stderr io.Writer) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
+	xds, err := o.xds.settings()
+	switch {
+	case err != nil:
+		return usagef("%v", err)
+	case xds != nil && len(o.configs) > 0:
+		return usagef("-config and -xds: the config comes from one of them")
+	}
 	if c.log, err = newLogger(stderr, o.logLevel, o.logFormat); err != nil {
 		return usagef("%v", err)
 	}
 	o.storeFlags(c.sources["redis-prefix"] != "")
 	c.settings = o.settings(hdrs, grpcTLS, httpTLS, c.log)
 	c.settings.Statsd = statsd
+	c.settings.XDS = xds
 	c.settings.EnvoyPrometheus = envoyProm
 	return nil
 }
@@ -472,7 +482,14 @@ func (c *serveCmd) run(ctx context.Context, srv *server.Server, storeName string
 	defer wg.Wait()
 	// The SIGHUP handler is in place before the banner says the service
 	// is up.
-	stopHup := reloadOnHangup(ctx, &wg, srv, c.log, len(c.o.configs) == 0)
+	nothing := ""
+	switch {
+	case c.o.xds.addr != "":
+		nothing = "the config comes over xDS, each push taking effect as it comes"
+	case len(c.o.configs) == 0:
+		nothing = "serving the built-in policy"
+	}
+	stopHup := reloadOnHangup(ctx, &wg, srv, c.log, nothing)
 	defer stopHup()
 	ls.serveSide(c.log)
 
@@ -500,9 +517,9 @@ func (c *serveCmd) run(ctx context.Context, srv *server.Server, storeName string
 }
 
 // reloadOnHangup reloads srv's config on each SIGHUP, on a goroutine of
-// wg, until the returned function is called. builtIn says srv serves the
-// built-in policy, which has nothing to reload.
-func reloadOnHangup(ctx context.Context, wg *sync.WaitGroup, srv *server.Server, log *slog.Logger, builtIn bool) (stop func()) {
+// wg, until the returned function is called. nothing, when srv has no
+// config files to reload, says why.
+func reloadOnHangup(ctx context.Context, wg *sync.WaitGroup, srv *server.Server, log *slog.Logger, nothing string) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	ctx, cancel := context.WithCancel(ctx)
@@ -514,8 +531,8 @@ func reloadOnHangup(ctx context.Context, wg *sync.WaitGroup, srv *server.Server,
 			case <-hup:
 				log.InfoContext(ctx, "SIGHUP: reloading the config")
 				// The server logs and counts the outcome.
-				if err := srv.Reload(ctx); err != nil && builtIn {
-					log.WarnContext(ctx, "nothing to reload: serving the built-in policy")
+				if err := srv.Reload(ctx); err != nil && nothing != "" {
+					log.WarnContext(ctx, "nothing to reload: "+nothing)
 				}
 			}
 		}
@@ -542,7 +559,7 @@ func adminHosts(addr string) []string {
 
 // flagGroups are flags that choose one thing together: given one on the
 // command line, the variables set none of them.
-var flagGroups = [][]string{{"redis", "redis-cluster", "redis-sentinel"}, {"redis-persecond", "redis-persecond-cluster", "redis-persecond-sentinel"}, {"grpc", "grpc-uds"}}
+var flagGroups = [][]string{{"config", "xds"}, {"redis", "redis-cluster", "redis-sentinel"}, {"redis-persecond", "redis-persecond-cluster", "redis-persecond-sentinel"}, {"grpc", "grpc-uds"}}
 
 // envoyMode says whether envoyproxy/ratelimit's variables are read, and
 // why.

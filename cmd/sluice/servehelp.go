@@ -78,6 +78,36 @@ Flags:
                        set (so that its defaults apply); -envoy-env=false
                        ignores them
 
+Config over xDS (instead of -config), as Envoy Gateway gives it:
+  -xds HOST:PORT       take the config from this xDS control plane: the
+                       RateLimitConfig resources it pushes (state of the
+                       world, ADS), one domain each. A push takes effect at
+                       once; one that does not load is refused (NACK) and
+                       the last good config serves. Not ready until the
+                       first push loads, unless -start-without-config. At
+                       most 1000 resources a push (CONFIG_TYPE=GRPC_XDS_SOTW)
+  -xds-node-id ID      this server's node id (default "default")
+  -xds-node-metadata K=V,...
+                       the node's metadata
+  -xds-headers K:V,... gRPC metadata sent with the stream
+  -xds-connect-retry DURATION
+                       the wait, give or take half, after an attempt the
+                       control plane did not answer (default 3s)
+  -xds-backoff-initial DURATION, -xds-backoff-max DURATION
+                       the wait before connecting again after a stream
+                       ended: doubling from the first to the second
+                       (default 10s, 60s)
+  -xds-backoff-random-factor F, -xds-backoff-jitter
+                       spread each such wait by F either way, when jitter
+                       is on (default 0.5, true)
+  -xds-max-msg-size BYTES
+                       the largest push taken (default 4MiB, at most 256MiB)
+  -xds-tls             reach the control plane over TLS; -xds-tls-ca FILE
+                       trusts that CA, -xds-tls-cert FILE and -xds-tls-key
+                       FILE are a client certificate (mTLS),
+                       -xds-tls-server-name NAME the name its certificate
+                       must hold
+
 Redis (without one, the counts are in this process's memory):
   -redis URL           one Redis: redis://host:6379/0,
                        rediss://user:pass@host:6380 or unix:///path.sock
@@ -176,7 +206,8 @@ Behaviour:
                        0 turns polling off, leaving SIGHUP (default 1s)
   -start-without-config
                        start even if the config does not load, serving no
-                       domain until it does (default: refuse to start)
+                       domain until it does (default: refuse to start);
+                       with -xds, ready before the first push
   -health-requires-config
                        /healthcheck answers 500 while no domain is loaded
   -trusted-proxies CIDR,...

@@ -31,10 +31,13 @@ import (
 // A Service is the running service the console shows, as package server
 // gives it. Every field is set.
 type Service struct {
-	Clock     sluice.Clock
-	Shadow    bool     // every rule in shadow mode
-	Paths     []string // the config files served; none for a config given in code
-	Policy    *config.Config
+	Clock  sluice.Clock
+	Shadow bool     // every rule in shadow mode
+	Paths  []string // the config files served; none for a config given in code
+	Policy *config.Config
+	// XDS, for a config pushed over xDS, is the control plane's address
+	// and the version of the push in force ("" before the first).
+	XDS       func() (addr, version string)
 	StoreName string
 	Store     sluice.Store // for its own counts: see StatsStore
 	Log       *slog.Logger

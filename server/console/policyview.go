@@ -70,7 +70,10 @@ func flatten(err error) []error {
 // PolicyReport is GET /v1/policy: the config as the server understands
 // it.
 type PolicyReport struct {
-	Source     []string       `json:"source"` // the config files, or "(built-in)" or "(given in code)"
+	Source []string `json:"source"` // the config files, or "(built-in)" or "(given in code)", or "xDS ADDR"
+	// XDSVersion is the version_info of the xDS push in force, for a
+	// config pushed over xDS; "" before the first.
+	XDSVersion string         `json:"xds_version,omitempty"`
 	Loaded     time.Time      `json:"loaded"` // when the config being served was loaded
 	LastReload *reloadReport  `json:"last_reload"`
 	Shadow     bool           `json:"shadow"` // every rule in shadow mode (--shadow)
@@ -104,7 +107,10 @@ type LimitReport struct {
 func (c *Console) policyReport() *PolicyReport {
 	cfg, limits, loaded := c.svc.Current()
 	out := &PolicyReport{Source: c.svc.Paths, Loaded: loaded, LastReload: c.reload.get(), Shadow: c.svc.Shadow}
-	if len(out.Source) == 0 {
+	if c.svc.XDS != nil {
+		addr, version := c.svc.XDS()
+		out.Source, out.XDSVersion = []string{"xDS " + addr}, version
+	} else if len(out.Source) == 0 {
 		out.Source = []string{"(given in code)"}
 		if c.svc.Policy == config.Default() {
 			out.Source = []string{"(built-in policy)"}

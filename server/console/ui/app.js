@@ -227,7 +227,9 @@ async function loadPolicy() {
     return;
   }
   $("#policy-head").replaceChildren(
-    el("p", {}, "Config: ", el("code", {}, p.source.join(", ")), ` — loaded ${new Date(p.loaded).toLocaleString()}`,
+    el("p", {}, "Config: ", el("code", {}, p.source.join(", ")),
+      ...(p.source[0].startsWith("xDS ") ? [" — version ", el("code", { id: "xds-version" }, p.xds_version || "(none pushed yet)")] : []),
+      ` — loaded ${new Date(p.loaded).toLocaleString()}`,
       p.shadow ? " — every rule in shadow mode (--shadow)" : ""));
   const lr = p.last_reload;
   let reload;
