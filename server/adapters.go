@@ -41,9 +41,13 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 // read of s: the config being served, the decision, and the settings of
 // the protocols.
 func (s *Server) newAdapters() *protocol.Adapters {
+	dec := s.decide
+	if s.tr != nil {
+		dec = s.decideTraced // tracing.go
+	}
 	return protocol.New(protocol.Service{
 		Current: func() *protocol.Snapshot { return &s.cur.Load().Snapshot },
-		Decide:  s.decide,
+		Decide:  dec,
 		RLSLimit: func(l *decide.Limit) *protocol.RLSLimit {
 			return &asideOf(l).rls
 		},

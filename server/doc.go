@@ -30,7 +30,8 @@
 // denies, none is charged (but for usage limits). The answer carries the
 // IETF RateLimit fields, or envoyproxy/ratelimit's headers
 // (Settings.ResponseHeaders). Settings.GRPCTLS and Settings.HTTPTLS serve
-// TLS or mTLS. When ctx ends, the server reports itself not ready, waits
+// TLS or mTLS. Settings.Tracing traces each decision with OpenTelemetry,
+// under the caller's span, and sends the spans over OTLP. When ctx ends, the server reports itself not ready, waits
 // Settings.DrainDelay, and lets the requests in flight finish.
 //
 // The config comes from files (Settings.Paths, watched), from code
@@ -39,7 +40,7 @@
 // does (Settings.XDS).
 //
 // The whole service (endpoints, TLS, how a request is decided, what holds
-// under a flood, forward auth, the input bounds, the metrics, reloading
+// under a flood, forward auth, the input bounds, the metrics, tracing, reloading
 // and shutting down, and where things are in the code) is in
 // docs/server.md: https://github.com/sluicehq/sluice/blob/main/docs/server.md
 package server

@@ -23,13 +23,17 @@ func (s *Server) routes() http.Handler {
 	// Forward auth takes any method (Envoy's ext_authz sends the original
 	// one) and, for Envoy, any path after the prefix, which it reads as
 	// sent: ServeMux would redirect one holding "//" or "..".
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if protocol.IsAuthPath(r.URL.Path) {
 			s.adapters.ServeAuth(w, r)
 			return
 		}
 		mux.ServeHTTP(w, r)
 	})
+	if s.tr != nil {
+		h = s.tr.handler(h, s.cfg.TrustedProxies) // tracing.go
+	}
+	return h
 }
 
 // serveReady answers 200 while the server serves, and 503 before Serve

@@ -44,6 +44,7 @@ type Server struct {
 	cfg     Settings
 	log     *slog.Logger
 	limiter *sluice.Limiter
+	tr      *tracer // nil without Settings.Tracing
 	m       *metrics
 	st      *stats // statsd's; nil without Settings.Statsd
 	cur     atomic.Pointer[snapshot]
@@ -94,11 +95,15 @@ func New(cfg Settings) (*Server, error) {
 		return nil, err
 	}
 	cfg.Paths = append([]string(nil), cfg.Paths...)
+	var tr *tracer
+	if cfg.Tracing != nil {
+		tr = newTracer(*cfg.Tracing)
+	}
 	opts := []sluice.LimiterOption{sluice.WithClock(cfg.Clock)}
 	if cfg.Fallback != nil {
-		opts = append(opts, sluice.WithFallback(cfg.Fallback))
+		opts = append(opts, sluice.WithFallback(tr.wrap(cfg.Fallback, "fallback")))
 	}
-	lim, err := sluice.NewLimiter(cfg.Store, opts...)
+	lim, err := sluice.NewLimiter(tr.wrap(cfg.Store, "main"), opts...)
 	if err != nil {
 		return nil, settingsError("%w", err)
 	}
@@ -106,6 +111,7 @@ func New(cfg Settings) (*Server, error) {
 		cfg:       cfg,
 		log:       cfg.Logger,
 		limiter:   lim,
+		tr:        tr,
 		m:         newMetrics(),
 		health:    health.NewServer(),
 		draining:  make(chan struct{}),
@@ -243,8 +249,10 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // Serve serves HTTP on httpLn and gRPC on grpcLn, and watches the config
 // files, until ctx ends; then it shuts down gracefully and returns nil:
 // it reports itself not ready (/readyz 503, gRPC health NOT_SERVING),
-// keeps serving for Settings.DrainDelay, closes the listeners, and lets the
-// requests in flight finish, for at most Settings.ShutdownTimeout. It
+// keeps serving for Settings.DrainDelay, closes the listeners, lets the
+// requests in flight finish, for at most Settings.ShutdownTimeout, and,
+// with Settings.Tracing, sends the spans still buffered, for at most as
+// long again. It
 // returns early with an error if a listener fails. Serve closes the
 // listeners; it may be called only once.
 func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
@@ -278,6 +286,14 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		grpc.NumStreamWorkers(grpcStreamWorkers),
 		grpc.InTapHandle(s.gate.tap),
 		grpc.UnaryInterceptor(s.gate.unaryArrived),
+	}
+	if s.tr != nil {
+		if err := s.tr.start(ctx); err != nil {
+			httpLn.Close()
+			grpcLn.Close()
+			return err
+		}
+		opts = append(opts, grpc.ChainUnaryInterceptor(s.tr.unary))
 	}
 	httpLn = newLimitListener(httpLn, s.cfg.HTTPMaxConnections, s.m.refusedConn(listenerHTTP))
 	grpcLn = newLimitListener(grpcLn, s.cfg.GRPCMaxConnections, s.m.refusedConn(listenerGRPC))
@@ -341,6 +357,12 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		}
 	}
 	s.shutdown(ctx, hs, gs)
+	if s.tr != nil {
+		// The requests are over: their spans are all ended.
+		if terr := s.tr.stop(ctx, s.cfg.ShutdownTimeout); terr != nil {
+			s.log.WarnContext(ctx, "tracing: spans not sent at the shutdown", "err", terr)
+		}
+	}
 	stopWatch()
 	wg.Wait()
 	for ; pending > 0; pending-- {

@@ -52,6 +52,9 @@ func printBanner(w io.Writer, b banner) {
 	if b.ls.metrics != nil {
 		fmt.Fprintf(w, "  metrics  %s  %s\n", b.ls.metrics.Addr(), b.o.metricsPath)
 	}
+	if t := &b.o.tracing; t.on {
+		fmt.Fprintf(w, "  tracing  OTLP over %s to %s, service.name %s, sampling rate %v\n", t.via, t.endpoint, t.name, t.rate)
+	}
 	if b.mode.on {
 		fmt.Fprintf(w, "  mode     envoy: envoyproxy/ratelimit's variables read (%s)\n", b.mode.why)
 	}

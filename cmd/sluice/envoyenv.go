@@ -46,7 +46,6 @@ var (
 
 const (
 	noteMemcache = "memcache is not implemented: sluice keeps its counts in Redis (REDIS_*) or in memory"
-	noteTracing  = "tracing is not implemented"
 )
 
 // envoyVars lists the variables sluice knows, in the order of the
@@ -147,7 +146,12 @@ var envoyVars = []envoyVar{
 	// Envoy Gateway sets it beside GRPC_SERVER_USE_TLS; envoyproxy/ratelimit
 	// reads no such variable.
 	{name: "GRPC_SERVER_TLS_CA_CERT", note: "ignored, as envoyproxy/ratelimit ignores it: the gRPC port's client CA is GRPC_CLIENT_TLS_CACERT", report: whenSet},
-	{name: "TRACING_ENABLED", def: "false", note: noteTracing, report: whenTrue},
+	{name: "TRACING_ENABLED", def: "false", flags: "-tracing"},
+	{name: "TRACING_SERVICE_NAME", def: "RateLimit", flags: "-tracing-service-name"},
+	{name: "TRACING_SERVICE_NAMESPACE", flags: "-tracing-service-namespace"},
+	{name: "TRACING_SERVICE_INSTANCE_ID", flags: "-tracing-service-instance-id"},
+	{name: "TRACING_SAMPLING_RATE", def: "1", flags: "-tracing-sampling-rate"},
+	{name: "TRACING_EXPORTER_PROTOCOL", def: "http", flags: "-tracing-protocol"},
 }
 
 // lookupVar finds a variable of envoyVars.
@@ -284,6 +288,7 @@ func envoySettings(lookup func(string) (string, bool)) ([]envSetting, []envNote,
 	r.add("grpc-max-connection-age-grace", r.getDuration("GRPC_MAX_CONNECTION_AGE_GRACE"))
 	r.add("start-without-config", strconv.FormatBool(r.getBool("FORCE_START_WITHOUT_INITIAL_CONFIG")))
 	r.add("health-requires-config", strconv.FormatBool(r.getBool("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")))
+	r.envoyTracing()
 	notes := r.envoyNotes()
 	if len(r.errs) > 0 {
 		return nil, nil, fmt.Errorf("envoyproxy/ratelimit's variables:\n  %s", strings.Join(r.errs, "\n  "))
@@ -455,6 +460,35 @@ func (r *envReader) getPositive(name string) string {
 		r.errs = append(r.errs, fmt.Sprintf("%s=%q: want a positive duration such as 3s", name, v))
 	}
 	return v
+}
+
+// envoyTracing reads the OpenTelemetry tracing's settings. Where the
+// spans go is said by the standard OTEL_EXPORTER_OTLP_* variables, which
+// the OpenTelemetry SDK reads itself, as in envoyproxy/ratelimit.
+func (r *envReader) envoyTracing() {
+	r.add("tracing", strconv.FormatBool(r.getBool("TRACING_ENABLED")))
+	r.add("tracing-service-name", r.get("TRACING_SERVICE_NAME"))
+	r.addIfSet("tracing-service-namespace", "TRACING_SERVICE_NAMESPACE")
+	r.addIfSet("tracing-service-instance-id", "TRACING_SERVICE_INSTANCE_ID")
+	rate := r.get("TRACING_SAMPLING_RATE")
+	if f, err := strconv.ParseFloat(rate, 64); err != nil || !(f >= 0 && f <= 1) {
+		r.errs = append(r.errs, fmt.Sprintf("TRACING_SAMPLING_RATE=%q: want a number from 0 to 1, such as 0.1", rate))
+	}
+	r.add("tracing-sampling-rate", rate)
+	// Unset, the standard OTEL_EXPORTER_OTLP_PROTOCOL may choose it
+	// (serveCmd.tracingSettings), else it is http, as here.
+	if v, ok := r.lookup("TRACING_EXPORTER_PROTOCOL"); ok {
+		r.set = append(r.set, "TRACING_EXPORTER_PROTOCOL")
+		switch strings.ToLower(v) {
+		case "", "http":
+			r.add("tracing-protocol", "http")
+		case "grpc":
+			r.add("tracing-protocol", "grpc")
+		default:
+			r.errs = append(r.errs, fmt.Sprintf("TRACING_EXPORTER_PROTOCOL=%q: want http or grpc", v))
+			r.source()
+		}
+	}
 }
 
 // envoyServerTLS reads the gRPC port's TLS.

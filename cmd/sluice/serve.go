@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel"
+
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/server"
@@ -35,6 +37,7 @@ type serveFlags struct {
 	metricsAddr string
 	metricsPath string
 	statsd      statsdFlags
+	tracing     tracingFlags
 	admin       string
 	ui          bool
 	keyLookup   bool
@@ -116,6 +119,7 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	fs.Float64Var(&o.statsd.nearRatio, "near-limit-ratio", server.DefaultNearLimitRatio, "")
 	fs.BoolVar(&o.statsd.prom, "envoy-metrics", false, "")
 	fs.BoolVar(&o.statsd.promMs, "envoy-metrics-ms", false, "")
+	o.tracing.register(fs)
 	fs.StringVar(&o.admin, "admin", defaultAdminAddr, "")
 	fs.BoolVar(&o.ui, "ui", true, "")
 	fs.BoolVar(&o.keyLookup, "key-lookup", false, "")
@@ -185,6 +189,13 @@ func runServe(ctx context.Context, args []string, lookupEnv func(string) (string
 	}
 	for _, n := range c.notes {
 		c.log.WarnContext(ctx, "envoy mode: "+n.String())
+	}
+	if c.settings.Tracing != nil {
+		// The exporter's failures (a collector down) are the SDK's to
+		// report, through its global handler: into the log.
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+			c.log.WarnContext(ctx, "tracing: the OpenTelemetry SDK", "err", err)
+		}))
 	}
 	srv, st, err := c.newServer(ctx)
 	if err != nil {
@@ -265,7 +276,7 @@ func parseServe(args []string, lookupEnv func(string) (string, bool), stdout, st
 		if err := c.readEnv(lookupEnv); err != nil {
 			return err
 		}
-		return c.check(stderr)
+		return c.check(stderr, lookupEnv)
 	}()
 	if err != nil {
 		return nil, serveFailed(stderr, err), false
@@ -310,8 +321,8 @@ func (c *serveCmd) readEnv(lookupEnv func(string) (string, bool)) error {
 }
 
 // check refuses flags out of their range, and makes the settings and the
-// log they name.
-func (c *serveCmd) check(stderr io.Writer) error {
+// log they name. lookupEnv reads the OpenTelemetry variables.
+func (c *serveCmd) check(stderr io.Writer, lookupEnv func(string) (string, bool)) error {
 	o := &c.o
 	hdrs, err := server.ParseHeaderStyle(o.headers)
 	switch {
@@ -335,6 +346,10 @@ func (c *serveCmd) check(stderr io.Writer) error {
 		return usagef("%v", err)
 	}
 	envoyProm, err := o.statsd.promSettings()
+	if err != nil {
+		return usagef("%v", err)
+	}
+	tracing, err := c.tracingSettings(lookupEnv)
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -367,7 +382,26 @@ func (c *serveCmd) check(stderr io.Writer) error {
 	c.settings.Statsd = statsd
 	c.settings.XDS = xds
 	c.settings.EnvoyPrometheus = envoyProm
+	c.settings.Tracing = tracing
 	return nil
+}
+
+// tracingSettings are the server.Tracing the flags name. Unless
+// -tracing-protocol is given (or TRACING_EXPORTER_PROTOCOL in envoy mode),
+// the standard OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or
+// OTEL_EXPORTER_OTLP_PROTOCOL chooses it.
+func (c *serveCmd) tracingSettings(lookupEnv func(string) (string, bool)) (*server.Tracing, error) {
+	if c.o.tracing.on && c.sources["tracing-protocol"] == "" {
+		p, name, err := otlpProtocol(lookupEnv)
+		if err != nil {
+			return nil, err
+		}
+		if p != "" {
+			c.o.tracing.via = p
+			c.sources["tracing-protocol"] = "env " + name
+		}
+	}
+	return c.o.tracing.settings(lookupEnv)
 }
 
 // checkRedis refuses Redis flags out of their range.

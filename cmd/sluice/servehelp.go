@@ -161,6 +161,26 @@ TLS (each port on its own; a client CA requires client certificates):
                        The files are checked for changes at most once a
                        second and a new certificate is served at once.
 
+Tracing (OpenTelemetry, over OTLP):
+  -tracing             trace each decision: a span under the caller's (a W3C
+                       traceparent or B3, from gRPC metadata or HTTP
+                       headers; forward auth's from -trusted-proxies only),
+                       with a span for each call to the store, sent where
+                       the OTEL_EXPORTER_OTLP_* variables say (default
+                       http://localhost:4318); flushed on shutdown
+  -tracing-protocol http|grpc
+                       OTLP over HTTP with protobuf, or over gRPC (default
+                       http, or what OTEL_EXPORTER_OTLP_PROTOCOL says)
+  -tracing-sampling-rate R
+                       the share, 0 to 1, of the requests without a trace
+                       context that start a trace (default 1); a caller's
+                       trace is sampled as the caller sampled it
+  -tracing-service-name NAME, -tracing-service-namespace NS,
+  -tracing-service-instance-id ID
+                       the spans' service.name (default sluice),
+                       service.namespace and service.instance.id (default:
+                       a random UUID)
+
 Responses:
   -response-headers ietf|envoy|none
                        the rate-limit headers of an RLS response: the IETF
