@@ -114,6 +114,8 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	fs.Float64Var(&o.statsd.nearRatio, "near-limit-ratio", server.DefaultNearLimitRatio, "")
 	fs.BoolVar(&o.statsd.prom, "envoy-metrics", false, "")
 	fs.BoolVar(&o.statsd.promMs, "envoy-metrics-ms", false, "")
+	fs.StringVar(&o.statsd.mapper, "envoy-metrics-mapper", "", "")
+	fs.Var(&o.statsd.mogs, "statsd-mogrifier", "")
 	fs.StringVar(&o.admin, "admin", defaultAdminAddr, "")
 	fs.BoolVar(&o.ui, "ui", true, "")
 	fs.BoolVar(&o.keyLookup, "key-lookup", false, "")
@@ -335,6 +337,14 @@ func (c *serveCmd) check(stderr io.Writer) error {
 	envoyProm, err := o.statsd.promSettings()
 	if err != nil {
 		return usagef("%v", err)
+	}
+	if envoyProm != nil {
+		if envoyProm.Mapper, err = o.statsd.readMapper(); err != nil {
+			if src, ok := strings.CutPrefix(c.sources["envoy-metrics-mapper"], "env "); ok {
+				err = fmt.Errorf("%s: %w", src, err)
+			}
+			return usagef("%v", err)
+		}
 	}
 	if err := o.checkRedis(); err != nil {
 		return usagef("%v", err)
