@@ -235,13 +235,13 @@ func TestStatsdMogrifiers(t *testing.T) {
 	}
 	tags := "|#env:test,domain:sd,descriptor:user"
 	statsdSums(t, lines, map[string]float64{
-		"ratelimit.service.rate_limit.total_hits|c" + tags:           6,
-		"ratelimit.service.rate_limit.within_limit|c" + tags:         5,
-		"ratelimit.service.rate_limit.near_limit|c" + tags:           1,
-		"ratelimit.service.rate_limit.over_limit|c" + tags:           1,
-		"ratelimit.service.config_load_success|c|#env:test":          1,
+		"ratelimit.service.rate_limit.total_hits|c" + tags:            6,
+		"ratelimit.service.rate_limit.within_limit|c" + tags:          5,
+		"ratelimit.service.rate_limit.near_limit|c" + tags:            1,
+		"ratelimit.service.rate_limit.over_limit|c" + tags:            1,
+		"ratelimit.service.config_load_success|c|#env:test":           1,
 		"ratelimit_server.ShouldRateLimit.total_requests|c|#env:test": 2,
-		"rpc.latency|ms|#env:test,method:ShouldRateLimit":            2,
+		"rpc.latency|ms|#env:test,method:ShouldRateLimit":             2,
 	})
 }
 

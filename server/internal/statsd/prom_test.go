@@ -154,8 +154,8 @@ func TestPromMapped(t *testing.T) {
 		"rl_total_hits": "counter descriptor=k domain=d 2",
 		"ratelimit_service_rate_limit_d_k_v_total_hits": "counter 1",
 		"ratelimit_service_config_load_error":           "counter 1",
-		"rpc_latency_ms": `histogram method=ShouldRateLimit "The gRPC calls' latency." sum 1.5 buckets [1 10 100]`,
-		"other_timing":   "summary sum 1",
+		"rpc_latency_ms":                                `histogram method=ShouldRateLimit "The gRPC calls' latency." sum 1.5 buckets [1 10 100]`,
+		"other_timing":                                  "summary sum 1",
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("series:\n%v\nwant\n%v", got, want)
