@@ -367,16 +367,16 @@ func (r *envReader) envoyMogrifiers() {
 			continue
 		}
 		v := "DOG_STATSD_MOGRIFIER_" + strings.ToUpper(name) + "_"
-		pattern, name2, tags := r.getExtra(v+"PATTERN"), r.getExtra(v+"NAME"), r.getExtra(v+"TAGS")
+		pattern, newName, tags := r.getExtra(v+"PATTERN"), r.getExtra(v+"NAME"), r.getExtra(v+"TAGS")
 		bad := len(r.errs)
 		if err := checkMogrifierPattern(pattern); err != nil {
 			r.errs = append(r.errs, fmt.Sprintf("%sPATTERN=%q (mogrifier %s of USE_DOG_STATSD_MOGRIFIERS): %v", v, pattern, name, err))
 		}
 		switch {
-		case name2 == "":
+		case newName == "":
 			r.errs = append(r.errs, fmt.Sprintf("%sNAME is not set or empty (mogrifier %s of USE_DOG_STATSD_MOGRIFIERS): want the statistic's new name", v, name))
-		case strings.Contains(name2, "|"):
-			r.errs = append(r.errs, fmt.Sprintf("%sNAME=%q: a statistic's name cannot hold \"|\"", v, name2))
+		case strings.Contains(newName, "|"):
+			r.errs = append(r.errs, fmt.Sprintf("%sNAME=%q: a statistic's name cannot hold \"|\"", v, newName))
 		}
 		if strings.Contains(tags, "|") {
 			r.errs = append(r.errs, fmt.Sprintf("%sTAGS=%q: a tag cannot hold \"|\"", v, tags))
@@ -387,7 +387,7 @@ func (r *envReader) envoyMogrifiers() {
 			r.source()
 			continue
 		}
-		r.add("statsd-mogrifier", pattern+"|"+name2+"|"+tags)
+		r.add("statsd-mogrifier", pattern+"|"+newName+"|"+tags)
 	}
 }
 
