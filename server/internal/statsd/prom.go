@@ -260,14 +260,25 @@ func (p *Prom) observer(s *promSeries, name string) *promObserver {
 		}
 	}
 	if kind == mapper.ObserverTypeHistogram {
-		buckets := prometheus.DefBuckets
+		opts := prometheus.HistogramOpts{Name: s.name, Help: s.help, ConstLabels: s.labels, Buckets: prometheus.DefBuckets}
 		if p.mapper != nil {
-			buckets = p.mapper.Defaults.HistogramOptions.Buckets
-			if m.HistogramOptions != nil && len(m.HistogramOptions.Buckets) > 0 {
-				buckets = m.HistogramOptions.Buckets
+			// As statsd_exporter makes them: classic buckets, and native
+			// ones for a scraper that asks for them.
+			d := &p.mapper.Defaults.HistogramOptions
+			opts.Buckets, opts.NativeHistogramBucketFactor, opts.NativeHistogramMaxBucketNumber = d.Buckets, d.NativeHistogramBucketFactor, d.NativeHistogramMaxBuckets
+			if h := m.HistogramOptions; h != nil {
+				if len(h.Buckets) > 0 {
+					opts.Buckets = h.Buckets
+				}
+				if h.NativeHistogramBucketFactor > 0 {
+					opts.NativeHistogramBucketFactor = h.NativeHistogramBucketFactor
+				}
+				if h.NativeHistogramMaxBuckets > 0 {
+					opts.NativeHistogramMaxBucketNumber = h.NativeHistogramMaxBuckets
+				}
 			}
 		}
-		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: s.name, Help: s.help, ConstLabels: s.labels, Buckets: buckets})
+		h := prometheus.NewHistogram(opts)
 		o.c, o.o = h, h
 	} else {
 		// statsd_exporter's default, a summary, as it makes one.
