@@ -20,6 +20,12 @@ type Decision struct {
 	RetryAfter time.Duration
 	// ResetAfter is the wait until the limiter is back to its idle state.
 	ResetAfter time.Duration
+	// Cached says a store answered from its local cache of earlier
+	// denials (the Redis store's, redis.WithDenyCache) without reaching
+	// its shared state: the decision is a remembered one, its waits
+	// shifted by the time since. The algorithms and the memory store
+	// never set it.
+	Cached bool
 }
 
 // Algorithm is a single-key limiter. AllowN decides a request of cost n at

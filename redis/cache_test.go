@@ -18,19 +18,19 @@ func TestDenyCache(t *testing.T) {
 	s := newCallerStore(t, srv, redis.WithDenyCache(100))
 	c := sluice.Check{Rule: prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(2)}), Key: "k"}
 	take(t, s, t0, 2, c)
-	if d := take(t, s, t0, 1, c)[0]; d.Allowed || d.RetryAfter != 500*time.Millisecond {
-		t.Fatalf("denial = %+v", d)
+	if d := take(t, s, t0, 1, c)[0]; d.Allowed || d.RetryAfter != 500*time.Millisecond || d.Cached {
+		t.Fatalf("denial = %+v, want Redis's", d)
 	}
 	calls := s.Stats().Calls
 	d := take(t, s, t0.Add(100*time.Millisecond), 1, c)[0]
-	if want := (sluice.Decision{Limit: 2, RetryAfter: 400 * time.Millisecond, ResetAfter: 900 * time.Millisecond}); d != want {
+	if want := (sluice.Decision{Limit: 2, RetryAfter: 400 * time.Millisecond, ResetAfter: 900 * time.Millisecond, Cached: true}); d != want {
 		t.Fatalf("cached = %+v, want %+v", d, want)
 	}
 	if st := s.Stats(); st.Calls != calls || st.CacheHits != 1 {
 		t.Fatalf("stats %+v: the cached denial reached Redis", st)
 	}
-	if d := take(t, s, t0.Add(500*time.Millisecond), 1, c)[0]; !d.Allowed {
-		t.Fatalf("at RetryAfter = %+v, want allowed", d)
+	if d := take(t, s, t0.Add(500*time.Millisecond), 1, c)[0]; !d.Allowed || d.Cached {
+		t.Fatalf("at RetryAfter = %+v, want allowed by Redis", d)
 	}
 	if st := s.Stats(); st.Calls != calls+1 {
 		t.Fatalf("stats %+v: the expired denial did not reach Redis", st)

@@ -134,8 +134,10 @@ func (c *denyCache) len() int {
 }
 
 // since shifts a cached decision to elapsed after it was made: the waits
-// are shorter by elapsed; the rest is as Redis said.
+// are shorter by elapsed; the rest is as Redis said, and it is marked
+// Cached.
 func since(d sluice.Decision, elapsed time.Duration) sluice.Decision {
+	d.Cached = true
 	if d.RetryAfter != sluice.Never {
 		d.RetryAfter = max(d.RetryAfter-elapsed, 0)
 	}
@@ -218,7 +220,9 @@ func cacheable(p *pending) bool {
 // cached answers the request p from a remembered denial of one of its
 // enforced checks, if there is one. The same request gets the decisions
 // Redis gave, shifted in time; another one gets the denying check's
-// decision and, for the checks not consulted, their full quota.
+// decision and, for the checks not consulted, their full quota. Every
+// decision it writes is marked Cached, so that the caller can count the
+// denials that reached no Redis.
 func (cl *cacheLayer) cached(now time.Time, p *pending, out []sluice.Decision) bool {
 	if !cacheable(p) {
 		return false
@@ -242,7 +246,7 @@ func (cl *cacheLayer) cached(now time.Time, p *pending, out []sluice.Decision) b
 		}
 		for j := range n {
 			q := p.args[j].p.quota
-			out[j] = sluice.Decision{Allowed: true, Limit: q, Remaining: q}
+			out[j] = sluice.Decision{Allowed: true, Limit: q, Remaining: q, Cached: true}
 		}
 		out[i] = since(e.d, el)
 		return true

@@ -155,8 +155,8 @@ func TestCacheLayer(t *testing.T) {
 		sent bool // to the next transport
 	}{
 		{0, 1, denied, true},
-		{100 * time.Millisecond, 1, sluice.Decision{Limit: 2, RetryAfter: 400 * time.Millisecond, ResetAfter: 900 * time.Millisecond}, false},
-		{499 * time.Millisecond, 1, sluice.Decision{Limit: 2, RetryAfter: time.Millisecond, ResetAfter: 501 * time.Millisecond}, false},
+		{100 * time.Millisecond, 1, sluice.Decision{Limit: 2, RetryAfter: 400 * time.Millisecond, ResetAfter: 900 * time.Millisecond, Cached: true}, false},
+		{499 * time.Millisecond, 1, sluice.Decision{Limit: 2, RetryAfter: time.Millisecond, ResetAfter: 501 * time.Millisecond, Cached: true}, false},
 		{500 * time.Millisecond, 1, denied, true}, // its RetryAfter ran out
 		{600 * time.Millisecond, 2, denied, true}, // another cost
 	}

@@ -149,7 +149,7 @@ func WithWindowKeys(f func(sluice.Check) string) Option {
 // gave, their waits shortened by the time since (Remaining is as of the
 // denial); another request denied by the same check gets that check's
 // decision and, for its other checks, not consulted, their full quota.
-// Times are the caller's with WithCallerTime, else the breaker's clock
+// The decisions the cache answers are marked Cached. Times are the caller's with WithCallerTime, else the breaker's clock
 // (WithBreakerClock).
 func WithDenyCache(entries int) Option {
 	return func(o *options) error { o.denyCache = max(entries, 0); return nil }

@@ -125,6 +125,11 @@ func New(cfg Settings) (*Server, error) {
 	}
 	if ep := cfg.EnvoyPrometheus; ep != nil {
 		p := statsd.NewProm(ep.ResponseTimeMillis)
+		if ep.Mapper != "" {
+			if p, err = statsd.NewPromMapped(ep.ResponseTimeMillis, ep.Mapper); err != nil {
+				return nil, settingsError("EnvoyPrometheus.Mapper: %w", err)
+			}
+		}
 		s.m.reg.MustRegister(p)
 		s.st = newStatsOn(p, ep.NearLimitRatio)
 	}

@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,7 +21,7 @@ import (
 // Statsd sends the server's statistics as envoyproxy/ratelimit does, to
 // a statsd over TCP or a DogStatsD over UDP, under its names:
 //
-//	ratelimit.service.rate_limit.<domain>.<path>.{total_hits,over_limit,near_limit,within_limit,shadow_mode}
+//	ratelimit.service.rate_limit.<domain>.<path>.{total_hits,over_limit,near_limit,within_limit,shadow_mode,over_limit_with_local_cache}
 //	ratelimit.service.rate_limit.<domain>.domain_not_found
 //	ratelimit.service.call.should_rate_limit.{redis_error,service_error}
 //	ratelimit.service.{config_load_success,config_load_error,global_shadow_mode}
@@ -43,6 +45,26 @@ type Statsd struct {
 	// NearLimitRatio is the share of a limit past which hits count as
 	// near_limit. The default is 0.8; it must be in (0, 1].
 	NearLimitRatio float64
+	// Mogrifiers rename and tag the statistics for DogStatsD (Dog only),
+	// as envoyproxy/ratelimit's USE_DOG_STATSD_MOGRIFIERS: a name takes
+	// the first whose pattern matches it. The default renames nothing.
+	Mogrifiers []StatsdMogrifier
+}
+
+// A StatsdMogrifier renames the statistics whose names Pattern matches,
+// and tags them: one of envoyproxy/ratelimit's DogStatsD mogrifiers
+// (DOG_STATSD_MOGRIFIER_<NAME>_PATTERN, _NAME and _TAGS).
+type StatsdMogrifier struct {
+	// Pattern is a regular expression in Go's syntax, matched anywhere
+	// in a statistic's name. Required.
+	Pattern string
+	// Name is the new name, in which $N stands for the pattern's Nth
+	// submatch ($0 the whole match); a $N past the pattern's groups is
+	// left as written. Required.
+	Name string
+	// Tags are added after Statsd.Tags; $N in a value as in Name. Each
+	// needs a name and a value.
+	Tags []StatsdTag
 }
 
 // EnvoyPrometheus shows envoyproxy/ratelimit's statistics (those Statsd
@@ -65,6 +87,23 @@ type EnvoyPrometheus struct {
 	// envoyproxy/ratelimit's PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS;
 	// the default is seconds.
 	ResponseTimeMillis bool
+	// Mapper, when not empty, is a statsd_exporter mapping (YAML) that
+	// names the series in place of the default mapping, as
+	// envoyproxy/ratelimit's PROMETHEUS_MAPPER_YAML: read by
+	// statsd_exporter's own mapper, with its globs, regular expressions,
+	// labels, drop action, scale, help and timer types (histogram or, its
+	// default, summary). A series' ttl is not honoured: the names are
+	// bounded (maxStatNames), so that none is dropped for its age. A
+	// mapping statsd_exporter refuses makes New fail with its error.
+	Mapper string
+}
+
+// CheckEnvoyMapper reports what New would refuse in yaml as
+// EnvoyPrometheus.Mapper: nil, or statsd_exporter's error, so that a
+// command can name the file it read.
+func CheckEnvoyMapper(yaml string) error {
+	_, err := statsd.NewPromMapped(false, yaml)
+	return err
 }
 
 // A StatsdTag is a name and value that Statsd adds to every statistic.
@@ -87,6 +126,7 @@ const (
 	statNearLimit   = ".near_limit"
 	statWithinLimit = ".within_limit"
 	statShadowMode  = ".shadow_mode"
+	statLocalCache  = ".over_limit_with_local_cache"
 )
 
 // stats are the server's statsd statistics, nil when Settings.Statsd is.
@@ -113,7 +153,7 @@ type statSink interface {
 
 // limitStats are the counters of one statistics path.
 type limitStats struct {
-	total, over, near, within, shadow *statsd.Counter
+	total, over, near, within, shadow, local *statsd.Counter
 }
 
 func newStats(c *Statsd) (*stats, error) {
@@ -121,7 +161,21 @@ func newStats(c *Statsd) (*stats, error) {
 	for i, t := range c.Tags {
 		tags[i] = statsd.Tag{Key: t.Key, Value: t.Value}
 	}
-	sink, err := statsd.New(statsd.Config{Addr: c.Addr, Dog: c.Dog, Tags: tags, FlushInterval: c.FlushInterval})
+	mogs := make([]statsd.Mogrifier, len(c.Mogrifiers))
+	for i, m := range c.Mogrifiers {
+		if m.Pattern == "" {
+			return nil, fmt.Errorf("Statsd.Mogrifiers[%d]: no pattern", i)
+		}
+		re, err := regexp.Compile(m.Pattern)
+		if err != nil {
+			return nil, fmt.Errorf("Statsd.Mogrifiers[%d]: pattern: %w", i, err)
+		}
+		mogs[i] = statsd.Mogrifier{Pattern: re, Name: m.Name}
+		for _, t := range m.Tags {
+			mogs[i].Tags = append(mogs[i].Tags, statsd.Tag{Key: t.Key, Value: t.Value})
+		}
+	}
+	sink, err := statsd.New(statsd.Config{Addr: c.Addr, Dog: c.Dog, Tags: tags, FlushInterval: c.FlushInterval, Mogrifiers: mogs})
 	if err != nil {
 		return nil, err
 	}
@@ -203,6 +257,7 @@ func (st *stats) path(path string, bounded bool) *limitStats {
 		near:   st.sink.Counter(p + statNearLimit),
 		within: st.sink.Counter(p + statWithinLimit),
 		shadow: st.sink.Counter(p + statShadowMode),
+		local:  st.sink.Counter(p + statLocalCache),
 	})
 	if loaded && bounded {
 		st.named.Add(-1)
@@ -304,10 +359,21 @@ func labelPath(label string) string {
 // count counts one check's hits as envoyproxy/ratelimit does: every hit
 // in total_hits; those past the limit in over_limit, the others in
 // within_limit; those past floor(limit × NearLimitRatio) but not over in
-// near_limit; and, for a limit in shadow mode, the hits of a denial in
-// shadow_mode.
+// near_limit; for a limit in shadow mode, the hits of a denial in
+// shadow_mode; and the hits of a denial the store answered from its deny
+// cache (sluice.Decision.Cached) all in over_limit and in
+// over_limit_with_local_cache, as its local cache's are.
 func (st *stats) count(ls *limitStats, c *decide.Check, d *sluice.Decision) {
 	hits, limit := c.Hits, d.Limit
+	if d.Cached && !d.Allowed {
+		ls.total.Add(uint64(hits))
+		ls.over.Add(uint64(hits))
+		ls.local.Add(uint64(hits))
+		if c.Limit.Declared.Shadow {
+			ls.shadow.Add(uint64(hits))
+		}
+		return
+	}
 	near := int64(math.Floor(float64(limit) * st.nearRatio))
 	// The count before and after this request's hits: a denial charged
 	// nothing, and left Remaining as it was.

@@ -203,11 +203,46 @@ func TestStatsdSettingsRefused(t *testing.T) {
 		{Addr: "localhost"},
 		{Addr: "localhost:8125", NearLimitRatio: 1.5},
 		{Addr: "localhost:8125", FlushInterval: -time.Second},
+		{Addr: "localhost:8125", Dog: true, Mogrifiers: []StatsdMogrifier{{Pattern: "(", Name: "x"}}},
+		{Addr: "localhost:8125", Dog: true, Mogrifiers: []StatsdMogrifier{{Name: "x"}}},
+		{Addr: "localhost:8125", Dog: true, Mogrifiers: []StatsdMogrifier{{Pattern: "x"}}},
+		{Addr: "localhost:8125", Mogrifiers: []StatsdMogrifier{{Pattern: "x", Name: "y"}}}, // plain statsd
 	} {
 		if _, err := New(Settings{Store: newStore(t), Statsd: &sd}); err == nil {
 			t.Errorf("New with Statsd %+v = nil error, want one", sd)
 		}
 	}
+}
+
+// TestStatsdMogrifiers: DogStatsD's names as envoyproxy/ratelimit's
+// mogrifiers rename them, with their tags after EXTRA_TAGS; a name no
+// mogrifier matches is sent as it is.
+func TestStatsdMogrifiers(t *testing.T) {
+	addr, lines := statsdLines(t, "udp")
+	e := start(t, Settings{
+		Paths: []string{writeFile(t, t.TempDir(), "sd.yaml", statsdYAML)},
+		Statsd: &Statsd{Addr: addr, Dog: true, Tags: []StatsdTag{{"env", "test"}}, FlushInterval: 10 * time.Millisecond,
+			Mogrifiers: []StatsdMogrifier{
+				{Pattern: `^ratelimit_server\.(.*)\.response_time$`, Name: "rpc.latency", Tags: []StatsdTag{{"method", "$1"}}},
+				{Pattern: `^ratelimit\.service\.rate_limit\.(.*)\.(.*)\.(.*)$`, Name: "ratelimit.service.rate_limit.$3",
+					Tags: []StatsdTag{{"domain", "$1"}, {"descriptor", "$2"}}},
+			}},
+	})
+	for _, hits := range []uint32{5, 1} {
+		if _, err := e.rls.ShouldRateLimit(t.Context(), rlReq("sd", hits, "user=a")); err != nil {
+			t.Fatalf("ShouldRateLimit = %v", err)
+		}
+	}
+	tags := "|#env:test,domain:sd,descriptor:user"
+	statsdSums(t, lines, map[string]float64{
+		"ratelimit.service.rate_limit.total_hits|c" + tags:            6,
+		"ratelimit.service.rate_limit.within_limit|c" + tags:          5,
+		"ratelimit.service.rate_limit.near_limit|c" + tags:            1,
+		"ratelimit.service.rate_limit.over_limit|c" + tags:            1,
+		"ratelimit.service.config_load_success|c|#env:test":           1,
+		"ratelimit_server.ShouldRateLimit.total_requests|c|#env:test": 2,
+		"rpc.latency|ms|#env:test,method:ShouldRateLimit":             2,
+	})
 }
 
 // Under Settings.Shadow a request that a limit would deny counts in
@@ -232,6 +267,40 @@ func TestStatsdGlobalShadow(t *testing.T) {
 		"ratelimit.service.config_load_success|c":           1,
 		"ratelimit_server.ShouldRateLimit.total_requests|c": 1,
 		"ratelimit_server.ShouldRateLimit.response_time|ms": 1,
+	})
+}
+
+// TestStatsdLocalCache: on the Redis store, a denial answered from its
+// deny cache counts in over_limit_with_local_cache, and in over_limit and
+// total_hits beside it, as envoyproxy/ratelimit counts its local cache's.
+// Of a limit of 5: 5 hits are within (1 near), the 6th is Redis's denial,
+// the 7th the cache's.
+func TestStatsdLocalCache(t *testing.T) {
+	addr, lines := statsdLines(t, "tcp")
+	st := newRedisStore(t)
+	e := start(t, Settings{
+		Store:  st,
+		Paths:  []string{writeFile(t, t.TempDir(), "sd.yaml", statsdYAML)},
+		Statsd: &Statsd{Addr: addr, FlushInterval: 10 * time.Millisecond},
+	})
+	for i, hits := range []uint32{5, 1, 1} {
+		resp, err := e.rls.ShouldRateLimit(t.Context(), rlReq("sd", hits, "user=c"))
+		if want := i == 0; err != nil || (resp.GetOverallCode() == rlspb.RateLimitResponse_OK) != want {
+			t.Fatalf("request %d of %d hits = %v, %v; want OK %v", i, hits, resp, err, want)
+		}
+	}
+	if n := st.Stats().CacheHits; n != 1 {
+		t.Fatalf("the Redis store's CacheHits = %d, want 1: the third request's denial is the cache's", n)
+	}
+	statsdSums(t, lines, map[string]float64{
+		"ratelimit.service.rate_limit.sd.user.total_hits|c":                  7,
+		"ratelimit.service.rate_limit.sd.user.within_limit|c":                5,
+		"ratelimit.service.rate_limit.sd.user.near_limit|c":                  1,
+		"ratelimit.service.rate_limit.sd.user.over_limit|c":                  2,
+		"ratelimit.service.rate_limit.sd.user.over_limit_with_local_cache|c": 1,
+		"ratelimit.service.config_load_success|c":                            1,
+		"ratelimit_server.ShouldRateLimit.total_requests|c":                  3,
+		"ratelimit_server.ShouldRateLimit.response_time|ms":                  3,
 	})
 }
 
@@ -315,5 +384,86 @@ func TestEnvoyPrometheus(t *testing.T) {
 	}
 	if !strings.Contains(text, "\nsluice_decisions_total{") {
 		t.Error("/metrics lacks sluice_decisions_total")
+	}
+}
+
+// envoyMapperYAML is a statsd_exporter mapping of a user's
+// (PROMETHEUS_MAPPER_YAML): every limit statistic as one family labelled
+// by its statistic, the service's own (config loads) dropped, and the
+// response time as a histogram of buckets of its own.
+const envoyMapperYAML = `
+mappings:
+  - match: "ratelimit.service.rate_limit.*.*.*"
+    name: "rl_hits"
+    labels:
+      domain: "$1"
+      descriptor: "$2"
+      stat: "$3"
+  - match: "ratelimit.service.*"
+    name: "dropped"
+    action: drop
+  - match: "ratelimit_server.*.response_time"
+    name: "rl_rpc_seconds"
+    observer_type: histogram
+    histogram_options:
+      buckets: [0.5, 1, 5]
+    labels:
+      method: "$1"
+`
+
+// TestEnvoyPrometheusMapper: with EnvoyPrometheus.Mapper, /metrics shows
+// the series the user's statsd_exporter mapping names, none of the
+// default mapping's; a mapping statsd_exporter refuses makes New fail.
+func TestEnvoyPrometheusMapper(t *testing.T) {
+	e := start(t, Settings{
+		Paths:           []string{writeFile(t, t.TempDir(), "sd.yaml", statsdYAML)},
+		EnvoyPrometheus: &EnvoyPrometheus{Mapper: envoyMapperYAML},
+	})
+	for _, hits := range []uint32{5, 1} {
+		if _, err := e.rls.ShouldRateLimit(t.Context(), rlReq("sd", hits, "user=a")); err != nil {
+			t.Fatalf("ShouldRateLimit = %v", err)
+		}
+	}
+	code, _, text := get(t, e.base+"/metrics")
+	if code != 200 {
+		t.Fatalf("GET /metrics = %d\n%s", code, text)
+	}
+	var got []string
+	for l := range strings.SplitSeq(text, "\n") {
+		if strings.HasPrefix(l, "rl_") || strings.HasPrefix(l, "ratelimit") {
+			got = append(got, l)
+		}
+	}
+	want := []string{
+		`rl_hits{descriptor="user",domain="sd",stat="near_limit"} 1`,
+		`rl_hits{descriptor="user",domain="sd",stat="over_limit"} 1`,
+		`rl_hits{descriptor="user",domain="sd",stat="total_hits"} 6`,
+		`rl_hits{descriptor="user",domain="sd",stat="within_limit"} 5`,
+		`rl_rpc_seconds_bucket{method="ShouldRateLimit",le="+Inf"} 2`,
+		`rl_rpc_seconds_bucket{method="ShouldRateLimit",le="0.5"}`,
+		`rl_rpc_seconds_bucket{method="ShouldRateLimit",le="1"}`,
+		`rl_rpc_seconds_bucket{method="ShouldRateLimit",le="5"}`,
+		`rl_rpc_seconds_count{method="ShouldRateLimit"} 2`,
+		`ratelimit_server_ShouldRateLimit_total_requests 2`,
+	}
+	// The buckets below +Inf and the sum hold measured times: only their
+	// names are compared.
+	got = slices.DeleteFunc(got, func(l string) bool { return strings.HasPrefix(l, "rl_rpc_seconds_sum") })
+	for i, l := range got {
+		if strings.HasPrefix(l, "rl_rpc_seconds_bucket") && !strings.Contains(l, "+Inf") {
+			got[i], _, _ = strings.Cut(l, " ")
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("/metrics's mapped series:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	for _, bad := range []string{"mappings: [", "mappings:\n  - match: a.b\n    name: \"bad-name\"\n"} {
+		_, err := New(Settings{Store: newStore(t), EnvoyPrometheus: &EnvoyPrometheus{Mapper: bad}})
+		if err == nil || !strings.Contains(err.Error(), "EnvoyPrometheus.Mapper") {
+			t.Errorf("New with EnvoyPrometheus.Mapper %q = %v, want an error naming it", bad, err)
+		}
 	}
 }

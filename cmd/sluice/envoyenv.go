@@ -120,12 +120,12 @@ var envoyVars = []envoyVar{
 	{name: "STATSD_HOST", def: "localhost", flags: "-statsd"},
 	{name: "STATSD_PORT", def: "8125", flags: "-statsd"},
 	{name: "USE_DOG_STATSD", def: "false", flags: "-statsd, -statsd-dog"},
-	{name: "USE_DOG_STATSD_MOGRIFIERS", note: "not implemented: DogStatsD's names are envoyproxy/ratelimit's statsd names, with EXTRA_TAGS as tags", report: whenSet},
+	{name: "USE_DOG_STATSD_MOGRIFIERS", flags: "-statsd-mogrifier"},
 	{name: "EXTRA_TAGS", flags: "-statsd-tags"},
 	{name: "STATS_FLUSH_INTERVAL", def: "10s", flags: "-statsd-flush"},
 	{name: "DISABLE_STATS", def: "false", flags: "-statsd, -metrics"},
 	{name: "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", def: "false", flags: "-envoy-metrics-ms"},
-	{name: "PROMETHEUS_MAPPER_YAML", note: "not implemented: under USE_PROMETHEUS sluice refuses to start with it; the default mapper's names are served", report: whenSet},
+	{name: "PROMETHEUS_MAPPER_YAML", flags: "-envoy-metrics-mapper"},
 	{name: "MEMCACHE_HOST_PORT", note: noteMemcache, report: whenSet},
 	{name: "MEMCACHE_SRV", note: noteMemcache, report: whenSet},
 	{name: "CONFIG_GRPC_XDS_SERVER_URL", def: "localhost:18000", flags: "-xds"},
@@ -359,9 +359,7 @@ func (r *envReader) envoyStats() {
 		r.add("metrics-path", r.get("PROMETHEUS_PATH"))
 		r.add("envoy-metrics", "true")
 		r.add("envoy-metrics-ms", strconv.FormatBool(r.getBool("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")))
-		if y := r.get("PROMETHEUS_MAPPER_YAML"); y != "" {
-			r.errs = append(r.errs, fmt.Sprintf("PROMETHEUS_MAPPER_YAML=%q: not implemented: sluice serves the names of envoyproxy/ratelimit's default mapper only; unset it", y))
-		}
+		r.add("envoy-metrics-mapper", r.get("PROMETHEUS_MAPPER_YAML"))
 	} else {
 		r.add("metrics", "")
 	}
@@ -370,10 +368,64 @@ func (r *envReader) envoyStats() {
 		r.add("statsd-dog", strconv.FormatBool(dog))
 		r.addIfSet("statsd-tags", "EXTRA_TAGS")
 		r.add("statsd-flush", r.getDuration("STATS_FLUSH_INTERVAL"))
+		if dog {
+			r.envoyMogrifiers()
+		}
 	} else {
 		r.add("statsd", "")
 	}
 	r.addIfSet("near-limit-ratio", "NEAR_LIMIT_RATIO")
+}
+
+// envoyMogrifiers reads the DogStatsD mogrifiers that
+// USE_DOG_STATSD_MOGRIFIERS names, each from its
+// DOG_STATSD_MOGRIFIER_<NAME>_PATTERN, _NAME and _TAGS, as
+// envoyproxy/ratelimit reads them (the name upper-cased); each becomes a
+// -statsd-mogrifier, in the order named, the first that matches applying.
+func (r *envReader) envoyMogrifiers() {
+	list := r.get("USE_DOG_STATSD_MOGRIFIERS")
+	if strings.TrimSpace(list) == "" {
+		r.source() // it sets no flag
+		return
+	}
+	for name := range strings.SplitSeq(list, ",") {
+		if name == "" {
+			r.errs = append(r.errs, fmt.Sprintf("USE_DOG_STATSD_MOGRIFIERS=%q: an empty name; want names separated by commas", list))
+			continue
+		}
+		v := "DOG_STATSD_MOGRIFIER_" + strings.ToUpper(name) + "_"
+		pattern, newName, tags := r.getExtra(v+"PATTERN"), r.getExtra(v+"NAME"), r.getExtra(v+"TAGS")
+		bad := len(r.errs)
+		if err := checkMogrifierPattern(pattern); err != nil {
+			r.errs = append(r.errs, fmt.Sprintf("%sPATTERN=%q (mogrifier %s of USE_DOG_STATSD_MOGRIFIERS): %v", v, pattern, name, err))
+		}
+		switch {
+		case newName == "":
+			r.errs = append(r.errs, fmt.Sprintf("%sNAME is not set or empty (mogrifier %s of USE_DOG_STATSD_MOGRIFIERS): want the statistic's new name", v, name))
+		case strings.Contains(newName, "|"):
+			r.errs = append(r.errs, fmt.Sprintf("%sNAME=%q: a statistic's name cannot hold \"|\"", v, newName))
+		}
+		if strings.Contains(tags, "|") {
+			r.errs = append(r.errs, fmt.Sprintf("%sTAGS=%q: a tag cannot hold \"|\"", v, tags))
+		} else if _, err := parseMogrifierTags(tags); err != nil {
+			r.errs = append(r.errs, fmt.Sprintf("%sTAGS=%q: %v", v, tags, err))
+		}
+		if len(r.errs) > bad {
+			r.source()
+			continue
+		}
+		r.add("statsd-mogrifier", pattern+"|"+newName+"|"+tags)
+	}
+}
+
+// getExtra returns a variable that envoyVars does not list, its name
+// made from another's value: "" when not set.
+func (r *envReader) getExtra(name string) string {
+	v, ok := r.lookup(name)
+	if ok {
+		r.set = append(r.set, name)
+	}
+	return v
 }
 
 func btoi(b bool) int {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -230,11 +232,9 @@ func TestEnvoyModeTrigger(t *testing.T) {
 // Variables sluice does not implement are named; those it cannot do
 // without (another backend, xDS), and values it cannot read, are errors.
 func TestEnvoyEnvNotesAndErrors(t *testing.T) {
-	_, _, out := printed(t, []string{"USE_DOG_STATSD_MOGRIFIERS", "a",
-		"LOCAL_CACHE_SIZE_IN_BYTES", "1000000",
+	_, _, out := printed(t, []string{"LOCAL_CACHE_SIZE_IN_BYTES", "1000000",
 		"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true", "GRPC_CLIENT_TLS_CACERT", "/ca"})
-	for _, want := range []string{"USE_DOG_STATSD_MOGRIFIERS=a: not implemented",
-		"LOCAL_CACHE_SIZE_IN_BYTES=1000000: ignored",
+	for _, want := range []string{"LOCAL_CACHE_SIZE_IN_BYTES=1000000: ignored",
 		"GRPC_CLIENT_TLS_CACERT=/ca: ignored: GRPC_SERVER_USE_TLS is not true"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("print-config does not say %q:\n%s", want, out)
@@ -269,6 +269,10 @@ func TestEnvoyEnvNotesAndErrors(t *testing.T) {
 	if v, _, _ := printed(t, []string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true"}); v["charge-per-descriptor"] != "false" {
 		t.Errorf("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true: -charge-per-descriptor %q, want false (all or nothing)", v["charge-per-descriptor"])
 	}
+	badMapper := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(badMapper, []byte("mappings: ["), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		env  []string
 		want string
@@ -292,7 +296,15 @@ func TestEnvoyEnvNotesAndErrors(t *testing.T) {
 		{[]string{"USE_DOG_STATSD", "true"}, "USE_STATSD=true, USE_DOG_STATSD=true"},
 		{[]string{"USE_STATSD", "false", "EXTRA_TAGS", "x", "USE_DOG_STATSD", "true"}, `-statsd-tags: "x": want name:value pairs`},
 		{[]string{"NEAR_LIMIT_RATIO", "2"}, "-near-limit-ratio 2: want a number in (0, 1]"},
-		{[]string{"USE_STATSD", "false", "USE_PROMETHEUS", "true", "PROMETHEUS_MAPPER_YAML", "/m.yaml"}, `PROMETHEUS_MAPPER_YAML="/m.yaml": not implemented`},
+		{[]string{"USE_STATSD", "false", "USE_PROMETHEUS", "true", "PROMETHEUS_MAPPER_YAML", "/nonexistent/m.yaml"}, "PROMETHEUS_MAPPER_YAML: -envoy-metrics-mapper: open /nonexistent/m.yaml"},
+		{[]string{"USE_STATSD", "false", "USE_PROMETHEUS", "true", "PROMETHEUS_MAPPER_YAML", badMapper}, "PROMETHEUS_MAPPER_YAML: -envoy-metrics-mapper " + badMapper + ": statsd_exporter mapping: yaml"},
+		{dogMogrifier("(", "x", ""), `DOG_STATSD_MOGRIFIER_TAG_PATTERN="(" (mogrifier tag of USE_DOG_STATSD_MOGRIFIERS): PATTERN "(": error parsing regexp`},
+		{dogMogrifier("", "x", ""), `DOG_STATSD_MOGRIFIER_TAG_PATTERN="" (mogrifier tag of USE_DOG_STATSD_MOGRIFIERS): no PATTERN`},
+		{dogMogrifier("a", "", ""), "DOG_STATSD_MOGRIFIER_TAG_NAME is not set or empty"},
+		{dogMogrifier("a", "x|y", ""), `DOG_STATSD_MOGRIFIER_TAG_NAME="x|y": a statistic's name cannot hold "|"`},
+		{dogMogrifier("a", "x", "domain"), `DOG_STATSD_MOGRIFIER_TAG_TAGS="domain": tag "domain": want name:value`},
+		{dogMogrifier("a", "x", "domain:"), `DOG_STATSD_MOGRIFIER_TAG_TAGS="domain:"`},
+		{[]string{"USE_STATSD", "false", "USE_DOG_STATSD", "true", "USE_DOG_STATSD_MOGRIFIERS", "a,,b"}, `USE_DOG_STATSD_MOGRIFIERS="a,,b": an empty name`},
 	} {
 		withEnv(t, tt.env...)
 		code, _, stderr := runArgs(t, "serve", "-print-config")
@@ -328,5 +340,55 @@ func TestREADMEEnvTable(t *testing.T) {
 	}
 	if len(envoyVarNames()) != len(envoyVars) {
 		t.Fatal("envoyVarNames")
+	}
+}
+
+// dogMogrifier is an environment with DogStatsD and one mogrifier, tag,
+// of these pattern, name and tags.
+func dogMogrifier(pattern, name, tags string) []string {
+	return []string{"USE_STATSD", "false", "USE_DOG_STATSD", "true", "USE_DOG_STATSD_MOGRIFIERS", "tag",
+		"DOG_STATSD_MOGRIFIER_TAG_PATTERN", pattern, "DOG_STATSD_MOGRIFIER_TAG_NAME", name, "DOG_STATSD_MOGRIFIER_TAG_TAGS", tags}
+}
+
+// USE_DOG_STATSD_MOGRIFIERS: each mogrifier it names (upper-cased, as
+// envoyproxy/ratelimit reads them) becomes a -statsd-mogrifier, in order;
+// without USE_DOG_STATSD they are not read, as there.
+func TestEnvoyEnvMogrifiers(t *testing.T) {
+	env := append(dogMogrifier(`^ratelimit\.service\.rate_limit\.(.*)\.(.*)\.(.*)$`, "ratelimit.service.rate_limit.$3", "domain:$1,descriptor:$2"),
+		"USE_DOG_STATSD_MOGRIFIERS", "rpc,tag",
+		"DOG_STATSD_MOGRIFIER_RPC_PATTERN", `^ratelimit_server\.(.*)\.(.*)$`, "DOG_STATSD_MOGRIFIER_RPC_NAME", "rpc.$2")
+	_, src, out := printed(t, env)
+	want := strconv.Quote(`^ratelimit_server\.(.*)\.(.*)$|rpc.$2|`) + " " +
+		strconv.Quote(`^ratelimit\.service\.rate_limit\.(.*)\.(.*)\.(.*)$|ratelimit.service.rate_limit.$3|domain:$1,descriptor:$2`)
+	if !strings.Contains(out, "-statsd-mogrifier  "+want) && !strings.Contains(out, " "+want+" ") {
+		t.Errorf("print-config does not show -statsd-mogrifier %s:\n%s", want, out)
+	}
+	if !strings.Contains(src["statsd-mogrifier"], "DOG_STATSD_MOGRIFIER_TAG_PATTERN") {
+		t.Errorf("-statsd-mogrifier's source %q does not name the last mogrifier's variables", src["statsd-mogrifier"])
+	}
+	// Plain statsd: the mogrifiers are not read, bad ones included.
+	if v, _, _ := printed(t, []string{"USE_DOG_STATSD_MOGRIFIERS", "tag", "DOG_STATSD_MOGRIFIER_TAG_PATTERN", "("}); v["statsd-mogrifier"] != `""` {
+		t.Errorf("USE_DOG_STATSD unset: -statsd-mogrifier %q, want none", v["statsd-mogrifier"])
+	}
+	// On the command line: PATTERN|NAME|TAGS, the pattern free to hold "|".
+	v, _, _ := printed(t, nil, "-statsd", "localhost:8125", "-statsd-dog", "-statsd-mogrifier", `^(a|b)\.x$|$1|`)
+	if want := strconv.Quote(`^(a|b)\.x$|$1|`); v["statsd-mogrifier"] != want {
+		t.Errorf("-statsd-mogrifier: %s, want %s", v["statsd-mogrifier"], want)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-statsd", "localhost:8125", "-statsd-mogrifier", "a|b|"}, "-statsd-mogrifier needs -statsd-dog"},
+		{[]string{"-statsd-mogrifier", "a|b|"}, "-statsd-mogrifier needs -statsd and -statsd-dog"},
+		{[]string{"-statsd", "localhost:8125", "-statsd-dog", "-statsd-mogrifier", "a|b"}, "want PATTERN|NAME|TAGS"},
+		{[]string{"-statsd", "localhost:8125", "-statsd-dog", "-statsd-mogrifier", "(|b|"}, "error parsing regexp"},
+		{[]string{"-envoy-metrics-mapper", "/m.yaml"}, "-envoy-metrics-mapper needs -envoy-metrics"},
+	} {
+		withEnv(t)
+		code, _, stderr := runArgs(t, append([]string{"serve", "-print-config"}, tt.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 saying %q", tt.args, code, stderr, tt.want)
+		}
 	}
 }

@@ -120,6 +120,8 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	fs.BoolVar(&o.statsd.prom, "envoy-metrics", false, "")
 	fs.BoolVar(&o.statsd.promMs, "envoy-metrics-ms", false, "")
 	o.tracing.register(fs)
+	fs.StringVar(&o.statsd.mapper, "envoy-metrics-mapper", "", "")
+	fs.Var(&o.statsd.mogs, "statsd-mogrifier", "")
 	fs.StringVar(&o.admin, "admin", defaultAdminAddr, "")
 	fs.BoolVar(&o.ui, "ui", true, "")
 	fs.BoolVar(&o.keyLookup, "key-lookup", false, "")
@@ -348,6 +350,14 @@ func (c *serveCmd) check(stderr io.Writer, lookupEnv func(string) (string, bool)
 	envoyProm, err := o.statsd.promSettings()
 	if err != nil {
 		return usagef("%v", err)
+	}
+	if envoyProm != nil {
+		if envoyProm.Mapper, err = o.statsd.readMapper(); err != nil {
+			if src, ok := strings.CutPrefix(c.sources["envoy-metrics-mapper"], "env "); ok {
+				err = fmt.Errorf("%s: %w", src, err)
+			}
+			return usagef("%v", err)
+		}
 	}
 	tracing, err := c.tracingSettings(lookupEnv)
 	if err != nil {

@@ -67,12 +67,20 @@ Flags:
   -statsd-dog          send DogStatsD over UDP instead, tags as |#k:v
   -statsd-tags K:V,... tags on every statistic (EXTRA_TAGS)
   -statsd-flush D      how often to send them (default 10s)
+  -statsd-mogrifier PATTERN|NAME|TAGS
+                       rename the DogStatsD statistics PATTERN matches to
+                       NAME and add TAGS (k:v,...; $1 is the first group);
+                       repeatable, the first that matches applies
+                       (USE_DOG_STATSD_MOGRIFIERS in envoy mode)
   -near-limit-ratio R  hits past floor(limit × R) count as near_limit
                        (default 0.8)
   -envoy-metrics       show envoyproxy/ratelimit's statistics on the metrics
                        endpoint, under its default Prometheus mapper's names
                        (USE_PROMETHEUS in envoy mode)
   -envoy-metrics-ms    their response_time in milliseconds, not seconds
+  -envoy-metrics-mapper FILE
+                       map them with this statsd_exporter mapping instead
+                       (PROMETHEUS_MAPPER_YAML in envoy mode)
   -print-config        print every setting and where it came from, and exit
   -envoy-env           read envoyproxy/ratelimit's variables even if none is
                        set (so that its defaults apply); -envoy-env=false

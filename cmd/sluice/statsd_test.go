@@ -7,6 +7,8 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -157,5 +159,129 @@ func TestServeEnvoyPrometheus(t *testing.T) {
 	}
 	if !strings.Contains(text, `sluice_decisions_total{domain="shop"`) {
 		t.Error("no sluice_decisions_total beside them")
+	}
+}
+
+// shopRequests sends n requests for user a of the shop domain to the
+// gRPC address.
+func shopRequests(t *testing.T, addr string, n int) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rls := rlspb.NewRateLimitServiceClient(conn)
+	for range n {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		_, err := rls.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "shop", Descriptors: []*ratelimitpb.RateLimitDescriptor{
+			{Entries: []*ratelimitpb.RateLimitDescriptor_Entry{{Key: "user", Value: "a"}}},
+		}})
+		cancel()
+		if err != nil {
+			t.Fatalf("ShouldRateLimit: %v", err)
+		}
+	}
+}
+
+// Under USE_DOG_STATSD, the mogrifiers USE_DOG_STATSD_MOGRIFIERS names
+// rename and tag what sluice serve sends, as envoyproxy/ratelimit's do.
+func TestServeDogStatsdMogrifiers(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	lines := make(chan string, 1024)
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, _, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			for l := range strings.SplitSeq(strings.TrimSuffix(string(buf[:n]), "\n"), "\n") {
+				lines <- l
+			}
+		}
+	}()
+	host, port, _ := net.SplitHostPort(pc.LocalAddr().String())
+	withEnv(t, "USE_STATSD", "false", "USE_DOG_STATSD", "true", "STATSD_HOST", host, "STATSD_PORT", port,
+		"EXTRA_TAGS", "env:ci", "STATS_FLUSH_INTERVAL", "20ms",
+		"USE_DOG_STATSD_MOGRIFIERS", "rpc,limits",
+		"DOG_STATSD_MOGRIFIER_RPC_PATTERN", `^ratelimit_server\.(.*)\.total_requests$`,
+		"DOG_STATSD_MOGRIFIER_RPC_NAME", "rpc.calls",
+		"DOG_STATSD_MOGRIFIER_RPC_TAGS", "method:$1",
+		"DOG_STATSD_MOGRIFIER_LIMITS_PATTERN", `^ratelimit\.service\.rate_limit\.(.*)\.(.*)\.(.*)$`,
+		"DOG_STATSD_MOGRIFIER_LIMITS_NAME", "ratelimit.service.rate_limit.$3",
+		"DOG_STATSD_MOGRIFIER_LIMITS_TAGS", "domain:$1,descriptor:$2")
+	s := startServe(t, "-config", writeConfig(t, statsdServeYAML), "-redis", "")
+	shopRequests(t, s.addr("grpc"), 3)
+	tags := "|#env:ci,domain:shop,descriptor:user"
+	want := map[string]int{
+		"ratelimit.service.rate_limit.total_hits" + tags:   3,
+		"ratelimit.service.rate_limit.within_limit" + tags: 2,
+		"ratelimit.service.rate_limit.near_limit" + tags:   1,
+		"ratelimit.service.rate_limit.over_limit" + tags:   1,
+		"ratelimit.service.config_load_success|#env:ci":    1,
+		"rpc.calls|#env:ci,method:ShouldRateLimit":         3,
+	}
+	got := map[string]int{}
+	deadline := time.After(30 * time.Second)
+	for !maps.Equal(got, want) {
+		select {
+		case l := <-lines:
+			name, rest, _ := strings.Cut(l, ":")
+			value, tags, _ := strings.Cut(rest, "|c")
+			if n, err := strconv.Atoi(value); err == nil && strings.HasPrefix(rest, value+"|c") {
+				got[name+tags] += n
+			}
+		case <-deadline:
+			t.Fatalf("DogStatsD received %v, want %v", got, want)
+		}
+	}
+}
+
+// Under USE_PROMETHEUS, PROMETHEUS_MAPPER_YAML's statsd_exporter mapping
+// names envoyproxy/ratelimit's series in place of the default mapper's.
+func TestServeEnvoyPrometheusMapper(t *testing.T) {
+	promAddr := "127.0.0.1:" + freePort(t)
+	mapping := filepath.Join(t.TempDir(), "mapper.yaml")
+	if err := os.WriteFile(mapping, []byte(`mappings:
+  - match: "ratelimit.service.rate_limit.*.*.*"
+    name: "shop_$3"
+    labels:
+      descriptor: "$2"
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	withEnv(t, "USE_STATSD", "false", "USE_PROMETHEUS", "true", "PROMETHEUS_ADDR", promAddr, "PROMETHEUS_MAPPER_YAML", mapping)
+	s := startServe(t, "-config", writeConfig(t, statsdServeYAML), "-redis", "")
+	shopRequests(t, s.addr("grpc"), 3)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+promAddr+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET PROMETHEUS_ADDR/metrics: %d, %v", resp.StatusCode, err)
+	}
+	var got []string
+	for l := range strings.SplitSeq(string(body), "\n") {
+		if strings.HasPrefix(l, "shop_") || strings.HasPrefix(l, "ratelimit_service_rate_limit") {
+			got = append(got, l)
+		}
+	}
+	want := []string{
+		`shop_near_limit{descriptor="user"} 1`,
+		`shop_over_limit{descriptor="user"} 1`,
+		`shop_total_hits{descriptor="user"} 3`,
+		`shop_within_limit{descriptor="user"} 2`,
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("mapped series:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -27,6 +27,7 @@ type Decision struct {
 	Remaining  int64
 	RetryAfter time.Duration
 	ResetAfter time.Duration
+	Cached     bool // no algorithm sets it: a store's cache does
 }
 
 // ceilDiv returns ⌈a/b⌉ as a duration in nanoseconds, or Never when it does

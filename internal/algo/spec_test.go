@@ -80,7 +80,7 @@ func TestAllowIsStep(t *testing.T) {
 		ok, rem, retry, reset := tt.Allow(&x, now, n)
 		var want Decision
 		want, y = tt.Step(y, now, n)
-		if got := (Decision{ok, tt.Burst(), rem, retry, reset}); got != want || x.Load() != y {
+		if got := (Decision{Allowed: ok, Limit: tt.Burst(), Remaining: rem, RetryAfter: retry, ResetAfter: reset}); got != want || x.Load() != y {
 			t.Fatalf("step %d: Allow(t+%d, %d) = %+v, state %d; Step says %+v, %d", i, now, n, got, x.Load(), want, y)
 		}
 	}

@@ -1,7 +1,9 @@
 package statsd
 
 import (
+	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,6 +77,105 @@ func TestPromTiming(t *testing.T) {
 		want := map[string]float64{"ratelimit_service_response_time_seconds": tc.want, "ratelimit_service_rate_limit_total_hits": 5}
 		if !maps.Equal(got, want) {
 			t.Errorf("millis %v: %v, want %v", tc.millis, got, want)
+		}
+	}
+}
+
+// userMapping is a statsd_exporter mapping of the kind
+// PROMETHEUS_MAPPER_YAML holds: a glob with labels, a drop, and a regular
+// expression with a help text, a scale and a histogram of its own buckets.
+const userMapping = `
+mappings:
+  - match: "ratelimit.service.rate_limit.*.*.*"
+    name: "rl_$3"
+    labels:
+      domain: "$1"
+      descriptor: "$2"
+  - match: "ratelimit.service.config_load_success"
+    name: "dropped"
+    action: drop
+  - match: 'ratelimit_server\.(.*)\.response_time'
+    match_type: regex
+    name: "rpc_latency_ms"
+    help: "The gRPC calls' latency."
+    scale: 1000
+    observer_type: histogram
+    histogram_options:
+      buckets: [1, 10, 100]
+    labels:
+      method: "$1"
+`
+
+// TestPromMapped: under a user's mapping, statsd_exporter's mapper names
+// the series: the glob's name and labels, a dropped name not shown, a
+// name no rule takes escaped, the regular expression's histogram scaled
+// with its buckets and help, and a timing no rule takes as a summary,
+// statsd_exporter's default.
+func TestPromMapped(t *testing.T) {
+	p, err := NewPromMapped(false, userMapping)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Counter("ratelimit.service.rate_limit.d.k.total_hits").Add(2)
+	p.Counter("ratelimit.service.rate_limit.d.k.v.total_hits").Add(1)
+	p.Counter("ratelimit.service.config_load_success").Add(1)
+	p.Counter("ratelimit.service.config_load_error").Add(1)
+	p.Timing("ratelimit_server.ShouldRateLimit.response_time", 1500*time.Microsecond)
+	p.Timing("other.timing", time.Second)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(p)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := ""
+			for _, l := range m.GetLabel() {
+				labels += l.GetName() + "=" + l.GetValue() + " "
+			}
+			switch {
+			case m.GetHistogram() != nil:
+				h := m.GetHistogram()
+				var bounds []float64
+				for _, b := range h.GetBucket() {
+					bounds = append(bounds, b.GetUpperBound())
+				}
+				got[mf.GetName()] = fmt.Sprintf("histogram %s%q sum %v buckets %v", labels, mf.GetHelp(), h.GetSampleSum(), bounds)
+			case m.GetSummary() != nil:
+				got[mf.GetName()] = fmt.Sprintf("summary %ssum %v", labels, m.GetSummary().GetSampleSum())
+			default:
+				got[mf.GetName()] = fmt.Sprintf("counter %s%v", labels, m.GetCounter().GetValue())
+			}
+		}
+	}
+	want := map[string]string{
+		"rl_total_hits": "counter descriptor=k domain=d 2",
+		"ratelimit_service_rate_limit_d_k_v_total_hits": "counter 1",
+		"ratelimit_service_config_load_error":           "counter 1",
+		"rpc_latency_ms":                                `histogram method=ShouldRateLimit "The gRPC calls' latency." sum 1.5 buckets [1 10 100]`,
+		"other_timing":                                  "summary sum 1",
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("series:\n%v\nwant\n%v", got, want)
+	}
+}
+
+// TestPromMappedRefused: a mapping statsd_exporter's mapper refuses, or
+// whose histogram or summary could not be made, is refused with the
+// reason.
+func TestPromMappedRefused(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"mappings: [", "yaml"},
+		{"mappings:\n  - match: a.b\n    name: \"bad-name\"\n", "bad-name"},
+		{"mappings:\n  - match: 'a(['\n    match_type: regex\n    name: x\n", "regex"},
+		{"mappings:\n  - match: a.b\n    name: x\n    observer_type: histogram\n    histogram_options:\n      buckets: [10, 1]\n", "increasing"},
+		{"mappings:\n  - match: a.b\n    name: x\n    labels:\n      le: \"1\"\n", `"le"`},
+		{"defaults:\n  summary_options:\n    max_age: -1s\n", "max_age"},
+	} {
+		if _, err := NewPromMapped(false, tc.yaml); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewPromMapped(%q) = %v, want an error naming %s", tc.yaml, err, tc.want)
 		}
 	}
 }

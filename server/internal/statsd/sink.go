@@ -31,6 +31,9 @@ type Config struct {
 	Tags []Tag
 	// FlushInterval is how often counts are sent. It must be positive.
 	FlushInterval time.Duration
+	// Mogrifiers rename and tag statistics for DogStatsD (Dog only): the
+	// first whose pattern matches a name applies, its tags after Tags.
+	Mogrifiers []Mogrifier
 	// Dial connects; nil uses a net.Dialer with a timeout of a second.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
@@ -60,8 +63,15 @@ type Sink struct {
 	mu       sync.Mutex
 	timings  []timing // since the last flush
 	dropped  atomic.Uint64
-	conn     net.Conn // the flush goroutine's only
+	// The flush goroutine's only: the connection, and the timings' names
+	// as written.
+	conn  net.Conn
+	heads map[string]head
 }
+
+// head is how a statistic's name is written: the name, and the tags that
+// follow the value (DogStatsD) or the name (statsd).
+type head struct{ name, tags string }
 
 type timing struct {
 	name string
@@ -76,7 +86,16 @@ func New(cfg Config) (*Sink, error) {
 	if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
 		return nil, fmt.Errorf("statsd: address %q: %w", cfg.Addr, err)
 	}
-	s := &Sink{cfg: cfg, network: "tcp"}
+	if len(cfg.Mogrifiers) > 0 && !cfg.Dog {
+		return nil, fmt.Errorf("statsd: mogrifiers are for DogStatsD only")
+	}
+	for i := range cfg.Mogrifiers {
+		if err := cfg.Mogrifiers[i].Validate(); err != nil {
+			return nil, err
+		}
+	}
+	cfg.Mogrifiers = slices.Clone(cfg.Mogrifiers)
+	s := &Sink{cfg: cfg, network: "tcp", heads: map[string]head{}}
 	if cfg.Dial == nil {
 		d := &net.Dialer{Timeout: time.Second}
 		s.cfg.Dial = d.DialContext
@@ -117,10 +136,30 @@ func clean(s string) string {
 	}, s)
 }
 
+// head returns how name is written: renamed and tagged by the first
+// mogrifier that matches it, its tags after the Sink's own.
+func (s *Sink) head(name string) head {
+	n, tags := mogrify(s.cfg.Mogrifiers, name)
+	if len(tags) == 0 {
+		return head{clean(n), s.suffix}
+	}
+	var b strings.Builder
+	b.WriteString(s.suffix)
+	for i, t := range tags {
+		if i == 0 && s.suffix == "" {
+			b.WriteString("|#")
+		} else {
+			b.WriteByte(',')
+		}
+		b.WriteString(clean(t.Key) + ":" + clean(t.Value))
+	}
+	return head{clean(n), b.String()}
+}
+
 // A Counter is one named counter of a Sink; the Sink sends what it added
 // since the last flush.
 type Counter struct {
-	name string
+	head head // as a Sink writes it
 	n    atomic.Uint64
 }
 
@@ -133,7 +172,7 @@ func (s *Sink) Counter(name string) *Counter {
 	if c, ok := s.counters.Load(name); ok {
 		return c.(*Counter)
 	}
-	c, _ := s.counters.LoadOrStore(name, &Counter{name: clean(name)})
+	c, _ := s.counters.LoadOrStore(name, &Counter{head: s.head(name)})
 	return c.(*Counter)
 }
 
@@ -181,7 +220,7 @@ func (s *Sink) Flush(ctx context.Context) {
 	s.counters.Range(func(_, v any) bool {
 		c := v.(*Counter)
 		if n := c.n.Swap(0); n > 0 {
-			lines = append(lines, s.line(c.name, strconv.FormatUint(n, 10), "c"))
+			lines = append(lines, s.line(c.head, strconv.FormatUint(n, 10), "c"))
 		}
 		return true
 	})
@@ -190,7 +229,12 @@ func (s *Sink) Flush(ctx context.Context) {
 	s.timings = nil
 	s.mu.Unlock()
 	for _, t := range ts {
-		lines = append(lines, s.line(clean(t.name), strconv.FormatFloat(t.ms, 'f', -1, 64), "ms"))
+		h, ok := s.heads[t.name]
+		if !ok {
+			h = s.head(t.name)
+			s.heads[t.name] = h
+		}
+		lines = append(lines, s.line(h, strconv.FormatFloat(t.ms, 'f', -1, 64), "ms"))
 	}
 	if len(lines) == 0 {
 		return
@@ -205,11 +249,11 @@ func (s *Sink) Flush(ctx context.Context) {
 }
 
 // line writes one statistic in the line protocol.
-func (s *Sink) line(name, value, kind string) []byte {
+func (s *Sink) line(h head, value, kind string) []byte {
 	if s.cfg.Dog {
-		return []byte(name + ":" + value + "|" + kind + s.suffix + "\n")
+		return []byte(h.name + ":" + value + "|" + kind + h.tags + "\n")
 	}
-	return []byte(name + s.suffix + ":" + value + "|" + kind + "\n")
+	return []byte(h.name + h.tags + ":" + value + "|" + kind + "\n")
 }
 
 // send writes lines, over one connection kept between flushes: as one
