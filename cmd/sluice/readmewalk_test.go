@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -237,6 +238,91 @@ func copyTreeFile(t *testing.T, f treeFile, dst string) {
 	}
 }
 
+// A readmeCommand is a command of the README, with the output the README
+// shows for it, if any.
+type readmeCommand struct {
+	line int
+	cmd  string
+	want string
+}
+
+// A readmePlan is what the walk does with a block: run its commands, or
+// pass over it, as a block it does not run (skip: why) or one it shows
+// (shown: its prefix in readmeShown).
+type readmePlan struct {
+	cmds  []readmeCommand
+	skip  string
+	shown string
+}
+
+// planBlock is the walk's plan for a block of the README's shell blocks,
+// or an error for a block or a command the walk does not know.
+func planBlock(b readmeBlock) (readmePlan, error) {
+	if len(b.lines) == 0 || b.after == "It prints:" {
+		return readmePlan{shown: "a program's output, which TestREADMEPrograms compares"}, nil
+	}
+	first := b.lines[0]
+	for prefix, why := range readmeSkipped {
+		if strings.HasPrefix(first, prefix) {
+			return readmePlan{skip: why}, nil
+		}
+	}
+	for prefix := range readmeShown {
+		if strings.HasPrefix(first, prefix) {
+			return readmePlan{shown: prefix}, nil
+		}
+	}
+	var p readmePlan
+	if strings.HasPrefix(first, "$ ") {
+		// "$ command" lines, each followed by its output
+		for _, l := range joinContinued(b.lines) {
+			if cmd, ok := strings.CutPrefix(l.text, "$ "); ok {
+				p.cmds = append(p.cmds, readmeCommand{line: b.line + l.at, cmd: cmd})
+				continue
+			}
+			if len(p.cmds) == 0 {
+				return p, fmt.Errorf("README.md:%d: a transcript that starts with no $ command", b.line)
+			}
+			c := &p.cmds[len(p.cmds)-1]
+			if c.want != "" || l.text != "" {
+				c.want += l.text + "\n"
+			}
+		}
+	} else {
+		for _, l := range joinContinued(b.lines) {
+			if cmd, _, _ := strings.Cut(l.text, " #"); strings.TrimSpace(cmd) != "" {
+				p.cmds = append(p.cmds, readmeCommand{line: b.line + l.at, cmd: strings.TrimSpace(cmd)})
+			}
+		}
+	}
+	for _, c := range p.cmds {
+		if commandKind(c.cmd) == "" {
+			return p, fmt.Errorf("README.md:%d: %q: a command the README walk neither runs nor lists in readmeSkipped or readmeShown", c.line, c.cmd)
+		}
+	}
+	return p, nil
+}
+
+// commandKind is how the walk runs cmd, "" for a command it does not know.
+func commandKind(cmd string) string {
+	fields := strings.Fields(cmd)
+	switch {
+	case cmd == "./scripts/test":
+		return "test script"
+	case len(fields) >= 3 && fields[0] == "go" && (fields[1] == "get" || fields[1] == "install"):
+		return "go get"
+	case len(fields) >= 4 && fields[0] == "go" && fields[1] == "run" && fields[2] == "./cmd/sluice":
+		return "clone sluice"
+	case strings.HasPrefix(cmd, "go run ./examples/"):
+		return "example"
+	case len(fields) >= 2 && fields[0] == "sluice":
+		return "sluice"
+	case len(fields) >= 2 && fields[0] == "curl":
+		return "curl"
+	}
+	return ""
+}
+
 // block runs, checks or passes over one block of the README.
 func (w *readmeWalk) block(b readmeBlock) {
 	t := w.t
@@ -248,42 +334,50 @@ func (w *readmeWalk) block(b readmeBlock) {
 	default:
 		return // a program (TestREADMEPrograms) or data
 	}
-	if len(b.lines) == 0 || b.after == "It prints:" {
-		return // a program's output, which TestREADMEPrograms compares
+	p, err := planBlock(b)
+	switch {
+	case err != nil:
+		t.Error(err)
+	case p.skip != "":
+		t.Logf("README.md:%d: not run: it %s", b.line, p.skip)
+	case p.shown != "":
+		w.shown(b, p.shown)
 	}
-	first := b.lines[0]
-	for prefix, why := range readmeSkipped {
-		if strings.HasPrefix(first, prefix) {
-			t.Logf("README.md:%d: not run: it %s", b.line, why)
-			return
-		}
-	}
-	for prefix := range readmeShown {
-		if strings.HasPrefix(first, prefix) {
-			w.shown(b, prefix)
-			return
-		}
-	}
-	if strings.HasPrefix(first, "$ ") {
-		w.transcript(b)
-		return
-	}
-	word, _, _ := strings.Cut(first, " ")
-	switch word {
-	case "go", "sluice", "curl", "./scripts/test":
-	default:
-		t.Errorf("README.md:%d: a block the README walk neither runs nor lists in readmeSkipped or readmeShown:\n%s", b.line, strings.Join(b.lines, "\n"))
-		return
-	}
-	for _, c := range joinContinued(b.lines) {
-		if cmd, _, _ := strings.Cut(c.text, " #"); strings.TrimSpace(cmd) != "" {
-			w.command(b.line+c.at, strings.TrimSpace(cmd), "")
-		}
+	for _, c := range p.cmds {
+		w.command(c.line, c.cmd, strings.TrimSuffix(c.want, "\n"))
 	}
 }
 
-// A readmeLine is a command, its continued lines joined, at its offset in
-// the block.
+// TestREADMEWalkKnowsEveryBlock: every shell block of the README is run by
+// TestREADMEWalk, or listed as not run or as shown. It is quick, so that a
+// new command fails in the short tests too.
+func TestREADMEWalkKnowsEveryBlock(t *testing.T) {
+	md, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := 0
+	for _, b := range readmeBlocks(string(md)) {
+		switch b.lang {
+		case "", "sh", "shell", "bash", "console":
+			p, err := planBlock(b)
+			if err != nil {
+				t.Error(err)
+			}
+			cmds += len(p.cmds)
+		}
+	}
+	if cmds == 0 {
+		t.Error("the README walk finds no command in README.md")
+	}
+	bad, err := planBlock(readmeBlock{line: 1, lines: []string{"docker run sluice"}})
+	if err == nil {
+		t.Errorf("a block of docker run: plan %+v, want an error: the walk does not know it", bad)
+	}
+}
+
+// A readmeLine is a line of a block, its continued lines joined, at its
+// offset in the block.
 type readmeLine struct {
 	at   int
 	text string
@@ -303,51 +397,26 @@ func joinContinued(lines []string) []readmeLine {
 	return out
 }
 
-// transcript runs a block of "$ command" lines, each followed by the
-// output the README shows for it.
-func (w *readmeWalk) transcript(b readmeBlock) {
-	type step struct {
-		at   int
-		cmd  string
-		want []string
-	}
-	var steps []step
-	for _, l := range joinContinued(b.lines) {
-		if cmd, ok := strings.CutPrefix(l.text, "$ "); ok {
-			steps = append(steps, step{at: l.at, cmd: cmd})
-			continue
-		}
-		if len(steps) == 0 {
-			w.t.Fatalf("README.md:%d: a transcript that starts with no $ command", b.line)
-		}
-		s := &steps[len(steps)-1]
-		s.want = append(s.want, l.text)
-	}
-	for _, s := range steps {
-		w.command(b.line+s.at, s.cmd, strings.Join(s.want, "\n"))
-	}
-}
-
-// command runs one command of the README at line. want, if not empty, is
-// the output the README shows for it.
+// command runs one command of the README at line (its kind known). want,
+// if not empty, is the output the README shows for it.
 func (w *readmeWalk) command(line int, cmd, want string) {
 	t := w.t
 	t.Logf("README.md:%d: %s", line, cmd)
 	fields := strings.Fields(cmd)
-	switch {
-	case cmd == "./scripts/test":
+	switch commandKind(cmd) {
+	case "test script":
 		w.checkTestScript(line)
-	case len(fields) >= 2 && fields[0] == "go" && (fields[1] == "get" || fields[1] == "install"):
+	case "go get":
 		if w.user == nil {
 			w.user = newUserModule(t, w.gobin, w.set)
 		}
 		w.user.goCmd(t, fields[1:]...)
-	case strings.HasPrefix(cmd, "go run ./cmd/sluice"):
+	case "clone sluice":
 		w.buildClone(line)
 		w.sluiceCmd(line, w.clone, w.sluice, fields[3:], want)
-	case strings.HasPrefix(cmd, "go run ./examples/"):
+	case "example":
 		w.run(line, w.clone, "bash", "-c", cmd)
-	case fields[0] == "sluice":
+	case "sluice":
 		bin := filepath.Join(w.bin, "sluice")
 		if _, err := os.Stat(bin); err != nil {
 			t.Fatalf("README.md:%d: %s: sluice is not installed: the README runs it before its go install", line, cmd)
@@ -356,10 +425,8 @@ func (w *readmeWalk) command(line int, cmd, want string) {
 			w.configFile(line, fields[len(fields)-1])
 		}
 		w.sluiceCmd(line, w.work, bin, fields[1:], want)
-	case fields[0] == "curl":
+	case "curl":
 		w.curl(line, cmd, want)
-	default:
-		t.Errorf("README.md:%d: %q: a command the README walk does not know: run it, or list its block in readmeSkipped", line, cmd)
 	}
 }
 
