@@ -28,6 +28,12 @@ func (m µsStore) Take(ctx context.Context, now time.Time, checks []sluice.Check
 	return nil
 }
 
+// Resolution is the store's, which the suite asks to model a bucket the
+// script decides at a coarser unit than a µs.
+func (m µsStore) Resolution(r *sluice.PreparedRule) (time.Duration, error) {
+	return m.s.Resolution(r)
+}
+
 func ceilµs(d time.Duration) time.Duration {
 	if d == sluice.Never || d%time.Microsecond == 0 {
 		return d

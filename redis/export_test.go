@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // WithStoreClock decides at the caller's time, as WithCallerTime, but
@@ -65,13 +64,9 @@ func TakeThenGiveBack(ctx context.Context, s *Store, t1, t2 time.Time, checks []
 // 0: a rule decided as its algorithm decides, a rule the script cannot
 // hold, or no bucket.
 func Resolution(r *sluice.PreparedRule) time.Duration {
-	sp := algo.Of(r)
-	if sp == nil {
+	res, err := (*Store)(nil).Resolution(r)
+	if err != nil || res == time.Microsecond {
 		return 0
 	}
-	p, err := paramsOf(sp)
-	if err != nil || p.kind != kindBucket || p.a[6] == 1 {
-		return 0
-	}
-	return time.Duration(p.a[6]) * time.Microsecond
+	return res
 }

@@ -271,6 +271,15 @@ func (p *params) bucketAt(qu int64) error {
 	return nil
 }
 
+// resolution is the quantum of time the script decides the rule at: a
+// bucket's quantum (a7, in µs), or a µs.
+func (p *params) resolution() time.Duration {
+	if p.kind == kindBucket {
+		return time.Duration(p.a[6]) * time.Microsecond
+	}
+	return time.Microsecond
+}
+
 // mulDivCeil is ⌈a·b/c⌉ for a, b >= 0, c > 0, saturated at MaxInt64.
 func mulDivCeil(a, b, c int64) int64 {
 	hi, lo := bits.Mul64(uint64(a), uint64(b))

@@ -344,6 +344,26 @@ func (s *Store) CheckRule(r *sluice.PreparedRule) error {
 
 var _ sluice.RuleChecker = (*Store)(nil)
 
+// Resolution is the quantum of time the store decides r at: a caller's
+// time is read in whole quanta, rounded down. It is a µs for every rule
+// but a bucket (token, leaky, GCRA) whose refill is too long for the
+// script's doubles in units of a µs (a prime rate above about 26000 a
+// day): 1ms, or 1s, the finest that holds it. Such a bucket decides each
+// request as the memory store decides it at the start of the request's
+// quantum, and its waits end at a whole quantum. The error is the one
+// CheckRule gives.
+func (s *Store) Resolution(r *sluice.PreparedRule) (time.Duration, error) {
+	sp := algo.Of(r)
+	if sp == nil {
+		return 0, errUnprepared
+	}
+	p, err := paramsOf(sp)
+	if err != nil {
+		return 0, err
+	}
+	return p.resolution(), nil
+}
+
 // Take decides a request against checks, all-or-nothing (but for
 // usage, recorded whatever the request's fate: see Usage charges in the
 // docs/redis.md), in one script run: see sluice.Store. The time

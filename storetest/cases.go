@@ -110,7 +110,7 @@ func (s *suite) testPeek(t *testing.T) {
 			st := s.cfg.New(t)
 			r := rule("peek", a, sluice.Limit{Rate: 3, Period: time.Second, Burst: 3})
 			c := sluice.Check{Rule: r, Key: "k"}
-			ref, _ := a.New(r.Rule().Limit)
+			ref := s.reference(t, st, r)
 			t0 := s.t0()
 			want := s.expect(ref.AllowN(t0, 0))
 			for i := range 3 {
@@ -223,7 +223,7 @@ func (s *suite) testBadInput(t *testing.T) {
 // key decides exactly as a fresh one.
 func (s *suite) testIdle(t *testing.T) {
 	for _, a := range s.cfg.Algorithms {
-		for _, l := range s.limits() {
+		for _, l := range s.traceLimits() {
 			t.Run(fmt.Sprintf("%s/%v", a, l), func(t *testing.T) {
 				st := s.cfg.New(t)
 				r := rule("idle-"+string(a), a, l)
@@ -241,7 +241,7 @@ func (s *suite) testIdle(t *testing.T) {
 						reset = at
 					}
 				}
-				fresh, _ := a.New(l)
+				fresh := s.reference(t, st, r)
 				for i := range 20 {
 					n := g.cost(r.Quota())
 					got, want := take(t, st, reset, n, c)[0], s.expect(fresh.AllowN(reset, n))
@@ -270,7 +270,7 @@ func (s *suite) testLimiter(t *testing.T) {
 		{Rule: rule("limiter-burst", as[0], sluice.Limit{Rate: 3, Period: time.Second, Burst: 4}), Key: "u"},
 		{Rule: rule("limiter-minute", as[len(as)-1], sluice.PerMinute(10)), Key: "u"},
 	}
-	m := newModel(t)
+	m := newModel(t, s.arithOf(t, st))
 	g := s.gen(42)
 	out := make([]sluice.Decision, len(checks))
 	for i := range 60 {

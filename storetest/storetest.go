@@ -21,7 +21,14 @@
 // Times are multiples of Config.Resolution, and the durations a store
 // returns are compared with the single-key limiter's rounded up to it: a
 // store that keeps microseconds answers "retry after 333334µs" where the
-// single-key limiter, in nanoseconds, says 333333334ns.
+// single-key limiter, in nanoseconds, says 333333334ns. A store that
+// decides a long bucket at a coarser unit still (the Redis store, at 1ms or
+// 1s for 30011 a day) says so with a method
+//
+//	Resolution(rule *sluice.PreparedRule) (time.Duration, error)
+//
+// and the suite holds that rule exactly to the bucket's arithmetic at that
+// unit.
 package storetest
 
 import (
@@ -48,7 +55,7 @@ type Config struct {
 	Algorithms []sluice.Algo
 	// MaxRate, if positive, leaves out the limits whose Rate or Burst
 	// exceeds it. The default, 0, keeps them all; the largest the suite
-	// uses is 100.
+	// uses is 1000003 (a prime a year).
 	MaxRate int64
 }
 
@@ -61,7 +68,12 @@ type Config struct {
 //     from -1 to the quota + 1 and times that never go back, get exactly the
 //     decisions, all five fields, of a fresh single-key limiter per key
 //     (rule.Algorithm.New(limit)), for limits with odd rates (3/s, 7/min),
-//     bursts above and below the rate, and a rate of 0.
+//     bursts above and below the rate, and a rate of 0; and for the rates
+//     at the edges of the arithmetic: primes per day, week and year
+//     (99991/24h, 30011/24h, 7/168h, 1000003/8760h), 1 a month, a huge burst
+//     and 1000003 a second. A bucket the store decides at a coarser unit
+//     than the single-key limiter's (see the package's documentation) is
+//     held to the bucket's arithmetic at that unit.
 //   - Policy: random requests against two or three rules at once, some in
 //     shadow mode, get the decisions of the all-or-nothing model: if every
 //     enforced check allows, each check that allows is charged; otherwise
@@ -74,9 +86,10 @@ type Config struct {
 //   - Concurrent: 16 goroutines on one key at one time get exactly the
 //     quota, no more, no less; with two rules, the charges stay
 //     all-or-nothing.
-//   - Idle: once ResetAfter has passed, a key decides as a fresh one.
+//   - Idle: once ResetAfter has passed, a key decides as a fresh one, at
+//     the same limits as Trace.
 //   - Limiter: the store works under sluice.NewLimiter.
-//   - UsageTrace, UsagePolicy: the same as Trace and Policy for rules
+//   - UsageTrace, UsagePolicy: the same as Trace (its limits) and Policy for rules
 //     charged by usage (sluice.ChargeUsage, ChargeCount), with costs far
 //     past the quota, against the arithmetic charged the same way: usage
 //     recorded into capped debt whatever it decides; in a request, usage
@@ -154,16 +167,43 @@ func (s *suite) expect(d sluice.Decision) sluice.Decision {
 	return d
 }
 
-// limits are the limits the suite uses, without those above MaxRate.
+// limits are the limits the suite mixes in policies, without those above
+// MaxRate.
 func (s *suite) limits() []sluice.Limit {
-	all := []sluice.Limit{
+	return s.fitting([]sluice.Limit{
 		sluice.PerSecond(3),
 		sluice.PerMinute(7),
 		{Rate: 10, Period: time.Second, Burst: 4},
 		{Rate: 5, Period: 250 * time.Millisecond, Burst: 12},
 		{Rate: 1, Period: time.Hour, Burst: 2},
 		{Rate: 0, Period: time.Second, Burst: 2},
-	}
+	})
+}
+
+// year is the period of a limit a year.
+const year = 365 * 24 * time.Hour
+
+// traceLimits are the limits traced one at a time: limits and those at
+// the edges of the stores' arithmetic. Primes a day, a week and a year
+// make buckets whose refill takes more than 2^62 ticks of a ns, or more
+// than the Redis script's 2^51 units of a µs, which decide at a coarser
+// unit; they are rates people write, and every algorithm takes them. A
+// sliding log keeps a cell per unit, so these are left out of policies,
+// whose model replays a key's history for every decision.
+func (s *suite) traceLimits() []sluice.Limit {
+	return append(s.limits(), s.fitting([]sluice.Limit{
+		{Rate: 99991, Period: 24 * time.Hour},
+		{Rate: 30011, Period: 24 * time.Hour},
+		{Rate: 7, Period: 7 * 24 * time.Hour},
+		{Rate: 1000003, Period: year},
+		{Rate: 1, Period: 30 * 24 * time.Hour},        // tiny: traces of a rate a year would pass the year 2112, Redis's last
+		{Rate: 1, Period: 24 * time.Hour, Burst: 1e6}, // a huge burst
+		{Rate: 1000003, Period: time.Second},          // huge, odd: a bucket's ticks of a ns wrap in about an hour
+	})...)
+}
+
+// fitting is all without the limits above MaxRate.
+func (s *suite) fitting(all []sluice.Limit) []sluice.Limit {
 	var ls []sluice.Limit
 	for _, l := range all {
 		if s.fits(l) {

@@ -122,7 +122,9 @@ func ceilMicro(d time.Duration) time.Duration {
 }
 
 func newNaive(broken string) func(t *testing.T) sluice.Store {
-	return func(t *testing.T) sluice.Store { return &naive{m: newModel(t), broken: broken} }
+	return func(t *testing.T) sluice.Store {
+		return &naive{m: newModel(t, func(r *sluice.PreparedRule) arith { return ownArith(t, r) }), broken: broken}
+	}
 }
 
 func TestNaive(t *testing.T) {

@@ -66,7 +66,7 @@ func emission(l sluice.Limit) time.Duration {
 // per key.
 func (s *suite) testTrace(t *testing.T) {
 	for _, a := range s.cfg.Algorithms {
-		for _, l := range s.limits() {
+		for _, l := range s.traceLimits() {
 			t.Run(fmt.Sprintf("%s/%v", a, l), func(t *testing.T) {
 				st := s.cfg.New(t)
 				for seed := range uint64(traceSeeds) {
@@ -83,11 +83,7 @@ func (s *suite) runTrace(t *testing.T, st sluice.Store, r *sluice.PreparedRule, 
 	g := s.gen(seed)
 	refs := make(map[string]sluice.Algorithm)
 	for _, k := range traceKeys {
-		a, err := r.Rule().Algorithm.New(r.Rule().Limit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		refs[k] = a
+		refs[k] = s.reference(t, st, r)
 	}
 	t0 := s.t0()
 	now := t0
@@ -133,7 +129,7 @@ func (s *suite) testPolicy(t *testing.T) {
 				r.Shadow = true
 				rules[i] = prepare(r)
 			}
-			m := newModel(t)
+			m := newModel(t, s.arithOf(t, st))
 			t0 := s.t0()
 			now := t0
 			checks := make([]sluice.Check, len(rules))

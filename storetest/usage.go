@@ -37,7 +37,7 @@ func (g gen) usageCost(quota int64) int64 {
 func (s *suite) testUsageTrace(t *testing.T) {
 	for _, c := range usageCharges {
 		for _, a := range s.cfg.Algorithms {
-			for _, l := range s.limits() {
+			for _, l := range s.traceLimits() {
 				t.Run(fmt.Sprintf("%v/%s/%v", c, a, l), func(t *testing.T) {
 					st := s.cfg.New(t)
 					for seed := range uint64(traceSeeds) {
@@ -57,6 +57,7 @@ func (s *suite) runUsageTrace(t *testing.T, st sluice.Store, r *sluice.PreparedR
 	for _, k := range traceKeys {
 		refs[k] = new(machine)
 	}
+	ar := s.arithOf(t, st)(r)
 	t0 := s.t0()
 	now := t0
 	for i := range traceSteps {
@@ -64,7 +65,7 @@ func (s *suite) runUsageTrace(t *testing.T, st sluice.Store, r *sluice.PreparedR
 		key := traceKeys[g.rnd.IntN(len(traceKeys))]
 		n := g.usageCost(r.Quota())
 		got := take(t, st, now, n, sluice.Check{Rule: r, Key: key})[0]
-		want := s.expect(refs[key].step(t, r, now, n))
+		want := s.expect(refs[key].step(t, ar, now, n))
 		if got != want {
 			t.Fatalf("seed %d step %d: Take(%s, %d) on %q = %+v, want %+v", seed, i, rel(t0, now), n, key, got, want)
 		}
@@ -101,7 +102,7 @@ func (s *suite) testUsagePolicy(t *testing.T) {
 				r.Shadow = true
 				rules[i] = prepare(r)
 			}
-			m := newModel(t)
+			m := newModel(t, s.arithOf(t, st))
 			t0 := s.t0()
 			now := t0
 			checks := make([]sluice.Check, len(rules))

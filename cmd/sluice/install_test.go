@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
@@ -171,67 +172,13 @@ func TestInstallFromProxy(t *testing.T) {
 		t.Fatalf("the go command is needed to install sluice as a user does: %v", err)
 	}
 	lines := readmeInstallLines(t)
-
-	_, mods := readWorkspace(t)
-	version := releaseVersion(t, mods)
-	tmp := t.TempDir()
-	proxy := filepath.Join(tmp, "proxy")
-	for _, m := range mods {
-		writeProxyModule(t, proxy, m, version)
-	}
-
-	goEnv := func(name string) string {
-		out, err := exec.Command(gobin, "env", name).Output()
-		if err != nil {
-			t.Fatalf("go env %s: %v", name, err)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	// The module cache's download directory has the layout of a proxy:
-	// what this machine has downloaded needs no network.
-	upstream := []string{fileURL(proxy), fileURL(filepath.Join(goEnv("GOMODCACHE"), "cache", "download"))}
-	if p := goEnv("GOPROXY"); p != "" {
-		upstream = append(upstream, p)
-	}
-	bin := filepath.Join(tmp, "bin")
-	app := filepath.Join(tmp, "app")
-	if err := os.MkdirAll(app, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	env := installEnv(map[string]string{
-		"GOWORK":  "off",
-		"GOPROXY": strings.Join(upstream, ","),
-		// The sumdb has not seen these versions; everything else is
-		// checked as for any user. GOPRIVATE and GONOPROXY would fetch
-		// the modules from their repository instead of the proxy.
-		"GONOSUMDB": "github.com/sluicehq",
-		"GOPRIVATE": "",
-		"GONOPROXY": "",
-		// -modcacherw lets the temporary module cache be removed;
-		// -trimpath keeps the build cache's entries for the modules
-		// independent of that cache's path, so a second run reuses them.
-		"GOFLAGS":     "-mod=mod -modcacherw -trimpath",
-		"GOMODCACHE":  filepath.Join(tmp, "modcache"), // this tree's content, not a cached v0.1.0 of another
-		"GOBIN":       bin,
-		"GOTOOLCHAIN": "local",
-	})
+	u := newUserModule(t, gobin, nil)
 	goCmd := func(args ...string) string {
 		t.Helper()
-		start := time.Now()
-		defer func() { t.Logf("go %s: %v", strings.Join(args, " "), time.Since(start).Round(time.Millisecond)) }()
-		cmd := exec.Command(gobin, args...)
-		cmd.Dir = app
-		cmd.Env = env
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("go %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.Bytes())
-		}
-		return string(out)
+		return u.goCmd(t, args...)
 	}
+	version, app, bin := u.version, u.app, u.bin
 
-	goCmd("mod", "init", "example.com/app")
 	for _, args := range lines {
 		goCmd(args...)
 	}
@@ -279,6 +226,92 @@ func main() {
 	if err != nil || !strings.Contains(string(out), "serve") {
 		t.Errorf("sluice help: %v\n%s\nwant exit 0 and the commands", err, out)
 	}
+}
+
+// userModule is a new user's module outside this tree, where the README's
+// go get and go install lines run as they would for that user: this
+// tree's modules, at the version they require of each other, come from a
+// file:// module proxy placed before the ordinary one (the modules they
+// need come from the machine's module cache or that proxy), with no
+// workspace.
+type userModule struct {
+	gobin   string
+	version string   // the modules' version in the proxy
+	app     string   // the module's directory
+	bin     string   // GOBIN: where go install puts sluice
+	env     []string // the go command's environment
+}
+
+// newUserModule makes the proxy and an empty module example.com/app. The
+// go command runs in this process's environment with the variables the
+// proxy needs, and set's, in place of their own.
+func newUserModule(t *testing.T, gobin string, set map[string]string) *userModule {
+	t.Helper()
+	_, mods := readWorkspace(t)
+	version := releaseVersion(t, mods)
+	tmp := t.TempDir()
+	proxy := filepath.Join(tmp, "proxy")
+	for _, m := range mods {
+		writeProxyModule(t, proxy, m, version)
+	}
+
+	goEnv := func(name string) string {
+		out, err := exec.Command(gobin, "env", name).Output()
+		if err != nil {
+			t.Fatalf("go env %s: %v", name, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	// The module cache's download directory has the layout of a proxy:
+	// what this machine has downloaded needs no network.
+	upstream := []string{fileURL(proxy), fileURL(filepath.Join(goEnv("GOMODCACHE"), "cache", "download"))}
+	if p := goEnv("GOPROXY"); p != "" {
+		upstream = append(upstream, p)
+	}
+	u := &userModule{gobin: gobin, version: version, app: filepath.Join(tmp, "app"), bin: filepath.Join(tmp, "bin")}
+	if err := os.MkdirAll(u.app, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{
+		"GOWORK":  "off",
+		"GOPROXY": strings.Join(upstream, ","),
+		// The sumdb has not seen these versions; everything else is
+		// checked as for any user. GOPRIVATE and GONOPROXY would fetch
+		// the modules from their repository instead of the proxy.
+		"GONOSUMDB": "github.com/sluicehq",
+		"GOPRIVATE": "",
+		"GONOPROXY": "",
+		// -modcacherw lets the temporary module cache be removed;
+		// -trimpath keeps the build cache's entries for the modules
+		// independent of that cache's path, so a second run reuses them.
+		"GOFLAGS":     "-mod=mod -modcacherw -trimpath",
+		"GOMODCACHE":  filepath.Join(tmp, "modcache"), // this tree's content, not a cached v0.1.0 of another
+		"GOBIN":       u.bin,
+		"GOTOOLCHAIN": "local",
+	}
+	maps.Copy(vars, set)
+	u.bin = vars["GOBIN"]
+	u.env = installEnv(vars)
+	u.goCmd(t, "mod", "init", "example.com/app")
+	return u
+}
+
+// goCmd runs the go command in the user's module and returns its output,
+// failing the test with its errors.
+func (u *userModule) goCmd(t *testing.T, args ...string) string {
+	t.Helper()
+	start := time.Now()
+	defer func() { t.Logf("go %s: %v", strings.Join(args, " "), time.Since(start).Round(time.Millisecond)) }()
+	cmd := exec.Command(u.gobin, args...)
+	cmd.Dir = u.app
+	cmd.Env = u.env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.Bytes())
+	}
+	return string(out)
 }
 
 // readmeInstallLines returns the go get and go install commands of the
