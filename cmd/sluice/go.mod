@@ -19,6 +19,12 @@ require (
 )
 
 require (
+	cel.dev/expr v0.25.3 // indirect
+	github.com/prometheus/statsd_exporter v0.31.0 // indirect
+	go.yaml.in/yaml/v2 v2.4.4 // indirect
+)
+
+require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
