@@ -298,9 +298,9 @@ func wantResponse(now int64, headers bool, sts ...wantStatus) *rlspb.RateLimitRe
 	return resp
 }
 
-// A replay sends requests and compares each whole response with
+// An rlsReplay sends requests and compares each whole response with
 // envoyproxy/ratelimit's, collecting the differences.
-type replay struct {
+type rlsReplay struct {
 	t       *testing.T
 	rls     rlspb.RateLimitServiceClient
 	headers bool // LIMIT_RESPONSE_HEADERS_ENABLED
@@ -309,7 +309,7 @@ type replay struct {
 
 // ask sends req and compares the response with the one envoyproxy/ratelimit
 // gives at the second it was sent or the one it was answered in.
-func (r *replay) ask(what string, req *rlspb.RateLimitRequest, want ...wantStatus) {
+func (r *rlsReplay) ask(what string, req *rlspb.RateLimitRequest, want ...wantStatus) {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(r.t.Context(), 30*time.Second)
 	defer cancel()
@@ -333,7 +333,7 @@ func (r *replay) ask(what string, req *rlspb.RateLimitRequest, want ...wantStatu
 // reports its differences. A sequence that straddles the window's end
 // counts in two windows, which is no fault of the service's: it is run
 // again with fresh values.
-func (r *replay) inOneWindow(unit rlspb.RateLimitResponse_RateLimit_Unit, seq func(try int)) {
+func (r *rlsReplay) inOneWindow(unit rlspb.RateLimitResponse_RateLimit_Unit, seq func(try int)) {
 	r.t.Helper()
 	u := unitSeconds[unit]
 	for try := 0; ; try++ {
@@ -362,7 +362,7 @@ func fresh(try int) string { return fmt.Sprintf("%d-%d", time.Now().UnixNano(), 
 // hour, the second taken past its end. stopIncrement is
 // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT. It returns the values the
 // limits were counted under.
-func basicReplay(t *testing.T, r *replay, stopIncrement bool) (key2, twoKeys string) {
+func basicReplay(t *testing.T, r *rlsReplay, stopIncrement bool) (key2, twoKeys string) {
 	t.Helper()
 	r.ask("an unknown domain", rlsRequest("foo", "hello", "world"), wantStatus{})
 	r.ask("basic key1", rlsRequest("basic", "key1", "foo"), allowed(50, perSecond, 49))
@@ -406,24 +406,24 @@ func TestEnvoyScenarios(t *testing.T) {
 		t.Parallel()
 		addr := testredis.Start(t)
 		s := startRLS(t, "REDIS_URL="+addr)
-		basicReplay(t, &replay{t: t, rls: s.client(t, nil)}, false)
+		basicReplay(t, &rlsReplay{t: t, rls: s.client(t, nil)}, false)
 	})
 
 	t.Run("headers", func(t *testing.T) {
 		t.Parallel()
 		addr := testredis.Start(t)
 		s := startRLS(t, "REDIS_URL="+addr, "LIMIT_RESPONSE_HEADERS_ENABLED=true")
-		basicReplay(t, &replay{t: t, rls: s.client(t, nil), headers: true}, false)
+		basicReplay(t, &rlsReplay{t: t, rls: s.client(t, nil), headers: true}, false)
 	})
 
 	t.Run("per-second Redis", func(t *testing.T) {
 		t.Parallel()
 		addr, secondAddr := testredis.Start(t), testredis.Start(t)
 		s := startRLS(t, "REDIS_URL="+addr, "REDIS_PERSECOND=true", "REDIS_PERSECOND_SOCKET_TYPE=tcp", "REDIS_PERSECOND_URL="+secondAddr)
-		key2, _ := basicReplay(t, &replay{t: t, rls: s.client(t, nil)}, false)
+		key2, _ := basicReplay(t, &rlsReplay{t: t, rls: s.client(t, nil)}, false)
 		// The limit per minute counted in the main Redis, not in the other.
 		for a, want := range map[string]int{addr: 1, secondAddr: 0} {
-			if n := keysMatching(t, goredis.NewClient(&goredis.Options{Addr: a}), "*"+key2+"*"); n != want {
+			if n := keysMatching(t, a, "*"+key2+"*"); n != want {
 				t.Errorf("%d keys of key2 in %s, want %d", n, a, want)
 			}
 		}
@@ -433,12 +433,11 @@ func TestEnvoyScenarios(t *testing.T) {
 		t.Parallel()
 		addr := testredis.Start(t)
 		s := startRLS(t, "REDIS_URL="+addr, "CACHE_KEY_PREFIX=prefix:")
-		key2, _ := basicReplay(t, &replay{t: t, rls: s.client(t, nil)}, false)
-		rc := goredis.NewClient(&goredis.Options{Addr: addr})
-		if n := keysMatching(t, rc, "prefix:*"+key2+"*"); n != 1 {
+		key2, _ := basicReplay(t, &rlsReplay{t: t, rls: s.client(t, nil)}, false)
+		if n := keysMatching(t, addr, "prefix:*"+key2+"*"); n != 1 {
 			t.Errorf("%d keys prefix:…%s…, want 1", n, key2)
 		}
-		if n := keysMatching(t, rc, "another*"); n != 0 {
+		if n := keysMatching(t, addr, "another*"); n != 0 {
 			t.Errorf("%d keys without the prefix, want none", n)
 		}
 	})
@@ -447,7 +446,7 @@ func TestEnvoyScenarios(t *testing.T) {
 		t.Parallel()
 		addr := testredis.Start(t)
 		s := startRLS(t, "REDIS_URL="+addr, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true")
-		basicReplay(t, &replay{t: t, rls: s.client(t, nil)}, true)
+		basicReplay(t, &rlsReplay{t: t, rls: s.client(t, nil)}, true)
 	})
 
 	t.Run("auth", func(t *testing.T) {
@@ -456,7 +455,7 @@ func TestEnvoyScenarios(t *testing.T) {
 		secondAddr := testredis.StartWith(t, "--requirepass", "password123")
 		s := startRLS(t, "REDIS_URL="+addr, "REDIS_AUTH=password123",
 			"REDIS_PERSECOND=true", "REDIS_PERSECOND_SOCKET_TYPE=tcp", "REDIS_PERSECOND_URL="+secondAddr, "REDIS_PERSECOND_AUTH=password123")
-		basicReplay(t, &replay{t: t, rls: s.client(t, nil)}, false)
+		basicReplay(t, &rlsReplay{t: t, rls: s.client(t, nil)}, false)
 	})
 
 	t.Run("TLS", func(t *testing.T) {
@@ -464,14 +463,14 @@ func TestEnvoyScenarios(t *testing.T) {
 		r := startTLSRedis(t, "127.0.0.1", "--requirepass", "password123")
 		s := startRLS(t, "REDIS_URL="+r.addr, "REDIS_AUTH=password123", "REDIS_TLS=true",
 			"REDIS_TLS_CACERT="+r.ca, "REDIS_TLS_CLIENT_CERT="+r.cert, "REDIS_TLS_CLIENT_KEY="+r.key)
-		basicReplay(t, &replay{t: t, rls: s.client(t, nil)}, false)
+		basicReplay(t, &rlsReplay{t: t, rls: s.client(t, nil)}, false)
 	})
 
 	t.Run("Cluster", func(t *testing.T) {
 		t.Parallel()
 		addrs := testredis.StartCluster(t)
 		s := startRLS(t, "REDIS_TYPE=cluster", "REDIS_URL="+strings.Join(addrs, ","))
-		basicReplay(t, &replay{t: t, rls: s.client(t, nil)}, false)
+		basicReplay(t, &rlsReplay{t: t, rls: s.client(t, nil)}, false)
 	})
 
 	t.Run("Sentinel", func(t *testing.T) {
@@ -485,14 +484,14 @@ func TestEnvoyScenarios(t *testing.T) {
 		}
 		sentinel := startRedisProc(t, sbin, conf)
 		s := startRLS(t, "REDIS_TYPE=sentinel", "REDIS_URL=mymaster,"+sentinel.addr)
-		basicReplay(t, &replay{t: t, rls: s.client(t, nil)}, false)
+		basicReplay(t, &rlsReplay{t: t, rls: s.client(t, nil)}, false)
 	})
 
 	t.Run("reload", func(t *testing.T) {
 		t.Parallel()
 		addr := testredis.Start(t)
 		s := startRLS(t, "REDIS_URL="+addr)
-		r := &replay{t: t, rls: s.client(t, nil)}
+		r := &rlsReplay{t: t, rls: s.client(t, nil)}
 		r.ask("reload before its file", rlsRequest("reload", "block", "foo"), wantStatus{})
 		file := filepath.Join(s.config, "reload.yaml")
 		if err := os.WriteFile(file, []byte(scenarioReloadYAML), 0o644); err != nil {
@@ -521,7 +520,7 @@ func TestEnvoyScenarios(t *testing.T) {
 		t.Parallel()
 		addr := testredis.Start(t)
 		s := startRLS(t, "REDIS_URL="+addr)
-		r := &replay{t: t, rls: s.client(t, nil)}
+		r := &rlsReplay{t: t, rls: s.client(t, nil)}
 		// files/* shares one count among its values; files_no_share/*
 		// counts each value alone. A run that straddles an hour is run
 		// again with a fresh service: the shared count's key is fixed.
@@ -556,7 +555,7 @@ func TestEnvoyScenarios(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		basicReplay(t, &replay{t: t, rls: s.client(t, credentials.NewTLS(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}))}, false)
+		basicReplay(t, &rlsReplay{t: t, rls: s.client(t, credentials.NewTLS(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}))}, false)
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
 		if _, err := s.client(t, credentials.NewTLS(&tls.Config{RootCAs: pool})).ShouldRateLimit(ctx, rlsRequest("basic", "key1", "foo")); err == nil {
@@ -646,7 +645,7 @@ func statsReplay(t *testing.T, env ...string) *rlsService {
 	for try := 0; ; try++ {
 		s := startRLS(t, append([]string{"REDIS_URL=" + testredis.Start(t), "STATS_FLUSH_INTERVAL=100ms"}, env...)...)
 		start := time.Now().Unix()
-		r := &replay{t: t, rls: s.client(t, nil)}
+		r := &rlsReplay{t: t, rls: s.client(t, nil)}
 		basicReplay(t, r, false)
 		if time.Now().Unix()/60 == start/60 {
 			return s
@@ -754,7 +753,9 @@ func TestEnvoyScenariosStats(t *testing.T) {
 }
 
 // scrapeRatelimit returns the sorted lines of envoyproxy/ratelimit's
-// series at url, without histograms' buckets and sums.
+// service's series at url, without histograms' buckets and sums. Its
+// ratelimit_go_* (the Go runtime's) and ratelimit_redis_pool_* series
+// are left out: sluice has its own (see the migration guide).
 func scrapeRatelimit(t *testing.T, url string) []string {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -768,7 +769,7 @@ func scrapeRatelimit(t *testing.T, url string) []string {
 	}
 	var got []string
 	for l := range strings.SplitSeq(string(b), "\n") {
-		if strings.HasPrefix(l, "ratelimit_") && !strings.Contains(l, "_bucket{") && !strings.Contains(l, "_sum{") {
+		if strings.HasPrefix(l, "ratelimit_service_") && !strings.Contains(l, "_bucket{") && !strings.Contains(l, "_sum{") {
 			got = append(got, l)
 		}
 	}
@@ -778,7 +779,7 @@ func scrapeRatelimit(t *testing.T, url string) []string {
 
 // waitFor sends req until its response satisfies cond, for 60s at most:
 // the service reloads on its own time.
-func (r *replay) waitFor(what string, cond func(*rlspb.RateLimitResponse) bool, req *rlspb.RateLimitRequest) {
+func (r *rlsReplay) waitFor(what string, cond func(*rlspb.RateLimitResponse) bool, req *rlspb.RateLimitRequest) {
 	r.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -808,10 +809,10 @@ func writeFile(t *testing.T, dir, name string, data []byte) string {
 	return p
 }
 
-// keysMatching counts the keys of pattern in a Redis, and closes the
-// client.
-func keysMatching(t *testing.T, rc *goredis.Client, pattern string) int {
+// keysMatching counts the keys of pattern in the Redis at addr.
+func keysMatching(t *testing.T, addr, pattern string) int {
 	t.Helper()
+	rc := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer rc.Close()
 	keys, err := rc.Keys(t.Context(), pattern).Result()
 	if err != nil {
