@@ -657,22 +657,45 @@ func statsReplay(t *testing.T, env ...string) *rlsService {
 	}
 }
 
-// statsdCounters listens for statsd over TCP and sums the counters it
-// receives under names with prefix.
+// statsdCounters listens for statsd over TCP, or DogStatsD over UDP, and
+// sums the counters it receives under envoyproxy/ratelimit's service's
+// names, a DogStatsD counter's tags ("|#k:v") kept after its name.
 type statsdCounters struct {
 	addr  string
 	mu    sync.Mutex
 	count map[string]int
 }
 
-func listenStatsd(t *testing.T) *statsdCounters {
+func listenStatsd(t *testing.T, udp bool) *statsdCounters {
 	t.Helper()
+	c := &statsdCounters{count: map[string]int{}}
+	if udp {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pc.Close() })
+		c.addr = pc.LocalAddr().String()
+		go func() {
+			buf := make([]byte, 1<<16)
+			for {
+				n, _, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				for l := range strings.SplitSeq(string(buf[:n]), "\n") {
+					c.add(l)
+				}
+			}
+		}()
+		return c
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	c := &statsdCounters{addr: ln.Addr().String(), count: map[string]int{}}
+	c.addr = ln.Addr().String()
 	go func() {
 		for {
 			conn, err := ln.Accept()
@@ -683,20 +706,31 @@ func listenStatsd(t *testing.T) *statsdCounters {
 				defer conn.Close()
 				sc := bufio.NewScanner(conn)
 				for sc.Scan() {
-					name, rest, _ := strings.Cut(sc.Text(), ":")
-					v, ok := strings.CutSuffix(rest, "|c")
-					n, err := strconv.Atoi(v)
-					if !ok || err != nil || !strings.HasPrefix(name, "ratelimit.service.") && !strings.HasPrefix(name, "ratelimit_server.") {
-						continue // envoyproxy/ratelimit's runtime and Redis pool statistics, and timings
-					}
-					c.mu.Lock()
-					c.count[name] += n
-					c.mu.Unlock()
+					c.add(sc.Text())
 				}
 			}()
 		}
 	}()
 	return c
+}
+
+// add counts a line, name:value|c, with DogStatsD's |#tags after it.
+func (c *statsdCounters) add(line string) {
+	name, rest, _ := strings.Cut(line, ":")
+	f := strings.Split(rest, "|")
+	if len(f) < 2 || f[1] != "c" || !strings.HasPrefix(name, "ratelimit.service.") && !strings.HasPrefix(name, "ratelimit_server.") {
+		return // envoyproxy/ratelimit's runtime and Redis pool statistics, and timings
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil {
+		return
+	}
+	for _, tags := range f[2:] {
+		name += "|" + tags
+	}
+	c.mu.Lock()
+	c.count[name] += n
+	c.mu.Unlock()
 }
 
 // waitFor waits until the counters are want, for 30s at most.
@@ -731,10 +765,23 @@ func sortedCounts(m map[string]int) string {
 func TestEnvoyScenariosStats(t *testing.T) {
 	t.Run("statsd", func(t *testing.T) {
 		t.Parallel()
-		c := listenStatsd(t)
+		c := listenStatsd(t, false)
 		host, port, _ := net.SplitHostPort(c.addr)
 		statsReplay(t, "USE_STATSD=true", "STATSD_HOST="+host, "STATSD_PORT="+port)
 		c.waitFor(t, basicStatsd)
+	})
+
+	// DogStatsD over UDP: the same counters, EXTRA_TAGS as tags.
+	t.Run("DogStatsD", func(t *testing.T) {
+		t.Parallel()
+		c := listenStatsd(t, true)
+		host, port, _ := net.SplitHostPort(c.addr)
+		statsReplay(t, "USE_STATSD=false", "USE_DOG_STATSD=true", "STATSD_HOST="+host, "STATSD_PORT="+port, "EXTRA_TAGS=env:ci,team:edge")
+		want := map[string]int{}
+		for name, n := range basicStatsd {
+			want[name+"|#env:ci,team:edge"] = n
+		}
+		c.waitFor(t, want)
 	})
 
 	t.Run("Prometheus", func(t *testing.T) {
