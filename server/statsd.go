@@ -73,11 +73,11 @@ type StatsdMogrifier struct {
 // mapping gives them: for instance
 //
 //	ratelimit_service_rate_limit_total_hits{domain,key1}      (a one-level descriptor)
-//	ratelimit_service_rate_limit_total_hits{domain,key1,key2} (three levels or more, the deeper summed)
+//	ratelimit_service_rate_limit_total_hits{domain,key1,key2} (two levels or more, the deeper summed)
 //	ratelimit_service_response_time_seconds{grpc_method}
 //
-// A name the mapping does not take (a two-level descriptor's, or
-// domain_not_found) shows as itself with its dots made "_", without
+// A name the mapping does not take (domain_not_found, global_shadow_mode)
+// shows as itself with its dots made "_", without
 // labels; a series whose name already shows with other labels is left
 // out, as statsd_exporter leaves it.
 type EnvoyPrometheus struct {

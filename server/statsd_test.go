@@ -318,24 +318,24 @@ const promYAML = statsdYAML + `  - key: a
 
 // envoyPromSeries are the series envoyproxy/ratelimit's default mapper
 // yields for TestEnvoyPrometheus's requests, as exposition lines; the
-// response time is checked by its count. A two-level path has no rule
-// and shows escaped; a three-level path's third level is summed away.
+// response time is checked by its count. A path of two levels or more
+// shows under its first two, the deeper levels summed away.
 var envoyPromSeries = []string{
 	`ratelimit_service_config_load_success 1`,
 	`ratelimit_service_rate_limit_near_limit{domain="sd",key1="trial"} 1`,
 	`ratelimit_service_rate_limit_near_limit{domain="sd",key1="user"} 1`,
 	`ratelimit_service_rate_limit_over_limit{domain="sd",key1="trial"} 1`,
 	`ratelimit_service_rate_limit_over_limit{domain="sd",key1="user"} 1`,
-	`ratelimit_service_rate_limit_sd_route__v1_user_bob_total_hits 1`,
-	`ratelimit_service_rate_limit_sd_route__v1_user_bob_within_limit 1`,
 	`ratelimit_service_rate_limit_nope_domain_not_found 1`,
 	`ratelimit_service_rate_limit_shadow_mode{domain="sd",key1="trial"} 1`,
 	`ratelimit_service_rate_limit_total_hits{domain="sd",key1="trial"} 2`,
 	`ratelimit_service_rate_limit_total_hits{domain="sd",key1="user"} 6`,
 	`ratelimit_service_rate_limit_total_hits{domain="sd",key1="a",key2="b"} 5`,
+	`ratelimit_service_rate_limit_total_hits{domain="sd",key1="route_/v1",key2="user_bob"} 1`,
 	`ratelimit_service_rate_limit_within_limit{domain="sd",key1="trial"} 1`,
 	`ratelimit_service_rate_limit_within_limit{domain="sd",key1="user"} 5`,
 	`ratelimit_service_rate_limit_within_limit{domain="sd",key1="a",key2="b"} 5`,
+	`ratelimit_service_rate_limit_within_limit{domain="sd",key1="route_/v1",key2="user_bob"} 1`,
 	`ratelimit_service_response_time_seconds_count{grpc_method="ShouldRateLimit"} 9`,
 	`ratelimit_service_total_requests{grpc_method="ShouldRateLimit"} 9`,
 }

@@ -124,7 +124,10 @@ var envoyVars = []envoyVar{
 	{name: "EXTRA_TAGS", flags: "-statsd-tags"},
 	{name: "STATS_FLUSH_INTERVAL", def: "10s", flags: "-statsd-flush"},
 	{name: "DISABLE_STATS", def: "false", flags: "-statsd, -metrics"},
-	{name: "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", def: "false", flags: "-envoy-metrics-ms"},
+	// Not a variable of envoyproxy/ratelimit's, which observes whole
+	// milliseconds under response_time_seconds: true, the default, does
+	// the same, so that its dashboards read the same values.
+	{name: "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", def: "true", flags: "-envoy-metrics-ms"},
 	{name: "PROMETHEUS_MAPPER_YAML", flags: "-envoy-metrics-mapper"},
 	{name: "MEMCACHE_HOST_PORT", note: noteMemcache, report: whenSet},
 	{name: "MEMCACHE_SRV", note: noteMemcache, report: whenSet},

@@ -123,8 +123,9 @@ func TestServeMTLSFromEnv(t *testing.T) {
 // certificate, with the files a client needs.
 type tlsRedis struct{ addr, ca, cert, key string }
 
-// startTLSRedis starts one whose certificate names serverName.
-func startTLSRedis(t *testing.T, serverName string) tlsRedis {
+// startTLSRedis starts one whose certificate names serverName, with
+// redis-server's extra arguments.
+func startTLSRedis(t *testing.T, serverName string, extra ...string) tlsRedis {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server is not installed (scripts/test installs it): skipping")
@@ -146,6 +147,7 @@ func startTLSRedis(t *testing.T, serverName string) tlsRedis {
 	cmd := exec.Command("redis-server", "--port", "0", "--tls-port", port, "--bind", "127.0.0.1",
 		"--tls-cert-file", write("redis.crt", srvCert), "--tls-key-file", write("redis.key", srvKey),
 		"--tls-ca-cert-file", r.ca, "--tls-auth-clients", "yes", "--save", "", "--appendonly", "no", "--dir", dir)
+	cmd.Args = append(cmd.Args, extra...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,13 @@ func Start(t testing.TB) (addr string) {
 	return start(t)
 }
 
+// StartWith starts redis-server with extra arguments, such as
+// --requirepass, and returns its address once it listens.
+func StartWith(t testing.TB, extra ...string) (addr string) {
+	t.Helper()
+	return start(t, extra...)
+}
+
 // start starts redis-server with extra arguments.
 func start(t testing.TB, extra ...string) (addr string) {
 	t.Helper()

@@ -86,13 +86,15 @@ func NewPromMapped(millis bool, yaml string) (*Prom, error) {
 }
 
 // The default mapper's rules: globs, whose "*" takes one dot-separated
-// part, and, for names no glob takes, regular expressions in order.
+// part, and, for names no glob takes, regular expressions in order, which
+// take a descriptor of two levels or more by its first two, the deeper
+// levels summed into them.
 var (
 	rateLimitStats = []string{"near_limit", "over_limit", "total_hits", "within_limit", "shadow_mode"}
 	rateLimitRegex = func() []*regexp.Regexp {
 		rs := make([]*regexp.Regexp, len(rateLimitStats))
 		for i, s := range rateLimitStats {
-			rs[i] = regexp.MustCompile(`ratelimit\.service\.rate_limit\.(.*)\.(.*)\.(.*)(\..*)\.` + s)
+			rs[i] = regexp.MustCompile(`ratelimit\.service\.rate_limit\.([^.]*)\.([^.]*)\.([^.]*)(\..*)?\.` + s)
 		}
 		return rs
 	}()

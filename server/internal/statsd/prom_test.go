@@ -12,8 +12,8 @@ import (
 
 // TestPromName states which series envoyproxy/ratelimit's default mapper
 // (statsd_exporter's semantics: a glob's "*" takes one part; the regular
-// expressions, unanchored and greedy, come after the globs) yields for
-// each depth of statistics path.
+// expressions, unanchored, come after the globs) yields for each depth of
+// statistics path.
 func TestPromName(t *testing.T) {
 	for _, tc := range []struct {
 		in     string
@@ -23,13 +23,12 @@ func TestPromName(t *testing.T) {
 		// One level: the domain and one key, the globs'.
 		{"ratelimit.service.rate_limit.d.k1.total_hits", "ratelimit_service_rate_limit_total_hits", prometheus.Labels{"domain": "d", "key1": "k1"}},
 		{"ratelimit.service.rate_limit.d.k1_v.shadow_mode", "ratelimit_service_rate_limit_shadow_mode", prometheus.Labels{"domain": "d", "key1": "k1_v"}},
-		// Two levels: no rule takes three parts; the name shows escaped.
-		{"ratelimit.service.rate_limit.d.k1.k2.total_hits", "ratelimit_service_rate_limit_d_k1_k2_total_hits", nil},
-		{"ratelimit.service.rate_limit.d.route_/v1.user_bob.within_limit", "ratelimit_service_rate_limit_d_route__v1_user_bob_within_limit", nil},
-		// Three levels: the regular expression, the third level dropped.
+		// Two levels: the regular expression, both keys.
+		{"ratelimit.service.rate_limit.d.k1.k2.total_hits", "ratelimit_service_rate_limit_total_hits", prometheus.Labels{"domain": "d", "key1": "k1", "key2": "k2"}},
+		{"ratelimit.service.rate_limit.d.route_/v1.user_bob.within_limit", "ratelimit_service_rate_limit_within_limit", prometheus.Labels{"domain": "d", "key1": "route_/v1", "key2": "user_bob"}},
+		// Three levels and four: the first two keys, the deeper dropped.
 		{"ratelimit.service.rate_limit.d.k1.k2.k3.near_limit", "ratelimit_service_rate_limit_near_limit", prometheus.Labels{"domain": "d", "key1": "k1", "key2": "k2"}},
-		// Four: the greedy first group takes the extra part.
-		{"ratelimit.service.rate_limit.d.k1.k2.k3.k4.over_limit", "ratelimit_service_rate_limit_over_limit", prometheus.Labels{"domain": "d.k1", "key1": "k2", "key2": "k3"}},
+		{"ratelimit.service.rate_limit.d.k1.k2.k3.k4.over_limit", "ratelimit_service_rate_limit_over_limit", prometheus.Labels{"domain": "d", "key1": "k1", "key2": "k2"}},
 		{"ratelimit.service.rate_limit.d.domain_not_found", "ratelimit_service_rate_limit_d_domain_not_found", nil},
 		{"ratelimit.service.call.should_rate_limit.redis_error", "ratelimit_service_should_rate_limit_error", prometheus.Labels{"err_type": "redis_error"}},
 		{"ratelimit_server.ShouldRateLimit.total_requests", "ratelimit_service_total_requests", prometheus.Labels{"grpc_method": "ShouldRateLimit"}},
