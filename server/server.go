@@ -130,8 +130,8 @@ func New(cfg Settings) (*Server, error) {
 				return nil, settingsError("EnvoyPrometheus.Mapper: %w", err)
 			}
 		}
+		s.st = newStatsOn(p, ep.NearLimitRatio, ep.Envoy)
 		s.m.reg.MustRegister(p)
-		s.st = newStatsOn(p, ep.NearLimitRatio)
 	}
 	s.gate = &streamGate{max: int64(cfg.GRPCMaxStreams), recv: cfg.GRPCRecvTimeout, refused: s.m.streamsRefused.Inc}
 	s.m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

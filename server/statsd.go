@@ -49,6 +49,13 @@ type Statsd struct {
 	// as envoyproxy/ratelimit's USE_DOG_STATSD_MOGRIFIERS: a name takes
 	// the first whose pattern matches it. The default renames nothing.
 	Mogrifiers []StatsdMogrifier
+	// Envoy sends, beside the rate-limit statistics, what
+	// envoyproxy/ratelimit's statistics library adds: the Go runtime's,
+	// read once a flush (goRuntimeStats); and times response_time in
+	// whole milliseconds, rounded down, as it does. The default keeps
+	// response_time's fractions and sends no runtime statistics, which
+	// sluice's own Prometheus series carry.
+	Envoy bool
 }
 
 // A StatsdMogrifier renames the statistics whose names Pattern matches,
@@ -96,6 +103,9 @@ type EnvoyPrometheus struct {
 	// bounded (maxStatNames), so that none is dropped for its age. A
 	// mapping statsd_exporter refuses makes New fail with its error.
 	Mapper string
+	// Envoy is as Statsd's: the Go runtime's statistics, read once a
+	// scrape, and response_time in whole milliseconds.
+	Envoy bool
 }
 
 // CheckEnvoyMapper reports what New would refuse in yaml as
@@ -133,6 +143,8 @@ const (
 type stats struct {
 	sink      statSink
 	nearRatio float64
+	// wholeMs times response_time in whole milliseconds, rounded down.
+	wholeMs bool
 	requests, redisErr, serviceErr,
 	loadOK, loadErr, globalShadow *statsd.Counter
 	// byPath are the limits' counters by name prefix; named counts those
@@ -147,7 +159,11 @@ type stats struct {
 // statsd.Prom shows them on the Prometheus endpoint.
 type statSink interface {
 	Counter(name string) *statsd.Counter
+	Gauge(name string) *statsd.Gauge
 	Timing(name string, d time.Duration)
+	// Generate has f called once a flush (or scrape), before the values
+	// are read.
+	Generate(f func())
 	Run(ctx context.Context)
 }
 
@@ -179,14 +195,19 @@ func newStats(c *Statsd) (*stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newStatsOn(sink, c.NearLimitRatio), nil
+	return newStatsOn(sink, c.NearLimitRatio, c.Envoy), nil
 }
 
-// newStatsOn returns the statistics kept in sink.
-func newStatsOn(sink statSink, nearRatio float64) *stats {
+// newStatsOn returns the statistics kept in sink; envoy adds the Go
+// runtime's and whole-millisecond timings (Statsd.Envoy).
+func newStatsOn(sink statSink, nearRatio float64, envoy bool) *stats {
+	if envoy {
+		sink.Generate(goRuntimeStats(sink))
+	}
 	return &stats{
 		sink:         sink,
 		nearRatio:    nearRatio,
+		wholeMs:      envoy,
 		requests:     sink.Counter(statGRPC + "total_requests"),
 		redisErr:     sink.Counter(statCall + "redis_error"),
 		serviceErr:   sink.Counter(statCall + "service_error"),
@@ -274,6 +295,10 @@ func (st *stats) decided(e protocol.Endpoint, req *decide.Request, out *decide.O
 		// As envoyproxy/ratelimit's gRPC interceptor counts: its
 		// HTTP endpoint is not counted here.
 		st.requests.Add(1)
+		if st.wholeMs {
+			// As its interceptor times: Duration.Milliseconds.
+			took = took.Truncate(time.Millisecond)
+		}
 		st.sink.Timing(statGRPC+"response_time", took)
 	}
 	if err != nil {

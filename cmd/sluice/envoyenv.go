@@ -378,6 +378,10 @@ func (r *envReader) envoyStats() {
 		r.add("statsd", "")
 	}
 	r.addIfSet("near-limit-ratio", "NEAR_LIMIT_RATIO")
+	// Not a variable: what its statistics library sends beside the
+	// rate-limit statistics, which its dashboards read.
+	r.deflt = append(r.deflt, "(its Go runtime statistics, whole-millisecond timings)")
+	r.add("statsd-envoy", "true")
 }
 
 // envoyMogrifiers reads the DogStatsD mogrifiers that

@@ -119,6 +119,7 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	fs.Float64Var(&o.statsd.nearRatio, "near-limit-ratio", server.DefaultNearLimitRatio, "")
 	fs.BoolVar(&o.statsd.prom, "envoy-metrics", false, "")
 	fs.BoolVar(&o.statsd.promMs, "envoy-metrics-ms", false, "")
+	fs.BoolVar(&o.statsd.envoy, "statsd-envoy", false, "")
 	o.tracing.register(fs)
 	fs.StringVar(&o.statsd.mapper, "envoy-metrics-mapper", "", "")
 	fs.Var(&o.statsd.mogs, "statsd-mogrifier", "")

@@ -24,6 +24,7 @@ type statsdFlags struct {
 	promMs    bool   // their response time in milliseconds
 	mapper    string // a statsd_exporter mapping file for them, as PROMETHEUS_MAPPER_YAML
 	mogs      mogrifierFlag
+	envoy     bool // the Go runtime's statistics too, and whole-millisecond timings
 }
 
 // promSettings are the server.EnvoyPrometheus the flags name, nil for
@@ -39,7 +40,7 @@ func (f statsdFlags) promSettings() (*server.EnvoyPrometheus, error) {
 	case f.addr != "":
 		return nil, fmt.Errorf("-envoy-metrics and -statsd %q: set one, not both", f.addr)
 	}
-	return &server.EnvoyPrometheus{NearLimitRatio: f.nearRatio, ResponseTimeMillis: f.promMs}, nil
+	return &server.EnvoyPrometheus{NearLimitRatio: f.nearRatio, ResponseTimeMillis: f.promMs, Envoy: f.envoy}, nil
 }
 
 // readMapper reads the -envoy-metrics-mapper file, and refuses a mapping
@@ -84,7 +85,7 @@ func (f statsdFlags) settings() (*server.Statsd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-statsd-tags: %v", err)
 	}
-	return &server.Statsd{Addr: f.addr, Dog: f.dog, Tags: tags, FlushInterval: f.flush, NearLimitRatio: f.nearRatio, Mogrifiers: f.mogs}, nil
+	return &server.Statsd{Addr: f.addr, Dog: f.dog, Tags: tags, FlushInterval: f.flush, NearLimitRatio: f.nearRatio, Mogrifiers: f.mogs, Envoy: f.envoy}, nil
 }
 
 // mogrifierFlag is the repeatable -statsd-mogrifier PATTERN|NAME|TAGS:

@@ -25,6 +25,8 @@ type Prom struct {
 
 	mapper   *mapper.MetricMapper // nil: the default mapping
 	counters sync.Map             // name -> *Counter
+	gauges   sync.Map             // name -> *Gauge
+	generate func()               // called at each scrape, before the values are read
 	timings  sync.Map             // name -> *promTiming
 	mu       sync.Mutex
 	series   map[string]*promSeries // by statsd name, in first-use order below
@@ -182,9 +184,10 @@ func checkObservers(m *mapper.MetricMapper) error {
 	return nil
 }
 
-// seriesOf returns where name shows, a timing's or a counter's; p.mu
-// is held.
-func (p *Prom) seriesOf(name string, timing bool) *promSeries {
+// seriesOf returns where name shows, of type t (a counter's, a gauge's
+// or a timing's, mapper.MetricTypeObserver); p.mu is held.
+func (p *Prom) seriesOf(name string, t mapper.MetricType) *promSeries {
+	timing := t == mapper.MetricTypeObserver
 	if s, ok := p.series[name]; ok {
 		return s
 	}
@@ -192,7 +195,7 @@ func (p *Prom) seriesOf(name string, timing bool) *promSeries {
 	if p.mapper == nil {
 		s.name, s.labels = promName(name)
 	} else {
-		p.mapped(s, name, timing)
+		p.mapped(s, name, t)
 	}
 	for k := range s.labels {
 		s.keys = append(s.keys, k)
@@ -216,11 +219,7 @@ func (p *Prom) seriesOf(name string, timing bool) *promSeries {
 // exporter does with what its mapper says: a name no rule takes shows
 // escaped, without labels; a rule may drop it, rename it, scale it, give
 // it a help text and, for a timing, a histogram or a summary.
-func (p *Prom) mapped(s *promSeries, name string, timing bool) {
-	t := mapper.MetricTypeCounter
-	if timing {
-		t = mapper.MetricTypeObserver
-	}
+func (p *Prom) mapped(s *promSeries, name string, t mapper.MetricType) {
 	m, labels, ok := p.mapper.GetMapping(name, t)
 	switch {
 	case m != nil && m.Action == mapper.ActionTypeDrop:
@@ -316,11 +315,27 @@ func (p *Prom) Counter(name string) *Counter {
 		return c.(*Counter)
 	}
 	p.mu.Lock()
-	p.seriesOf(name, false)
+	p.seriesOf(name, mapper.MetricTypeCounter)
 	p.mu.Unlock()
 	c, _ := p.counters.LoadOrStore(name, new(Counter))
 	return c.(*Counter)
 }
+
+// Gauge returns the gauge called name, made on first use, as for a Sink.
+func (p *Prom) Gauge(name string) *Gauge {
+	if g, ok := p.gauges.Load(name); ok {
+		return g.(*Gauge)
+	}
+	p.mu.Lock()
+	p.seriesOf(name, mapper.MetricTypeGauge)
+	p.mu.Unlock()
+	g, _ := p.gauges.LoadOrStore(name, new(Gauge))
+	return g.(*Gauge)
+}
+
+// Generate has f called at the start of each scrape, as a Sink calls it
+// at each flush. It is called before the Prom is registered.
+func (p *Prom) Generate(f func()) { p.generate = f }
 
 // Timing observes d under name, in the histogram or summary its series
 // has (a histogram with Prometheus's default buckets under the default
@@ -329,7 +344,7 @@ func (p *Prom) Timing(name string, d time.Duration) {
 	v, ok := p.timings.Load(name)
 	if !ok {
 		p.mu.Lock()
-		s := p.seriesOf(name, true)
+		s := p.seriesOf(name, mapper.MetricTypeObserver)
 		v, _ = p.timings.LoadOrStore(name, &promTiming{o: s.obs, scale: s.scale})
 		p.mu.Unlock()
 	}
@@ -363,10 +378,13 @@ func (p *Prom) Collect(ch chan<- prometheus.Metric) {
 		series[i] = p.series[name]
 	}
 	p.mu.Unlock()
-	const counter, histogram, summary = 1, 2, 3
+	if p.generate != nil {
+		p.generate()
+	}
+	const counter, histogram, summary, gauge = 1, 2, 3, 4
 	kinds := map[string]int{} // family name -> its type
 	sums := map[string]float64{}
-	var keys []*promSeries // the counter series, each once, in order
+	var keys []*promSeries // the counter and gauge series, each once, in order
 	sent := map[*promObserver]bool{}
 	for i, name := range order {
 		s := series[i]
@@ -382,11 +400,12 @@ func (p *Prom) Collect(ch chan<- prometheus.Metric) {
 		}
 		var n uint64
 		if s.obs == nil {
-			c, ok := p.counters.Load(name)
-			if !ok {
+			if g, ok := p.gauges.Load(name); ok {
+				// A gauge shows at zero too, as statsd_exporter's does once set.
+				kind, n = gauge, g.(*Gauge).v.Load()
+			} else if c, ok := p.counters.Load(name); !ok {
 				continue
-			}
-			if n = c.(*Counter).n.Load(); n == 0 {
+			} else if n = c.(*Counter).n.Load(); n == 0 {
 				continue // not shown, so claiming no name
 			}
 		}
@@ -408,7 +427,11 @@ func (p *Prom) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, s := range keys {
 		d := prometheus.NewDesc(s.name, s.help, nil, s.labels)
-		if m, err := prometheus.NewConstMetric(d, prometheus.CounterValue, sums[s.key]); err == nil {
+		vt := prometheus.CounterValue
+		if kinds[s.name] == gauge {
+			vt = prometheus.GaugeValue
+		}
+		if m, err := prometheus.NewConstMetric(d, vt, sums[s.key]); err == nil {
 			ch <- m
 		}
 	}

@@ -60,6 +60,8 @@ type Sink struct {
 	suffix  string // the tags as written after each name (statsd) or value (DogStatsD)
 
 	counters sync.Map // name -> *Counter
+	gauges   sync.Map // name -> *Gauge
+	generate func()   // called at each flush, before the values are read
 	mu       sync.Mutex
 	timings  []timing // since the last flush
 	dropped  atomic.Uint64
@@ -176,6 +178,31 @@ func (s *Sink) Counter(name string) *Counter {
 	return c.(*Counter)
 }
 
+// A Gauge is one named gauge of a Sink or a Prom: its value is sent at
+// every flush, or shown at every scrape, zero included.
+type Gauge struct {
+	head head // as a Sink writes it
+	v    atomic.Uint64
+}
+
+// Set sets the value.
+func (g *Gauge) Set(v uint64) { g.v.Store(v) }
+
+// Gauge returns the gauge called name, made on first use. Callers bound
+// the names they make.
+func (s *Sink) Gauge(name string) *Gauge {
+	if g, ok := s.gauges.Load(name); ok {
+		return g.(*Gauge)
+	}
+	g, _ := s.gauges.LoadOrStore(name, &Gauge{head: s.head(name)})
+	return g.(*Gauge)
+}
+
+// Generate has f called at the start of each flush, to set gauges and
+// add to counters from values read once a flush rather than at each
+// event. It is called before Run.
+func (s *Sink) Generate(f func()) { s.generate = f }
+
 // Timing records d under name, in milliseconds as statsd's timers are.
 func (s *Sink) Timing(name string, d time.Duration) {
 	s.mu.Lock()
@@ -216,12 +243,20 @@ func (s *Sink) Run(ctx context.Context) {
 // Flush sends what was counted since the last flush. Run calls it; one
 // flush runs at a time.
 func (s *Sink) Flush(ctx context.Context) {
+	if s.generate != nil {
+		s.generate()
+	}
 	var lines [][]byte
 	s.counters.Range(func(_, v any) bool {
 		c := v.(*Counter)
 		if n := c.n.Swap(0); n > 0 {
 			lines = append(lines, s.line(c.head, strconv.FormatUint(n, 10), "c"))
 		}
+		return true
+	})
+	s.gauges.Range(func(_, v any) bool {
+		g := v.(*Gauge)
+		lines = append(lines, s.line(g.head, strconv.FormatUint(g.v.Load(), 10), "g"))
 		return true
 	})
 	s.mu.Lock()
