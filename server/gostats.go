@@ -57,3 +57,51 @@ func goRuntimeStats(sink statSink) func() {
 		}
 	}
 }
+
+// A StatsPool is a connection pool whose connections the statistics
+// report as envoyproxy/ratelimit reports its Redis pools', under
+// ratelimit.<Name>: cx_active, the connections open (a gauge); cx_total,
+// those opened, and cx_local_close, those closed (counters).
+type StatsPool struct {
+	// Name is envoyproxy/ratelimit's: redis_pool, or
+	// redis_per_second_pool for the per-second Redis. Required.
+	Name string
+	// Conns returns the connections open now and those opened since the
+	// pool began, opened at least active. It is called once a flush.
+	// Required.
+	Conns func() (active, opened uint64)
+}
+
+// poolStats returns what sends pools' connection counts into sink, once
+// a call.
+func poolStats(sink statSink, pools []StatsPool) func() {
+	type pool struct {
+		conns          func() (active, opened uint64)
+		active         *statsd.Gauge
+		total, closed  *statsd.Counter
+		opened, closes uint64 // as last added
+	}
+	ps := make([]*pool, len(pools))
+	for i, p := range pools {
+		n := "ratelimit." + p.Name + "."
+		ps[i] = &pool{conns: p.Conns, active: sink.Gauge(n + "cx_active"), total: sink.Counter(n + "cx_total"), closed: sink.Counter(n + "cx_local_close")}
+	}
+	var mu sync.Mutex // two scrapes may call at once
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range ps {
+			active, opened := p.conns()
+			opened = max(opened, active)
+			p.active.Set(active)
+			if opened > p.opened {
+				p.total.Add(opened - p.opened)
+				p.opened = opened
+			}
+			if closes := opened - active; closes > p.closes {
+				p.closed.Add(closes - p.closes)
+				p.closes = closes
+			}
+		}
+	}
+}

@@ -119,7 +119,7 @@ func New(cfg Settings) (*Server, error) {
 	}
 	s.m.watchStore(cfg.Store)
 	if cfg.Statsd != nil {
-		if s.st, err = newStats(cfg.Statsd); err != nil {
+		if s.st, err = newStats(cfg.Statsd, cfg.StatsPools); err != nil {
 			return nil, settingsError("%w", err)
 		}
 	}
@@ -130,7 +130,7 @@ func New(cfg Settings) (*Server, error) {
 				return nil, settingsError("EnvoyPrometheus.Mapper: %w", err)
 			}
 		}
-		s.st = newStatsOn(p, ep.NearLimitRatio, ep.Envoy)
+		s.st = newStatsOn(p, ep.NearLimitRatio, ep.Envoy, cfg.StatsPools)
 		s.m.reg.MustRegister(p)
 	}
 	s.gate = &streamGate{max: int64(cfg.GRPCMaxStreams), recv: cfg.GRPCRecvTimeout, refused: s.m.streamsRefused.Inc}

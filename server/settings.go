@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -98,6 +99,11 @@ type Settings struct {
 	// EnvoyPrometheus, when set, shows envoyproxy/ratelimit's statistics
 	// on the Prometheus endpoint under its names. It excludes Statsd.
 	EnvoyPrometheus *EnvoyPrometheus
+
+	// StatsPools are the connection pools whose connections Statsd or
+	// EnvoyPrometheus reports, with Envoy set, as envoyproxy/ratelimit
+	// reports its Redis pools'. The default reports none.
+	StatsPools []StatsPool
 
 	// Tracing, when set, traces each decision and each call to the store
 	// with OpenTelemetry, and sends the spans over OTLP while Serve runs:
@@ -344,6 +350,19 @@ func (c Settings) withDefaults() (Settings, error) {
 			return c, settingsError("EnvoyPrometheus.NearLimitRatio %v must be in (0, 1]", ep.NearLimitRatio)
 		}
 		c.EnvoyPrometheus = &ep
+	}
+	for i, p := range c.StatsPools {
+		switch {
+		case p.Name == "" || strings.ContainsAny(p.Name, ".:|#, \n"):
+			return c, settingsError("StatsPools[%d].Name %q: want a statistics name's part, without dots", i, p.Name)
+		case p.Conns == nil:
+			return c, settingsError("StatsPools[%d] (%s): no Conns", i, p.Name)
+		}
+		for _, q := range c.StatsPools[:i] {
+			if q.Name == p.Name {
+				return c, settingsError("StatsPools: %q twice", p.Name)
+			}
+		}
 	}
 	if c.Tracing != nil {
 		t, err := c.Tracing.withDefaults()

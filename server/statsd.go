@@ -49,12 +49,13 @@ type Statsd struct {
 	// as envoyproxy/ratelimit's USE_DOG_STATSD_MOGRIFIERS: a name takes
 	// the first whose pattern matches it. The default renames nothing.
 	Mogrifiers []StatsdMogrifier
-	// Envoy sends, beside the rate-limit statistics, what
-	// envoyproxy/ratelimit's statistics library adds: the Go runtime's,
-	// read once a flush (goRuntimeStats); and times response_time in
-	// whole milliseconds, rounded down, as it does. The default keeps
-	// response_time's fractions and sends no runtime statistics, which
-	// sluice's own Prometheus series carry.
+	// Envoy sends, beside the rate-limit statistics, what else
+	// envoyproxy/ratelimit sends: the Go runtime's (goRuntimeStats) and
+	// the Redis pools' (Settings.StatsPools), read once a flush; and
+	// times response_time in whole milliseconds, rounded down, as it
+	// does. The default keeps response_time's fractions and sends no
+	// runtime or pool statistics, which sluice's own Prometheus series
+	// carry.
 	Envoy bool
 }
 
@@ -103,8 +104,9 @@ type EnvoyPrometheus struct {
 	// bounded (maxStatNames), so that none is dropped for its age. A
 	// mapping statsd_exporter refuses makes New fail with its error.
 	Mapper string
-	// Envoy is as Statsd's: the Go runtime's statistics, read once a
-	// scrape, and response_time in whole milliseconds.
+	// Envoy is as Statsd's: the Go runtime's and the Redis pools'
+	// statistics, read once a scrape, and response_time in whole
+	// milliseconds.
 	Envoy bool
 }
 
@@ -172,7 +174,7 @@ type limitStats struct {
 	total, over, near, within, shadow, local *statsd.Counter
 }
 
-func newStats(c *Statsd) (*stats, error) {
+func newStats(c *Statsd, pools []StatsPool) (*stats, error) {
 	tags := make([]statsd.Tag, len(c.Tags))
 	for i, t := range c.Tags {
 		tags[i] = statsd.Tag{Key: t.Key, Value: t.Value}
@@ -195,14 +197,18 @@ func newStats(c *Statsd) (*stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newStatsOn(sink, c.NearLimitRatio, c.Envoy), nil
+	return newStatsOn(sink, c.NearLimitRatio, c.Envoy, pools), nil
 }
 
 // newStatsOn returns the statistics kept in sink; envoy adds the Go
-// runtime's and whole-millisecond timings (Statsd.Envoy).
-func newStatsOn(sink statSink, nearRatio float64, envoy bool) *stats {
+// runtime's, the pools' and whole-millisecond timings (Statsd.Envoy).
+func newStatsOn(sink statSink, nearRatio float64, envoy bool, pools []StatsPool) *stats {
 	if envoy {
-		sink.Generate(goRuntimeStats(sink))
+		goStats, poolStats := goRuntimeStats(sink), poolStats(sink, pools)
+		sink.Generate(func() {
+			goStats()
+			poolStats()
+		})
 	}
 	return &stats{
 		sink:         sink,

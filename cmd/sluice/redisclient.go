@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/redis"
+	"github.com/sluicehq/sluice/server"
 )
 
 // redisFlags say which Redis to count in: one node (-redis URL), a
@@ -183,6 +184,9 @@ type openedStore struct {
 	fallback sluice.Store // for rules that fail "local", beside Redis
 	name     string
 	close    func()
+	// pools are the Redis clients' connection counts, for the statistics
+	// envoyproxy/ratelimit keeps of its pools.
+	pools []server.StatsPool
 }
 
 // openStore opens the Redis the flags name, and beside it the per-second
@@ -195,7 +199,7 @@ func openStore(ctx context.Context, rf, ps *redisFlags, maxMem int64, log *slog.
 		return nil, fmt.Errorf("-max-memory: %v", err)
 	}
 	redisLog.Store(log)
-	rs, name, closeMain, err := rf.open(ctx, rf, log)
+	rs, name, closeMain, pool, err := rf.open(ctx, rf, log)
 	if err != nil {
 		mem.Close()
 		return nil, err
@@ -211,7 +215,8 @@ func openStore(ctx context.Context, rf, ps *redisFlags, maxMem int64, log *slog.
 		closeMain()
 		mem.Close()
 	}}
-	second, psName, closeSecond, err := ps.open(ctx, rf, log)
+	o.pools = []server.StatsPool{{Name: "redis_pool", Conns: pool.conns}}
+	second, psName, closeSecond, psPool, err := ps.open(ctx, rf, log)
 	if err != nil {
 		o.close()
 		return nil, err
@@ -226,6 +231,7 @@ func openStore(ctx context.Context, rf, ps *redisFlags, maxMem int64, log *slog.
 		return nil, err
 	}
 	o.store, o.name = pair, name+", per second "+psName
+	o.pools = append(o.pools, server.StatsPool{Name: "redis_per_second_pool", Conns: psPool.conns})
 	o.close = func() {
 		closeSecond()
 		closeMain()
@@ -237,10 +243,10 @@ func openStore(ctx context.Context, rf, ps *redisFlags, maxMem int64, log *slog.
 // open makes the Redis store the flags name, its keys as main's flags say
 // (the prefix, envoyproxy/ratelimit's key names), its deadline its own;
 // nil if they name none.
-func (rf *redisFlags) open(ctx context.Context, main *redisFlags, log *slog.Logger) (*redis.Store, string, func(), error) {
+func (rf *redisFlags) open(ctx context.Context, main *redisFlags, log *slog.Logger) (*redis.Store, string, func(), *poolConns, error) {
 	client, name, err := rf.client()
 	if err != nil || client == nil {
-		return nil, "", nil, err
+		return nil, "", nil, nil, err
 	}
 	opts := []redis.Option{redis.WithMaxInFlight(max(main.maxInFlight, 1))}
 	if rf.timeout > 0 {
@@ -258,10 +264,17 @@ func (rf *redisFlags) open(ctx context.Context, main *redisFlags, log *slog.Logg
 			return ""
 		}))
 	}
+	pool := &poolConns{client: client}
+	if cc, ok := client.(*goredis.ClusterClient); ok {
+		// A cluster's connections are its nodes' clients'.
+		cc.OnNewNode(func(n *goredis.Client) { n.AddHook(pool) })
+	} else {
+		client.AddHook(pool)
+	}
 	rs, err := redis.New(client, opts...)
 	if err != nil {
 		client.Close()
-		return nil, "", nil, fmt.Errorf("-redis-prefix: %v", err)
+		return nil, "", nil, nil, fmt.Errorf("-redis-prefix: %v", err)
 	}
 	// The script is loaded before the service reports ready: loaded by
 	// the first requests instead, under load, it made them miss their
@@ -275,7 +288,7 @@ func (rf *redisFlags) open(ctx context.Context, main *redisFlags, log *slog.Logg
 	if err != nil {
 		log.WarnContext(ctx, "redis does not answer yet; until it does, each rule's failure mode decides", "redis", name, "err", err)
 	}
-	return rs, name, func() { client.Close() }, nil
+	return rs, name, func() { client.Close() }, pool, nil
 }
 
 // client makes the go-redis client the flags name and describes it
@@ -379,4 +392,36 @@ func redactURL(s string) string {
 		return "(unparsable URL)"
 	}
 	return u.Redacted()
+}
+
+// poolConns counts a Redis client's connections for the statistics
+// envoyproxy/ratelimit keeps of its Redis pools (server.StatsPool): those
+// it opened, by a dial hook, and those open now, by go-redis's own count.
+type poolConns struct {
+	client goredis.UniversalClient
+	opened atomic.Uint64
+}
+
+// conns returns the connections open now and those opened so far.
+func (p *poolConns) conns() (active, opened uint64) {
+	// The pool counts a connection once its dial returned, when the hook
+	// has counted it: read in this order, opened is at least active.
+	active = uint64(p.client.PoolStats().TotalConns)
+	return active, max(p.opened.Load(), active)
+}
+
+func (p *poolConns) DialHook(next goredis.DialHook) goredis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err == nil {
+			p.opened.Add(1)
+		}
+		return c, err
+	}
+}
+
+func (p *poolConns) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook { return next }
+
+func (p *poolConns) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
 }

@@ -504,6 +504,7 @@ func (c *serveCmd) newServer(ctx context.Context) (*server.Server, *openedStore,
 	}
 	s := c.settings
 	s.Store, s.Fallback, s.StoreName = st.store, st.fallback, st.name
+	s.StatsPools = st.pools
 	srv, err := server.New(s)
 	if err != nil {
 		st.close()
