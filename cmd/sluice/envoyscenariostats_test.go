@@ -54,6 +54,24 @@ var (
 	}
 )
 
+// The Go runtime's and the Redis pool's statistics, as envoyproxy/ratelimit
+// sends them, by kind: those every flush carries, and those a flush
+// carries when they counted (a counter sends nothing for no change: no
+// garbage collection, so nothing freed, no connection closed).
+var (
+	runtimeStats = map[string]string{
+		"ratelimit.go.alloc": "g", "ratelimit.go.gcCPUPercent": "g", "ratelimit.go.heapAlloc": "g",
+		"ratelimit.go.heapIdle": "g", "ratelimit.go.heapInuse": "g", "ratelimit.go.heapObjects": "g",
+		"ratelimit.go.heapReleased": "g", "ratelimit.go.heapSys": "g", "ratelimit.go.lastGC": "g",
+		"ratelimit.go.nextGC": "g", "ratelimit.go.numGoroutine": "g", "ratelimit.go.sys": "g",
+		"ratelimit.go.mallocs": "c", "ratelimit.go.totalAlloc": "c",
+		"ratelimit.redis_pool.cx_active": "g", "ratelimit.redis_pool.cx_total": "c",
+	}
+	runtimeStatsSometimes = map[string]string{
+		"ratelimit.go.frees": "c", "ratelimit.go.numGC": "c", "ratelimit.go.pauseTotalNs": "c", "ratelimit.redis_pool.cx_local_close": "c",
+	}
+)
+
 // statsReplay runs the basic scenario on a service of its own, started
 // with env, until a run falls in one window of a minute, and returns the
 // service. Its statistics are then those of one run.
@@ -80,11 +98,17 @@ type statsdCounters struct {
 	addr  string
 	mu    sync.Mutex
 	count map[string]int
+	// kinds are the runtime and pool statistics' kinds, by name without
+	// tags; bad what of them or of the timings does not read as
+	// envoyproxy/ratelimit sends it; timings the response times.
+	kinds   map[string]string
+	bad     []string
+	timings int
 }
 
 func listenStatsd(t *testing.T, udp bool) *statsdCounters {
 	t.Helper()
-	c := &statsdCounters{count: map[string]int{}}
+	c := &statsdCounters{count: map[string]int{}, kinds: map[string]string{}}
 	if udp {
 		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 		if err != nil {
@@ -134,8 +158,35 @@ func listenStatsd(t *testing.T, udp bool) *statsdCounters {
 func (c *statsdCounters) add(line string) {
 	name, rest, _ := strings.Cut(line, ":")
 	f := strings.Split(rest, "|")
-	if len(f) < 2 || f[1] != "c" || !strings.HasPrefix(name, "ratelimit.service.") && !strings.HasPrefix(name, "ratelimit_server.") {
-		return // envoyproxy/ratelimit's runtime and Redis pool statistics, and timings
+	if len(f) < 2 {
+		return
+	}
+	if strings.HasPrefix(name, "ratelimit.go.") || strings.HasPrefix(name, "ratelimit.redis_pool.") {
+		// A gauge's value is anything; a counter's, the count since the
+		// last flush, is never negative.
+		v, err := strconv.ParseFloat(f[0], 64)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.kinds[name] = f[1]
+		if err != nil || v < 0 {
+			c.bad = append(c.bad, line)
+		}
+		return
+	}
+	if f[1] == "ms" && strings.HasPrefix(name, "ratelimit_server.ShouldRateLimit.response_time") {
+		// Whole milliseconds, rounded down, as envoyproxy/ratelimit
+		// times them.
+		v, err := strconv.ParseFloat(f[0], 64)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.timings++
+		if err != nil || v < 0 || v != float64(int64(v)) {
+			c.bad = append(c.bad, line)
+		}
+		return
+	}
+	if f[1] != "c" || !strings.HasPrefix(name, "ratelimit.service.") && !strings.HasPrefix(name, "ratelimit_server.") {
+		return
 	}
 	n, err := strconv.Atoi(f[0])
 	if err != nil {
@@ -167,6 +218,40 @@ func (c *statsdCounters) waitFor(t *testing.T, want map[string]int) {
 	}
 }
 
+// waitForRuntime waits until every runtime and pool statistic that every
+// flush carries came, and all the response times, for 30s at most, and
+// checks their kinds and values.
+func (c *statsdCounters) waitForRuntime(t *testing.T, timings int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c.mu.Lock()
+		kinds, bad, n := maps.Clone(c.kinds), slices.Clone(c.bad), c.timings
+		c.mu.Unlock()
+		if len(bad) > 0 {
+			t.Fatalf("statsd received, not as envoyproxy/ratelimit sends them:\n%s", strings.Join(bad, "\n"))
+		}
+		for name, kind := range kinds {
+			if w := runtimeStats[name] + runtimeStatsSometimes[name]; w != kind {
+				t.Errorf("%s: kind %q, want %q", name, kind, w)
+			}
+		}
+		missing := 0
+		for name := range runtimeStats {
+			if _, ok := kinds[name]; !ok {
+				missing++
+			}
+		}
+		if missing == 0 && n == timings {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("statsd received, after 30s, %d of %d response times and the runtime statistics %v, want %v", n, timings, kinds, runtimeStats)
+		}
+		time.Sleep(20 * time.Millisecond) // the service flushes on its own time
+	}
+}
+
 func sortedCounts(m map[string]int) string {
 	var lines []string
 	for k, v := range m {
@@ -185,6 +270,7 @@ func TestEnvoyScenariosStats(t *testing.T) {
 		host, port, _ := net.SplitHostPort(c.addr)
 		statsReplay(t, "USE_STATSD=true", "STATSD_HOST="+host, "STATSD_PORT="+port)
 		c.waitFor(t, basicStatsd)
+		c.waitForRuntime(t, basicStatsd["ratelimit_server.ShouldRateLimit.total_requests"])
 	})
 
 	// DogStatsD over UDP: the same counters, EXTRA_TAGS as tags.
@@ -198,6 +284,7 @@ func TestEnvoyScenariosStats(t *testing.T) {
 			want[name+"|#env:ci,team:edge"] = n
 		}
 		c.waitFor(t, want)
+		c.waitForRuntime(t, basicStatsd["ratelimit_server.ShouldRateLimit.total_requests"])
 	})
 
 	t.Run("Prometheus", func(t *testing.T) {
@@ -213,13 +300,30 @@ func TestEnvoyScenariosStats(t *testing.T) {
 			time.Sleep(20 * time.Millisecond) // the service flushes on its own time
 			got = scrapeRatelimit(t, "http://"+promAddr+"/metrics")
 		}
+		// The runtime and pool statistics, by kind, their counters never
+		// going down from one scrape to the next; response_time's sum in
+		// whole milliseconds.
+		first := scrapeRuntime(t, "http://"+promAddr+"/metrics")
+		second := scrapeRuntime(t, "http://"+promAddr+"/metrics")
+		for name, kind := range runtimeStats {
+			p := strings.ReplaceAll(name, ".", "_")
+			if first.kinds[p] != map[string]string{"g": "gauge", "c": "counter"}[kind] {
+				t.Errorf("%s: type %q, want that of %q", p, first.kinds[p], kind)
+			}
+			if kind == "c" && second.values[p] < first.values[p] {
+				t.Errorf("%s went down from %v to %v", p, first.values[p], second.values[p])
+			}
+		}
+		if sum := second.values[`ratelimit_service_response_time_seconds_sum{grpc_method="ShouldRateLimit"}`]; sum != float64(int64(sum)) {
+			t.Errorf("response_time's sum %v: want whole milliseconds", sum)
+		}
 	})
 }
 
 // scrapeRatelimit returns the sorted lines of envoyproxy/ratelimit's
 // service's series at url, without histograms' buckets and sums. Its
-// ratelimit_go_* (the Go runtime's) and ratelimit_redis_pool_* series
-// are left out: sluice has its own (see the migration guide).
+// ratelimit_go_* (the Go runtime's) and ratelimit_redis_pool_* series,
+// whose values vary, are scrapeRuntime's.
 func scrapeRatelimit(t *testing.T, url string) []string {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -239,4 +343,40 @@ func scrapeRatelimit(t *testing.T, url string) []string {
 	}
 	slices.Sort(got)
 	return got
+}
+
+// promRuntime are the types and values of a scrape's series.
+type promRuntime struct {
+	kinds  map[string]string  // family -> its type
+	values map[string]float64 // series -> its value
+}
+
+// scrapeRuntime scrapes url for the runtime and pool series' types and
+// values, and response_time's.
+func scrapeRuntime(t *testing.T, url string) promRuntime {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := promRuntime{kinds: map[string]string{}, values: map[string]float64{}}
+	for l := range strings.SplitSeq(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
+			p.kinds[f[2]] = f[3]
+			continue
+		}
+		if !strings.HasPrefix(l, "ratelimit_go_") && !strings.HasPrefix(l, "ratelimit_redis_pool_") && !strings.HasPrefix(l, "ratelimit_service_response_time_seconds_sum") {
+			continue
+		}
+		i := strings.LastIndexByte(l, ' ')
+		if v, err := strconv.ParseFloat(l[i+1:], 64); err == nil {
+			p.values[l[:i]] = v
+		}
+	}
+	return p
 }

@@ -82,9 +82,10 @@ Flags:
                        map them with this statsd_exporter mapping instead
                        (PROMETHEUS_MAPPER_YAML in envoy mode)
   -statsd-envoy        with -statsd or -envoy-metrics, also the Go runtime's
-                       statistics (ratelimit.go.*), and response_time in
-                       whole milliseconds, rounded down, as
-                       envoyproxy/ratelimit sends them (on in envoy mode)
+                       and the Redis pools' statistics (ratelimit.go.*,
+                       ratelimit.redis_pool.*), and response_time in whole
+                       milliseconds, rounded down, as envoyproxy/ratelimit
+                       sends them (on in envoy mode)
   -print-config        print every setting and where it came from, and exit
   -envoy-env           read envoyproxy/ratelimit's variables even if none is
                        set (so that its defaults apply); -envoy-env=false
