@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // TestPromName states which series envoyproxy/ratelimit's default mapper
@@ -175,6 +176,37 @@ func TestPromMappedRefused(t *testing.T) {
 	} {
 		if _, err := NewPromMapped(false, tc.yaml); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewPromMapped(%q) = %v, want an error naming %s", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+// A gauge shows as a gauge, zero included, as Generate's function set it
+// at the scrape.
+func TestPromGauges(t *testing.T) {
+	p := NewProm(true)
+	g := p.Gauge("ratelimit.go.alloc")
+	p.Gauge("ratelimit.go.sys") // never set: shown as 0
+	n := 0.0
+	p.Generate(func() {
+		n++
+		g.Set(uint64(1000 * n))
+	})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(p)
+	for _, want := range []float64{1000, 2000} {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, mf := range mfs {
+			if mf.GetType() != dto.MetricType_GAUGE {
+				t.Errorf("%s: type %v, want a gauge", mf.GetName(), mf.GetType())
+			}
+			got[mf.GetName()] = mf.GetMetric()[0].GetGauge().GetValue()
+		}
+		if w := map[string]float64{"ratelimit_go_alloc": want, "ratelimit_go_sys": 0}; !maps.Equal(got, w) {
+			t.Errorf("%v, want %v", got, w)
 		}
 	}
 }

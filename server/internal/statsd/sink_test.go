@@ -149,3 +149,24 @@ func TestNewRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A gauge is sent at every flush, zero included, after Generate's
+// function has set it.
+func TestSinkGauges(t *testing.T) {
+	addr, lines := tcpLines(t)
+	s, err := New(Config{Addr: addr, FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := s.Gauge("ratelimit.go.alloc")
+	s.Gauge("ratelimit.go.sys") // never set: sent as 0
+	n := uint64(0)
+	s.Generate(func() {
+		n++
+		g.Set(1000 * n)
+	})
+	s.Flush(context.Background())
+	collect(t, lines, []string{"ratelimit.go.alloc:1000|g", "ratelimit.go.sys:0|g"})
+	s.Flush(context.Background())
+	collect(t, lines, []string{"ratelimit.go.alloc:2000|g", "ratelimit.go.sys:0|g"})
+}
