@@ -192,24 +192,25 @@ local function bttl(r, D)
   return r.ttl
 end
 
--- bdrain is the state (t0, D0) at now: the time, never before t0, and the debt then.
-local function bdrain(r, t0, D0, now)
+-- bstep drains the state (t0, D0) to now and takes n >= 0 units if they
+-- fit: the time, never before t0, 1 if they fit (else 0), the debt after
+-- and the debt drained. Its arguments are the rule's fields, not the rule,
+-- as the one-unit path calls it per decision and a field read costs more.
+local function bstep(span, pt, m, q, qu, t0, D0, now, n)
   if now < t0 then now = t0 end
-  if r.a5 == 0 then return now, D0 end
-  local el, m = now - t0, r.a3
-  if r.a7 ~= 1 then el = fdiv(now, r.a7) - fdiv(t0, r.a7) end -- whole quanta passed
-  if el < D0 / m + 1 then -- else el*m might not be exact: the debt is 0
-    local D = D0 - el * m
-    if D > 0 then return now, D end
+  local D = D0
+  if q ~= 0 then
+    local el = now - t0
+    if qu ~= 1 then el = fdiv(now, qu) - fdiv(t0, qu) end -- whole quanta passed
+    D = 0
+    if el < D0 / m + 1 then -- else el*m might not be exact: the debt is 0
+      D = D0 - el * m
+      if D < 0 then D = 0 end
+    end
   end
-  return now, 0
-end
-
--- btake is a gate's take of n > 0 units from debt D: 1 if they fit, and the debt after.
-local function btake(r, D, n)
-  local after = D + n * r.a2
-  if after <= r.a1 then return 1, after end
-  return 0, D
+  local after = D + n * pt
+  if after <= span then return now, 1, after, D end
+  return now, 0, D, D
 end
 
 -- usns is y > 0 units of debt as a wait in µs and ns, the ns rounded up;
@@ -229,11 +230,14 @@ end
 -- values, the write (0 none, 1 the state (t, after), 2 DEL), t and after.
 local function bcore(r, has, t0, D0, now, n)
   local span, pt, q, burst, charge = r.a1, r.a2, r.a5, r.a6, r.charge
-  local D, off = 0, 0
-  if has then now, D = bdrain(r, t0, D0, now) end
+  local gate, took, after, D, off = n > 0 and n <= burst and charge == GATE, 0, 0, 0, 0
+  if has or gate then
+    if not has then t0, D0 = now, 0 end
+    now, took, after, D = bstep(span, pt, r.a3, q, r.a7, t0, D0, now, gate and n or 0)
+  end
   if r.a7 ~= 1 then off = now - fdiv(now, r.a7) * r.a7 end -- into now's quantum
   local ok, rem, rus, rns, zus, zns = 0, 0, 0, 0, 0, 0
-  local after = D
+  if not gate then after = D end
   if n < 0 then
     rus = -1
   elseif charge ~= GATE then
@@ -253,7 +257,7 @@ local function bcore(r, has, t0, D0, now, n)
   elseif n == 0 then
     ok = 1 -- a peek, even of an empty bucket
   else
-    ok, after = btake(r, D, n)
+    ok = took
     if ok == 0 and q == 0 then
       rus = -1
     elseif ok == 0 then
@@ -276,7 +280,7 @@ end
 -- decides from the old state as bcore does, and writes again if the guess
 -- was wrong. Its number: the debt after, times 2, plus 1 if allowed.
 local function bstretch(r, i, e)
-  local pt, ttl, now = r.a2, r.ttl, fastnow
+  local span, pt, m, q, qu, ttl, now = r.a1, r.a2, r.a3, r.a5, r.a7, r.ttl, fastnow
   local idle = spack('dd', now, pt)
   for _ = i, e do
     local key = KEYS[ki]
@@ -290,8 +294,7 @@ local function bstretch(r, i, e)
     local v = pt * 2 + 1
     if raw then
       local t0, D0 = sunpack('dd', raw)
-      local t, D = bdrain(r, t0, D0, now)
-      local ok, after = btake(r, D, 1)
+      local t, ok, after = bstep(span, pt, m, q, qu, t0, D0, now, 1)
       v = after * 2 + ok
       if t ~= now or after ~= pt then setstate(key, spack('dd', t, after), bttl(r, after)) end
     end
@@ -352,18 +355,17 @@ local function fixed(c, now, n)
 end
 
 -- Sliding window counter (kind 3). State 'dddd': window, prev, curr, last
--- time seen. croll is the counts of window win rolled to window k.
-local function croll(win, prev, curr, k)
-  if k == win then return prev, curr end
-  if k == win + 1 then return curr, 0 end
-  return 0, 0
-end
-
--- cfits is whether want more fit at off into a window of counts prev and
--- curr: while prev·(P-off)/P + curr + want <= rate, exactly.
-local function cfits(r, prev, curr, off, want)
-  local m = r.a1 - curr - want + 1
-  return m > 0 and fits(prev, r.a2 - off, m, r.a2)
+-- time seen. cstep rolls the counts of window win to now's, k, off into
+-- it: prev, curr, and whether want more fit, while prev·(P-off)/P + curr +
+-- want <= rate, exactly. It takes the rule's fields, as bstep does.
+local function cstep(rate, p, win, prev, curr, k, off, want)
+  if k == win + 1 then
+    prev, curr = curr, 0
+  elseif k ~= win then
+    prev, curr = 0, 0
+  end
+  local m = rate - curr - want + 1
+  return prev, curr, m > 0 and fits(prev, p - off, m, p)
 end
 
 -- firstfit is the least offset into a window after one of prev at which n
@@ -386,14 +388,15 @@ local function counter(c, now, n)
   local rate, p, charge = r.a1, r.a2, r.charge
   if st and now < st[4] then now = st[4] end
   local k, off = locate(now, p)
-  local prev, curr = 0, 0
-  if st then prev, curr = croll(st[1], st[2], st[3], k) end
   local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
   local want = n
   if charge ~= GATE and n >= 0 then want = asked(n, charge) end
+  local win, p0, c0 = k, 0, 0
+  if st then win, p0, c0 = st[1], st[2], st[3] end
+  local prev, curr, fit = cstep(rate, p, win, p0, c0, k, off, want)
   if n < 0 or want > rate then
     d[3] = -1
-  elseif (n == 0 and charge == GATE) or cfits(r, prev, curr, off, want) then
+  elseif (n == 0 and charge == GATE) or fit then
     d[1] = 1
     if charge == GATE then curr = curr + n end
   end
@@ -432,21 +435,23 @@ end
 -- or counts above the rate (a higher rate under the same name): the Go
 -- side decides that request again on the general path.
 local function cstretch(r, i, e)
-  local rate, ttl, now = r.a1, r.ttl, fastnow
-  local k, off = locate(now, r.a2)
+  local rate, p, ttl, now = r.a1, r.a2, r.ttl, fastnow
+  local k, off = locate(now, p)
   for _ = i, e do
     local key = KEYS[ki]
     ki = ki + 1
     local raw = call('GET', key)
-    local prev, curr, v = 0, 0, nil
+    local prev, curr, fit, v
     if raw then
       local win, p0, c0, last = sunpack('dddd', raw)
-      prev, curr = croll(win, p0, c0, k)
+      prev, curr, fit = cstep(rate, p, win, p0, c0, k, off, 1)
       if last > now or prev > rate or curr > rate then v = -3 end
+    else
+      prev, curr, fit = cstep(rate, p, k, 0, 0, k, off, 1)
     end
     if not v then
       v = (prev * (rate + 1) + curr) * 2
-      if cfits(r, prev, curr, off, 1) then
+      if fit then
         v = v + 1
         setstate(key, spack('dddd', k, prev, curr + 1, now), ttl)
       end
@@ -739,12 +744,13 @@ end
 
 -- wtake charges n to a window's key, or nothing if they do not fit: it
 -- returns whether it did and the count after.
+-- A unit goes by INCR and DECR, which Redis parses no number for.
 local function wtake(key, rate, ttl, n)
-  local a = arg(n)
-  local c = call('INCRBY', key, a)
+  local a, c = '1', nil
+  if n == 1 then c = call('INCR', key) else a = arg(n); c = call('INCRBY', key, a) end
   if c == n then call('PEXPIRE', key, ttl) end -- new: its window's first
   if c > rate then
-    call('DECRBY', key, a)
+    if n == 1 then call('DECR', key) else call('DECRBY', key, a) end
     return false, c - n
   end
   return true, c
@@ -937,7 +943,7 @@ local function unbucket(c, now, n, t1, x)
   local st, r = c.st, c.r
   if not st then return end -- idle since: the charge is gone
   local m = r.a3
-  local t, D = bdrain(r, st[1], st[2], now)
+  local t, _, _, D = bstep(r.a1, r.a2, m, r.a5, r.a7, st[1], st[2], now, 0)
   local left = x
   if r.a5 ~= 0 then
     local el = math.max(t - t1, 0)
