@@ -37,27 +37,12 @@ func (s *Server) decide(ctx context.Context, snap *protocol.Snapshot, req *decid
 	return out, nil
 }
 
-// requestResult is how sluice_requests_total counts a request: over when
-// denied, shadow_over when allowed although a check in shadow mode denied.
-func requestResult(out *decide.Outcome) string {
-	if !out.Allowed {
-		return resultOver
-	}
-	for j := range out.Decisions {
-		if !out.Decisions[j].Allowed && out.Checks[j].Limit.Rule.Shadow() {
-			return resultShadowOver
-		}
-	}
-	return resultWithin
-}
-
 // count counts each descriptor's decisions in the metrics: a limit's as
 // within, over, or over in shadow mode (the config's or global); a
 // descriptor no limit applies to, or unlimited, once as within. The usage
 // charges a store that failed did not record are counted apart: each
 // check of cost > 0 on a limit charged by usage.
 func (s *Server) count(domain string, out *decide.Outcome) {
-	s.m.countRequest(domain, requestResult(out))
 	for i := range out.Statuses {
 		if st := &out.Statuses[i]; st.Limit == nil {
 			rule := labelNoRule
@@ -67,6 +52,12 @@ func (s *Server) count(domain string, out *decide.Outcome) {
 			s.m.countUnruled(domain, rule)
 		}
 	}
+	// The request counts once in sluice_requests_total: over when denied,
+	// shadow_over when allowed although a check in shadow mode denied.
+	request := resultWithin
+	if !out.Allowed {
+		request = resultOver
+	}
 	for j := range out.Checks {
 		c, d := &out.Checks[j], &out.Decisions[j]
 		result := resultWithin
@@ -74,6 +65,9 @@ func (s *Server) count(domain string, out *decide.Outcome) {
 			result = resultOver
 			if c.Limit.Rule.Shadow() {
 				result = resultShadowOver
+				if out.Allowed {
+					request = resultShadowOver
+				}
 			}
 		}
 		s.m.count(c.Limit, domain, result)
@@ -84,4 +78,5 @@ func (s *Server) count(domain string, out *decide.Outcome) {
 			s.m.lost.WithLabelValues(domain, c.Limit.Label).Inc()
 		}
 	}
+	s.m.countRequest(domain, request)
 }

@@ -37,3 +37,25 @@ func TestRequestsTotalOncePerRequestAndUnknownDomainsBounded(t *testing.T) {
 		t.Errorf("sluice_requests_total domains %v, want test and %s only", domains, labelUnknownDomain)
 	}
 }
+
+// A request counts as over when denied, and as shadow_over when allowed
+// although a limit in shadow mode would have denied it.
+func TestRequestsTotalResults(t *testing.T) {
+	e := start(t, Settings{})
+	ctx := t.Context()
+	for range 3 {
+		if _, err := e.rls.ShouldRateLimit(ctx, rlReq("test", 0, "trial=x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 4 {
+		if _, err := e.rls.ShouldRateLimit(ctx, rlReq("test", 0, "user=gina")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for result, want := range map[string]float64{"within": 4, "shadow_over": 2, "over": 1} {
+		if got := counter(t, e.srv, "sluice_requests_total", "domain", "test", "result", result); got != want {
+			t.Errorf("requests %s = %v, want %v", result, got, want)
+		}
+	}
+}
