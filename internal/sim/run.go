@@ -211,8 +211,8 @@ func (e *extremes) appendTo(out []Point) []Point {
 	if e.n == 0 {
 		return out
 	}
-	order := []int{0, 1, 2, 3}
-	slices.SortStableFunc(order, func(i, j int) int { return cmp.Compare(e.at[i], e.at[j]) })
+	order := [4]int{0, 1, 2, 3}
+	slices.SortStableFunc(order[:], func(i, j int) int { return cmp.Compare(e.at[i], e.at[j]) })
 	last := -1
 	for _, k := range order {
 		if e.at[k] != last {
@@ -221,6 +221,22 @@ func (e *extremes) appendTo(out []Point) []Point {
 		}
 	}
 	return out
+}
+
+// Thin returns the points of ps (in time order) cut, in each bin of
+// width bin from t=0, to the bin's first, least, greatest and last, in
+// their order: as Trace cuts its state between samples.
+func Thin(ps []Point, bin time.Duration) []Point {
+	var out []Point
+	var run extremes
+	for i, p := range ps {
+		if i > 0 && p.At/bin != ps[i-1].At/bin {
+			out = run.appendTo(out)
+			run = extremes{}
+		}
+		run.add(p)
+	}
+	return run.appendTo(out)
 }
 
 // RetryString is the demo's "retry after" column: "-" when nothing was

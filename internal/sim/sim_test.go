@@ -191,3 +191,15 @@ func values(ps []Point, at time.Duration) []float64 {
 	}
 	return out
 }
+
+// Thin keeps, per bin, the first, least, greatest and last points, each
+// the first of its value, in their order.
+func TestThin(t *testing.T) {
+	ms := time.Millisecond
+	ps := []Point{{0, 3}, {1 * ms, 1}, {2 * ms, 5}, {3 * ms, 1}, {4 * ms, 2}, {10 * ms, 7}, {11 * ms, 7}}
+	got := Thin(ps, 10*ms)
+	want := []Point{{0, 3}, {1 * ms, 1}, {2 * ms, 5}, {4 * ms, 2}, {10 * ms, 7}, {11 * ms, 7}}
+	if !slices.Equal(got, want) {
+		t.Errorf("Thin = %v, want %v", got, want)
+	}
+}

@@ -404,27 +404,7 @@ func ms64(d time.Duration) float64 { return float64(d) / float64(time.Millisecon
 func thin(ps []sim.Point, bin time.Duration) simSeries {
 	keep := ps
 	if len(ps) > MaxSimStatePoints {
-		keep = make([]sim.Point, 0, MaxSimStatePoints)
-		for i := 0; i < len(ps); {
-			j := i
-			lo, hi := i, i
-			for ; j < len(ps) && ps[j].At/bin == ps[i].At/bin; j++ {
-				if ps[j].Value < ps[lo].Value {
-					lo = j
-				}
-				if ps[j].Value > ps[hi].Value {
-					hi = j
-				}
-			}
-			idx := [4]int{i, lo, hi, j - 1}
-			slices.Sort(idx[:])
-			for k, x := range idx {
-				if k == 0 || x != idx[k-1] {
-					keep = append(keep, ps[x])
-				}
-			}
-			i = j
-		}
+		keep = sim.Thin(ps, bin)
 	}
 	out := simSeries{T: make([]float64, len(keep)), V: make([]float64, len(keep))}
 	for i, p := range keep {
