@@ -107,9 +107,7 @@ func (r *statsRing) run(ctx context.Context, svc *Service) {
 // last sample as the second now falls in. The first sample only primes.
 func (r *statsRing) sample(svc *Service, now time.Time) {
 	cum := readCounts(svc.Decisions, false)
-	if svc.Requests != nil {
-		maps.Copy(cum, readCounts(svc.Requests, true))
-	}
+	maps.Copy(cum, readCounts(svc.Requests, true))
 	lat := readLatency(svc.Duration)
 	errs := readCounter(svc.StoreErrors)
 
