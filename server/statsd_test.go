@@ -1,10 +1,8 @@
 package server
 
 import (
-	"bufio"
 	"fmt"
 	"maps"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicehq/sluice/server/internal/statsd"
+	"github.com/sluicehq/sluice/server/internal/statsdtest"
 )
 
 const statsdYAML = `domain: sd
@@ -35,45 +34,7 @@ descriptors:
 // UDP, and passes on each line it receives.
 func statsdLines(t *testing.T, network string) (addr string, lines <-chan string) {
 	t.Helper()
-	ch := make(chan string, 4096)
-	if network == "udp" {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { pc.Close() })
-		go func() {
-			buf := make([]byte, 65536)
-			for {
-				n, _, err := pc.ReadFrom(buf)
-				if err != nil {
-					return
-				}
-				for l := range strings.SplitSeq(strings.TrimSuffix(string(buf[:n]), "\n"), "\n") {
-					ch <- l
-				}
-			}
-		}()
-		return pc.LocalAddr().String(), ch
-	}
-	ln := listen(t)
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				sc := bufio.NewScanner(c)
-				for sc.Scan() {
-					ch <- sc.Text()
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String(), ch
+	return statsdtest.Lines(t, network)
 }
 
 // statsdSums adds up the counters that come in lines, by name with its
