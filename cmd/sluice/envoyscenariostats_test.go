@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"maps"
@@ -109,48 +108,7 @@ type statsdCounters struct {
 func listenStatsd(t *testing.T, udp bool) *statsdCounters {
 	t.Helper()
 	c := &statsdCounters{count: map[string]int{}, kinds: map[string]string{}}
-	if udp {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { pc.Close() })
-		c.addr = pc.LocalAddr().String()
-		go func() {
-			buf := make([]byte, 1<<16)
-			for {
-				n, _, err := pc.ReadFrom(buf)
-				if err != nil {
-					return
-				}
-				for l := range strings.SplitSeq(string(buf[:n]), "\n") {
-					c.add(l)
-				}
-			}
-		}()
-		return c
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	c.addr = ln.Addr().String()
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer conn.Close()
-				sc := bufio.NewScanner(conn)
-				for sc.Scan() {
-					c.add(sc.Text())
-				}
-			}()
-		}
-	}()
+	c.addr = statsdListen(t, udp, c.add)
 	return c
 }
 
