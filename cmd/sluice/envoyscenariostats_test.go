@@ -284,15 +284,7 @@ func TestEnvoyScenariosStats(t *testing.T) {
 // whose values vary, are scrapeRuntime's.
 func scrapeRatelimit(t *testing.T, url string) []string {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := scrapeBody(t, url)
 	var got []string
 	for l := range strings.SplitSeq(string(b), "\n") {
 		if strings.HasPrefix(l, "ratelimit_service_") && !strings.Contains(l, "_bucket{") && !strings.Contains(l, "_sum{") {
@@ -313,15 +305,7 @@ type promRuntime struct {
 // values, and response_time's.
 func scrapeRuntime(t *testing.T, url string) promRuntime {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := scrapeBody(t, url)
 	p := promRuntime{kinds: map[string]string{}, values: map[string]float64{}}
 	for l := range strings.SplitSeq(string(b), "\n") {
 		if f := strings.Fields(l); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
@@ -337,4 +321,19 @@ func scrapeRuntime(t *testing.T, url string) promRuntime {
 		}
 	}
 	return p
+}
+
+// scrapeBody returns the body of a GET of url.
+func scrapeBody(t *testing.T, url string) []byte {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
