@@ -428,3 +428,45 @@ func TestEnvoyPrometheusMapper(t *testing.T) {
 		}
 	}
 }
+
+// namesSink is a statSink that counts the distinct names made in it.
+type namesSink struct {
+	*statsd.Prom
+	names map[string]bool
+}
+
+func (s *namesSink) Counter(name string) *statsd.Counter {
+	s.names[name] = true
+	return s.Prom.Counter(name)
+}
+
+// A flood of new request values (detailed_metric paths, unknown domains)
+// makes at most maxStatNames of them into statistics, the rest counted
+// nowhere, while a path the config names is still made past the bound.
+func TestStatsdNamesBounded(t *testing.T) {
+	sink := &namesSink{Prom: statsd.NewProm(false), names: map[string]bool{}}
+	st := newStatsOn(sink, 0.8, false, nil)
+	base := len(sink.names)
+	made := 0
+	for i := range 2 * maxStatNames {
+		if st.notFound(fmt.Sprintf("flood%d", i)) != nil {
+			made++
+		}
+		if st.path(fmt.Sprintf("sd.user_%d", i), true) != nil {
+			made++
+		}
+	}
+	if made != maxStatNames {
+		t.Errorf("%d names made of request values, want %d", made, maxStatNames)
+	}
+	// A path has its six counters; a domain_not_found one.
+	if n := len(sink.names) - base; n > 6*maxStatNames {
+		t.Errorf("%d statistics made, want at most %d", n, 6*maxStatNames)
+	}
+	if st.notFound("flood0") == nil || st.path("sd.user_0", true) == nil {
+		t.Error("a name made before the bound is gone")
+	}
+	if st.path("sd.user", false) == nil {
+		t.Error("the config's path is not made past the bound")
+	}
+}
