@@ -367,7 +367,8 @@ func requestPath(req *decide.Request, out *decide.Outcome, i int) string {
 	b.WriteString(req.Domain)
 	secret := out.Statuses[i].Secret
 	for k, e := range req.Descs[i].Entries {
-		b.WriteString("." + e.Key)
+		b.WriteByte('.')
+		b.WriteString(e.Key)
 		if e.Value == "" {
 			continue
 		}
