@@ -118,22 +118,7 @@ func TestStatsd(t *testing.T) {
 				Paths:  []string{writeFile(t, t.TempDir(), "sd.yaml", statsdYAML)},
 				Statsd: &Statsd{Addr: addr, Dog: tc.dog, Tags: []StatsdTag{{"env", "test"}}, FlushInterval: 10 * time.Millisecond},
 			})
-			for _, r := range []struct {
-				domain, desc string
-				hits         uint32
-			}{
-				{"sd", "user=a", 3},
-				{"sd", "user=a", 2},
-				{"sd", "user=a", 1},
-				{"sd", "trial=x", 1},
-				{"sd", "trial=x", 1},
-				{"sd", "route=/v1,user=bob", 1},
-				{"nope", "user=a", 1},
-			} {
-				if _, err := e.rls.ShouldRateLimit(t.Context(), rlReq(r.domain, r.hits, r.desc)); err != nil {
-					t.Fatalf("ShouldRateLimit(%s, %s) = %v", r.domain, r.desc, err)
-				}
-			}
+			statsdRequests(t, e)
 			statsdSums(t, lines, envoyStats(tc.tag))
 		})
 	}
@@ -309,22 +294,13 @@ func TestEnvoyPrometheus(t *testing.T) {
 		Paths:           []string{writeFile(t, t.TempDir(), "sd.yaml", promYAML)},
 		EnvoyPrometheus: &EnvoyPrometheus{},
 	})
+	statsdRequests(t, e)
 	for _, r := range []struct {
-		domain, desc string
-		hits         uint32
-	}{
-		{"sd", "user=a", 3},
-		{"sd", "user=a", 2},
-		{"sd", "user=a", 1},
-		{"sd", "trial=x", 1},
-		{"sd", "trial=x", 1},
-		{"sd", "route=/v1,user=bob", 1},
-		{"nope", "user=a", 1},
-		{"sd", "a=1,b=2,c1=3", 2},
-		{"sd", "a=1,b=2,c2=3", 3},
-	} {
-		if _, err := e.rls.ShouldRateLimit(t.Context(), rlReq(r.domain, r.hits, r.desc)); err != nil {
-			t.Fatalf("ShouldRateLimit(%s, %s) = %v", r.domain, r.desc, err)
+		desc string
+		hits uint32
+	}{{"a=1,b=2,c1=3", 2}, {"a=1,b=2,c2=3", 3}} {
+		if _, err := e.rls.ShouldRateLimit(t.Context(), rlReq("sd", r.hits, r.desc)); err != nil {
+			t.Fatalf("ShouldRateLimit(sd, %s) = %v", r.desc, err)
 		}
 	}
 	code, _, text := get(t, e.base+"/metrics")
@@ -468,5 +444,28 @@ func TestStatsdNamesBounded(t *testing.T) {
 	}
 	if st.path("sd.user", false) == nil {
 		t.Error("the config's path is not made past the bound")
+	}
+}
+
+// statsdRequests sends TestStatsd's requests to e: on user=a past its
+// limit, on a limit in shadow mode, on a detailed_metric one, and on a
+// domain the config lacks.
+func statsdRequests(t *testing.T, e *env) {
+	t.Helper()
+	for _, r := range []struct {
+		domain, desc string
+		hits         uint32
+	}{
+		{"sd", "user=a", 3},
+		{"sd", "user=a", 2},
+		{"sd", "user=a", 1},
+		{"sd", "trial=x", 1},
+		{"sd", "trial=x", 1},
+		{"sd", "route=/v1,user=bob", 1},
+		{"nope", "user=a", 1},
+	} {
+		if _, err := e.rls.ShouldRateLimit(t.Context(), rlReq(r.domain, r.hits, r.desc)); err != nil {
+			t.Fatalf("ShouldRateLimit(%s, %s) = %v", r.domain, r.desc, err)
+		}
 	}
 }
