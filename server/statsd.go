@@ -367,7 +367,8 @@ func requestPath(req *decide.Request, out *decide.Outcome, i int) string {
 	b.WriteString(req.Domain)
 	secret := out.Statuses[i].Secret
 	for k, e := range req.Descs[i].Entries {
-		b.WriteString("." + e.Key)
+		b.WriteByte('.')
+		b.WriteString(e.Key)
 		if e.Value == "" {
 			continue
 		}
@@ -383,9 +384,11 @@ func requestPath(req *decide.Request, out *decide.Outcome, i int) string {
 
 // labelPath turns a config.Match.MetricLabel ("route=/v1|user") into a
 // statistics path ("route_/v1.user").
-func labelPath(label string) string {
-	return strings.NewReplacer("=", "_", "|", ".").Replace(label)
-}
+func labelPath(label string) string { return labelPathReplacer.Replace(label) }
+
+// labelPathReplacer is labelPath's, made once rather than at each check
+// that counts under a label.
+var labelPathReplacer = strings.NewReplacer("=", "_", "|", ".")
 
 // count counts one check's hits as envoyproxy/ratelimit does: every hit
 // in total_hits; those past the limit in over_limit, the others in

@@ -1,10 +1,8 @@
 package server
 
 import (
-	"bufio"
 	"fmt"
 	"maps"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicehq/sluice/server/internal/statsd"
+	"github.com/sluicehq/sluice/server/internal/statsdtest"
 )
 
 const statsdYAML = `domain: sd
@@ -35,45 +34,7 @@ descriptors:
 // UDP, and passes on each line it receives.
 func statsdLines(t *testing.T, network string) (addr string, lines <-chan string) {
 	t.Helper()
-	ch := make(chan string, 4096)
-	if network == "udp" {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { pc.Close() })
-		go func() {
-			buf := make([]byte, 65536)
-			for {
-				n, _, err := pc.ReadFrom(buf)
-				if err != nil {
-					return
-				}
-				for l := range strings.SplitSeq(strings.TrimSuffix(string(buf[:n]), "\n"), "\n") {
-					ch <- l
-				}
-			}
-		}()
-		return pc.LocalAddr().String(), ch
-	}
-	ln := listen(t)
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				sc := bufio.NewScanner(c)
-				for sc.Scan() {
-					ch <- sc.Text()
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String(), ch
+	return statsdtest.Lines(t, network)
 }
 
 // statsdSums adds up the counters that come in lines, by name with its
@@ -157,22 +118,7 @@ func TestStatsd(t *testing.T) {
 				Paths:  []string{writeFile(t, t.TempDir(), "sd.yaml", statsdYAML)},
 				Statsd: &Statsd{Addr: addr, Dog: tc.dog, Tags: []StatsdTag{{"env", "test"}}, FlushInterval: 10 * time.Millisecond},
 			})
-			for _, r := range []struct {
-				domain, desc string
-				hits         uint32
-			}{
-				{"sd", "user=a", 3},
-				{"sd", "user=a", 2},
-				{"sd", "user=a", 1},
-				{"sd", "trial=x", 1},
-				{"sd", "trial=x", 1},
-				{"sd", "route=/v1,user=bob", 1},
-				{"nope", "user=a", 1},
-			} {
-				if _, err := e.rls.ShouldRateLimit(t.Context(), rlReq(r.domain, r.hits, r.desc)); err != nil {
-					t.Fatalf("ShouldRateLimit(%s, %s) = %v", r.domain, r.desc, err)
-				}
-			}
+			statsdRequests(t, e)
 			statsdSums(t, lines, envoyStats(tc.tag))
 		})
 	}
@@ -348,22 +294,13 @@ func TestEnvoyPrometheus(t *testing.T) {
 		Paths:           []string{writeFile(t, t.TempDir(), "sd.yaml", promYAML)},
 		EnvoyPrometheus: &EnvoyPrometheus{},
 	})
+	statsdRequests(t, e)
 	for _, r := range []struct {
-		domain, desc string
-		hits         uint32
-	}{
-		{"sd", "user=a", 3},
-		{"sd", "user=a", 2},
-		{"sd", "user=a", 1},
-		{"sd", "trial=x", 1},
-		{"sd", "trial=x", 1},
-		{"sd", "route=/v1,user=bob", 1},
-		{"nope", "user=a", 1},
-		{"sd", "a=1,b=2,c1=3", 2},
-		{"sd", "a=1,b=2,c2=3", 3},
-	} {
-		if _, err := e.rls.ShouldRateLimit(t.Context(), rlReq(r.domain, r.hits, r.desc)); err != nil {
-			t.Fatalf("ShouldRateLimit(%s, %s) = %v", r.domain, r.desc, err)
+		desc string
+		hits uint32
+	}{{"a=1,b=2,c1=3", 2}, {"a=1,b=2,c2=3", 3}} {
+		if _, err := e.rls.ShouldRateLimit(t.Context(), rlReq("sd", r.hits, r.desc)); err != nil {
+			t.Fatalf("ShouldRateLimit(sd, %s) = %v", r.desc, err)
 		}
 	}
 	code, _, text := get(t, e.base+"/metrics")
@@ -464,6 +401,71 @@ func TestEnvoyPrometheusMapper(t *testing.T) {
 		_, err := New(Settings{Store: newStore(t), EnvoyPrometheus: &EnvoyPrometheus{Mapper: bad}})
 		if err == nil || !strings.Contains(err.Error(), "EnvoyPrometheus.Mapper") {
 			t.Errorf("New with EnvoyPrometheus.Mapper %q = %v, want an error naming it", bad, err)
+		}
+	}
+}
+
+// namesSink is a statSink that counts the distinct names made in it.
+type namesSink struct {
+	*statsd.Prom
+	names map[string]bool
+}
+
+func (s *namesSink) Counter(name string) *statsd.Counter {
+	s.names[name] = true
+	return s.Prom.Counter(name)
+}
+
+// A flood of new request values (detailed_metric paths, unknown domains)
+// makes at most maxStatNames of them into statistics, the rest counted
+// nowhere, while a path the config names is still made past the bound.
+func TestStatsdNamesBounded(t *testing.T) {
+	sink := &namesSink{Prom: statsd.NewProm(false), names: map[string]bool{}}
+	st := newStatsOn(sink, 0.8, false, nil)
+	base := len(sink.names)
+	made := 0
+	for i := range 2 * maxStatNames {
+		if st.notFound(fmt.Sprintf("flood%d", i)) != nil {
+			made++
+		}
+		if st.path(fmt.Sprintf("sd.user_%d", i), true) != nil {
+			made++
+		}
+	}
+	if made != maxStatNames {
+		t.Errorf("%d names made of request values, want %d", made, maxStatNames)
+	}
+	// A path has its six counters; a domain_not_found one.
+	if n := len(sink.names) - base; n > 6*maxStatNames {
+		t.Errorf("%d statistics made, want at most %d", n, 6*maxStatNames)
+	}
+	if st.notFound("flood0") == nil || st.path("sd.user_0", true) == nil {
+		t.Error("a name made before the bound is gone")
+	}
+	if st.path("sd.user", false) == nil {
+		t.Error("the config's path is not made past the bound")
+	}
+}
+
+// statsdRequests sends TestStatsd's requests to e: on user=a past its
+// limit, on a limit in shadow mode, on a detailed_metric one, and on a
+// domain the config lacks.
+func statsdRequests(t *testing.T, e *env) {
+	t.Helper()
+	for _, r := range []struct {
+		domain, desc string
+		hits         uint32
+	}{
+		{"sd", "user=a", 3},
+		{"sd", "user=a", 2},
+		{"sd", "user=a", 1},
+		{"sd", "trial=x", 1},
+		{"sd", "trial=x", 1},
+		{"sd", "route=/v1,user=bob", 1},
+		{"nope", "user=a", 1},
+	} {
+		if _, err := e.rls.ShouldRateLimit(t.Context(), rlReq(r.domain, r.hits, r.desc)); err != nil {
+			t.Fatalf("ShouldRateLimit(%s, %s) = %v", r.domain, r.desc, err)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"maps"
@@ -109,48 +108,7 @@ type statsdCounters struct {
 func listenStatsd(t *testing.T, udp bool) *statsdCounters {
 	t.Helper()
 	c := &statsdCounters{count: map[string]int{}, kinds: map[string]string{}}
-	if udp {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { pc.Close() })
-		c.addr = pc.LocalAddr().String()
-		go func() {
-			buf := make([]byte, 1<<16)
-			for {
-				n, _, err := pc.ReadFrom(buf)
-				if err != nil {
-					return
-				}
-				for l := range strings.SplitSeq(string(buf[:n]), "\n") {
-					c.add(l)
-				}
-			}
-		}()
-		return c
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	c.addr = ln.Addr().String()
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer conn.Close()
-				sc := bufio.NewScanner(conn)
-				for sc.Scan() {
-					c.add(sc.Text())
-				}
-			}()
-		}
-	}()
+	c.addr = statsdListen(t, udp, c.add)
 	return c
 }
 
@@ -326,15 +284,7 @@ func TestEnvoyScenariosStats(t *testing.T) {
 // whose values vary, are scrapeRuntime's.
 func scrapeRatelimit(t *testing.T, url string) []string {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := scrapeBody(t, url)
 	var got []string
 	for l := range strings.SplitSeq(string(b), "\n") {
 		if strings.HasPrefix(l, "ratelimit_service_") && !strings.Contains(l, "_bucket{") && !strings.Contains(l, "_sum{") {
@@ -355,15 +305,7 @@ type promRuntime struct {
 // values, and response_time's.
 func scrapeRuntime(t *testing.T, url string) promRuntime {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := scrapeBody(t, url)
 	p := promRuntime{kinds: map[string]string{}, values: map[string]float64{}}
 	for l := range strings.SplitSeq(string(b), "\n") {
 		if f := strings.Fields(l); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
@@ -379,4 +321,19 @@ func scrapeRuntime(t *testing.T, url string) promRuntime {
 		}
 	}
 	return p
+}
+
+// scrapeBody returns the body of a GET of url.
+func scrapeBody(t *testing.T, url string) []byte {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

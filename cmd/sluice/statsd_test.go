@@ -31,47 +31,12 @@ descriptors:
 // STATSD_HOST:STATSD_PORT over TCP without being asked, EXTRA_TAGS
 // appended to each name.
 func TestServeEnvoyStatsd(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	lines := make(chan string, 1024)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				sc := bufio.NewScanner(c)
-				for sc.Scan() {
-					lines <- sc.Text()
-				}
-			}()
-		}
-	}()
-	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	host, port, _ := net.SplitHostPort(statsdListen(t, false, func(l string) { lines <- l }))
 	withEnv(t, "STATSD_HOST", host, "STATSD_PORT", port, "EXTRA_TAGS", "env:ci", "STATS_FLUSH_INTERVAL", "20ms")
 	s := startServe(t, "-config", writeConfig(t, statsdServeYAML), "-redis", "")
 
-	conn, err := grpc.NewClient(s.addr("grpc"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rls := rlspb.NewRateLimitServiceClient(conn)
-	for range 3 {
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		_, err := rls.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "shop", Descriptors: []*ratelimitpb.RateLimitDescriptor{
-			{Entries: []*ratelimitpb.RateLimitDescriptor_Entry{{Key: "user", Value: "a"}}},
-		}})
-		cancel()
-		if err != nil {
-			t.Fatalf("ShouldRateLimit: %v", err)
-		}
-	}
+	shopRequests(t, s.addr("grpc"), 3)
 	// The limit is 2 a minute and near_limit starts past floor(2 × 0.8):
 	// the second request is near, the third over.
 	want := map[string]int{
@@ -113,22 +78,7 @@ func TestServeEnvoyPrometheus(t *testing.T) {
 		"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "true")
 	s := startServe(t, "-config", writeConfig(t, statsdServeYAML), "-redis", "")
 
-	conn, err := grpc.NewClient(s.addr("grpc"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rls := rlspb.NewRateLimitServiceClient(conn)
-	for range 3 {
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		_, err := rls.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "shop", Descriptors: []*ratelimitpb.RateLimitDescriptor{
-			{Entries: []*ratelimitpb.RateLimitDescriptor_Entry{{Key: "user", Value: "a"}}},
-		}})
-		cancel()
-		if err != nil {
-			t.Fatalf("ShouldRateLimit: %v", err)
-		}
-	}
+	shopRequests(t, s.addr("grpc"), 3)
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+promAddr+"/prom", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -197,25 +147,8 @@ func shopRequests(t *testing.T, addr string, n int) {
 // Under USE_DOG_STATSD, the mogrifiers USE_DOG_STATSD_MOGRIFIERS names
 // rename and tag what sluice serve sends, as envoyproxy/ratelimit's do.
 func TestServeDogStatsdMogrifiers(t *testing.T) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
 	lines := make(chan string, 1024)
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, _, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			for l := range strings.SplitSeq(strings.TrimSuffix(string(buf[:n]), "\n"), "\n") {
-				lines <- l
-			}
-		}
-	}()
-	host, port, _ := net.SplitHostPort(pc.LocalAddr().String())
+	host, port, _ := net.SplitHostPort(statsdListen(t, true, func(l string) { lines <- l }))
 	withEnv(t, "USE_STATSD", "false", "USE_DOG_STATSD", "true", "STATSD_HOST", host, "STATSD_PORT", port,
 		"EXTRA_TAGS", "env:ci", "STATS_FLUSH_INTERVAL", "20ms",
 		"USE_DOG_STATSD_MOGRIFIERS", "rpc,limits",
@@ -297,4 +230,52 @@ func TestServeEnvoyPrometheusMapper(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("mapped series:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// statsdListen is a statsd on a free loopback port, over UDP (DogStatsD)
+// or TCP, until t ends: it returns its address, and has add called with
+// each line it receives, from several goroutines at once.
+func statsdListen(t *testing.T, udp bool, add func(line string)) (addr string) {
+	t.Helper()
+	if udp {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pc.Close() })
+		go func() {
+			buf := make([]byte, 65536)
+			for {
+				n, _, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				for l := range strings.SplitSeq(strings.TrimSuffix(string(buf[:n]), "\n"), "\n") {
+					add(l)
+				}
+			}
+		}()
+		return pc.LocalAddr().String()
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				sc := bufio.NewScanner(c)
+				for sc.Scan() {
+					add(sc.Text())
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }

@@ -1,63 +1,24 @@
 package statsd
 
 import (
-	"bufio"
 	"context"
 	"net"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/server/internal/statsdtest"
 )
 
 // tcpLines and udpLines listen on a free port and pass on each statsd
 // line they receive.
 func tcpLines(t *testing.T) (addr string, lines <-chan string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	ch := make(chan string, 1024)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				sc := bufio.NewScanner(c)
-				for sc.Scan() {
-					ch <- sc.Text()
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String(), ch
+	return statsdtest.Lines(t, "tcp")
 }
 
 func udpLines(t *testing.T) (addr string, lines <-chan string) {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pc.Close() })
-	ch := make(chan string, 1024)
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, _, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			for l := range strings.SplitSeq(strings.TrimSuffix(string(buf[:n]), "\n"), "\n") {
-				ch <- l
-			}
-		}
-	}()
-	return pc.LocalAddr().String(), ch
+	return statsdtest.Lines(t, "udp")
 }
 
 // collect reads lines until every one of want has come, or fails after a
