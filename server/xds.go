@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/server/internal/decide"
 )
 
@@ -111,7 +112,7 @@ const (
 	// may hold (config.MaxDocuments); the caps on a config's
 	// descriptors and limits (config.MaxItems) hold for a push as for
 	// files.
-	MaxXDSResources = 1000
+	MaxXDSResources = config.MaxDocuments
 )
 
 // rateLimitConfigType is the type URL of the resources the server asks for.
