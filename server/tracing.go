@@ -124,8 +124,10 @@ func newTracer(cfg Tracing) *tracer {
 		tp:  tp,
 		t:   tp.Tracer(tracerName),
 		// W3C trace context last: a request that carries both it and B3
-		// is continued as its traceparent says.
-		prop: propagation.NewCompositeTextMapPropagator(b3.New(), propagation.TraceContext{}, propagation.Baggage{}),
+		// is continued as its traceparent says. No baggage: nothing
+		// reads it, and parsing it would be work on every request for a
+		// header the client writes.
+		prop: propagation.NewCompositeTextMapPropagator(b3.New(), propagation.TraceContext{}),
 	}
 }
 

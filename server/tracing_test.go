@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -419,5 +420,15 @@ func BenchmarkShouldRateLimitTraced(b *testing.B) {
 		if _, err := s.ShouldRateLimit(ctx, reqs[i%len(reqs)]); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// The caller's trace context is read, and nothing else: baggage, which
+// nothing uses, is not parsed.
+func TestTracingReadsNoBaggage(t *testing.T) {
+	tr := newTracer(Tracing{ServiceName: DefaultTracingServiceName})
+	fields := tr.prop.Fields()
+	if slices.Contains(fields, "baggage") || !slices.Contains(fields, "traceparent") || !slices.Contains(fields, "b3") {
+		t.Errorf("the propagators read %q; want traceparent and b3, not baggage", fields)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/server/internal/decide"
 )
 
@@ -111,7 +112,7 @@ const (
 	// may hold (config.MaxDocuments); the caps on a config's
 	// descriptors and limits (config.MaxItems) hold for a push as for
 	// files.
-	MaxXDSResources = 1000
+	MaxXDSResources = config.MaxDocuments
 )
 
 // rateLimitConfigType is the type URL of the resources the server asks for.
@@ -297,12 +298,20 @@ func (c *xdsClient) stream(ctx context.Context) (answered bool, err error) {
 		answered = true
 		req := &discoverypb.DiscoveryRequest{Node: c.node, TypeUrl: rateLimitConfigType, ResponseNonce: resp.GetNonce()}
 		v := resp.GetVersionInfo()
+		// A push refused right after a refused one: a snapshot cache
+		// answers a NACK by sending what it holds once more, at once,
+		// and a control plane without versions cannot be told apart by
+		// them. Its NACK waits ConnectRetry so that the two do not spin.
+		again := c.refusedErr != nil
 		var nack error
 		if v != "" && v == c.refused {
-			// The version refused last, again: a snapshot cache answers
-			// a NACK by sending what it holds once more, at once. The
-			// NACK waits ConnectRetry so that the two do not spin.
-			nack = c.refusedErr
+			nack = c.refusedErr // the version refused last: not loaded again
+		} else if nack = c.s.applyXDS(ctx, resp); nack == nil {
+			c.acked, c.refused, c.refusedErr = v, "", nil
+		} else {
+			c.refused, c.refusedErr = v, nack
+		}
+		if nack != nil && again {
 			t := time.NewTimer(c.x.ConnectRetry)
 			select {
 			case <-ctx.Done():
@@ -310,10 +319,6 @@ func (c *xdsClient) stream(ctx context.Context) (answered bool, err error) {
 				return answered, ctx.Err()
 			case <-t.C:
 			}
-		} else if nack = c.s.applyXDS(ctx, resp); nack == nil {
-			c.acked, c.refused, c.refusedErr = v, "", nil
-		} else {
-			c.refused, c.refusedErr = v, nack
 		}
 		if nack != nil {
 			req.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: nack.Error()}

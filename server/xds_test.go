@@ -449,3 +449,50 @@ func TestXDSSettings(t *testing.T) {
 		t.Error("XDS with Paths: accepted, want refused")
 	}
 }
+
+// unversionedADS answers every request on its stream at once with the
+// same push, which has no version: what a control plane without versions
+// does after a NACK.
+type unversionedADS struct {
+	discoverypb.UnimplementedAggregatedDiscoveryServiceServer
+	push  *discoverypb.DiscoveryResponse
+	nacks atomic.Int64
+}
+
+func (a *unversionedADS) StreamAggregatedResources(st discoverypb.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+	for {
+		req, err := st.Recv()
+		if err != nil {
+			return err
+		}
+		if req.GetErrorDetail() != nil {
+			a.nacks.Add(1)
+		}
+		if err := st.Send(a.push); err != nil {
+			return err
+		}
+	}
+}
+
+// A bad push without a version, sent again at once after each NACK, is
+// NACKed at most once each ConnectRetry: the client does not spin.
+func TestXDSUnversionedBadPushPaced(t *testing.T) {
+	bad, _ := anypb.New(&discoverypb.DiscoveryRequest{})
+	ads := &unversionedADS{push: &discoverypb.DiscoveryResponse{TypeUrl: rateLimitConfigType, Resources: []*anypb.Any{bad}}}
+	gs := grpc.NewServer()
+	discoverypb.RegisterAggregatedDiscoveryServiceServer(gs, ads)
+	ln := listen(t)
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	x := fastXDS(ln.Addr().String())
+	x.ConnectRetry = 100 * time.Millisecond
+	e := start(t, Settings{XDS: x})
+	waitFor(t, "a NACK", func() bool { return ads.nacks.Load() >= 1 })
+	time.Sleep(500 * time.Millisecond)
+	if n := ads.nacks.Load(); n > 10 {
+		t.Errorf("%d NACKs in half a second with ConnectRetry 100ms: the client spins", n)
+	}
+	if len(e.srv.Domains()) != 0 {
+		t.Errorf("domains %q, want none", e.srv.Domains())
+	}
+}

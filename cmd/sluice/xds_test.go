@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -126,13 +125,7 @@ func egRequest(user string) *rlspb.RateLimitRequest {
 func TestEnvoyGatewayEnvironment(t *testing.T) {
 	redisAddr := testredis.Start(t)
 	dir := t.TempDir()
-	write := func(name string, data []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name string, data []byte) string { return writeFile(t, dir, name, data) }
 	// One CA and one certificate, the Secret envoy-rate-limit's: the
 	// service's certificate for RLS, and its client certificate to the
 	// control plane.
