@@ -250,10 +250,12 @@ func (p *params) bucketAt(qu int64) error {
 	p.a = [7]int64{burst * pt, pt, m, h, q, burst, qu}
 	// A bucket's debt is at most a full bucket's, span units of h/q
 	// ns, or twice that in debt recorded by a usage charge: its state
-	// is idle that long after it was written, at most.
+	// is idle that long after it was written, at most, and a quantum
+	// more at a coarse one: it drains by whole quanta from the start of
+	// the one it was written in.
 	if q > 0 {
-		p.ttl = mulDivCeil(burst*pt, h, q*1e6)
-		p.dttl = mulDivCeil(2*burst*pt, h, q*1e6)
+		p.ttl = satAdd(mulDivCeil(burst*pt, h, q*1e6), qu/1000)
+		p.dttl = satAdd(mulDivCeil(2*burst*pt, h, q*1e6), qu/1000)
 	}
 	// The debt is kept in units of h/q ns (h/q in lowest terms), or
 	// of requests at Rate 0, and its time in whole quanta of qu µs: a
@@ -291,6 +293,9 @@ func mulDivCeil(a, b, c int64) int64 {
 	q, _ := bits.Div64(hi, lo, uint64(c))
 	return int64(min(q, math.MaxInt64))
 }
+
+// satAdd is a+b for a, b >= 0, saturated at MaxInt64.
+func satAdd(a, b int64) int64 { return min(a, math.MaxInt64-b) + b }
 
 // nearestBucket names the limits nearest to l that a bucket in the script
 // holds exactly (see algo.Nearest).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/memory"
+	"github.com/sluicehq/sluice/redis"
 )
 
 // TestCoarseBucketsAsMemory holds the one difference between the stores:
@@ -98,4 +99,37 @@ func endAt(start time.Time, d time.Duration, now time.Time, q time.Duration) tim
 		end = end.Add(q - time.Duration(ns))
 	}
 	return end.Sub(now)
+}
+
+// TestCoarseBucketTTL holds a coarse bucket's key for as long as its state
+// counts to a caller as far behind Redis's clock as WithClockSkew allows:
+// the state drains at the end of a quantum, up to a quantum after its
+// exact drain time, and the key must outlive that and the skew.
+func TestCoarseBucketTTL(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	const skew = 5 * time.Second
+	p := prefix(t)
+	s := newCallerStoreOn(t, rc, redis.WithPrefix(p), redis.WithClockSkew(skew))
+	// a full bucket's drain is not a whole number of seconds
+	r := prep(sluice.Rule{Name: "coarse", Algorithm: sluice.AlgoGCRA, Limit: sluice.Limit{Rate: 1000003, Period: 365 * 24 * time.Hour, Burst: 1000002}})
+	if q, err := s.Resolution(r); err != nil || q != time.Second {
+		t.Fatalf("Resolution = %v, %v; want 1s", q, err)
+	}
+	now := time.Now().Truncate(time.Second).Add(time.Millisecond) // early in its quantum
+	d := take(t, s, now, r.Quota(), sluice.Check{Rule: r, Key: "k"})[0]
+	if !d.Allowed {
+		t.Fatalf("the first take of a full bucket = %+v", d)
+	}
+	keys := stateKeys(scanKeys(t, rc, p))
+	if len(keys) != 1 {
+		t.Fatalf("keys %v, want 1", keys)
+	}
+	ttl, err := rc.PTTL(context.Background(), keys[0]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if least := d.ResetAfter + skew - time.Since(now); ttl < least {
+		t.Fatalf("PTTL %v, want at least ResetAfter %v and the skew (%v): the key expires while a caller %v behind still reads the state as in debt", ttl, d.ResetAfter, least, skew)
+	}
 }

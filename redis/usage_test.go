@@ -236,18 +236,9 @@ func newAlgoRef(t testing.TB, r *sluice.PreparedRule) *algoRef {
 	// The script decides a bucket too long for its doubles at a coarser
 	// resolution than the algorithm's own.
 	if res := redis.Resolution(r); res > sp.TAT.Resolution() {
-		k := sp.Key
-		burst := k.Burst
-		if burst == 0 {
-			burst = k.Rate
-		}
-		tat, ok := algo.NewTATAt(k.Rate, k.Period, burst, res)
-		if !ok {
-			t.Fatalf("%v at %v: the store holds it, the algorithm does not", k, res)
-		}
-		x.tat, x.kind = tat.Charged(sp.Charge), algo.KindBucket
-		if tat.NeedsWide() {
-			x.kind = algo.KindWide
+		var ok bool
+		if x.tat, x.kind, ok = sp.BucketAt(res); !ok {
+			t.Fatalf("%v at %v: the store holds it, the algorithm does not", sp.Key, res)
 		}
 	}
 	x.reset()

@@ -175,24 +175,17 @@ func (s *suite) arithOf(t *testing.T, st sluice.Store) func(*sluice.PreparedRule
 		if err != nil {
 			t.Fatalf("storetest: the store's Resolution(%q): %v", r.Name(), err)
 		}
-		k := a.sp.Key
 		switch a.kind {
 		case algo.KindBucket, algo.KindWide:
 			if res <= max(a.tat.Resolution(), s.cfg.Resolution) {
 				return a // the suite's times are whole units of it already
 			}
-			burst := k.Burst
-			if burst == 0 {
-				burst = k.Rate
-			}
-			tat, ok := algo.NewTATAt(k.Rate, k.Period, burst, res)
+			tat, kind, ok := a.sp.BucketAt(res)
 			if !ok {
+				k := a.sp.Key
 				t.Fatalf("storetest: the store decides %q (%d/%v burst %d) at %v, where the bucket cannot be kept exactly", r.Name(), k.Rate, k.Period, k.Burst, res)
 			}
-			a.tat, a.kind, a.own = tat.Charged(a.sp.Charge), algo.KindBucket, false
-			if tat.NeedsWide() {
-				a.kind = algo.KindWide
-			}
+			a.tat, a.kind, a.own = tat, kind, false
 		default:
 			if res > s.cfg.Resolution {
 				t.Fatalf("storetest: the store decides the window rule %q at %v, coarser than Config.Resolution (%v): the suite models only buckets at a coarser unit", r.Name(), res, s.cfg.Resolution)

@@ -101,18 +101,11 @@ func NewSpec(k Key, kind Kind, c Charge) (*Spec, error) {
 	var err error
 	switch kind {
 	case KindBucket, KindWide:
-		burst := k.Burst
-		if burst == 0 {
-			burst = k.Rate
-		}
-		if s.TAT, err = NewTAT(k.Rate, k.Period, burst); err != nil {
+		var t TAT
+		if t, err = NewTAT(k.Rate, k.Period, k.capacity()); err != nil {
 			return nil, err
 		}
-		s.TAT = s.TAT.Charged(c)
-		s.Kind = KindBucket
-		if s.TAT.NeedsWide() {
-			s.Kind = KindWide
-		}
+		s.TAT, s.Kind = bucketOf(t, c)
 	case KindFixed, KindCounter:
 		s.Window = NewWindow(k.Rate, k.Period).Charged(c)
 	case KindLog:
@@ -122,6 +115,37 @@ func NewSpec(k Key, kind Kind, c Charge) (*Spec, error) {
 		s.Log = s.Log.Charged(c)
 	}
 	return s, nil
+}
+
+// BucketAt is s's bucket (KindBucket or KindWide) decided at a resolution
+// of res, charged as s is, and its kind, for a store whose own arithmetic
+// holds it only at a coarser resolution than s.TAT's; false if the bucket
+// cannot be kept exactly at res.
+func (s *Spec) BucketAt(res time.Duration) (TAT, Kind, bool) {
+	t, ok := NewTATAt(s.Key.Rate, s.Key.Period, s.Key.capacity(), res)
+	if !ok {
+		return TAT{}, 0, false
+	}
+	t, kind := bucketOf(t, s.Charge)
+	return t, kind, true
+}
+
+// capacity is the bucket's capacity: Burst, or Rate for a zero Burst.
+func (k Key) capacity() int64 {
+	if k.Burst == 0 {
+		return k.Rate
+	}
+	return k.Burst
+}
+
+// bucketOf is t charged by c, and its kind: KindWide when its tick horizon
+// is short.
+func bucketOf(t TAT, c Charge) (TAT, Kind) {
+	t = t.Charged(c)
+	if t.NeedsWide() {
+		return t, KindWide
+	}
+	return t, KindBucket
 }
 
 // Quota is the rule's advertised quota: the capacity for the buckets, Rate
