@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/algo"
 )
@@ -120,6 +121,28 @@ type Rule struct {
 	// bounded debt). It does not change which state a key keeps: a rule
 	// switched between them keeps its keys' counts.
 	Charge Charge
+	// Lease, when enabled, has the rule decided on quota leased from a
+	// shared authority (package lease) rather than exactly in the store,
+	// for fewer shared operations at a stated bound. The zero Lease, the
+	// default, decides exactly; a store given a leased rule directly
+	// decides it exactly.
+	Lease Lease
+}
+
+// Lease is how a rule is decided on leased quota (package lease): each
+// process holds a share of a key's quota and decides locally from it,
+// renewing as it goes. It is a plain value, so that == still compares
+// two rules.
+type Lease struct {
+	// Enabled turns leasing on for the rule.
+	Enabled bool
+	// Renew is how often a holder reports its demand and is given its
+	// share again. Zero is the default: Period/10, within [50ms, 10s].
+	Renew time.Duration
+	// TTL is how long a share holds without a renewal: a holder cut off
+	// from the authority decides on it until then, and a holder that
+	// died gives it back then. Zero is the default: three Renews.
+	TTL time.Duration
 }
 
 // Validate reports whether the rule is usable: a name, a known algorithm,
