@@ -12,12 +12,18 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// The memory authority's bounds: keys it keeps, holders per key, and the
-// longest key it accepts.
+// MaxHolders bounds the holders of one key, so that one hot key cannot
+// make a renewal long; MaxKeyBytes bounds a key. Every authority refuses
+// past them.
+const (
+	MaxHolders  = 1024
+	MaxKeyBytes = 4096
+)
+
+// The memory authority's keys, the longest holder id and TTL a request
+// may carry, and how often a full table is swept.
 const (
 	maxMemoryKeys   = 100_000
-	MaxHolders      = 1024
-	MaxKeyBytes     = 4096
 	maxHolderBytes  = 256
 	maxRequestTTL   = 7 * 24 * time.Hour
 	sweepMinimumAge = time.Second
