@@ -43,10 +43,9 @@
 // A holder cut off
 // from the authority decides on its lease until it expires, then by the
 // rule's failure mode (sluice.Failure), through the Limiter. A holder
-// killed gives its share back when its lease expires, a TTL at most; a
-// fixed-window holder that dies or is cut off mid-window takes with it the
-// count of what it admitted in that window, so up to that many more may
-// pass in that window.
+// killed gives its share back when its lease expires, a TTL at most (a
+// fixed-window holder's is counted until the window it expired in has
+// ended, since it may have admitted up to its allowance there).
 //
 // Under-admission, measured rather than bounded (BENCHMARKS.md): shares
 // are whole units per Period, less than one unit per holder per Period;
