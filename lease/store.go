@@ -303,7 +303,11 @@ func (s *Store) renew(e *entry, ns int64, must bool) error {
 	e.done = done
 	go func() {
 		defer s.wg.Done()
-		g, err := s.auth.Renew(s.ctx, r)
+		// A grant that comes after the TTL would expire on arrival: the
+		// renewal gives up then, so that a hung authority frees its slot.
+		ctx, cancel := context.WithTimeout(s.ctx, r.TTL)
+		g, err := s.auth.Renew(ctx, r)
+		cancel()
 		<-s.slots
 		e.mu.Lock()
 		defer e.mu.Unlock()

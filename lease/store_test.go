@@ -244,7 +244,9 @@ func (b *blocked) Renew(ctx context.Context, r lease.Request) (lease.Grant, erro
 func TestStoreRenewalsBounded(t *testing.T) {
 	b := &blocked{Authority: lease.NewMemoryAuthority(), entered: make(chan struct{}, 1), release: make(chan struct{})}
 	s := newStore(t, b, lease.WithMaxRenewals(1))
-	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(100), Lease: sluice.Lease{Enabled: true}})
+	// A TTL of an hour: a renewal gives up after its TTL, and this one
+	// must hold its slot until the test releases it.
+	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(100), Lease: sluice.Lease{Enabled: true, TTL: time.Hour}})
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
 	go func() {
