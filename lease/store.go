@@ -457,7 +457,8 @@ func (s *Store) sweep(ns int64) {
 	s.swept = ns
 	for k, e := range s.keys {
 		e.mu.Lock()
-		idle := !e.h.inflight && e.pending == nil && ns-e.used >= e.h.ttl &&
+		s.settle(e, ns) // a grant that came after the key's last request
+		idle := !e.h.inflight && ns-e.used >= e.h.ttl &&
 			(e.h.kind == Bucket || floorDiv(e.used, e.h.period) < floorDiv(ns, e.h.period))
 		if idle {
 			e.dropped = true

@@ -3,6 +3,8 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -160,6 +162,25 @@ func TestStoreBounded(t *testing.T) {
 	}
 	if len(keys) != 2 || keys[0] != "a" || keys[1] != "c" {
 		t.Errorf("Leases() holds %v, want [a c]", keys)
+	}
+	// c's renewal at 500ms runs in the background, and its grant comes
+	// after c's last request: c is still dropped once idle, when a new key
+	// needs its place after the renewal has landed.
+	take(t, s, start.Add(500*time.Millisecond), sluice.Check{Rule: p, Key: "c"})
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; ; i++ {
+		at := start.Add(time.Second + time.Duration(i)*time.Second)
+		err := s.Take(t.Context(), at, []sluice.Check{{Rule: p, Key: fmt.Sprint("new", i)}}, out)
+		if err != nil && !errors.Is(err, lease.ErrFull) {
+			t.Fatal(err)
+		}
+		held := s.Leases()
+		if !slices.ContainsFunc(held, func(h lease.Held) bool { return h.Key == "c" }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("c, idle since 500ms, is still held: %+v", held)
+		}
 	}
 }
 
