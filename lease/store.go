@@ -423,7 +423,9 @@ func (s *Store) entry(c *sluice.Check, ns int64) (*entry, error) {
 		if len(s.keys) >= s.maxKeys {
 			return nil, fmt.Errorf("%w: %d keys in use", ErrFull, len(s.keys))
 		}
-		e = &entry{key: authorityKey(r.Name, c.Key), rule: r.Name, ckey: c.Key}
+		// Used from its making, so that a sweep while its first request
+		// waits for the first grant does not take it for idle.
+		e = &entry{key: authorityKey(r.Name, c.Key), rule: r.Name, ckey: c.Key, used: ns}
 		s.keys[key] = e
 	}
 	if e.h == nil || e.made != made {
