@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -96,4 +97,43 @@ func TestHolderWindow(t *testing.T) {
 		{time.Second + 100*time.Millisecond, 10, true, 0},
 		{time.Second + 100*time.Millisecond, 1, false, 900 * time.Millisecond},
 	})
+}
+
+// TestHolderNeverPanics: any limit a rule can lease, any grant and any
+// times, forward or back: the holder decides without panicking, never
+// holds more tokens than its burst, and never admits past its limit in a
+// window.
+func TestHolderNeverPanics(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	limits := []sluice.Limit{
+		{Rate: 0, Period: time.Second}, {Rate: 1, Period: time.Nanosecond}, {Rate: sluice.MaxLeaseQuota, Period: 24 * time.Hour, Burst: sluice.MaxLeaseQuota},
+		{Rate: 7, Period: 3 * time.Millisecond, Burst: 1}, sluice.PerSecond(10_000),
+	}
+	var d sluice.Decision
+	for _, l := range limits {
+		for _, kind := range []Kind{Bucket, Window} {
+			renew, ttl := sluice.Lease{}.Times(l.Period)
+			h := newHolder(kind, l, l.Capacity(), renew, ttl)
+			now := t0.UnixNano()
+			for range 2000 {
+				now += rng.Int64N(int64(2*l.Period)+1) - int64(l.Period)/4
+				switch rng.IntN(4) {
+				case 0:
+					share := rng.Int64N(l.Rate + 1)
+					g := Grant{Share: share, Burst: l.Capacity() * share / max(l.Rate, 1), Allowance: rng.Int64N(l.Rate + 1)}
+					h.request(now, "k", "me")
+					h.apply(g, now-rng.Int64N(int64(ttl)+1), now)
+				default:
+					before := h.used
+					h.decide(now, rng.Int64N(l.Capacity()+2), &d)
+					if kind == Bucket && h.tok > h.burst {
+						t.Fatalf("%v %v: %d tokens above the burst %d", kind, l, h.tok, h.burst)
+					}
+					if kind == Window && d.Allowed && h.used > max(h.windowLimit(), before) {
+						t.Fatalf("%v %v: used %d past the limit %d", kind, l, h.used, h.windowLimit())
+					}
+				}
+			}
+		}
+	}
 }
