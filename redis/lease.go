@@ -37,28 +37,9 @@ var (
 	}
 )
 
-// Bounds on what a renewal may ask, so that a script run stays short and
-// its doubles exact.
-const (
-	// MaxHolders is the most holders a key's lease is divided among: a
-	// renewal reads every holder of its key, so one hot key cannot make
-	// it long. A new holder past it is refused (ErrTooManyHolders).
-	MaxHolders = 1024
-	// MaxLeaseKey and MaxHolder are the longest key and holder, in bytes.
-	MaxLeaseKey = 1024
-	MaxHolder   = 256
-	// maxLeaseRate is the largest Rate leased: lease.Allocate's products
-	// stay exact in float64 up to it.
-	maxLeaseRate = 1 << 25
-	// maxExact bounds the other numbers sent, which the script holds as
-	// doubles.
-	maxExact = 1 << 53
-)
-
-// ErrTooManyHolders is returned by Renew for a holder new to a key that
-// already has MaxHolders live holders. Nothing is changed: the holder has
-// no share of the key until one of the others releases or expires.
-var ErrTooManyHolders = fmt.Errorf("redis: lease: the key has %d holders, the most", MaxHolders)
+// maxExact bounds the window and the use a renewal sends, which the
+// script holds as doubles; lease.CheckRequest bounds the rest.
+const maxExact = 1 << 53
 
 // Authority is a lease.Authority in the Redis of a Store: processes that
 // share the Redis share each key's quota through it. It is safe for
@@ -74,6 +55,9 @@ var ErrTooManyHolders = fmt.Errorf("redis: lease: the key has %d holders, the mo
 // a field per holder. A renewal reads the key's holders, forgets those
 // expired, allocates (lease.Allocate, in Lua) and writes the holder's
 // field, in one script run, and keeps the hash until its latest expiry.
+// Since a renewal reads every holder of its key, a key takes at most
+// lease.MaxHolders: a new holder past that is refused, with an error
+// wrapping lease.ErrAuthorityFull, until one releases or expires.
 type Authority struct {
 	s *Store
 }
@@ -90,9 +74,11 @@ func (s *Store) Authority() *Authority { return &Authority{s: s} }
 
 // Renew reports r's demand and returns r.Holder's share of r.Key, good for
 // r.TTL from when it reached Redis (see lease.Authority). r.Now is not
-// read. It errs, changing nothing, for bad input (wrapping
-// sluice.ErrRefused), for a key with MaxHolders others (ErrTooManyHolders),
-// or with Redis's error, ErrTimeout or the context's.
+// read. It errs, changing nothing, for a request lease.CheckRequest
+// refuses or whose window or use is past 2^53 (wrapping
+// sluice.ErrRefused), for a new holder of a key with lease.MaxHolders
+// (wrapping lease.ErrAuthorityFull), or with Redis's error, ErrTimeout or
+// the context's.
 func (a *Authority) Renew(ctx context.Context, r lease.Request) (lease.Grant, error) {
 	arg, err := renewal(r)
 	if err != nil {
@@ -107,7 +93,7 @@ func (a *Authority) Renew(ctx context.Context, r lease.Request) (lease.Grant, er
 	case err != nil:
 		return lease.Grant{}, fmt.Errorf("redis: lease: %w", err)
 	case len(v) == 2 && v[0] == 1:
-		return lease.Grant{}, fmt.Errorf("%w: %q not among them", ErrTooManyHolders, r.Holder)
+		return lease.Grant{}, fmt.Errorf("redis: %w: key %q has %d holders", lease.ErrAuthorityFull, r.Key, v[1])
 	case len(v) != 6 || v[0] != 0:
 		return lease.Grant{}, fmt.Errorf("redis: lease: an answer of %d numbers, want 6", len(v))
 	}
@@ -203,45 +189,30 @@ func (a *Authority) call(ctx context.Context, sc *script, args []any) (*goredis.
 
 // key is the hash of key's holdings.
 func (a *Authority) key(key string) string {
-	t := escape(key)
-	if t == "" {
-		t = "%" // "{}" is no hash tag to Redis; a lone % is no escape
-	}
-	return a.s.keys.prefix + "{" + t + "}:lease"
+	return a.s.keys.prefix + "{" + escape(key) + "}:lease"
 }
 
 // renewal is the script's argument for r, or the error for bad input.
 func renewal(r lease.Request) (string, error) {
-	if err := checkNames(r.Key, r.Holder); err != nil {
-		return "", err
-	}
-	l := r.Limit
-	var bad string
+	err := lease.CheckRequest(r)
 	switch {
-	case r.Kind != lease.Bucket && r.Kind != lease.Window:
-		bad = fmt.Sprintf("kind %d is neither lease.Bucket nor lease.Window", r.Kind)
-	case l.Rate < 0 || l.Rate > maxLeaseRate:
-		bad = fmt.Sprintf("rate %d outside [0, 2^25]", l.Rate)
-	case l.Burst < 0 || l.Burst > maxExact:
-		bad = fmt.Sprintf("burst %d outside [0, 2^53]", l.Burst)
-	case r.Demand < 0:
-		bad = fmt.Sprintf("negative demand %d", r.Demand)
+	case err != nil:
 	case r.Window < -maxExact || r.Window > maxExact:
-		bad = fmt.Sprintf("window %d outside ±2^53", r.Window)
-	case r.Used < 0 || r.Used > maxExact:
-		bad = fmt.Sprintf("used %d outside [0, 2^53]", r.Used)
-	case r.TTL < time.Millisecond || r.TTL > 24*time.Hour:
-		bad = fmt.Sprintf("TTL %v outside [1ms, 24h]", r.TTL)
+		err = fmt.Errorf("lease: window %d outside ±2^53", r.Window)
+	case r.Used > maxExact:
+		err = fmt.Errorf("lease: used %d past 2^53", r.Used)
 	}
-	if bad != "" {
-		return "", fmt.Errorf("redis: lease %q: %s: %w", r.Key, bad, sluice.ErrRefused)
+	if err != nil {
+		return "", fmt.Errorf("redis: %w: %w", err, sluice.ErrRefused)
 	}
 	// Demand past the cap asks for no more (see lease.Allocate), and the
-	// script caps it again; this keeps the double exact.
-	d := min(r.Demand, 4*l.Rate+4)
+	// script caps it again; this keeps the double exact. A TTL counts in
+	// whole µs, rounded up, so that it never comes to nothing.
+	d := min(r.Demand, 4*r.Limit.Rate+4)
+	ttl := (r.TTL + time.Microsecond - 1) / time.Microsecond
 	b := make([]byte, 0, 64)
-	for _, f := range []float64{float64(r.Kind), float64(l.Rate), float64(l.Capacity()), float64(d),
-		float64(r.Window), float64(r.Used), float64(r.TTL.Microseconds()), MaxHolders} {
+	for _, f := range []float64{float64(r.Kind), float64(r.Limit.Rate), float64(r.Limit.Capacity()), float64(d),
+		float64(r.Window), float64(r.Used), float64(ttl), lease.MaxHolders} {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f))
 	}
 	return string(b), nil
@@ -252,19 +223,16 @@ func checkNames(key, holder string) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	switch {
-	case holder == "":
+	if holder == "" {
 		return fmt.Errorf("redis: lease %q: no holder: %w", key, sluice.ErrRefused)
-	case len(holder) > MaxHolder:
-		return fmt.Errorf("redis: lease %q: a holder of %d bytes, past %d: %w", key, len(holder), MaxHolder, sluice.ErrRefused)
 	}
 	return nil
 }
 
-// checkKey errs for a key longer than MaxLeaseKey.
+// checkKey errs for a key lease.CheckRequest refuses.
 func checkKey(key string) error {
-	if len(key) > MaxLeaseKey {
-		return fmt.Errorf("redis: lease: a key of %d bytes, past %d: %w", len(key), MaxLeaseKey, sluice.ErrRefused)
+	if key == "" || len(key) > lease.MaxKeyBytes {
+		return fmt.Errorf("redis: lease: key of %d bytes (want 1 to %d): %w", len(key), lease.MaxKeyBytes, sluice.ErrRefused)
 	}
 	return nil
 }

@@ -58,7 +58,8 @@ type allocCase struct {
 // allocCases are random renewals around each edge of lease.Allocate:
 // demand below, at and past the quota and past the cap, shares that
 // already sum past the quota (a lowered rate), Window allowances in this
-// window and another, rate 0 and the largest, capacities up to 2^53.
+// window and another, rate 0 and the largest, capacities up to the
+// largest.
 func allocCases() []allocCase {
 	rng := rand.New(rand.NewPCG(33, 1))
 	rates := []int64{0, 1, 3, 10, 997, 10_000, 1 << 20, 1 << 25}
@@ -72,9 +73,9 @@ func allocCases() []allocCase {
 		burst := int64(0)
 		switch rng.IntN(4) {
 		case 1:
-			burst = rng.Int64N(4*c + 2)
+			burst = min(rng.Int64N(4*c+2), sluice.MaxLeaseQuota)
 		case 2:
-			burst = 1 << 53
+			burst = sluice.MaxLeaseQuota
 		}
 		demand := func() int64 {
 			switch rng.IntN(5) {
@@ -288,18 +289,21 @@ func TestLeaseBadInput(t *testing.T) {
 		edit func(*lease.Request)
 		want string
 	}{
-		{"empty holder", func(r *lease.Request) { r.Holder = "" }, "no holder"},
-		{"long holder", func(r *lease.Request) { r.Holder = strings.Repeat("h", redis.MaxHolder+1) }, "holder of"},
-		{"huge key", func(r *lease.Request) { r.Key = strings.Repeat("k", redis.MaxLeaseKey+1) }, "key of"},
-		{"negative demand", func(r *lease.Request) { r.Demand = -1 }, "negative demand"},
-		{"rate over 2^25", func(r *lease.Request) { r.Limit.Rate = 1<<25 + 1 }, "rate"},
-		{"negative rate", func(r *lease.Request) { r.Limit.Rate = -1 }, "rate"},
-		{"burst over 2^53", func(r *lease.Request) { r.Limit.Burst = 1<<53 + 1 }, "burst"},
+		{"empty holder", func(r *lease.Request) { r.Holder = "" }, "holder of 0 bytes"},
+		{"long holder", func(r *lease.Request) { r.Holder = strings.Repeat("h", 257) }, "holder of 257 bytes"},
+		{"empty key", func(r *lease.Request) { r.Key = "" }, "key of 0 bytes"},
+		{"huge key", func(r *lease.Request) { r.Key = strings.Repeat("k", lease.MaxKeyBytes+1) }, "key of"},
+		{"negative demand", func(r *lease.Request) { r.Demand = -1 }, "demand -1"},
+		{"rate over 2^25", func(r *lease.Request) { r.Limit.Rate = sluice.MaxLeaseQuota + 1 }, "above"},
+		{"negative rate", func(r *lease.Request) { r.Limit.Rate = -1 }, "rate -1"},
+		{"burst over 2^25", func(r *lease.Request) { r.Limit.Burst = sluice.MaxLeaseQuota + 1 }, "above"},
+		{"no period", func(r *lease.Request) { r.Limit.Period = 0 }, "period"},
 		{"no kind", func(r *lease.Request) { r.Kind = 0 }, "kind"},
-		{"negative used", func(r *lease.Request) { r.Used = -1 }, "used"},
+		{"negative used", func(r *lease.Request) { r.Used = -1 }, "used -1"},
+		{"used past 2^53", func(r *lease.Request) { r.Used = math.MaxInt64 }, "used"},
 		{"window past 2^53", func(r *lease.Request) { r.Window = math.MaxInt64 }, "window"},
-		{"no TTL", func(r *lease.Request) { r.TTL = 0 }, "TTL"},
-		{"TTL over a day", func(r *lease.Request) { r.TTL = 25 * time.Hour }, "TTL"},
+		{"no TTL", func(r *lease.Request) { r.TTL = 0 }, "ttl"},
+		{"TTL over a week", func(r *lease.Request) { r.TTL = 8 * 24 * time.Hour }, "ttl"},
 	} {
 		r := good
 		tc.edit(&r)
@@ -311,7 +315,7 @@ func TestLeaseBadInput(t *testing.T) {
 	if err := a.Release(ctx, "k", ""); !errors.Is(err, sluice.ErrRefused) {
 		t.Errorf("Release with no holder = %v, want sluice.ErrRefused", err)
 	}
-	if _, err := a.Holdings(ctx, strings.Repeat("k", redis.MaxLeaseKey+1)); !errors.Is(err, sluice.ErrRefused) {
+	if _, err := a.Holdings(ctx, strings.Repeat("k", lease.MaxKeyBytes+1)); !errors.Is(err, sluice.ErrRefused) {
 		t.Errorf("Holdings of a huge key = %v, want sluice.ErrRefused", err)
 	}
 	if after := rc.HGetAll(ctx, leaseKey(p, "k")).Val(); !reflect.DeepEqual(after, before) {
@@ -319,7 +323,7 @@ func TestLeaseBadInput(t *testing.T) {
 	}
 }
 
-// TestLeaseMaxHolders: a key takes MaxHolders holders; one more is
+// TestLeaseMaxHolders: a key takes lease.MaxHolders holders; one more is
 // refused, changing nothing, while those in renew; it gets in once one
 // leaves.
 func TestLeaseMaxHolders(t *testing.T) {
@@ -328,23 +332,23 @@ func TestLeaseMaxHolders(t *testing.T) {
 	p := prefix(t)
 	a := newStore(t, rc, redis.WithPrefix(p)).Authority()
 	ctx := context.Background()
-	for i := range redis.MaxHolders {
+	for i := range lease.MaxHolders {
 		renew(t, a, "k", fmt.Sprint("h", i), 1, time.Hour)
 	}
 	r := lease.Request{Key: "k", Holder: "late", Kind: lease.Bucket, Limit: sluice.Limit{Rate: 100, Period: time.Second}, Demand: 1, TTL: time.Hour}
-	if _, err := a.Renew(ctx, r); !errors.Is(err, redis.ErrTooManyHolders) {
-		t.Fatalf("Renew of holder %d = %v, want ErrTooManyHolders", redis.MaxHolders+1, err)
+	if _, err := a.Renew(ctx, r); !errors.Is(err, lease.ErrAuthorityFull) {
+		t.Fatalf("Renew of holder %d = %v, want lease.ErrAuthorityFull", lease.MaxHolders+1, err)
 	}
-	if n := rc.HLen(ctx, leaseKey(p, "k")).Val(); n != redis.MaxHolders {
-		t.Fatalf("%d holders after a refusal, want %d", n, redis.MaxHolders)
+	if n := rc.HLen(ctx, leaseKey(p, "k")).Val(); n != lease.MaxHolders {
+		t.Fatalf("%d holders after a refusal, want %d", n, lease.MaxHolders)
 	}
-	if g := renew(t, a, "k", "h7", 1, time.Hour); g.Holders != redis.MaxHolders {
-		t.Fatalf("a holder's renewal = %+v, want %d holders", g, redis.MaxHolders)
+	if g := renew(t, a, "k", "h7", 1, time.Hour); g.Holders != lease.MaxHolders {
+		t.Fatalf("a holder's renewal = %+v, want %d holders", g, lease.MaxHolders)
 	}
 	if err := a.Release(ctx, "k", "h0"); err != nil {
 		t.Fatal(err)
 	}
-	if g, err := a.Renew(ctx, r); err != nil || g.Holders != redis.MaxHolders {
+	if g, err := a.Renew(ctx, r); err != nil || g.Holders != lease.MaxHolders {
 		t.Fatalf("Renew after a release = %+v, %v, want a place", g, err)
 	}
 }
