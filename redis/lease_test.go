@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -472,5 +473,86 @@ func TestLeaseLoad(t *testing.T) {
 	renew(t, s.Authority(), "k", "a", 10, time.Minute)
 	if n := s.Stats().Reloads; n != 0 {
 		t.Fatalf("reloads = %d after Load, want 0", n)
+	}
+}
+
+// TestLeaseStores: two lease.Stores on one redis-server, each with a
+// client and a holder of its own, decide one key of a leased fixed window
+// and one of a leased token bucket from several goroutines each. Together
+// they admit at most the bound: the window's Rate in each window (one
+// clock, so no skew), and the bucket's capacity plus its Rate over the
+// time from the first request to the last; and they do admit.
+func TestLeaseStores(t *testing.T) {
+	srv := startRedis(t)
+	p := prefix(t)
+	lz := sluice.Lease{Enabled: true, Renew: 50 * time.Millisecond, TTL: 150 * time.Millisecond}
+	lim := sluice.Limit{Rate: 200, Period: time.Second}
+	window := prep(sluice.Rule{Name: "w", Algorithm: sluice.AlgoFixedWindow, Limit: lim, Lease: lz})
+	bucket := prep(sluice.Rule{Name: "b", Algorithm: sluice.AlgoTokenBucket, Limit: lim, Lease: lz})
+	var stores []*lease.Store
+	for i := range 2 {
+		exact := newStore(t, srv.client(t), redis.WithPrefix(p))
+		ls, err := lease.New(exact, exact.Authority(), lease.WithHolder(fmt.Sprint("store", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ls.Close(context.Background()) })
+		stores = append(stores, ls)
+	}
+	type admitted struct {
+		perWindow map[int64]int64
+		bucket    int64
+	}
+	const workers, run = 4, 1500 * time.Millisecond
+	results := make([]admitted, 2*workers)
+	first := time.Now()
+	var wg sync.WaitGroup
+	for i := range results {
+		ls := stores[i%2]
+		res := &results[i]
+		res.perWindow = map[int64]int64{}
+		wg.Go(func() {
+			out := make([]sluice.Decision, 1)
+			for now := time.Now(); now.Sub(first) < run; now = time.Now() {
+				for _, c := range []sluice.Check{{Rule: window, Key: "k"}, {Rule: bucket, Key: "k"}} {
+					if err := ls.Take(context.Background(), now, []sluice.Check{c}, out); err != nil {
+						t.Errorf("Take(%s): %v", c.Rule.Name(), err)
+						return
+					}
+					switch {
+					case !out[0].Allowed:
+					case c.Rule == window:
+						res.perWindow[now.UnixNano()/int64(lim.Period)]++
+					default:
+						res.bucket++
+					}
+				}
+				time.Sleep(time.Millisecond) // a steady demand, far past the limit
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(first)
+	perWindow, inBucket := map[int64]int64{}, int64(0)
+	for _, r := range results {
+		for w, n := range r.perWindow {
+			perWindow[w] += n
+		}
+		inBucket += r.bucket
+	}
+	var inWindows int64
+	for w, n := range perWindow {
+		inWindows += n
+		if n > lim.Rate {
+			t.Errorf("window %d: %d admitted by the two stores, want at most %d", w, n, lim.Rate)
+		}
+	}
+	bound := lim.Capacity() + int64(float64(lim.Rate)*elapsed.Seconds()/lim.Period.Seconds())
+	if inBucket > bound {
+		t.Errorf("bucket: %d admitted over %v, want at most %d (capacity and the rate over the run)", inBucket, elapsed, bound)
+	}
+	t.Logf("over %v: window %d admitted in %d windows, bucket %d (bound %d)", elapsed, inWindows, len(perWindow), inBucket, bound)
+	if inWindows == 0 || inBucket == 0 {
+		t.Errorf("the stores admitted %d in the window and %d in the bucket: leases were not granted", inWindows, inBucket)
 	}
 }
