@@ -38,13 +38,14 @@
 // one fault that admits more is an authority forgetting grants still live
 // (Redis restarted without persistence, a failover that lost writes, a
 // flush): then up to C·TTL/P more for a bucket, and for a window up to C
-// more in the window of the loss, once per such loss. A holder cut off
+// more in the window of the loss, once per such loss; with TTL three
+// Renews by default, that is 3·C·Renew/P, whatever the number of holders.
+// A holder cut off
 // from the authority decides on its lease until it expires, then by the
 // rule's failure mode (sluice.Failure), through the Limiter. A holder
-// killed gives its share back when its lease expires, a TTL at most; a
-// fixed-window holder that dies or is cut off mid-window takes with it the
-// count of what it admitted in that window, so up to that many more may
-// pass in that window.
+// killed gives its share back when its lease expires, a TTL at most (a
+// fixed-window holder's is counted until the window it expired in has
+// ended, since it may have admitted up to its allowance there).
 //
 // Under-admission, measured rather than bounded (BENCHMARKS.md): shares
 // are whole units per Period, less than one unit per holder per Period;
@@ -67,7 +68,9 @@
 // shrank is charged from the renewal's send time, one that grew counts
 // from its arrival); a Window holder admits, in the window of its last
 // renewal, up to the allowance the authority counted for it there, and
-// its share in later windows. The Store runs the renewals in the
+// its share in later windows; while a renewal is in flight it admits no
+// more than it reported as used plus a reserve of one Renew interval's
+// demand, which the authority counts for it. The Store runs the renewals in the
 // background, one per key at a time and a bounded number in flight, and
 // keeps a bounded table of keys, dropping those idle for a TTL (and, for
 // a window, until the window they admitted in has ended, so that the

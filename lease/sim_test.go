@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,6 +53,24 @@ type simResult struct {
 // about 1/160 of the total.
 func simWeight(n, i, p int) float64 {
 	return float64((i+p)%n%4 + 1)
+}
+
+// simulated keeps the runs the tests share: each is deterministic.
+var simulated = struct {
+	sync.Mutex
+	runs map[simConfig]simResult
+}{runs: map[simConfig]simResult{}}
+
+// simulateOnce is simulate, run once per configuration in a test binary.
+func simulateOnce(cfg simConfig) simResult {
+	simulated.Lock()
+	defer simulated.Unlock()
+	r, ok := simulated.runs[cfg]
+	if !ok {
+		r = simulate(cfg)
+		simulated.runs[cfg] = r
+	}
+	return r
 }
 
 func simulate(cfg simConfig) simResult {
@@ -239,7 +258,7 @@ func TestSimulation(t *testing.T) {
 	for _, kind := range []Kind{Bucket, Window} {
 		for _, n := range []int{2, 8, 64} {
 			t.Run(fmt.Sprintf("%v/N=%d", kind, n), func(t *testing.T) {
-				r := simulate(simConfig{kind: kind, holders: n})
+				r := simulateOnce(simConfig{kind: kind, holders: n})
 				// The bucket's burst saved in a quieter window passes
 				// above the limit, as the exact bucket's does: the
 				// bound below holds it, and BENCHMARKS.md its figure.
@@ -269,8 +288,8 @@ func TestSimulationAuthorityLost(t *testing.T) {
 	for _, kind := range []Kind{Bucket, Window} {
 		for _, n := range []int{2, 8, 64} {
 			t.Run(fmt.Sprintf("%v/N=%d", kind, n), func(t *testing.T) {
-				base := simulate(simConfig{kind: kind, holders: n})
-				lost := simulate(simConfig{kind: kind, holders: n, loss: simLoss})
+				base := simulateOnce(simConfig{kind: kind, holders: n})
+				lost := simulateOnce(simConfig{kind: kind, holders: n, loss: simLoss})
 				extra, w := lostExtra(&lost, &base)
 				bound := lost.limit.Rate * int64(lost.ttl) / int64(lost.limit.Period)
 				if kind == Window {

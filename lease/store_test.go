@@ -318,3 +318,56 @@ func TestStoreOptions(t *testing.T) {
 		t.Errorf("New without an exact store: no error")
 	}
 }
+
+// TestStoresShareKey: two Stores leasing one key from one authority, with
+// their renewals in the background, admit together no more than the
+// limit's bound: a window's Rate in each window, a bucket's Burst plus
+// Rate per second over any run of windows; and, whatever the machine's
+// load does to their renewals, a good part of it while their demand is
+// over it.
+func TestStoresShareKey(t *testing.T) {
+	for _, algo := range []sluice.Algo{sluice.AlgoFixedWindow, sluice.AlgoTokenBucket} {
+		t.Run(string(algo), func(t *testing.T) {
+			a := lease.NewMemoryAuthority()
+			p := prepare(t, sluice.Rule{Name: "r", Algorithm: algo, Limit: sluice.PerSecond(1000), Lease: sluice.Lease{Enabled: true}})
+			stores := []*lease.Store{newStore(t, a, lease.WithHolder("a")), newStore(t, a, lease.WithHolder("b"))}
+			asks := []int{4, 3} // units a millisecond: 1.4 times the limit together
+			const windows = 8
+			var admitted [windows]int64
+			out := make([]sluice.Decision, 1)
+			c := []sluice.Check{{Rule: p, Key: "k"}}
+			for ms := range windows * 1000 {
+				now := start.Add(time.Duration(ms) * time.Millisecond)
+				for i, s := range stores {
+					for range asks[i] {
+						if err := s.Take(t.Context(), now, c, out); err != nil {
+							t.Fatalf("at %v: %v", now.Sub(start), err)
+						}
+						if out[0].Allowed {
+							admitted[ms/1000]++
+						}
+					}
+				}
+			}
+			t.Logf("admitted per window: %v", admitted)
+			for i := range admitted {
+				var sum int64
+				for j := i; j < windows; j++ {
+					sum += admitted[j]
+					bound := int64(j-i+1) * 1000
+					if algo != sluice.AlgoFixedWindow {
+						bound += 1000 // the burst
+					}
+					if sum > bound {
+						t.Errorf("windows %d to %d admitted %d, above the bound %d", i, j, sum, bound)
+					}
+				}
+			}
+			for i := 2; i < windows; i++ {
+				if admitted[i] < 500 {
+					t.Errorf("window %d admitted %d of a limit of 1000 asked 1400", i, admitted[i])
+				}
+			}
+		})
+	}
+}
