@@ -53,8 +53,10 @@ const maxExact = 1 << 53
 //	prefix{key}:lease
 //
 // a field per holder. A renewal reads the key's holders, forgets those
-// expired, allocates (lease.Allocate, in Lua) and writes the holder's
-// field, in one script run, and keeps the hash until its latest expiry.
+// expired (a fixed window's once the window it expired in has ended, as
+// the memory authority does), allocates (lease.Allocate, in Lua) and writes the holder's
+// field, in one script run, and keeps the hash until its latest expiry
+// (a fixed window's: the end of that expiry's window).
 // Since a renewal reads every holder of its key, a key takes at most
 // lease.MaxHolders: a new holder past that is refused, with an error
 // wrapping lease.ErrAuthorityFull, until one releases or expires.
@@ -210,9 +212,9 @@ func renewal(r lease.Request) (string, error) {
 	// whole µs, rounded up, so that it never comes to nothing.
 	d := min(r.Demand, 4*r.Limit.Rate+4)
 	ttl := (r.TTL + time.Microsecond - 1) / time.Microsecond
-	b := make([]byte, 0, 64)
+	b := make([]byte, 0, 72)
 	for _, f := range []float64{float64(r.Kind), float64(r.Limit.Rate), float64(r.Limit.Capacity()), float64(d),
-		float64(r.Window), float64(r.Used), float64(ttl), lease.MaxHolders} {
+		float64(r.Window), float64(r.Used), float64(ttl), lease.MaxHolders, float64(r.Limit.Period) / 1e3} {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f))
 	}
 	return string(b), nil

@@ -1,12 +1,15 @@
 -- sluice: leases, the authority's side (see Leases in docs/redis.md).
 -- KEYS[1] is a key's hash: a field per holder, its value '<dddddd>':
 -- demand, share, burst, window, allowance, and its expiry (µs, Redis TIME).
--- ARGV[1] 'r' renews ARGV[2]'s share; ARGV[3] '<dddddddd>' is the kind
---   (1 bucket, 2 window), rate, capacity, demand, window, used, TTL µs and
---   the most holders. lease.Allocate in Go is the same arithmetic, in the
---   same doubles (every sum is of integers below 2^53, so exact in any
---   order). Reply: 0, share, burst, allowance, holders, their demand; or
---   1 and the holders, when the key has the most and ARGV[2] is not one.
+-- ARGV[1] 'r' renews ARGV[2]'s share; ARGV[3] '<ddddddddd>' is the kind
+--   (1 bucket, 2 window), rate, capacity, demand, window, used, TTL µs, the
+--   most holders and the period (µs). lease.Allocate in Go is the same
+--   arithmetic, in the same doubles (every sum is of integers below 2^53,
+--   so exact in any order). An expired window holding counts until the
+--   window it expired in ends, as the memory authority's (its holder may
+--   have admitted its allowance there). Reply: 0, share, burst, allowance,
+--   holders, their demand; or 1 and the holders, when the key has the
+--   most and ARGV[2] is not one.
 -- ARGV[1] 'h' lists: the time (µs), then each holder and its value.
 local function lease(keys, argv)
   -- Redis before 5 replicates a script by its text unless told otherwise,
@@ -21,12 +24,12 @@ local function lease(keys, argv)
     return all
   end
   local who = argv[2]
-  local kind, c, cap, d, win, used, ttl, most = struct.unpack('<dddddddd', argv[3])
+  local kind, c, cap, d, win, used, ttl, most, per = struct.unpack('<ddddddddd', argv[3])
   d = min(max(d, 0), 4 * c + 4)
   local total, held, committed, n, late, gone, found = d, 0, 0, 1, now + ttl, {}, false
   for i = 1, #all, 2 do
     local od, osh, _, ow, oa, oe = struct.unpack('<dddddd', all[i + 1])
-    if oe <= now then
+    if oe <= now and (kind ~= 2 or floor(oe / per) < win) then
       gone[#gone + 1] = all[i]
     elseif all[i] == who then
       found = true
@@ -49,6 +52,7 @@ local function lease(keys, argv)
   if c > 0 then burst = floor(cap * share / c) end
   if kind == 2 then allow = max(min(target, c - committed), used, 0) end
   redis.call('HSET', k, who, struct.pack('<dddddd', d, share, burst, win, allow, now + ttl))
+  if kind == 2 then late = (floor(late / per) + 1) * per end
   redis.call('PEXPIRE', k, math.ceil((late - now) / 1000))
   return {0, share, burst, allow, n, total}
 end

@@ -49,11 +49,14 @@ func redisMicros(t testing.TB, rc goredis.UniversalClient) int64 {
 	return now.UnixMicro()
 }
 
-// allocCase is a renewal against others already held, some expired.
+// allocCase is a renewal against others already held, some expired:
+// lately (in the renewal's window, if Redis TIME is in it) or in the
+// window before.
 type allocCase struct {
 	r       lease.Request
 	live    []lease.Holding
 	expired []lease.Holding
+	lately  []bool
 }
 
 // allocCases are random renewals around each edge of lease.Allocate:
@@ -101,6 +104,7 @@ func allocCases() []allocCase {
 			}
 			if rng.IntN(4) == 0 {
 				ac.expired = append(ac.expired, h)
+				ac.lately = append(ac.lately, rng.IntN(2) == 0)
 			} else {
 				ac.live = append(ac.live, h)
 			}
@@ -114,9 +118,11 @@ func allocCases() []allocCase {
 }
 
 // TestLeaseAllocate holds lease.lua to lease.Allocate: on each generated
-// case, written to Redis as the holdings of a key, Renew's grant and the
-// holding it keeps are Allocate's, the expired holdings forgotten; by
-// FCALL, and by EVALSHA on a server without functions.
+// case, written to Redis as the holdings of a key in Redis TIME's window,
+// Renew's grant and the holding it keeps are Allocate's, given the live
+// holdings and, for a fixed window, those that expired in the renewal's
+// window (as the memory authority counts them); the other expired ones are
+// deleted. By FCALL, and by EVALSHA on a server without functions.
 func TestLeaseAllocate(t *testing.T) {
 	srv := startRedis(t)
 	for _, tc := range []struct {
@@ -128,40 +134,57 @@ func TestLeaseAllocate(t *testing.T) {
 			rc := srv.client(t)
 			a := newStore(t, tc.client, redis.WithPrefix(p)).Authority()
 			ctx := context.Background()
+			const second = int64(time.Second / time.Microsecond) // the cases' Period
 			for i, ac := range allocCases() {
 				key := leaseKey(p, "k")
 				rc.Del(ctx, key)
 				now := redisMicros(t, rc)
+				// The cases' windows are about 1,000,000: move them to now's.
+				shift := now/second - ac.r.Window
+				r := ac.r
+				r.Window += shift
 				var others []lease.Holding
+				live, kept := 0, 0
 				for _, h := range ac.live {
+					h.Window += shift
 					rc.HSet(ctx, key, h.Holder, packHolding(h, now+int64(time.Hour/time.Microsecond)))
-					if h.Holder != ac.r.Holder {
+					if h.Holder != r.Holder {
 						others = append(others, h)
+						live++
 					}
 				}
-				for _, h := range ac.expired {
-					rc.HSet(ctx, key, h.Holder, packHolding(h, now-1))
+				for j, h := range ac.expired {
+					h.Window += shift
+					expires := now - 1
+					if !ac.lately[j] {
+						expires = now - second - 1
+					}
+					rc.HSet(ctx, key, h.Holder, packHolding(h, expires))
+					if r.Kind == lease.Window && expires/second >= r.Window {
+						others = append(others, h)
+						kept++
+					}
 				}
-				want, wantH := lease.Allocate(ac.r, others)
-				got, err := a.Renew(ctx, ac.r)
+				want, wantH := lease.Allocate(r, others)
+				got, err := a.Renew(ctx, r)
 				if err != nil {
-					t.Fatalf("case %d: Renew(%+v) with others %+v: %v", i, ac.r, others, err)
+					t.Fatalf("case %d: Renew(%+v) with others %+v: %v", i, r, others, err)
 				}
 				if got != want {
-					t.Fatalf("case %d: Renew(%+v) with others %+v = %+v, want Allocate's %+v", i, ac.r, others, got, want)
+					t.Fatalf("case %d: Renew(%+v) with others %+v = %+v, want Allocate's %+v", i, r, others, got, want)
 				}
 				hs, err := a.Holdings(ctx, "k")
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(hs) != len(others)+1 {
-					t.Fatalf("case %d: %d holdings, want %d: the expired forgotten", i, len(hs), len(others)+1)
+				if len(hs) != live+1 {
+					t.Fatalf("case %d: %d holdings, want %d: the live ones", i, len(hs), live+1)
 				}
-				if n := rc.HLen(ctx, key).Val(); n != int64(len(hs)) {
-					t.Fatalf("case %d: the hash has %d fields, want %d: the expired deleted", i, n, len(hs))
+				if n := rc.HLen(ctx, key).Val(); n != int64(live+kept+1) {
+					t.Fatalf("case %d: the hash has %d fields, want %d: the expired deleted but for a window's in its window", i, n, live+kept+1)
 				}
 				for _, h := range hs {
-					if h.Holder == ac.r.Holder {
+					if h.Holder == r.Holder {
 						h.Expires = time.Time{}
 						if h != wantH {
 							t.Fatalf("case %d: holding kept %+v, want Allocate's %+v", i, h, wantH)
@@ -233,6 +256,48 @@ func TestLeaseExpiry(t *testing.T) {
 			t.Fatal("the hash outlives its last holder's expiry by 30s")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestLeaseWindowKept: a fixed window's holding that expired still counts
+// until its window ends, as the memory authority's does: its holder may
+// have admitted its allowance there. The hash lives that long.
+func TestLeaseWindowKept(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	p := prefix(t)
+	a := newStore(t, rc, redis.WithPrefix(p)).Authority()
+	ctx := context.Background()
+	const day = 24 * time.Hour
+	now := time.UnixMicro(redisMicros(t, rc))
+	if left := now.Truncate(day).Add(day).Sub(now); left < time.Minute {
+		t.Skipf("the day's window ends in %v: too close to hold it", left)
+	}
+	r := lease.Request{Key: "k", Holder: "a", Kind: lease.Window, Limit: sluice.Limit{Rate: 100, Period: day},
+		Demand: 100, Window: now.UnixNano() / int64(day), TTL: time.Millisecond}
+	if g, err := a.Renew(ctx, r); err != nil || g.Allowance != 100 {
+		t.Fatalf("a's grant = %+v, %v, want an allowance of 100", g, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		hs, err := a.Holdings(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a's holding of 1ms lives 30s later: %+v", hs)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if ttl := rc.PTTL(ctx, leaseKey(p, "k")).Val(); ttl < time.Minute/2 {
+		t.Fatalf("the hash's TTL after a's expiry is %v, want to the window's end", ttl)
+	}
+	r.Holder, r.TTL = "b", time.Minute
+	if g, err := a.Renew(ctx, r); err != nil || g.Allowance != 0 || g.Holders != 2 {
+		t.Fatalf("b's grant in a's window = %+v, %v, want no allowance: a's still counts", g, err)
 	}
 }
 
