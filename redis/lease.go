@@ -184,7 +184,7 @@ func (a *Authority) call(ctx context.Context, sc *script, args []any) (*goredis.
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("redis: lease: %w", ctx.Err())
 	case rctx.Err() != nil:
-		return nil, fmt.Errorf("redis: lease: %w (%v)", ErrTimeout, s.timeout)
+		return nil, fmt.Errorf("%w (%v)", ErrTimeout, s.timeout)
 	}
 	return nil, fmt.Errorf("redis: lease: %w", err)
 }
