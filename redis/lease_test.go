@@ -196,6 +196,67 @@ func TestLeaseAllocate(t *testing.T) {
 	}
 }
 
+// TestLeaseLikeMemory: a random sequence of renewals and releases by a
+// few holders of a few keys, none expiring, gets the same grants and
+// holdings from the Redis authority as from the memory one.
+func TestLeaseLikeMemory(t *testing.T) {
+	srv := startRedis(t)
+	a := newStore(t, srv.client(t), redis.WithPrefix(prefix(t))).Authority()
+	m := lease.NewMemoryAuthority()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(33, 2))
+	kinds := map[string]lease.Kind{"b": lease.Bucket, "w": lease.Window}
+	now := time.Now()
+	for i := range 2000 {
+		key := []string{"b", "w"}[rng.IntN(2)]
+		holder := fmt.Sprint("h", rng.IntN(6))
+		if rng.IntN(10) == 0 {
+			if err := a.Release(ctx, key, holder); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Release(ctx, key, holder); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		r := lease.Request{
+			Key: key, Holder: holder, Kind: kinds[key], Limit: sluice.Limit{Rate: 1000, Period: time.Second, Burst: 1500},
+			Demand: rng.Int64N(1200), Window: now.UnixNano() / int64(time.Second), TTL: time.Hour, Now: now,
+		}
+		r.Used = rng.Int64N(300)
+		got, err := a.Renew(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := m.Renew(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("step %d: Renew(%+v) = %+v, the memory authority's %+v", i, r, got, want)
+		}
+	}
+	for _, key := range []string{"b", "w"} {
+		got, err := a.Holdings(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := m.Holdings(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			got[i].Expires = time.Time{}
+		}
+		for i := range want {
+			want[i].Expires = time.Time{}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("Holdings(%s) = %+v, the memory authority's %+v", key, got, want)
+		}
+	}
+}
+
 // renew is a.Renew of holder's demand on key at rate 100 a second.
 func renew(t testing.TB, a *redis.Authority, key, holder string, demand int64, ttl time.Duration) lease.Grant {
 	t.Helper()
