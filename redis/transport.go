@@ -326,44 +326,54 @@ func (s *Store) failed(ctx context.Context, err error) error {
 	return err
 }
 
-// exec runs the script with args, which begin with FCALL and the
-// function's name, on l: by FCALL, and on "Function not found" (a
-// restart, a failover, FUNCTION FLUSH, a master new to a Cluster) loads
-// the library where l's client reaches, then FCALL again; on a server
-// with no functions for the store, by EVALSHA, and on NOSCRIPT EVAL,
-// which loads the script again. Such an answer means the script did not
-// run, so nothing is charged twice.
+// exec runs take.lua with args, which begin with FCALL and the function's
+// name, on l (see call), and reads its answer: an array of integers.
 func (l *link) exec(ctx context.Context, args []any) ([]int64, error) {
+	cmd, err := l.call(ctx, &takeLua, args)
+	if err != nil {
+		return nil, err
+	}
+	return cmd.Int64Slice()
+}
+
+// call runs sc with args, which begin with FCALL and the function's
+// name, on l: by FCALL, and on "Function not found" (a restart, a
+// failover, FUNCTION FLUSH, a master new to a Cluster) loads sc's library
+// where l's client reaches, then FCALL again; on a server with no
+// functions for the store, by EVALSHA, and on NOSCRIPT EVAL, which loads
+// the script again. Such an answer means the script did not run, so nothing is
+// charged twice.
+func (l *link) call(ctx context.Context, sc *script, args []any) (*goredis.Cmd, error) {
 	s := l.s
 	if !s.noFunctions.Load() {
-		reply, err := l.do(ctx, args)
+		cmd, err := l.do(ctx, args)
 		if err != nil && goredis.HasErrorPrefix(err, "Function not found") {
 			s.st.reloads.Add(1)
-			if err = l.loadLibrary(ctx); err == nil {
-				reply, err = l.do(ctx, args)
+			if err = l.loadLibrary(ctx, sc); err == nil {
+				cmd, err = l.do(ctx, args)
 			}
 		}
 		if err == nil || !noFunctions(err) {
-			return reply, err
+			return cmd, err
 		}
 		s.noFunctions.Store(true)
 	}
-	args[0], args[1] = "evalsha", takeSHAArg
-	reply, err := l.do(ctx, args)
+	args[0], args[1] = "evalsha", sc.sha
+	cmd, err := l.do(ctx, args)
 	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
 		s.st.reloads.Add(1)
-		args[0], args[1] = "eval", takeScriptArg
-		reply, err = l.do(ctx, args)
+		args[0], args[1] = "eval", sc.src
+		cmd, err = l.do(ctx, args)
 	}
-	return reply, err
+	return cmd, err
 }
 
-// loadLibrary loads the store's library of functions where l's client
-// reaches: every master of a Cluster and every shard of a Ring, as a
-// key's run may go to any of them, else its one Redis.
-func (l *link) loadLibrary(ctx context.Context) error {
+// loadLibrary loads sc's library of functions where l's client reaches:
+// every master of a Cluster and every shard of a Ring, as a key's run may
+// go to any of them, else its one Redis.
+func (l *link) loadLibrary(ctx context.Context, sc *script) error {
 	load := func(ctx context.Context, c *goredis.Client) error {
-		return c.Do(ctx, "function", "load", "replace", takeLibrary).Err()
+		return c.Do(ctx, "function", "load", "replace", sc.library).Err()
 	}
 	switch c := l.client.(type) {
 	case *goredis.ClusterClient:
@@ -371,7 +381,7 @@ func (l *link) loadLibrary(ctx context.Context) error {
 	case *goredis.Ring:
 		return c.ForEachShard(ctx, load)
 	}
-	return l.process(ctx, goredis.NewCmd(ctx, "function", "load", "replace", takeLibrary))
+	return l.process(ctx, goredis.NewCmd(ctx, "function", "load", "replace", sc.library))
 }
 
 // noFunctions reports whether err says that the server has no functions
@@ -380,14 +390,10 @@ func noFunctions(err error) bool {
 	return goredis.HasErrorPrefix(err, "unknown command") || goredis.HasErrorPrefix(err, "NOPERM")
 }
 
-// do sends one command on l and waits for its answer, an array of
-// integers, or the end of ctx.
-func (l *link) do(ctx context.Context, args []any) ([]int64, error) {
+// do sends one command on l and waits for its answer or the end of ctx.
+func (l *link) do(ctx context.Context, args []any) (*goredis.Cmd, error) {
 	cmd := goredis.NewCmd(ctx, args...)
-	if err := l.process(ctx, cmd); err != nil {
-		return nil, err
-	}
-	return cmd.Int64Slice()
+	return cmd, l.process(ctx, cmd)
 }
 
 // process sends cmd on l and waits for its answer or the end of ctx.
