@@ -22,6 +22,7 @@ type domainConfig struct {
 	root   *node
 	limits []*limit // every limit in file order, for Rules and Reload
 	auth   *ForwardAuth
+	rlqs   *RLQS
 }
 
 // node is a descriptor of the config: where a request descriptor's entry
@@ -125,7 +126,7 @@ type limit struct {
 
 // The keys each level allows.
 var (
-	rootKeys       = []string{"domain", "descriptors", "shadow_mode", "failure", "forward_auth"}
+	rootKeys       = []string{"domain", "descriptors", "shadow_mode", "failure", "forward_auth", "rlqs"}
 	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "secret", "metadata"}
 	limitKeys      = []string{"name", "replaces", "unit", "unit_multiplier", "requests_per_unit", "unlimited", "algorithm", "period", "burst", "failure", "charge"}
 	replacesKeys   = []string{"name"}
@@ -209,6 +210,9 @@ func (w *walker) domain(n *yaml.Node) *domainConfig {
 	w.descriptors(m["descriptors"], "descriptors", d, d.root, def, 1)
 	if fa := m["forward_auth"]; fa != nil {
 		d.auth = w.forwardAuth(fa, "forward_auth") // checked by build
+	}
+	if q := m["rlqs"]; q != nil {
+		d.rlqs = w.rlqs(q, "rlqs")
 	}
 	return d
 }
