@@ -13,7 +13,7 @@ import (
 )
 
 // AdminOptions configure the admin listener (ServeAdmin, AdminHandler).
-// The zero value serves only GET /v1/stats and GET /v1/policy.
+// The zero value serves only GET /v1/stats, GET /v1/policy and GET /v1/rlqs.
 type AdminOptions = console.Options
 
 // Bounds of POST /v1/simulate, so that no simulation costs more than a
@@ -30,6 +30,7 @@ const (
 //   - GET /v1/stats: the decisions of the last minutes, per second, per
 //     domain and rule, as JSON (see ServeAdmin);
 //   - GET /v1/policy: the config being served, and the last reload;
+//   - GET /v1/rlqs: the RLQS streams' assignments, per bucket and stream;
 //   - POST /v1/simulate (with UI): replays arrivals through the exact
 //     algorithms (the playground);
 //   - GET /v1/algorithms (with UI): the algorithms it replays, from
@@ -82,6 +83,7 @@ func (s *Server) newConsole() *console.Console {
 		Decisions:   s.m.decisions,
 		Duration:    s.m.duration,
 		StoreErrors: s.m.storeErrors,
+		RLQS:        s.rlqsAssignments, // rlqs.go
 	})
 }
 

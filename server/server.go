@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -310,6 +311,7 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 	}
 	gs := grpc.NewServer(opts...)
 	rlspb.RegisterRateLimitServiceServer(gs, s.adapters.RLS())
+	rlqspb.RegisterRateLimitQuotaServiceServer(gs, s.adapters.RLQS())
 	healthpb.RegisterHealthServer(gs, s.health)
 	reflection.Register(gs)
 	s.gate.learn(gs)

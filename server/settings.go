@@ -232,6 +232,10 @@ type Settings struct {
 	// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
 	HealthRequiresConfig bool
 
+	// RLQS configures Envoy's Rate Limit Quota Service on the gRPC port;
+	// see RLQS. The zero value serves it with its defaults.
+	RLQS RLQS
+
 	// Clock is the time the limiter decides at. The default is
 	// sluice.SystemClock.
 	Clock sluice.Clock
@@ -435,6 +439,9 @@ func (c Settings) withDefaults() (Settings, error) {
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.RLQS, err = c.RLQS.withDefaults(); err != nil {
+		return c, err
 	}
 	if c.Clock == nil {
 		c.Clock = sluice.SystemClock

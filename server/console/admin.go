@@ -20,7 +20,7 @@ import (
 )
 
 // Options configure the admin listener (Serve, Handler). The zero value
-// serves only GET /v1/stats and GET /v1/policy.
+// serves only GET /v1/stats, GET /v1/policy and GET /v1/rlqs.
 type Options struct {
 	// UI serves the console at /ui/ (from the binary: nothing is loaded
 	// from elsewhere) and the playground's POST /v1/simulate.
@@ -57,6 +57,7 @@ const maxAdminBody = 4 << 20
 //   - GET /v1/stats: the requests of the last minutes, per second, per
 //     domain, and the decisions per domain and rule, as JSON (see Serve);
 //   - GET /v1/policy: the config being served, and the last reload;
+//   - GET /v1/rlqs: the RLQS streams' assignments, per bucket and stream;
 //   - POST /v1/simulate (with UI): replays arrivals through the exact
 //     algorithms (the playground);
 //   - GET /v1/algorithms (with UI): the algorithms it replays, from
@@ -74,6 +75,7 @@ func (c *Console) Handler(opts Options) http.Handler {
 	mux.HandleFunc("GET /v1/policy", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, c.policyReport())
 	})
+	mux.HandleFunc("GET /v1/rlqs", c.serveRLQS)
 	if opts.Lookup {
 		mux.HandleFunc("POST /v1/lookup", c.serveLookup)
 	} else {

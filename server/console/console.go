@@ -61,6 +61,8 @@ type Service struct {
 	Decisions   *prometheus.CounterVec
 	Duration    *prometheus.HistogramVec
 	StoreErrors prometheus.Counter
+	// RLQS lists the assignments of the RLQS streams open.
+	RLQS func() []RLQSAssignment
 }
 
 // StatsStore is a store that counts what it does behind a circuit breaker

@@ -81,7 +81,26 @@ function stopLive() {
   liveTimer = null;
 }
 
+// refreshRLQS shows the RLQS streams' assignments, when there are any.
+async function refreshRLQS() {
+  let r;
+  try { r = await api("/v1/rlqs"); } catch (_) { return; }
+  const as = r.assignments || [];
+  $("#live-rlqs").classList.toggle("hidden", as.length === 0);
+  $("#rlqs-table tbody").replaceChildren(...as.map((a) => el("tr", {},
+    el("td", {}, a.domain),
+    el("td", {}, Object.keys(a.bucket).sort().map((k) => `${k}=${a.bucket[k]}`).join(", ")),
+    el("td", {}, a.stream),
+    el("td", {}, a.result),
+    el("td", { class: "num" }, a.result === "assigned" ? `${fmtNum(a.share)} / ${a.period_seconds}s` : "–"),
+    el("td", { class: "num" }, a.result === "assigned" ? fmtNum(a.burst) : "–"),
+    el("td", { class: "num" }, fmtNum(Math.round(a.demand_per_second))),
+    el("td", { class: "num" }, a.result === "assigned" ? fmtNum(a.holders) : "–"),
+    el("td", { class: "num" }, `${a.ttl_seconds}s`))));
+}
+
 async function refreshLive() {
+  refreshRLQS();
   try {
     const s = await api("/v1/stats");
     lastStats = s;
