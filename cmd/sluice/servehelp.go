@@ -12,7 +12,8 @@ const serveUsage = `Usage: sluice serve [flags]
 
 Runs the rate-limit service: Envoy's rate limit service (RLS v3) over gRPC,
 the same as JSON over HTTP (POST /json), forward auth for nginx, Traefik and
-Envoy's ext_authz (/v1/auth), Prometheus metrics (/metrics) and health
+Envoy's ext_authz (/v1/auth), Envoy's Rate Limit Quota Service (RLQS, on the
+gRPC port; experimental), Prometheus metrics (/metrics) and health
 checks (/healthz, /readyz, /healthcheck; gRPC health). With no flags it
 serves the built-in policy from memory at once: 'sluice serve --help'
 lists it below.
@@ -279,6 +280,10 @@ Behaviour:
   -grpc-max-connection-idle DURATION
                        close a gRPC connection with no call in flight for
                        this long (default 5m; 0: never)
+  -rlqs-abandon-after DURATION
+                       how long a bucket of Envoy's Rate Limit Quota
+                       Service may go unreported before its stream is told
+                       to abandon it and its share goes back (default 5m)
   -max-memory BYTES    the memory store's bound on what its keys hold, in
                        bytes, KiB, MiB or GiB (default 256MiB); idle keys
                        go first past it, then the least recently used that
