@@ -134,19 +134,79 @@ type Rule struct {
 // renewing as it goes. It is a plain value, so that == still compares
 // two rules.
 type Lease struct {
-	// Enabled turns leasing on for the rule.
+	// Enabled turns leasing on for the rule. Only the token bucket, the
+	// leaky bucket, GCRA and the fixed window can be leased, charged as a
+	// gate (ChargeGate), with Rate and capacity at most MaxLeaseQuota;
+	// Validate refuses the others.
 	Enabled bool
 	// Renew is how often a holder reports its demand and is given its
-	// share again. Zero is the default: Period/10, within [50ms, 10s].
+	// share again, at most Period and 24 hours. Zero is the default: Period/10, within
+	// [50ms, 10s], but no longer than Period or TTL (see Times).
 	Renew time.Duration
 	// TTL is how long a share holds without a renewal: a holder cut off
 	// from the authority decides on it until then, and a holder that
-	// died gives it back then. Zero is the default: three Renews.
+	// died gives it back then. It must not be shorter than Renew, nor
+	// longer than a week. Zero is the default: three Renews.
 	TTL time.Duration
 }
 
+// MaxLeaseQuota bounds the Rate and the capacity (Limit.Capacity) of a
+// leased rule: the authorities divide them in float64, in Go and in
+// Redis's Lua alike, and below this the products they take are exact.
+const MaxLeaseQuota = 1 << 25
+
+// Times returns the renewal interval and the time to live of a lease on a
+// limit of period, its zero fields replaced by their defaults: Renew is
+// Period/10 within [50ms, 10s] but no longer than Period or TTL, TTL is
+// three Renews.
+func (l Lease) Times(period time.Duration) (renew, ttl time.Duration) {
+	renew, ttl = l.Renew, l.TTL
+	if renew == 0 {
+		renew = min(max(period/10, 50*time.Millisecond), 10*time.Second, period)
+		if ttl > 0 {
+			renew = min(renew, ttl)
+		}
+	}
+	if ttl == 0 {
+		ttl = 3 * renew
+	}
+	return renew, ttl
+}
+
+// validateLease checks a leased rule: an algorithm whose share can be
+// decided locally (the buckets and the fixed window), charged as a gate,
+// a quota the authorities divide exactly, and times that make sense.
+func (r Rule) validateLease(kind algo.Kind) error {
+	l := r.Lease
+	if !l.Enabled {
+		return nil
+	}
+	switch {
+	case kind != algo.KindBucket && kind != algo.KindFixed:
+		return fmt.Errorf("algorithm %s cannot be leased (token_bucket, leaky_bucket, gcra and fixed_window can)", r.Algorithm)
+	case r.Charge != ChargeGate:
+		return fmt.Errorf("a rule charged by %s cannot be leased: a lease decides before the cost is known, so only gate rules can", r.Charge)
+	case r.Limit.Rate > MaxLeaseQuota:
+		return fmt.Errorf("rate %d is above %d, the most a lease divides exactly", r.Limit.Rate, MaxLeaseQuota)
+	case r.Limit.Capacity() > MaxLeaseQuota:
+		return fmt.Errorf("burst %d is above %d, the most a lease divides exactly", r.Limit.Capacity(), MaxLeaseQuota)
+	case l.Renew < 0:
+		return fmt.Errorf("renew %v must not be negative", l.Renew)
+	case l.TTL < 0:
+		return fmt.Errorf("ttl %v must not be negative", l.TTL)
+	case l.Renew > r.Limit.Period:
+		return fmt.Errorf("renew %v must not be longer than the period %v", l.Renew, r.Limit.Period)
+	case l.Renew > 24*time.Hour || l.TTL > 7*24*time.Hour:
+		return fmt.Errorf("renew %v and ttl %v must be at most 24h and 168h", l.Renew, l.TTL)
+	case l.Renew > 0 && l.TTL > 0 && l.TTL < l.Renew:
+		return fmt.Errorf("ttl %v must not be shorter than renew %v", l.TTL, l.Renew)
+	}
+	return nil
+}
+
 // Validate reports whether the rule is usable: a name, a known algorithm,
-// a valid limit the algorithm can hold, a known failure mode and charge.
+// a valid limit the algorithm can hold, a known failure mode and charge,
+// and for a leased rule a lease that can be held (see Lease).
 func (r Rule) Validate() error {
 	_, err := r.compile()
 	return err
@@ -221,6 +281,9 @@ func (r Rule) compile() (*algo.Spec, error) {
 	}
 	if err := r.Limit.Validate(); err != nil {
 		return nil, fmt.Errorf("rule %q: %w", r.Name, err)
+	}
+	if err := r.validateLease(kind); err != nil {
+		return nil, fmt.Errorf("sluice: rule %q: lease: %w", r.Name, err)
 	}
 	k := algo.Key{Name: r.Name, Algo: string(r.Algorithm), Rate: r.Limit.Rate, Period: r.Limit.Period, Burst: r.Limit.Burst}
 	sp, err := algo.NewSpec(k, kind, algo.Charge(r.Charge))

@@ -3,6 +3,7 @@ package sluice_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,6 +138,73 @@ func TestRuleEqual(t *testing.T) {
 		change(&c)
 		if a == c {
 			t.Errorf("%+v == %+v, want false", a, c)
+		}
+	}
+}
+
+// TestRuleLeaseInvalid: a leased rule is refused, with an error naming the
+// rule and the reason, for an algorithm that cannot be decided on a share,
+// a rule charged by usage, a quota too large to divide exactly, and times
+// that make no sense; the same rule without the lease is valid.
+func TestRuleLeaseInvalid(t *testing.T) {
+	base := sluice.Rule{Name: "api", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(100), Lease: sluice.Lease{Enabled: true}}
+	for _, c := range []struct {
+		name   string
+		change func(*sluice.Rule)
+		want   string // in the error, beside the rule's name
+	}{
+		{"sliding log", func(r *sluice.Rule) { r.Algorithm = sluice.AlgoSlidingLog }, "sliding_log cannot be leased"},
+		{"sliding counter", func(r *sluice.Rule) { r.Algorithm = sluice.AlgoSlidingCounter }, "sliding_counter cannot be leased"},
+		{"usage", func(r *sluice.Rule) { r.Charge = sluice.ChargeUsage }, "charged by usage cannot be leased"},
+		{"count", func(r *sluice.Rule) { r.Charge = sluice.ChargeCount }, "charged by count cannot be leased"},
+		{"rate", func(r *sluice.Rule) { r.Limit.Rate = sluice.MaxLeaseQuota + 1 }, "rate 33554433 is above 33554432"},
+		{"burst", func(r *sluice.Rule) { r.Limit.Burst = sluice.MaxLeaseQuota + 1 }, "burst 33554433 is above"},
+		{"negative renew", func(r *sluice.Rule) { r.Lease.Renew = -time.Second }, "renew -1s must not be negative"},
+		{"negative ttl", func(r *sluice.Rule) { r.Lease.TTL = -time.Second }, "ttl -1s must not be negative"},
+		{"renew past period", func(r *sluice.Rule) { r.Lease.Renew = 2 * time.Second }, "renew 2s must not be longer than the period 1s"},
+		{"ttl too long", func(r *sluice.Rule) { r.Lease.TTL = 200 * time.Hour }, "must be at most 24h and 168h"},
+		{"renew too long", func(r *sluice.Rule) { r.Limit.Period, r.Lease.Renew = 48*time.Hour, 25*time.Hour }, "must be at most 24h and 168h"},
+		{"ttl below renew", func(r *sluice.Rule) { r.Lease.Renew, r.Lease.TTL = 500*time.Millisecond, 100*time.Millisecond }, "ttl 100ms must not be shorter than renew 500ms"},
+	} {
+		r := base
+		c.change(&r)
+		err := r.Validate()
+		if err == nil || !strings.Contains(err.Error(), `rule "api"`) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Validate() = %v, want an error naming rule \"api\" and saying %q", c.name, err, c.want)
+		}
+		r.Lease = sluice.Lease{}
+		if err := r.Validate(); err != nil && c.name != "rate" && c.name != "burst" {
+			t.Errorf("%s without the lease: Validate() = %v", c.name, err)
+		}
+	}
+	for _, a := range []sluice.Algo{sluice.AlgoTokenBucket, sluice.AlgoLeakyBucket, sluice.AlgoGCRA, sluice.AlgoFixedWindow} {
+		r := base
+		r.Algorithm = a
+		r.Lease = sluice.Lease{Enabled: true, Renew: 100 * time.Millisecond, TTL: time.Second}
+		if err := r.Validate(); err != nil {
+			t.Errorf("a %s lease: Validate() = %v", a, err)
+		}
+	}
+}
+
+// TestLeaseTimes: the defaults of a lease's renewal and time to live.
+func TestLeaseTimes(t *testing.T) {
+	for _, c := range []struct {
+		lease             sluice.Lease
+		period            time.Duration
+		wantRenew, wantTT time.Duration
+	}{
+		{sluice.Lease{}, time.Second, 100 * time.Millisecond, 300 * time.Millisecond},
+		{sluice.Lease{}, time.Hour, 10 * time.Second, 30 * time.Second},
+		{sluice.Lease{}, 100 * time.Millisecond, 50 * time.Millisecond, 150 * time.Millisecond},
+		{sluice.Lease{}, 20 * time.Millisecond, 20 * time.Millisecond, 60 * time.Millisecond},
+		{sluice.Lease{Renew: 200 * time.Millisecond}, time.Second, 200 * time.Millisecond, 600 * time.Millisecond},
+		{sluice.Lease{TTL: 60 * time.Millisecond}, time.Second, 60 * time.Millisecond, 60 * time.Millisecond},
+		{sluice.Lease{TTL: 5 * time.Second}, time.Second, 100 * time.Millisecond, 5 * time.Second},
+	} {
+		renew, ttl := c.lease.Times(c.period)
+		if renew != c.wantRenew || ttl != c.wantTT {
+			t.Errorf("%+v.Times(%v) = %v, %v; want %v, %v", c.lease, c.period, renew, ttl, c.wantRenew, c.wantTT)
 		}
 	}
 }

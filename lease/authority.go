@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"time"
 
@@ -21,6 +22,17 @@ const (
 	// not exceed (see Grant.Allowance).
 	Window
 )
+
+// String returns "bucket" or "window".
+func (k Kind) String() string {
+	switch k {
+	case Bucket:
+		return "bucket"
+	case Window:
+		return "window"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
 
 // Authority is the shared side of leasing: it keeps, per key, each
 // holder's demand and share, and divides the key's quota among the

@@ -1,0 +1,178 @@
+package lease
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// The memory authority's bounds: keys it keeps, holders per key, and the
+// longest key it accepts.
+const (
+	maxMemoryKeys   = 100_000
+	MaxHolders      = 1024
+	MaxKeyBytes     = 4096
+	maxHolderBytes  = 256
+	maxRequestTTL   = 7 * 24 * time.Hour
+	sweepMinimumAge = time.Second
+)
+
+// ErrAuthorityFull is wrapped by an authority's error for a renewal it has
+// no room for: a new key when it holds as many as it keeps, or a new holder
+// of a key that has MaxHolders. The renewal changes nothing; a Store
+// answers the request with the error, so the rule's failure mode applies.
+var ErrAuthorityFull = errors.New("lease: authority full")
+
+// MemoryAuthority is the Authority of the processes of one address space:
+// tests, the simulation, and a service on a memory store. It keeps time by
+// the requests (Request.Now), never reading a clock: its time is the latest
+// Now it has seen. It holds at most 100,000 keys and MaxHolders holders per
+// key, forgetting the expired ones first. It is safe for concurrent use.
+type MemoryAuthority struct {
+	mu   sync.Mutex
+	keys map[string]map[string]Holding
+	now  time.Time
+	// swept is when the table was last swept for expired holdings, so
+	// that a full table is swept at most once per sweepMinimumAge.
+	swept time.Time
+}
+
+var _ Authority = (*MemoryAuthority)(nil)
+
+// NewMemoryAuthority returns an empty memory authority.
+func NewMemoryAuthority() *MemoryAuthority {
+	return &MemoryAuthority{keys: make(map[string]map[string]Holding)}
+}
+
+// CheckRequest reports whether r is a renewal an authority can decide: a
+// key and a holder, a known kind, a valid limit whose Rate is at most
+// sluice.MaxLeaseQuota, a demand and a use not negative, and a positive
+// TTL. Every authority refuses what it refuses, changing nothing.
+func CheckRequest(r Request) error {
+	switch {
+	case r.Key == "" || len(r.Key) > MaxKeyBytes:
+		return fmt.Errorf("lease: key of %d bytes (want 1 to %d)", len(r.Key), MaxKeyBytes)
+	case r.Holder == "" || len(r.Holder) > maxHolderBytes:
+		return fmt.Errorf("lease: holder of %d bytes (want 1 to %d)", len(r.Holder), maxHolderBytes)
+	case r.Kind != Bucket && r.Kind != Window:
+		return fmt.Errorf("lease: unknown kind %d", r.Kind)
+	case r.Demand < 0 || r.Used < 0:
+		return fmt.Errorf("lease: demand %d and used %d must not be negative", r.Demand, r.Used)
+	case r.TTL <= 0 || r.TTL > maxRequestTTL:
+		return fmt.Errorf("lease: ttl %v (want above 0, at most %v)", r.TTL, maxRequestTTL)
+	}
+	if err := r.Limit.Validate(); err != nil {
+		return fmt.Errorf("lease: %w", err)
+	}
+	if r.Limit.Rate > sluice.MaxLeaseQuota || r.Limit.Capacity() > sluice.MaxLeaseQuota {
+		return fmt.Errorf("lease: limit %v is above %d, the most a lease divides exactly", r.Limit, sluice.MaxLeaseQuota)
+	}
+	return nil
+}
+
+// Renew implements Authority: it forgets the key's expired holders,
+// computes the grant with Allocate, and keeps the holding until r.Now +
+// r.TTL.
+func (a *MemoryAuthority) Renew(ctx context.Context, r Request) (Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return Grant{}, err
+	}
+	if err := CheckRequest(r); err != nil {
+		return Grant{}, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r.Now.After(a.now) {
+		a.now = r.Now
+	}
+	hs := a.keys[r.Key]
+	if hs == nil {
+		if len(a.keys) >= maxMemoryKeys {
+			a.sweep()
+		}
+		if len(a.keys) >= maxMemoryKeys {
+			return Grant{}, fmt.Errorf("%w: %d keys", ErrAuthorityFull, len(a.keys))
+		}
+		hs = make(map[string]Holding)
+	}
+	a.forget(hs)
+	if _, ok := hs[r.Holder]; !ok && len(hs) >= MaxHolders {
+		return Grant{}, fmt.Errorf("%w: key %q has %d holders", ErrAuthorityFull, r.Key, len(hs))
+	}
+	others := make([]Holding, 0, len(hs))
+	for id, h := range hs {
+		if id != r.Holder {
+			others = append(others, h)
+		}
+	}
+	g, h := Allocate(r, others)
+	h.Expires = r.Now.Add(r.TTL)
+	hs[r.Holder] = h
+	a.keys[r.Key] = hs
+	return g, nil
+}
+
+// Release implements Authority.
+func (a *MemoryAuthority) Release(ctx context.Context, key, holder string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if hs := a.keys[key]; hs != nil {
+		delete(hs, holder)
+		if len(hs) == 0 {
+			delete(a.keys, key)
+		}
+	}
+	return nil
+}
+
+// Holdings implements Authority: the key's holdings live at the latest
+// time the authority has seen, by holder.
+func (a *MemoryAuthority) Holdings(ctx context.Context, key string) ([]Holding, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []Holding
+	for _, h := range a.keys[key] {
+		if h.Expires.After(a.now) {
+			out = append(out, h)
+		}
+	}
+	slices.SortFunc(out, func(x, y Holding) int { return cmp.Compare(x.Holder, y.Holder) })
+	return out, nil
+}
+
+// forget drops the expired holdings of one key.
+func (a *MemoryAuthority) forget(hs map[string]Holding) {
+	for id, h := range hs {
+		if !h.Expires.After(a.now) {
+			delete(hs, id)
+		}
+	}
+}
+
+// sweep drops the expired holdings of every key, and the keys left with
+// none; a full table is swept at most once per sweepMinimumAge of its
+// time, so that a flood of new keys does not make each renewal a scan.
+func (a *MemoryAuthority) sweep() {
+	if !a.swept.IsZero() && a.now.Sub(a.swept) < sweepMinimumAge {
+		return
+	}
+	a.swept = a.now
+	for k, hs := range a.keys {
+		a.forget(hs)
+		if len(hs) == 0 {
+			delete(a.keys, k)
+		}
+	}
+}

@@ -1,0 +1,146 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func renew(t *testing.T, a Authority, r Request) Grant {
+	t.Helper()
+	g, err := a.Renew(t.Context(), r)
+	if err != nil {
+		t.Fatalf("Renew(%+v): %v", r, err)
+	}
+	return g
+}
+
+func holdings(t *testing.T, a Authority, key string) []Holding {
+	t.Helper()
+	hs, err := a.Holdings(t.Context(), key)
+	if err != nil {
+		t.Fatalf("Holdings(%q): %v", key, err)
+	}
+	return hs
+}
+
+// TestMemoryAuthority: a holder's share comes back when it expires or is
+// released, and Holdings lists the live holders at the authority's time.
+func TestMemoryAuthority(t *testing.T) {
+	a := NewMemoryAuthority()
+	req := func(holder string, demand int64, at time.Duration) Request {
+		return Request{Key: "k", Holder: holder, Kind: Bucket, Limit: sluice.PerSecond(100), Demand: demand, TTL: 300 * time.Millisecond, Now: t0.Add(at)}
+	}
+	if g := renew(t, a, req("a", 100, 0)); g.Share != 100 {
+		t.Fatalf("a alone, demand 100: share %d, want 100", g.Share)
+	}
+	if g := renew(t, a, req("b", 100, 100*time.Millisecond)); g.Share != 0 || g.Holders != 2 {
+		t.Fatalf("b while a holds it all: %+v, want share 0 of 2 holders", g)
+	}
+	if g := renew(t, a, req("a", 100, 200*time.Millisecond)); g.Share != 50 {
+		t.Fatalf("a renewing beside b: share %d, want 50", g.Share)
+	}
+	hs := holdings(t, a, "k")
+	if len(hs) != 2 || hs[0].Holder != "a" || hs[0].Expires != t0.Add(500*time.Millisecond) || hs[1].Holder != "b" || hs[1].Share != 0 {
+		t.Fatalf("Holdings = %+v", hs)
+	}
+	// a expires at 500ms: b's renewal at 500ms finds only itself.
+	if g := renew(t, a, req("b", 100, 500*time.Millisecond)); g.Share != 100 || g.Holders != 1 {
+		t.Fatalf("b after a expired: %+v, want all 100 alone", g)
+	}
+	renew(t, a, req("a", 100, 600*time.Millisecond))
+	if err := a.Release(t.Context(), "k", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if hs := holdings(t, a, "k"); len(hs) != 1 || hs[0].Holder != "a" {
+		t.Fatalf("after b's release: %+v", hs)
+	}
+	if g := renew(t, a, req("a", 100, 700*time.Millisecond)); g.Share != 100 {
+		t.Fatalf("a after b's release: %+v, want all 100", g)
+	}
+	if err := a.Release(t.Context(), "none", "x"); err != nil {
+		t.Errorf("Release of nothing: %v", err)
+	}
+	if hs := holdings(t, a, "none"); len(hs) != 0 {
+		t.Errorf("Holdings of nothing: %+v", hs)
+	}
+}
+
+// TestMemoryAuthorityRefuses: a renewal an authority cannot decide gets a
+// clear error and changes nothing.
+func TestMemoryAuthorityRefuses(t *testing.T) {
+	good := Request{Key: "k", Holder: "a", Kind: Bucket, Limit: sluice.PerSecond(100), Demand: 1, TTL: time.Second, Now: t0}
+	for _, c := range []struct {
+		name   string
+		change func(*Request)
+	}{
+		{"no key", func(r *Request) { r.Key = "" }},
+		{"huge key", func(r *Request) { r.Key = string(make([]byte, MaxKeyBytes+1)) }},
+		{"no holder", func(r *Request) { r.Holder = "" }},
+		{"no kind", func(r *Request) { r.Kind = 0 }},
+		{"negative demand", func(r *Request) { r.Demand = -1 }},
+		{"negative used", func(r *Request) { r.Used = -1 }},
+		{"no ttl", func(r *Request) { r.TTL = 0 }},
+		{"no period", func(r *Request) { r.Limit.Period = 0 }},
+		{"rate too large", func(r *Request) { r.Limit.Rate = sluice.MaxLeaseQuota + 1 }},
+		{"burst too large", func(r *Request) { r.Limit.Burst = sluice.MaxLeaseQuota + 1 }},
+	} {
+		a := NewMemoryAuthority()
+		r := good
+		c.change(&r)
+		if g, err := a.Renew(t.Context(), r); err == nil {
+			t.Errorf("%s: Renew = %+v, want an error", c.name, g)
+		}
+		if hs := holdings(t, a, r.Key); len(hs) != 0 {
+			t.Errorf("%s: a refused renewal left %+v", c.name, hs)
+		}
+	}
+	ctx, cancel := contextCanceled(t)
+	defer cancel()
+	if _, err := NewMemoryAuthority().Renew(ctx, good); !errors.Is(err, ctx.Err()) {
+		t.Errorf("Renew with a canceled context: %v", err)
+	}
+}
+
+// TestMemoryAuthorityBounded: a key takes at most MaxHolders holders, and
+// the holders that expired make room.
+func TestMemoryAuthorityBounded(t *testing.T) {
+	a := NewMemoryAuthority()
+	r := Request{Key: "k", Kind: Window, Limit: sluice.PerSecond(10_000), TTL: time.Second, Now: t0}
+	for i := range MaxHolders {
+		r.Holder = fmt.Sprint(i)
+		renew(t, a, r)
+	}
+	r.Holder = "one more"
+	if _, err := a.Renew(t.Context(), r); !errors.Is(err, ErrAuthorityFull) {
+		t.Fatalf("holder %d: %v, want ErrAuthorityFull", MaxHolders+1, err)
+	}
+	r.Holder = "0"
+	renew(t, a, r) // a holder already there renews
+	r.Holder, r.Now = "one more", t0.Add(time.Second)
+	if g := renew(t, a, r); g.Holders != 1 {
+		t.Fatalf("after the others expired: %+v, want one holder", g)
+	}
+	for i := range maxMemoryKeys - 1 {
+		r.Key = fmt.Sprint("k", i)
+		renew(t, a, r)
+	}
+	r.Key = "too many"
+	if _, err := a.Renew(t.Context(), r); !errors.Is(err, ErrAuthorityFull) {
+		t.Fatalf("key %d: %v, want ErrAuthorityFull", maxMemoryKeys+1, err)
+	}
+	r.Now = t0.Add(3 * time.Second)
+	renew(t, a, r) // the others expired: swept
+}
+
+func contextCanceled(t *testing.T) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	return ctx, cancel
+}
