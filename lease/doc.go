@@ -1,7 +1,78 @@
 // Package lease decides rate limits on quota leased from a shared
 // authority: each process holds a share of a key's quota, in proportion to
 // its demand, and decides locally from it with the same algorithms,
-// renewing its share as it goes. It trades the Redis round trip of every
-// exact decision for one renewal per key per Renew interval, at a bound
-// stated with the Store.
+// renewing its share as it goes. It trades the shared round trip of every
+// exact decision (a Redis script per request) for one renewal per key per
+// Renew interval, at the bound stated below.
+//
+// # When to choose it
+//
+// Exact limits (the memory and Redis stores on their own) are the default
+// and the right choice for small limits, limits of one process, and
+// anything where a key must never pass its limit even when Redis loses
+// its data. Choose a lease (sluice.Rule.Lease) for a limit many
+// processes share at a high rate, where the shared store's work per
+// decision is the cost: a renewal per key every Renew (Period/10 by
+// default) whatever the traffic, instead of a shared operation per
+// decision. Leases are offered for the token bucket, the leaky bucket,
+// GCRA and the fixed window, charged as a gate; sluice.Rule.Validate
+// refuses the others.
+//
+//	st, err := lease.New(exact, authority) // exact: a sluice.Store for the other rules
+//	...
+//	lim, err := sluice.NewLimiter(st)
+//	...
+//	rule, err := lim.Prepare(sluice.Rule{Name: "api", Algorithm: sluice.AlgoTokenBucket,
+//		Limit: sluice.PerSecond(10_000), Lease: sluice.Lease{Enabled: true}})
+//
+// # The bound
+//
+// Over-admission. With C = Rate, B = the capacity, P = Period, TTL the
+// lease's time to live: the authority never grants shares that sum past C
+// (nor bursts past B), and a holder stops deciding on its share at its
+// own send time of the renewal plus TTL, never later than the authority
+// forgets it. So in normal operation a key admits no more than its exact
+// algorithm does: a bucket at most B + d·C/P over any interval d (a new
+// lease starts with no tokens), a fixed window at most C per window, up
+// to C·δ/P moving across a boundary when holders' clocks differ by δ. The
+// one fault that admits more is an authority forgetting grants still live
+// (Redis restarted without persistence, a failover that lost writes, a
+// flush): then up to C·TTL/P more for a bucket, and for a window up to C
+// more in the window of the loss, once per such loss; with TTL three
+// Renews by default, that is 3·C·Renew/P, whatever the number of holders.
+// A holder cut off
+// from the authority decides on its lease until it expires, then by the
+// rule's failure mode (sluice.Failure), through the Limiter. A holder
+// killed gives its share back when its lease expires, a TTL at most (a
+// fixed-window holder's is counted until the window it expired in has
+// ended, since it may have admitted up to its allowance there).
+//
+// Under-admission, measured rather than bounded (BENCHMARKS.md): shares
+// are whole units per Period, less than one unit per holder per Period;
+// when demand fits under the limit a part is kept free for a newcomer;
+// a new lease starts with no tokens; and a share moving between holders
+// is idle between the renewal of the one giving it up and the renewal of
+// the one taking it, a Renew interval at most per shift of demand.
+//
+// # Internals
+//
+// Allocate is the division every authority computes, the Redis one in
+// Lua with the same float64 operations: a holder's target is its demand
+// plus an equal part of what is unused when the total demand fits, else
+// its proportional part; its share is the target less what the others
+// hold. A holder's demand is the units asked of it, allowed or denied, per
+// Period, smoothed over its renewal intervals.
+//
+// On the holder's side each key has a core with time as a parameter: a
+// Bucket holder is a token bucket refilled at its share (a share that
+// shrank is charged from the renewal's send time, one that grew counts
+// from its arrival); a Window holder admits, in the window of its last
+// renewal, up to the allowance the authority counted for it there, and
+// its share in later windows; while a renewal is in flight it admits no
+// more than it reported as used plus a reserve of one Renew interval's
+// demand, which the authority counts for it. The Store runs the renewals in the
+// background, one per key at a time and a bounded number in flight, and
+// keeps a bounded table of keys, dropping those idle for a TTL (and, for
+// a window, until the window they admitted in has ended, so that the
+// authority never forgets units admitted in an open window).
 package lease

@@ -12,12 +12,18 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// The memory authority's bounds: keys it keeps, holders per key, and the
-// longest key it accepts.
+// MaxHolders bounds the holders of one key, so that one hot key cannot
+// make a renewal long; MaxKeyBytes bounds a key. Every authority refuses
+// past them.
+const (
+	MaxHolders  = 1024
+	MaxKeyBytes = 4096
+)
+
+// The memory authority's keys, the longest holder id and TTL a request
+// may carry, and how often a full table is swept.
 const (
 	maxMemoryKeys   = 100_000
-	MaxHolders      = 1024
-	MaxKeyBytes     = 4096
 	maxHolderBytes  = 256
 	maxRequestTTL   = 7 * 24 * time.Hour
 	sweepMinimumAge = time.Second
@@ -36,7 +42,7 @@ var ErrAuthorityFull = errors.New("lease: authority full")
 // key, forgetting the expired ones first. It is safe for concurrent use.
 type MemoryAuthority struct {
 	mu   sync.Mutex
-	keys map[string]map[string]Holding
+	keys map[string]*memoryKey
 	now  time.Time
 	// swept is when the table was last swept for expired holdings, so
 	// that a full table is swept at most once per sweepMinimumAge.
@@ -45,9 +51,17 @@ type MemoryAuthority struct {
 
 var _ Authority = (*MemoryAuthority)(nil)
 
+// memoryKey is one key's holdings, and the kind and period of its last
+// renewal, which say when an expired holding is forgotten.
+type memoryKey struct {
+	hs     map[string]Holding
+	kind   Kind
+	period time.Duration
+}
+
 // NewMemoryAuthority returns an empty memory authority.
 func NewMemoryAuthority() *MemoryAuthority {
-	return &MemoryAuthority{keys: make(map[string]map[string]Holding)}
+	return &MemoryAuthority{keys: make(map[string]*memoryKey)}
 }
 
 // CheckRequest reports whether r is a renewal an authority can decide: a
@@ -91,17 +105,19 @@ func (a *MemoryAuthority) Renew(ctx context.Context, r Request) (Grant, error) {
 	if r.Now.After(a.now) {
 		a.now = r.Now
 	}
-	hs := a.keys[r.Key]
-	if hs == nil {
+	k := a.keys[r.Key]
+	if k == nil {
 		if len(a.keys) >= maxMemoryKeys {
 			a.sweep()
 		}
 		if len(a.keys) >= maxMemoryKeys {
 			return Grant{}, fmt.Errorf("%w: %d keys", ErrAuthorityFull, len(a.keys))
 		}
-		hs = make(map[string]Holding)
+		k = &memoryKey{hs: make(map[string]Holding)}
 	}
-	a.forget(hs)
+	k.kind, k.period = r.Kind, r.Limit.Period
+	a.forget(k, r.Window)
+	hs := k.hs
 	if _, ok := hs[r.Holder]; !ok && len(hs) >= MaxHolders {
 		return Grant{}, fmt.Errorf("%w: key %q has %d holders", ErrAuthorityFull, r.Key, len(hs))
 	}
@@ -114,7 +130,7 @@ func (a *MemoryAuthority) Renew(ctx context.Context, r Request) (Grant, error) {
 	g, h := Allocate(r, others)
 	h.Expires = r.Now.Add(r.TTL)
 	hs[r.Holder] = h
-	a.keys[r.Key] = hs
+	a.keys[r.Key] = k
 	return g, nil
 }
 
@@ -125,9 +141,9 @@ func (a *MemoryAuthority) Release(ctx context.Context, key, holder string) error
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if hs := a.keys[key]; hs != nil {
-		delete(hs, holder)
-		if len(hs) == 0 {
+	if k := a.keys[key]; k != nil {
+		delete(k.hs, holder)
+		if len(k.hs) == 0 {
 			delete(a.keys, key)
 		}
 	}
@@ -143,7 +159,10 @@ func (a *MemoryAuthority) Holdings(ctx context.Context, key string) ([]Holding, 
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out []Holding
-	for _, h := range a.keys[key] {
+	if a.keys[key] == nil {
+		return nil, nil
+	}
+	for _, h := range a.keys[key].hs {
 		if h.Expires.After(a.now) {
 			out = append(out, h)
 		}
@@ -152,12 +171,19 @@ func (a *MemoryAuthority) Holdings(ctx context.Context, key string) ([]Holding, 
 	return out, nil
 }
 
-// forget drops the expired holdings of one key.
-func (a *MemoryAuthority) forget(hs map[string]Holding) {
-	for id, h := range hs {
-		if !h.Expires.After(a.now) {
-			delete(hs, id)
+// forget drops the expired holdings of one key. A Window holding is
+// kept, and counted as it was, until the window it expired in has ended
+// (window is the current one): its holder may have admitted up to its
+// allowance there, which another holder must not be given again.
+func (a *MemoryAuthority) forget(k *memoryKey, window int64) {
+	for id, h := range k.hs {
+		if h.Expires.After(a.now) {
+			continue
 		}
+		if k.kind == Window && floorDiv(h.Expires.UnixNano(), int64(k.period)) >= window {
+			continue
+		}
+		delete(k.hs, id)
 	}
 }
 
@@ -169,10 +195,10 @@ func (a *MemoryAuthority) sweep() {
 		return
 	}
 	a.swept = a.now
-	for k, hs := range a.keys {
-		a.forget(hs)
-		if len(hs) == 0 {
-			delete(a.keys, k)
+	for key, k := range a.keys {
+		a.forget(k, floorDiv(a.now.UnixNano(), int64(k.period)))
+		if len(k.hs) == 0 {
+			delete(a.keys, key)
 		}
 	}
 }

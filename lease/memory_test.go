@@ -112,7 +112,7 @@ func TestMemoryAuthorityRefuses(t *testing.T) {
 // the holders that expired make room.
 func TestMemoryAuthorityBounded(t *testing.T) {
 	a := NewMemoryAuthority()
-	r := Request{Key: "k", Kind: Window, Limit: sluice.PerSecond(10_000), TTL: time.Second, Now: t0}
+	r := Request{Key: "k", Kind: Bucket, Limit: sluice.PerSecond(10_000), TTL: time.Second, Now: t0}
 	for i := range MaxHolders {
 		r.Holder = fmt.Sprint(i)
 		renew(t, a, r)
@@ -143,4 +143,30 @@ func contextCanceled(t *testing.T) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	return ctx, cancel
+}
+
+// TestMemoryAuthorityWindowExpired: a Window holder that expires
+// mid-window is still counted until that window ends, since it may have
+// admitted up to its allowance there; in the next window it is forgotten.
+func TestMemoryAuthorityWindowExpired(t *testing.T) {
+	a := NewMemoryAuthority()
+	w := t0.UnixNano() / int64(time.Second)
+	req := func(holder string, at time.Duration) Request {
+		now := t0.Add(at)
+		return Request{Key: "k", Holder: holder, Kind: Window, Limit: sluice.PerSecond(100), Demand: 100,
+			Window: now.UnixNano() / int64(time.Second), TTL: 300 * time.Millisecond, Now: now}
+	}
+	if g := renew(t, a, req("a", 0)); g.Allowance != 100 || w != t0.Unix() {
+		t.Fatalf("a alone: %+v", g)
+	}
+	// a expired at 300ms, having perhaps admitted its 100.
+	if g := renew(t, a, req("b", 500*time.Millisecond)); g.Allowance != 0 {
+		t.Fatalf("b in the window a expired in: %+v, want no allowance", g)
+	}
+	if hs := holdings(t, a, "k"); len(hs) != 1 || hs[0].Holder != "b" {
+		t.Fatalf("Holdings lists the live holders only: %+v", hs)
+	}
+	if g := renew(t, a, req("b", time.Second)); g.Allowance != 100 || g.Holders != 1 {
+		t.Fatalf("b in the next window: %+v, want all 100 alone", g)
+	}
 }

@@ -1,0 +1,578 @@
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// ErrFull is wrapped by the Store's error for a new key it has no room
+// for: every key it holds was used within its TTL. It wraps
+// sluice.ErrNoRoom, so a Limiter decides the request by its rules'
+// failure modes; a key in use is never dropped to make room.
+var ErrFull = fmt.Errorf("lease: store full: %w", sluice.ErrNoRoom)
+
+// ErrExpired is wrapped by the Store's error for a leased check whose
+// key's lease has expired and could not be renewed: the authority did not
+// answer for a TTL. A Limiter decides it by the rule's failure mode.
+var ErrExpired = errors.New("lease: lease expired")
+
+// ErrClosed is returned by a Store used after Close.
+var ErrClosed = errors.New("lease: store closed")
+
+// Store is a sluice.Store that decides the checks of leased rules
+// (Rule.Lease.Enabled) locally, on shares leased from an Authority, and
+// hands the others to an exact store. It is safe for concurrent use.
+//
+// A request mixing leased and exact checks stays all-or-nothing: the
+// leased checks are decided, and charged, locally first, then the exact
+// ones in the exact store (as peeks, for its gate checks, when a leased
+// check already denied the request); if the request is denied, the local
+// charges are given back.
+//
+// Renewals run in the background, one per key at a time and at most
+// WithMaxRenewals in flight: a renewal that cannot start leaves the key
+// on its current lease. A key with no live lease has its first request
+// wait for a grant, bounded by ctx; with every renewal slot taken that
+// request is shed (sluice.ErrShed), and with the authority failing it gets
+// the authority's error, so that the Limiter applies the rule's failure
+// mode. A key whose renewals fail keeps deciding on its lease until the
+// lease expires, then answers ErrExpired.
+type Store struct {
+	exact   sluice.Store
+	auth    Authority
+	id      string
+	maxKeys int
+	slots   chan struct{} // one token per renewal in flight
+
+	mu    sync.RWMutex // guards keys, swept and entries' holders; taken before an entry's
+	keys  map[string]*entry
+	swept int64 // when the table was last swept for idle keys, ns
+
+	life   sync.Mutex // orders wg.Add after closed is read; taken last
+	closed atomic.Bool
+	wg     sync.WaitGroup
+
+	ctx    context.Context // the renewals', canceled by Close
+	cancel context.CancelFunc
+}
+
+var (
+	_ sluice.Store       = (*Store)(nil)
+	_ sluice.RuleChecker = (*Store)(nil)
+)
+
+// entry is one key's lease.
+type entry struct {
+	key, rule, ckey string // the authority's key, the rule's name, the check's key
+
+	mu      sync.Mutex
+	h       *holder // swapped only with the Store's mu held too
+	made    leaseOf // the rule h was made for
+	used    int64   // the last request, ns
+	pending *Grant  // a grant the background brought, applied at the next request
+	sentAt  int64   // the pending grant's send time
+	done    chan struct{}
+	err     error // the last renewal's
+	dropped bool  // removed from the table: a request that finds it looks again
+}
+
+// Option configures a Store: WithHolder, WithMaxKeys, WithMaxRenewals.
+type Option func(*Store) error
+
+// WithHolder sets the id the Store holds its leases under, which must be
+// unique among the processes sharing the authority. The default is random.
+func WithHolder(id string) Option {
+	return func(s *Store) error {
+		if id == "" || len(id) > maxHolderBytes {
+			return fmt.Errorf("lease: holder id of %d bytes (want 1 to %d)", len(id), maxHolderBytes)
+		}
+		s.id = id
+		return nil
+	}
+}
+
+// WithMaxKeys bounds the keys the Store holds leases on. The default is
+// 10,000.
+func WithMaxKeys(n int) Option {
+	return func(s *Store) error {
+		if n <= 0 {
+			return fmt.Errorf("lease: max keys %d must be positive", n)
+		}
+		s.maxKeys = n
+		return nil
+	}
+}
+
+// WithMaxRenewals bounds the renewals in flight towards the authority.
+// The default is 64.
+func WithMaxRenewals(n int) Option {
+	return func(s *Store) error {
+		if n <= 0 {
+			return fmt.Errorf("lease: max renewals %d must be positive", n)
+		}
+		s.slots = make(chan struct{}, n)
+		return nil
+	}
+}
+
+// New returns a Store deciding leased rules on shares from a and the
+// others in exact. Close it to give its leases back.
+func New(exact sluice.Store, a Authority, opts ...Option) (*Store, error) {
+	if exact == nil || a == nil {
+		return nil, errors.New("lease: New needs an exact store and an authority")
+	}
+	s := &Store{exact: exact, auth: a, maxKeys: 10_000, slots: make(chan struct{}, 64), keys: make(map[string]*entry)}
+	for _, o := range opts {
+		if err := o(s); err != nil {
+			return nil, err
+		}
+	}
+	if s.id == "" {
+		var b [12]byte
+		_, _ = rand.Read(b[:])
+		s.id = hex.EncodeToString(b[:])
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Holder returns the id the Store holds its leases under.
+func (s *Store) Holder() string { return s.id }
+
+// CheckRule implements sluice.RuleChecker: a leased rule is the Store's
+// (Rule.Validate has checked its lease); any other, the exact store's.
+func (s *Store) CheckRule(r *sluice.PreparedRule) error {
+	if leased(r) {
+		return nil
+	}
+	if rc, ok := s.exact.(sluice.RuleChecker); ok {
+		return rc.CheckRule(r)
+	}
+	return nil
+}
+
+func leased(r *sluice.PreparedRule) bool { return r != nil && r.Rule().Lease.Enabled }
+
+// Take implements sluice.Store.
+func (s *Store) Take(ctx context.Context, now time.Time, checks []sluice.Check, out []sluice.Decision) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if len(out) < len(checks) {
+		return fmt.Errorf("lease: %d decisions for %d checks", len(out), len(checks))
+	}
+	var buf [8]int
+	ls := buf[:0] // the leased checks
+	for i := range checks {
+		if leased(checks[i].Rule) {
+			ls = append(ls, i)
+		}
+	}
+	if len(ls) == 0 {
+		return s.exact.Take(ctx, now, checks, out)
+	}
+	ns := now.UnixNano()
+	var ebuf [8]*entry
+	es := ebuf[:0]
+	allowed := true
+	for _, i := range ls {
+		c := &checks[i]
+		e, err := s.decide(ctx, ns, c, &out[i])
+		if err != nil {
+			s.refund(ns, checks, out, ls[:len(es)], es)
+			return err
+		}
+		es = append(es, e)
+		allowed = allowed && (c.Rule.Shadow() || out[i].Allowed)
+	}
+	if len(ls) < len(checks) {
+		ok, err := s.takeExact(ctx, now, checks, out, allowed)
+		if err != nil {
+			s.refund(ns, checks, out, ls, es)
+			return err
+		}
+		allowed = allowed && ok
+	}
+	if !allowed {
+		s.refund(ns, checks, out, ls, es)
+	}
+	return nil
+}
+
+// decide decides one leased check on its key's lease, making sure of a
+// lease first.
+func (s *Store) decide(ctx context.Context, ns int64, c *sluice.Check, d *sluice.Decision) (*entry, error) {
+	n := c.Units()
+	for {
+		e, err := s.entry(c, ns)
+		if err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		if e.dropped {
+			e.mu.Unlock()
+			continue
+		}
+		if err := s.ensure(ctx, e, ns); err != nil {
+			e.mu.Unlock()
+			return nil, err
+		}
+		e.used = max(e.used, ns)
+		if n < 0 {
+			e.h.begin(ns)
+			*d = sluice.Decision{Limit: e.h.quota, RetryAfter: sluice.Never}
+		} else {
+			e.h.decide(ns, n, d)
+		}
+		e.mu.Unlock()
+		return e, nil
+	}
+}
+
+// ensure makes sure e has a live lease at ns, with e.mu held, which it
+// may release while it waits for a first grant. It starts a renewal when
+// one is due.
+func (s *Store) ensure(ctx context.Context, e *entry, ns int64) error {
+	s.settle(e, ns)
+	if e.h.live(ns) {
+		if e.h.due(ns) {
+			_ = s.renew(e, ns, false) // the current lease holds if no slot is free
+		}
+		return nil
+	}
+	if !e.h.inflight {
+		if err := s.renew(e, ns, true); err != nil {
+			return err
+		}
+	}
+	done := e.done
+	e.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		e.mu.Lock()
+		return ctx.Err()
+	}
+	e.mu.Lock()
+	s.settle(e, ns)
+	if !e.h.live(ns) {
+		if e.err != nil {
+			return fmt.Errorf("lease: renewing %q: %w", e.key, e.err)
+		}
+		return fmt.Errorf("%w: key %q", ErrExpired, e.key)
+	}
+	return nil
+}
+
+// settle applies a grant the background brought, with e.mu held.
+func (s *Store) settle(e *entry, ns int64) {
+	if e.pending != nil {
+		e.h.apply(*e.pending, e.sentAt, ns)
+		e.pending = nil
+	}
+}
+
+// renew starts e's renewal at ns in the background, with e.mu held. With
+// every slot taken it starts nothing, and errs (ErrShed) if must.
+func (s *Store) renew(e *entry, ns int64, must bool) error {
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		if must {
+			return fmt.Errorf("lease: first grant of %q: %w", e.key, sluice.ErrShed)
+		}
+		return nil
+	}
+	if !s.start() {
+		<-s.slots
+		return ErrClosed
+	}
+	h := e.h
+	r := h.request(ns, e.key, s.id)
+	done := make(chan struct{})
+	e.done = done
+	go func() {
+		defer s.wg.Done()
+		g, err := s.auth.Renew(s.ctx, r)
+		<-s.slots
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.h == h { // else the rule changed and its lease started over
+			e.err = err
+			if err != nil {
+				h.fail()
+			} else {
+				e.pending, e.sentAt = &g, ns
+			}
+		}
+		close(done)
+	}()
+	return nil
+}
+
+// start counts a goroutine about to start, unless the Store is closed.
+func (s *Store) start() bool {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.closed.Load() {
+		return false
+	}
+	s.wg.Add(1)
+	return true
+}
+
+// takeExact decides the exact checks in the exact store: as they are if
+// the leased checks allowed the request, else with its gate checks as
+// peeks, so that they charge nothing. It reports whether they allow.
+func (s *Store) takeExact(ctx context.Context, now time.Time, checks []sluice.Check, out []sluice.Decision, allowed bool) (bool, error) {
+	var cbuf [8]sluice.Check
+	var dbuf [8]sluice.Decision
+	xs := cbuf[:0]
+	for i := range checks {
+		if c := checks[i]; !leased(c.Rule) {
+			if !allowed && c.Rule != nil && c.Rule.Rule().Charge == sluice.ChargeGate && c.Units() >= 0 {
+				c.Peek, c.Cost = true, 0
+			}
+			xs = append(xs, c)
+		}
+	}
+	xd := dbuf[:0]
+	if len(xs) > len(dbuf) {
+		xd = make([]sluice.Decision, len(xs))
+	}
+	xd = xd[:len(xs)]
+	if err := s.exact.Take(ctx, now, xs, xd); err != nil {
+		return false, err
+	}
+	ok := true
+	j := 0
+	for i := range checks {
+		if !leased(checks[i].Rule) {
+			out[i] = xd[j]
+			ok = ok && (checks[i].Rule.Shadow() || xd[j].Allowed)
+			j++
+		}
+	}
+	return ok, nil
+}
+
+// refund gives back the local charges of the leased checks ls (entries
+// es) of a request that was denied or failed; a check that allowed
+// reports its state uncharged.
+func (s *Store) refund(ns int64, checks []sluice.Check, out []sluice.Decision, ls []int, es []*entry) {
+	for k, e := range es {
+		i := ls[k]
+		n := checks[i].Units()
+		if !out[i].Allowed || n <= 0 {
+			continue
+		}
+		e.mu.Lock()
+		e.h.refund(ns, n)
+		e.mu.Unlock()
+		out[i].Remaining += n
+	}
+}
+
+// leaseOf is what a holder is made from: a rule changed in any of these
+// under the same name starts its keys' leases over.
+type leaseOf struct {
+	algo  sluice.Algo
+	limit sluice.Limit
+	lease sluice.Lease
+}
+
+// entry returns the check's key's entry, adding it if need be.
+func (s *Store) entry(c *sluice.Check, ns int64) (*entry, error) {
+	r := c.Rule.Rule()
+	key := authorityKey(r.Name, c.Key)
+	made := leaseOf{r.Algorithm, r.Limit, r.Lease}
+	s.mu.RLock()
+	e := s.keys[key]
+	ok := e != nil && e.made == made
+	s.mu.RUnlock()
+	if ok {
+		return e, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	e = s.keys[key]
+	if e == nil {
+		if len(s.keys) >= s.maxKeys {
+			s.sweep(ns)
+		}
+		if len(s.keys) >= s.maxKeys {
+			return nil, fmt.Errorf("%w: %d keys in use", ErrFull, len(s.keys))
+		}
+		e = &entry{key: key, rule: r.Name, ckey: c.Key}
+		s.keys[key] = e
+	}
+	if e.h == nil || e.made != made {
+		// A new key, or a rule changed under the same name: its lease
+		// starts over. The holder is swapped under the entry's lock.
+		renew, ttl := r.Lease.Times(r.Limit.Period)
+		h := newHolder(kindOf(r), r.Limit, c.Rule.Quota(), renew, ttl)
+		e.mu.Lock()
+		e.h, e.made, e.pending = h, made, nil
+		e.mu.Unlock()
+	}
+	return e, nil
+}
+
+func kindOf(r sluice.Rule) Kind {
+	if info, _ := r.Algorithm.Info(); info.Bucket {
+		return Bucket
+	}
+	return Window
+}
+
+// sweep drops the idle entries, with s.mu held, at most once per 50ms of
+// the requests' time: those with no request for a TTL, and for a Window
+// holder none in its current window either, so that the authority never
+// forgets units it admitted in a window still open. It gives their leases
+// back if a renewal slot is free; else they expire.
+func (s *Store) sweep(ns int64) {
+	if ns-s.swept < int64(50*time.Millisecond) && s.swept != 0 {
+		return
+	}
+	s.swept = ns
+	for k, e := range s.keys {
+		e.mu.Lock()
+		idle := !e.h.inflight && e.pending == nil && ns-e.used >= e.h.ttl &&
+			(e.h.kind == Bucket || floorDiv(e.used, e.h.period) < floorDiv(ns, e.h.period))
+		if idle {
+			e.dropped = true
+			delete(s.keys, k)
+			if e.h.held {
+				s.release(e.key)
+			}
+		}
+		e.mu.Unlock()
+	}
+}
+
+// release gives back a lease in the background if a slot is free, with
+// s.mu held.
+func (s *Store) release(key string) {
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		return
+	}
+	if !s.start() {
+		<-s.slots
+		return
+	}
+	go func() {
+		defer s.wg.Done()
+		defer func() { <-s.slots }()
+		_ = s.auth.Release(s.ctx, key, s.id)
+	}()
+}
+
+// Held is one of a Store's leases, as Leases reports it.
+type Held struct {
+	Rule string // the rule's name
+	Key  string // the check's key
+	// AuthorityKey is the lease's key at the authority, for
+	// Authority.Holdings.
+	AuthorityKey string
+	Kind         Kind
+	// Share, Burst and Allowance are the last grant's; Holders the key's
+	// holders it counted.
+	Share, Burst, Allowance int64
+	Holders                 int
+	// Demand is what the Store last reported: units asked per Period.
+	Demand  int64
+	Expires time.Time
+}
+
+// Leases lists the Store's leases, by rule and key: every key it holds
+// a grant for, with the grant's expiry.
+func (s *Store) Leases() []Held {
+	s.mu.Lock()
+	es := make([]*entry, 0, len(s.keys))
+	for _, e := range s.keys {
+		es = append(es, e)
+	}
+	s.mu.Unlock()
+	out := make([]Held, 0, len(es))
+	for _, e := range es {
+		e.mu.Lock()
+		if h := e.h; h.held {
+			out = append(out, Held{Rule: e.rule, Key: e.ckey, AuthorityKey: e.key, Kind: h.kind, Share: h.share, Burst: h.burst, Allowance: h.allowance,
+				Holders: h.holders, Demand: h.demand, Expires: time.Unix(0, h.expires)})
+		}
+		e.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b Held) int {
+		return cmpStrings(a.Rule, b.Rule, a.Key, b.Key)
+	})
+	return out
+}
+
+func cmpStrings(a1, b1, a2, b2 string) int {
+	if c := strings.Compare(a1, b1); c != 0 {
+		return c
+	}
+	return strings.Compare(a2, b2)
+}
+
+// Close gives back every lease and stops the renewals, waiting for them
+// at most until ctx ends. The Store refuses requests afterwards.
+func (s *Store) Close(ctx context.Context) error {
+	s.life.Lock()
+	was := s.closed.Swap(true)
+	s.life.Unlock()
+	if was {
+		return nil
+	}
+	s.mu.Lock()
+	es := make([]*entry, 0, len(s.keys))
+	for _, e := range s.keys {
+		es = append(es, e)
+	}
+	s.mu.Unlock()
+	stopped := make(chan struct{})
+	go func() { s.wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		s.cancel()
+		return ctx.Err()
+	}
+	s.cancel()
+	var errs []error
+	for _, e := range es {
+		e.mu.Lock()
+		held := e.h.held
+		e.mu.Unlock()
+		if held {
+			if err := s.auth.Release(ctx, e.key, s.id); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// authorityKey names a check's lease at the authority: the rule's name,
+// its ':' and '%' escaped, then the check's key.
+func authorityKey(rule, key string) string {
+	if strings.ContainsAny(rule, ":%") {
+		rule = strings.NewReplacer("%", "%25", ":", "%3A").Replace(rule)
+	}
+	return rule + ":" + key
+}

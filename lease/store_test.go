@@ -1,0 +1,373 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/lease"
+	"github.com/sluicehq/sluice/memory"
+)
+
+var start = time.Unix(1_700_000_000, 0)
+
+func prepare(t *testing.T, r sluice.Rule) *sluice.PreparedRule {
+	t.Helper()
+	p, err := r.Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// newStore is a lease.Store over a memory store and a, closed at the
+// test's end.
+func newStore(t *testing.T, a lease.Authority, opts ...lease.Option) *lease.Store {
+	t.Helper()
+	exact, err := memory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { exact.Close() })
+	s, err := lease.New(exact, a, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return s
+}
+
+func take(t *testing.T, s sluice.Store, now time.Time, checks ...sluice.Check) []sluice.Decision {
+	t.Helper()
+	out := make([]sluice.Decision, len(checks))
+	if err := s.Take(t.Context(), now, checks, out); err != nil {
+		t.Fatalf("Take at %v: %v", now.Sub(start), err)
+	}
+	return out
+}
+
+// count takes one unit n times at now from many goroutines, and returns
+// how many were allowed.
+func count(t *testing.T, s sluice.Store, now time.Time, n int, checks ...sluice.Check) int64 {
+	t.Helper()
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	for g := range 16 {
+		wg.Go(func() {
+			out := make([]sluice.Decision, len(checks))
+			for j := g; j < n; j += 16 {
+				if err := s.Take(context.Background(), now, checks, out); err != nil {
+					failed.Store(err)
+					return
+				}
+				ok := true
+				for _, d := range out {
+					ok = ok && d.Allowed
+				}
+				if ok {
+					allowed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		t.Fatal(err)
+	}
+	return allowed.Load()
+}
+
+// TestStoreExactCounts: many goroutines deciding one key on one lease are
+// allowed exactly what the lease holds: a window's allowance, a bucket's
+// tokens refilled at its share.
+func TestStoreExactCounts(t *testing.T) {
+	lz := sluice.Lease{Enabled: true, Renew: time.Second, TTL: 3 * time.Second}
+	t.Run("window", func(t *testing.T) {
+		s := newStore(t, lease.NewMemoryAuthority())
+		p := prepare(t, sluice.Rule{Name: "w", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(1000), Lease: lz})
+		// A first holder that reported no demand yet is given half the
+		// limit, the rest left for a newcomer.
+		if got := count(t, s, start, 2000, sluice.Check{Rule: p, Key: "k"}); got != 500 {
+			t.Errorf("allowed %d of 2000 at one instant, want the allowance, 500", got)
+		}
+	})
+	t.Run("bucket", func(t *testing.T) {
+		s := newStore(t, lease.NewMemoryAuthority())
+		p := prepare(t, sluice.Rule{Name: "b", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1000), Lease: lz})
+		// A new lease starts empty: the first request is denied.
+		if d := take(t, s, start, sluice.Check{Rule: p, Key: "k"}); d[0].Allowed {
+			t.Fatalf("first request on a new lease: %+v, want denied", d[0])
+		}
+		// 999ms later its share of 500 a second has refilled 499.5.
+		if got := count(t, s, start.Add(999*time.Millisecond), 2000, sluice.Check{Rule: p, Key: "k"}); got != 499 {
+			t.Errorf("allowed %d of 2000, want 499", got)
+		}
+	})
+}
+
+// TestStoreMixed: a request with leased and exact checks is
+// all-or-nothing: a denial by either side charges neither.
+func TestStoreMixed(t *testing.T) {
+	lz := sluice.Lease{Enabled: true, Renew: time.Second}
+	s := newStore(t, lease.NewMemoryAuthority())
+	leased := prepare(t, sluice.Rule{Name: "leased", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(1000), Lease: lz})
+	exact := prepare(t, sluice.Rule{Name: "exact", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(3)})
+	both := []sluice.Check{{Rule: leased, Key: "k"}, {Rule: exact, Key: "k"}}
+	if got := count(t, s, start, 10, both...); got != 3 {
+		t.Fatalf("allowed %d of 10 with the exact rule at 3, want 3", got)
+	}
+	// The 7 the exact rule denied took nothing of the lease's 500.
+	if got := count(t, s, start, 1000, both[0]); got != 497 {
+		t.Errorf("the lease then allowed %d, want 497", got)
+	}
+
+	tiny := prepare(t, sluice.Rule{Name: "tiny", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(2), Lease: lz})
+	wide := prepare(t, sluice.Rule{Name: "wide", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(100)})
+	if got := count(t, s, start, 10, sluice.Check{Rule: tiny, Key: "k"}, sluice.Check{Rule: wide, Key: "k"}); got != 1 {
+		t.Fatalf("allowed %d of 10 with the lease at 1, want 1", got)
+	}
+	// The 9 the lease denied took nothing of the exact rule's 100.
+	if d := take(t, s, start, sluice.Check{Rule: wide, Key: "k", Peek: true}); d[0].Remaining != 99 {
+		t.Errorf("the exact rule has %d left, want 99", d[0].Remaining)
+	}
+}
+
+// TestStoreBounded: a Store holds leases on at most WithMaxKeys keys; a new
+// key past it is refused (ErrFull, so the rule's failure mode applies)
+// while the others are in use, and takes the place of one idle for a TTL.
+func TestStoreBounded(t *testing.T) {
+	a := lease.NewMemoryAuthority()
+	s := newStore(t, a, lease.WithMaxKeys(2))
+	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(100), Lease: sluice.Lease{Enabled: true}})
+	take(t, s, start, sluice.Check{Rule: p, Key: "a"})
+	take(t, s, start, sluice.Check{Rule: p, Key: "b"})
+	out := make([]sluice.Decision, 1)
+	err := s.Take(t.Context(), start, []sluice.Check{{Rule: p, Key: "c"}}, out)
+	if !errors.Is(err, lease.ErrFull) || !errors.Is(err, sluice.ErrNoRoom) {
+		t.Fatalf("a third key: %v, want ErrFull", err)
+	}
+	take(t, s, start.Add(200*time.Millisecond), sluice.Check{Rule: p, Key: "a"})
+	// b has had no request for its TTL (300ms): c takes its place.
+	take(t, s, start.Add(400*time.Millisecond), sluice.Check{Rule: p, Key: "c"})
+	var keys []string
+	for _, h := range s.Leases() {
+		keys = append(keys, h.Key)
+	}
+	if len(keys) != 2 || keys[0] != "a" || keys[1] != "c" {
+		t.Errorf("Leases() holds %v, want [a c]", keys)
+	}
+}
+
+// flaky is an authority that fails while fail is set.
+type flaky struct {
+	lease.Authority
+	fail atomic.Bool
+}
+
+var errDown = errors.New("authority down")
+
+func (f *flaky) Renew(ctx context.Context, r lease.Request) (lease.Grant, error) {
+	if f.fail.Load() {
+		return lease.Grant{}, errDown
+	}
+	return f.Authority.Renew(ctx, r)
+}
+
+// TestStoreAuthorityDown: while its renewals fail a key keeps deciding on
+// its lease until the lease expires; then the store errs, and a Limiter
+// decides by the rule's failure mode.
+func TestStoreAuthorityDown(t *testing.T) {
+	a := &flaky{Authority: lease.NewMemoryAuthority()}
+	s := newStore(t, a)
+	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(100),
+		Failure: sluice.FailClosed, Lease: sluice.Lease{Enabled: true, Renew: 100 * time.Millisecond, TTL: 300 * time.Millisecond}})
+	c := sluice.Check{Rule: p, Key: "k"}
+	take(t, s, start, c) // the first grant, of 50 a second: a new lease starts empty
+	a.fail.Store(true)
+	for _, at := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 299 * time.Millisecond} {
+		if d := take(t, s, start.Add(at), c); !d[0].Allowed {
+			t.Fatalf("at %v, on a lease good until 300ms: %+v", at, d[0])
+		}
+	}
+	out := make([]sluice.Decision, 1)
+	if err := s.Take(t.Context(), start.Add(300*time.Millisecond), []sluice.Check{c}, out); !errors.Is(err, errDown) {
+		t.Fatalf("at 300ms, the lease expired: %v, want the authority's error", err)
+	}
+	lim, err := sluice.NewLimiter(s, sluice.WithClock(fixedClock(start.Add(400*time.Millisecond))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := lim.Take(t.Context(), []sluice.Check{c}, nil)
+	if err != nil || res.Allowed || !errors.Is(res.Err, errDown) {
+		t.Fatalf("through a Limiter, failing closed: %+v, %v", res, err)
+	}
+	a.fail.Store(false)
+	take(t, s, start.Add(500*time.Millisecond), c) // a new lease, empty
+	if d := take(t, s, start.Add(600*time.Millisecond), c); !d[0].Allowed {
+		t.Fatalf("with the authority back: %+v", d[0])
+	}
+}
+
+type fixedClock time.Time
+
+func (c fixedClock) Now() time.Time { return time.Time(c) }
+
+// blocked is an authority whose renewals say when they start, on
+// entered, and wait until release is closed.
+type blocked struct {
+	lease.Authority
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blocked) Renew(ctx context.Context, r lease.Request) (lease.Grant, error) {
+	select {
+	case b.entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return lease.Grant{}, ctx.Err()
+	}
+	return b.Authority.Renew(ctx, r)
+}
+
+// TestStoreRenewalsBounded: with every renewal slot taken, the first
+// request of a new key is shed, neither waited for nor let through; a
+// first request waits for its grant at most until its context ends.
+func TestStoreRenewalsBounded(t *testing.T) {
+	b := &blocked{Authority: lease.NewMemoryAuthority(), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	s := newStore(t, b, lease.WithMaxRenewals(1))
+	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(100), Lease: sluice.Lease{Enabled: true}})
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		errc <- s.Take(ctx, start, []sluice.Check{{Rule: p, Key: "a"}}, make([]sluice.Decision, 1))
+	}()
+	select {
+	case <-b.entered: // a's first renewal holds the one slot
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's first renewal did not start")
+	}
+	err := s.Take(t.Context(), start, []sluice.Check{{Rule: p, Key: "b"}}, make([]sluice.Decision, 1))
+	if !errors.Is(err, sluice.ErrShed) {
+		t.Fatalf("b's first request with the slot taken: %v, want ErrShed", err)
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a's first request, canceled while it waits: %v", err)
+	}
+	close(b.release)
+	if d := take(t, s, start, sluice.Check{Rule: p, Key: "a"}); !d[0].Allowed {
+		t.Fatalf("a once the authority answers: %+v", d[0])
+	}
+}
+
+// TestStoreClose: Close gives every lease back; the Store then refuses
+// requests.
+func TestStoreClose(t *testing.T) {
+	a := lease.NewMemoryAuthority()
+	s := newStore(t, a, lease.WithHolder("me"))
+	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(100), Lease: sluice.Lease{Enabled: true}})
+	for _, k := range []string{"a", "b"} {
+		take(t, s, start, sluice.Check{Rule: p, Key: k})
+	}
+	held := s.Leases()
+	if len(held) != 2 || held[0].Rule != "r" || held[0].Key != "a" || held[0].Share != 50 || held[0].Kind != lease.Bucket ||
+		!held[0].Expires.Equal(start.Add(300*time.Millisecond)) {
+		t.Fatalf("Leases() = %+v", held)
+	}
+	hs, err := a.Holdings(t.Context(), "r:a")
+	if err != nil || len(hs) != 1 || hs[0].Holder != "me" {
+		t.Fatalf("the authority holds %+v, %v; want me", hs, err)
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"r:a", "r:b"} {
+		if hs, _ := a.Holdings(t.Context(), k); len(hs) != 0 {
+			t.Errorf("after Close the authority holds %+v for %s", hs, k)
+		}
+	}
+	err = s.Take(t.Context(), start, []sluice.Check{{Rule: p, Key: "a"}}, make([]sluice.Decision, 1))
+	if !errors.Is(err, lease.ErrClosed) {
+		t.Errorf("Take after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestStoreOptions: bad options are refused.
+func TestStoreOptions(t *testing.T) {
+	exact, err := memory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exact.Close()
+	a := lease.NewMemoryAuthority()
+	for _, o := range []lease.Option{lease.WithHolder(""), lease.WithMaxKeys(0), lease.WithMaxRenewals(-1)} {
+		if _, err := lease.New(exact, a, o); err == nil {
+			t.Errorf("a bad option was taken")
+		}
+	}
+	if _, err := lease.New(nil, a); err == nil {
+		t.Errorf("New without an exact store: no error")
+	}
+}
+
+// TestStoresShareKey: two Stores leasing one key from one authority, with
+// their renewals in the background, admit together no more than the
+// limit's bound: a window's Rate in each window, a bucket's Burst plus
+// Rate per second over any run of windows; and, whatever the machine's
+// load does to their renewals, a good part of it while their demand is
+// over it.
+func TestStoresShareKey(t *testing.T) {
+	for _, algo := range []sluice.Algo{sluice.AlgoFixedWindow, sluice.AlgoTokenBucket} {
+		t.Run(string(algo), func(t *testing.T) {
+			a := lease.NewMemoryAuthority()
+			p := prepare(t, sluice.Rule{Name: "r", Algorithm: algo, Limit: sluice.PerSecond(1000), Lease: sluice.Lease{Enabled: true}})
+			stores := []*lease.Store{newStore(t, a, lease.WithHolder("a")), newStore(t, a, lease.WithHolder("b"))}
+			asks := []int{4, 3} // units a millisecond: 1.4 times the limit together
+			const windows = 8
+			var admitted [windows]int64
+			out := make([]sluice.Decision, 1)
+			c := []sluice.Check{{Rule: p, Key: "k"}}
+			for ms := range windows * 1000 {
+				now := start.Add(time.Duration(ms) * time.Millisecond)
+				for i, s := range stores {
+					for range asks[i] {
+						if err := s.Take(t.Context(), now, c, out); err != nil {
+							t.Fatalf("at %v: %v", now.Sub(start), err)
+						}
+						if out[0].Allowed {
+							admitted[ms/1000]++
+						}
+					}
+				}
+			}
+			t.Logf("admitted per window: %v", admitted)
+			for i := range admitted {
+				var sum int64
+				for j := i; j < windows; j++ {
+					sum += admitted[j]
+					bound := int64(j-i+1) * 1000
+					if algo != sluice.AlgoFixedWindow {
+						bound += 1000 // the burst
+					}
+					if sum > bound {
+						t.Errorf("windows %d to %d admitted %d, above the bound %d", i, j, sum, bound)
+					}
+				}
+			}
+			for i := 2; i < windows; i++ {
+				if admitted[i] < 500 {
+					t.Errorf("window %d admitted %d of a limit of 1000 asked 1400", i, admitted[i])
+				}
+			}
+		})
+	}
+}
