@@ -498,30 +498,10 @@ func infoField(b *testing.B, rc *goredis.Client, section, field string) string {
 	return ""
 }
 
-// commandUsec is the µs Redis has spent in cmds, from INFO commandstats
-// (cmdstat_NAME:calls=...,usec=...,...).
+// commandUsec is the µs Redis has spent in cmds, from INFO commandstats.
 func commandUsec(b *testing.B, rc *goredis.Client, cmds []string) int64 {
-	info, err := rc.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var total int64
-	for _, line := range strings.Split(info, "\n") {
-		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !slices.Contains(cmds, strings.TrimPrefix(name, "cmdstat_")) {
-			continue
-		}
-		for _, kv := range strings.Split(stats, ",") {
-			if v, ok := strings.CutPrefix(kv, "usec="); ok {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					b.Fatalf("INFO commandstats: %s: %v", line, err)
-				}
-				total += n
-			}
-		}
-	}
-	return total
+	_, usec := commandCounts(b, rc, cmds)
+	return usec
 }
 
 // serverCPU is the CPU time redis-server has used, user and system, from

@@ -48,6 +48,17 @@ var badConfigs = []struct {
 	{"unlimited_with_charge.yaml", `unlimited_with_charge.yaml:6: descriptors[0].rate_limit.charge: an unlimited limit takes no charge`},
 	{"unlimited_with_unit.yaml", `unlimited_with_unit.yaml:6: descriptors[0].rate_limit.unit: an unlimited limit takes no unit`},
 	{"unlimited_not_alone.yaml", `unlimited_not_alone.yaml:7: descriptors[0].rate_limits[1]: an unlimited limit must be the descriptor's only one`},
+	{"lease_bad_renew.yaml", `lease_bad_renew.yaml:8: descriptors[0].rate_limit.lease.renew: "soon": want a positive duration such as 100ms or 2s`},
+	{"lease_zero_ttl.yaml", `lease_zero_ttl.yaml:8: descriptors[0].rate_limit.lease.ttl: "0s": want a positive duration`},
+	{"lease_unknown_key.yaml", `lease_unknown_key.yaml:8: descriptors[0].rate_limit.lease: unknown key "expiry" (want one of renew, ttl)`},
+	{"lease_not_mapping.yaml", `lease_not_mapping.yaml:7: descriptors[0].rate_limit.lease: want a mapping of keys to values, got "true"`},
+	{"unlimited_with_lease.yaml", `unlimited_with_lease.yaml:6: descriptors[0].rate_limit.lease: an unlimited limit takes no lease`},
+	// Rule.Validate refuses these; the error is at the lease, which is
+	// what to change.
+	{"lease_sliding_log.yaml", `lease_sliding_log.yaml:8: descriptors[0].rate_limit.lease: sluice: rule "test-domain.key1": lease: algorithm sliding_log cannot be leased`},
+	{"lease_sliding_counter.yaml", `lease_sliding_counter.yaml:8: descriptors[0].rate_limit.lease: sluice: rule "test-domain.key1": lease: algorithm sliding_counter cannot be leased`},
+	{"lease_usage.yaml", `lease_usage.yaml:8: descriptors[0].rate_limit.lease: sluice: rule "test-domain.key1": lease: a rule charged by usage cannot be leased`},
+	{"lease_ttl_below_renew.yaml", `lease_ttl_below_renew.yaml:8: descriptors[0].rate_limit.lease: sluice: rule "test-domain.key1": lease: ttl 200ms must not be shorter than renew 500ms`},
 	{"rate_limit_and_rate_limits.yaml", `rate_limit_and_rate_limits.yaml:8: descriptors[0].rate_limits: give rate_limit or rate_limits, not both`},
 	{"duplicate_limit_name.yaml", `duplicate_limit_name.yaml:8: descriptors[0].rate_limits[1]: two limits of one descriptor are both named "per_key" (the first at line 5)`},
 	{"bad_name.yaml", `bad_name.yaml:5: descriptors[0].rate_limit.name: "per{key}": a name cannot hold`},

@@ -41,6 +41,10 @@
 //     lost then charges twice: set MaxRetries to -1, as above, where exact
 //     counts matter more than a retry. A give-back is safe to retry.
 //
+// Store.Authority is the lease.Authority of the processes that share the
+// Redis: rules marked Lease are decided locally on a share of each key's
+// quota, renewed through it (see Leases in docs/redis.md).
+//
 // How it works, in the sections its declarations refer to ("see Requests
 // across slots"), is in docs/redis.md:
 // https://github.com/sluicehq/sluice/blob/main/docs/redis.md

@@ -45,7 +45,18 @@ var (
 	takeLibrary     = "#!lua name=" + takeFn + "\n" + takeScript + "\nredis.register_function{function_name='" + takeFn + "', callback=take, flags={'allow-cross-slot-keys'}}\nredis.register_function{function_name='" + fixedFn + "', callback=fixedrun}\n"
 	takeFnArg   any = takeFn
 	fixedFnArg  any = fixedFn
+	takeLua         = script{library: takeLibrary, src: takeScriptArg, sha: takeSHAArg}
 )
+
+// script is a Lua file the store runs: the library FUNCTION LOAD loads
+// for FCALL, and the source and its hash for EVAL and EVALSHA, boxed once.
+type script struct {
+	library  string
+	src, sha any
+}
+
+// scripts are the files Load loads.
+var scripts = []*script{&takeLua, &leaseLua}
 
 // Errors a Take can return besides those of Redis and the context.
 var (
@@ -207,9 +218,10 @@ func (s *Store) choose(o options, cc *goredis.ClusterClient) error {
 	return nil
 }
 
-// Load loads the store's script into Redis, and its library of functions
-// where the store runs them (Redis 7 and later): on every master of a
-// Cluster, every shard of a Ring. Without it the first calls load them,
+// Load loads the store's scripts (take.lua, and lease.lua for Authority)
+// into Redis, and their libraries of functions where the store runs them
+// (Redis 7 and later): on every master of a Cluster, every shard of a
+// Ring. Without it the first calls load them,
 // each on finding them missing; on a cold start under load many calls
 // then wait for a load at once, and may miss their deadline. Call it
 // before taking traffic: sluice serve does, before it reports ready.
@@ -235,19 +247,24 @@ func (s *Store) Load(ctx context.Context) error {
 	return nil
 }
 
-// load loads the script, and the library where runs go by FCALL, into
-// the Redis c reaches.
+// load loads the scripts, and their libraries where runs go by FCALL,
+// into the Redis c reaches.
 func (s *Store) load(ctx context.Context, c goredis.UniversalClient) error {
-	if s.fcall && !s.noFunctions.Load() {
-		err := c.Do(ctx, "function", "load", "replace", takeLibrary).Err()
-		switch {
-		case err != nil && noFunctions(err):
-			s.noFunctions.Store(true)
-		case err != nil:
+	for _, sc := range scripts {
+		if s.fcall && !s.noFunctions.Load() {
+			err := c.Do(ctx, "function", "load", "replace", sc.library).Err()
+			switch {
+			case err != nil && noFunctions(err):
+				s.noFunctions.Store(true)
+			case err != nil:
+				return err
+			}
+		}
+		if err := c.Do(ctx, "script", "load", sc.src).Err(); err != nil {
 			return err
 		}
 	}
-	return c.ScriptLoad(ctx, takeScript).Err()
+	return nil
 }
 
 // Stats counts what a Store did since New.

@@ -330,37 +330,47 @@ func (s *Store) failed(ctx context.Context, err error) error {
 	return err
 }
 
-// exec runs the script with args, which begin with FCALL and the
-// function's name, on l: by FCALL, and on "Function not found" (a
-// restart, a failover, FUNCTION FLUSH) FUNCTION LOAD, then FCALL again;
-// or, through a Cluster's or a Ring's client, or on a server with no
-// functions for the store, by EVALSHA, and on NOSCRIPT EVAL, which loads
-// the script again. Such an answer means the script did not run, so
-// nothing is charged twice.
+// exec runs take.lua with args, which begin with FCALL and the function's
+// name, on l (see call), and reads its answer: an array of integers.
 func (l *link) exec(ctx context.Context, args []any) ([]int64, error) {
+	cmd, err := l.call(ctx, &takeLua, args)
+	if err != nil {
+		return nil, err
+	}
+	return cmd.Int64Slice()
+}
+
+// call runs sc with args, which begin with FCALL and the function's
+// name, on l: by FCALL, and on "Function not found" (a restart, a
+// failover, FUNCTION FLUSH) FUNCTION LOAD, then FCALL again; or, through
+// a Cluster's or a Ring's client, or on a server with no functions for
+// the store, by EVALSHA, and on NOSCRIPT EVAL, which loads the script
+// again. Such an answer means the script did not run, so nothing is
+// charged twice.
+func (l *link) call(ctx context.Context, sc *script, args []any) (*goredis.Cmd, error) {
 	s := l.s
 	if l.fcall && !s.noFunctions.Load() {
-		reply, err := l.do(ctx, args)
+		cmd, err := l.do(ctx, args)
 		if err != nil && goredis.HasErrorPrefix(err, "Function not found") {
 			s.st.reloads.Add(1)
-			err = l.process(ctx, goredis.NewCmd(ctx, "function", "load", "replace", takeLibrary))
+			err = l.process(ctx, goredis.NewCmd(ctx, "function", "load", "replace", sc.library))
 			if err == nil {
-				reply, err = l.do(ctx, args)
+				cmd, err = l.do(ctx, args)
 			}
 		}
 		if err == nil || !noFunctions(err) {
-			return reply, err
+			return cmd, err
 		}
 		s.noFunctions.Store(true)
 	}
-	args[0], args[1] = "evalsha", takeSHAArg
-	reply, err := l.do(ctx, args)
+	args[0], args[1] = "evalsha", sc.sha
+	cmd, err := l.do(ctx, args)
 	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
 		s.st.reloads.Add(1)
-		args[0], args[1] = "eval", takeScriptArg
-		reply, err = l.do(ctx, args)
+		args[0], args[1] = "eval", sc.src
+		cmd, err = l.do(ctx, args)
 	}
-	return reply, err
+	return cmd, err
 }
 
 // noFunctions reports whether err says that the server has no functions
@@ -369,14 +379,10 @@ func noFunctions(err error) bool {
 	return goredis.HasErrorPrefix(err, "unknown command") || goredis.HasErrorPrefix(err, "NOPERM")
 }
 
-// do sends one command on l and waits for its answer, an array of
-// integers, or the end of ctx.
-func (l *link) do(ctx context.Context, args []any) ([]int64, error) {
+// do sends one command on l and waits for its answer or the end of ctx.
+func (l *link) do(ctx context.Context, args []any) (*goredis.Cmd, error) {
 	cmd := goredis.NewCmd(ctx, args...)
-	if err := l.process(ctx, cmd); err != nil {
-		return nil, err
-	}
-	return cmd.Int64Slice()
+	return cmd, l.process(ctx, cmd)
 }
 
 // process sends cmd on l and waits for its answer or the end of ctx.

@@ -20,11 +20,12 @@ import (
 // sized from the bucket's limits and the stream's share of the demand
 // reported (lease.Allocate), renewed at the limit's lease interval, with a
 // time to live of its lease TTL.
+//
+// The streams' shares are kept by Settings.Authority, which the leased
+// rules use too (under keys of their own): replicas that share one Redis
+// share each limit among all their streams. Without one, each server
+// divides its limits among its own streams, with a memory authority.
 type RLQS struct {
-	// Authority divides each limit's quota among the streams. The default
-	// is a lease.MemoryAuthority of this server alone; replicas that
-	// share a limit share a Redis authority.
-	Authority lease.Authority
 	// AbandonAfter is how long a bucket may go without a usage report
 	// before the stream is told to abandon it (AbandonAction) and its
 	// shares go back. The default is DefaultRLQSAbandonAfter.
@@ -47,9 +48,6 @@ const (
 )
 
 func (q RLQS) withDefaults() (RLQS, error) {
-	if q.Authority == nil {
-		q.Authority = lease.NewMemoryAuthority()
-	}
 	switch {
 	case q.AbandonAfter < 0:
 		return q, settingsError("RLQS.AbandonAfter %v must not be negative", q.AbandonAfter)
@@ -84,8 +82,12 @@ func (s *Server) rlqsSettings() protocol.RLQSSettings {
 		buckets.WithLabelValues(r)
 	}
 	s.m.reg.MustRegister(buckets)
+	auth := s.cfg.Authority
+	if auth == nil {
+		auth = lease.NewMemoryAuthority()
+	}
 	return protocol.RLQSSettings{
-		Authority:    s.cfg.RLQS.Authority,
+		Authority:    auth,
 		AbandonAfter: s.cfg.RLQS.AbandonAfter,
 		MaxStreams:   s.cfg.RLQS.MaxStreams,
 		MaxBuckets:   s.cfg.RLQS.MaxBuckets,

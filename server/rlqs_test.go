@@ -55,10 +55,9 @@ const apiKey = "rlqs:quota.name_api:quota|name=api"
 // renewals by timers) with the memory authority auth.
 func startRLQS(t *testing.T, auth lease.Authority, q RLQS) *env {
 	t.Helper()
-	q.Authority = auth
 	return start(t, Settings{
 		Paths: []string{writeFile(t, t.TempDir(), "quota.yaml", rlqsYAML)},
-		Clock: sluice.SystemClock, RLQS: q, ShutdownTimeout: 30 * time.Second,
+		Clock: sluice.SystemClock, Authority: auth, RLQS: q, ShutdownTimeout: 30 * time.Second,
 	})
 }
 

@@ -509,7 +509,7 @@ func (c *serveCmd) newServer(ctx context.Context) (*server.Server, *openedStore,
 		return nil, nil, &usageError{err}
 	}
 	s := c.settings
-	s.Store, s.Fallback, s.StoreName = st.store, st.fallback, st.name
+	s.Store, s.Fallback, s.StoreName, s.Authority = st.store, st.fallback, st.name, st.authority
 	s.StatsPools = st.pools
 	srv, err := server.New(s)
 	if err != nil {

@@ -22,7 +22,13 @@ The config files are checked for changes every second and reloaded, and
 reloaded at once on SIGHUP; a config that does not load is logged and the
 last good one keeps serving. On SIGTERM or SIGINT the service reports
 itself not ready, waits -drain, stops accepting, lets the requests in
-flight finish, and exits 0.
+flight finish, gives back the leases it holds, and exits 0.
+
+Limits with lease: in the config are decided on leased quota: each
+process holds a share of each key's quota, in proportion to the traffic it
+sees, and decides locally from it. The replicas on one Redis share each
+key through it (the main one, beside -redis-persecond); on the memory
+store the process holds it all. The console's Leases page shows them.
 
 envoyproxy/ratelimit's environment variables (RUNTIME_ROOT, REDIS_URL,
 GRPC_SERVER_USE_TLS, ...) configure it too: when any is set, or with

@@ -3,6 +3,8 @@ package console
 import (
 	"net/http"
 	"time"
+
+	"github.com/sluicehq/sluice/config"
 )
 
 // RLQSAssignment is one bucket of one RLQS stream: the share of its limit
@@ -28,16 +30,38 @@ type RLQSAssignment struct {
 	Renewed     time.Time `json:"renewed"`
 }
 
+// maxRLQSAssignments bounds GET /v1/rlqs's list: a thousand streams of a
+// thousand buckets would be a million rows.
+const maxRLQSAssignments = 1000
+
 // rlqsReport is GET /v1/rlqs's answer.
 type rlqsReport struct {
-	Note        string           `json:"note"`
-	Assignments []RLQSAssignment `json:"assignments"`
+	Note string `json:"note"`
+	// Total counts the assignments, of which Assignments are the first
+	// maxRLQSAssignments. BucketsShown says the bucket ids' values are
+	// shown (with Lookup); else each is its digest.
+	Total        int              `json:"total"`
+	BucketsShown bool             `json:"buckets_shown"`
+	Assignments  []RLQSAssignment `json:"assignments"`
 }
 
-func (c *Console) serveRLQS(w http.ResponseWriter, r *http.Request) {
-	rep := rlqsReport{Note: "This process's RLQS streams only: each replica shows its own.", Assignments: []RLQSAssignment{}}
+func (c *Console) serveRLQS(w http.ResponseWriter, r *http.Request, opts Options) {
+	rep := rlqsReport{Note: "This process's RLQS streams only: each replica shows its own.", BucketsShown: opts.Lookup, Assignments: []RLQSAssignment{}}
 	if c.svc.RLQS != nil {
-		rep.Assignments = append(rep.Assignments, c.svc.RLQS()...)
+		as := c.svc.RLQS()
+		rep.Total = len(as)
+		for _, a := range as[:min(len(as), maxRLQSAssignments)] {
+			if !opts.Lookup {
+				// A bucket id's values come from requests (a header, a
+				// user): only the key lookup shows them.
+				b := make(map[string]string, len(a.Bucket))
+				for k, v := range a.Bucket {
+					b[k] = config.SecretLabel(v)
+				}
+				a.Bucket = b
+			}
+			rep.Assignments = append(rep.Assignments, a)
+		}
 	}
 	writeJSON(w, http.StatusOK, rep)
 }

@@ -1,0 +1,240 @@
+package redis
+
+import (
+	"context"
+	"crypto/sha1"
+	_ "embed"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/lease"
+)
+
+//go:embed lease.lua
+var leaseScript string
+
+// The lease script, as a script and as a library of one function, named
+// for this version of it as take.lua's is.
+var (
+	leaseSHA = func() string {
+		h := sha1.Sum([]byte(leaseScript))
+		return hex.EncodeToString(h[:])
+	}()
+	leaseFn  = "sluice_lease_" + leaseSHA
+	leaseLua = script{
+		library: "#!lua name=" + leaseFn + "\n" + leaseScript + "\nredis.register_function('" + leaseFn + "', lease)\n",
+		src:     leaseScript,
+		sha:     leaseSHA,
+	}
+)
+
+// maxExact bounds the window and the use a renewal sends, which the
+// script holds as doubles; lease.CheckRequest bounds the rest.
+const maxExact = 1 << 53
+
+// Authority is a lease.Authority in the Redis of a Store: processes that
+// share the Redis share each key's quota through it. It is safe for
+// concurrent use. Its time is Redis TIME: a share expires TTL after the
+// renewal reached Redis, later than the holder's own expiry (TTL after
+// it sent the renewal), so clocks need not agree.
+//
+// Each key's holdings are one hash, beside the store's keys and in the
+// key's slot of a Cluster:
+//
+//	prefix{key}:lease
+//
+// a field per holder. A renewal reads the key's holders, forgets those
+// expired (a fixed window's once the window it expired in has ended, as
+// the memory authority does), allocates (lease.Allocate, in Lua) and writes the holder's
+// field, in one script run, and keeps the hash until its latest expiry
+// (a fixed window's: the end of that expiry's window).
+// Since a renewal reads every holder of its key, a key takes at most
+// lease.MaxHolders: a new holder past that is refused, with an error
+// wrapping lease.ErrAuthorityFull, until one releases or expires.
+type Authority struct {
+	s *Store
+}
+
+var _ lease.Authority = (*Authority)(nil)
+
+// Authority returns the lease authority in s's Redis. It shares s's
+// client, key prefix and timeout (WithTimeout bounds each call from when
+// it is sent), and s's way of running scripts (Store.Load loads the
+// lease script too). It takes no place among s's requests in flight, and
+// its errors do not open s's circuit breaker: a renewal that fails leaves
+// the holder on its lease until it expires.
+func (s *Store) Authority() *Authority { return &Authority{s: s} }
+
+// Renew reports r's demand and returns r.Holder's share of r.Key, good for
+// r.TTL from when it reached Redis (see lease.Authority). r.Now is not
+// read. It errs, changing nothing, for a request lease.CheckRequest
+// refuses or whose window or use is past 2^53 (wrapping
+// sluice.ErrRefused), for a new holder of a key with lease.MaxHolders
+// (wrapping lease.ErrAuthorityFull), or with Redis's error, ErrTimeout or
+// the context's.
+func (a *Authority) Renew(ctx context.Context, r lease.Request) (lease.Grant, error) {
+	arg, err := renewal(r)
+	if err != nil {
+		return lease.Grant{}, err
+	}
+	cmd, err := a.call(ctx, &leaseLua, []any{"fcall", leaseFn, 1, a.key(r.Key), "r", r.Holder, arg})
+	if err != nil {
+		return lease.Grant{}, err
+	}
+	v, err := cmd.Int64Slice()
+	switch {
+	case err != nil:
+		return lease.Grant{}, fmt.Errorf("redis: lease: %w", err)
+	case len(v) == 2 && v[0] == 1:
+		return lease.Grant{}, fmt.Errorf("redis: %w: key %q has %d holders", lease.ErrAuthorityFull, r.Key, v[1])
+	case len(v) != 6 || v[0] != 0:
+		return lease.Grant{}, fmt.Errorf("redis: lease: an answer of %d numbers, want 6", len(v))
+	}
+	return lease.Grant{Share: v[1], Burst: v[2], Allowance: v[3], Holders: int(v[4]), Demand: v[5]}, nil
+}
+
+// Release forgets holder's share of key at once: the others take it at
+// their next renewals.
+func (a *Authority) Release(ctx context.Context, key, holder string) error {
+	if err := checkNames(key, holder); err != nil {
+		return err
+	}
+	_, err := a.call(ctx, nil, []any{"hdel", a.key(key), holder})
+	return err
+}
+
+// Holdings lists key's live holdings, by holder, their expiry in Redis
+// TIME.
+func (a *Authority) Holdings(ctx context.Context, key string) ([]lease.Holding, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	cmd, err := a.call(ctx, &leaseLua, []any{"fcall", leaseFn, 1, a.key(key), "h"})
+	if err != nil {
+		return nil, err
+	}
+	v, err := cmd.Slice()
+	if err != nil {
+		return nil, fmt.Errorf("redis: lease: %w", err)
+	}
+	return holdings(v)
+}
+
+// holdings decodes the script's list: the time, then each holder and its
+// value. The expired are left out.
+func holdings(v []any) ([]lease.Holding, error) {
+	if len(v)%2 != 1 {
+		return nil, errors.New("redis: lease: a list not of the time, then holders and values")
+	}
+	now, ok := v[0].(int64)
+	if !ok {
+		return nil, fmt.Errorf("redis: lease: the time is %T, not an integer", v[0])
+	}
+	var hs []lease.Holding
+	for i := 1; i < len(v); i += 2 {
+		holder, ok1 := v[i].(string)
+		val, ok2 := v[i+1].(string)
+		if !ok1 || !ok2 || len(val) != 48 {
+			return nil, fmt.Errorf("redis: lease: holder %v: not a holding", v[i])
+		}
+		var f [6]float64
+		for j := range f {
+			f[j] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(val[8*j:])))
+		}
+		if int64(f[5]) <= now {
+			continue
+		}
+		hs = append(hs, lease.Holding{
+			Holder: holder, Demand: int64(f[0]), Share: int64(f[1]), Burst: int64(f[2]),
+			Window: int64(f[3]), Allowance: int64(f[4]), Expires: time.UnixMicro(int64(f[5])),
+		})
+	}
+	slices.SortFunc(hs, func(a, b lease.Holding) int { return strings.Compare(a.Holder, b.Holder) })
+	return hs, nil
+}
+
+// call runs sc with args (see link.call), or without sc the command
+// args, on the store's client within its timeout.
+func (a *Authority) call(ctx context.Context, sc *script, args []any) (*goredis.Cmd, error) {
+	s := a.s
+	rctx, cancel := ctx, context.CancelFunc(func() {})
+	if s.timeout > 0 {
+		rctx, cancel = context.WithTimeout(ctx, s.timeout)
+	}
+	defer cancel()
+	var cmd *goredis.Cmd
+	var err error
+	if sc != nil {
+		cmd, err = s.main.call(rctx, sc, args)
+	} else {
+		cmd, err = s.main.do(rctx, args)
+	}
+	switch {
+	case err == nil:
+		return cmd, nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("redis: lease: %w", ctx.Err())
+	case rctx.Err() != nil:
+		return nil, fmt.Errorf("redis: lease: %w (%v)", ErrTimeout, s.timeout)
+	}
+	return nil, fmt.Errorf("redis: lease: %w", err)
+}
+
+// key is the hash of key's holdings.
+func (a *Authority) key(key string) string {
+	return a.s.keys.prefix + "{" + escape(key) + "}:lease"
+}
+
+// renewal is the script's argument for r, or the error for bad input.
+func renewal(r lease.Request) (string, error) {
+	err := lease.CheckRequest(r)
+	switch {
+	case err != nil:
+	case r.Window < -maxExact || r.Window > maxExact:
+		err = fmt.Errorf("lease: window %d outside ±2^53", r.Window)
+	case r.Used > maxExact:
+		err = fmt.Errorf("lease: used %d past 2^53", r.Used)
+	}
+	if err != nil {
+		return "", fmt.Errorf("redis: %w: %w", err, sluice.ErrRefused)
+	}
+	// Demand past the cap asks for no more (see lease.Allocate), and the
+	// script caps it again; this keeps the double exact. A TTL counts in
+	// whole µs, rounded up, so that it never comes to nothing.
+	d := min(r.Demand, 4*r.Limit.Rate+4)
+	ttl := (r.TTL + time.Microsecond - 1) / time.Microsecond
+	b := make([]byte, 0, 72)
+	for _, f := range []float64{float64(r.Kind), float64(r.Limit.Rate), float64(r.Limit.Capacity()), float64(d),
+		float64(r.Window), float64(r.Used), float64(ttl), lease.MaxHolders, float64(r.Limit.Period) / 1e3} {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f))
+	}
+	return string(b), nil
+}
+
+// checkNames errs for a key or holder the authority does not take.
+func checkNames(key, holder string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if holder == "" {
+		return fmt.Errorf("redis: lease %q: no holder: %w", key, sluice.ErrRefused)
+	}
+	return nil
+}
+
+// checkKey errs for a key lease.CheckRequest refuses.
+func checkKey(key string) error {
+	if key == "" || len(key) > lease.MaxKeyBytes {
+		return fmt.Errorf("redis: lease: key of %d bytes (want 1 to %d): %w", len(key), lease.MaxKeyBytes, sluice.ErrRefused)
+	}
+	return nil
+}
