@@ -339,7 +339,7 @@ func (s *rlqsStream) report(ctx context.Context, m *rlqspb.RateLimitQuotaUsageRe
 		s.buckets[id] = b
 		// The first report may cover the time before the subscription;
 		// the first measure of demand is over it, and at least a renewal.
-		b.rate = float64(units) / max(elapsed, b.policy.renew).Seconds()
+		b.rate = float64(units) / max(elapsed, b.policy.renew, time.Millisecond).Seconds()
 		act := s.renew(ctx, b, now)
 		s.set.Count(b.policy.result)
 		if act != nil {
@@ -445,7 +445,6 @@ func (s *rlqsStream) renew(ctx context.Context, b *rlqsBucket, now time.Time) *r
 	b.held = keep
 	s.release(ctx, gone)
 	if b.policy.result == RLQSUnknown {
-		b.policy.renew = blanketRenew // look again after a reload
 		b.last = nil
 		return nil
 	}

@@ -54,7 +54,9 @@ type rlqsLimit struct {
 func resolve(snap *Snapshot, domain string, entries []config.Entry) rlqsPolicy {
 	ms, err := snap.Config.Match(domain, entries)
 	if err != nil || len(ms) == 0 {
-		return rlqsPolicy{result: RLQSUnknown}
+		// Looked at again a blanket renewal later: a reload may give
+		// it a limit.
+		return rlqsPolicy{result: RLQSUnknown, renew: blanketRenew, ttl: blanketTTL}
 	}
 	descs := [][]config.Match{ms}
 	config.ApplyReplaces(descs)
