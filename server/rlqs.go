@@ -34,10 +34,13 @@ type RLQS struct {
 	// is refused with RESOURCE_EXHAUSTED. The streams count against
 	// GRPCMaxStreams too. The default is DefaultRLQSMaxStreams.
 	MaxStreams int
-	// MaxBuckets bounds the buckets one stream may subscribe to: a bucket
-	// past it gets no assignment (the client's no_assignment_behavior),
-	// counted. The default is DefaultRLQSMaxBuckets.
-	MaxBuckets int
+	// MaxBuckets bounds the buckets one stream may subscribe to, and
+	// MaxTotalBuckets those of all the streams together (each holds its
+	// bucket id, up to 4 KiB): a bucket past either gets no assignment
+	// (the client's no_assignment_behavior), counted. The defaults are
+	// DefaultRLQSMaxBuckets and DefaultRLQSMaxTotalBuckets.
+	MaxBuckets      int
+	MaxTotalBuckets int
 }
 
 // Defaults of RLQS.
@@ -45,6 +48,9 @@ const (
 	DefaultRLQSAbandonAfter = 5 * time.Minute
 	DefaultRLQSMaxStreams   = 1024
 	DefaultRLQSMaxBuckets   = 1024
+	// DefaultRLQSMaxTotalBuckets keeps the buckets' ids within about
+	// 256 MiB at their largest, a few MiB as Envoy names buckets.
+	DefaultRLQSMaxTotalBuckets = 1 << 16
 )
 
 func (q RLQS) withDefaults() (RLQS, error) {
@@ -58,7 +64,8 @@ func (q RLQS) withDefaults() (RLQS, error) {
 		name string
 		v    *int
 		def  int
-	}{{"RLQS.MaxStreams", &q.MaxStreams, DefaultRLQSMaxStreams}, {"RLQS.MaxBuckets", &q.MaxBuckets, DefaultRLQSMaxBuckets}} {
+	}{{"RLQS.MaxStreams", &q.MaxStreams, DefaultRLQSMaxStreams}, {"RLQS.MaxBuckets", &q.MaxBuckets, DefaultRLQSMaxBuckets},
+		{"RLQS.MaxTotalBuckets", &q.MaxTotalBuckets, DefaultRLQSMaxTotalBuckets}} {
 		switch {
 		case *n.v < 0 || *n.v > MaxGRPCStreams:
 			return q, settingsError("%s %d must be between 1 and %d", n.name, *n.v, MaxGRPCStreams)
@@ -87,12 +94,13 @@ func (s *Server) rlqsSettings() protocol.RLQSSettings {
 		auth = lease.NewMemoryAuthority()
 	}
 	return protocol.RLQSSettings{
-		Authority:    auth,
-		AbandonAfter: s.cfg.RLQS.AbandonAfter,
-		MaxStreams:   s.cfg.RLQS.MaxStreams,
-		MaxBuckets:   s.cfg.RLQS.MaxBuckets,
-		Now:          s.cfg.Clock.Now,
-		Count:        func(result string) { buckets.WithLabelValues(result).Inc() },
+		Authority:       auth,
+		AbandonAfter:    s.cfg.RLQS.AbandonAfter,
+		MaxStreams:      s.cfg.RLQS.MaxStreams,
+		MaxBuckets:      s.cfg.RLQS.MaxBuckets,
+		MaxTotalBuckets: s.cfg.RLQS.MaxTotalBuckets,
+		Now:             s.cfg.Clock.Now,
+		Count:           func(result string) { buckets.WithLabelValues(result).Inc() },
 	}
 }
 

@@ -427,3 +427,47 @@ func TestRLQSBadInput(t *testing.T) {
 	}
 	_ = open
 }
+
+// MaxTotalBuckets bounds the buckets of all the streams together: a
+// bucket past it gets no assignment, counted, and a stream that ends
+// gives its buckets' places back.
+func TestRLQSTotalBuckets(t *testing.T) {
+	e := startRLQS(t, lease.NewMemoryAuthority(), RLQS{MaxTotalBuckets: 2})
+	cl := rlqspb.NewRateLimitQuotaServiceClient(e.conn)
+	subscribe := func(ctx context.Context, names ...string) int {
+		t.Helper()
+		st, err := cl.StreamRateLimitQuotas(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &rlqspb.RateLimitQuotaUsageReports{Domain: "quota"}
+		for _, n := range names {
+			m.BucketQuotaUsages = append(m.BucketQuotaUsages, &rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{
+				BucketId: &rlqspb.BucketId{Bucket: map[string]string{"name": n}}})
+		}
+		if err := st.Send(m); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := st.Recv()
+		if err != nil {
+			return -1 // no assignment came before ctx ended
+		}
+		return len(resp.GetBucketAction())
+	}
+	first, cancel := context.WithCancel(t.Context())
+	if n := subscribe(first, "closed"); n != 1 {
+		t.Fatalf("the first stream: %d assignments, want 1", n)
+	}
+	if n := subscribe(t.Context(), "api", "open"); n != 1 {
+		t.Fatalf("the second stream, past the bound of 2: %d assignments, want 1", n)
+	}
+	if got := counter(t, e.srv, "sluice_rlqs_buckets_total", "result", "refused"); got != 1 {
+		t.Errorf("sluice_rlqs_buckets_total{result=refused} = %v, want 1", got)
+	}
+	cancel()
+	waitFor(t, "the first stream's bucket given back", func() bool {
+		ctx, stop := context.WithTimeout(t.Context(), time.Second)
+		defer stop()
+		return subscribe(ctx, "trial") == 1
+	})
+}

@@ -52,10 +52,11 @@ type RLQSSettings struct {
 	// the stream is told to abandon it and its shares are given back.
 	AbandonAfter time.Duration
 	// MaxStreams bounds the RLQS streams open at once; MaxBuckets the
-	// buckets one stream may subscribe to: a bucket past it gets no
-	// assignment.
-	MaxStreams int
-	MaxBuckets int
+	// buckets one stream may subscribe to, and MaxTotalBuckets those of
+	// all the streams together: a bucket past either gets no assignment.
+	MaxStreams      int
+	MaxBuckets      int
+	MaxTotalBuckets int
 	// Now is the server's clock.
 	Now func() time.Time
 	// Count counts a bucket's outcome: its subscription's (each RLQS
@@ -127,6 +128,8 @@ type rlqsState struct {
 	streams  map[*rlqsStream]struct{}
 	stopping chan struct{} // closed by StopRLQS
 	stopped  bool
+	// buckets counts the buckets of all the streams.
+	buckets atomic.Int64
 }
 
 // StopRLQS ends every RLQS stream, and any that opens after: each is sent
@@ -159,6 +162,15 @@ func (q *rlqsState) join(s *rlqsStream, most int) error {
 	}
 	q.streams[s] = struct{}{}
 	return nil
+}
+
+// addBucket counts a new bucket, if the streams hold fewer than most.
+func (q *rlqsState) addBucket(most int) bool {
+	if q.buckets.Add(1) > int64(most) {
+		q.buckets.Add(-1)
+		return false
+	}
+	return true
 }
 
 func (q *rlqsState) leave(s *rlqsStream) {
@@ -330,7 +342,7 @@ func (s *rlqsStream) report(ctx context.Context, m *rlqspb.RateLimitQuotaUsageRe
 			}
 			continue
 		}
-		if len(s.buckets) >= s.set.MaxBuckets {
+		if len(s.buckets) >= s.set.MaxBuckets || !s.a.rlqs.addBucket(s.set.MaxTotalBuckets) {
 			s.set.Count(RLQSRefused)
 			continue
 		}
@@ -488,6 +500,7 @@ func (s *rlqsStream) due(ctx context.Context, now time.Time) []*rlqspb.RateLimit
 		case now.Sub(b.lastReport) >= s.set.AbandonAfter:
 			s.release(ctx, b.held)
 			delete(s.buckets, id)
+			s.a.rlqs.buckets.Add(-1)
 			actions = append(actions, &rlqspb.RateLimitQuotaResponse_BucketAction{
 				BucketId: b.id,
 				BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction_{
@@ -531,6 +544,7 @@ func (s *rlqsStream) releaseAll(ctx context.Context) {
 	for id, b := range s.buckets {
 		s.release(ctx, b.held)
 		delete(s.buckets, id)
+		s.a.rlqs.buckets.Add(-1)
 	}
 }
 

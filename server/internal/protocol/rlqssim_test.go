@@ -89,7 +89,7 @@ func simulate(t testing.TB, n int) simResult {
 	a := New(Service{
 		Current: func() *Snapshot { return snap },
 		Log:     slog.New(slog.DiscardHandler),
-		RLQS: RLQSSettings{Authority: auth, AbandonAfter: time.Hour, MaxStreams: n, MaxBuckets: 1,
+		RLQS: RLQSSettings{Authority: auth, AbandonAfter: time.Hour, MaxStreams: n, MaxBuckets: 1, MaxTotalBuckets: n,
 			Count: func(string) {}},
 	})
 	api := map[string]string{"name": "api"}
