@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -469,5 +470,32 @@ func TestRLQSTotalBuckets(t *testing.T) {
 		ctx, stop := context.WithTimeout(t.Context(), time.Second)
 		defer stop()
 		return subscribe(ctx, "trial") == 1
+	})
+}
+
+// A reload reaches the streams at their next renewal: the api bucket's
+// limit set to 0 turns its token bucket into DENY_ALL, and the stream's
+// share of the old limit is given back.
+func TestRLQSReload(t *testing.T) {
+	auth := lease.NewMemoryAuthority()
+	path := writeFile(t, t.TempDir(), "quota.yaml", rlqsYAML)
+	e := start(t, Settings{Paths: []string{path}, ReloadInterval: 10 * time.Millisecond,
+		Clock: sluice.SystemClock, Authority: auth, ShutdownTimeout: 30 * time.Second})
+	c := newRLQSClient(t, 20*time.Millisecond, e.conn)
+	api := map[string]string{"name": "api"}
+	c.Allow(api, time.Now())
+	waitFor(t, "a token bucket", func() bool {
+		_, st := c.State(api, time.Now())
+		return tokenRate(st) > 0
+	})
+	writeFile(t, filepath.Dir(path), "quota.yaml", strings.Replace(rlqsYAML, "requests_per_unit: 10000", "requests_per_unit: 0", 1))
+	waitFor(t, "DENY_ALL after the reload", func() bool {
+		c.Allow(api, time.Now())
+		_, st := c.State(api, time.Now())
+		return st.GetBlanketRule() == typepb.RateLimitStrategy_DENY_ALL && st.GetTokenBucket() == nil
+	})
+	waitFor(t, "the old limit's share given back", func() bool {
+		hs, err := auth.Holdings(t.Context(), apiKey)
+		return err == nil && len(hs) == 0
 	})
 }
