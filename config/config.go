@@ -219,8 +219,8 @@ func build(ds []*domainConfig, o Options) (*Config, []error) {
 	return c, errs
 }
 
-// merge adds the top-level descriptors and the forward_auth section of
-// another file of d's domain to d (Options.MergeDomains).
+// merge adds the top-level descriptors and the forward_auth and rlqs
+// sections of another file of d's domain to d (Options.MergeDomains).
 func (d *domainConfig) merge(o *domainConfig) []error {
 	var errs []error
 	dup := func(key string, n, first *node) {
@@ -261,6 +261,9 @@ func (d *domainConfig) merge(o *domainConfig) []error {
 			Err: fmt.Errorf("domain %q already has a forward_auth section, at %s:%d: give it in one file", d.name, d.auth.file, d.auth.line)})
 	default:
 		d.auth = o.auth
+	}
+	if err := d.mergeRLQS(o); err != nil {
+		errs = append(errs, err)
 	}
 	d.limits = append(d.limits, o.limits...)
 	slices.SortFunc(errs, func(a, b error) int { return a.(*Error).Line - b.(*Error).Line })

@@ -29,13 +29,16 @@
 //	                         # this process alone)
 //	charge: usage            # gate (the default) or usage, recorded after
 //	                         # the fact (docs/config.md, Usage limits)
+//	lease: {}                # decided on leased quota, to a stated bound,
+//	                         # with renew: and ttl: or their defaults
+//	                         # (docs/config.md, Leased limits)
 //
 // and on a descriptor secret: true (keyed by a digest of its value),
 // several limits (rate_limits:), and forward_auth for GET /v1/auth. Every
 // problem is an [*Error], "FILE:LINE: FIELD: what is wrong".
 //
 // The whole format (descriptors and wildcards, secrets, usage limits,
-// forward auth, matching, names and keys, loading, the caps, and the
+// leased limits, forward auth, matching, names and keys, loading, the caps, and the
 // differences from envoyproxy/ratelimit) is in docs/config.md:
 // https://github.com/sluicehq/sluice/blob/main/docs/config.md
 package config

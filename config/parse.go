@@ -22,6 +22,7 @@ type domainConfig struct {
 	root   *node
 	limits []*limit // every limit in file order, for Rules and Reload
 	auth   *ForwardAuth
+	rlqs   *RLQS
 }
 
 // node is a descriptor of the config: where a request descriptor's entry
@@ -125,10 +126,11 @@ type limit struct {
 
 // The keys each level allows.
 var (
-	rootKeys       = []string{"domain", "descriptors", "shadow_mode", "failure", "forward_auth"}
+	rootKeys       = []string{"domain", "descriptors", "shadow_mode", "failure", "forward_auth", "rlqs"}
 	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "secret", "metadata"}
-	limitKeys      = []string{"name", "replaces", "unit", "unit_multiplier", "requests_per_unit", "unlimited", "algorithm", "period", "burst", "failure", "charge"}
+	limitKeys      = []string{"name", "replaces", "unit", "unit_multiplier", "requests_per_unit", "unlimited", "algorithm", "period", "burst", "failure", "charge", "lease"}
 	replacesKeys   = []string{"name"}
+	leaseKeys      = []string{"renew", "ttl"}
 )
 
 // units are envoyproxy/ratelimit's: a month is 30 days and a year 365, and
@@ -209,6 +211,9 @@ func (w *walker) domain(n *yaml.Node) *domainConfig {
 	w.descriptors(m["descriptors"], "descriptors", d, d.root, def, 1)
 	if fa := m["forward_auth"]; fa != nil {
 		d.auth = w.forwardAuth(fa, "forward_auth") // checked by build
+	}
+	if q := m["rlqs"]; q != nil {
+		d.rlqs = w.rlqs(q, "rlqs")
 	}
 	return d
 }
@@ -406,7 +411,7 @@ func (w *walker) limit(n *yaml.Node, f string, i int, nd *node, def defaults) (l
 	l.unlimited, _ = w.boolean(m["unlimited"], join(f, "unlimited"))
 	if l.unlimited {
 		// requests_per_unit is ignored, as envoyproxy/ratelimit ignores it.
-		for _, k := range []string{"unit", "unit_multiplier", "period", "algorithm", "burst", "failure", "charge"} {
+		for _, k := range []string{"unit", "unit_multiplier", "period", "algorithm", "burst", "failure", "charge", "lease"} {
 			if m[k] != nil {
 				w.errorf(m[k], join(f, k), "an unlimited limit takes no %s", k)
 			}
@@ -449,15 +454,58 @@ func (w *walker) limit(n *yaml.Node, f string, i int, nd *node, def defaults) (l
 	}
 	r.Failure, _ = w.failure(m["failure"], join(f, "failure"), def.failure)
 	r.Charge = w.charge(m["charge"], join(f, "charge"))
+	r.Lease = w.lease(m["lease"], join(f, "lease"))
 	if len(w.errs) > nerr {
 		return limit{}, false
 	}
 	if err := r.Validate(); err != nil {
-		w.error(n, f, err)
+		// A rule that is valid but for its lease is reported at the
+		// lease, which is what to change.
+		at, af := n, f
+		if exact := r; r.Lease.Enabled {
+			if exact.Lease = (sluice.Lease{}); exact.Validate() == nil {
+				at, af = m["lease"], join(f, "lease")
+			}
+		}
+		w.error(at, af, err)
 		return limit{}, false
 	}
 	l.rule = r
 	return l, true
+}
+
+// lease reads a limit's lease: absent, the rule is decided exactly; a
+// mapping, even an empty one, leases it, with renew and ttl as given or
+// the defaults (sluice.Lease).
+func (w *walker) lease(n *yaml.Node, f string) sluice.Lease {
+	if n == nil {
+		return sluice.Lease{}
+	}
+	m := w.mapping(n, f, leaseKeys)
+	if m == nil {
+		return sluice.Lease{}
+	}
+	l := sluice.Lease{Enabled: true}
+	l.Renew, _ = w.duration(m["renew"], join(f, "renew"))
+	l.TTL, _ = w.duration(m["ttl"], join(f, "ttl"))
+	return l
+}
+
+// duration reads a positive Go duration; absent, it is 0, the default.
+func (w *walker) duration(n *yaml.Node, f string) (time.Duration, bool) {
+	if n == nil {
+		return 0, true
+	}
+	s, ok := w.str(n, f)
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		w.errorf(n, f, "%q: want a positive duration such as 100ms or 2s", s)
+		return 0, false
+	}
+	return d, true
 }
 
 // period reads unit (with unit_multiplier) or period.

@@ -61,5 +61,6 @@ func (s *Server) newAdapters() *protocol.Adapters {
 		HeaderNames:          protocol.HeaderNames(s.cfg.HeaderNames),
 		JSONHosts:            s.cfg.HTTPAllowedHosts,
 		Trust:                s.cfg.TrustedProxies,
+		RLQS:                 s.rlqsSettings(), // rlqs.go
 	})
 }

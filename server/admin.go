@@ -8,12 +8,14 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/lease"
 	"github.com/sluicehq/sluice/server/console"
 	"github.com/sluicehq/sluice/server/internal/decide"
 )
 
 // AdminOptions configure the admin listener (ServeAdmin, AdminHandler).
-// The zero value serves only GET /v1/stats and GET /v1/policy.
+// The zero value serves only GET /v1/stats, GET /v1/policy, GET /v1/leases
+// and GET /v1/rlqs.
 type AdminOptions = console.Options
 
 // Bounds of POST /v1/simulate, so that no simulation costs more than a
@@ -30,6 +32,10 @@ const (
 //   - GET /v1/stats: the decisions of the last minutes, per second, per
 //     domain and rule, as JSON (see ServeAdmin);
 //   - GET /v1/policy: the config being served, and the last reload;
+//   - GET /v1/leases: the leases this process holds (Settings.Authority),
+//     each key's holders at the authority; keys shown with Lookup, else
+//     as a digest;
+//   - GET /v1/rlqs: the RLQS streams' assignments, per bucket and stream;
 //   - POST /v1/simulate (with UI): replays arrivals through the exact
 //     algorithms (the playground);
 //   - GET /v1/algorithms (with UI): the algorithms it replays, from
@@ -82,7 +88,32 @@ func (s *Server) newConsole() *console.Console {
 		Decisions:   s.m.decisions,
 		Duration:    s.m.duration,
 		StoreErrors: s.m.storeErrors,
+		Leases:      s.consoleLeases(),
+		RLQS:        s.rlqsAssignments, // rlqs.go
 	})
+}
+
+// consoleLeases is the console's view of the leases; nil without a lease
+// authority.
+func (s *Server) consoleLeases() *console.Leases {
+	if s.leases == nil {
+		return nil
+	}
+	return &console.Leases{
+		Holder: s.holder,
+		Held: func() []console.HeldLease {
+			held := s.leases.Leases()
+			out := make([]console.HeldLease, len(held))
+			for i, h := range held {
+				out[i] = console.HeldLease{Rule: h.Rule, Key: h.Key, AuthorityKey: h.AuthorityKey,
+					Share: h.Share, Burst: h.Burst, Demand: h.Demand, Expires: h.Expires}
+			}
+			return out
+		},
+		Holdings: func(ctx context.Context, h console.HeldLease) ([]lease.Holding, error) {
+			return s.cfg.Authority.Holdings(ctx, h.AuthorityKey)
+		},
+	}
 }
 
 // xdsVersion is the console's view of a config pushed over xDS: the

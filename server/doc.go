@@ -22,8 +22,8 @@
 //     config's forward_auth section; GET /metrics, /healthz, /readyz and
 //     envoyproxy/ratelimit's /healthcheck.
 //   - Admin (ServeAdmin, on a listener of its own): the console under
-//     /ui/, and its JSON: GET /v1/stats, GET /v1/policy, POST /v1/simulate,
-//     POST /v1/lookup.
+//     /ui/, and its JSON: GET /v1/stats, GET /v1/policy, GET /v1/leases,
+//     POST /v1/simulate, POST /v1/lookup.
 //
 // A request's descriptors are matched against its domain's config and
 // decided together by one sluice.Limiter.Take: if any enforced limit

@@ -143,6 +143,7 @@ func (s *Server) apply(ctx context.Context, old *snapshot, r readResult) error {
 		return r.err
 	}
 	s.badHash = ""
+	s.noteLeases(ctx, r.cfg)
 	snap := newSnapshot(r.cfg, r.rules, old, r.hash, s.cfg.Clock.Now())
 	s.install(snap)
 	s.m.reloads.WithLabelValues("success").Inc()

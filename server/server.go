@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/lease"
 	"github.com/sluicehq/sluice/server/console"
 	"github.com/sluicehq/sluice/server/internal/decide"
 	"github.com/sluicehq/sluice/server/internal/protocol"
@@ -64,6 +66,10 @@ type Server struct {
 	metricsHandler http.Handler
 	// grpcTLS and httpTLS serve the ports over TLS; nil for plain text.
 	grpcTLS, httpTLS *tlsFiles
+	// leases decides the leased rules, with Settings.Authority; nil
+	// without one. holder is this process's name to the authority.
+	leases *lease.Store
+	holder string
 	// decider decides requests; its limit overrides are kept across
 	// reloads: they do not come from the config.
 	decider decide.Decider
@@ -103,11 +109,22 @@ func New(cfg Settings) (*Server, error) {
 	if cfg.Fallback != nil {
 		opts = append(opts, sluice.WithFallback(tr.wrap(cfg.Fallback, "fallback")))
 	}
-	lim, err := sluice.NewLimiter(tr.wrap(cfg.Store, "main"), opts...)
+	store := tr.wrap(cfg.Store, "main")
+	var leases *lease.Store
+	var holder string
+	if cfg.Authority != nil {
+		if leases, holder, err = newLeaseStore(store, cfg.Authority); err != nil {
+			return nil, err
+		}
+		store = leases
+	}
+	lim, err := sluice.NewLimiter(store, opts...)
 	if err != nil {
 		return nil, settingsError("%w", err)
 	}
 	s := &Server{
+		leases:    leases,
+		holder:    holder,
 		cfg:       cfg,
 		log:       cfg.Logger,
 		limiter:   lim,
@@ -179,6 +196,7 @@ func New(cfg Settings) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.noteLeases(context.Background(), c)
 	s.install(newSnapshot(c, lis, nil, hash, cfg.Clock.Now()))
 	// A server fed over xDS has its config once the first push loads,
 	// unless told to start without it.
@@ -310,6 +328,7 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 	}
 	gs := grpc.NewServer(opts...)
 	rlspb.RegisterRateLimitServiceServer(gs, s.adapters.RLS())
+	rlqspb.RegisterRateLimitQuotaServiceServer(gs, s.adapters.RLQS())
 	healthpb.RegisterHealthServer(gs, s.health)
 	reflection.Register(gs)
 	s.gate.learn(gs)
@@ -349,7 +368,7 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		wg.Go(func() { s.xds.run(watchCtx) })
 	}
 	s.log.InfoContext(ctx, "serving", "http", httpLn.Addr().String(), "grpc", grpcLn.Addr().String(),
-		"domains", s.Domains(), "store", s.cfg.StoreName, "shadow", s.cfg.Shadow)
+		"domains", s.Domains(), "store", s.cfg.StoreName, "shadow", s.cfg.Shadow, "lease_holder", s.holder)
 
 	var err error
 	pending := 2
@@ -362,6 +381,8 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		}
 	}
 	s.shutdown(ctx, hs, gs)
+	// The requests are over: no decision needs the leases any more.
+	s.closeLeases(ctx)
 	if s.tr != nil {
 		// The requests are over: their spans are all ended.
 		if terr := s.tr.stop(ctx, s.cfg.ShutdownTimeout); terr != nil {

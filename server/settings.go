@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/clientip"
+	"github.com/sluicehq/sluice/lease"
 	"github.com/sluicehq/sluice/server/internal/decide"
 )
 
@@ -50,6 +51,16 @@ type Settings struct {
 	// while Store fails: typically a memory.Store beside a Redis one (see
 	// sluice.WithFallback). Without one such rules fail closed.
 	Fallback sluice.Store
+	// Authority, when set, is where the rules the config leases (lease:
+	// on a limit) take their share of each key's quota: for replicas
+	// sharing one Redis, the Redis authority on the store's client
+	// (package redis); for a server alone on a memory store,
+	// lease.NewMemoryAuthority. The Server then decides every request
+	// through a lease.Store over Store, the rules without a lease exactly
+	// as before, and gives its leases back when Serve returns. nil, the
+	// default, decides a leased rule exactly in Store, as though it had no
+	// lease, and logs so.
+	Authority lease.Authority
 
 	// Shadow puts every rule in shadow mode: requests are decided and
 	// counted, and denials reported in metrics and in the descriptor
@@ -69,10 +80,13 @@ type Settings struct {
 	// every descriptor of a request is charged, over its limits or not,
 	// each limit recording every hit into bounded debt, and a check of
 	// hits 0 is over once a limit's count is past it. A request with a
-	// descriptor over is still denied. The default, false, charges a
-	// request's gates all or nothing, as envoyproxy/ratelimit approaches
-	// with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true: when one is over,
-	// none is charged. See the package documentation.
+	// descriptor over is still denied. A leased limit (lease: in the
+	// config) is charged as a gate all the same: a holder decides on the
+	// share it holds, which hits it denied must not spend. The default,
+	// false, charges a request's gates all or nothing, as
+	// envoyproxy/ratelimit approaches with
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true: when one is over, none
+	// is charged. See the package documentation.
 	ChargePerDescriptor bool
 	// RefuseLimitOverrides refuses a request descriptor's limit (Envoy's
 	// per-request limit override, set from route metadata) with
@@ -231,6 +245,10 @@ type Settings struct {
 	// served has no domain (envoyproxy/ratelimit's
 	// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
 	HealthRequiresConfig bool
+
+	// RLQS configures Envoy's Rate Limit Quota Service on the gRPC port;
+	// see RLQS. The zero value serves it with its defaults.
+	RLQS RLQS
 
 	// Clock is the time the limiter decides at. The default is
 	// sluice.SystemClock.
@@ -435,6 +453,9 @@ func (c Settings) withDefaults() (Settings, error) {
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.RLQS, err = c.RLQS.withDefaults(); err != nil {
+		return c, err
 	}
 	if c.Clock == nil {
 		c.Clock = sluice.SystemClock

@@ -30,6 +30,10 @@ func (s *Server) shutdown(ctx context.Context, hs *http.Server, gs *grpc.Server)
 		}
 	})
 	wg.Go(func() {
+		// RLQS streams last as long as their clients: they are told to
+		// expire their assignments and ended, so that the stop can
+		// wait for the calls in flight.
+		s.adapters.StopRLQS()
 		done := make(chan struct{})
 		go func() {
 			gs.GracefulStop()

@@ -23,8 +23,8 @@ Loads a config as 'sluice serve -config' would, without serving it. A
 directory stands for its *.yaml and *.yml files; a file named that is not
 one is skipped with a note on stderr, so that a glob such as
 examples/config/* can name a folder's README too. Prints what the config
-holds (its domains, each with its limits charged by usage and its
-forward_auth) and exits 0, or prints every problem as
+holds (its domains, each with its limits charged by usage, its leased
+limits and its forward_auth) and exits 0, or prints every problem as
 
   FILE:LINE: FIELD: what is wrong
 
@@ -82,11 +82,14 @@ func runCheck(_ context.Context, args []string, _ func(string) (string, bool), s
 	}
 	domains := cfg.Domains()
 	fmt.Fprintf(stdout, "ok: %s, %s\n", plural(int64(len(domains)), "domain"), plural(int64(len(cfg.Rules())), "rule"))
-	usage := usageLimits(cfg)
+	usage, leased := usageLimits(cfg), leasedLimits(cfg)
 	for _, d := range domains {
 		line := d
 		if u := usage[d]; len(u) > 0 {
 			line += "  usage: " + strings.Join(u, ", ")
+		}
+		if l := leased[d]; len(l) > 0 {
+			line += "  leased: " + strings.Join(l, ", ")
 		}
 		if fa := cfg.ForwardAuth(d); fa != nil {
 			line += "  forward_auth: " + fa.String()
@@ -103,6 +106,19 @@ func usageLimits(cfg *config.Config) map[string][]string {
 	out := make(map[string][]string)
 	for _, l := range cfg.Limits() {
 		if !l.Unlimited && l.Rule.Charge == sluice.ChargeUsage {
+			out[l.Domain] = append(out[l.Domain], l.Rule.Name)
+		}
+	}
+	return out
+}
+
+// leasedLimits names, by domain, the limits decided on leased quota
+// (lease: in the config), which hold their limit to a stated bound rather
+// than exactly.
+func leasedLimits(cfg *config.Config) map[string][]string {
+	out := make(map[string][]string)
+	for _, l := range cfg.Limits() {
+		if !l.Unlimited && l.Rule.Lease.Enabled {
 			out[l.Domain] = append(out[l.Domain], l.Rule.Name)
 		}
 	}

@@ -155,3 +155,36 @@ func TestCheckCharge(t *testing.T) {
 		t.Errorf("sluice check %s: exit %d, stdout %q, stderr %q; want 1 and %q", bad, code, stdout, stderr, want)
 	}
 }
+
+// sluice check names each domain's leased limits, and refuses a lease on
+// an algorithm that cannot be leased, or on a usage limit, at the lease.
+func TestCheckLease(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "api.yaml")
+	text := "domain: api\ndescriptors:\n  - key: user\n    rate_limits:\n" +
+		"      - {name: per_second, algorithm: token_bucket, unit: second, requests_per_unit: 100, lease: {}}\n" +
+		"      - {name: per_minute, unit: minute, requests_per_unit: 1000, lease: {renew: 1s, ttl: 3s}}\n" +
+		"      - {name: per_day, unit: day, requests_per_unit: 10000}\n"
+	if err := os.WriteFile(good, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runArgs(t, "check", good)
+	if code != exitOK || stdout != "ok: 1 domain, 3 rules\n  api  leased: per_second, per_minute\n" || stderr != "" {
+		t.Errorf("sluice check %s: exit %d, stdout %q, stderr %q", good, code, stdout, stderr)
+	}
+	for _, bad := range []struct{ from, to string }{
+		{"algorithm: token_bucket", "algorithm: sliding_log"},
+		{"algorithm: token_bucket", "algorithm: sliding_counter"},
+		{"requests_per_unit: 100,", "requests_per_unit: 100, charge: usage,"},
+	} {
+		path := filepath.Join(dir, "bad.yaml")
+		if err := os.WriteFile(path, []byte(strings.Replace(text, bad.from, bad.to, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := runArgs(t, "check", path)
+		want := path + `:5: descriptors[0].rate_limits[0].lease: sluice: rule "per_second": lease: `
+		if code != exitFail || stdout != "" || !strings.HasPrefix(stderr, want) {
+			t.Errorf("sluice check with %s: exit %d, stdout %q, stderr %q; want 1 and %q...", bad.to, code, stdout, stderr, want)
+		}
+	}
+}

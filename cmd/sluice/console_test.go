@@ -729,3 +729,38 @@ func httpGet(t *testing.T, u string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// The console's Leases page, on a service leasing a limit from its memory
+// authority: the key's lease shows live, this process its holder, and
+// the page loads nothing from outside and logs no error.
+func TestConsoleLeasesInBrowser(t *testing.T) {
+	chromium(t)
+	cfg := writeConfig(t, `domain: shop
+descriptors:
+  - key: user
+    rate_limit:
+      name: per_user
+      unit: minute
+      requests_per_unit: 100
+      lease: {}
+`)
+	s := startServe(t, "-config", cfg, "-key-lookup")
+	origin := "http://" + s.addr("admin")
+	for i := range 3 {
+		if code, body := s.postJSON(t, "shop", "user", "alice"); code != 200 {
+			t.Fatalf("request %d: %d %s, want 200", i+1, code, body)
+		}
+	}
+	p := newPage(t, origin)
+	p.do("leases", chromedp.Navigate(origin+"/ui/#leases"))
+	p.visible("leases", `#leases-table tr[data-rule="per_user"]`)
+	row := eval[string](p, "leases", `document.querySelector('#leases-table tr[data-rule="per_user"]').textContent`)
+	if !strings.Contains(row, "shop|user=alice") || !strings.Contains(row, "(this process)") {
+		t.Errorf("leases: the row reads %q, want alice's key held by this process", row)
+	}
+	if got := eval[string](p, "leases", `document.querySelector('#leases-head').textContent`); !strings.Contains(got, "holds 1 lease") {
+		t.Errorf("leases: the heading reads %q, want one lease held", got)
+	}
+	noBlankHeaders(t, p, "leases")
+	p.check("leases")
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/lease"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/redis"
 	"github.com/sluicehq/sluice/server"
@@ -182,8 +183,12 @@ const maxRedisTimeout = time.Minute
 type openedStore struct {
 	store    sluice.Store
 	fallback sluice.Store // for rules that fail "local", beside Redis
-	name     string
-	close    func()
+	// authority shares the leased rules' quota: the main Redis's, so
+	// that the replicas on it share each key, or this process's alone on
+	// the memory store.
+	authority lease.Authority
+	name      string
+	close     func()
 	// pools are the Redis clients' connection counts, for the statistics
 	// envoyproxy/ratelimit keeps of its pools.
 	pools []server.StatsPool
@@ -209,9 +214,9 @@ func openStore(ctx context.Context, rf, ps *redisFlags, maxMem int64, log *slog.
 			mem.Close()
 			return nil, fmt.Errorf("%s: a per-second Redis beside no main one (-redis, -redis-cluster or -redis-sentinel)", k)
 		}
-		return &openedStore{store: mem, name: "memory", close: func() { mem.Close() }}, nil
+		return &openedStore{store: mem, authority: lease.NewMemoryAuthority(), name: "memory", close: func() { mem.Close() }}, nil
 	}
-	o := &openedStore{store: rs, fallback: mem, name: name, close: func() {
+	o := &openedStore{store: rs, fallback: mem, authority: rs.Authority(), name: name, close: func() {
 		closeMain()
 		mem.Close()
 	}}

@@ -58,6 +58,7 @@ type serveFlags struct {
 	maxAgeGrace time.Duration
 	maxMem      bytesFlag
 	conns       connFlags
+	rlqs        rlqsFlags
 	gcFloor     gcFloorFlag
 	startEmpty  bool
 	healthCfg   bool
@@ -144,6 +145,7 @@ func (o *serveFlags) flagSet() *flag.FlagSet {
 	fs.DurationVar(&o.maxAge, "grpc-max-connection-age", 0, "")
 	fs.DurationVar(&o.maxAgeGrace, "grpc-max-connection-age-grace", 0, "")
 	o.conns.register(fs)
+	o.rlqs.register(fs)
 	fs.Var(&o.maxMem, "max-memory", "")
 	fs.Var(&o.gcFloor, "gc-floor", "")
 	fs.BoolVar(&o.startEmpty, "start-without-config", false, "")
@@ -370,6 +372,9 @@ func (c *serveCmd) check(stderr io.Writer, lookupEnv func(string) (string, bool)
 	if err := o.conns.check(); err != nil {
 		return usagef("%v", err)
 	}
+	if err := o.rlqs.check(); err != nil {
+		return usagef("%v", err)
+	}
 	grpcTLS, err := o.grpcTLS.config("grpc")
 	if err != nil {
 		return usagef("%v", err)
@@ -489,6 +494,7 @@ func (o *serveFlags) settings(hdrs server.HeaderStyle, grpcTLS, httpTLS *server.
 		Logger:                log,
 	}
 	o.conns.apply(&s)
+	o.rlqs.apply(&s)
 	if o.trusted.set {
 		s.TrustedProxies = o.trusted.prefixes
 	}
@@ -503,7 +509,7 @@ func (c *serveCmd) newServer(ctx context.Context) (*server.Server, *openedStore,
 		return nil, nil, &usageError{err}
 	}
 	s := c.settings
-	s.Store, s.Fallback, s.StoreName = st.store, st.fallback, st.name
+	s.Store, s.Fallback, s.StoreName, s.Authority = st.store, st.fallback, st.name, st.authority
 	s.StatsPools = st.pools
 	srv, err := server.New(s)
 	if err != nil {

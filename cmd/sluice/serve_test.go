@@ -293,6 +293,7 @@ func TestServeErrors(t *testing.T) {
 		{[]string{"-http-max-connections", "2000000"}, exitUsage, "-http-max-connections 2000000 must be between 1 and 1048576"},
 		{[]string{"-grpc-max-connection-idle", "-1m"}, exitUsage, "-grpc-max-connection-idle -1m0s must not be negative"},
 		{[]string{"-grpc-max-streams", "many"}, exitUsage, `invalid value "many" for flag -grpc-max-streams`},
+		{[]string{"-rlqs-abandon-after", "0s"}, exitUsage, "-rlqs-abandon-after 0s must be positive"},
 	}
 	for _, tt := range tests {
 		name := strings.Join(tt.args, " ")

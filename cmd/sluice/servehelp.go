@@ -12,7 +12,8 @@ const serveUsage = `Usage: sluice serve [flags]
 
 Runs the rate-limit service: Envoy's rate limit service (RLS v3) over gRPC,
 the same as JSON over HTTP (POST /json), forward auth for nginx, Traefik and
-Envoy's ext_authz (/v1/auth), Prometheus metrics (/metrics) and health
+Envoy's ext_authz (/v1/auth), Envoy's Rate Limit Quota Service (RLQS, on the
+gRPC port; experimental), Prometheus metrics (/metrics) and health
 checks (/healthz, /readyz, /healthcheck; gRPC health). With no flags it
 serves the built-in policy from memory at once: 'sluice serve --help'
 lists it below.
@@ -21,7 +22,13 @@ The config files are checked for changes every second and reloaded, and
 reloaded at once on SIGHUP; a config that does not load is logged and the
 last good one keeps serving. On SIGTERM or SIGINT the service reports
 itself not ready, waits -drain, stops accepting, lets the requests in
-flight finish, and exits 0.
+flight finish, gives back the leases it holds, and exits 0.
+
+Limits with lease: in the config are decided on leased quota: each
+process holds a share of each key's quota, in proportion to the traffic it
+sees, and decides locally from it. The replicas on one Redis share each
+key through it (the main one, beside -redis-persecond); on the memory
+store the process holds it all. The console's Leases page shows them.
 
 envoyproxy/ratelimit's environment variables (RUNTIME_ROOT, REDIS_URL,
 GRPC_SERVER_USE_TLS, ...) configure it too: when any is set, or with
@@ -279,6 +286,10 @@ Behaviour:
   -grpc-max-connection-idle DURATION
                        close a gRPC connection with no call in flight for
                        this long (default 5m; 0: never)
+  -rlqs-abandon-after DURATION
+                       how long a bucket of Envoy's Rate Limit Quota
+                       Service may go unreported before its stream is told
+                       to abandon it and its share goes back (default 5m)
   -max-memory BYTES    the memory store's bound on what its keys hold, in
                        bytes, KiB, MiB or GiB (default 256MiB); idle keys
                        go first past it, then the least recently used that

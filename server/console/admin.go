@@ -20,14 +20,15 @@ import (
 )
 
 // Options configure the admin listener (Serve, Handler). The zero value
-// serves only GET /v1/stats and GET /v1/policy.
+// serves only GET /v1/stats, GET /v1/policy, GET /v1/leases and
+// GET /v1/rlqs.
 type Options struct {
 	// UI serves the console at /ui/ (from the binary: nothing is loaded
 	// from elsewhere) and the playground's POST /v1/simulate.
 	UI bool
 	// Lookup serves POST /v1/lookup and the console's key lookup, which
-	// tells anyone who can reach the admin address a key's state. Off by
-	// default.
+	// tells anyone who can reach the admin address a key's state, and
+	// shows the keys of GET /v1/leases as they are. Off by default.
 	Lookup bool
 	// Hosts are the host names, besides IP addresses and localhost, that
 	// the admin listener answers to in a request's Host header: a page
@@ -57,6 +58,9 @@ const maxAdminBody = 4 << 20
 //   - GET /v1/stats: the requests of the last minutes, per second, per
 //     domain, and the decisions per domain and rule, as JSON (see Serve);
 //   - GET /v1/policy: the config being served, and the last reload;
+//   - GET /v1/leases: the leases this process holds, each key's holders
+//     at the authority (keys shown with Lookup, digested without);
+//   - GET /v1/rlqs: the RLQS streams' assignments, per bucket and stream;
 //   - POST /v1/simulate (with UI): replays arrivals through the exact
 //     algorithms (the playground);
 //   - GET /v1/algorithms (with UI): the algorithms it replays, from
@@ -73,6 +77,12 @@ func (c *Console) Handler(opts Options) http.Handler {
 	})
 	mux.HandleFunc("GET /v1/policy", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, c.policyReport())
+	})
+	mux.HandleFunc("GET /v1/leases", func(w http.ResponseWriter, r *http.Request) {
+		c.serveLeases(w, r, opts)
+	})
+	mux.HandleFunc("GET /v1/rlqs", func(w http.ResponseWriter, r *http.Request) {
+		c.serveRLQS(w, r, opts)
 	})
 	if opts.Lookup {
 		mux.HandleFunc("POST /v1/lookup", c.serveLookup)

@@ -61,6 +61,11 @@ type Service struct {
 	Decisions   *prometheus.CounterVec
 	Duration    *prometheus.HistogramVec
 	StoreErrors prometheus.Counter
+	// Leases, for a service that decides leased rules, are its leases
+	// (GET /v1/leases); nil for one without a lease authority.
+	Leases *Leases
+	// RLQS lists the assignments of the RLQS streams open.
+	RLQS func() []RLQSAssignment
 }
 
 // StatsStore is a store that counts what it does behind a circuit breaker

@@ -98,10 +98,13 @@ type LimitReport struct {
 	Shadow     bool        `json:"shadow,omitempty"`
 	Failure    string      `json:"failure,omitempty"`
 	Charge     string      `json:"charge,omitempty"` // as decided: gate, usage, or count under ChargePerDescriptor
-	Replaces   []string    `json:"replaces,omitempty"`
-	File       string      `json:"file"`
-	Line       int         `json:"line"`
-	Field      string      `json:"field"`
+	// Lease, for a leased limit, is its renewal interval and its time to
+	// live, defaults filled in: "renew 100ms, ttl 300ms".
+	Lease    string   `json:"lease,omitempty"`
+	Replaces []string `json:"replaces,omitempty"`
+	File     string   `json:"file"`
+	Line     int      `json:"line"`
+	Field    string   `json:"field"`
 }
 
 func (c *Console) policyReport() *PolicyReport {
@@ -138,6 +141,10 @@ func (c *Console) policyReport() *PolicyReport {
 			}
 			lr.Failure = l.Rule.Failure.String()
 			lr.Charge = limits[l.ID].Rule.Rule().Charge.String()
+			if ls := l.Rule.Lease; ls.Enabled {
+				renew, ttl := ls.Times(l.Rule.Limit.Period)
+				lr.Lease = "renew " + sim.FmtDur(renew) + ", ttl " + sim.FmtDur(ttl)
+			}
 		}
 		if d := byDomain[l.Domain]; d != nil {
 			d.Limits = append(d.Limits, lr)

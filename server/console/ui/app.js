@@ -1,5 +1,6 @@
 // The sluice console: plain JavaScript over the admin API (GET /v1/stats,
-// GET /v1/policy, POST /v1/lookup, POST /v1/simulate), charts by uPlot.
+// GET /v1/policy, GET /v1/leases, POST /v1/lookup, POST /v1/simulate),
+// charts by uPlot.
 // Everything it loads comes from the binary that serves it.
 "use strict";
 
@@ -48,7 +49,7 @@ function chartWidth(target) { return Math.max(300, (target.clientWidth || 900) -
 
 // Pages.
 
-const pages = ["live", "policy", "lookup", "playground"];
+const pages = ["live", "policy", "leases", "lookup", "playground"];
 const entered = {};
 
 function showPage() {
@@ -59,6 +60,7 @@ function showPage() {
   }
   if (name === "live") startLive(); else { stopLive(); refreshBadge(); }
   if (name === "policy") loadPolicy();
+  if (name === "leases") startLeases(); else stopLeases();
   if (name === "lookup") enterLookup();
   if (name === "playground" && !entered.playground) { entered.playground = true; runPlayground(); }
 }
@@ -81,7 +83,26 @@ function stopLive() {
   liveTimer = null;
 }
 
+// refreshRLQS shows the RLQS streams' assignments, when there are any.
+async function refreshRLQS() {
+  let r;
+  try { r = await api("/v1/rlqs"); } catch (_) { return; }
+  const as = r.assignments || [];
+  $("#live-rlqs").classList.toggle("hidden", as.length === 0);
+  $("#rlqs-table tbody").replaceChildren(...as.map((a) => el("tr", {},
+    el("td", {}, a.domain),
+    el("td", {}, Object.keys(a.bucket).sort().map((k) => `${k}=${a.bucket[k]}`).join(", ")),
+    el("td", {}, a.stream),
+    el("td", {}, a.result),
+    el("td", { class: "num" }, a.result === "assigned" ? `${fmtNum(a.share)} / ${a.period_seconds}s` : "–"),
+    el("td", { class: "num" }, a.result === "assigned" ? fmtNum(a.burst) : "–"),
+    el("td", { class: "num" }, fmtNum(Math.round(a.demand_per_second))),
+    el("td", { class: "num" }, a.result === "assigned" ? fmtNum(a.holders) : "–"),
+    el("td", { class: "num" }, `${a.ttl_seconds}s`))));
+}
+
 async function refreshLive() {
+  refreshRLQS();
   try {
     const s = await api("/v1/stats");
     lastStats = s;
@@ -254,11 +275,69 @@ async function loadPolicy() {
         el("td", {}, l.unlimited ? "unlimited" : l.algorithm),
         el("td", { class: "num rate" }, l.unlimited ? "" : l.rate ? `${fmtNum(l.rate)} / ${l.period}` : "always denied"),
         el("td", { class: "num" }, l.capacity ? fmtNum(l.capacity) : ""),
-        el("td", {}, l.shadow ? "shadow" : "enforced"),
+        el("td", { title: l.lease || "" }, (l.shadow ? "shadow" : "enforced") + (l.lease ? ", leased" : "")),
         el("td", {}, l.charge || ""),
         el("td", {}, l.failure || ""),
         el("td", {}, (l.replaces || []).join(", ")),
         el("td", { class: "mono where" }, where(l.file, l.line)))))))));
+}
+
+// Leases.
+
+let leasesTimer = null;
+
+function startLeases() {
+  if (leasesTimer) return;
+  refreshLeases();
+  leasesTimer = setInterval(refreshLeases, 2000);
+}
+
+function stopLeases() {
+  clearInterval(leasesTimer);
+  leasesTimer = null;
+}
+
+// fmtIn is how long until t, from the page's clock: "lapsed" once past.
+function fmtIn(t) {
+  const ms = new Date(t).getTime() - Date.now();
+  return ms <= 0 ? "lapsed" : fmtMs(ms);
+}
+
+async function refreshLeases() {
+  let r;
+  try {
+    r = await api("/v1/leases");
+  } catch (e) {
+    showError("#leases-error", `Could not read /v1/leases: ${e.message}`);
+    return;
+  }
+  showError("#leases-error", "");
+  $("#leases-off").classList.toggle("hidden", r.leasing);
+  $("#leases-head").textContent = !r.leasing ? "" :
+    `This process holds ${fmtNum(r.held)} lease${r.held === 1 ? "" : "s"} as ${r.holder}` +
+    (r.held > r.keys.length ? `; the ${r.keys.length} keys asked most of are shown.` : ".") +
+    (r.keys_shown ? "" : " Keys are shown as a digest: sluice serve --key-lookup shows them.");
+  $("#leases-table").classList.toggle("hidden", r.keys.length === 0);
+  const rows = [];
+  for (const k of r.keys) {
+    // Without the authority's answer, this process's own lease.
+    const holders = k.holders.length ? k.holders :
+      [{ holder: r.holder, self: true, share: k.share, burst: k.burst, demand: k.demand, expires: k.expires }];
+    holders.forEach((h, i) => {
+      const lead = i === 0 ? [
+        el("td", { rowSpan: holders.length }, k.rule),
+        el("td", { rowSpan: holders.length, class: "mono" }, k.key),
+      ] : [];
+      rows.push(el("tr", { "data-rule": k.rule, class: h.self ? "self" : "" }, ...lead,
+        el("td", { class: "mono" }, h.holder + (h.self ? " (this process)" : "")),
+        el("td", { class: "num share" }, fmtNum(h.share)),
+        el("td", { class: "num" }, fmtNum(h.burst)),
+        el("td", { class: "num demand" }, fmtNum(h.demand)),
+        el("td", { class: "num" }, fmtIn(h.expires)),
+        el("td", { class: k.error ? "bad" : "" }, i === 0 ? k.error || "" : "")));
+    });
+  }
+  $("#leases-table tbody").replaceChildren(...rows);
 }
 
 // Look up a key.

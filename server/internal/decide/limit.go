@@ -41,7 +41,9 @@ type Limit struct {
 type CheckedAs struct {
 	Shadow bool // every rule in shadow mode: Settings.Shadow
 	// Count charges every gate rule as envoyproxy/ratelimit counts,
-	// sluice.ChargeCount: Settings.ChargePerDescriptor.
+	// sluice.ChargeCount: Settings.ChargePerDescriptor. A leased rule
+	// stays a gate: its holder decides on its share, which denied hits
+	// must not spend.
 	Count bool
 }
 
@@ -50,7 +52,7 @@ type CheckedAs struct {
 func NewLimit(r sluice.Rule, as CheckedAs, prepare func(sluice.Rule) (*sluice.PreparedRule, error)) (*Limit, error) {
 	checked := r
 	checked.Shadow = r.Shadow || as.Shadow
-	if as.Count && r.Charge == sluice.ChargeGate {
+	if as.Count && r.Charge == sluice.ChargeGate && !r.Lease.Enabled {
 		checked.Charge = sluice.ChargeCount
 	}
 	p, err := prepare(checked)

@@ -1,12 +1,13 @@
 // Package protocol holds the server's protocol adapters: Envoy's rate
 // limit service over gRPC (rls.go, override.go), the same as JSON over
-// HTTP, POST /json (json.go, rlsjson.go, browser.go), and forward auth
+// HTTP, POST /json (json.go, rlsjson.go, browser.go), forward auth
 // for nginx, Traefik and Envoy's ext_authz (auth.go, path.go, host.go),
-// with what only they share: the rate-limit headers of a response
+// and Envoy's Rate Limit Quota Service (rlqs.go, rlqsassign.go), with
+// what only they share: the rate-limit headers of a response
 // (headers.go) and the errors they answer (errors.go).
 //
-// A new protocol adapter (RLQS, say) goes here, beside them, in a file
-// named for its protocol. Each adapter does three things:
+// A new protocol adapter goes here, beside them, in a file named for its
+// protocol. Each adapter that decides requests does three things:
 //
 //  1. read its protocol's request into a decide.Request (decide.NewRequest,
 //     a descriptor's entries and hits), refusing what the protocol allows
@@ -17,6 +18,11 @@
 //  3. write the decide.Outcome back in its protocol: Allowed, a Status per
 //     descriptor, the RateLimit fields (headersOf, for the configured
 //     style), and an error through WriteDecideError or grpcError.
+//
+// RLQS decides no request: it divides each limit among its streams with
+// a lease.Authority (lease.Allocate), and sends each stream its share as
+// a token bucket that Envoy decides on. It reads the config as the others
+// do (Service.Current), one snapshot per renewal.
 //
 // The adapters hold no server: what they read of it comes through Service,
 // which package server fills in (adapters.go there) with the config being

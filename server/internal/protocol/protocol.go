@@ -61,11 +61,14 @@ type Service struct {
 	JSONHosts []string
 	// Trust are the peers whose forwarding headers forward auth reads.
 	Trust clientip.Trusted
+	// RLQS are the settings of Envoy's Rate Limit Quota Service.
+	RLQS RLQSSettings
 }
 
 // Adapters serve the protocols: ShouldRateLimit (gRPC RLS), ServeJSON
-// (POST /json) and ServeAuth (forward auth). They keep nothing between
-// requests, and are safe for concurrent use.
+// (POST /json), ServeAuth (forward auth) and StreamRateLimitQuotas
+// (RLQS). They keep nothing between requests but the RLQS streams open,
+// and are safe for concurrent use.
 type Adapters struct {
 	svc Service
 	// headerKeys are the canonical names of the rate-limit headers
@@ -73,11 +76,13 @@ type Adapters struct {
 	headerKeys map[string]string
 	// jsonHosts are Service.JSONHosts as a set, nil for any host.
 	jsonHosts map[string]bool
+	rlqs      rlqsState
 }
 
 // New returns the adapters of svc, which must have every func set.
 func New(svc Service) *Adapters {
 	a := &Adapters{svc: svc, headerKeys: headerKeys(svc.HeaderNames)}
+	a.rlqs.streams, a.rlqs.stopping = make(map[*rlqsStream]struct{}), make(chan struct{})
 	if svc.JSONHosts != nil {
 		a.jsonHosts = hosts.Set(svc.JSONHosts)
 	}

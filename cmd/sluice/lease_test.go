@@ -1,0 +1,197 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// leaseYAML leases a token bucket of leaseRate a second, burst
+// leaseRate, which fails closed: a request the lease did not decide is
+// denied.
+const (
+	leaseRate = 200
+	leaseYAML = `domain: shop
+descriptors:
+  - key: user
+    rate_limit:
+      algorithm: token_bucket
+      unit: second
+      requests_per_unit: 200
+      failure: closed
+      lease: {renew: 100ms, ttl: 3s}
+`
+)
+
+// leaseReplicas starts n sluice serve processes on one redis-server, with
+// leaseYAML, and returns their HTTP addresses and the redis-server.
+func leaseReplicas(t *testing.T, n int) ([]*child, *redisProc) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server is not installed: skipping")
+	}
+	rp := startRedisProc(t, "redis-server")
+	cfg := writeConfig(t, leaseYAML)
+	var cs []*child
+	for range n {
+		cs = append(cs, startChild(t, nil, "-config", cfg, "-redis", "redis://"+rp.addr,
+			"-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-key-lookup"))
+	}
+	return cs, rp
+}
+
+func httpAddr(c *child) string  { return strings.Fields(c.banner["http"])[0] }
+func adminAddr(c *child) string { return strings.Fields(c.banner["admin"])[0] }
+
+// postShop posts one request for user to c and returns its status.
+func postShop(t *testing.T, client *http.Client, c *child, user string) int {
+	t.Helper()
+	body := fmt.Sprintf(`{"domain":"shop","descriptors":[{"entries":[{"key":"user","value":%q}]}]}`, user)
+	resp, err := client.Post("http://"+httpAddr(c)+"/json", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// Two sluice serve replicas on one redis-server, hammered on one leased
+// key through both: together they admit no more than the bucket's
+// guarantee over the time they were asked, burst + rate × elapsed, as an
+// exact limit does; each admits some; and the console of each shows the
+// key's lease with both holders. The elapsed time is the test's own,
+// from before the first request to after the last answer, which only
+// loosens the bound on a slow machine.
+func TestServeLeaseReplicas(t *testing.T) {
+	cs, _ := leaseReplicas(t, 2)
+	user := fmt.Sprint("u", time.Now().UnixNano())
+	client := &http.Client{Timeout: 30 * time.Second}
+	const perReplica = 4
+	var (
+		mu      sync.Mutex
+		allowed = make([]int, len(cs))
+		other   = map[int]int{}
+		wg      sync.WaitGroup
+	)
+	start := time.Now()
+	stop := start.Add(3 * time.Second)
+	for i, c := range cs {
+		for range perReplica {
+			wg.Go(func() {
+				for time.Now().Before(stop) {
+					code := postShop(t, client, c, user)
+					mu.Lock()
+					switch code {
+					case http.StatusOK:
+						allowed[i]++
+					case http.StatusTooManyRequests:
+					default:
+						other[code]++
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	total := allowed[0] + allowed[1]
+	bound := leaseRate + int(float64(leaseRate)*elapsed.Seconds())
+	t.Logf("admitted %v in %v: %d of a bound of %d", allowed, elapsed, total, bound)
+	if total > bound {
+		t.Errorf("the replicas admitted %d (%v) in %v, above the bound burst + rate × elapsed = %d", total, allowed, elapsed, bound)
+	}
+	if allowed[0] == 0 || allowed[1] == 0 {
+		t.Errorf("admitted %v: want each replica to admit on its share", allowed)
+	}
+	if len(other) > 0 {
+		t.Errorf("answers other than 200 and 429: %v", other)
+	}
+
+	// Each console shows the key's lease, held by both replicas.
+	for i, c := range cs {
+		var r struct {
+			Leasing bool   `json:"leasing"`
+			Holder  string `json:"holder"`
+			Keys    []struct {
+				Rule    string `json:"rule"`
+				Key     string `json:"key"`
+				Holders []struct {
+					Holder string `json:"holder"`
+					Self   bool   `json:"self"`
+					Share  int64  `json:"share"`
+				} `json:"holders"`
+				Error string `json:"error"`
+			} `json:"keys"`
+		}
+		resp, err := client.Get("http://" + adminAddr(c) + "/v1/leases")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&r)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("replica %d: /v1/leases: %v", i, err)
+		}
+		if !r.Leasing || r.Holder == "" || len(r.Keys) != 1 || !strings.Contains(r.Keys[0].Key, user) || r.Keys[0].Error != "" {
+			t.Errorf("replica %d: /v1/leases = %+v, want the lease of %s", i, r, user)
+			continue
+		}
+		var self, shares int64
+		for _, h := range r.Keys[0].Holders {
+			if h.Self {
+				self++
+			}
+			shares += h.Share
+		}
+		// The other replica's lease may have lapsed since: it was idle.
+		if self != 1 || shares > leaseRate {
+			t.Errorf("replica %d: holders %+v: want this process once, the shares at most %d", i, r.Keys[0].Holders, leaseRate)
+		}
+	}
+}
+
+// A sluice serve replica whose Redis stops answering while it holds a
+// lease decides on the lease until it expires, then by the rule's failure
+// mode (closed: denied, counted as a store error); when Redis answers
+// again, it leases again.
+func TestServeLeaseRedisStopped(t *testing.T) {
+	cs, rp := leaseReplicas(t, 1)
+	c := cs[0]
+	client := &http.Client{Timeout: 60 * time.Second}
+	user := fmt.Sprint("u", time.Now().UnixNano())
+	waitFor(t, 30*time.Second, "a request allowed on a lease", func() bool {
+		return postShop(t, client, c, user) == http.StatusOK
+	})
+	errs := metricSum(t, httpAddr(c), "sluice_store_errors_total")
+
+	rp.signal(t, syscall.SIGSTOP)
+	defer rp.signal(t, syscall.SIGCONT)
+	// The rule fails closed: a request allowed now was decided on the
+	// lease.
+	waitFor(t, 30*time.Second, "a request allowed on the lease with Redis stopped", func() bool {
+		return postShop(t, client, c, user) == http.StatusOK
+	})
+	if n := metricSum(t, httpAddr(c), "sluice_store_errors_total"); n != errs {
+		t.Errorf("sluice_store_errors_total went from %v to %v while the lease held", errs, n)
+	}
+	waitFor(t, 60*time.Second, "the failure mode deciding once the lease expired", func() bool {
+		return postShop(t, client, c, user) == http.StatusTooManyRequests &&
+			metricSum(t, httpAddr(c), "sluice_store_errors_total") > errs
+	})
+
+	rp.signal(t, syscall.SIGCONT)
+	waitFor(t, 60*time.Second, "a request allowed on a new lease once Redis answers", func() bool {
+		return postShop(t, client, c, user) == http.StatusOK
+	})
+	if t.Failed() {
+		t.Logf("sluice serve's log:\n%s", lastLines(c.log(), 40))
+	}
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"math"
+	"os/exec"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	quotapb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rate_limit_quota/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice/server/rlqstest"
+)
+
+const rlqsServeYAML = `domain: quota
+descriptors:
+  - key: name
+    value: api
+    rate_limit: {unit: second, requests_per_unit: 100}
+`
+
+// A replica killed mid-stream (SIGKILL: no zero-TTL goodbye): the client
+// reuses its last assignment, opens a stream to another replica and is
+// assigned there again.
+func TestRLQSReplicaKilled(t *testing.T) {
+	cfg := writeConfig(t, rlqsServeYAML)
+	a, bannerA := serveProcess(t, "-config", cfg)
+	_, bannerB := serveProcess(t, "-config", cfg)
+	var conns []grpc.ClientConnInterface
+	for _, addr := range []string{bannerA["grpc"], bannerB["grpc"]} {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+		conns = append(conns, cc)
+	}
+	api := map[string]string{"name": "api"}
+	c := rlqstest.New(rlqstest.Config{
+		Domain: "quota",
+		Bucket: func(any) (map[string]string, *quotapb.RateLimitQuotaBucketSettings) {
+			return api, &quotapb.RateLimitQuotaBucketSettings{
+				ReportingInterval: durationpb.New(50 * time.Millisecond),
+				ExpiredAssignmentBehavior: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior{
+					ExpiredAssignmentBehaviorTimeout: durationpb.New(time.Minute),
+					ExpiredAssignmentBehavior: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior_ReuseLastAssignment_{
+						ReuseLastAssignment: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior_ReuseLastAssignment{}},
+				},
+			}
+		},
+		Conns: conns,
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { c.Run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+
+	waitState := func(what string, cond func(state string) bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			c.Allow(api, time.Now())
+			if s, _ := c.State(api, time.Now()); cond(s) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("still waiting after 30s for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitState("an assignment from the first replica", func(s string) bool { return s == rlqstest.Active && c.Streams() == 1 })
+	if err := a.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	// Active a second after the kill, past the first replica's TTL
+	// (300ms): the assignment is the second replica's.
+	waitState("an assignment from the second replica", func(s string) bool {
+		return s == rlqstest.Active && c.Streams() >= 2 && time.Since(killed) > time.Second
+	})
+}
+
+// Two replicas on one redis-server share an RLQS bucket's limit among
+// the streams of both: a stream on each, asking 1.5 times the limit in
+// all, one three times the other, is assigned its proportional part of
+// the one limit (within a quarter), not each the whole of it.
+func TestRLQSSharedRedis(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server is not installed: skipping")
+	}
+	rp := startRedisProc(t, "redis-server")
+	cfg := writeConfig(t, `domain: quota
+descriptors:
+  - key: name
+    value: api
+    rate_limit: {unit: second, requests_per_unit: 1000}
+`)
+	api := map[string]string{"name": "api"}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	var clients []*rlqstest.Client
+	for _, rate := range []float64{375, 1125} {
+		_, banner := serveProcess(t, "-config", cfg, "-redis", "redis://"+rp.addr)
+		cc, err := grpc.NewClient(banner["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+		c := rlqstest.New(rlqstest.Config{
+			Domain: "quota",
+			Bucket: func(any) (map[string]string, *quotapb.RateLimitQuotaBucketSettings) {
+				return api, &quotapb.RateLimitQuotaBucketSettings{ReportingInterval: durationpb.New(50 * time.Millisecond)}
+			},
+			Conns: []grpc.ClientConnInterface{cc},
+		})
+		clients = append(clients, c)
+		wg.Go(func() { c.Run(ctx) })
+		wg.Go(func() {
+			start, sent := time.Now(), 0.0
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case now := <-tick.C:
+					for ; sent < rate*now.Sub(start).Seconds(); sent++ {
+						c.Allow(api, now)
+					}
+				}
+			}
+		})
+	}
+	begin := time.Now()
+	deadline := begin.Add(30 * time.Second)
+	for {
+		var rates [2]float64
+		for i, c := range clients {
+			_, st := c.State(api, time.Now())
+			if tb := st.GetTokenBucket(); tb != nil {
+				rates[i] = float64(tb.GetTokensPerFill().GetValue()) / tb.GetFillInterval().AsDuration().Seconds()
+			}
+		}
+		if time.Since(begin) > time.Second && math.Abs(rates[0]-250) <= 250/4 && math.Abs(rates[1]-750) <= 750/4 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30s the streams refill at %.0f and %.0f a second, want about 250 and 750: their parts of one limit of 1000", rates[0], rates[1])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Redis stopped (SIGSTOP) under a replica: its renewals fail, so the
+// stream's assignment runs to its TTL and expires; when Redis answers
+// again, the stream is assigned again.
+func TestRLQSRedisStopped(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server is not installed: skipping")
+	}
+	rp := startRedisProc(t, "redis-server")
+	_, banner := serveProcess(t, "-config", writeConfig(t, rlqsServeYAML), "-redis", "redis://"+rp.addr)
+	cc, err := grpc.NewClient(banner["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	api := map[string]string{"name": "api"}
+	c := rlqstest.New(rlqstest.Config{
+		Domain: "quota",
+		Bucket: func(any) (map[string]string, *quotapb.RateLimitQuotaBucketSettings) {
+			return api, &quotapb.RateLimitQuotaBucketSettings{
+				ReportingInterval: durationpb.New(50 * time.Millisecond),
+				ExpiredAssignmentBehavior: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior{
+					ExpiredAssignmentBehaviorTimeout: durationpb.New(time.Hour),
+					ExpiredAssignmentBehavior: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior_ReuseLastAssignment_{
+						ReuseLastAssignment: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior_ReuseLastAssignment{}},
+				},
+			}
+		},
+		Conns: []grpc.ClientConnInterface{cc},
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { c.Run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+	wait := func(what, want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			c.Allow(api, time.Now())
+			if s, _ := c.State(api, time.Now()); s == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("still waiting after 30s for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	wait("an assignment", rlqstest.Active)
+	if err := rp.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	cont := func() { rp.cmd.Process.Signal(syscall.SIGCONT) }
+	t.Cleanup(cont)
+	wait("the assignment expired with Redis stopped", rlqstest.Expired)
+	cont()
+	wait("an assignment again with Redis back", rlqstest.Active)
+}

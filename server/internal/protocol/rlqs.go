@@ -1,0 +1,566 @@
+package protocol
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/lease"
+)
+
+// Bounds on what one RLQS client may hold, so that no stream costs more
+// than a fixed amount of memory and work.
+const (
+	// MaxBucketKeys is the most keys a bucket id may have: a descriptor's
+	// most entries.
+	MaxBucketKeys = 64
+	// MaxBucketIDBytes is the most bytes a bucket id's keys and values
+	// may hold together.
+	MaxBucketIDBytes = 4096
+	// maxReportUnits bounds the requests one report may count for a
+	// bucket: more is no more demand (the authority caps demand far
+	// below it), and the sums stay far from overflow.
+	maxReportUnits = 1 << 40
+	// releaseTimeout bounds giving a stream's shares back once it has
+	// ended, when its own context is over.
+	releaseTimeout = 2 * time.Second
+)
+
+// RLQSSettings are the settings of Envoy's Rate Limit Quota Service.
+type RLQSSettings struct {
+	// Authority divides each limit's quota among the streams holding a
+	// share of it: each stream is one holder.
+	Authority lease.Authority
+	// AbandonAfter is how long a bucket may go without a report before
+	// the stream is told to abandon it and its shares are given back.
+	AbandonAfter time.Duration
+	// MaxStreams bounds the RLQS streams open at once; MaxBuckets the
+	// buckets one stream may subscribe to, and MaxTotalBuckets those of
+	// all the streams together: a bucket past either gets no assignment.
+	MaxStreams      int
+	MaxBuckets      int
+	MaxTotalBuckets int
+	// Now is the server's clock.
+	Now func() time.Time
+	// Count counts a bucket's outcome: its subscription's (each RLQS
+	// result but RLQSError) and each failed renewal (RLQSError).
+	Count func(result string)
+}
+
+// RLQSAssignment is one bucket of one stream, as the console shows it.
+type RLQSAssignment struct {
+	Stream string // the stream's holder id
+	Domain string
+	Bucket map[string]string // shared: do not modify
+	Result string            // an RLQS result
+	// Share per Period is the token bucket's refill, and Burst the
+	// stream's part of the limit's capacity, for an assigned bucket.
+	Share, Burst int64
+	Period       time.Duration
+	// Demand is the stream's demand, in units per second, as the
+	// renewals report it; Holders and TotalDemand (per Period) the
+	// limit's, as the authority last answered.
+	Demand      float64
+	Holders     int
+	TotalDemand int64
+	TTL         time.Duration
+	Renewed     time.Time
+}
+
+// RLQSAssignments lists the buckets of the streams open, as each stream
+// last renewed them.
+func (a *Adapters) RLQSAssignments() []RLQSAssignment {
+	q := &a.rlqs
+	q.mu.Lock()
+	var out []RLQSAssignment
+	for s := range q.streams {
+		if v := s.view.Load(); v != nil {
+			out = append(out, *v...)
+		}
+	}
+	q.mu.Unlock()
+	slices.SortFunc(out, func(x, y RLQSAssignment) int {
+		if c := strings.Compare(x.Domain, y.Domain); c != 0 {
+			return c
+		}
+		if c := strings.Compare(fmt.Sprint(x.Bucket), fmt.Sprint(y.Bucket)); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Stream, y.Stream)
+	})
+	return out
+}
+
+// publish makes the stream's buckets visible to RLQSAssignments.
+func (s *rlqsStream) publish() {
+	v := make([]RLQSAssignment, 0, len(s.buckets))
+	for _, b := range s.buckets {
+		as := RLQSAssignment{Stream: s.holder, Domain: s.domain, Bucket: b.id.GetBucket(), Result: b.policy.result,
+			Demand: b.rate, Renewed: b.renewed}
+		if l := b.last; l != nil {
+			as.Share, as.Burst, as.Period, as.Holders, as.TotalDemand, as.TTL = l.share, l.burst, l.period, l.holders, l.demand, l.ttl
+		}
+		v = append(v, as)
+	}
+	s.view.Store(&v)
+}
+
+// rlqsState is the RLQS service's state across its streams.
+type rlqsState struct {
+	mu       sync.Mutex
+	streams  map[*rlqsStream]struct{}
+	stopping chan struct{} // closed by StopRLQS
+	stopped  bool
+	// buckets counts the buckets of all the streams.
+	buckets atomic.Int64
+}
+
+// StopRLQS ends every RLQS stream, and any that opens after: each is sent
+// an assignment of zero time to live for each of its buckets, so that the
+// clients fall back to their expired-assignment behaviour at once, its
+// shares are given back, and it ends with UNAVAILABLE, so that the
+// client opens a stream to another replica. The server calls it before
+// its graceful stop, which waits for streams to end.
+func (a *Adapters) StopRLQS() {
+	q := &a.rlqs
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.stopped {
+		q.stopped = true
+		close(q.stopping)
+	}
+}
+
+var errRLQSStopping = status.Error(codes.Unavailable, "rlqs: the server is stopping: open a stream to another replica")
+
+// join adds s to the streams, within the bound.
+func (q *rlqsState) join(s *rlqsStream, most int) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case q.stopped:
+		return errRLQSStopping
+	case len(q.streams) >= most:
+		return status.Errorf(codes.ResourceExhausted, "rlqs: %d streams are open, the most this server takes; try again later or another replica", most)
+	}
+	q.streams[s] = struct{}{}
+	return nil
+}
+
+// addBucket counts a new bucket, if the streams hold fewer than most.
+func (q *rlqsState) addBucket(most int) bool {
+	if q.buckets.Add(1) > int64(most) {
+		q.buckets.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (q *rlqsState) leave(s *rlqsStream) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.streams, s)
+}
+
+// rlqsStream is one RLQS client: one holder of the authority's shares.
+type rlqsStream struct {
+	a       *Adapters
+	set     *RLQSSettings
+	holder  string
+	domain  string
+	buckets map[string]*rlqsBucket // by canonical bucket id
+	// failing says the last renewal failed, so that a run of failures
+	// is logged once.
+	failing bool
+	// view is what RLQSAssignments shows of the stream, made afresh
+	// after each change.
+	view atomic.Pointer[[]RLQSAssignment]
+}
+
+// rlqsBucket is a bucket one stream subscribed to.
+type rlqsBucket struct {
+	id      *rlqspb.BucketId // as the client sent it, for the actions
+	entries []config.Entry
+	policy  rlqsPolicy
+	held    []string // the authority's keys this stream holds a share of
+	// lastReport is when the bucket was last reported; since and units
+	// the requests reported since the demand was last measured, and
+	// rate that measure, in units per second.
+	lastReport, since time.Time
+	units             uint64
+	rate              float64
+	renewed           time.Time // the last assignment's time; zero before it
+	last              *assignment
+}
+
+// RLQS is the gRPC service of Envoy's Rate Limit Quota Service, for
+// grpc.Server's registration.
+func (a *Adapters) RLQS() rlqspb.RateLimitQuotaServiceServer { return rlqsService{a: a} }
+
+type rlqsService struct {
+	rlqspb.UnimplementedRateLimitQuotaServiceServer
+	a *Adapters
+}
+
+func (r rlqsService) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
+	return r.a.StreamRateLimitQuotas(stream)
+}
+
+// StreamRateLimitQuotas serves one RLQS client: it reads its usage
+// reports and sends it quota assignments, as
+// envoy.service.rate_limit_quota.v3's RateLimitQuotaService does, until
+// the client closes the stream, the stream breaks, or StopRLQS. A
+// malformed report ends the stream with INVALID_ARGUMENT.
+func (a *Adapters) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
+	set := &a.svc.RLQS
+	s := &rlqsStream{a: a, set: set, holder: newHolder(), buckets: make(map[string]*rlqsBucket)}
+	if err := a.rlqs.join(s, set.MaxStreams); err != nil {
+		return err
+	}
+	defer a.rlqs.leave(s)
+	ctx := stream.Context()
+	defer s.releaseAll(ctx)
+
+	reports := make(chan *rlqspb.RateLimitQuotaUsageReports)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case reports <- m:
+			case <-ctx.Done(): // the handler has returned
+				return
+			}
+		}
+	}()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		var actions []*rlqspb.RateLimitQuotaResponse_BucketAction
+		select {
+		case m := <-reports:
+			acts, err := s.report(ctx, m, set.Now())
+			if err != nil {
+				return err
+			}
+			actions = acts
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		case <-timer.C:
+		case <-a.rlqs.stopping:
+			if resp := s.expireAll(); resp != nil {
+				// Best effort: the stream ends either way.
+				_ = stream.Send(resp)
+			}
+			return errRLQSStopping
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+		now := set.Now()
+		actions = append(actions, s.due(ctx, now)...)
+		if len(actions) > 0 {
+			s.publish()
+			if err := stream.Send(&rlqspb.RateLimitQuotaResponse{BucketAction: actions}); err != nil {
+				return err
+			}
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(s.next(now))
+	}
+}
+
+// newHolder is a stream's holder id: RLQS carries no identity of its
+// client, so each stream is a holder of its own.
+func newHolder() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails
+	return "rlqs-" + hex.EncodeToString(b[:])
+}
+
+// report takes a client's usage report: it subscribes the stream to new
+// buckets, whose first assignments it returns, and notes the usage of the
+// others, from which the next renewal measures the demand.
+func (s *rlqsStream) report(ctx context.Context, m *rlqspb.RateLimitQuotaUsageReports, now time.Time) ([]*rlqspb.RateLimitQuotaResponse_BucketAction, error) {
+	switch d := m.GetDomain(); {
+	case s.domain == "" && d == "":
+		return nil, status.Error(codes.InvalidArgument, "domain: missing in the stream's first report")
+	case s.domain == "":
+		s.domain = d
+	case d != "" && d != s.domain:
+		return nil, status.Errorf(codes.InvalidArgument, "domain: the stream is for %q: open another stream for %q", s.domain, d)
+	}
+	var actions []*rlqspb.RateLimitQuotaResponse_BucketAction
+	for i, u := range m.GetBucketQuotaUsages() {
+		id, err := bucketKey(u.GetBucketId(), i)
+		if err != nil {
+			return nil, err
+		}
+		elapsed := time.Duration(0)
+		if te := u.GetTimeElapsed(); te != nil {
+			if err := te.CheckValid(); err != nil || te.AsDuration() < 0 {
+				return nil, status.Errorf(codes.InvalidArgument, "bucket_quota_usages[%d].time_elapsed: want a duration of at least 0", i)
+			}
+			elapsed = te.AsDuration()
+		}
+		units := min(u.GetNumRequestsAllowed(), maxReportUnits) + min(u.GetNumRequestsDenied(), maxReportUnits)
+		b := s.buckets[id]
+		if b != nil {
+			b.lastReport = now
+			b.units = min(b.units+units, maxReportUnits)
+			if span := now.Sub(b.since); span >= b.policy.renew && b.measured(span) {
+				b.measure(float64(b.units) / span.Seconds())
+				b.units, b.since = 0, now
+			}
+			continue
+		}
+		if len(s.buckets) >= s.set.MaxBuckets || !s.a.rlqs.addBucket(s.set.MaxTotalBuckets) {
+			s.set.Count(RLQSRefused)
+			continue
+		}
+		b = &rlqsBucket{id: u.GetBucketId(), lastReport: now, since: now}
+		s.resolve(b)
+		s.buckets[id] = b
+		// The first report may cover the time before the subscription;
+		// the first measure of demand is over it, and at least a renewal.
+		b.rate = float64(units) / max(elapsed, b.policy.renew, time.Millisecond).Seconds()
+		act := s.renew(ctx, b, now)
+		s.set.Count(b.policy.result)
+		if act != nil {
+			actions = append(actions, act)
+		}
+	}
+	return actions, nil
+}
+
+// A bucket's demand is measured over at least a renewal interval, and
+// until measureUnits requests have been reported, or measureSpans
+// intervals have passed, or the count is clearly not the last measure's
+// (more than three standard deviations off, as a Poisson count): a
+// stream of few requests is measured over a longer time, where a count
+// of a few would swing from one interval to the next, unless its demand
+// has moved.
+const (
+	measureUnits = 100
+	measureSpans = 10
+)
+
+// measured says whether the units reported over span measure the demand.
+func (b *rlqsBucket) measured(span time.Duration) bool {
+	want := b.rate * span.Seconds()
+	return b.units >= measureUnits || span >= measureSpans*b.policy.renew ||
+		math.Abs(float64(b.units)-want) > 3*math.Sqrt(want)+3
+}
+
+// deadband is the change of measured demand, as a fraction, that a
+// bucket's demand does not follow: a steady demand measured with noise
+// then keeps the stream's share, and so its strategy, unchanged, which
+// the client extends rather than replaces (a new token bucket starts
+// full).
+const deadband = 0.05
+
+// measure takes a new measure of the bucket's demand, in units per
+// second.
+func (b *rlqsBucket) measure(rate float64) {
+	if math.Abs(rate-b.rate) > deadband*b.rate {
+		b.rate = rate
+	}
+}
+
+// bucketKey is a bucket id's canonical form, its keys sorted (a bucket id
+// is a map: the order of its keys does not matter), after checking its
+// bounds. i is its index in the report, for errors.
+func bucketKey(id *rlqspb.BucketId, i int) (string, error) {
+	m := id.GetBucket()
+	switch {
+	case len(m) == 0:
+		return "", status.Errorf(codes.InvalidArgument, "bucket_quota_usages[%d].bucket_id: missing or empty", i)
+	case len(m) > MaxBucketKeys:
+		return "", status.Errorf(codes.InvalidArgument, "bucket_quota_usages[%d].bucket_id: %d keys; at most %d are allowed", i, len(m), MaxBucketKeys)
+	}
+	size := 0
+	keys := make([]string, 0, len(m))
+	for k, v := range m {
+		size += len(k) + len(v)
+		keys = append(keys, k)
+	}
+	if size > MaxBucketIDBytes {
+		return "", status.Errorf(codes.InvalidArgument, "bucket_quota_usages[%d].bucket_id: %d bytes of keys and values; at most %d are allowed", i, size, MaxBucketIDBytes)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	b.Grow(size + 8*len(keys))
+	for _, k := range keys {
+		// Lengths first, so that no two ids make one string.
+		b.WriteString(strconv.Itoa(len(k)))
+		b.WriteByte(':')
+		b.WriteString(k)
+		b.WriteString(strconv.Itoa(len(m[k])))
+		b.WriteByte(':')
+		b.WriteString(m[k])
+	}
+	return b.String(), nil
+}
+
+// resolve finds b's policy in the config being served: a reload may
+// change its descriptor's order (the domain's rlqs section) and its
+// limits.
+func (s *rlqsStream) resolve(b *rlqsBucket) {
+	snap := s.a.svc.Current()
+	b.entries = snap.Config.RLQS(s.domain).Entries(b.id.GetBucket(), b.entries)
+	b.policy = resolve(snap, s.domain, b.entries)
+}
+
+// renew resolves b's policy in the config being served, renews the
+// stream's shares and returns the bucket's new assignment, nil for none
+// (an unknown bucket, or the authority failed).
+func (s *rlqsStream) renew(ctx context.Context, b *rlqsBucket, now time.Time) *rlqspb.RateLimitQuotaResponse_BucketAction {
+	s.resolve(b)
+	b.renewed = now
+	keep := b.held[:0]
+	var gone []string
+	for _, k := range b.held {
+		if slices.ContainsFunc(b.policy.limits, func(l rlqsLimit) bool { return l.key == k }) {
+			keep = append(keep, k)
+		} else {
+			gone = append(gone, k)
+		}
+	}
+	b.held = keep
+	s.release(ctx, gone)
+	if b.policy.result == RLQSUnknown {
+		b.last = nil
+		return nil
+	}
+	for _, l := range b.policy.limits {
+		if !slices.Contains(b.held, l.key) {
+			b.held = append(b.held, l.key)
+		}
+	}
+	as, err := assign(ctx, s.set.Authority, s.holder, b.policy, b.rate, now)
+	if err != nil {
+		s.set.Count(RLQSError)
+		if !s.failing && ctx.Err() == nil {
+			s.a.svc.Log.WarnContext(ctx, "rlqs: renewing a share failed: the stream's assignments expire at their TTL unless a renewal succeeds",
+				"domain", s.domain, "err", err)
+		}
+		s.failing = true
+		// Try again within a renewal, not at once.
+		return nil
+	}
+	s.failing = false
+	b.last = &as
+	return assignmentAction(b.id, as.strategy, as.ttl)
+}
+
+func assignmentAction(id *rlqspb.BucketId, st *typepb.RateLimitStrategy, ttl time.Duration) *rlqspb.RateLimitQuotaResponse_BucketAction {
+	return &rlqspb.RateLimitQuotaResponse_BucketAction{
+		BucketId: id,
+		BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{
+			QuotaAssignmentAction: &rlqspb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
+				AssignmentTimeToLive: durationpb.New(ttl),
+				RateLimitStrategy:    st,
+			}}}
+}
+
+// due abandons the buckets not reported for AbandonAfter, and renews
+// those whose renewal is due at now.
+func (s *rlqsStream) due(ctx context.Context, now time.Time) []*rlqspb.RateLimitQuotaResponse_BucketAction {
+	var actions []*rlqspb.RateLimitQuotaResponse_BucketAction
+	for id, b := range s.buckets {
+		switch {
+		case now.Sub(b.lastReport) >= s.set.AbandonAfter:
+			s.release(ctx, b.held)
+			delete(s.buckets, id)
+			s.a.rlqs.buckets.Add(-1)
+			actions = append(actions, &rlqspb.RateLimitQuotaResponse_BucketAction{
+				BucketId: b.id,
+				BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction_{
+					AbandonAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction{}},
+			})
+		case now.Sub(b.renewed) >= b.policy.renew:
+			if act := s.renew(ctx, b, now); act != nil {
+				actions = append(actions, act)
+			}
+		}
+	}
+	return actions
+}
+
+// next is how long until the stream's next renewal or abandonment.
+func (s *rlqsStream) next(now time.Time) time.Duration {
+	wait := s.set.AbandonAfter
+	for _, b := range s.buckets {
+		wait = min(wait, b.renewed.Add(b.policy.renew).Sub(now), b.lastReport.Add(s.set.AbandonAfter).Sub(now))
+	}
+	return max(wait, time.Millisecond)
+}
+
+// expireAll gives the stream's shares back and returns the response that
+// expires each of its assignments at once, nil if it has none.
+func (s *rlqsStream) expireAll() *rlqspb.RateLimitQuotaResponse {
+	var actions []*rlqspb.RateLimitQuotaResponse_BucketAction
+	for _, b := range s.buckets {
+		if b.last != nil {
+			actions = append(actions, assignmentAction(b.id, b.last.strategy, 0))
+		}
+	}
+	if len(actions) == 0 {
+		return nil
+	}
+	return &rlqspb.RateLimitQuotaResponse{BucketAction: actions}
+}
+
+// releaseAll gives back every share the stream holds.
+func (s *rlqsStream) releaseAll(ctx context.Context) {
+	for id, b := range s.buckets {
+		s.release(ctx, b.held)
+		delete(s.buckets, id)
+		s.a.rlqs.buckets.Add(-1)
+	}
+}
+
+// release gives back the stream's shares of keys, with a context of its
+// own when the stream's has ended.
+func (s *rlqsStream) release(ctx context.Context, keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	for _, k := range keys {
+		if err := s.set.Authority.Release(rctx, k, s.holder); err != nil {
+			// The share lapses at its TTL all the same.
+			s.a.svc.Log.WarnContext(ctx, "rlqs: giving a share back failed: it lapses at its TTL", "domain", s.domain, "err", err)
+			return
+		}
+	}
+}
