@@ -682,17 +682,10 @@ end
 
 -- Fixed window, a key per window (kind 5): its value the window's count,
 -- which INCRBY charges and DECRBY gives back. window returns the key of the
--- window holding now, for the key base, and how far into it now is; the
--- start, the key's suffix, is formatted once per period and time.
-local wcache = {}
+-- window holding now, for the key base, and how far into it now is.
 local function window(base, now, p, unit)
-  local w = wcache[p]
-  if not w or w[1] ~= now then
-    local k = fdiv(now, p)
-    w = {now, now - k * p, string.format('%.0f', k * p / unit)}
-    wcache[p] = w
-  end
-  return base .. w[3], w[2]
+  local k = fdiv(now, p)
+  return base .. string.format('%.0f', k * p / unit), now - k * p
 end
 
 -- wkey mends the keys of rule r's one-byte requests, which come with the
@@ -721,26 +714,14 @@ end
 
 local function wcount(key) return tonumber(call('GET', key)) or 0 end
 
--- wrecordkey records usage n > 0 into a window's key, capped as wrecord
+-- wrecordkey records usage n >= 0 into a window's key, capped as wrecord
 -- caps it: the count before and after.
 local function wrecordkey(key, r, n)
-  local cap = 2 * r.a1
-  if cap == 0 then -- Rate 0 records nothing
-    local c = wcount(key)
-    return c, c
-  end
-  local add = n
-  if add > cap then add = cap end
-  local c = call('INCRBY', key, arg(add))
-  if c == add then call('PEXPIRE', key, r.ttl) end
-  local before = c - add
-  if c > cap then
-    local back = c - cap
-    if back > add then back = add end -- a count past the cap is kept
-    call('DECRBY', key, arg(back))
-    c = c - back
-  end
-  return before, c
+  local before = wcount(key)
+  local add = math.min(n, 2 * r.a1 - before)
+  if add <= 0 then return before, before end
+  if call('INCRBY', key, arg(add)) == add then call('PEXPIRE', key, r.ttl) end -- new
+  return before, before + add
 end
 
 -- wfixed charges as it decides (d[7] 4): a request that does not pass
@@ -752,8 +733,8 @@ local function wfixed(c, now, n)
   local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
   local ok, count, never = true, 0, false
   if r.charge ~= GATE and n >= 0 then
-    local want, before = asked(n, r.charge), nil
-    if n > 0 then before, count = wrecordkey(key, r, n) else before = wcount(key); count = before end
+    local want, before = asked(n, r.charge), 0
+    before, count = wrecordkey(key, r, n)
     ok = want <= r.a1 - before
     never = not ok and want > r.a1
   elseif n < 0 or n > r.a1 then
