@@ -414,7 +414,7 @@ func duration(us, ns int64) time.Duration {
 // the script answers for a unit taken at now on its path of its own: the
 // bucket's debt after, or the window's count after, times 2, plus 1 if
 // allowed; a sliding log's answer is in the case below (see lstretch).
-// The arithmetic is the script's (take.lua: bcore, wdecision, slog), done
+// The arithmetic is the script's (take.lua: bucket, wdecision, slog), done
 // here to spare Redis the work.
 func (p *params) expand(b []int64, v, now int64) []int64 {
 	ok, x := v&1, v>>1

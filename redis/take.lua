@@ -1,44 +1,36 @@
--- sluice: requests against several checks each, decided in order as if
--- they had come one by one, each all-or-nothing but for usage (see CHARGE).
--- params.go keeps every parameter where the doubles below are exact
--- integers. Redis pays per decision for each redis.call, each Lua number
--- passed to one (it formats it), each KEYS entry and TIME: TTLs are strings
--- made once per rule, TIME is read once per run, and single units take a
--- path per kind (a stretch) that answers one number a request.
+-- sluice: runs of requests against several checks each, decided in order as
+-- if they had come one by one, each all-or-nothing but for usage (CHARGE).
+-- params.go keeps every parameter where these doubles are exact integers.
+-- Each redis.call, Lua number passed to one (Redis formats it), KEYS entry
+-- and TIME costs per decision: TTLs are strings made once per rule, TIME is
+-- read once per run, and single units take a path per kind (a stretch)
+-- answered with one number. docs/redis.md tells the whole design.
 --
--- ARGV[1], the run, one string (each ARGV element costs Redis time):
---   a head, '<BBBBddI4I4': node (1: a run on one Cluster node, its keys in
---   ARGV after the rules, each request under pcall: see moved), clock (1:
---   KEYS[1] is the store's clock, see at), flavour (1: a take that also
---   reports, per check, the time decided at and a bucket's debt after; 2:
---   a give-back, see giveback; else 0; never with one-byte requests), fast
---   (1: the run has one-byte requests), now (µs, 2^53 for Redis TIME),
---   guess (the µs at which the client guessed the windows of the one-byte
---   kind 5 requests, see wkey), the number of rules, n requests;
---   the shape, a byte per request: r > 0 one unit of rule r at the head's
---   now, answered with one number (see the stretches), or 0;
---   then each 0 request as little-endian doubles: now (µs, 2^53 for Redis
---   TIME), k checks, and per check its rule and cost (flavour 2: and the
---   take's receipt, t1 and x).
--- ARGV[1+i], rule i, '<BBdddddddss': kind, modes (shadow in bit 0, the
---   charge above), a1..a7, its keys' TTL in ms and a bucket's TTL in debt
---   past a full bucket ('' for none):
---     1 bucket (span, pt, m, h, q, burst, qu); 2 fixed window (rate, period
---     µs); 3 sliding counter (rate, period); 4 sliding log (rate, period,
---     the span its TTL is set once in); 5 fixed window, a key per window
---     (rate, period, µs per unit of the start in its key): with the clock.
--- KEYS (ARGV after the rules on a node): the clock if any, then each
---   check's key in order (kind 5: less the window's start, which one-byte
---   requests come with, guessed); in flavour 2, a token after a request's.
--- Reply: the one-byte requests' time (0 if none), then per one-byte
---   request its number, else per check allowed, remaining, retry µs and
---   ns, reset µs and ns (µs -1: Never), and in flavour 1 the time decided
---   at and a bucket's debt after. A request on a key its node lost: -2.
---
--- As a Redis function (FCALL) the file is loaded once: its helpers and
--- reused tables live from run to run. Loading sees no global but redis:
--- the others are bound at the first run. As a script (EVAL) all is made
--- again at every run.
+-- ARGV[1], the run: a head '<BBBBddI4I4': node (1: on one Cluster node,
+--   its keys in ARGV after the rules; see moved), clock (1: KEYS[1] is the
+--   store's clock, see at), flavour (1: a take reporting per check the time
+--   decided at and a bucket's debt after; 2: a give-back; else 0), fast (1:
+--   the run has one-byte requests), now (µs; 2^53: Redis TIME), guess (see
+--   wkey), the number of rules, n requests. Then the shape, a byte per
+--   request: r > 0 one unit of rule r at the head's now, else 0. Then each 0
+--   request as '<d's: now, k checks, per check its rule and cost (flavour 2:
+--   and the take's receipt, t1 and x).
+-- ARGV[1+i], rule i, '<BBdddddddss': kind, modes (bit 0 shadow, the rest
+--   CHARGE), a1..a7, its keys' TTL in ms and a bucket's TTL in debt past a
+--   full bucket ('': none). Kinds: 1 bucket (span, pt, m, h, q, burst, qu);
+--   2 fixed window (rate, period µs); 3 sliding counter (rate, period); 4
+--   sliding log (rate, period, the span its TTL is set once in); 5 fixed
+--   window, a key per window (rate, period, µs per unit of the key's start).
+-- KEYS (on a node: ARGV after the rules): the clock if any, then each
+--   check's key (kind 5: less the window's start; one-byte requests come
+--   with one, guessed); in flavour 2 a token after the request's.
+-- Reply: the one-byte requests' time (0: none), then per one-byte request
+--   its number, else per check allowed, remaining, retry µs and ns, reset µs
+--   and ns (µs -1: never), and in flavour 1 the time decided at and a
+--   bucket's debt after. -2: a request on a key its node lost.
+-- As a Redis function the file loads once, its tables living from run to
+-- run; loading sees no global but redis, so the others are bound at the
+-- first run. As a script (EVAL) all is made again each run.
 local evalkeys, evalargv
 if not redis.register_function then evalkeys, evalargv = KEYS, ARGV end
 local KEYS, ARGV
@@ -89,14 +81,13 @@ local function muldiv(a, b, c)
   end
 end
 
--- CHARGE, a rule's: GATE is all-or-nothing, a check charged only when the
--- whole request passes (cost 0 peeks). USAGE and COUNT record a cost
--- whether it fits or not (the check allows iff it fits), in a denied
--- request too, into a debt capped at a period's worth (a bucket's at two
--- full buckets, a window's count and a log's units at 2·Rate), never given
--- back. Cost 0 records nothing and allows iff one unit fits (USAGE) or
--- nothing is owed (COUNT): asked is the cost a check is decided as. The
--- stretches serve GATE alone (fastRule in store.go).
+-- CHARGE: GATE is all-or-nothing, a check charged only when the whole
+-- request passes (cost 0 peeks). USAGE and COUNT record a cost whether it
+-- fits or not (the check allows iff it fits), denied or not, into a debt
+-- capped at a period's worth (a bucket's at two full buckets, a window's
+-- count and a log's units at 2·Rate), never given back. Cost 0 records
+-- nothing and allows iff one unit fits (USAGE) or nothing is owed (COUNT):
+-- asked is the cost decided. The stretches serve GATE alone (fastRule).
 local GATE, USAGE = 0, 1
 local function asked(n, charge)
   if n == 0 and charge == USAGE then return 1 end
@@ -113,24 +104,23 @@ local function wrecord(count, n, rate)
 end
 
 -- The run's state, set by take. out[1..nout] is the reply, its table kept
--- from run to run (what a longer run left is cleared at the end).
+-- from run to run (take clears what a longer run left).
 local out, nout = {}, 0
 local reqs, pos -- ARGV[1], and the position of the next 0 request in it
-local rules = {} -- the run's rules by index, as tables read only
+local rules = {} -- the run's rules by index, read only
 local rcache, nrcache = {}, 0 -- rules by record, forgotten past 256
 local ki -- the next key
 local nodemode, clockon, receipts, giving
-local clock, clocked, ahead, redisnow
+local clock, clocked, ahead, redisnow, theirs
 local shape, soff, fastnow, guess -- see the head
 local CLOCKTTL = '86400000' -- ms: a day
 
 -- at is the time of a request sent with now. The clock (KEYS[1]) is the
--- latest time the store decided at, so that no decision is made earlier,
+-- latest time the store decided at, so that no decision is made earlier
 -- whatever Redis TIME does: the run's first request sets it and reads the
 -- old one in one call, puts the old one back if it was ahead (ahead), and
--- a later time is written at the end of the run (clocked). theirs: the
--- time is the caller's, neither Redis's nor the clock's.
-local theirs
+-- a later time is written at the run's end (clocked). theirs: the time is
+-- the caller's, neither Redis's nor the clock's.
 local function at(now)
   theirs = now ~= P53 and not clockon
   if now == P53 then
@@ -159,43 +149,33 @@ local function at(now)
   return now
 end
 
--- setstate writes a key's state with ttl, a TTL in ms as a string ('': none).
+-- setstate writes a key's state with ttl, in ms as a string ('': none).
 local function setstate(key, state, ttl)
   if ttl == '' then return call('SET', key, state) end
   call('SET', key, state, 'PX', ttl)
 end
 
--- arg is a cost as a redis.call argument: a string, as Redis would format a number.
+-- arg is a cost as a redis.call argument, formatted as Redis would.
 local function arg(n)
   if n == 1 then return '1' end
   return string.format('%.0f', n)
 end
 
-local function put6(ok, rem, rus, rns, zus, zns)
-  out[nout + 1], out[nout + 2], out[nout + 3] = ok, rem, rus
-  out[nout + 4], out[nout + 5], out[nout + 6] = rns, zus, zns
-  nout = nout + 6
-end
+-- Bucket (token, leaky, GCRA). State 'dd': the last time seen (µs) and the
+-- debt then, in units of h/q ns; m units make a quantum of qu µs, a unit
+-- costs pt, a full bucket is span. qu is 1 but for a bucket too long for
+-- units of a µs, which drains by the whole quanta (1ms or 1s) passed.
 
----------------------------------------------------------------------------
--- Bucket (token, leaky, GCRA). State 'dd': the last time seen (µs) and
--- the debt then, in units of h/q ns; m units make a quantum of qu µs, a
--- request unit costs pt, a full bucket is span (a1..a7 = span, pt, m, h,
--- q, burst, qu). qu is 1 but for a bucket too long for units of a µs,
--- which drains by the whole quanta of 1ms or 1s passed (its times are
--- kept in µs, so that a time gone back is read as the latest, exactly).
-
--- bttl is the TTL of a state of debt D: debt past a full bucket's, which
--- only usage records, takes longer to drain.
+-- bttl: debt past a full bucket's, which only usage records, drains longer.
 local function bttl(r, D)
   if D > r.a1 then return r.dttl end
   return r.ttl
 end
 
--- bstep drains the state (t0, D0) to now and takes n >= 0 units if they
--- fit: the time, never before t0, 1 if they fit (else 0), the debt after
--- and the debt drained. Its arguments are the rule's fields, not the rule,
--- as the one-unit path calls it per decision and a field read costs more.
+-- bstep drains (t0, D0) to now and takes n >= 0 units if they fit: the
+-- time (never before t0), 1 if they fit (else 0), the debt after and the
+-- debt drained. It takes the rule's fields, as a field read costs the
+-- one-unit path more than an argument.
 local function bstep(span, pt, m, q, qu, t0, D0, now, n)
   if now < t0 then now = t0 end
   local D = D0
@@ -214,8 +194,8 @@ local function bstep(span, pt, m, q, qu, t0, D0, now, n)
 end
 
 -- usns is y > 0 units of debt as a wait in µs and ns, the ns rounded up;
--- with a coarser quantum, a wait to the end of the quantum the debt
--- drains in, from off µs into now's.
+-- with a coarser quantum, to the end of the quantum the debt drains in,
+-- off µs being into now's.
 local function usns(y, r, off)
   local m = r.a3
   local us = fdiv(y, m)
@@ -226,59 +206,11 @@ local function usns(y, r, off)
   return us, -fdiv(-(y - us * m) * r.a4, r.a5)
 end
 
--- bcore decides n at now from the state (has, t0, D0): the decision's six
--- values, the write (0 none, 1 the state (t, after), 2 DEL), t and after.
-local function bcore(r, has, t0, D0, now, n)
-  local span, pt, q, burst, charge = r.a1, r.a2, r.a5, r.a6, r.charge
-  local gate, took, after, D, off = n > 0 and n <= burst and charge == GATE, 0, 0, 0, 0
-  if has or gate then
-    if not has then t0, D0 = now, 0 end
-    now, took, after, D = bstep(span, pt, r.a3, q, r.a7, t0, D0, now, gate and n or 0)
-  end
-  if r.a7 ~= 1 then off = now - fdiv(now, r.a7) * r.a7 end -- into now's quantum
-  local ok, rem, rus, rns, zus, zns = 0, 0, 0, 0, 0, 0
-  if not gate then after = D end
-  if n < 0 then
-    rus = -1
-  elseif charge ~= GATE then
-    local want = asked(n, charge)
-    if want <= burst and D + want * pt <= span then ok = 1 end
-    if n > 0 and (ok == 1 or (q ~= 0 and D < 2 * span)) then -- Rate 0 would never drain it
-      after = D + n * pt -- inexact only far past the cap
-      if ok == 0 and after > 2 * span then after = 2 * span end
-    end
-    if ok == 0 and (want > burst or q == 0) then
-      rus = -1
-    elseif ok == 0 then -- for the same check, on the debt after this one
-      rus, rns = usns(after + want * pt - span, r, off)
-    end
-  elseif n > burst then
-    rus = -1
-  elseif n == 0 then
-    ok = 1 -- a peek, even of an empty bucket
-  else
-    ok = took
-    if ok == 0 and q == 0 then
-      rus = -1
-    elseif ok == 0 then
-      rus, rns = usns(D + n * pt - span, r, off)
-    end
-  end
-  if after <= span then rem = fdiv(span - after, pt) end
-  if after == 0 then -- idle: forget it
-    return ok, rem, rus, rns, 0, 0, has and 2 or 0, now, 0
-  end
-  if q == 0 then zus = -1 else zus, zns = usns(after, r, off) end
-  local w = 0
-  if not has or t0 ~= now or D0 ~= after then w = 1 end
-  return ok, rem, rus, rns, zus, zns, w, now, after
-end
-
 -- bstretch decides single units of rule r, requests i to e, at the run's
--- time. It writes first the state of a bucket that was idle and reads the
--- old one in the same call, so that an absent key costs one call, then
--- decides from the old state as bcore does, and writes again if the guess
--- was wrong. Its number: the debt after, times 2, plus 1 if allowed.
+-- time. It writes the state of an idle bucket first, reading the old one in
+-- the same call (an absent key costs one call), decides from the old state
+-- as bucket does, and writes again if the guess was wrong. Its number: the
+-- debt after, times 2, plus 1 if allowed.
 local function bstretch(r, i, e)
   local span, pt, m, q, qu, ttl, now = r.a1, r.a2, r.a3, r.a5, r.a7, r.ttl, fastnow
   local idle = spack('dd', now, pt)
@@ -304,7 +236,6 @@ local function bstretch(r, i, e)
   return e + 1
 end
 
----------------------------------------------------------------------------
 -- Windows, in µs: [k*P, (k+1)*P) from the Unix epoch. locate returns now's
 -- and how far into it now is.
 local function locate(now, p)
@@ -312,8 +243,8 @@ local function locate(now, p)
   return k, now - k * p
 end
 
--- wdecision is the six values of a fixed window's decision (kinds 2 and
--- 5): ok, on the count after, off into the window; never: no wait will do.
+-- wdecision is a fixed window's decision (kinds 2 and 5): ok, on the count
+-- after, off into the window; never: no wait will do.
 local function wdecision(r, ok, count, off, never)
   local p, rus, zus = r.a2, 0, 0
   if never then rus = -1 elseif not ok then rus = p - off end
@@ -321,6 +252,56 @@ local function wdecision(r, ok, count, off, never)
   local rem = r.a1 - count
   if rem < 0 then rem = 0 end -- a rate lowered under the same name
   return ok and 1 or 0, rem, rus, 0, zus, 0
+end
+
+-- A step decides check c at now for cost n and returns d: the decision in
+-- d[1..6], d[15] the time decided at, d[16] a bucket's debt after, and the
+-- write in d[7]: 0 none, 1 SET d[8], 2 DEL, 3 the log's (logcommit), 4 kind
+-- 5's charge, made. bucket is the step of kind 1.
+local function bucket(c, now, n)
+  local r, st = c.r, c.st
+  local span, pt, q, burst, charge = r.a1, r.a2, r.a5, r.a6, r.charge
+  local gate, took, after, D, off = n > 0 and n <= burst and charge == GATE, 0, 0, 0, 0
+  local t0, D0 = now, 0
+  if st then t0, D0 = st[1], st[2] end
+  if st or gate then now, took, after, D = bstep(span, pt, r.a3, q, r.a7, t0, D0, now, gate and n or 0) end
+  if r.a7 ~= 1 then off = now - fdiv(now, r.a7) * r.a7 end -- into now's quantum
+  local ok, rem, rus, rns, zus, zns = 0, 0, 0, 0, 0, 0
+  if not gate then after = D end
+  if n < 0 then
+    rus = -1
+  elseif charge ~= GATE then
+    local want = asked(n, charge)
+    if want <= burst and D + want * pt <= span then ok = 1 end
+    if n > 0 and (ok == 1 or (q ~= 0 and D < 2 * span)) then -- Rate 0 never drains it
+      after = D + n * pt -- inexact only far past the cap
+      if ok == 0 and after > 2 * span then after = 2 * span end
+    end
+    if ok == 0 and (want > burst or q == 0) then
+      rus = -1
+    elseif ok == 0 then -- for the same check, on the debt after this one
+      rus, rns = usns(after + want * pt - span, r, off)
+    end
+  elseif n > burst then
+    rus = -1
+  elseif n == 0 then
+    ok = 1 -- a peek, even of an empty bucket
+  else
+    ok = took
+    if ok == 0 and q == 0 then
+      rus = -1
+    elseif ok == 0 then
+      rus, rns = usns(D + n * pt - span, r, off)
+    end
+  end
+  if after <= span then rem = fdiv(span - after, pt) end
+  if after == 0 then -- idle: forget it
+    return {ok, rem, rus, rns, 0, 0, st and 2 or 0, false, [15] = now, [16] = 0}
+  end
+  if q == 0 then zus = -1 else zus, zns = usns(after, r, off) end
+  local d = {ok, rem, rus, rns, zus, zns, 0, false, [15] = now, [16] = after}
+  if not st or t0 ~= now or D0 ~= after then d[7], d[8] = 1, spack('dd', now, after) end
+  return d
 end
 
 -- Fixed window (kind 2). State 'ddd': window, count, last time seen.
@@ -355,9 +336,9 @@ local function fixed(c, now, n)
 end
 
 -- Sliding window counter (kind 3). State 'dddd': window, prev, curr, last
--- time seen. cstep rolls the counts of window win to now's, k, off into
--- it: prev, curr, and whether want more fit, while prev·(P-off)/P + curr +
--- want <= rate, exactly. It takes the rule's fields, as bstep does.
+-- time seen. cstep rolls window win's counts to now's, k, off into it:
+-- prev, curr, and whether want more fit, prev·(P-off)/P + curr + want <=
+-- rate, exactly. It takes the rule's fields, as bstep does.
 local function cstep(rate, p, win, prev, curr, k, off, want)
   if k == win + 1 then
     prev, curr = curr, 0
@@ -368,10 +349,9 @@ local function cstep(rate, p, win, prev, curr, k, off, want)
   return prev, curr, m > 0 and fits(prev, p - off, m, p)
 end
 
--- firstfit is the least offset into a window after one of prev at which n
--- more fit, as µs and ns; nil when none in the window does. n fit at off
--- iff prev*(P-off) < m*P, m = rate-curr-n+1: over ns offsets, off =
--- floor(1000*P*(prev-m)/prev) + 1.
+-- firstfit is the least offset, in µs and ns, into a window after one of
+-- prev at which n more fit (nil: none in the window): prev*(P-off) < m*P,
+-- m = rate-curr-n+1, at off = floor(1000*P*(prev-m)/prev) + 1 ns.
 local function firstfit(rate, p, prev, curr, n)
   local m = rate - curr - n + 1
   if m <= 0 then return nil end
@@ -427,13 +407,11 @@ local function counter(c, now, n)
 end
 
 -- cstretch decides single units (Rate < 2^25, with the clock) as counter
--- does, from the same roll and fit; it writes only if allowed (a denial
--- changes nothing a later read does not roll alike). Its number: the
--- counts rolled to now's window, (prev·(Rate+1) + curr)·2, plus 1 if
--- allowed, from which the Go side makes the Decision (expandCounter). Or
--- -3, deciding nothing, for a state last written after now (a lost clock)
--- or counts above the rate (a higher rate under the same name): the Go
--- side decides that request again on the general path.
+-- does; it writes only if allowed (a later read rolls a denial's state
+-- alike). Its number: the counts rolled to now's window, (prev·(Rate+1) +
+-- curr)·2, plus 1 if allowed (see expandCounter). Or -3, deciding nothing,
+-- for a state written after now (a lost clock) or counts above the rate (a
+-- higher rate under the same name): the Go side sends it to the general path.
 local function cstretch(r, i, e)
   local rate, p, ttl, now = r.a1, r.a2, r.ttl, fastnow
   local k, off = locate(now, p)
@@ -462,28 +440,22 @@ local function cstretch(r, i, e)
   return e + 1
 end
 
----------------------------------------------------------------------------
 -- Sliding log (kind 4): one list, its anchor, then its entries, oldest
--- first. An entry is a push of units at a µs: 'd' at for one unit, 'dd'
--- at, n for more. The anchor is the last entry a trim left (a new list
--- starts with ANCHOR, a time out of every window; the entries after it may
--- have left the window too, until a trim), or 'ddd' at, x, last when it has
--- more to keep: x, the units of the entries after it beyond one an entry,
--- and last, the latest time decided at when that was later than every
--- entry's (NOLAST: none). The count is the entries after the anchor, less
--- those that left, plus x less theirs. A time before the anchor's, the
--- newest entry's or last is read as that time.
---
--- Its key expires lazily: its TTL is a span (a3) plus a Period and the
--- slack. The one-unit path sets it by a push whose oldest entry in the
--- window is of another aligned span, or that finds none (the first push
--- of each span among them), so an idle log goes within the span, a Period
--- and the slack. The general path, whose time may not run as Redis's,
--- sets it at every decision (see idleSlack in params.go).
+-- first. An entry is a push of units at a µs: 'd' at for one unit, 'dd' at,
+-- n for more. The anchor is the last entry a trim left (a new list starts
+-- with ANCHOR, out of every window; the entries after it may have left the
+-- window too, until a trim), or 'ddd' at, x, last when it keeps more: x,
+-- the entries' units beyond one each, and last, the latest time decided at
+-- when later than every entry's (NOLAST: none). The count is the entries
+-- after the anchor, less those that left, plus x less theirs. A time before
+-- the anchor's, the newest entry's or last is read as that time.
+-- Its key expires lazily: the one-unit path sets its TTL (a span a3, a
+-- Period and the slack) by a push whose oldest entry in the window is of
+-- another aligned span, or that finds none; the general path, whose time
+-- may not run as Redis's, at every decision (see logSpan in params.go).
 local ANCHOR -- spack('d', -2^53)
 local NOLAST = -P53
--- The one-unit path trims the entries that left once there are LOGTRIM.
-local LOGTRIM = 2
+local LOGTRIM = 2 -- the one-unit path trims the entries that left once there are this many
 
 local function entry(t, n)
   if n == 1 then return spack('d', t) end
@@ -493,8 +465,7 @@ end
 -- unentry returns an entry's time and units.
 local function unentry(raw)
   if #raw == 8 then return (sunpack('d', raw)), 1 end
-  local t, n = sunpack('dd', raw)
-  return t, n
+  return sunpack('dd', raw)
 end
 
 local function anchor(t, x, last)
@@ -504,19 +475,15 @@ end
 
 -- unanchor returns an anchor's time, x and last.
 local function unanchor(raw)
-  if #raw == 24 then
-    local t, x, last = sunpack('ddd', raw)
-    return t, x, last
-  end
+  if #raw == 24 then return sunpack('ddd', raw) end
   return (sunpack('d', raw)), 0, NOLAST
 end
 
 -- logread reads the log at key at now: nothing for no list; else the
 -- anchor's time, x and last; L, the entries after it that left the window,
--- lx their units beyond one each, lat the time of the last of them (the
--- anchor's if none); fat, the time of the first entry in the window, or
--- false; and, when it read the list to its end, its length and its last
--- element.
+-- lx their units beyond one each, lat the time of the last of them (else
+-- the anchor's); fat, the time of the first entry in the window, or false;
+-- and, when it read the list to its end, its length and last element.
 local function logread(key, now, p)
   local batch = call('LRANGE', key, 0, LOGTRIM + 1)
   if #batch == 0 then return end
@@ -541,12 +508,11 @@ local function logread(key, now, p)
   return at, x, last, L, lx, lat, fat
 end
 
--- logcount is the units in the window of a log of len elements as logread
--- read it.
+-- logcount is the units in the window of a log of len elements, as read.
 local function logcount(len, L, x, lx) return len - 1 - L + x - lx end
 
--- logtrim drops the L > 0 entries that left, the last of them, at lat,
--- becoming the anchor with x and last.
+-- logtrim drops the L > 0 entries that left, the last, at lat, becoming
+-- the anchor with x and last.
 local function logtrim(key, L, lat, x, last)
   call('LTRIM', key, L, -1)
   if x ~= 0 or last > lat then call('LSET', key, 0, anchor(lat, x, last)) end
@@ -555,11 +521,11 @@ end
 -- lstretch decides single units (Period < 2^26 µs, with the clock) as slog
 -- does. Its number: if allowed, the count after, times 2, plus 1; if
 -- denied, (retry·2^26 + reset)·2, the µs until the oldest entry and the
--- newest leave the window. A push comes first, its RPUSH answering the
--- count, and a denial takes it back; a list read whole is counted from the
--- read. Or -3, writing nothing but a trim, for what slog decides: a time
--- before the last decided at (a lost clock), the clock ahead of Redis TIME
--- (the TTLs set once a span assume Redis's time), or counts above the rate.
+-- newest leave the window. A push comes first, RPUSH answering the count,
+-- and a denial takes it back; a list read whole is counted from the read.
+-- Or -3, writing nothing but a trim, for what slog decides: a time before
+-- the last decided at (a lost clock), the clock ahead of Redis TIME (the
+-- TTLs set once a span assume Redis's time), or counts above the rate.
 local function lstretch(r, i, e)
   local rate, p, span, ttl, now = r.a1, r.a2, r.a3, r.ttl, fastnow
   local unit, nowspan = entry(now, 1), fdiv(now, span)
@@ -632,9 +598,9 @@ local function slog(c, now, n)
   elseif (n == 0 and charge == GATE) or count + want <= rate then
     d[1] = 1
   end
-  -- add: the units pushed at now. Usage is recorded up to the cap; when
-  -- the log holds Rate entries in the window, into the newest entry, moved
-  -- to now (merge: its units), as the memory store's ring of Rate cells.
+  -- add: the units pushed at now. Usage is recorded up to the cap; when the
+  -- log holds Rate entries in the window, into the newest entry, moved to
+  -- now (merge: its units), as the memory store's ring of Rate cells.
   local add, merge = 0, false
   if charge == GATE then
     if d[1] == 1 then add = n end
@@ -671,8 +637,7 @@ local function slog(c, now, n)
   if d[2] < 0 then d[2] = 0 end
   if add > 0 then
     d[5], d[7], d[9] = p, 3, 1
-  elseif fat then
-    -- the time decided at, if later than any the log holds
+  elseif fat then -- the time decided at, if later than any the log holds
     d[5], d[7], d[9], d[8] = nat + p - now, 3, 0, now > latest
   elseif at then
     d[7] = 2 -- every entry left the window: the list goes
@@ -682,9 +647,9 @@ local function slog(c, now, n)
   return d
 end
 
--- logcommit writes what slog decided (d) at d[15]: the push of d[11]
--- units (into the newest entry, of d[19] units, if not false) with the
--- trim of what left, or the time decided at as the anchor's last.
+-- logcommit writes what slog decided (d) at d[15]: the push of d[11] units
+-- (into the newest entry, of d[19] units, if not false) with the trim of
+-- what left, or the time decided at as the anchor's last.
 local function logcommit(c, d)
   local key, now = c.key, d[15]
   if d[9] == 1 then
@@ -715,26 +680,17 @@ local function logcommit(c, d)
   call('PEXPIRE', key, c.r.ttl)
 end
 
----------------------------------------------------------------------------
 -- Fixed window, a key per window (kind 5): its value the window's count,
--- which INCRBY charges and DECRBY gives back. window returns the key of
--- the window holding now, for the key base, and how far into it now is;
--- the start, the key's suffix, is formatted once per period and time.
-local wcache = {}
+-- which INCRBY charges and DECRBY gives back. window returns the key of the
+-- window holding now, for the key base, and how far into it now is.
 local function window(base, now, p, unit)
-  local w = wcache[p]
-  if not w or w[1] ~= now then
-    local k = fdiv(now, p)
-    w = {now, now - k * p, string.format('%.0f', k * p / unit)}
-    wcache[p] = w
-  end
-  return base .. w[3], w[2]
+  local k = fdiv(now, p)
+  return base .. string.format('%.0f', k * p / unit), now - k * p
 end
 
--- wkey is how to mend the keys of rule r's one-byte requests, which come
--- with the window the client guessed (guess), for the window at now:
--- false when the guess was right, else the guessed start's length and the
--- right start.
+-- wkey mends the keys of rule r's one-byte requests, which come with the
+-- window the client guessed (guess), for the window at now: false when the
+-- guess was right, else the guessed start's length and the right start.
 local function wkey(r, now)
   local p = r.a2
   local k, g = fdiv(now, p), fdiv(guess, p)
@@ -742,9 +698,9 @@ local function wkey(r, now)
   return {#string.format('%.0f', g * p / r.a3), string.format('%.0f', k * p / r.a3)}
 end
 
--- wtake charges n to a window's key, or nothing if they do not fit: it
--- returns whether it did and the count after.
--- A unit goes by INCR and DECR, which Redis parses no number for.
+-- wtake charges n to a window's key, or nothing if they do not fit: whether
+-- it did and the count after. A unit goes by INCR and DECR, which Redis
+-- parses no number for.
 local function wtake(key, rate, ttl, n)
   local a, c = '1', nil
   if n == 1 then c = call('INCR', key) else a = arg(n); c = call('INCRBY', key, a) end
@@ -756,32 +712,16 @@ local function wtake(key, rate, ttl, n)
   return true, c
 end
 
-local function wcount(key)
-  local v = call('GET', key)
-  if v then return tonumber(v) end
-  return 0
-end
+local function wcount(key) return tonumber(call('GET', key)) or 0 end
 
--- wrecordkey records usage n > 0 into a window's key, capped as wrecord
+-- wrecordkey records usage n >= 0 into a window's key, capped as wrecord
 -- caps it: the count before and after.
 local function wrecordkey(key, r, n)
-  local cap = 2 * r.a1
-  if cap == 0 then -- Rate 0 records nothing
-    local c = wcount(key)
-    return c, c
-  end
-  local add = n
-  if add > cap then add = cap end
-  local c = call('INCRBY', key, arg(add))
-  if c == add then call('PEXPIRE', key, r.ttl) end
-  local before = c - add
-  if c > cap then
-    local back = c - cap
-    if back > add then back = add end -- a count past the cap is kept
-    call('DECRBY', key, arg(back))
-    c = c - back
-  end
-  return before, c
+  local before = wcount(key)
+  local add = math.min(n, 2 * r.a1 - before)
+  if add <= 0 then return before, before end
+  if call('INCRBY', key, arg(add)) == add then call('PEXPIRE', key, r.ttl) end -- new
+  return before, before + add
 end
 
 -- wfixed charges as it decides (d[7] 4): a request that does not pass
@@ -793,8 +733,8 @@ local function wfixed(c, now, n)
   local d = {0, 0, 0, 0, 0, 0, 0, false, 0, 0}
   local ok, count, never = true, 0, false
   if r.charge ~= GATE and n >= 0 then
-    local want, before = asked(n, r.charge), nil
-    if n > 0 then before, count = wrecordkey(key, r, n) else before = wcount(key); count = before end
+    local want, before = asked(n, r.charge), 0
+    before, count = wrecordkey(key, r, n)
     ok = want <= r.a1 - before
     never = not ok and want > r.a1
   elseif n < 0 or n > r.a1 then
@@ -810,8 +750,8 @@ local function wfixed(c, now, n)
   return d
 end
 
--- wstretch takes single units as wfixed does. Its number: the count
--- after, times 2, plus 1 if allowed.
+-- wstretch takes single units as wfixed does. Its number: the count after,
+-- times 2, plus 1 if allowed.
 local mends = {} -- by rule index: wkey's answer for the run
 local function wstretch(r, i, e)
   local rate, ttl, ri = r.a1, r.ttl, byte(shape, soff + i)
@@ -829,22 +769,6 @@ local function wstretch(r, i, e)
     if ok then out[nout] = c * 2 + 1 else out[nout] = c * 2 end
   end
   return e + 1
-end
-
----------------------------------------------------------------------------
--- The general path. Each step decides check c at now for cost n and
--- returns d: the decision in d[1..6], d[15] the time decided at, d[16] a
--- bucket's debt after, and what to write in d[7]: 0 nothing, 1 SET d[8],
--- 2 DEL, 3 the log's writes (logcommit), 4 kind 5's charge, made.
-local function bucket(c, now, n)
-  local st, r = c.st, c.r
-  local has, t0, D0 = false, 0, 0
-  if st then has, t0, D0 = true, st[1], st[2] end
-  local ok, rem, rus, rns, zus, zns, w, t, after = bcore(r, has, t0, D0, now, n)
-  local d = {ok, rem, rus, rns, zus, zns, w, false}
-  if w == 1 then d[8] = spack('dd', t, after) end
-  d[15], d[16] = t, after
-  return d
 end
 
 local steps = {bucket, fixed, counter, slog, wfixed}
@@ -868,7 +792,7 @@ local function open(i, ri)
   return c
 end
 
--- write makes the writes of check c's decision d.
+-- write makes the writes of check c's decision d, and answers it.
 local function write(c, d)
   local w = d[7]
   if w == 1 and c.kind == 1 then
@@ -880,19 +804,20 @@ local function write(c, d)
   elseif w == 3 then
     logcommit(c, d)
   end
+  out[nout + 1], out[nout + 2], out[nout + 3] = d[1], d[2], d[3]
+  out[nout + 4], out[nout + 5], out[nout + 6] = d[4], d[5], d[6]
+  nout = nout + 6
 end
 
--- multi decides a request of k checks: each as if charged; the request
--- passes iff every check not in shadow mode allows. If it does not, a gate
--- check that would allow reports a peek and is not charged; usage is
--- recorded either way.
+-- multi decides a request of k checks, each as if charged: it passes iff
+-- every check not in shadow mode allows. If not, a gate check that would
+-- allow reports a peek and is not charged; usage is recorded either way.
 local function multi(now, k)
   local ok = true
   for i = 1, k do
     local ri, n
     ri, n, pos = sunpack('<dd', reqs, pos)
-    local c = open(i, ri)
-    c.n = n
+    open(i, ri).n = n
   end
   for i = 1, k do
     local c = checks[i]
@@ -915,7 +840,6 @@ local function multi(now, k)
       end
     end
     write(c, d)
-    put6(d[1], d[2], d[3], d[4], d[5], d[6])
     if receipts then
       out[nout + 1], out[nout + 2] = d[15] or 0, d[16] or 0
       nout = nout + 2
@@ -979,9 +903,9 @@ local function uncounter(c, now, n, t1)
 end
 
 -- A sliding log: the entry the take pushed, of time t1 and n units, until
--- it is trimmed (the anchor's time is then t1 or later). One entry of that
--- time and units is taken out; the anchor keeps t1 as the latest time
--- decided at, and the units it no longer has beyond one.
+-- it is trimmed (the anchor's time is then t1 or later). One such entry is
+-- taken out; the anchor keeps t1 as the latest time decided at, and the
+-- units it no longer has beyond one.
 local function unlog(c, now, n, t1)
   local raw = call('LINDEX', c.key, 0)
   if not raw then return end
@@ -1018,13 +942,10 @@ local function giveback(now, k)
   for i = 1, k do
     local c = checks[i]
     if first and c.n > 0 and c.r.charge == GATE then undo[c.kind](c, now, c.n, c.t1, c.x) end
-    local d = steps[c.kind](c, now, 0)
-    write(c, d)
-    put6(d[1], d[2], d[3], d[4], d[5], d[6])
+    write(c, steps[c.kind](c, now, 0))
   end
 end
 
----------------------------------------------------------------------------
 -- notrule[ri] is a pattern of one byte other than ri, to find where a
 -- stretch of rule ri's requests ends with one string.find.
 local notrule = {}
@@ -1059,8 +980,8 @@ end
 
 -- moved answers request i, which failed on a key the node does not hold,
 -- with -2 as its first number, and moves past it from where it began (key
--- ki0, reqs position pos0, reply length nout0). Every path reads a
--- request's keys before it writes, so it charged nothing.
+-- ki0, position pos0, reply length nout0). Every path reads a request's
+-- keys before it writes, so it charged nothing.
 local function moved(i, ki0, pos0, nout0)
   nout = nout0
   if byte(shape, soff + i) ~= 0 then
@@ -1078,7 +999,7 @@ local function moved(i, ki0, pos0, nout0)
   nout = nout0 + per * k
 end
 
--- take decides a run: keys and argv are its KEYS and ARGV. It returns the reply.
+-- take decides a run from its KEYS and ARGV, and returns the reply.
 local function take(keys, argv)
   KEYS, ARGV = keys, argv
   if not call then
@@ -1147,9 +1068,9 @@ local function take(keys, argv)
   return out
 end
 
--- fixedrun decides a run whose every request is one unit of a kind 5 rule,
--- with the clock and on no node, the commonest run (one fixed-window limit
--- a request), as take does.
+-- fixedrun decides, as take does, a run whose every request is one unit of
+-- a kind 5 rule, with the clock and on no node: the commonest run (one
+-- fixed-window limit a request).
 local function fixedrun(keys, argv)
   local node, clk, flavour, fast = struct.unpack('<BBBB', argv[1])
   if node ~= 0 or clk ~= 1 or flavour ~= 0 or fast ~= 1 then
