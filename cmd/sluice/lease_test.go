@@ -14,7 +14,7 @@ import (
 
 // leaseYAML leases a token bucket of leaseRate a second, burst
 // leaseRate, which fails closed: a request the lease did not decide is
-// denied.
+// denied. A team's leases live a minute without renewal.
 const (
 	leaseRate = 200
 	leaseYAML = `domain: shop
@@ -26,6 +26,11 @@ descriptors:
       requests_per_unit: 200
       failure: closed
       lease: {renew: 100ms, ttl: 3s}
+  - key: team
+    rate_limit:
+      unit: second
+      requests_per_unit: 200
+      lease: {renew: 1s, ttl: 1m}
 `
 )
 
@@ -52,7 +57,14 @@ func adminAddr(c *child) string { return strings.Fields(c.banner["admin"])[0] }
 // postShop posts one request for user to c and returns its status.
 func postShop(t *testing.T, client *http.Client, c *child, user string) int {
 	t.Helper()
-	body := fmt.Sprintf(`{"domain":"shop","descriptors":[{"entries":[{"key":"user","value":%q}]}]}`, user)
+	return postShopKey(t, client, c, "user", user)
+}
+
+// postShopKey posts one request for key=value to c and returns its
+// status.
+func postShopKey(t *testing.T, client *http.Client, c *child, key, value string) int {
+	t.Helper()
+	body := fmt.Sprintf(`{"domain":"shop","descriptors":[{"entries":[{"key":%q,"value":%q}]}]}`, key, value)
 	resp, err := client.Post("http://"+httpAddr(c)+"/json", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Error(err)
@@ -117,29 +129,7 @@ func TestServeLeaseReplicas(t *testing.T) {
 
 	// Each console shows the key's lease, held by both replicas.
 	for i, c := range cs {
-		var r struct {
-			Leasing bool   `json:"leasing"`
-			Holder  string `json:"holder"`
-			Keys    []struct {
-				Rule    string `json:"rule"`
-				Key     string `json:"key"`
-				Holders []struct {
-					Holder string `json:"holder"`
-					Self   bool   `json:"self"`
-					Share  int64  `json:"share"`
-				} `json:"holders"`
-				Error string `json:"error"`
-			} `json:"keys"`
-		}
-		resp, err := client.Get("http://" + adminAddr(c) + "/v1/leases")
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = json.NewDecoder(resp.Body).Decode(&r)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatalf("replica %d: /v1/leases: %v", i, err)
-		}
+		r := leasesOf(t, client, c)
 		if !r.Leasing || r.Holder == "" || len(r.Keys) != 1 || !strings.Contains(r.Keys[0].Key, user) || r.Keys[0].Error != "" {
 			t.Errorf("replica %d: /v1/leases = %+v, want the lease of %s", i, r, user)
 			continue
@@ -156,6 +146,63 @@ func TestServeLeaseReplicas(t *testing.T) {
 			t.Errorf("replica %d: holders %+v: want this process once, the shares at most %d", i, r.Keys[0].Holders, leaseRate)
 		}
 	}
+}
+
+// leasesReport is GET /v1/leases, as the tests read it.
+type leasesReport struct {
+	Leasing bool   `json:"leasing"`
+	Holder  string `json:"holder"`
+	Keys    []struct {
+		Rule    string `json:"rule"`
+		Key     string `json:"key"`
+		Holders []struct {
+			Holder string `json:"holder"`
+			Self   bool   `json:"self"`
+			Share  int64  `json:"share"`
+		} `json:"holders"`
+		Error string `json:"error"`
+	} `json:"keys"`
+}
+
+// leasesOf reads c's GET /v1/leases.
+func leasesOf(t *testing.T, client *http.Client, c *child) leasesReport {
+	t.Helper()
+	var r leasesReport
+	resp, err := client.Get("http://" + adminAddr(c) + "/v1/leases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatalf("/v1/leases: %v", err)
+	}
+	return r
+}
+
+// A replica stopped (SIGTERM) gives its leases back: the other finds
+// itself the key's only holder at Redis long before the stopped one's
+// lease would have lapsed (a minute).
+func TestServeLeaseReleasedAtStop(t *testing.T) {
+	cs, _ := leaseReplicas(t, 2)
+	client := &http.Client{Timeout: 30 * time.Second}
+	team := fmt.Sprint("t", time.Now().UnixNano())
+	holders := func(c *child) int {
+		r := leasesOf(t, client, c)
+		for _, k := range r.Keys {
+			if strings.Contains(k.Key, team) {
+				return len(k.Holders)
+			}
+		}
+		return 0
+	}
+	for i, c := range cs {
+		waitFor(t, 30*time.Second, fmt.Sprintf("replica %d allowed on a lease", i), func() bool {
+			return postShopKey(t, client, c, "team", team) == http.StatusOK
+		})
+	}
+	waitFor(t, 30*time.Second, "both replicas holding the team's key", func() bool { return holders(cs[1]) == 2 })
+	cs[0].stop(t)
+	waitFor(t, 30*time.Second, "the stopped replica's lease given back", func() bool { return holders(cs[1]) == 1 })
 }
 
 // A sluice serve replica whose Redis stops answering while it holds a
