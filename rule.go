@@ -140,8 +140,9 @@ type Lease struct {
 	// Validate refuses the others.
 	Enabled bool
 	// Renew is how often a holder reports its demand and is given its
-	// share again, at most Period and 24 hours. Zero is the default: Period/10, within
-	// [50ms, 10s], but no longer than Period or TTL (see Times).
+	// share again, at most Period and 24 hours. Zero is the default:
+	// Period/10 within [50ms, 10s], but no longer than Period or TTL
+	// (see Times).
 	Renew time.Duration
 	// TTL is how long a share holds without a renewal: a holder cut off
 	// from the authority decides on it until then, and a holder that

@@ -55,7 +55,7 @@ type Store struct {
 	slots   chan struct{} // one token per renewal in flight
 
 	mu    sync.RWMutex // guards keys, swept and entries' holders; taken before an entry's
-	keys  map[string]*entry
+	keys  map[entryKey]*entry
 	swept int64 // when the table was last swept for idle keys, ns
 
 	life   sync.Mutex // orders wg.Add after closed is read; taken last
@@ -131,7 +131,7 @@ func New(exact sluice.Store, a Authority, opts ...Option) (*Store, error) {
 	if exact == nil || a == nil {
 		return nil, errors.New("lease: New needs an exact store and an authority")
 	}
-	s := &Store{exact: exact, auth: a, maxKeys: 10_000, slots: make(chan struct{}, 64), keys: make(map[string]*entry)}
+	s := &Store{exact: exact, auth: a, maxKeys: 10_000, slots: make(chan struct{}, 64), keys: make(map[entryKey]*entry)}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err
@@ -303,7 +303,11 @@ func (s *Store) renew(e *entry, ns int64, must bool) error {
 	e.done = done
 	go func() {
 		defer s.wg.Done()
-		g, err := s.auth.Renew(s.ctx, r)
+		// A grant that comes after the TTL would expire on arrival: the
+		// renewal gives up then, so that a hung authority frees its slot.
+		ctx, cancel := context.WithTimeout(s.ctx, r.TTL)
+		g, err := s.auth.Renew(ctx, r)
+		cancel()
 		<-s.slots
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -391,10 +395,13 @@ type leaseOf struct {
 	lease sluice.Lease
 }
 
+// entryKey finds an entry: the rule's name and the check's key.
+type entryKey struct{ rule, key string }
+
 // entry returns the check's key's entry, adding it if need be.
 func (s *Store) entry(c *sluice.Check, ns int64) (*entry, error) {
 	r := c.Rule.Rule()
-	key := authorityKey(r.Name, c.Key)
+	key := entryKey{r.Name, c.Key}
 	made := leaseOf{r.Algorithm, r.Limit, r.Lease}
 	s.mu.RLock()
 	e := s.keys[key]
@@ -416,7 +423,9 @@ func (s *Store) entry(c *sluice.Check, ns int64) (*entry, error) {
 		if len(s.keys) >= s.maxKeys {
 			return nil, fmt.Errorf("%w: %d keys in use", ErrFull, len(s.keys))
 		}
-		e = &entry{key: key, rule: r.Name, ckey: c.Key}
+		// Used from its making, so that a sweep while its first request
+		// waits for the first grant does not take it for idle.
+		e = &entry{key: authorityKey(r.Name, c.Key), rule: r.Name, ckey: c.Key, used: ns}
 		s.keys[key] = e
 	}
 	if e.h == nil || e.made != made {
@@ -450,7 +459,8 @@ func (s *Store) sweep(ns int64) {
 	s.swept = ns
 	for k, e := range s.keys {
 		e.mu.Lock()
-		idle := !e.h.inflight && e.pending == nil && ns-e.used >= e.h.ttl &&
+		s.settle(e, ns) // a grant that came after the key's last request
+		idle := !e.h.inflight && ns-e.used >= e.h.ttl &&
 			(e.h.kind == Bucket || floorDiv(e.used, e.h.period) < floorDiv(ns, e.h.period))
 		if idle {
 			e.dropped = true

@@ -3,6 +3,8 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -161,6 +163,25 @@ func TestStoreBounded(t *testing.T) {
 	if len(keys) != 2 || keys[0] != "a" || keys[1] != "c" {
 		t.Errorf("Leases() holds %v, want [a c]", keys)
 	}
+	// c's renewal at 500ms runs in the background, and its grant comes
+	// after c's last request: c is still dropped once idle, when a new key
+	// needs its place after the renewal has landed.
+	take(t, s, start.Add(500*time.Millisecond), sluice.Check{Rule: p, Key: "c"})
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; ; i++ {
+		at := start.Add(time.Second + time.Duration(i)*time.Second)
+		err := s.Take(t.Context(), at, []sluice.Check{{Rule: p, Key: fmt.Sprint("new", i)}}, out)
+		if err != nil && !errors.Is(err, lease.ErrFull) {
+			t.Fatal(err)
+		}
+		held := s.Leases()
+		if !slices.ContainsFunc(held, func(h lease.Held) bool { return h.Key == "c" }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("c, idle since 500ms, is still held: %+v", held)
+		}
+	}
 }
 
 // flaky is an authority that fails while fail is set.
@@ -244,7 +265,9 @@ func (b *blocked) Renew(ctx context.Context, r lease.Request) (lease.Grant, erro
 func TestStoreRenewalsBounded(t *testing.T) {
 	b := &blocked{Authority: lease.NewMemoryAuthority(), entered: make(chan struct{}, 1), release: make(chan struct{})}
 	s := newStore(t, b, lease.WithMaxRenewals(1))
-	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(100), Lease: sluice.Lease{Enabled: true}})
+	// A TTL of an hour: a renewal gives up after its TTL, and this one
+	// must hold its slot until the test releases it.
+	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(100), Lease: sluice.Lease{Enabled: true, TTL: time.Hour}})
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
 	go func() {
@@ -368,6 +391,79 @@ func TestStoresShareKey(t *testing.T) {
 					t.Errorf("window %d admitted %d of a limit of 1000 asked 1400", i, admitted[i])
 				}
 			}
+		})
+	}
+}
+
+// TestStorePeekNegativeShadow: on a lease as in the exact stores, a peek
+// is allowed and takes nothing, a negative cost is refused (Never) and
+// takes nothing, and a leased rule in shadow mode reports its decision
+// without denying the request.
+func TestStorePeekNegativeShadow(t *testing.T) {
+	s := newStore(t, lease.NewMemoryAuthority())
+	lz := sluice.Lease{Enabled: true, Renew: time.Second}
+	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(10), Lease: lz})
+	c := sluice.Check{Rule: p, Key: "k"}
+	if d := take(t, s, start, sluice.Check{Rule: p, Key: "k", Peek: true}); !d[0].Allowed || d[0].Remaining != 5 {
+		t.Errorf("a peek: %+v, want allowed with the allowance of 5 left", d[0])
+	}
+	if d := take(t, s, start, sluice.Check{Rule: p, Key: "k", Cost: -1}); d[0].Allowed || d[0].RetryAfter != sluice.Never {
+		t.Errorf("a negative cost: %+v, want denied, Never", d[0])
+	}
+	if d := take(t, s, start, sluice.Check{Rule: p, Key: "k", Cost: 5}); !d[0].Allowed || d[0].Remaining != 0 {
+		t.Errorf("the allowance after a peek and a refusal: %+v, want all 5 taken", d[0])
+	}
+	if d := take(t, s, start, c); d[0].Allowed {
+		t.Errorf("past the allowance: %+v, want denied", d[0])
+	}
+	shadow := prepare(t, sluice.Rule{Name: "shadow", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(2), Shadow: true, Lease: lz})
+	exact := prepare(t, sluice.Rule{Name: "exact", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(100)})
+	for i := range 3 {
+		d := take(t, s, start, sluice.Check{Rule: shadow, Key: "k"}, sluice.Check{Rule: exact, Key: "k"})
+		if d[0].Allowed != (i == 0) || !d[1].Allowed {
+			t.Errorf("request %d with a shadow lease of 1: %+v, want the shadow check allowed only first, the request always", i, d)
+		}
+	}
+	if d := take(t, s, start, sluice.Check{Rule: exact, Key: "k", Peek: true}); d[0].Remaining != 97 {
+		t.Errorf("the exact rule has %d left, want 97: a shadow denial denies nothing", d[0].Remaining)
+	}
+}
+
+// BenchmarkStoreTake is a leased decision's cost in the process, against
+// the memory store's exact one in the same run: one key, every goroutine.
+func BenchmarkStoreTake(b *testing.B) {
+	exact, err := memory.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer exact.Close()
+	s, err := lease.New(exact, lease.NewMemoryAuthority())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	for _, c := range []struct {
+		name  string
+		store sluice.Store
+		lease bool
+	}{{"store=memory", exact, false}, {"store=lease", s, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			r, err := sluice.Rule{Name: c.name, Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1_000_000),
+				Lease: sluice.Lease{Enabled: c.lease}}.Prepare()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				checks := []sluice.Check{{Rule: r, Key: "k"}}
+				out := make([]sluice.Decision, 1)
+				for i := 0; pb.Next(); i++ {
+					now := start.Add(time.Duration(i) * time.Microsecond)
+					if err := c.store.Take(context.Background(), now, checks, out); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		})
 	}
 }
