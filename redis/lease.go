@@ -53,13 +53,15 @@ const maxExact = 1 << 53
 //	prefix{key}:lease
 //
 // a field per holder. A renewal reads the key's holders, forgets those
-// expired (a fixed window's once the window it expired in has ended, as
-// the memory authority does), allocates (lease.Allocate, in Lua) and writes the holder's
-// field, in one script run, and keeps the hash until its latest expiry
-// (a fixed window's: the end of that expiry's window).
-// Since a renewal reads every holder of its key, a key takes at most
-// lease.MaxHolders: a new holder past that is refused, with an error
-// wrapping lease.ErrAuthorityFull, until one releases or expires.
+// expired, allocates (lease.Allocate, in Lua) and writes the holder's
+// field, in one script run, and keeps the hash until its latest expiry.
+// A fixed window's holding that expired is kept, and counted, until the
+// window it expired in ends, as the memory authority keeps it: its
+// expiry, in Redis TIME, against the renewing holder's window, so an
+// offset between the clocks moves that end by as much. Since a renewal
+// reads every holder of its key, a key takes at most lease.MaxHolders: a
+// new holder past that is refused, with an error wrapping
+// lease.ErrAuthorityFull, until one releases or expires.
 type Authority struct {
 	s *Store
 }
@@ -184,7 +186,7 @@ func (a *Authority) call(ctx context.Context, sc *script, args []any) (*goredis.
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("redis: lease: %w", ctx.Err())
 	case rctx.Err() != nil:
-		return nil, fmt.Errorf("redis: lease: %w (%v)", ErrTimeout, s.timeout)
+		return nil, fmt.Errorf("%w (%v)", ErrTimeout, s.timeout)
 	}
 	return nil, fmt.Errorf("redis: lease: %w", err)
 }

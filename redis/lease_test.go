@@ -196,6 +196,67 @@ func TestLeaseAllocate(t *testing.T) {
 	}
 }
 
+// TestLeaseLikeMemory: a random sequence of renewals and releases by a
+// few holders of a few keys, none expiring, gets the same grants and
+// holdings from the Redis authority as from the memory one.
+func TestLeaseLikeMemory(t *testing.T) {
+	srv := startRedis(t)
+	a := newStore(t, srv.client(t), redis.WithPrefix(prefix(t))).Authority()
+	m := lease.NewMemoryAuthority()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(33, 2))
+	kinds := map[string]lease.Kind{"b": lease.Bucket, "w": lease.Window}
+	now := time.Now()
+	for i := range 2000 {
+		key := []string{"b", "w"}[rng.IntN(2)]
+		holder := fmt.Sprint("h", rng.IntN(6))
+		if rng.IntN(10) == 0 {
+			if err := a.Release(ctx, key, holder); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Release(ctx, key, holder); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		r := lease.Request{
+			Key: key, Holder: holder, Kind: kinds[key], Limit: sluice.Limit{Rate: 1000, Period: time.Second, Burst: 1500},
+			Demand: rng.Int64N(1200), Window: now.UnixNano() / int64(time.Second), TTL: time.Hour, Now: now,
+		}
+		r.Used = rng.Int64N(300)
+		got, err := a.Renew(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := m.Renew(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("step %d: Renew(%+v) = %+v, the memory authority's %+v", i, r, got, want)
+		}
+	}
+	for _, key := range []string{"b", "w"} {
+		got, err := a.Holdings(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := m.Holdings(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			got[i].Expires = time.Time{}
+		}
+		for i := range want {
+			want[i].Expires = time.Time{}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("Holdings(%s) = %+v, the memory authority's %+v", key, got, want)
+		}
+	}
+}
+
 // renew is a.Renew of holder's demand on key at rate 100 a second.
 func renew(t testing.TB, a *redis.Authority, key, holder string, demand int64, ttl time.Duration) lease.Grant {
 	t.Helper()
@@ -620,4 +681,59 @@ func TestLeaseStores(t *testing.T) {
 	if inWindows == 0 || inBucket == 0 {
 		t.Errorf("the stores admitted %d in the window and %d in the bucket: leases were not granted", inWindows, inBucket)
 	}
+}
+
+// TestLeaseStoreRedisStopped: while Redis does not answer (SIGSTOP), a
+// lease.Store on it keeps deciding on its lease until the lease expires,
+// then fails (the Limiter's failure mode), within the store's timeout;
+// once Redis answers again, it decides on a new lease.
+func TestLeaseStoreRedisStopped(t *testing.T) {
+	srv := startRedis(t)
+	const timeout = 300 * time.Millisecond
+	exact := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithTimeout(timeout))
+	ls, err := lease.New(exact, exact.Authority(), lease.WithHolder("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ls.Close(context.Background()) })
+	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(1000),
+		Lease: sluice.Lease{Enabled: true, Renew: 100 * time.Millisecond, TTL: 2 * time.Second}})
+	checks := []sluice.Check{{Rule: rule, Key: "k"}}
+	out := make([]sluice.Decision, 1)
+	// allowedBy takes until a request is allowed, within 30s.
+	allowedBy := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := ls.Take(context.Background(), time.Now(), checks, out)
+			if err == nil && out[0].Allowed {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no request allowed in 30s: %v", what, err)
+			}
+			time.Sleep(time.Millisecond) // the lease fills at its share's rate
+		}
+	}
+	allowedBy("before the stop")
+	resume := srv.pause(t)
+	held := ls.Leases()
+	if len(held) != 1 {
+		t.Fatalf("Leases = %+v, want one", held)
+	}
+	expires := held[0].Expires
+	// Until the lease's expiry, decisions go on, at the store's times.
+	for now := time.Now(); now.Before(expires); now = now.Add(100 * time.Millisecond) {
+		if err := ls.Take(context.Background(), now, checks, out); err != nil {
+			t.Fatalf("Take at %v, before the lease's expiry at %v, with Redis stopped: %v", now, expires, err)
+		}
+	}
+	start := time.Now()
+	err = ls.Take(context.Background(), expires.Add(time.Millisecond), checks, out)
+	if el := time.Since(start); err == nil || el > timeout+slack {
+		t.Fatalf("Take past the lease's expiry with Redis stopped = %v after %v, want an error within %v", err, el, timeout)
+	}
+	t.Logf("past the expiry: %v", err)
+	resume()
+	allowedBy("after the resume")
 }
