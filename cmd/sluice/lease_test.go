@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -74,17 +75,12 @@ func postShopKey(t *testing.T, client *http.Client, c *child, key, value string)
 	return resp.StatusCode
 }
 
-// Two sluice serve replicas on one redis-server, hammered on one leased
-// key through both: together they admit no more than the bucket's
-// guarantee over the time they were asked, burst + rate × elapsed, as an
-// exact limit does; each admits some; and the console of each shows the
-// key's lease with both holders. The elapsed time is the test's own,
-// from before the first request to after the last answer, which only
-// loosens the bound on a slow machine.
-func TestServeLeaseReplicas(t *testing.T) {
-	cs, _ := leaseReplicas(t, 2)
-	user := fmt.Sprint("u", time.Now().UnixNano())
-	client := &http.Client{Timeout: 30 * time.Second}
+// hammer sends requests for key=value through each replica, from
+// perReplica callers each, for about d, and returns what each replica
+// admitted and how long it took, from before the first request to after
+// the last answer.
+func hammer(t *testing.T, client *http.Client, cs []*child, key, value string, d time.Duration) ([]int, time.Duration) {
+	t.Helper()
 	const perReplica = 4
 	var (
 		mu      sync.Mutex
@@ -93,12 +89,12 @@ func TestServeLeaseReplicas(t *testing.T) {
 		wg      sync.WaitGroup
 	)
 	start := time.Now()
-	stop := start.Add(3 * time.Second)
+	stop := start.Add(d)
 	for i, c := range cs {
 		for range perReplica {
 			wg.Go(func() {
 				for time.Now().Before(stop) {
-					code := postShop(t, client, c, user)
+					code := postShopKey(t, client, c, key, value)
 					mu.Lock()
 					switch code {
 					case http.StatusOK:
@@ -113,55 +109,80 @@ func TestServeLeaseReplicas(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	total := allowed[0] + allowed[1]
-	bound := leaseRate + int(float64(leaseRate)*elapsed.Seconds())
-	t.Logf("admitted %v in %v: %d of a bound of %d", allowed, elapsed, total, bound)
-	if total > bound {
-		t.Errorf("the replicas admitted %d (%v) in %v, above the bound burst + rate × elapsed = %d", total, allowed, elapsed, bound)
-	}
-	if allowed[0] == 0 || allowed[1] == 0 {
-		t.Errorf("admitted %v: want each replica to admit on its share", allowed)
-	}
 	if len(other) > 0 {
-		t.Errorf("answers other than 200 and 429: %v", other)
+		t.Errorf("%s=%s: answers other than 200 and 429: %v", key, value, other)
+	}
+	return allowed, time.Since(start)
+}
+
+// Two sluice serve replicas on one redis-server, hammered on one leased
+// key through both: together they admit no more than an exact limit may
+// over the time they were asked (a token bucket: burst + rate × elapsed;
+// a fixed window: the rate in each window the time touched); each admits
+// some; and the console of each shows the key's lease with both
+// holders. The elapsed time is the test's own, from before the first
+// request to after the last answer, which only loosens the bound on a
+// slow machine.
+func TestServeLeaseReplicas(t *testing.T) {
+	cs, _ := leaseReplicas(t, 2)
+	user := fmt.Sprint("u", time.Now().UnixNano())
+	client := &http.Client{Timeout: 30 * time.Second}
+	for _, tt := range []struct {
+		key, value string
+		bound      func(elapsed time.Duration) int
+	}{
+		{"user", user, func(e time.Duration) int { return leaseRate + int(float64(leaseRate)*e.Seconds()) }},
+		{"team", user, func(e time.Duration) int { return leaseRate * (int(e/time.Second) + 2) }},
+	} {
+		allowed, elapsed := hammer(t, client, cs, tt.key, tt.value, 3*time.Second)
+		total, bound := allowed[0]+allowed[1], tt.bound(elapsed)
+		t.Logf("%s: admitted %v in %v: %d of a bound of %d", tt.key, allowed, elapsed, total, bound)
+		if total > bound {
+			t.Errorf("%s: the replicas admitted %d (%v) in %v, above the bound %d", tt.key, total, allowed, elapsed, bound)
+		}
+		if allowed[0] == 0 || allowed[1] == 0 {
+			t.Errorf("%s: admitted %v: want each replica to admit on its share", tt.key, allowed)
+		}
 	}
 
-	// Each console shows the key's lease, held by both replicas.
+	// Each console shows the team's lease (the last hammered, and one
+	// that lives a minute unrenewed), held by both replicas.
 	for i, c := range cs {
 		r := leasesOf(t, client, c)
-		if !r.Leasing || r.Holder == "" || len(r.Keys) != 1 || !strings.Contains(r.Keys[0].Key, user) || r.Keys[0].Error != "" {
-			t.Errorf("replica %d: /v1/leases = %+v, want the lease of %s", i, r, user)
+		k := slices.IndexFunc(r.Keys, func(k leaseKeyReport) bool { return k.Key == "shop|team="+user })
+		if !r.Leasing || r.Holder == "" || len(r.Keys) != 2 || k < 0 || r.Keys[k].Error != "" {
+			t.Errorf("replica %d: /v1/leases = %+v, want the leases of user and team %s", i, r, user)
 			continue
 		}
 		var self, shares int64
-		for _, h := range r.Keys[0].Holders {
+		for _, h := range r.Keys[k].Holders {
 			if h.Self {
 				self++
 			}
 			shares += h.Share
 		}
-		// The other replica's lease may have lapsed since: it was idle.
-		if self != 1 || shares > leaseRate {
-			t.Errorf("replica %d: holders %+v: want this process once, the shares at most %d", i, r.Keys[0].Holders, leaseRate)
+		if self != 1 || len(r.Keys[k].Holders) != 2 || shares > leaseRate {
+			t.Errorf("replica %d: holders %+v: want both replicas, this process once, the shares at most %d", i, r.Keys[k].Holders, leaseRate)
 		}
 	}
 }
 
 // leasesReport is GET /v1/leases, as the tests read it.
 type leasesReport struct {
-	Leasing bool   `json:"leasing"`
-	Holder  string `json:"holder"`
-	Keys    []struct {
-		Rule    string `json:"rule"`
-		Key     string `json:"key"`
-		Holders []struct {
-			Holder string `json:"holder"`
-			Self   bool   `json:"self"`
-			Share  int64  `json:"share"`
-		} `json:"holders"`
-		Error string `json:"error"`
-	} `json:"keys"`
+	Leasing bool             `json:"leasing"`
+	Holder  string           `json:"holder"`
+	Keys    []leaseKeyReport `json:"keys"`
+}
+
+type leaseKeyReport struct {
+	Rule    string `json:"rule"`
+	Key     string `json:"key"`
+	Holders []struct {
+		Holder string `json:"holder"`
+		Self   bool   `json:"self"`
+		Share  int64  `json:"share"`
+	} `json:"holders"`
+	Error string `json:"error"`
 }
 
 // leasesOf reads c's GET /v1/leases.
