@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testredis"
 )
 
 // leaseYAML leases a token bucket of leaseRate a second, burst
@@ -43,13 +45,20 @@ func leaseReplicas(t *testing.T, n int) ([]*child, *redisProc) {
 		t.Skip("redis-server is not installed: skipping")
 	}
 	rp := startRedisProc(t, "redis-server")
+	return leaseServers(t, n, "-redis", "redis://"+rp.addr), rp
+}
+
+// leaseServers starts n sluice serve processes with leaseYAML, on the
+// Redis that args name.
+func leaseServers(t *testing.T, n int, args ...string) []*child {
+	t.Helper()
 	cfg := writeConfig(t, leaseYAML)
 	var cs []*child
 	for range n {
-		cs = append(cs, startChild(t, nil, "-config", cfg, "-redis", "redis://"+rp.addr,
-			"-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-key-lookup"))
+		cs = append(cs, startChild(t, nil, append([]string{"-config", cfg,
+			"-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-key-lookup"}, args...)...))
 	}
-	return cs, rp
+	return cs
 }
 
 func httpAddr(c *child) string  { return strings.Fields(c.banner["http"])[0] }
@@ -125,6 +134,15 @@ func hammer(t *testing.T, client *http.Client, cs []*child, key, value string, d
 // slow machine.
 func TestServeLeaseReplicas(t *testing.T) {
 	cs, _ := leaseReplicas(t, 2)
+	testLeaseReplicas(t, cs)
+}
+
+// TestServeLeaseCluster: the same on a Redis Cluster of three masters.
+func TestServeLeaseCluster(t *testing.T) {
+	testLeaseReplicas(t, leaseServers(t, 2, "-redis-cluster", strings.Join(testredis.StartCluster(t), ",")))
+}
+
+func testLeaseReplicas(t *testing.T, cs []*child) {
 	user := fmt.Sprint("u", time.Now().UnixNano())
 	client := &http.Client{Timeout: 30 * time.Second}
 	for _, tt := range []struct {
