@@ -180,3 +180,68 @@ func child(t *testing.T, addr, p string) {
 	wg.Wait()
 	fmt.Printf("allowed=%d\n", allowed)
 }
+
+// TestFunctionsThroughClient: a store that sends its runs through a
+// Cluster's or a Ring's client (WithoutBatching) runs them by FCALL on
+// whichever master or shard holds the key, and a Redis that lost its
+// functions (FUNCTION FLUSH, as a restart without persistence) gets the
+// library again on the next run, with every decision right.
+func TestFunctionsThroughClient(t *testing.T) {
+	ctx := context.Background()
+	cl := startCluster(t)
+	ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": startRedis(t).addr(), "b": startRedis(t).addr()}})
+	t.Cleanup(func() { ring.Close() })
+	for _, c := range []struct {
+		name    string
+		client  goredis.UniversalClient
+		servers func(func(context.Context, *goredis.Client) error) error
+	}{
+		{"cluster", cl.client(t), func(f func(context.Context, *goredis.Client) error) error {
+			return cl.client(t).ForEachMaster(ctx, f)
+		}},
+		{"ring", ring, func(f func(context.Context, *goredis.Client) error) error { return ring.ForEachShard(ctx, f) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			calls := func(cmd string) int64 {
+				var mu sync.Mutex
+				n := int64(0)
+				if err := c.servers(func(_ context.Context, rc *goredis.Client) error {
+					mu.Lock()
+					defer mu.Unlock()
+					n += commandCalls(t, rc, cmd)
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			s := newStore(t, c.client, redis.WithPrefix(prefix(t)), redis.WithoutBatching())
+			rule := prep(sluice.Rule{Name: "gcra", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerDay(2)})
+			take := func(key string, want bool) {
+				t.Helper()
+				out := make([]sluice.Decision, 1)
+				if err := s.Take(ctx, time.Time{}, []sluice.Check{{Rule: rule, Key: key}}, out); err != nil || out[0].Allowed != want {
+					t.Fatalf("take %s = %+v, %v; want allowed %v", key, out[0], err, want)
+				}
+			}
+			evalsha := calls("evalsha")
+			for k := range 20 {
+				take(fmt.Sprint("user", k), true)
+			}
+			if calls("fcall") < 20 || calls("evalsha") != evalsha {
+				t.Fatalf("fcall %d, evalsha %d more: want every run by FCALL", calls("fcall"), calls("evalsha")-evalsha)
+			}
+			if err := c.servers(func(ctx context.Context, rc *goredis.Client) error { return rc.FunctionFlush(ctx).Err() }); err != nil {
+				t.Fatal(err)
+			}
+			reloads := s.Stats().Reloads
+			for k := range 20 {
+				take(fmt.Sprint("user", k), true)
+				take(fmt.Sprint("user", k), false)
+			}
+			if st := s.Stats(); st.Reloads == reloads || calls("evalsha") != evalsha {
+				t.Errorf("after FUNCTION FLUSH: reloads %d → %d, evalsha %d more; want the library loaded again, FCALL", reloads, st.Reloads, calls("evalsha")-evalsha)
+			}
+		})
+	}
+}

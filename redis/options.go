@@ -215,8 +215,10 @@ func WithBreakerClock(c sluice.Clock) Option {
 
 // WithoutAutoPipeline sends each script run on a connection of its own
 // instead of through the client's autopipeliner, which a Store uses only
-// for the runs it does not batch: on a Ring, WithoutBatching, and on a
-// Cluster the runs per slot that follow a moved slot.
+// for the runs it does not batch: WithoutBatching, and on a
+// Cluster the runs per slot that follow a moved slot. A Ring's runs go
+// each on a connection of their own whatever the option: go-redis has no
+// autopipeliner for a Ring.
 func WithoutAutoPipeline() Option {
 	return func(o *options) error { o.autoPipeline = false; return nil }
 }

@@ -106,13 +106,10 @@ type Store struct {
 	clock    bool
 	clockKey string
 	clockArg any // clockKey, boxed once
-	// fcall is set when runs go by FCALL: on a single Redis, and on a
-	// Cluster those sent to a master (each master loads the library on
-	// its first "Function not found"), not those through the cluster
-	// client, nor a Ring's; noFunctions once a server has answered that it
-	// has no functions for the store (before Redis 7, or an ACL): runs go
-	// by EVALSHA then.
-	fcall       bool
+	// noFunctions is set once a server has answered that it has no
+	// functions for the store (before Redis 7, or an ACL): runs go by
+	// EVALSHA then, and by FCALL until then, where the script's helpers
+	// are made once per load rather than at every run.
 	noFunctions atomic.Bool
 	st          counters
 }
@@ -203,8 +200,8 @@ func (s *Store) choose(o options, cc *goredis.ClusterClient) error {
 	default:
 		s.t = &d
 	}
-	s.fcall = s.keys.share == shareNothing || s.cluster != nil
-	if s.main.batch == nil && o.autoPipeline {
+	// go-redis has no autopipeliner for a Ring: its runs go direct.
+	if _, ring := s.client.(*goredis.Ring); s.main.batch == nil && o.autoPipeline && !ring {
 		ap, err := s.client.AsyncAutoPipeline()
 		if err != nil {
 			return fmt.Errorf("redis: autopipeline: %w", err)
@@ -251,7 +248,7 @@ func (s *Store) Load(ctx context.Context) error {
 // into the Redis c reaches.
 func (s *Store) load(ctx context.Context, c goredis.UniversalClient) error {
 	for _, sc := range scripts {
-		if s.fcall && !s.noFunctions.Load() {
+		if !s.noFunctions.Load() {
 			err := c.Do(ctx, "function", "load", "replace", sc.library).Err()
 			switch {
 			case err != nil && noFunctions(err):

@@ -104,9 +104,6 @@ type link struct {
 	via    via
 	ap     *goredis.AutoPipeliner // for viaPipeline
 	node   bool
-	// fcall is set when runs go by FCALL, unless the server has said it
-	// has none for the store (Store.noFunctions).
-	fcall bool
 	// batch batches whole requests, parts the parts of requests across
 	// masters; nil sends each in a run of its own.
 	batch, parts *batcher
@@ -133,7 +130,6 @@ const (
 // newLink is a link to client's Redis for s, behind s's breaker.
 func newLink(s *Store, client goredis.UniversalClient, v via, node bool) *link {
 	l := &link{s: s, client: client, via: v, node: node, slots: make(chan struct{}, s.maxInFlight)}
-	l.fcall = node || s.keys.share == shareNothing
 	l.in = &guard{br: &s.br, rejected: &s.st.rejected, next: l}
 	return l
 }
@@ -342,19 +338,18 @@ func (l *link) exec(ctx context.Context, args []any) ([]int64, error) {
 
 // call runs sc with args, which begin with FCALL and the function's
 // name, on l: by FCALL, and on "Function not found" (a restart, a
-// failover, FUNCTION FLUSH) FUNCTION LOAD, then FCALL again; or, through
-// a Cluster's or a Ring's client, or on a server with no functions for
-// the store, by EVALSHA, and on NOSCRIPT EVAL, which loads the script
-// again. Such an answer means the script did not run, so nothing is
-// charged twice.
+// failover, FUNCTION FLUSH, a master new to a Cluster) loads sc's library
+// where l's client reaches, then FCALL again; on a server with no
+// functions for the store, by EVALSHA, and on NOSCRIPT EVAL, which loads
+// the script again. Such an answer means the script did not run, so
+// nothing is charged twice.
 func (l *link) call(ctx context.Context, sc *script, args []any) (*goredis.Cmd, error) {
 	s := l.s
-	if l.fcall && !s.noFunctions.Load() {
+	if !s.noFunctions.Load() {
 		cmd, err := l.do(ctx, args)
 		if err != nil && goredis.HasErrorPrefix(err, "Function not found") {
 			s.st.reloads.Add(1)
-			err = l.process(ctx, goredis.NewCmd(ctx, "function", "load", "replace", sc.library))
-			if err == nil {
+			if err = l.loadLibrary(ctx, sc.library); err == nil {
 				cmd, err = l.do(ctx, args)
 			}
 		}
@@ -371,6 +366,22 @@ func (l *link) call(ctx context.Context, sc *script, args []any) (*goredis.Cmd, 
 		cmd, err = l.do(ctx, args)
 	}
 	return cmd, err
+}
+
+// loadLibrary loads a library of the store's functions where l's client
+// reaches: every master of a Cluster and every shard of a Ring, as a
+// key's run may go to any of them, else its one Redis.
+func (l *link) loadLibrary(ctx context.Context, library string) error {
+	load := func(ctx context.Context, c *goredis.Client) error {
+		return c.Do(ctx, "function", "load", "replace", library).Err()
+	}
+	switch c := l.client.(type) {
+	case *goredis.ClusterClient:
+		return c.ForEachMaster(ctx, load)
+	case *goredis.Ring:
+		return c.ForEachShard(ctx, load)
+	}
+	return l.process(ctx, goredis.NewCmd(ctx, "function", "load", "replace", library))
 }
 
 // noFunctions reports whether err says that the server has no functions
