@@ -100,7 +100,7 @@ func (s *Server) consoleLeases() *console.Leases {
 		return nil
 	}
 	return &console.Leases{
-		Holder: s.holder,
+		Holder: s.leaseHolder(),
 		Held: func() []console.HeldLease {
 			held := s.leases.Leases()
 			out := make([]console.HeldLease, len(held))

@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/testredis"
+	"github.com/sluicehq/sluice/lease"
 	sredis "github.com/sluicehq/sluice/redis"
 )
 
@@ -42,6 +43,24 @@ func benchServer(b *testing.B) *Server {
 // users, none over the limit: the server's own cost, without gRPC.
 func BenchmarkShouldRateLimit(b *testing.B) {
 	s := benchServer(b)
+	reqs := make([]*rlspb.RateLimitRequest, 1000)
+	for i := range reqs {
+		reqs[i] = rlReq("bench", 0, "user=u"+strconv.Itoa(i))
+	}
+	ctx := b.Context()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := s.ShouldRateLimit(ctx, reqs[i%len(reqs)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkShouldRateLimitAuthority is BenchmarkShouldRateLimit on a
+// server with a lease authority, whose rule is not leased: what the
+// lease.Store in front of the store costs the rules it passes through.
+func BenchmarkShouldRateLimitAuthority(b *testing.B) {
+	s, _ := newServer(b, Settings{Paths: []string{writeFile(b, b.TempDir(), "bench.yaml", benchYAML)}, Authority: lease.NewMemoryAuthority()})
 	reqs := make([]*rlspb.RateLimitRequest, 1000)
 	for i := range reqs {
 		reqs[i] = rlReq("bench", 0, "user=u"+strconv.Itoa(i))

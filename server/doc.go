@@ -27,7 +27,10 @@
 //
 // A request's descriptors are matched against its domain's config and
 // decided together by one sluice.Limiter.Take: if any enforced limit
-// denies, none is charged (but for usage limits). The answer carries the
+// denies, none is charged (but for usage limits). A limit the config
+// leases (lease:) is decided locally on this process's share of its key,
+// leased from Settings.Authority, which replicas sharing a Redis share.
+// The answer carries the
 // IETF RateLimit fields, or envoyproxy/ratelimit's headers
 // (Settings.ResponseHeaders). Settings.GRPCTLS and Settings.HTTPTLS serve
 // TLS or mTLS. Settings.Tracing traces each decision with OpenTelemetry,
@@ -39,8 +42,8 @@
 // envoyproxy/ratelimit's RateLimitConfig resources, as Envoy Gateway's
 // does (Settings.XDS).
 //
-// The whole service (endpoints, TLS, how a request is decided, what holds
-// under a flood, forward auth, the input bounds, the metrics, tracing, reloading
+// The whole service (endpoints, TLS, how a request is decided, leased
+// limits, what holds under a flood, forward auth, the input bounds, the metrics, tracing, reloading
 // and shutting down, and where things are in the code) is in
 // docs/server.md: https://github.com/sluicehq/sluice/blob/main/docs/server.md
 package server

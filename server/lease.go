@@ -7,16 +7,14 @@ import (
 	"os"
 	"strings"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/lease"
 )
 
-// leaseHolder names this process to the lease authority: the host, for
+// newLeaseHolder names this process to the lease authority: the host, for
 // whoever reads the console, and random bytes, so that two processes of
 // one host (or two containers of one name) are never taken for one
 // holder, which would let them spend one share twice.
-func leaseHolder() string {
+func newLeaseHolder() string {
 	host, _ := os.Hostname()
 	host = strings.Map(func(r rune) rune {
 		if r <= ' ' || r >= 0x7f {
@@ -35,16 +33,13 @@ func leaseHolder() string {
 	return host + "-" + hex.EncodeToString(b)
 }
 
-// newLeaseStore is the store that decides the config's leased rules on
-// shares of their quota, from Settings.Authority, and passes every other
-// check to exact.
-func newLeaseStore(exact sluice.Store, a lease.Authority) (*lease.Store, string, error) {
-	holder := leaseHolder()
-	ls, err := lease.New(exact, a, lease.WithHolder(holder))
-	if err != nil {
-		return nil, "", settingsError("Authority: %w", err)
+// leaseHolder is this process's name to the lease authority, "" without
+// one.
+func (s *Server) leaseHolder() string {
+	if s.leases == nil {
+		return ""
 	}
-	return ls, holder, nil
+	return s.leases.Holder()
 }
 
 // closeLeases gives back the leases this process holds, once the

@@ -93,7 +93,7 @@ func TestLeaseReloadKeeps(t *testing.T) {
 		t.Errorf("leases after the reload and a request: %q, want the one kept", got)
 	}
 	hs, err := s.consoleLeases().Holdings(t.Context(), after[0])
-	if err != nil || len(hs) != 1 || hs[0].Holder != s.holder {
+	if err != nil || len(hs) != 1 || hs[0].Holder != s.leaseHolder() {
 		t.Errorf("the authority's holders of the key: %+v, %v; want this server alone", hs, err)
 	}
 	_ = a
@@ -152,7 +152,7 @@ func TestLeaseConsole(t *testing.T) {
 	for _, lookup := range []bool{false, true} {
 		var r console.LeasesReport
 		code, _, body := adminDo(t, s.AdminHandler(AdminOptions{Lookup: lookup}), "GET", "/v1/leases", "", &r)
-		if code != 200 || !r.Leasing || r.Holder != s.holder || r.Held != 1 || len(r.Keys) != 1 || r.KeysShown != lookup {
+		if code != 200 || !r.Leasing || r.Holder != s.leaseHolder() || r.Held != 1 || len(r.Keys) != 1 || r.KeysShown != lookup {
 			t.Fatalf("lookup %v: GET /v1/leases: %d %s", lookup, code, body)
 		}
 		k := r.Keys[0]
@@ -163,7 +163,7 @@ func TestLeaseConsole(t *testing.T) {
 		if k.Rule != "per_user" || k.Key != want || k.Error != "" {
 			t.Errorf("lookup %v: lease %+v, want per_user's of %q", lookup, k, want)
 		}
-		if len(k.Holders) != 1 || !k.Holders[0].Self || k.Holders[0].Holder != s.holder || k.Holders[0].Share <= 0 {
+		if len(k.Holders) != 1 || !k.Holders[0].Self || k.Holders[0].Holder != s.leaseHolder() || k.Holders[0].Share <= 0 {
 			t.Errorf("lookup %v: holders %+v, want this process with a share", lookup, k.Holders)
 		}
 		if strings.Contains(body, "alice") != lookup {

@@ -67,9 +67,8 @@ type Server struct {
 	// grpcTLS and httpTLS serve the ports over TLS; nil for plain text.
 	grpcTLS, httpTLS *tlsFiles
 	// leases decides the leased rules, with Settings.Authority; nil
-	// without one. holder is this process's name to the authority.
+	// without one.
 	leases *lease.Store
-	holder string
 	// decider decides requests; its limit overrides are kept across
 	// reloads: they do not come from the config.
 	decider decide.Decider
@@ -111,10 +110,9 @@ func New(cfg Settings) (*Server, error) {
 	}
 	store := tr.wrap(cfg.Store, "main")
 	var leases *lease.Store
-	var holder string
 	if cfg.Authority != nil {
-		if leases, holder, err = newLeaseStore(store, cfg.Authority); err != nil {
-			return nil, err
+		if leases, err = lease.New(store, cfg.Authority, lease.WithHolder(newLeaseHolder())); err != nil {
+			return nil, settingsError("Authority: %w", err)
 		}
 		store = leases
 	}
@@ -124,7 +122,6 @@ func New(cfg Settings) (*Server, error) {
 	}
 	s := &Server{
 		leases:    leases,
-		holder:    holder,
 		cfg:       cfg,
 		log:       cfg.Logger,
 		limiter:   lim,
@@ -368,7 +365,7 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		wg.Go(func() { s.xds.run(watchCtx) })
 	}
 	s.log.InfoContext(ctx, "serving", "http", httpLn.Addr().String(), "grpc", grpcLn.Addr().String(),
-		"domains", s.Domains(), "store", s.cfg.StoreName, "shadow", s.cfg.Shadow, "lease_holder", s.holder)
+		"domains", s.Domains(), "store", s.cfg.StoreName, "shadow", s.cfg.Shadow, "lease_holder", s.leaseHolder())
 
 	var err error
 	pending := 2

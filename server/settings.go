@@ -53,9 +53,8 @@ type Settings struct {
 	Fallback sluice.Store
 	// Authority, when set, is where the rules the config leases (lease:
 	// on a limit) take their share of each key's quota: for replicas
-	// sharing one Redis, the Redis authority on the store's client
-	// (package redis); for a server alone on a memory store,
-	// lease.NewMemoryAuthority. The Server then decides every request
+	// sharing one Redis, the Redis store's (redis.Store.Authority); for a
+	// server alone on a memory store, lease.NewMemoryAuthority. The Server then decides every request
 	// through a lease.Store over Store, the rules without a lease exactly
 	// as before, and gives its leases back when Serve returns. nil, the
 	// default, decides a leased rule exactly in Store, as though it had no

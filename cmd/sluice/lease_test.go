@@ -5,16 +5,19 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testredis"
 )
 
 // leaseYAML leases a token bucket of leaseRate a second, burst
 // leaseRate, which fails closed: a request the lease did not decide is
-// denied.
+// denied. A team's leases live a minute without renewal.
 const (
 	leaseRate = 200
 	leaseYAML = `domain: shop
@@ -26,6 +29,11 @@ descriptors:
       requests_per_unit: 200
       failure: closed
       lease: {renew: 100ms, ttl: 3s}
+  - key: team
+    rate_limit:
+      unit: second
+      requests_per_unit: 200
+      lease: {renew: 1s, ttl: 1m}
 `
 )
 
@@ -37,13 +45,20 @@ func leaseReplicas(t *testing.T, n int) ([]*child, *redisProc) {
 		t.Skip("redis-server is not installed: skipping")
 	}
 	rp := startRedisProc(t, "redis-server")
+	return leaseServers(t, n, "-redis", "redis://"+rp.addr), rp
+}
+
+// leaseServers starts n sluice serve processes with leaseYAML, on the
+// Redis that args name.
+func leaseServers(t *testing.T, n int, args ...string) []*child {
+	t.Helper()
 	cfg := writeConfig(t, leaseYAML)
 	var cs []*child
 	for range n {
-		cs = append(cs, startChild(t, nil, "-config", cfg, "-redis", "redis://"+rp.addr,
-			"-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-key-lookup"))
+		cs = append(cs, startChild(t, nil, append([]string{"-config", cfg,
+			"-http", "127.0.0.1:0", "-grpc", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-key-lookup"}, args...)...))
 	}
-	return cs, rp
+	return cs
 }
 
 func httpAddr(c *child) string  { return strings.Fields(c.banner["http"])[0] }
@@ -52,7 +67,14 @@ func adminAddr(c *child) string { return strings.Fields(c.banner["admin"])[0] }
 // postShop posts one request for user to c and returns its status.
 func postShop(t *testing.T, client *http.Client, c *child, user string) int {
 	t.Helper()
-	body := fmt.Sprintf(`{"domain":"shop","descriptors":[{"entries":[{"key":"user","value":%q}]}]}`, user)
+	return postShopKey(t, client, c, "user", user)
+}
+
+// postShopKey posts one request for key=value to c and returns its
+// status.
+func postShopKey(t *testing.T, client *http.Client, c *child, key, value string) int {
+	t.Helper()
+	body := fmt.Sprintf(`{"domain":"shop","descriptors":[{"entries":[{"key":%q,"value":%q}]}]}`, key, value)
 	resp, err := client.Post("http://"+httpAddr(c)+"/json", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Error(err)
@@ -62,17 +84,12 @@ func postShop(t *testing.T, client *http.Client, c *child, user string) int {
 	return resp.StatusCode
 }
 
-// Two sluice serve replicas on one redis-server, hammered on one leased
-// key through both: together they admit no more than the bucket's
-// guarantee over the time they were asked, burst + rate × elapsed, as an
-// exact limit does; each admits some; and the console of each shows the
-// key's lease with both holders. The elapsed time is the test's own,
-// from before the first request to after the last answer, which only
-// loosens the bound on a slow machine.
-func TestServeLeaseReplicas(t *testing.T) {
-	cs, _ := leaseReplicas(t, 2)
-	user := fmt.Sprint("u", time.Now().UnixNano())
-	client := &http.Client{Timeout: 30 * time.Second}
+// hammer sends requests for key=value through each replica, from
+// perReplica callers each, for about d, and returns what each replica
+// admitted and how long it took, from before the first request to after
+// the last answer.
+func hammer(t *testing.T, client *http.Client, cs []*child, key, value string, d time.Duration) ([]int, time.Duration) {
+	t.Helper()
 	const perReplica = 4
 	var (
 		mu      sync.Mutex
@@ -81,12 +98,12 @@ func TestServeLeaseReplicas(t *testing.T) {
 		wg      sync.WaitGroup
 	)
 	start := time.Now()
-	stop := start.Add(3 * time.Second)
+	stop := start.Add(d)
 	for i, c := range cs {
 		for range perReplica {
 			wg.Go(func() {
 				for time.Now().Before(stop) {
-					code := postShop(t, client, c, user)
+					code := postShopKey(t, client, c, key, value)
 					mu.Lock()
 					switch code {
 					case http.StatusOK:
@@ -101,61 +118,130 @@ func TestServeLeaseReplicas(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	total := allowed[0] + allowed[1]
-	bound := leaseRate + int(float64(leaseRate)*elapsed.Seconds())
-	t.Logf("admitted %v in %v: %d of a bound of %d", allowed, elapsed, total, bound)
-	if total > bound {
-		t.Errorf("the replicas admitted %d (%v) in %v, above the bound burst + rate × elapsed = %d", total, allowed, elapsed, bound)
-	}
-	if allowed[0] == 0 || allowed[1] == 0 {
-		t.Errorf("admitted %v: want each replica to admit on its share", allowed)
-	}
 	if len(other) > 0 {
-		t.Errorf("answers other than 200 and 429: %v", other)
+		t.Errorf("%s=%s: answers other than 200 and 429: %v", key, value, other)
+	}
+	return allowed, time.Since(start)
+}
+
+// Two sluice serve replicas on one redis-server, hammered on one leased
+// key through both: together they admit no more than an exact limit may
+// over the time they were asked (a token bucket: burst + rate × elapsed;
+// a fixed window: the rate in each window the time touched); each admits
+// some; and the console of each shows the key's lease with both
+// holders. The elapsed time is the test's own, from before the first
+// request to after the last answer, which only loosens the bound on a
+// slow machine.
+func TestServeLeaseReplicas(t *testing.T) {
+	cs, _ := leaseReplicas(t, 2)
+	testLeaseReplicas(t, cs)
+}
+
+// TestServeLeaseCluster: the same on a Redis Cluster of three masters.
+func TestServeLeaseCluster(t *testing.T) {
+	testLeaseReplicas(t, leaseServers(t, 2, "-redis-cluster", strings.Join(testredis.StartCluster(t), ",")))
+}
+
+func testLeaseReplicas(t *testing.T, cs []*child) {
+	user := fmt.Sprint("u", time.Now().UnixNano())
+	client := &http.Client{Timeout: 30 * time.Second}
+	for _, tt := range []struct {
+		key, value string
+		bound      func(elapsed time.Duration) int
+	}{
+		{"user", user, func(e time.Duration) int { return leaseRate + int(float64(leaseRate)*e.Seconds()) }},
+		{"team", user, func(e time.Duration) int { return leaseRate * (int(e/time.Second) + 2) }},
+	} {
+		allowed, elapsed := hammer(t, client, cs, tt.key, tt.value, 3*time.Second)
+		total, bound := allowed[0]+allowed[1], tt.bound(elapsed)
+		t.Logf("%s: admitted %v in %v: %d of a bound of %d", tt.key, allowed, elapsed, total, bound)
+		if total > bound {
+			t.Errorf("%s: the replicas admitted %d (%v) in %v, above the bound %d", tt.key, total, allowed, elapsed, bound)
+		}
+		if allowed[0] == 0 || allowed[1] == 0 {
+			t.Errorf("%s: admitted %v: want each replica to admit on its share", tt.key, allowed)
+		}
 	}
 
-	// Each console shows the key's lease, held by both replicas.
+	// Each console shows the team's lease (the last hammered, and one
+	// that lives a minute unrenewed), held by both replicas.
 	for i, c := range cs {
-		var r struct {
-			Leasing bool   `json:"leasing"`
-			Holder  string `json:"holder"`
-			Keys    []struct {
-				Rule    string `json:"rule"`
-				Key     string `json:"key"`
-				Holders []struct {
-					Holder string `json:"holder"`
-					Self   bool   `json:"self"`
-					Share  int64  `json:"share"`
-				} `json:"holders"`
-				Error string `json:"error"`
-			} `json:"keys"`
-		}
-		resp, err := client.Get("http://" + adminAddr(c) + "/v1/leases")
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = json.NewDecoder(resp.Body).Decode(&r)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatalf("replica %d: /v1/leases: %v", i, err)
-		}
-		if !r.Leasing || r.Holder == "" || len(r.Keys) != 1 || !strings.Contains(r.Keys[0].Key, user) || r.Keys[0].Error != "" {
-			t.Errorf("replica %d: /v1/leases = %+v, want the lease of %s", i, r, user)
+		r := leasesOf(t, client, c)
+		k := slices.IndexFunc(r.Keys, func(k leaseKeyReport) bool { return k.Key == "shop|team="+user })
+		if !r.Leasing || r.Holder == "" || len(r.Keys) != 2 || k < 0 || r.Keys[k].Error != "" {
+			t.Errorf("replica %d: /v1/leases = %+v, want the leases of user and team %s", i, r, user)
 			continue
 		}
 		var self, shares int64
-		for _, h := range r.Keys[0].Holders {
+		for _, h := range r.Keys[k].Holders {
 			if h.Self {
 				self++
 			}
 			shares += h.Share
 		}
-		// The other replica's lease may have lapsed since: it was idle.
-		if self != 1 || shares > leaseRate {
-			t.Errorf("replica %d: holders %+v: want this process once, the shares at most %d", i, r.Keys[0].Holders, leaseRate)
+		if self != 1 || len(r.Keys[k].Holders) != 2 || shares > leaseRate {
+			t.Errorf("replica %d: holders %+v: want both replicas, this process once, the shares at most %d", i, r.Keys[k].Holders, leaseRate)
 		}
 	}
+}
+
+// leasesReport is GET /v1/leases, as the tests read it.
+type leasesReport struct {
+	Leasing bool             `json:"leasing"`
+	Holder  string           `json:"holder"`
+	Keys    []leaseKeyReport `json:"keys"`
+}
+
+type leaseKeyReport struct {
+	Rule    string `json:"rule"`
+	Key     string `json:"key"`
+	Holders []struct {
+		Holder string `json:"holder"`
+		Self   bool   `json:"self"`
+		Share  int64  `json:"share"`
+	} `json:"holders"`
+	Error string `json:"error"`
+}
+
+// leasesOf reads c's GET /v1/leases.
+func leasesOf(t *testing.T, client *http.Client, c *child) leasesReport {
+	t.Helper()
+	var r leasesReport
+	resp, err := client.Get("http://" + adminAddr(c) + "/v1/leases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatalf("/v1/leases: %v", err)
+	}
+	return r
+}
+
+// A replica stopped (SIGTERM) gives its leases back: the other finds
+// itself the key's only holder at Redis long before the stopped one's
+// lease would have lapsed (a minute).
+func TestServeLeaseReleasedAtStop(t *testing.T) {
+	cs, _ := leaseReplicas(t, 2)
+	client := &http.Client{Timeout: 30 * time.Second}
+	team := fmt.Sprint("t", time.Now().UnixNano())
+	holders := func(c *child) int {
+		r := leasesOf(t, client, c)
+		for _, k := range r.Keys {
+			if strings.Contains(k.Key, team) {
+				return len(k.Holders)
+			}
+		}
+		return 0
+	}
+	for i, c := range cs {
+		waitFor(t, 30*time.Second, fmt.Sprintf("replica %d allowed on a lease", i), func() bool {
+			return postShopKey(t, client, c, "team", team) == http.StatusOK
+		})
+	}
+	waitFor(t, 30*time.Second, "both replicas holding the team's key", func() bool { return holders(cs[1]) == 2 })
+	cs[0].stop(t)
+	waitFor(t, 30*time.Second, "the stopped replica's lease given back", func() bool { return holders(cs[1]) == 1 })
 }
 
 // A sluice serve replica whose Redis stops answering while it holds a

@@ -57,13 +57,14 @@ Flags:
   -grpc ADDR           the gRPC address (default :8081)
   -grpc-uds PATH       serve gRPC on this unix socket instead of -grpc
   -admin ADDR          the admin address: the console at /ui/, and its
-                       JSON, /v1/stats and /v1/policy (default
+                       JSON, /v1/stats, /v1/policy and /v1/leases (default
                        127.0.0.1:6070, this host only); "" turns it off
   -ui                  serve the console and its playground on the admin
                        address (default true; -ui=false leaves the JSON)
   -key-lookup          let the console look up a key's state (a peek that
-                       charges nothing). Off by default: it shows any
-                       key's state to whoever reaches the admin address
+                       charges nothing), and show the keys of the leases.
+                       Off by default: it shows any key's state to
+                       whoever reaches the admin address
   -pprof               serve Go's profiles at /debug/pprof/ on the admin
                        address. Off by default
   -metrics ADDR        also serve the metrics on a listener of their own
