@@ -140,9 +140,11 @@ type Lease struct {
 	// Validate refuses the others.
 	Enabled bool
 	// Renew is how often a holder reports its demand and is given its
-	// share again, at most Period and 24 hours. Zero is the default:
+	// share again, at least MinLeaseRenew and at most Period and 24
+	// hours. Zero is the default:
 	// Period/10 within [50ms, 10s], but no longer than Period or TTL
-	// (see Times).
+	// (see Times); a Period or TTL that makes it shorter than
+	// MinLeaseRenew is refused.
 	Renew time.Duration
 	// TTL is how long a share holds without a renewal: a holder cut off
 	// from the authority decides on it until then, and a holder that
@@ -155,6 +157,12 @@ type Lease struct {
 // leased rule: the authorities divide them in float64, in Go and in
 // Redis's Lua alike, and below this the products they take are exact.
 const MaxLeaseQuota = 1 << 25
+
+// MinLeaseRenew is the shortest renewal interval a leased rule may have:
+// a holder renewing more often costs the authority about as much as an
+// exact decision per request would, and a renewal's own round trip
+// would take most of its interval.
+const MinLeaseRenew = 10 * time.Millisecond
 
 // Times returns the renewal interval and the time to live of a lease on a
 // limit of period, its zero fields replaced by their defaults: Renew is
@@ -197,10 +205,15 @@ func (r Rule) validateLease(kind algo.Kind) error {
 		return fmt.Errorf("ttl %v must not be negative", l.TTL)
 	case l.Renew > r.Limit.Period:
 		return fmt.Errorf("renew %v must not be longer than the period %v", l.Renew, r.Limit.Period)
+	case l.Renew > 0 && l.Renew < MinLeaseRenew:
+		return fmt.Errorf("renew %v is shorter than the minimum, %v", l.Renew, MinLeaseRenew)
 	case l.Renew > 24*time.Hour || l.TTL > 7*24*time.Hour:
 		return fmt.Errorf("renew %v and ttl %v must be at most 24h and 168h", l.Renew, l.TTL)
 	case l.Renew > 0 && l.TTL > 0 && l.TTL < l.Renew:
 		return fmt.Errorf("ttl %v must not be shorter than renew %v", l.TTL, l.Renew)
+	}
+	if renew, _ := l.Times(r.Limit.Period); renew < MinLeaseRenew {
+		return fmt.Errorf("renew %v (the default for period %v and ttl %v) is shorter than the minimum, %v", renew, r.Limit.Period, l.TTL, MinLeaseRenew)
 	}
 	return nil
 }

@@ -164,6 +164,9 @@ func TestRuleLeaseInvalid(t *testing.T) {
 		{"renew past period", func(r *sluice.Rule) { r.Lease.Renew = 2 * time.Second }, "renew 2s must not be longer than the period 1s"},
 		{"ttl too long", func(r *sluice.Rule) { r.Lease.TTL = 200 * time.Hour }, "must be at most 24h and 168h"},
 		{"renew too long", func(r *sluice.Rule) { r.Limit.Period, r.Lease.Renew = 48*time.Hour, 25*time.Hour }, "must be at most 24h and 168h"},
+		{"renew too short", func(r *sluice.Rule) { r.Lease.Renew = time.Millisecond }, "renew 1ms is shorter than the minimum, 10ms"},
+		{"default renew too short", func(r *sluice.Rule) { r.Limit.Period = 5 * time.Millisecond }, "renew 5ms (the default for period 5ms and ttl 0s) is shorter than the minimum, 10ms"},
+		{"ttl too short", func(r *sluice.Rule) { r.Lease.TTL = 5 * time.Millisecond }, "is shorter than the minimum, 10ms"},
 		{"ttl below renew", func(r *sluice.Rule) { r.Lease.Renew, r.Lease.TTL = 500*time.Millisecond, 100*time.Millisecond }, "ttl 100ms must not be shorter than renew 500ms"},
 	} {
 		r := base
