@@ -27,7 +27,8 @@ type holder struct {
 	burst     int64 // a Bucket holder's capacity
 	allowance int64 // a Window holder's limit in window grantWin
 	grantWin  int64
-	holders   int // as the last grant counted them, for observation
+	holders   int   // as the last grant counted them, for observation
+	gen       int64 // counts the leases begun, so that a refund goes to the one charged
 
 	// A Bucket holder's tokens: tok whole units and frac/period of one,
 	// at last. tok goes below 0 after a shrinking share is charged back
@@ -47,9 +48,12 @@ type holder struct {
 	inflight bool
 	// A Window holder sending a renewal reports, as used, what it has
 	// admitted plus a reserve, its demand over a renewal interval, and
-	// admits no more than that (upto) in that window until the grant
-	// comes: the authority counts what it may admit meanwhile, so an
-	// allowance shrinks within a window to no less than that.
+	// admits no more than that (upto) in that window, nor in a later one,
+	// until the grant comes: the authority counts what it may admit
+	// meanwhile, so an allowance shrinks within a window to no less than
+	// that, and a share that shrank is not exceeded by the old one in the
+	// next window. uptoWin is the request's window, the one the grant's
+	// allowance is for.
 	upto, uptoWin int64
 }
 
@@ -115,6 +119,13 @@ func (h *holder) fail() { h.inflight = false }
 // the authority may already have given the difference to another holder,
 // and one that grew counts from now; tokens above a smaller burst go.
 func (h *holder) apply(g Grant, sent, now int64) {
+	// The allowance is for the window the request reported, which the
+	// authority counted, not the window of its send time: the request's
+	// window comes from the latest time the holder saw.
+	win := floorDiv(sent, h.period)
+	if h.inflight && h.kind == Window {
+		win = h.uptoWin
+	}
 	h.inflight = false
 	now = max(now, sent)
 	if h.kind == Bucket {
@@ -125,6 +136,7 @@ func (h *holder) apply(g Grant, sent, now int64) {
 			}
 		} else {
 			h.tok, h.frac, h.last = 0, 0, now
+			h.gen++
 		}
 		if h.tok >= g.Burst {
 			h.tok, h.frac = g.Burst, 0
@@ -132,12 +144,17 @@ func (h *holder) apply(g Grant, sent, now int64) {
 	}
 	h.held, h.expires = true, sent+h.ttl
 	h.share, h.burst, h.holders = g.Share, g.Burst, g.Holders
-	h.allowance, h.grantWin = g.Allowance, floorDiv(sent, h.period)
+	h.allowance, h.grantWin = g.Allowance, win
 }
 
-// decide decides n units at now on the lease, charging them if allowed.
-// The caller has checked that the lease is live.
-func (h *holder) decide(now, n int64, d *sluice.Decision) {
+// charge is what a decision charged: a Bucket holder's lease (gen), a
+// Window holder's window, so that a refund gives back to that only.
+type charge struct{ gen, win int64 }
+
+// decide decides n units at now on the lease, charging them if allowed,
+// and returns what it charged against, for refund. The caller has checked
+// that the lease is live.
+func (h *holder) decide(now, n int64, d *sluice.Decision) charge {
 	h.begin(now)
 	h.asked += n
 	*d = sluice.Decision{Limit: h.quota}
@@ -151,11 +168,11 @@ func (h *holder) decide(now, n int64, d *sluice.Decision) {
 			d.RetryAfter = h.wait(n)
 		}
 		d.ResetAfter = h.wait(h.burst)
-		return
+		return charge{gen: h.gen}
 	}
 	h.roll(now)
 	limit := h.windowLimit()
-	if h.inflight && h.uptoWin == h.win {
+	if h.inflight && h.uptoWin <= h.win {
 		limit = min(limit, h.upto)
 	}
 	if d.Allowed = n == 0 || h.used+n <= limit; d.Allowed {
@@ -172,17 +189,23 @@ func (h *holder) decide(now, n int64, d *sluice.Decision) {
 	if h.used > 0 {
 		d.ResetAfter = end
 	}
+	return charge{win: h.win}
 }
 
-// refund gives back n units the holder charged at now for a request
-// that was denied elsewhere.
-func (h *holder) refund(now, n int64) {
+// refund gives back n units the holder charged at now, against c, for a
+// request that was denied elsewhere: only to the lease or the window it
+// charged, since units given back to another would be units the
+// authority never granted.
+func (h *holder) refund(now, n int64, c charge) {
 	if h.kind == Bucket {
+		if c.gen != h.gen {
+			return
+		}
 		h.fill(now)
 		h.tok = min(h.tok+n, h.burst)
 		return
 	}
-	if h.roll(now); h.used >= n {
+	if c.win == h.win && h.used >= n {
 		h.used -= n
 	}
 }

@@ -137,3 +137,60 @@ func TestHolderNeverPanics(t *testing.T) {
 		}
 	}
 }
+
+// TestHolderRefund: a refund goes back only to what was charged. A
+// Window holder's units charged in one window are not given to the next,
+// and a Bucket holder's charged on a lease that expired are not given to
+// the lease that replaced it: either would admit units the authority
+// never granted.
+func TestHolderRefund(t *testing.T) {
+	ns := func(d time.Duration) int64 { return t0.Add(d).UnixNano() }
+	var d sluice.Decision
+
+	w := newHolder(Window, sluice.PerSecond(100), 100, 100*time.Millisecond, 300*time.Millisecond)
+	w.apply(Grant{Share: 10, Allowance: 10}, ns(0), ns(0))
+	c := w.decide(ns(900*time.Millisecond), 10, &d)
+	w.decide(ns(time.Second), 10, &d) // the next window: its share, used
+	w.refund(ns(time.Second), 10, c)
+	if w.used != 10 {
+		t.Errorf("window: used %d after a refund of the window before, want 10", w.used)
+	}
+	c = w.decide(ns(time.Second), 0, &d)
+	w.refund(ns(time.Second), 5, c)
+	if w.used != 5 {
+		t.Errorf("window: used %d after a refund of 5 in its window, want 5", w.used)
+	}
+
+	b := newHolder(Bucket, sluice.PerSecond(10), 10, 100*time.Millisecond, 300*time.Millisecond)
+	b.apply(Grant{Share: 10, Burst: 10}, ns(0), ns(0))
+	c = b.decide(ns(time.Second), 10, &d) // full after a second; emptied
+	if !d.Allowed {
+		t.Fatalf("bucket: 10 after a second at 10 a second denied: %+v", d)
+	}
+	b.apply(Grant{Share: 10, Burst: 10}, ns(2*time.Second), ns(2*time.Second)) // expired: a new lease, empty
+	b.refund(ns(2*time.Second), 10, c)
+	if b.tok != 0 {
+		t.Errorf("bucket: %d tokens on a new lease after a refund of the old one's, want 0", b.tok)
+	}
+}
+
+// TestHolderWindowInflightAcrossWindows: a Window holder whose renewal
+// is in flight when its window ends admits no more than it reported in
+// the next window either, until the grant comes: the authority may have
+// shrunk its share, and the grant is for the window it reported.
+func TestHolderWindowInflightAcrossWindows(t *testing.T) {
+	ns := func(d time.Duration) int64 { return t0.Add(d).UnixNano() }
+	h := newHolder(Window, sluice.PerSecond(100), 100, 100*time.Millisecond, 300*time.Millisecond)
+	h.apply(Grant{Share: 60, Allowance: 60}, ns(0), ns(0))
+	run(t, h, []step{{900 * time.Millisecond, 5, true, 0}})
+	r := h.request(ns(950*time.Millisecond), "k", "me")
+	run(t, h, []step{
+		{time.Second, r.Used, true, 0},
+		{time.Second, 1, false, time.Second},
+	})
+	// The grant for the window reported; in the new one, the share.
+	h.apply(Grant{Share: 20, Allowance: 30}, ns(950*time.Millisecond), ns(time.Second))
+	if h.grantWin != r.Window || h.windowLimit() != 20 {
+		t.Errorf("grant window %d, limit %d; want %d (the request's) and the share 20", h.grantWin, h.windowLimit(), r.Window)
+	}
+}

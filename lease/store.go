@@ -182,17 +182,17 @@ func (s *Store) Take(ctx context.Context, now time.Time, checks []sluice.Check, 
 		return s.exact.Take(ctx, now, checks, out)
 	}
 	ns := now.UnixNano()
-	var ebuf [8]*entry
-	es := ebuf[:0]
+	var tbuf [8]taken
+	es := tbuf[:0]
 	allowed := true
 	for _, i := range ls {
 		c := &checks[i]
-		e, err := s.decide(ctx, ns, c, &out[i])
+		tk, err := s.decide(ctx, ns, c, &out[i])
 		if err != nil {
 			s.refund(ns, checks, out, ls[:len(es)], es)
 			return err
 		}
-		es = append(es, e)
+		es = append(es, tk)
 		allowed = allowed && (c.Rule.Shadow() || out[i].Allowed)
 	}
 	if len(ls) < len(checks) {
@@ -209,14 +209,22 @@ func (s *Store) Take(ctx context.Context, now time.Time, checks []sluice.Check, 
 	return nil
 }
 
+// taken is a leased check's local charge: the entry, and the holder and
+// the lease or window it charged, which its refund must still find.
+type taken struct {
+	e *entry
+	h *holder
+	c charge
+}
+
 // decide decides one leased check on its key's lease, making sure of a
 // lease first.
-func (s *Store) decide(ctx context.Context, ns int64, c *sluice.Check, d *sluice.Decision) (*entry, error) {
+func (s *Store) decide(ctx context.Context, ns int64, c *sluice.Check, d *sluice.Decision) (taken, error) {
 	n := c.Units()
 	for {
 		e, err := s.entry(c, ns)
 		if err != nil {
-			return nil, err
+			return taken{}, err
 		}
 		e.mu.Lock()
 		if e.dropped {
@@ -225,17 +233,18 @@ func (s *Store) decide(ctx context.Context, ns int64, c *sluice.Check, d *sluice
 		}
 		if err := s.ensure(ctx, e, ns); err != nil {
 			e.mu.Unlock()
-			return nil, err
+			return taken{}, err
 		}
 		e.used = max(e.used, ns)
+		tk := taken{e: e, h: e.h}
 		if n < 0 {
 			e.h.begin(ns)
 			*d = sluice.Decision{Limit: e.h.quota, RetryAfter: sluice.Never}
 		} else {
-			e.h.decide(ns, n, d)
+			tk.c = e.h.decide(ns, n, d)
 		}
 		e.mu.Unlock()
-		return e, nil
+		return tk, nil
 	}
 }
 
@@ -370,19 +379,22 @@ func (s *Store) takeExact(ctx context.Context, now time.Time, checks []sluice.Ch
 	return ok, nil
 }
 
-// refund gives back the local charges of the leased checks ls (entries
-// es) of a request that was denied or failed; a check that allowed
-// reports its state uncharged.
-func (s *Store) refund(ns int64, checks []sluice.Check, out []sluice.Decision, ls []int, es []*entry) {
-	for k, e := range es {
+// refund gives back the local charges of the leased checks ls (charged
+// as es) of a request that was denied or failed; a check that allowed
+// reports its state uncharged. A charge whose holder was replaced since
+// (the rule changed) is not given back: the new lease never had it.
+func (s *Store) refund(ns int64, checks []sluice.Check, out []sluice.Decision, ls []int, es []taken) {
+	for k, tk := range es {
 		i := ls[k]
 		n := checks[i].Units()
 		if !out[i].Allowed || n <= 0 {
 			continue
 		}
-		e.mu.Lock()
-		e.h.refund(ns, n)
-		e.mu.Unlock()
+		tk.e.mu.Lock()
+		if tk.e.h == tk.h {
+			tk.h.refund(ns, n, tk.c)
+		}
+		tk.e.mu.Unlock()
 		out[i].Remaining += n
 	}
 }
