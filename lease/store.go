@@ -42,8 +42,9 @@ var ErrClosed = errors.New("lease: store closed")
 // Renewals run in the background, one per key at a time and at most
 // WithMaxRenewals in flight: a renewal that cannot start leaves the key
 // on its current lease. A key with no live lease has its first request
-// wait for a grant, bounded by ctx; with every renewal slot taken that
-// request is shed (sluice.ErrShed), and with the authority failing it gets
+// wait for a grant, bounded by ctx; such grants take at most half of the
+// slots, so that a flood of new keys leaves the live leases room to
+// renew. With no slot for it, that request is shed (sluice.ErrShed), and with the authority failing it gets
 // the authority's error, so that the Limiter applies the rule's failure
 // mode. A key whose renewals fail keeps deciding on its lease until the
 // lease expires, then answers ErrExpired.
@@ -53,10 +54,15 @@ type Store struct {
 	id      string
 	maxKeys int
 	slots   chan struct{} // one token per renewal in flight
+	firsts  chan struct{} // one token per grant in flight for a key with no live lease
 
-	mu    sync.RWMutex // guards keys, swept and entries' holders; taken before an entry's
-	keys  map[entryKey]*entry
-	swept int64 // when the table was last swept for idle keys, ns
+	mu   sync.RWMutex // guards keys, swept, releasing and entries' holders; taken before an entry's
+	keys map[entryKey]*entry
+	// releasing holds, per authority key, the release in flight of a
+	// swept entry: a new entry's first renewal waits for it, so that a
+	// late release does not forget the new entry's share.
+	releasing map[string]chan struct{}
+	swept     int64 // when the table was last swept for idle keys, ns
 
 	life   sync.Mutex // orders wg.Add after closed is read; taken last
 	closed atomic.Bool
@@ -82,8 +88,9 @@ type entry struct {
 	pending *Grant  // a grant the background brought, applied at the next request
 	sentAt  int64   // the pending grant's send time
 	done    chan struct{}
-	err     error // the last renewal's
-	dropped bool  // removed from the table: a request that finds it looks again
+	err     error         // the last renewal's
+	dropped bool          // removed from the table: a request that finds it looks again
+	after   chan struct{} // closed when the release of the key's previous entry is done
 }
 
 // Option configures a Store: WithHolder, WithMaxKeys, WithMaxRenewals.
@@ -120,7 +127,7 @@ func WithMaxRenewals(n int) Option {
 		if n <= 0 {
 			return fmt.Errorf("lease: max renewals %d must be positive", n)
 		}
-		s.slots = make(chan struct{}, n)
+		s.slots, s.firsts = make(chan struct{}, n), make(chan struct{}, max(n/2, 1))
 		return nil
 	}
 }
@@ -131,7 +138,8 @@ func New(exact sluice.Store, a Authority, opts ...Option) (*Store, error) {
 	if exact == nil || a == nil {
 		return nil, errors.New("lease: New needs an exact store and an authority")
 	}
-	s := &Store{exact: exact, auth: a, maxKeys: 10_000, slots: make(chan struct{}, 64), keys: make(map[entryKey]*entry)}
+	s := &Store{exact: exact, auth: a, maxKeys: 10_000, slots: make(chan struct{}, 64), firsts: make(chan struct{}, 32),
+		keys: make(map[entryKey]*entry), releasing: make(map[string]chan struct{})}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err
@@ -292,32 +300,64 @@ func (s *Store) settle(e *entry, ns int64) {
 }
 
 // renew starts e's renewal at ns in the background, with e.mu held. With
-// every slot taken it starts nothing, and errs (ErrShed) if must.
+// every slot taken it starts nothing, and errs (ErrShed) if must: a key
+// with no live lease, whose grants take a slot of firsts as well.
 func (s *Store) renew(e *entry, ns int64, must bool) error {
-	select {
-	case s.slots <- struct{}{}:
-	default:
+	shed := func() error {
 		if must {
 			return fmt.Errorf("lease: first grant of %q: %w", e.key, sluice.ErrShed)
 		}
 		return nil
 	}
-	if !s.start() {
+	if must {
+		select {
+		case s.firsts <- struct{}{}:
+		default:
+			return shed()
+		}
+	}
+	free := func() {
 		<-s.slots
+		if must {
+			<-s.firsts
+		}
+	}
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		if must {
+			<-s.firsts
+		}
+		return shed()
+	}
+	if !s.start() {
+		free()
 		return ErrClosed
 	}
 	h := e.h
 	r := h.request(ns, e.key, s.id)
 	done := make(chan struct{})
 	e.done = done
+	after := e.after
 	go func() {
 		defer s.wg.Done()
 		// A grant that comes after the TTL would expire on arrival: the
 		// renewal gives up then, so that a hung authority frees its slot.
 		ctx, cancel := context.WithTimeout(s.ctx, r.TTL)
-		g, err := s.auth.Renew(ctx, r)
+		var g Grant
+		var err error
+		if after != nil {
+			select {
+			case <-after:
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+		}
+		if err == nil {
+			g, err = s.auth.Renew(ctx, r)
+		}
 		cancel()
-		<-s.slots
+		free()
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if e.h == h { // else the rule changed and its lease started over
@@ -438,6 +478,7 @@ func (s *Store) entry(c *sluice.Check, ns int64) (*entry, error) {
 		// Used from its making, so that a sweep while its first request
 		// waits for the first grant does not take it for idle.
 		e = &entry{key: authorityKey(r.Name, c.Key), rule: r.Name, ckey: c.Key, used: ns}
+		e.after = s.releasing[e.key]
 		s.keys[key] = e
 	}
 	if e.h == nil || e.made != made {
@@ -478,7 +519,7 @@ func (s *Store) sweep(ns int64) {
 			e.dropped = true
 			delete(s.keys, k)
 			if e.h.held {
-				s.release(e.key)
+				s.release(e.key, time.Duration(e.h.ttl))
 			}
 		}
 		e.mu.Unlock()
@@ -486,8 +527,9 @@ func (s *Store) sweep(ns int64) {
 }
 
 // release gives back a lease in the background if a slot is free, with
-// s.mu held.
-func (s *Store) release(key string) {
+// s.mu held, giving up after ttl, when the lease has lapsed anyway. Until
+// it is done, a new entry for key waits for it (entry.after).
+func (s *Store) release(key string, ttl time.Duration) {
 	select {
 	case s.slots <- struct{}{}:
 	default:
@@ -497,10 +539,20 @@ func (s *Store) release(key string) {
 		<-s.slots
 		return
 	}
+	done := make(chan struct{})
+	s.releasing[key] = done
 	go func() {
 		defer s.wg.Done()
 		defer func() { <-s.slots }()
-		_ = s.auth.Release(s.ctx, key, s.id)
+		ctx, cancel := context.WithTimeout(s.ctx, ttl)
+		_ = s.auth.Release(ctx, key, s.id)
+		cancel()
+		s.mu.Lock()
+		if s.releasing[key] == done {
+			delete(s.releasing, key)
+		}
+		s.mu.Unlock()
+		close(done)
 	}()
 }
 
@@ -553,7 +605,10 @@ func cmpStrings(a1, b1, a2, b2 string) int {
 }
 
 // Close gives back every lease and stops the renewals, waiting for them
-// at most until ctx ends. The Store refuses requests afterwards.
+// at most until ctx ends. The Store refuses requests afterwards. A fixed
+// window lease that admitted in its latest window is not given back but
+// left to lapse at its TTL: the authority keeps counting what it
+// admitted until that window ends, so no other holder is given it again.
 func (s *Store) Close(ctx context.Context) error {
 	s.life.Lock()
 	was := s.closed.Swap(true)
@@ -579,7 +634,7 @@ func (s *Store) Close(ctx context.Context) error {
 	var errs []error
 	for _, e := range es {
 		e.mu.Lock()
-		held := e.h.held
+		held := e.h.held && (e.h.kind == Bucket || e.h.used == 0)
 		e.mu.Unlock()
 		if held {
 			if err := s.auth.Release(ctx, e.key, s.id); err != nil {

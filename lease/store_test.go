@@ -467,3 +467,142 @@ func BenchmarkStoreTake(b *testing.B) {
 		})
 	}
 }
+
+// gated is an authority whose releases wait until gate is closed and say
+// when they are done, and whose renewals of the keys in slow wait until
+// slowGate is closed; renewed counts the renewals per key.
+type gated struct {
+	lease.Authority
+	gate     chan struct{}
+	released chan string
+	slow     map[string]bool
+	slowGate chan struct{}
+	mu       sync.Mutex
+	renewed  map[string]int
+}
+
+func newGated() *gated {
+	return &gated{Authority: lease.NewMemoryAuthority(), gate: make(chan struct{}), released: make(chan string, 16),
+		slow: map[string]bool{}, slowGate: make(chan struct{}), renewed: map[string]int{}}
+}
+
+func (g *gated) Renew(ctx context.Context, r lease.Request) (lease.Grant, error) {
+	g.mu.Lock()
+	g.renewed[r.Key]++
+	g.mu.Unlock()
+	if g.slow[r.Key] {
+		select {
+		case <-g.slowGate:
+		case <-ctx.Done():
+			return lease.Grant{}, ctx.Err()
+		}
+	}
+	return g.Authority.Renew(ctx, r)
+}
+
+func (g *gated) Release(ctx context.Context, key, holder string) error {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	err := g.Authority.Release(ctx, key, holder)
+	g.released <- key
+	return err
+}
+
+func (g *gated) renewals(key string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.renewed[key]
+}
+
+// TestStoreLateRelease: a key swept, and back before the release of its
+// old lease is done, is not forgotten by that release: its first renewal
+// waits for it.
+func TestStoreLateRelease(t *testing.T) {
+	g := newGated()
+	s := newStore(t, g, lease.WithHolder("me"), lease.WithMaxKeys(1))
+	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(100), Lease: sluice.Lease{Enabled: true, TTL: time.Minute}})
+	take(t, s, start, sluice.Check{Rule: p, Key: "a"})
+	// b sweeps a out, c sweeps b out: their releases wait on the gate.
+	take(t, s, start.Add(2*time.Minute), sluice.Check{Rule: p, Key: "b"})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Take(t.Context(), start.Add(4*time.Minute), []sluice.Check{{Rule: p, Key: "a"}}, make([]sluice.Decision, 1))
+	}()
+	close(g.gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		select {
+		case <-g.released:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the releases of a and b did not end")
+		}
+	}
+	hs, err := g.Holdings(t.Context(), "r:a")
+	if err != nil || len(hs) != 1 || hs[0].Holder != "me" {
+		t.Errorf("after the old release the authority holds %+v, %v for a; want me's new lease", hs, err)
+	}
+}
+
+// TestStoreFirstGrantsBounded: grants for new keys take at most half of
+// the renewal slots, so that with new keys flooding in, a live lease
+// still renews.
+func TestStoreFirstGrantsBounded(t *testing.T) {
+	g := newGated()
+	g.slow["r:n0"], g.slow["r:n1"] = true, true
+	s := newStore(t, g, lease.WithMaxRenewals(4))
+	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(100), Lease: sluice.Lease{Enabled: true, TTL: time.Hour}})
+	take(t, s, start, sluice.Check{Rule: p, Key: "live"})
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for _, k := range []string{"n0", "n1"} {
+		wg.Go(func() { _ = s.Take(ctx, start, []sluice.Check{{Rule: p, Key: k}}, make([]sluice.Decision, 1)) })
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for g.renewals("r:n0") == 0 || g.renewals("r:n1") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first grants of n0 and n1 did not start")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	err := s.Take(t.Context(), start, []sluice.Check{{Rule: p, Key: "n2"}}, make([]sluice.Decision, 1))
+	if !errors.Is(err, sluice.ErrShed) {
+		t.Errorf("a third new key with two first grants in flight: %v, want ErrShed", err)
+	}
+	// live's renewal is due after 100ms: it starts on a slot still free.
+	take(t, s, start.Add(200*time.Millisecond), sluice.Check{Rule: p, Key: "live"})
+	for g.renewals("r:live") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the live lease did not renew")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	close(g.slowGate)
+	close(g.gate) // for Close's releases
+	wg.Wait()
+}
+
+// TestStoreCloseWindow: Close leaves a fixed window lease that admitted
+// in its window to lapse rather than giving it back: the authority keeps
+// counting what it admitted there, so that another holder is not given it
+// again in that window.
+func TestStoreCloseWindow(t *testing.T) {
+	a := lease.NewMemoryAuthority()
+	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(100), Lease: sluice.Lease{Enabled: true}})
+	s := newStore(t, a, lease.WithHolder("one"))
+	if n := count(t, s, start, 100, sluice.Check{Rule: p, Key: "k"}); n == 0 {
+		t.Fatal("nothing admitted")
+	}
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	hs, err := a.Holdings(t.Context(), "r:k")
+	if err != nil || len(hs) != 1 || hs[0].Holder != "one" {
+		t.Errorf("after Close the authority holds %+v, %v; want one's lease, to lapse", hs, err)
+	}
+}
