@@ -40,6 +40,11 @@
 // flush): then up to C·TTL/P more for a bucket, and for a window up to C
 // more in the window of the loss, once per such loss; with TTL three
 // Renews by default, that is 3·C·Renew/P, whatever the number of holders.
+// The same holds for a renewal whose reply is lost (it timed out after
+// the authority answered): its holder keeps its previous share until its
+// lease expires while the authority may have given part of it to others,
+// at most C·TTL/P more per lost reply for a bucket, and for a window up
+// to its previous share more in each window until that lease expires.
 // A holder cut off
 // from the authority decides on its lease until it expires, then by the
 // rule's failure mode (sluice.Failure), through the Limiter. A holder
