@@ -66,7 +66,7 @@ type RLQSSettings struct {
 
 // RLQSAssignment is one bucket of one stream, as the console shows it.
 type RLQSAssignment struct {
-	Stream string // the stream's holder id
+	Stream string // the stream's id
 	Domain string
 	Bucket map[string]string // shared: do not modify
 	Result string            // an RLQS result
@@ -179,11 +179,16 @@ func (q *rlqsState) leave(s *rlqsStream) {
 	delete(q.streams, s)
 }
 
-// rlqsStream is one RLQS client: one holder of the authority's shares.
+// rlqsStream is one RLQS client. Each of its buckets is a holder of the
+// authority's shares of its own: the client enforces each bucket's token
+// bucket apart, so that two buckets the config maps to one limit key (a
+// wildcard value, a share_threshold) each need a share the authority
+// counts.
 type rlqsStream struct {
 	a       *Adapters
 	set     *RLQSSettings
-	holder  string
+	holder  string // the stream's id; its buckets' holder ids start with it
+	seq     int    // the buckets subscribed so far, for their holder ids
 	domain  string
 	buckets map[string]*rlqsBucket // by canonical bucket id
 	// failing says the last renewal failed, so that a run of failures
@@ -199,7 +204,8 @@ type rlqsBucket struct {
 	id      *rlqspb.BucketId // as the client sent it, for the actions
 	entries []config.Entry
 	policy  rlqsPolicy
-	held    []string // the authority's keys this stream holds a share of
+	holder  string   // the bucket's holder id: the stream's and a number
+	held    []string // the authority's keys the bucket holds a share of
 	// lastReport is when the bucket was last reported; since and units
 	// the requests reported since the demand was last measured, and
 	// rate that measure, in units per second.
@@ -236,7 +242,8 @@ func (a *Adapters) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_Str
 	}
 	defer a.rlqs.leave(s)
 	ctx := stream.Context()
-	defer s.releaseAll(ctx)
+	expired := false // the client was sent the expiry of every assignment
+	defer func() { s.drop(ctx, expired) }()
 
 	reports := make(chan *rlqspb.RateLimitQuotaUsageReports)
 	recvErr := make(chan error, 1)
@@ -258,9 +265,11 @@ func (a *Adapters) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_Str
 	defer timer.Stop()
 	for {
 		var actions []*rlqspb.RateLimitQuotaResponse_BucketAction
+		var reported time.Time
 		select {
 		case m := <-reports:
-			acts, err := s.report(ctx, m, set.Now())
+			reported = set.Now()
+			acts, err := s.report(ctx, m, reported)
 			if err != nil {
 				return err
 			}
@@ -272,16 +281,23 @@ func (a *Adapters) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_Str
 			return err
 		case <-timer.C:
 		case <-a.rlqs.stopping:
-			if resp := s.expireAll(); resp != nil {
-				// Best effort: the stream ends either way.
-				_ = stream.Send(resp)
-			}
+			// The shares go back only if the expiry reached the
+			// stream; else they lapse at their TTL.
+			resp := s.expireAll()
+			expired = resp == nil || stream.Send(resp) == nil
 			return errRLQSStopping
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
 		}
 		now := set.Now()
-		actions = append(actions, s.due(ctx, now)...)
+		due := s.due(ctx, now)
+		// Each assignment's TTL is counted from its renewal's time, at
+		// which the authority started counting its share, not from the
+		// send: the renewals before it took their time.
+		sent := set.Now()
+		age(actions, sent.Sub(reported))
+		age(due, sent.Sub(now))
+		actions = append(actions, due...)
 		if len(actions) > 0 {
 			s.publish()
 			if err := stream.Send(&rlqspb.RateLimitQuotaResponse{BucketAction: actions}); err != nil {
@@ -346,7 +362,8 @@ func (s *rlqsStream) report(ctx context.Context, m *rlqspb.RateLimitQuotaUsageRe
 			s.set.Count(RLQSRefused)
 			continue
 		}
-		b = &rlqsBucket{id: u.GetBucketId(), lastReport: now, since: now}
+		s.seq++
+		b = &rlqsBucket{id: u.GetBucketId(), holder: s.holder + "-" + strconv.Itoa(s.seq), lastReport: now, since: now}
 		s.resolve(b)
 		s.buckets[id] = b
 		// The first report may cover the time before the subscription;
@@ -455,7 +472,7 @@ func (s *rlqsStream) renew(ctx context.Context, b *rlqsBucket, now time.Time) *r
 		}
 	}
 	b.held = keep
-	s.release(ctx, gone)
+	s.release(ctx, b.holder, gone)
 	if b.policy.result == RLQSUnknown {
 		b.last = nil
 		return nil
@@ -465,7 +482,7 @@ func (s *rlqsStream) renew(ctx context.Context, b *rlqsBucket, now time.Time) *r
 			b.held = append(b.held, l.key)
 		}
 	}
-	as, err := assign(ctx, s.set.Authority, s.holder, b.policy, b.rate, now)
+	as, err := assign(ctx, s.set.Authority, b.holder, b.policy, b.rate, now)
 	if err != nil {
 		s.set.Count(RLQSError)
 		if !s.failing && ctx.Err() == nil {
@@ -479,6 +496,19 @@ func (s *rlqsStream) renew(ctx context.Context, b *rlqsBucket, now time.Time) *r
 	s.failing = false
 	b.last = &as
 	return assignmentAction(b.id, as.strategy, as.ttl)
+}
+
+// age takes spent off the TTL of each assignment of actions, down to 0
+// (an immediate expiry, when the assignment is already stale).
+func age(actions []*rlqspb.RateLimitQuotaResponse_BucketAction, spent time.Duration) {
+	if spent <= 0 {
+		return
+	}
+	for _, a := range actions {
+		if q := a.GetQuotaAssignmentAction(); q != nil {
+			q.AssignmentTimeToLive = durationpb.New(max(q.GetAssignmentTimeToLive().AsDuration()-spent, 0))
+		}
+	}
 }
 
 func assignmentAction(id *rlqspb.BucketId, st *typepb.RateLimitStrategy, ttl time.Duration) *rlqspb.RateLimitQuotaResponse_BucketAction {
@@ -498,7 +528,7 @@ func (s *rlqsStream) due(ctx context.Context, now time.Time) []*rlqspb.RateLimit
 	for id, b := range s.buckets {
 		switch {
 		case now.Sub(b.lastReport) >= s.set.AbandonAfter:
-			s.release(ctx, b.held)
+			s.release(ctx, b.holder, b.held)
 			delete(s.buckets, id)
 			s.a.rlqs.buckets.Add(-1)
 			actions = append(actions, &rlqspb.RateLimitQuotaResponse_BucketAction{
@@ -524,8 +554,8 @@ func (s *rlqsStream) next(now time.Time) time.Duration {
 	return max(wait, time.Millisecond)
 }
 
-// expireAll gives the stream's shares back and returns the response that
-// expires each of its assignments at once, nil if it has none.
+// expireAll returns the response that expires each of the stream's
+// assignments at once, nil if it has none.
 func (s *rlqsStream) expireAll() *rlqspb.RateLimitQuotaResponse {
 	var actions []*rlqspb.RateLimitQuotaResponse_BucketAction
 	for _, b := range s.buckets {
@@ -539,25 +569,31 @@ func (s *rlqsStream) expireAll() *rlqspb.RateLimitQuotaResponse {
 	return &rlqspb.RateLimitQuotaResponse{BucketAction: actions}
 }
 
-// releaseAll gives back every share the stream holds.
-func (s *rlqsStream) releaseAll(ctx context.Context) {
+// drop forgets the stream's buckets. Their shares are given back only
+// when giveBack says the client was sent their expiry (a graceful stop):
+// a stream that broke, or that the client closed, leaves a client that
+// enforces its assignments until their TTL, so the authority keeps
+// counting the shares until then, when they lapse.
+func (s *rlqsStream) drop(ctx context.Context, giveBack bool) {
 	for id, b := range s.buckets {
-		s.release(ctx, b.held)
+		if giveBack {
+			s.release(ctx, b.holder, b.held)
+		}
 		delete(s.buckets, id)
 		s.a.rlqs.buckets.Add(-1)
 	}
 }
 
-// release gives back the stream's shares of keys, with a context of its
-// own when the stream's has ended.
-func (s *rlqsStream) release(ctx context.Context, keys []string) {
+// release gives back holder's shares of keys, with a context of its own
+// when the stream's has ended.
+func (s *rlqsStream) release(ctx context.Context, holder string, keys []string) {
 	if len(keys) == 0 {
 		return
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	for _, k := range keys {
-		if err := s.set.Authority.Release(rctx, k, s.holder); err != nil {
+		if err := s.set.Authority.Release(rctx, k, holder); err != nil {
 			// The share lapses at its TTL all the same.
 			s.a.svc.Log.WarnContext(ctx, "rlqs: giving a share back failed: it lapses at its TTL", "domain", s.domain, "err", err)
 			return

@@ -73,7 +73,7 @@ func resolve(snap *Snapshot, domain string, entries []config.Entry) rlqsPolicy {
 		if r.Limit.Rate == 0 {
 			return rlqsPolicy{result: RLQSDenyAll, renew: blanketRenew, ttl: blanketTTL}
 		}
-		renew, ttl := leaseTimes(r)
+		renew, ttl := shareTimes(r)
 		if p.result != RLQSAssigned || renew < p.renew {
 			p.renew, p.ttl = renew, ttl
 		}
@@ -83,18 +83,37 @@ func resolve(snap *Snapshot, domain string, entries []config.Entry) rlqsPolicy {
 	return p
 }
 
-// leaseTimes are a rule's renewal interval and TTL: its Lease's, or the
-// defaults, Period/10 within [50ms, 10s] and three renewals.
-func leaseTimes(r sluice.Rule) (renew, ttl time.Duration) {
-	renew = r.Lease.Renew
-	if renew <= 0 {
-		renew = min(max(r.Limit.Period/10, 50*time.Millisecond), 10*time.Second)
+// maxShareTTL is the longest TTL an authority keeps a share for.
+const maxShareTTL = 7 * 24 * time.Hour
+
+// shareTimes are a rule's renewal interval and the assignments' TTL: its
+// Lease's times (sluice.Lease.Times). The authority keeps a share a TTL
+// and a renewal, so the TTL is cut to leave that within maxShareTTL: a
+// shorter TTL than configured keeps the bound, where a refused renewal
+// would leave the bucket without an assignment.
+func shareTimes(r sluice.Rule) (renew, ttl time.Duration) {
+	renew, ttl = r.Lease.Times(r.Limit.Period)
+	return renew, min(ttl, maxShareTTL-renew)
+}
+
+// leaseLimit is the limit the authority divides for l, and the factor its
+// shares are multiplied by: a rate above sluice.MaxLeaseQuota, which the
+// authorities refuse, is divided in units of k requests, rounded down, so
+// that the shares still sum to at most the rate; a burst above it is cut
+// to it, which only makes the token buckets smaller.
+func leaseLimit(l sluice.Limit) (sluice.Limit, int64) {
+	k := (l.Rate + sluice.MaxLeaseQuota - 1) / sluice.MaxLeaseQuota
+	if k <= 1 {
+		if l.Capacity() > sluice.MaxLeaseQuota {
+			l.Burst = sluice.MaxLeaseQuota
+		}
+		return l, 1
 	}
-	ttl = r.Lease.TTL
-	if ttl <= 0 {
-		ttl = 3 * renew
+	s := sluice.Limit{Rate: l.Rate / k, Period: l.Period}
+	if b := l.Capacity() / k; b != s.Rate {
+		s.Burst = min(max(b, 1), sluice.MaxLeaseQuota)
 	}
-	return renew, max(ttl, renew)
+	return s, k
 }
 
 // assignment is a bucket's strategy and its time to live.
@@ -120,6 +139,9 @@ func blanket(rule typepb.RateLimitStrategy_BlanketRule) *typepb.RateLimitStrateg
 // The authority keeps each share for the assignment's TTL and one renewal
 // more, so that its count outlives the client's use of it, which starts
 // when the assignment arrives.
+//
+// A rule whose rate is above sluice.MaxLeaseQuota is divided in units of
+// several requests (leaseLimit).
 func assign(ctx context.Context, auth lease.Authority, holder string, p rlqsPolicy, demand float64, now time.Time) (assignment, error) {
 	switch p.result {
 	case RLQSAllowAll, RLQSShadow:
@@ -130,13 +152,18 @@ func assign(ctx context.Context, auth lease.Authority, holder string, p rlqsPoli
 	var a assignment
 	burst := int64(math.MaxInt64)
 	for i, l := range p.limits {
-		d := demand * l.rule.Limit.Period.Seconds()
+		limit, k := leaseLimit(l.rule.Limit)
+		d := demand * l.rule.Limit.Period.Seconds() / float64(k)
 		g, err := auth.Renew(ctx, lease.Request{
-			Key: l.key, Holder: holder, Kind: lease.Bucket, Limit: l.rule.Limit,
+			Key: l.key, Holder: holder, Kind: lease.Bucket, Limit: limit,
 			Demand: int64(min(max(d, 0), 1<<53)), TTL: p.ttl + p.renew, Now: now,
 		})
 		if err != nil {
 			return assignment{}, err
+		}
+		if k > 1 {
+			g.Share, g.Demand = g.Share*k, g.Demand*k
+			g.Burst = min(g.Burst*k, l.rule.Limit.Capacity())
 		}
 		burst = min(burst, g.Burst)
 		// share/period below the one kept so far: compared crosswise,

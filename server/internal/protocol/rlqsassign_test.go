@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/lease"
 )
 
 func TestTokenBucket(t *testing.T) {
@@ -36,7 +37,10 @@ func TestTokenBucket(t *testing.T) {
 	}
 }
 
-func TestLeaseTimes(t *testing.T) {
+// A rule's times are its Lease's (sluice.Lease.Times), the TTL cut so
+// that it and a renewal, which the authority keeps a share for, fit in
+// the authorities' longest TTL.
+func TestShareTimes(t *testing.T) {
 	tests := []struct {
 		period, renew, ttl time.Duration
 		wantRenew, wantTTL time.Duration
@@ -46,15 +50,61 @@ func TestLeaseTimes(t *testing.T) {
 		{time.Hour, 0, 0, 10 * time.Second, 30 * time.Second},
 		{time.Minute, time.Second, 5 * time.Second, time.Second, 5 * time.Second},
 		{time.Minute, 2 * time.Second, 0, 2 * time.Second, 6 * time.Second},
+		{10 * time.Millisecond, 0, 0, 10 * time.Millisecond, 30 * time.Millisecond},           // no longer than the period
+		{time.Minute, 0, 20 * time.Millisecond, 20 * time.Millisecond, 20 * time.Millisecond}, // nor the TTL
+		{48 * time.Hour, time.Hour, 168 * time.Hour, time.Hour, 167 * time.Hour},
 	}
 	for _, tt := range tests {
 		r := rule(tt.period, tt.renew, tt.ttl)
-		if renew, ttl := leaseTimes(r); renew != tt.wantRenew || ttl != tt.wantTTL {
-			t.Errorf("leaseTimes(period %v, renew %v, ttl %v) = %v, %v; want %v, %v", tt.period, tt.renew, tt.ttl, renew, ttl, tt.wantRenew, tt.wantTTL)
+		if renew, ttl := shareTimes(r); renew != tt.wantRenew || ttl != tt.wantTTL {
+			t.Errorf("shareTimes(period %v, renew %v, ttl %v) = %v, %v; want %v, %v", tt.period, tt.renew, tt.ttl, renew, ttl, tt.wantRenew, tt.wantTTL)
 		}
 	}
 }
 
 func rule(period, renew, ttl time.Duration) sluice.Rule {
 	return sluice.Rule{Name: "r", Limit: sluice.Limit{Rate: 10, Period: period}, Lease: sluice.Lease{Renew: renew, TTL: ttl}}
+}
+
+// A limit past what the authorities divide exactly is divided in units of
+// several requests, rounded down, and its burst cut: what the authority
+// is asked is always within sluice.MaxLeaseQuota, and the shares it can
+// grant, multiplied back, never sum past the rate.
+func TestLeaseLimit(t *testing.T) {
+	day := 24 * time.Hour
+	tests := []struct {
+		in   sluice.Limit
+		want sluice.Limit
+		k    int64
+	}{
+		{sluice.Limit{Rate: 100, Period: time.Second}, sluice.Limit{Rate: 100, Period: time.Second}, 1},
+		{sluice.Limit{Rate: 100, Period: time.Second, Burst: 1 << 30}, sluice.Limit{Rate: 100, Period: time.Second, Burst: sluice.MaxLeaseQuota}, 1},
+		{sluice.Limit{Rate: 50_000_000, Period: day}, sluice.Limit{Rate: 25_000_000, Period: day}, 2},
+		{sluice.Limit{Rate: 50_000_001, Period: day, Burst: 7}, sluice.Limit{Rate: 25_000_000, Period: day, Burst: 3}, 2},
+		{sluice.Limit{Rate: 1 << 40, Period: day, Burst: 1 << 50}, sluice.Limit{Rate: 1 << 25, Period: day, Burst: sluice.MaxLeaseQuota}, 1 << 15},
+	}
+	for _, tt := range tests {
+		got, k := leaseLimit(tt.in)
+		if got != tt.want || k != tt.k {
+			t.Errorf("leaseLimit(%v) = %v, %d; want %v, %d", tt.in, got, k, tt.want, tt.k)
+		}
+		if got.Rate*k > tt.in.Rate || got.Rate > sluice.MaxLeaseQuota || got.Capacity() > sluice.MaxLeaseQuota {
+			t.Errorf("leaseLimit(%v) = %v, %d: past the rate or the authorities' bound", tt.in, got, k)
+		}
+	}
+}
+
+// A rule of 50,000,000 a day, past what a lease divides exactly, is
+// assigned a token bucket at its rate, to a stream that asks more.
+func TestAssignLargeRate(t *testing.T) {
+	r := sluice.Rule{Name: "big", Limit: sluice.Limit{Rate: 50_000_000, Period: 24 * time.Hour}}
+	renew, ttl := shareTimes(r)
+	p := rlqsPolicy{result: RLQSAssigned, renew: renew, ttl: ttl, limits: []rlqsLimit{{key: "rlqs:big", rule: r}}}
+	as, err := assign(t.Context(), lease.NewMemoryAuthority(), "h", p, 1000, time.Unix(0, 0)) // over the limit: it all
+	if err != nil {
+		t.Fatal(err)
+	}
+	if as.share != 50_000_000 || as.period != 24*time.Hour || as.strategy.GetTokenBucket() == nil {
+		t.Errorf("assign = share %d per %v (%v), want the token bucket of 50000000 per 24h", as.share, as.period, as.strategy)
+	}
 }
