@@ -308,6 +308,39 @@ func TestRLQSGracefulStopAndReconnect(t *testing.T) {
 	})
 }
 
+// A stream the client closes leaves a client that enforces its
+// assignment until its TTL: the authority keeps counting the stream's
+// share until then, rather than giving it to others at once.
+func TestRLQSClosedStreamKeepsShare(t *testing.T) {
+	auth := lease.NewMemoryAuthority()
+	yaml := strings.Replace(rlqsYAML, "rate_limit: {unit: second, requests_per_unit: 10000}",
+		"rate_limit: {unit: second, requests_per_unit: 10000, lease: {renew: 100ms, ttl: 1h}}", 1)
+	e := start(t, Settings{
+		Paths: []string{writeFile(t, t.TempDir(), "quota.yaml", yaml)},
+		Clock: sluice.SystemClock, Authority: auth, ShutdownTimeout: 30 * time.Second,
+	})
+	c := rlqstest.New(rlqstest.Config{Domain: "quota", Conns: []grpc.ClientConnInterface{e.conn},
+		Bucket: func(req any) (map[string]string, *quotapb.RateLimitQuotaBucketSettings) {
+			return req.(map[string]string), bucketSettings(20 * time.Millisecond)
+		}})
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { c.Run(ctx) })
+	api := map[string]string{"name": "api"}
+	c.Allow(api, time.Now())
+	waitFor(t, "assigned", func() bool {
+		s, _ := c.State(api, time.Now())
+		return s == rlqstest.Active
+	})
+	cancel()
+	wg.Wait()
+	waitFor(t, "the server done with the stream", func() bool { return len(e.srv.rlqsAssignments()) == 0 })
+	hs, err := auth.Holdings(t.Context(), apiKey)
+	if err != nil || len(hs) != 1 || hs[0].Share == 0 || !hs[0].Expires.After(time.Now().Add(30*time.Minute)) {
+		t.Errorf("after the stream closed the authority holds %+v, %v; want its share, to its TTL", hs, err)
+	}
+}
+
 // The zero-TTL assignment of a graceful stop is applied as an immediate
 // expiry: the bucket's expired-assignment behaviour (here DENY_ALL) holds
 // at once, with no other replica to turn to.
