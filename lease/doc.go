@@ -55,7 +55,8 @@
 // Under-admission, measured rather than bounded (BENCHMARKS.md): shares
 // are whole units per Period, less than one unit per holder per Period;
 // when demand fits under the limit a part is kept free for a newcomer;
-// a new lease starts with no tokens; and a share moving between holders
+// a new lease starts with no tokens, so that a bucket key whose requests
+// come further apart than the TTL is denied every time; and a share moving between holders
 // is idle between the renewal of the one giving it up and the renewal of
 // the one taking it, a Renew interval at most per shift of demand.
 //
