@@ -45,7 +45,9 @@ type Authority interface {
 	// shares have expired are forgotten first, so that their shares
 	// come back.
 	Renew(ctx context.Context, r Request) (Grant, error)
-	// Release forgets a holder's share of a key at once.
+	// Release forgets a holder's share of a key at once; a Window
+	// holder's allowance is still counted until its window ends, as
+	// what it admitted there must not be given to another.
 	Release(ctx context.Context, key, holder string) error
 	// Holdings lists the live holdings of a key, for observation.
 	Holdings(ctx context.Context, key string) ([]Holding, error)
@@ -80,6 +82,11 @@ type Grant struct {
 	// Allowance is, for a Window holder, the units it may admit in total
 	// in Request.Window, at least Request.Used: in later windows, Share.
 	Allowance int64
+	// Tokens is, for a Bucket holder's first grant on a key no other
+	// holder holds, what the key's bucket has refilled since its last
+	// holding ended (StartTokens): its lease starts with them instead of
+	// none. Else 0.
+	Tokens int64
 	// Holders and Demand are the key's live holders and their total
 	// demand after this renewal, for observation.
 	Holders int
@@ -143,6 +150,36 @@ func Allocate(r Request, others []Holding) (Grant, Holding) {
 	}
 	h := Holding{Holder: r.Holder, Demand: d, Share: g.Share, Burst: g.Burst, Window: r.Window, Allowance: g.Allowance}
 	return g, h
+}
+
+// StartTokens is Grant.Tokens for a holder new to a Bucket key that no
+// other holder holds, granted burst: what the key's bucket has refilled
+// since its last holding ended, idle µs ago, up to burst; all of burst
+// when fresh, no holding of the key having ended within the time the
+// bucket takes to refill (Refill). No holder admitted anything since, so
+// the key's exact bucket holds at least that much: the lease starts with
+// it and the bound holds, where an empty start would deny each request of
+// a key asked less often than the TTL. The Redis authority computes the
+// same in Lua, in the same float64 operations.
+func StartTokens(l sluice.Limit, burst, idle int64, fresh bool) int64 {
+	if fresh || burst <= 0 {
+		return max(burst, 0)
+	}
+	per := float64(l.Period) / 1e3
+	if l.Rate <= 0 || idle <= 0 || per <= 0 {
+		return 0
+	}
+	return min(burst, int64(math.Floor(float64(l.Rate)*float64(idle)/per)))
+}
+
+// Refill is how long a key's bucket takes to refill from empty at l,
+// which an authority keeps a key's last end of a holding for
+// (StartTokens); at most a week.
+func Refill(l sluice.Limit) time.Duration {
+	if l.Rate <= 0 {
+		return 0
+	}
+	return time.Duration(min(float64(l.Period)*float64(l.Capacity())/float64(l.Rate), float64(maxRequestTTL)))
 }
 
 // demandCap bounds a reported demand at four times the quota: more asks

@@ -32,19 +32,26 @@
 // (nor bursts past B), and a holder stops deciding on its share at its
 // own send time of the renewal plus TTL, never later than the authority
 // forgets it. So in normal operation a key admits no more than its exact
-// algorithm does: a bucket at most B + d·C/P over any interval d (a new
-// lease starts with no tokens), a fixed window at most C per window, up
-// to C·δ/P moving across a boundary when holders' clocks differ by δ. The
-// one fault that admits more is an authority forgetting grants still live
-// (Redis restarted without persistence, a failover that lost writes, a
-// flush): then up to C·TTL/P more for a bucket, and for a window up to C
-// more in the window of the loss, once per such loss; with TTL three
-// Renews by default, that is 3·C·Renew/P, whatever the number of holders.
-// The same holds for a renewal whose reply is lost (it timed out after
-// the authority answered): its holder keeps its previous share until its
-// lease expires while the authority may have given part of it to others,
-// at most C·TTL/P more per lost reply for a bucket, and for a window up
-// to its previous share more in each window until that lease expires.
+// algorithm does: a bucket at most B + d·C/P over any interval d, a fixed
+// window at most C per window, up to C·δ/P moving across a boundary when
+// holders' clocks differ by δ. (A new bucket lease starts with no tokens,
+// unless no one holds the key: then with what the key's bucket refilled
+// since its last lease ended, StartTokens, which the exact bucket holds
+// too.)
+//
+// The one fault that admits more is an authority forgetting grants still
+// live (Redis restarted without persistence, a failover that lost
+// writes, a flush): then up to C·TTL/P more for a bucket, and a burst
+// that a new holder of the forgotten key starts with, and for a window up
+// to C more in the window of the loss, once per such loss; with TTL three
+// Renews by default, C·TTL/P is 3·C·Renew/P, whatever the number of
+// holders. The same holds for a renewal whose reply is lost (it timed out
+// after the authority answered): its holder keeps its previous share
+// until its lease expires while the authority may have given part of it
+// to others, at most C·TTL/P more per lost reply for a bucket, and for a
+// window up to its previous share more in each window until that lease
+// expires.
+//
 // A holder cut off
 // from the authority decides on its lease until it expires, then by the
 // rule's failure mode (sluice.Failure), through the Limiter. A holder
@@ -55,8 +62,7 @@
 // Under-admission, measured rather than bounded (BENCHMARKS.md): shares
 // are whole units per Period, less than one unit per holder per Period;
 // when demand fits under the limit a part is kept free for a newcomer;
-// a new lease starts with no tokens, so that a bucket key whose requests
-// come further apart than the TTL is denied every time; and a share moving between holders
+// a new lease beside a live holder starts with no tokens; and a share moving between holders
 // is idle between the renewal of the one giving it up and the renewal of
 // the one taking it, a Renew interval at most per shift of demand.
 //

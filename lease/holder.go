@@ -115,7 +115,7 @@ func (h *holder) begin(now int64) {
 func (h *holder) fail() { h.inflight = false }
 
 // apply takes the grant of the renewal sent at sent, at now. A new lease
-// starts with no tokens; a share that shrank is charged from sent, when
+// starts with the grant's Tokens (none unless the key was idle); a share that shrank is charged from sent, when
 // the authority may already have given the difference to another holder,
 // and one that grew counts from now; tokens above a smaller burst go.
 func (h *holder) apply(g Grant, sent, now int64) {
@@ -135,7 +135,7 @@ func (h *holder) apply(g Grant, sent, now int64) {
 				h.take(mulDivCeil(h.share-g.Share, now-sent, h.period))
 			}
 		} else {
-			h.tok, h.frac, h.last = 0, 0, now
+			h.tok, h.frac, h.last = max(g.Tokens, 0), 0, now
 			h.gen++
 		}
 		if h.tok >= g.Burst {

@@ -57,6 +57,10 @@ type memoryKey struct {
 	hs     map[string]Holding
 	kind   Kind
 	period time.Duration
+	// ended is when the key's last holding ended (expired or released),
+	// zero if none has; kept until refill after it (StartTokens).
+	ended  time.Time
+	refill time.Duration
 }
 
 // NewMemoryAuthority returns an empty memory authority.
@@ -115,10 +119,11 @@ func (a *MemoryAuthority) Renew(ctx context.Context, r Request) (Grant, error) {
 		}
 		k = &memoryKey{hs: make(map[string]Holding)}
 	}
-	k.kind, k.period = r.Kind, r.Limit.Period
+	k.kind, k.period, k.refill = r.Kind, r.Limit.Period, Refill(r.Limit)
 	a.forget(k, r.Window)
 	hs := k.hs
-	if _, ok := hs[r.Holder]; !ok && len(hs) >= MaxHolders {
+	_, found := hs[r.Holder]
+	if !found && len(hs) >= MaxHolders {
 		return Grant{}, fmt.Errorf("%w: key %q has %d holders", ErrAuthorityFull, r.Key, len(hs))
 	}
 	others := make([]Holding, 0, len(hs))
@@ -128,6 +133,10 @@ func (a *MemoryAuthority) Renew(ctx context.Context, r Request) (Grant, error) {
 		}
 	}
 	g, h := Allocate(r, others)
+	if r.Kind == Bucket && !found && len(others) == 0 {
+		fresh := k.ended.IsZero() || !a.now.Before(k.ended.Add(k.refill))
+		g.Tokens = StartTokens(r.Limit, g.Burst, a.now.Sub(k.ended).Microseconds(), fresh)
+	}
 	h.Expires = r.Now.Add(r.TTL)
 	hs[r.Holder] = h
 	a.keys[r.Key] = k
@@ -142,9 +151,12 @@ func (a *MemoryAuthority) Release(ctx context.Context, key, holder string) error
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if k := a.keys[key]; k != nil {
-		delete(k.hs, holder)
-		if len(k.hs) == 0 {
-			delete(a.keys, key)
+		if h, ok := k.hs[holder]; ok && h.Expires.After(a.now) {
+			// Expired now, with no share: forgotten at once but for a
+			// window's, which counts what it admitted until its window
+			// ends (forget).
+			h.Demand, h.Share, h.Burst, h.Expires = 0, 0, 0, a.now
+			k.hs[holder] = h
 		}
 	}
 	return nil
@@ -184,7 +196,23 @@ func (a *MemoryAuthority) forget(k *memoryKey, window int64) {
 			continue
 		}
 		delete(k.hs, id)
+		k.ended = later(k.ended, h.Expires)
 	}
+}
+
+// drop deletes a key with no holdings once the end of its last one no
+// longer counts (StartTokens).
+func (a *MemoryAuthority) drop(key string, k *memoryKey) {
+	if len(k.hs) == 0 && (k.kind != Bucket || !a.now.Before(k.ended.Add(k.refill))) {
+		delete(a.keys, key)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // sweep drops the expired holdings of every key, and the keys left with
@@ -197,8 +225,6 @@ func (a *MemoryAuthority) sweep() {
 	a.swept = a.now
 	for key, k := range a.keys {
 		a.forget(k, floorDiv(a.now.UnixNano(), int64(k.period)))
-		if len(k.hs) == 0 {
-			delete(a.keys, key)
-		}
+		a.drop(key, k)
 	}
 }

@@ -170,3 +170,50 @@ func TestMemoryAuthorityWindowExpired(t *testing.T) {
 		t.Fatalf("b in the next window: %+v, want all 100 alone", g)
 	}
 }
+
+// TestMemoryStartTokens: a holder new to a bucket key no one holds starts
+// with what the key's bucket refilled since its last holding ended: all
+// of its burst on a key never held or idle for a refill, none for a
+// renewal or beside a live holder, and the refill since a release or an
+// expiry otherwise.
+func TestMemoryStartTokens(t *testing.T) {
+	a := NewMemoryAuthority()
+	l := sluice.Limit{Rate: 100, Period: time.Second} // refills in a second
+	req := func(holder string, at time.Duration) Request {
+		return Request{Key: "k", Holder: holder, Kind: Bucket, Limit: l, Demand: 100, TTL: 300 * time.Millisecond, Now: t0.Add(at)}
+	}
+	steps := []struct {
+		holder  string
+		at      time.Duration
+		release bool
+		tokens  int64
+	}{
+		{"a", 0, false, 100},                       // never held: full
+		{"a", 100 * time.Millisecond, false, 0},    // a renewal
+		{"b", 200 * time.Millisecond, false, 0},    // a holds it
+		{"b", 250 * time.Millisecond, true, 0},     // b gives its share back
+		{"a", 700 * time.Millisecond, false, 30},   // a's expired at 400ms: 300ms refilled
+		{"a", 800 * time.Millisecond, true, 0},     // released at 800ms
+		{"c", 850 * time.Millisecond, false, 5},    // 50ms refilled
+		{"c", 1200 * time.Millisecond, true, 0},    // released at 1.2s
+		{"d", 2300 * time.Millisecond, false, 100}, // a refill and more: full
+	}
+	for _, s := range steps {
+		if s.release {
+			if _, err := a.Renew(t.Context(), Request{Key: "tick", Holder: "x", Kind: Bucket, Limit: l, TTL: time.Second, Now: t0.Add(s.at)}); err != nil {
+				t.Fatal(err) // the authority's time moves with its requests
+			}
+			if err := a.Release(t.Context(), "k", s.holder); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if g := renew(t, a, req(s.holder, s.at)); g.Tokens != s.tokens {
+			t.Errorf("%s at %v: %d tokens (%+v), want %d", s.holder, s.at, g.Tokens, g, s.tokens)
+		}
+	}
+	w := renew(t, a, Request{Key: "w", Holder: "a", Kind: Window, Limit: l, TTL: time.Second, Now: t0})
+	if w.Tokens != 0 {
+		t.Errorf("a window's grant: %d tokens, want none", w.Tokens)
+	}
+}

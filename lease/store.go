@@ -605,10 +605,9 @@ func cmpStrings(a1, b1, a2, b2 string) int {
 }
 
 // Close gives back every lease and stops the renewals, waiting for them
-// at most until ctx ends. The Store refuses requests afterwards. A fixed
-// window lease that admitted in its latest window is not given back but
-// left to lapse at its TTL: the authority keeps counting what it
-// admitted until that window ends, so no other holder is given it again.
+// at most until ctx ends. The Store refuses requests afterwards. The
+// authority still counts what a fixed window lease admitted in its window
+// until the window ends (Authority.Release).
 func (s *Store) Close(ctx context.Context) error {
 	s.life.Lock()
 	was := s.closed.Swap(true)
@@ -634,7 +633,7 @@ func (s *Store) Close(ctx context.Context) error {
 	var errs []error
 	for _, e := range es {
 		e.mu.Lock()
-		held := e.h.held && (e.h.kind == Bucket || e.h.used == 0)
+		held := e.h.held
 		e.mu.Unlock()
 		if held {
 			if err := s.auth.Release(ctx, e.key, s.id); err != nil {

@@ -101,9 +101,10 @@ func TestStoreExactCounts(t *testing.T) {
 	t.Run("bucket", func(t *testing.T) {
 		s := newStore(t, lease.NewMemoryAuthority())
 		p := prepare(t, sluice.Rule{Name: "b", Algorithm: sluice.AlgoGCRA, Limit: sluice.PerSecond(1000), Lease: lz})
-		// A new lease starts empty: the first request is denied.
-		if d := take(t, s, start, sluice.Check{Rule: p, Key: "k"}); d[0].Allowed {
-			t.Fatalf("first request on a new lease: %+v, want denied", d[0])
+		// A new lease of a key no one has held starts with its burst,
+		// 500 of the key's 1000, as the key's bucket is full.
+		if got := count(t, s, start, 2000, sluice.Check{Rule: p, Key: "k"}); got != 500 {
+			t.Fatalf("allowed %d of 2000 on a new lease, want its burst, 500", got)
 		}
 		// 999ms later its share of 500 a second has refilled 499.5.
 		if got := count(t, s, start.Add(999*time.Millisecond), 2000, sluice.Check{Rule: p, Key: "k"}); got != 499 {
@@ -587,22 +588,59 @@ func TestStoreFirstGrantsBounded(t *testing.T) {
 	wg.Wait()
 }
 
-// TestStoreCloseWindow: Close leaves a fixed window lease that admitted
-// in its window to lapse rather than giving it back: the authority keeps
-// counting what it admitted there, so that another holder is not given it
-// again in that window.
+// TestStoreCloseWindow: Close gives a fixed window lease back, and the
+// authority still counts what it admitted in its window, so that another
+// holder is not given it again there.
 func TestStoreCloseWindow(t *testing.T) {
 	a := lease.NewMemoryAuthority()
 	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(100), Lease: sluice.Lease{Enabled: true}})
 	s := newStore(t, a, lease.WithHolder("one"))
-	if n := count(t, s, start, 100, sluice.Check{Rule: p, Key: "k"}); n == 0 {
+	n := count(t, s, start, 100, sluice.Check{Rule: p, Key: "k"})
+	if n == 0 {
 		t.Fatal("nothing admitted")
 	}
 	if err := s.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	hs, err := a.Holdings(t.Context(), "r:k")
-	if err != nil || len(hs) != 1 || hs[0].Holder != "one" {
-		t.Errorf("after Close the authority holds %+v, %v; want one's lease, to lapse", hs, err)
+	if hs, err := a.Holdings(t.Context(), "r:k"); err != nil || len(hs) != 0 {
+		t.Errorf("after Close the authority holds %+v, %v; want nothing live", hs, err)
+	}
+	l := sluice.PerSecond(100)
+	g, err := a.Renew(t.Context(), lease.Request{Key: "r:k", Holder: "two", Kind: lease.Window, Limit: l, Demand: 1000,
+		Window: start.Unix(), TTL: time.Second, Now: start.Add(10 * time.Millisecond)})
+	if err != nil || g.Allowance > 100-n || g.Share != 100 {
+		t.Errorf("another holder in the same window: %+v, %v; want an allowance of at most %d, what one left, and all of later windows", g, err, 100-n)
+	}
+}
+
+// TestStoreSparse: a key asked less often than its lease's TTL is
+// allowed each time, on every leased algorithm: its lease has expired
+// by the next request, and the new one starts with what the key's bucket
+// refilled meanwhile. A key drained and asked again soon after its lease
+// ended gets only what refilled since the lease's end.
+func TestStoreSparse(t *testing.T) {
+	for _, algo := range []sluice.Algo{sluice.AlgoTokenBucket, sluice.AlgoLeakyBucket, sluice.AlgoGCRA, sluice.AlgoFixedWindow} {
+		t.Run(string(algo), func(t *testing.T) {
+			s := newStore(t, lease.NewMemoryAuthority())
+			p := prepare(t, sluice.Rule{Name: "r", Algorithm: algo, Limit: sluice.PerSecond(100), Lease: sluice.Lease{Enabled: true}})
+			for i := range 10 {
+				at := start.Add(time.Duration(i) * 2 * time.Second)
+				if d := take(t, s, at, sluice.Check{Rule: p, Key: "k"}); !d[0].Allowed {
+					t.Fatalf("request %d, 2s after the one before: %+v, want allowed", i, d[0])
+				}
+			}
+		})
+	}
+	s := newStore(t, lease.NewMemoryAuthority())
+	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(100), Lease: sluice.Lease{Enabled: true}})
+	// Alone and asking nothing yet, the first lease is half the limit:
+	// its burst of 50, full. The lease ends at 300ms.
+	if got := count(t, s, start, 1000, sluice.Check{Rule: p, Key: "k"}); got != 50 {
+		t.Fatalf("allowed %d of 1000 on a new lease, want its burst, 50", got)
+	}
+	// At 400ms: 100ms of refill since, 10 units, and none of the time the
+	// lease was held, which its holder may have spent.
+	if got := count(t, s, start.Add(400*time.Millisecond), 1000, sluice.Check{Rule: p, Key: "k"}); got != 10 {
+		t.Errorf("allowed %d of 1000 100ms after the lease ended, want 10", got)
 	}
 }

@@ -88,7 +88,7 @@ func (a *Authority) Renew(ctx context.Context, r lease.Request) (lease.Grant, er
 	if err != nil {
 		return lease.Grant{}, err
 	}
-	cmd, err := a.call(ctx, &leaseLua, []any{"fcall", leaseFn, 1, a.key(r.Key), "r", r.Holder, arg})
+	cmd, err := a.call(ctx, []any{"fcall", leaseFn, 1, a.key(r.Key), "r", r.Holder, arg})
 	if err != nil {
 		return lease.Grant{}, err
 	}
@@ -98,19 +98,20 @@ func (a *Authority) Renew(ctx context.Context, r lease.Request) (lease.Grant, er
 		return lease.Grant{}, fmt.Errorf("redis: lease: %w", err)
 	case len(v) == 2 && v[0] == 1:
 		return lease.Grant{}, fmt.Errorf("redis: %w: key %q has %d holders", lease.ErrAuthorityFull, r.Key, v[1])
-	case len(v) != 6 || v[0] != 0:
-		return lease.Grant{}, fmt.Errorf("redis: lease: an answer of %d numbers, want 6", len(v))
+	case len(v) != 7 || v[0] != 0:
+		return lease.Grant{}, fmt.Errorf("redis: lease: an answer of %d numbers, want 7", len(v))
 	}
-	return lease.Grant{Share: v[1], Burst: v[2], Allowance: v[3], Holders: int(v[4]), Demand: v[5]}, nil
+	return lease.Grant{Share: v[1], Burst: v[2], Allowance: v[3], Holders: int(v[4]), Demand: v[5], Tokens: v[6]}, nil
 }
 
 // Release forgets holder's share of key at once: the others take it at
-// their next renewals.
+// their next renewals (a window's allowance in its window still counts,
+// see lease.Authority).
 func (a *Authority) Release(ctx context.Context, key, holder string) error {
 	if err := checkNames(key, holder); err != nil {
 		return err
 	}
-	_, err := a.call(ctx, nil, []any{"hdel", a.key(key), holder})
+	_, err := a.call(ctx, []any{"fcall", leaseFn, 1, a.key(key), "x", holder})
 	return err
 }
 
@@ -120,7 +121,7 @@ func (a *Authority) Holdings(ctx context.Context, key string) ([]lease.Holding, 
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
-	cmd, err := a.call(ctx, &leaseLua, []any{"fcall", leaseFn, 1, a.key(key), "h"})
+	cmd, err := a.call(ctx, []any{"fcall", leaseFn, 1, a.key(key), "h"})
 	if err != nil {
 		return nil, err
 	}
@@ -145,6 +146,9 @@ func holdings(v []any) ([]lease.Holding, error) {
 	for i := 1; i < len(v); i += 2 {
 		holder, ok1 := v[i].(string)
 		val, ok2 := v[i+1].(string)
+		if holder == "" && ok1 {
+			continue // when a bucket holding last ended
+		}
 		if !ok1 || !ok2 || len(val) != 48 {
 			return nil, fmt.Errorf("redis: lease: holder %v: not a holding", v[i])
 		}
@@ -164,22 +168,16 @@ func holdings(v []any) ([]lease.Holding, error) {
 	return hs, nil
 }
 
-// call runs sc with args (see link.call), or without sc the command
-// args, on the store's client within its timeout.
-func (a *Authority) call(ctx context.Context, sc *script, args []any) (*goredis.Cmd, error) {
+// call runs lease.lua with args (see link.call) on the store's client
+// within its timeout.
+func (a *Authority) call(ctx context.Context, args []any) (*goredis.Cmd, error) {
 	s := a.s
 	rctx, cancel := ctx, context.CancelFunc(func() {})
 	if s.timeout > 0 {
 		rctx, cancel = context.WithTimeout(ctx, s.timeout)
 	}
 	defer cancel()
-	var cmd *goredis.Cmd
-	var err error
-	if sc != nil {
-		cmd, err = s.main.call(rctx, sc, args)
-	} else {
-		cmd, err = s.main.do(rctx, args)
-	}
+	cmd, err := s.main.call(rctx, &leaseLua, args)
 	switch {
 	case err == nil:
 		return cmd, nil

@@ -145,12 +145,15 @@ func TestLeaseAllocate(t *testing.T) {
 				r.Window += shift
 				var others []lease.Holding
 				live, kept := 0, 0
+				found, ended := false, int64(-1) // the holder live; when a bucket holding last ended
 				for _, h := range ac.live {
 					h.Window += shift
 					rc.HSet(ctx, key, h.Holder, packHolding(h, now+int64(time.Hour/time.Microsecond)))
 					if h.Holder != r.Holder {
 						others = append(others, h)
 						live++
+					} else {
+						found = true
 					}
 				}
 				for j, h := range ac.expired {
@@ -164,12 +167,29 @@ func TestLeaseAllocate(t *testing.T) {
 						others = append(others, h)
 						kept++
 					}
+					if r.Kind == lease.Bucket {
+						ended = max(ended, expires)
+					}
 				}
 				want, wantH := lease.Allocate(r, others)
 				got, err := a.Renew(ctx, r)
 				if err != nil {
 					t.Fatalf("case %d: Renew(%+v) with others %+v: %v", i, r, others, err)
 				}
+				// The tokens a new holder alone starts with depend on
+				// Redis's time, between now and after.
+				after := redisMicros(t, rc)
+				start := func(at int64) int64 {
+					if r.Kind != lease.Bucket || found || len(others) > 0 {
+						return 0
+					}
+					fresh := ended < 0 || at >= ended+lease.Refill(r.Limit).Microseconds()
+					return lease.StartTokens(r.Limit, want.Burst, at-ended, fresh)
+				}
+				if lo, hi := start(now), start(after); got.Tokens < lo || got.Tokens > hi {
+					t.Fatalf("case %d: Renew(%+v) with others %+v: %d tokens, want StartTokens's, %d to %d", i, r, others, got.Tokens, lo, hi)
+				}
+				got.Tokens = 0
 				if got != want {
 					t.Fatalf("case %d: Renew(%+v) with others %+v = %+v, want Allocate's %+v", i, r, others, got, want)
 				}
@@ -180,7 +200,11 @@ func TestLeaseAllocate(t *testing.T) {
 				if len(hs) != live+1 {
 					t.Fatalf("case %d: %d holdings, want %d: the live ones", i, len(hs), live+1)
 				}
-				if n := rc.HLen(ctx, key).Val(); n != int64(live+kept+1) {
+				n := rc.HLen(ctx, key).Val()
+				if rc.HExists(ctx, key, "").Val() { // when a bucket holding last ended
+					n--
+				}
+				if n != int64(live+kept+1) {
 					t.Fatalf("case %d: the hash has %d fields, want %d: the expired deleted but for a window's in its window", i, n, live+kept+1)
 				}
 				for _, h := range hs {
@@ -231,6 +255,13 @@ func TestLeaseLikeMemory(t *testing.T) {
 		want, err := m.Renew(ctx, r)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The memory authority's time stands still, Redis's passes: a
+		// holder alone after a release starts with the tokens refilled
+		// since, none in the memory authority's time, a few in Redis's.
+		if elapsed := time.Since(now).Microseconds(); want.Tokens == 0 &&
+			got.Tokens >= 0 && got.Tokens <= lease.StartTokens(r.Limit, got.Burst, elapsed, false) {
+			got.Tokens = 0
 		}
 		if got != want {
 			t.Fatalf("step %d: Renew(%+v) = %+v, the memory authority's %+v", i, r, got, want)
@@ -302,8 +333,10 @@ func TestLeaseExpiry(t *testing.T) {
 	if g := renew(t, a, "k", "b", 100, 300*time.Millisecond); g.Share != 0 || g.Holders != 2 || g.Demand != 200 {
 		t.Fatalf("b's first share = %+v, want 0 of 2 holders' 200: a holds all", g)
 	}
-	if ttl := rc.PTTL(context.Background(), leaseKey(p, "k")).Val(); ttl <= 0 || ttl > 300*time.Millisecond {
-		t.Fatalf("the hash's TTL is %v, want (0, 300ms]: the latest expiry", ttl)
+	// The hash outlives the latest expiry by the time the bucket takes to
+	// refill, a second, for lease.StartTokens.
+	if ttl := rc.PTTL(context.Background(), leaseKey(p, "k")).Val(); ttl <= time.Second || ttl > 1300*time.Millisecond {
+		t.Fatalf("the hash's TTL is %v, want (1s, 1.3s]: the latest expiry and a refill", ttl)
 	}
 	waitShare(t, a, "k", "b", 100)
 	hs, err := a.Holdings(context.Background(), "k")
@@ -503,8 +536,8 @@ func TestLeaseCluster(t *testing.T) {
 		if err := a.Release(ctx, key, "a"); err != nil {
 			t.Fatal(err)
 		}
-		if n := cc.HLen(ctx, leaseKey(p, key)).Val(); n != 1 {
-			t.Fatalf("%s: %d holders after a release, want 1", key, n)
+		if hs, err := a.Holdings(ctx, key); err != nil || len(hs) != 1 || hs[0].Holder != "b" {
+			t.Fatalf("%s: Holdings after a release = %+v, %v; want b's", key, hs, err)
 		}
 	}
 }
@@ -736,4 +769,46 @@ func TestLeaseStoreRedisStopped(t *testing.T) {
 	t.Logf("past the expiry: %v", err)
 	resume()
 	allowedBy("after the resume")
+}
+
+// TestLeaseStartTokens: as the memory authority, the Redis one starts a
+// holder new to a bucket key no one holds with what the key's bucket
+// refilled since its last holding ended, in Redis TIME: the whole burst on
+// a fresh key, none on a renewal, the refill since a release.
+func TestLeaseStartTokens(t *testing.T) {
+	srv := startRedis(t)
+	rc := srv.client(t)
+	a := newStore(t, rc, redis.WithPrefix(prefix(t))).Authority()
+	ctx := context.Background()
+	l := sluice.Limit{Rate: 100, Period: time.Second}
+	if g := renew(t, a, "k", "a", 100, time.Minute); g.Tokens != 100 || g.Burst != 100 {
+		t.Fatalf("a fresh key: %+v, want the burst of 100 as tokens", g)
+	}
+	if g := renew(t, a, "k", "a", 100, time.Minute); g.Tokens != 0 {
+		t.Fatalf("a renewal: %d tokens, want none", g.Tokens)
+	}
+	if g := renew(t, a, "k", "b", 100, time.Minute); g.Tokens != 0 {
+		t.Fatalf("beside a live holder: %d tokens, want none", g.Tokens)
+	}
+	r0 := redisMicros(t, rc)
+	for _, h := range []string{"a", "b"} {
+		if err := a.Release(ctx, "k", h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r1 := redisMicros(t, rc)
+	deadline := time.Now().Add(30 * time.Second)
+	for redisMicros(t, rc) < r1+100_000 { // Redis's time passes on its own: 100ms of refill, 10 units
+		if time.Now().After(deadline) {
+			t.Fatal("Redis TIME did not pass 100ms in 30s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b0 := redisMicros(t, rc)
+	g := renew(t, a, "k", "c", 100, time.Minute)
+	b1 := redisMicros(t, rc)
+	lo, hi := lease.StartTokens(l, g.Burst, b0-r1, false), lease.StartTokens(l, g.Burst, b1-r0, b1-r0 >= int64(time.Second/time.Microsecond))
+	if g.Tokens < lo || g.Tokens > hi || g.Tokens < 10 {
+		t.Errorf("after the releases: %d tokens, want the refill since, %d to %d", g.Tokens, lo, hi)
+	}
 }
