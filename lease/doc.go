@@ -82,7 +82,10 @@
 // renewal, up to the allowance the authority counted for it there, and
 // its share in later windows; while a renewal is in flight it admits no
 // more than it reported as used plus a reserve of one Renew interval's
-// demand, which the authority counts for it. The Store runs the renewals in the
+// demand, which the authority counts for it. A holder renews every Renew,
+// and early (after an eighth of Renew) when it denies on its share while
+// the last grant left part of the quota unasked for: a first grant, made
+// before any demand was measured, is half the quota at most. The Store runs the renewals in the
 // background, one per key at a time and a bounded number in flight, and
 // keeps a bounded table of keys, dropping those idle for a TTL (and, for
 // a window, until the window they admitted in has ended, so that the

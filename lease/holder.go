@@ -46,6 +46,11 @@ type holder struct {
 
 	sent     int64 // when the last renewal was sent
 	inflight bool
+	// free says the last grant left part of the quota unasked for (the
+	// holders' demand below Rate); starved that the holder has denied a
+	// request on its lease since its last renewal. Both make a renewal
+	// due early (due).
+	free, starved bool
 	// A Window holder sending a renewal reports, as used, what it has
 	// admitted plus a reserve, its demand over a renewal interval, and
 	// admits no more than that (upto) in that window, nor in a later one,
@@ -71,16 +76,34 @@ const demandWeight = 0.5
 func (h *holder) live(now int64) bool { return h.held && now < h.expires }
 
 // due reports whether a renewal should be sent at now: none is in flight,
-// and the holder has no live lease or its last renewal is Renew old.
+// and the holder has no live lease or its last renewal is Renew old; or,
+// early, it has denied a request on its share while the last grant left
+// quota unasked for, and its last renewal is an eighth of Renew old (at
+// least sluice.MinLeaseRenew). A first grant, with no demand measured,
+// is half the quota at most; under a long Renew the holder would deny for
+// all of it what the key has free. Overloaded, no quota is free and no
+// renewal comes early.
 func (h *holder) due(now int64) bool {
-	return !h.inflight && (!h.live(now) || now-h.sent >= h.renew)
+	if h.inflight {
+		return false
+	}
+	if !h.live(now) || now-h.sent >= h.renew {
+		return true
+	}
+	return h.starved && h.free && now-h.sent >= h.earliest()
 }
+
+// earliest is the shortest time between a holder's renewals.
+func (h *holder) earliest() int64 { return min(max(h.renew/8, int64(sluice.MinLeaseRenew)), h.renew) }
 
 // request is the renewal to send at now. It starts the next demand
 // interval and marks a renewal in flight until apply or fail.
 func (h *holder) request(now int64, key, id string) Request {
 	h.begin(now)
-	dt := max(now-h.since, h.renew)
+	// The interval is measured, down to the shortest an early renewal
+	// comes after (due): a floor of a whole Renew would read an early
+	// renewal's demand as a fraction of what it is.
+	dt := max(now-h.since, h.earliest())
 	rate := math.Min(float64(h.asked)*float64(h.period)/float64(dt), float64(demandCap(h.limit.Rate)))
 	switch {
 	case h.rate < 0 && h.asked == 0:
@@ -93,7 +116,7 @@ func (h *holder) request(now int64, key, id string) Request {
 	}
 	d := int64(math.Round(rate))
 	h.asked, h.since, h.demand = 0, now, d
-	h.sent, h.inflight = now, true
+	h.sent, h.inflight, h.starved = now, true, false
 	r := Request{Key: key, Holder: id, Kind: h.kind, Limit: h.limit, Demand: d, TTL: time.Duration(h.ttl), Now: time.Unix(0, now)}
 	if h.kind == Window {
 		h.roll(now)
@@ -144,6 +167,7 @@ func (h *holder) apply(g Grant, sent, now int64) {
 	}
 	h.held, h.expires = true, sent+h.ttl
 	h.share, h.burst, h.holders = g.Share, g.Burst, g.Holders
+	h.free = g.Demand < h.limit.Rate
 	h.allowance, h.grantWin = g.Allowance, win
 }
 
@@ -166,6 +190,7 @@ func (h *holder) decide(now, n int64, d *sluice.Decision) charge {
 		d.Remaining = max(h.tok, 0)
 		if !d.Allowed {
 			d.RetryAfter = h.wait(n)
+			h.starved = h.starved || n <= h.limit.Capacity()
 		}
 		d.ResetAfter = h.wait(h.burst)
 		return charge{gen: h.gen}
@@ -184,6 +209,8 @@ func (h *holder) decide(now, n int64, d *sluice.Decision) charge {
 		d.RetryAfter = end
 		if n > h.limit.Rate {
 			d.RetryAfter = sluice.Never
+		} else {
+			h.starved = true
 		}
 	}
 	if h.used > 0 {

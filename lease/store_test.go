@@ -644,3 +644,40 @@ func TestStoreSparse(t *testing.T) {
 		t.Errorf("allowed %d of 1000 100ms after the lease ended, want 10", got)
 	}
 }
+
+// TestStoreEarlyRenewal: a first lease, granted before any demand was
+// measured, is half the quota; a holder that denies on it while the
+// quota is not all asked for renews early rather than waiting out a long
+// Renew, and takes what it needs.
+func TestStoreEarlyRenewal(t *testing.T) {
+	s := newStore(t, lease.NewMemoryAuthority())
+	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(100),
+		Lease: sluice.Lease{Enabled: true, Renew: time.Second}})
+	at := func(i int) time.Time { return start.Add(time.Duration(i) * time.Second / 72) } // 72 a second
+	allowed := func(i int) bool { return take(t, s, at(i), sluice.Check{Rule: p, Key: "k"})[0].Allowed }
+	for i := range 50 {
+		if !allowed(i) {
+			t.Fatalf("request %d of the first 50: denied, want the first lease's allowance of 50", i)
+		}
+	}
+	// The 51st is denied on the lease; the 52nd, denied too, renews.
+	if allowed(50) || allowed(51) {
+		t.Fatal("requests 51 and 52 allowed past an allowance of 50")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	peek := func() []lease.Held { // a peek applies a grant that came
+		take(t, s, at(51), sluice.Check{Rule: p, Key: "k", Peek: true})
+		return s.Leases()
+	}
+	for ls := peek(); len(ls) != 1 || ls[0].Allowance <= 50; ls = peek() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no early renewal within 10s: %+v", ls)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i := 52; i < 72; i++ {
+		if !allowed(i) {
+			t.Fatalf("request %d at 72 a second of 100, after the early renewal: denied (%+v)", i+1, s.Leases())
+		}
+	}
+}
