@@ -54,12 +54,13 @@ for a in "$@"; do
     "${srv_env[@]}" "$tmp/rlsload" "$a-grpc" -addr "127.0.0.1:$((port + 1))" -http "127.0.0.1:$port" -redis "$redis_url" &
   elif [ "$name" = envoy ]; then
     # envoyproxy/ratelimit itself, on the same policy (its format, without
-    # sluice's forward_auth) and the same redis-server.
+    # sluice's forward_auth, nor a limit's lease: line, which it refuses)
+    # and the same redis-server.
     kind[$name]=envoy
     bin=${a#*=}
     [ -x "$bin" ] || { echo "$a: want envoy=BINARY, envoyproxy/ratelimit's service_cmd" >&2; exit 2; }
     mkdir -p "$tmp/runtime/ratelimit/config"
-    sed '/^forward_auth:/,$d' "$config" >"$tmp/runtime/ratelimit/config/config.yaml"
+    sed -e '/^forward_auth:/,$d' -e '/^[[:space:]]*lease:[[:space:]]*{.*}[[:space:]]*$/d' "$config" >"$tmp/runtime/ratelimit/config/config.yaml"
     "${srv_env[@]}" USE_STATSD=false LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$rport" \
       RUNTIME_ROOT="$tmp/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
       HOST=127.0.0.1 PORT="$port" GRPC_HOST=127.0.0.1 GRPC_PORT="$((port + 1))" \
