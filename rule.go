@@ -149,7 +149,10 @@ type Lease struct {
 	// TTL is how long a share holds without a renewal: a holder cut off
 	// from the authority decides on it until then, and a holder that
 	// died gives it back then. It must not be shorter than Renew, nor
-	// longer than a week. Zero is the default: three Renews.
+	// longer than a week. Zero is the default: three Renews. A quiet key
+	// (its holders asking at most half the quota) renews less often, up
+	// to 32 Renews or 10s apart, and its shares hold that much longer
+	// (package lease).
 	TTL time.Duration
 }
 

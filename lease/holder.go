@@ -18,8 +18,15 @@ type holder struct {
 	limit  sluice.Limit
 	period int64 // limit.Period in ns
 	quota  int64 // the rule's quota, which a decision reports as Limit
-	renew  int64 // ns between renewals
+	renew  int64 // ns between renewals, as configured
 	ttl    int64
+	// every is the interval to the next renewal: renew, or longer while
+	// the key is quiet (stretch); lease the TTL the last request asked
+	// for: its interval plus ttl - renew, the interval doubled if the
+	// last grant found the key quiet, so that the lease outlasts the
+	// interval its grant may set.
+	every, lease int64
+	quiet        bool
 
 	held      bool  // a grant has been applied
 	expires   int64 // the lease's end: the grant's send time + ttl
@@ -63,7 +70,43 @@ type holder struct {
 }
 
 func newHolder(kind Kind, l sluice.Limit, quota int64, renew, ttl time.Duration) *holder {
-	return &holder{kind: kind, limit: l, period: int64(l.Period), quota: quota, renew: int64(renew), ttl: int64(ttl), win: math.MinInt64, rate: -1}
+	return &holder{kind: kind, limit: l, period: int64(l.Period), quota: quota, renew: int64(renew), ttl: int64(ttl),
+		every: int64(renew), lease: int64(ttl), win: math.MinInt64, rate: -1}
+}
+
+// maxStretch bounds how far a quiet key's renewal interval stretches, as
+// a multiple of Renew and in time.
+const (
+	maxStretch      = 32
+	maxStretchEvery = int64(10 * time.Second)
+)
+
+// stretch sets the interval to the next renewal after grant g: doubled,
+// up to maxStretch Renews and 10s (never below Renew), while the key is
+// quiet: the holders together ask at most half the quota, this holder's
+// share is at least twice its demand, and it denied nothing since its
+// last renewal; else Renew. A quiet key's shares sum to well under the
+// quota, so a holder whose demand rises takes from what is free by an
+// early renewal (due) without waiting for the others'; what a longer
+// interval costs is a share given back later, and a longer TTL.
+func (h *holder) stretch(g Grant) {
+	quiet := 2*g.Demand <= h.limit.Rate && g.Share >= 2*max(h.demand, 1) && !h.starved
+	switch {
+	case !quiet:
+		h.every = h.renew
+	case h.quiet: // the request asked a lease for the longer interval
+		h.every = h.lease - (h.ttl - h.renew)
+	}
+	h.quiet = quiet
+}
+
+// leaseFor is the TTL to ask for at the next request (see lease).
+func (h *holder) leaseFor() int64 {
+	every := h.every
+	if h.quiet {
+		every = max(min(2*h.every, maxStretch*h.renew, maxStretchEvery), h.renew)
+	}
+	return every + h.ttl - h.renew
 }
 
 // demandWeight is the weight of the last renewal interval in the demand
@@ -87,7 +130,7 @@ func (h *holder) due(now int64) bool {
 	if h.inflight {
 		return false
 	}
-	if !h.live(now) || now-h.sent >= h.renew {
+	if !h.live(now) || now-h.sent >= h.every {
 		return true
 	}
 	return h.starved && h.free && now-h.sent >= h.earliest()
@@ -116,8 +159,9 @@ func (h *holder) request(now int64, key, id string) Request {
 	}
 	d := int64(math.Round(rate))
 	h.asked, h.since, h.demand = 0, now, d
-	h.sent, h.inflight, h.starved = now, true, false
-	r := Request{Key: key, Holder: id, Kind: h.kind, Limit: h.limit, Demand: d, TTL: time.Duration(h.ttl), Now: time.Unix(0, now)}
+	h.sent, h.inflight = now, true
+	h.lease = h.leaseFor()
+	r := Request{Key: key, Holder: id, Kind: h.kind, Limit: h.limit, Demand: d, TTL: time.Duration(h.lease), Now: time.Unix(0, now)}
 	if h.kind == Window {
 		h.roll(now)
 		reserve := int64(math.Ceil(max(rate, 0) * float64(h.renew) / float64(h.period)))
@@ -152,7 +196,9 @@ func (h *holder) apply(g Grant, sent, now int64) {
 	h.inflight = false
 	now = max(now, sent)
 	if h.kind == Bucket {
-		if h.live(now) {
+		// A renewal sent while the lease was live continues it, however
+		// late its grant is applied: the authority kept the holding.
+		if h.live(sent) {
 			h.fill(now)
 			if g.Share < h.share && now > sent {
 				h.take(mulDivCeil(h.share-g.Share, now-sent, h.period))
@@ -165,9 +211,11 @@ func (h *holder) apply(g Grant, sent, now int64) {
 			h.tok, h.frac = g.Burst, 0
 		}
 	}
-	h.held, h.expires = true, sent+h.ttl
+	h.held, h.expires = true, sent+h.lease
 	h.share, h.burst, h.holders = g.Share, g.Burst, g.Holders
 	h.free = g.Demand < h.limit.Rate
+	h.stretch(g)
+	h.starved = false
 	h.allowance, h.grantWin = g.Allowance, win
 }
 

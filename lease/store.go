@@ -571,6 +571,9 @@ type Held struct {
 	// Demand is what the Store last reported: units asked per Period.
 	Demand  int64
 	Expires time.Time
+	// Renewing says a renewal is in flight, or its grant not yet applied
+	// (it is, at the key's next request).
+	Renewing bool
 }
 
 // Leases lists the Store's leases, by rule and key: every key it holds
@@ -587,7 +590,7 @@ func (s *Store) Leases() []Held {
 		e.mu.Lock()
 		if h := e.h; h.held {
 			out = append(out, Held{Rule: e.rule, Key: e.ckey, AuthorityKey: e.key, Kind: h.kind, Share: h.share, Burst: h.burst, Allowance: h.allowance,
-				Holders: h.holders, Demand: h.demand, Expires: time.Unix(0, h.expires)})
+				Holders: h.holders, Demand: h.demand, Expires: time.Unix(0, h.expires), Renewing: h.inflight})
 		}
 		e.mu.Unlock()
 	}

@@ -681,3 +681,66 @@ func TestStoreEarlyRenewal(t *testing.T) {
 		}
 	}
 }
+
+// counting is an authority that counts its renewals.
+type counting struct {
+	lease.Authority
+	n atomic.Int64
+}
+
+func (c *counting) Renew(ctx context.Context, r lease.Request) (lease.Grant, error) {
+	c.n.Add(1)
+	return c.Authority.Renew(ctx, r)
+}
+
+// settle peeks at rule p's key at at until the Store has no renewal of
+// it in flight: a peek applies a grant that came.
+func settle(t *testing.T, s *lease.Store, at time.Time, p *sluice.PreparedRule, key string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		take(t, s, at, sluice.Check{Rule: p, Key: key, Peek: true})
+		if ls := s.Leases(); len(ls) == 1 && !ls[0].Renewing {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a renewal still in flight after 10s: %+v", s.Leases())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestStoreStretch: a quiet key (asked far below its limit) renews less
+// and less often, up to 32 Renews apart, instead of every Renew; when its
+// demand rises past its share, it renews at once and takes more.
+func TestStoreStretch(t *testing.T) {
+	a := &counting{Authority: lease.NewMemoryAuthority()}
+	s := newStore(t, a)
+	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(1000), Lease: sluice.Lease{Enabled: true}})
+	// 10 a second for 60s: 600 Renews of 100ms.
+	for i := range 600 {
+		at := start.Add(time.Duration(i) * 100 * time.Millisecond)
+		if d := take(t, s, at, sluice.Check{Rule: p, Key: "k"}); !d[0].Allowed {
+			t.Fatalf("request %d at 10 a second of 1000: denied: %+v, %+v, %d renewals", i, d[0], s.Leases(), a.n.Load())
+		}
+		settle(t, s, at, p, "k")
+	}
+	t.Logf("%d renewals over 60s of a quiet key", a.n.Load())
+	if n := a.n.Load(); n > 40 {
+		t.Errorf("%d renewals over 60s of a quiet key, want at most 40 (600 without stretching)", n)
+	}
+	// 900 a second for a second: past the quiet share, which it renews
+	// for early.
+	before, allowed := a.n.Load(), 0
+	for i := range 900 {
+		at := start.Add(60*time.Second + time.Duration(i)*time.Second/900)
+		if take(t, s, at, sluice.Check{Rule: p, Key: "k"})[0].Allowed {
+			allowed++
+		}
+		settle(t, s, at, p, "k")
+	}
+	t.Logf("at 900 a second: %d of 900 allowed, %d renewals", allowed, a.n.Load()-before)
+	if a.n.Load() == before || allowed < 800 {
+		t.Errorf("at 900 a second: %d allowed, %d renewals; want 800 or more, and a renewal", allowed, a.n.Load()-before)
+	}
+}
