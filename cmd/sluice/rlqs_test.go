@@ -79,6 +79,8 @@ func TestRLQSReplicaKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := time.Now()
+	waitState("a stream to the second replica, assigned", func(s string) bool { return s == rlqstest.Active && c.Streams() >= 2 })
+	t.Logf("assigned by the second replica %v after the kill", time.Since(killed).Round(time.Millisecond))
 	// Active a second after the kill, past the first replica's TTL
 	// (300ms): the assignment is the second replica's.
 	waitState("an assignment from the second replica", func(s string) bool {
@@ -149,6 +151,7 @@ descriptors:
 			}
 		}
 		if time.Since(begin) > time.Second && math.Abs(rates[0]-250) <= 250/4 && math.Abs(rates[1]-750) <= 750/4 {
+			t.Logf("after %v: the streams refill at %.0f and %.0f a second of 1000", time.Since(begin).Round(time.Millisecond), rates[0], rates[1])
 			return
 		}
 		if time.Now().After(deadline) {
@@ -209,9 +212,13 @@ func TestRLQSRedisStopped(t *testing.T) {
 	if err := rp.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	stopped := time.Now()
 	cont := func() { rp.cmd.Process.Signal(syscall.SIGCONT) }
 	t.Cleanup(cont)
 	wait("the assignment expired with Redis stopped", rlqstest.Expired)
+	t.Logf("the assignment expired %v after Redis stopped (its TTL: 300ms)", time.Since(stopped).Round(time.Millisecond))
 	cont()
+	resumed := time.Now()
 	wait("an assignment again with Redis back", rlqstest.Active)
+	t.Logf("assigned again %v after Redis resumed", time.Since(resumed).Round(time.Millisecond))
 }
