@@ -104,11 +104,7 @@ func (c *Client) Allow(req any, now time.Time) bool {
 	key := keyOf(id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b := c.buckets[key]
-	if b != nil {
-		c.age(key, b, now)
-		b = c.buckets[key]
-	}
+	b := c.current(key, now)
 	if b == nil {
 		b = &bucket{id: &rlqspb.BucketId{Bucket: maps.Clone(id)}, settings: set, state: NoAssignment, urgent: true, reported: now}
 		if f := set.GetNoAssignmentBehavior().GetFallbackRateLimit(); f != nil {
@@ -154,17 +150,22 @@ func (c *Client) age(key string, b *bucket, now time.Time) {
 	}
 }
 
+// current is key's bucket aged to now, nil if it has none or it was
+// abandoned, with c.mu held.
+func (c *Client) current(key string, now time.Time) *bucket {
+	if b := c.buckets[key]; b != nil {
+		c.age(key, b, now)
+	}
+	return c.buckets[key]
+}
+
 // State is a bucket's state at now, and its active (or last active)
 // strategy.
 func (c *Client) State(id map[string]string, now time.Time) (string, *typepb.RateLimitStrategy) {
 	key := keyOf(id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b := c.buckets[key]
-	if b != nil {
-		c.age(key, b, now)
-		b = c.buckets[key]
-	}
+	b := c.current(key, now)
 	if b == nil {
 		return Abandoned, nil
 	}
