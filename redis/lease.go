@@ -70,7 +70,8 @@ var _ lease.Authority = (*Authority)(nil)
 
 // Authority returns the lease authority in s's Redis. It shares s's
 // client, key prefix and timeout (WithTimeout bounds each call from when
-// it is sent), and s's way of running scripts (Store.Load loads the
+// it is sent, unless the call's context has a deadline: the lease Store
+// gives a renewal its lease's TTL), and s's way of running scripts (Store.Load loads the
 // lease script too). It takes no place among s's requests in flight, and
 // its errors do not open s's circuit breaker: a renewal that fails leaves
 // the holder on its lease until it expires.
@@ -168,12 +169,16 @@ func holdings(v []any) ([]lease.Holding, error) {
 	return hs, nil
 }
 
-// call runs lease.lua with args (see link.call) on the store's client
-// within its timeout.
+// call runs lease.lua with args (see link.call) on the store's client,
+// by ctx's deadline, or without one within the store's timeout.
 func (a *Authority) call(ctx context.Context, args []any) (*goredis.Cmd, error) {
 	s := a.s
+	// A renewal runs off the request path (but for a key's first grant)
+	// and is good until its lease's TTL, which the lease Store gives as
+	// its deadline: the store's timeout, made for decisions, bounds only
+	// a call with no deadline of its own.
 	rctx, cancel := ctx, context.CancelFunc(func() {})
-	if s.timeout > 0 {
+	if _, ok := ctx.Deadline(); !ok && s.timeout > 0 {
 		rctx, cancel = context.WithTimeout(ctx, s.timeout)
 	}
 	defer cancel()

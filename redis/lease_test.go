@@ -595,8 +595,8 @@ func leaseChild(t *testing.T, addr, p string) {
 }
 
 // TestLeaseRedisStopped: while Redis does not answer (SIGSTOP), Renew
-// fails within the store's timeout, or the context's deadline when it
-// comes first.
+// fails within the store's timeout, or by the context's deadline when it
+// has one, sooner or later.
 func TestLeaseRedisStopped(t *testing.T) {
 	srv := startRedis(t)
 	const timeout = 500 * time.Millisecond
@@ -618,6 +618,14 @@ func TestLeaseRedisStopped(t *testing.T) {
 	}
 	if _, err := a.Holdings(ctx, "k"); err == nil {
 		t.Fatal("Holdings on a stopped Redis succeeded")
+	}
+	// A deadline past the store's timeout: a renewal waits for it.
+	long, cancel2 := context.WithTimeout(context.Background(), timeout+300*time.Millisecond)
+	defer cancel2()
+	start = time.Now()
+	_, err = a.Renew(long, r)
+	if el := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || el < timeout+300*time.Millisecond {
+		t.Fatalf("Renew with a deadline past the store's timeout on a stopped Redis = %v after %v, want the deadline's error at %v", err, el, timeout+300*time.Millisecond)
 	}
 }
 
