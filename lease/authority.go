@@ -113,8 +113,12 @@ type Holding struct {
 //
 // With C = Rate, D the holders' total demand and n the live holders, the
 // renewing holder's target is its demand plus an equal part of the unused
-// quota, leaving a part free for a newcomer, when the demand fits
-// (D <= C: d + floor((C-D)/(n+1))), and else its proportional part,
+// quota when the demand fits: on a quiet key (D <= C/2) a part is left
+// free for a newcomer (d + floor((C-D)/(n+1))), since its holders renew
+// seldom (see Renew's stretch in package lease's doc); on a busier one,
+// whose holders renew every Renew, none is (d + floor((C-D)/n)), so that
+// a holder near the limit is not held to its mean demand plus half the
+// headroom. Past the limit (D > C) it is the proportional part,
 // floor(C·d/D). Its share is the target less what the others hold, so
 // that the shares never sum past C: a holder whose target fell gives back
 // at its own renewal, and the others take it at theirs. A Window holder's
@@ -136,7 +140,11 @@ func Allocate(r Request, others []Holding) (Grant, Holding) {
 	n := int64(len(others)) + 1
 	var target int64
 	if total <= c {
-		target = d + (c-total)/(n+1)
+		k := n
+		if 2*total <= c {
+			k = n + 1
+		}
+		target = d + (c-total)/k
 	} else {
 		target = int64(math.Floor(float64(c) * float64(d) / float64(total)))
 	}

@@ -71,8 +71,10 @@
 //
 // Under-admission, measured rather than bounded (BENCHMARKS.md): shares
 // are whole units per Period, less than one unit per holder per Period;
-// when demand fits under the limit a part is kept free for a newcomer;
-// a new lease beside a live holder starts with no tokens; and a share moving between holders
+// on a quiet key (demand at most half the limit) a part is kept free for
+// a newcomer; a new lease beside a live holder starts with no tokens, and
+// on a busier key a newcomer waits for the others' next renewals, a Renew
+// at most, for its share; and a share moving between holders
 // is idle between the renewal of the one giving it up and the renewal of
 // the one taking it, a Renew interval at most per shift of demand.
 //
@@ -80,7 +82,8 @@
 //
 // Allocate is the division every authority computes, the Redis one in
 // Lua with the same float64 operations: a holder's target is its demand
-// plus an equal part of what is unused when the total demand fits, else
+// plus an equal part of what is unused when the total demand fits (less
+// a part left for a newcomer on a quiet key), else
 // its proportional part; its share is the target less what the others
 // hold. A holder's demand is the units asked of it, allowed or denied, per
 // Period, smoothed over its renewal intervals.

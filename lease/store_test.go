@@ -744,3 +744,27 @@ func TestStoreStretch(t *testing.T) {
 		t.Errorf("at 900 a second: %d allowed, %d renewals; want 800 or more, and a renewal", allowed, a.n.Load()-before)
 	}
 }
+
+// TestStoreNearLimit: one process asking a key 50 to 90 a second of its
+// 100, 70 on average, renewing every second, is denied nothing once its
+// demand is measured: a
+// busy key's lone holder is given all the headroom, not its mean demand
+// and half of it (which a window of 90 would pass).
+func TestStoreNearLimit(t *testing.T) {
+	s := newStore(t, lease.NewMemoryAuthority())
+	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(100), Lease: sluice.Lease{Enabled: true, Renew: time.Second}})
+	counts := []int{50, 90, 55, 85, 50, 90, 55, 85, 50, 90, 55, 85}
+	denied := 0
+	for w, n := range counts {
+		for i := range n {
+			at := start.Add(time.Duration(w)*time.Second + time.Duration(i)*time.Second/time.Duration(n))
+			if !take(t, s, at, sluice.Check{Rule: p, Key: "k"})[0].Allowed && w >= 2 {
+				denied++
+			}
+			settle(t, s, at, p, "k")
+		}
+	}
+	if denied > 0 {
+		t.Errorf("%d denied after the first two windows, at 50 to 90 a second of 100: want none (%+v)", denied, s.Leases())
+	}
+}

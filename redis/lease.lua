@@ -69,7 +69,9 @@ local function lease(keys, argv)
   if not found and n > most then return {1, n - 1} end
   local target
   if total <= c then
-    target = d + floor((c - total) / (n + 1))
+    local k = n
+    if 2 * total <= c then k = n + 1 end
+    target = d + floor((c - total) / k)
   else
     target = floor(c * d / total)
   end
