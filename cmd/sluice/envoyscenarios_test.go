@@ -133,8 +133,26 @@ func (b *syncBuffer) String() string {
 // startRLS writes the runtime directory and runs the service with
 // envoyproxy/ratelimit's environment, env after the listeners and the
 // runtime directory on free ports and paths of the test's own, until
-// /healthcheck answers 200.
+// /healthcheck answers 200 and the gRPC port accepts. The ports are
+// picked free and given to the service, which binds them a moment later:
+// another process may take one meanwhile, and then the service is started
+// again on others, three times at most.
 func startRLS(t *testing.T, env ...string) *rlsService {
+	t.Helper()
+	for try := 1; ; try++ {
+		s, busy := tryStartRLS(t, env...)
+		if !busy || try == 3 {
+			if busy {
+				t.Fatalf("a port taken at each of 3 starts:\n%s", s.out.String())
+			}
+			return s
+		}
+	}
+}
+
+// tryStartRLS is one start of startRLS; busy says the service exited
+// because a port was taken.
+func tryStartRLS(t *testing.T, env ...string) (s *rlsService, busy bool) {
 	t.Helper()
 	root := t.TempDir()
 	dir := filepath.Join(root, "ratelimit", "config")
@@ -147,7 +165,7 @@ func startRLS(t *testing.T, env ...string) *rlsService {
 		}
 	}
 	port, grpcPort := freePort(t), freePort(t)
-	s := &rlsService{grpc: "127.0.0.1:" + grpcPort, http: "127.0.0.1:" + port, config: dir, done: make(chan struct{})}
+	s = &rlsService{grpc: "127.0.0.1:" + grpcPort, http: "127.0.0.1:" + port, config: dir, done: make(chan struct{})}
 	env = append([]string{
 		"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
 		"HOST=127.0.0.1", "PORT=" + port, "GRPC_HOST=127.0.0.1", "GRPC_PORT=" + grpcPort,
@@ -189,11 +207,17 @@ func startRLS(t *testing.T, env ...string) *rlsService {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return s
+				if c, err := net.DialTimeout("tcp", s.grpc, time.Second); err == nil {
+					c.Close()
+					return s, false
+				}
 			}
 		}
 		select {
 		case <-s.done:
+			if strings.Contains(s.out.String(), "address already in use") {
+				return s, true
+			}
 			t.Fatalf("the service exited before it was healthy:\n%s", s.out.String())
 		default:
 		}
