@@ -250,6 +250,11 @@ func (s *Store) decide(ctx context.Context, ns int64, c *sluice.Check, d *sluice
 			*d = sluice.Decision{Limit: e.h.quota, RetryAfter: sluice.Never}
 		} else {
 			tk.c = e.h.decide(ns, n, d)
+			if !d.Allowed && e.h.due(ns) {
+				// Denied on a share that quota left free could
+				// grow: renew now rather than at the next request.
+				_ = s.renew(e, ns, false)
+			}
 		}
 		e.mu.Unlock()
 		return tk, nil
