@@ -222,3 +222,93 @@ func TestRLQSRedisStopped(t *testing.T) {
 	wait("an assignment again with Redis back", rlqstest.Active)
 	t.Logf("assigned again %v after Redis resumed", time.Since(resumed).Round(time.Millisecond))
 }
+
+// A replica SIGKILLed mid-stream with the replicas sharing one Redis:
+// the client reconnects to the other, which is assigned at first only
+// what the dead stream's share leaves (the authority counts it until its
+// TTL), and the whole limit once it has lapsed.
+func TestRLQSReplicaKilledSharedRedis(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server is not installed: skipping")
+	}
+	rp := startRedisProc(t, "redis-server")
+	cfg := writeConfig(t, `domain: quota
+descriptors:
+  - key: name
+    value: api
+    rate_limit: {unit: second, requests_per_unit: 1000}
+`)
+	var conns []grpc.ClientConnInterface
+	var procs []*exec.Cmd
+	for range 2 {
+		p, banner := serveProcess(t, "-config", cfg, "-redis", "redis://"+rp.addr)
+		cc, err := grpc.NewClient(banner["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+		conns, procs = append(conns, cc), append(procs, p)
+	}
+	api := map[string]string{"name": "api"}
+	c := rlqstest.New(rlqstest.Config{
+		Domain: "quota",
+		Bucket: func(any) (map[string]string, *quotapb.RateLimitQuotaBucketSettings) {
+			return api, &quotapb.RateLimitQuotaBucketSettings{
+				ReportingInterval: durationpb.New(50 * time.Millisecond),
+				ExpiredAssignmentBehavior: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior{
+					ExpiredAssignmentBehaviorTimeout: durationpb.New(time.Minute),
+					ExpiredAssignmentBehavior: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior_ReuseLastAssignment_{
+						ReuseLastAssignment: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior_ReuseLastAssignment{}},
+				},
+			}
+		},
+		Conns: conns,
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	wg.Go(func() { c.Run(ctx) })
+	wg.Go(func() { // 1.5 times the limit
+		start, sent := time.Now(), 0.0
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				for ; sent < 1500*now.Sub(start).Seconds(); sent++ {
+					c.Allow(api, now)
+				}
+			}
+		}
+	})
+	rate := func() float64 {
+		_, st := c.State(api, time.Now())
+		if tb := st.GetTokenBucket(); tb != nil {
+			return float64(tb.GetTokensPerFill().GetValue()) / tb.GetFillInterval().AsDuration().Seconds()
+		}
+		return -1
+	}
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("still waiting after 30s for %s (streams %d, rate %.0f)", what, c.Streams(), rate())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	wait("the first replica's stream at the whole limit", func() bool { return c.Streams() == 1 && rate() >= 750 })
+	if err := procs[0].Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	wait("a stream to the second replica", func() bool { return c.Streams() >= 2 })
+	wait("the second replica's assignment at the whole limit, the dead share lapsed", func() bool {
+		s, _ := c.State(api, time.Now())
+		return s == rlqstest.Active && c.Streams() >= 2 && rate() >= 750
+	})
+	t.Logf("at the whole limit again on the second replica %v after the kill (rate %.0f)", time.Since(killed).Round(time.Millisecond), rate())
+}
