@@ -43,17 +43,8 @@ func TestRLQSReplicaKilled(t *testing.T) {
 	api := map[string]string{"name": "api"}
 	c := rlqstest.New(rlqstest.Config{
 		Domain: "quota",
-		Bucket: func(any) (map[string]string, *quotapb.RateLimitQuotaBucketSettings) {
-			return api, &quotapb.RateLimitQuotaBucketSettings{
-				ReportingInterval: durationpb.New(50 * time.Millisecond),
-				ExpiredAssignmentBehavior: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior{
-					ExpiredAssignmentBehaviorTimeout: durationpb.New(time.Minute),
-					ExpiredAssignmentBehavior: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior_ReuseLastAssignment_{
-						ReuseLastAssignment: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior_ReuseLastAssignment{}},
-				},
-			}
-		},
-		Conns: conns,
+		Bucket: reuseLast(api, time.Minute),
+		Conns:  conns,
 	})
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
@@ -124,21 +115,7 @@ descriptors:
 		})
 		clients = append(clients, c)
 		wg.Go(func() { c.Run(ctx) })
-		wg.Go(func() {
-			start, sent := time.Now(), 0.0
-			tick := time.NewTicker(5 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case now := <-tick.C:
-					for ; sent < rate*now.Sub(start).Seconds(); sent++ {
-						c.Allow(api, now)
-					}
-				}
-			}
-		})
+		wg.Go(func() { drive(ctx, c, api, rate) })
 	}
 	begin := time.Now()
 	deadline := begin.Add(30 * time.Second)
@@ -178,17 +155,8 @@ func TestRLQSRedisStopped(t *testing.T) {
 	api := map[string]string{"name": "api"}
 	c := rlqstest.New(rlqstest.Config{
 		Domain: "quota",
-		Bucket: func(any) (map[string]string, *quotapb.RateLimitQuotaBucketSettings) {
-			return api, &quotapb.RateLimitQuotaBucketSettings{
-				ReportingInterval: durationpb.New(50 * time.Millisecond),
-				ExpiredAssignmentBehavior: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior{
-					ExpiredAssignmentBehaviorTimeout: durationpb.New(time.Hour),
-					ExpiredAssignmentBehavior: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior_ReuseLastAssignment_{
-						ReuseLastAssignment: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior_ReuseLastAssignment{}},
-				},
-			}
-		},
-		Conns: []grpc.ClientConnInterface{cc},
+		Bucket: reuseLast(api, time.Hour),
+		Conns:  []grpc.ClientConnInterface{cc},
 	})
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
@@ -252,37 +220,14 @@ descriptors:
 	api := map[string]string{"name": "api"}
 	c := rlqstest.New(rlqstest.Config{
 		Domain: "quota",
-		Bucket: func(any) (map[string]string, *quotapb.RateLimitQuotaBucketSettings) {
-			return api, &quotapb.RateLimitQuotaBucketSettings{
-				ReportingInterval: durationpb.New(50 * time.Millisecond),
-				ExpiredAssignmentBehavior: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior{
-					ExpiredAssignmentBehaviorTimeout: durationpb.New(time.Minute),
-					ExpiredAssignmentBehavior: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior_ReuseLastAssignment_{
-						ReuseLastAssignment: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior_ReuseLastAssignment{}},
-				},
-			}
-		},
-		Conns: conns,
+		Bucket: reuseLast(api, time.Minute),
+		Conns:  conns,
 	})
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	wg.Go(func() { c.Run(ctx) })
-	wg.Go(func() { // 1.5 times the limit
-		start, sent := time.Now(), 0.0
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-tick.C:
-				for ; sent < 1500*now.Sub(start).Seconds(); sent++ {
-					c.Allow(api, now)
-				}
-			}
-		}
-	})
+	wg.Go(func() { drive(ctx, c, api, 1500) }) // 1.5 times the limit
 	rate := func() float64 {
 		_, st := c.State(api, time.Now())
 		if tb := st.GetTokenBucket(); tb != nil {
@@ -311,4 +256,38 @@ descriptors:
 		return s == rlqstest.Active && c.Streams() >= 2 && rate() >= 750
 	})
 	t.Logf("at the whole limit again on the second replica %v after the kill (rate %.0f)", time.Since(killed).Round(time.Millisecond), rate())
+}
+
+// reuseLast is a test client's Bucket function: every request is bucket,
+// reported every 50ms, its expired assignment reused for timeout.
+func reuseLast(bucket map[string]string, timeout time.Duration) func(any) (map[string]string, *quotapb.RateLimitQuotaBucketSettings) {
+	return func(any) (map[string]string, *quotapb.RateLimitQuotaBucketSettings) {
+		return bucket, &quotapb.RateLimitQuotaBucketSettings{
+			ReportingInterval: durationpb.New(50 * time.Millisecond),
+			ExpiredAssignmentBehavior: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior{
+				ExpiredAssignmentBehaviorTimeout: durationpb.New(timeout),
+				ExpiredAssignmentBehavior: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior_ReuseLastAssignment_{
+					ReuseLastAssignment: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior_ReuseLastAssignment{}},
+			},
+		}
+	}
+}
+
+// drive sends requests for bucket through c at rate per second, reckoned
+// from the time passed so that a loaded machine keeps the rate, until
+// ctx ends.
+func drive(ctx context.Context, c *rlqstest.Client, bucket map[string]string, rate float64) {
+	start, sent := time.Now(), 0.0
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			for ; sent < rate*now.Sub(start).Seconds(); sent++ {
+				c.Allow(bucket, now)
+			}
+		}
+	}
 }
