@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -54,11 +53,6 @@ func (q *RLQS) Entries(bucket map[string]string, buf []Entry) []Entry {
 	}
 	slices.SortFunc(buf[rest:], func(a, b Entry) int { return cmp.Compare(a.Key, b.Key) })
 	return buf
-}
-
-// String is the section as YAML would give it.
-func (q *RLQS) String() string {
-	return "rlqs: {bucket_keys: [" + strings.Join(q.BucketKeys(), ", ") + "]}"
 }
 
 var rlqsKeys = []string{"bucket_keys"}

@@ -482,7 +482,11 @@ func (s *Store) entry(c *sluice.Check, ns int64) (*entry, error) {
 		}
 		// Used from its making, so that a sweep while its first request
 		// waits for the first grant does not take it for idle.
-		e = &entry{key: authorityKey(r.Name, c.Key), rule: r.Name, ckey: c.Key, used: ns}
+		ak := AuthorityKey(r.Name, c.Key)
+		if len(ak) > MaxKeyBytes {
+			return nil, fmt.Errorf("lease: key of %d bytes for rule %q, past %d: %w", len(c.Key), r.Name, MaxKeyBytes, sluice.ErrRefused)
+		}
+		e = &entry{key: ak, rule: r.Name, ckey: c.Key, used: ns}
 		e.after = s.releasing[e.key]
 		s.keys[key] = e
 	}
@@ -652,9 +656,10 @@ func (s *Store) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// authorityKey names a check's lease at the authority: the rule's name,
-// its ':' and '%' escaped, then the check's key.
-func authorityKey(rule, key string) string {
+// AuthorityKey names a check's lease at the authority: the rule's name,
+// its ':' and '%' escaped, then the check's key, so that no two rules'
+// keys meet.
+func AuthorityKey(rule, key string) string {
 	if strings.ContainsAny(rule, ":%") {
 		rule = strings.NewReplacer("%", "%25", ":", "%3A").Replace(rule)
 	}

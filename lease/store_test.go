@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -762,5 +763,37 @@ func TestStoreNearLimit(t *testing.T) {
 	}
 	if denied > 0 {
 		t.Errorf("%d denied after the first two windows, at 50 to 90 a second of 100: want none (%+v)", denied, s.Leases())
+	}
+}
+
+// TestAuthorityKey: two rules' keys never meet at the authority, whatever
+// ':' and '%' their names and keys hold.
+func TestAuthorityKey(t *testing.T) {
+	pairs := [][2][2]string{
+		{{"a:b", "K"}, {"a", "b:K"}},
+		{{"a%3Ab", "K"}, {"a:b", "K"}},
+		{{"a", "%3AK"}, {"a:", "K"}},
+	}
+	for _, p := range pairs {
+		x, y := lease.AuthorityKey(p[0][0], p[0][1]), lease.AuthorityKey(p[1][0], p[1][1])
+		if x == y {
+			t.Errorf("rule %q key %q and rule %q key %q meet at %q", p[0][0], p[0][1], p[1][0], p[1][1], x)
+		}
+	}
+}
+
+// TestStoreKeyTooLong: a key past what the authorities take is refused as
+// bad input (sluice.ErrRefused), so that the Limiter answers it as such
+// rather than by the rule's failure mode, and nothing is kept for it.
+func TestStoreKeyTooLong(t *testing.T) {
+	s := newStore(t, lease.NewMemoryAuthority())
+	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(100), Lease: sluice.Lease{Enabled: true}})
+	long := strings.Repeat("k", lease.MaxKeyBytes)
+	err := s.Take(t.Context(), start, []sluice.Check{{Rule: p, Key: long}}, make([]sluice.Decision, 1))
+	if !errors.Is(err, sluice.ErrRefused) {
+		t.Fatalf("Take of a %d-byte key: %v, want sluice.ErrRefused", len(long), err)
+	}
+	if ls := s.Leases(); len(ls) != 0 {
+		t.Errorf("after the refusal the Store holds %+v", ls)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice"
@@ -531,4 +532,34 @@ func TestRLQSReload(t *testing.T) {
 		hs, err := auth.Holdings(t.Context(), apiKey)
 		return err == nil && len(hs) == 0
 	})
+}
+
+// A bucket id carrying fields the server does not know (a newer proto,
+// or padding past the id's bound) is answered with its keys alone: the
+// server keeps and sends back no more than the id it bounds.
+func TestRLQSUnknownFieldsDropped(t *testing.T) {
+	e := startRLQS(t, lease.NewMemoryAuthority(), RLQS{})
+	st, err := rlqspb.NewRateLimitQuotaServiceClient(e.conn).StreamRateLimitQuotas(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := &rlqspb.BucketId{Bucket: map[string]string{"name": "open"}}
+	pad := protowire.AppendTag(nil, 99, protowire.BytesType)
+	id.ProtoReflect().SetUnknown(protowire.AppendBytes(pad, make([]byte, 32<<10)))
+	err = st.Send(&rlqspb.RateLimitQuotaUsageReports{Domain: "quota", BucketQuotaUsages: []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{
+		{BucketId: id, TimeElapsed: durationpb.New(time.Second), NumRequestsAllowed: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts := resp.GetBucketAction()
+	if len(acts) != 1 || acts[0].GetBucketId().GetBucket()["name"] != "open" {
+		t.Fatalf("actions %v, want one for the open bucket", acts)
+	}
+	if n := len(acts[0].GetBucketId().ProtoReflect().GetUnknown()); n != 0 {
+		t.Errorf("the action's bucket id carries %d bytes the server does not know, want none", n)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -363,7 +364,10 @@ func (s *rlqsStream) report(ctx context.Context, m *rlqspb.RateLimitQuotaUsageRe
 			continue
 		}
 		s.seq++
-		b = &rlqsBucket{id: u.GetBucketId(), holder: s.holder + "-" + strconv.Itoa(s.seq), lastReport: now, since: now}
+		// A copy of the id's map alone: the client's message may carry
+		// unknown fields past the id's bound, which every action would
+		// send back.
+		b = &rlqsBucket{id: &rlqspb.BucketId{Bucket: maps.Clone(u.GetBucketId().GetBucket())}, holder: s.holder + "-" + strconv.Itoa(s.seq), lastReport: now, since: now}
 		s.resolve(b)
 		s.buckets[id] = b
 		// The first report may cover the time before the subscription;
@@ -592,11 +596,14 @@ func (s *rlqsStream) release(ctx context.Context, holder string, keys []string) 
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
+	var failed error
 	for _, k := range keys {
-		if err := s.set.Authority.Release(rctx, k, holder); err != nil {
-			// The share lapses at its TTL all the same.
-			s.a.svc.Log.WarnContext(ctx, "rlqs: giving a share back failed: it lapses at its TTL", "domain", s.domain, "err", err)
-			return
+		if err := s.set.Authority.Release(rctx, k, holder); err != nil && failed == nil {
+			failed = err
 		}
+	}
+	if failed != nil {
+		// The shares lapse at their TTL all the same.
+		s.a.svc.Log.WarnContext(ctx, "rlqs: giving a share back failed: it lapses at its TTL", "domain", s.domain, "err", failed)
 	}
 }

@@ -78,7 +78,7 @@ func resolve(snap *Snapshot, domain string, entries []config.Entry) rlqsPolicy {
 			p.renew, p.ttl = renew, ttl
 		}
 		p.result = RLQSAssigned
-		p.limits = append(p.limits, rlqsLimit{key: "rlqs:" + r.Name + ":" + m.Key, rule: r})
+		p.limits = append(p.limits, rlqsLimit{key: "rlqs:" + lease.AuthorityKey(r.Name, m.Key), rule: r})
 	}
 	return p
 }
