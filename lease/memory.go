@@ -47,6 +47,10 @@ type MemoryAuthority struct {
 	// swept is when the table was last swept for expired holdings, so
 	// that a full table is swept at most once per sweepMinimumAge.
 	swept time.Time
+	// evicted is the latest end of a holding among the keys dropped
+	// before their refill had passed, to make room: a new key counts its
+	// idle time from it (StartTokens), as it may be one of them.
+	evicted time.Time
 }
 
 var _ Authority = (*MemoryAuthority)(nil)
@@ -117,7 +121,7 @@ func (a *MemoryAuthority) Renew(ctx context.Context, r Request) (Grant, error) {
 		if len(a.keys) >= maxMemoryKeys {
 			return Grant{}, fmt.Errorf("%w: %d keys", ErrAuthorityFull, len(a.keys))
 		}
-		k = &memoryKey{hs: make(map[string]Holding)}
+		k = &memoryKey{hs: make(map[string]Holding), ended: a.evicted}
 	}
 	k.kind, k.period, k.refill = r.Kind, r.Limit.Period, Refill(r.Limit)
 	a.forget(k, r.Window)
@@ -226,5 +230,16 @@ func (a *MemoryAuthority) sweep() {
 	for key, k := range a.keys {
 		a.forget(k, floorDiv(a.now.UnixNano(), int64(k.period)))
 		a.drop(key, k)
+	}
+	if len(a.keys) < maxMemoryKeys {
+		return
+	}
+	// Still full: the keys without holdings go before their refill has
+	// passed, rather than a flood of one-off keys refusing every new one.
+	for key, k := range a.keys {
+		if len(k.hs) == 0 {
+			a.evicted = later(a.evicted, k.ended)
+			delete(a.keys, key)
+		}
 	}
 }

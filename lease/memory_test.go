@@ -217,3 +217,23 @@ func TestMemoryStartTokens(t *testing.T) {
 		t.Errorf("a window's grant: %d tokens, want none", w.Tokens)
 	}
 }
+
+// TestMemoryAuthorityFullOfEndedKeys: a table full of keys whose holdings
+// have all ended, kept for their refill (StartTokens), makes room for a
+// new key rather than refusing it, and the new key starts with no more
+// than what refilled since the latest of those ended, not a full bucket.
+func TestMemoryAuthorityFullOfEndedKeys(t *testing.T) {
+	a := NewMemoryAuthority()
+	l := sluice.Limit{Rate: 1, Period: time.Second, Burst: 100} // refills in 100s
+	for i := range maxMemoryKeys {
+		renew(t, a, Request{Key: fmt.Sprint("k", i), Holder: "h", Kind: Bucket, Limit: l, TTL: 100 * time.Millisecond, Now: t0})
+	}
+	g, err := a.Renew(t.Context(), Request{Key: "new", Holder: "h", Kind: Bucket, Limit: l, Demand: 1, TTL: time.Second, Now: t0.Add(2 * time.Second)})
+	if err != nil {
+		t.Fatalf("a new key with the table full of ended keys: %v", err)
+	}
+	// The latest ended at 100ms: 1.9s at 1 a second.
+	if g.Tokens != 1 {
+		t.Errorf("the new key starts with %d tokens (burst %d), want 1: the refill since the evicted keys ended", g.Tokens, g.Burst)
+	}
+}
