@@ -379,7 +379,7 @@ func sumOver[T int64 | time.Duration](servers []*goredis.Client, f func(*goredis
 // server: the Redis store with runs batched per master (the default,
 // 64 requests per run at most) and without batching (a run per request,
 // through the cluster client's autopipeliner), for one check per request
-// (runs to a master go by FCALL, through the cluster client by EVALSHA)
+// (runs go by FCALL, to a master and through the cluster client alike)
 // and, with checks=2, for a request on two keys (per user and per IP,
 // GCRA both), which sits on two masters two times in three and is then
 // decided in parts; beside the pipelined INCRBY + PEXPIRE pair. 128

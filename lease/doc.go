@@ -39,7 +39,7 @@
 // since its last lease ended, StartTokens, which the exact bucket holds
 // too.)
 //
-// The one fault that admits more is an authority forgetting grants still
+// A fault admits more: an authority forgetting grants still
 // live (Redis restarted without persistence, a failover that lost
 // writes, a flush): then up to C·TTL/P more for a bucket, and a burst
 // that a new holder of the forgotten key starts with, and for a window up

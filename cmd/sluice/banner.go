@@ -63,7 +63,7 @@ func printBanner(w io.Writer, b banner) {
 
 // adminBanner is the banner's admin line.
 func adminBanner(addr net.Addr, ui, lookup bool) string {
-	what := "GET /v1/stats, GET /v1/policy, GET /v1/leases"
+	what := "GET /v1/stats, GET /v1/policy, GET /v1/leases, GET /v1/rlqs"
 	if ui {
 		host, port, _ := net.SplitHostPort(addr.String())
 		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {

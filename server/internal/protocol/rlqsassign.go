@@ -191,7 +191,7 @@ func assign(ctx context.Context, auth lease.Authority, holder string, p rlqsPoli
 // proto's max_tokens "is also the number of tokens that the bucket
 // initially contains"), and Envoy makes a new one for each assignment
 // whose strategy differs from the active one: each change of a share
-// then mints max_tokens. Two fills keep that to a fiftieth of a renewal's
+// then mints max_tokens. Two fills keep that to a fifth of a renewal's
 // worth, at the cost of smoothing the stream's bursts.
 func tokenBucket(share, burst int64, period, renew time.Duration) *typepb.RateLimitStrategy {
 	const most = math.MaxUint32
