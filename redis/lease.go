@@ -47,15 +47,17 @@ const maxExact = 1 << 53
 // renewal reached Redis, later than the holder's own expiry (TTL after
 // it sent the renewal), so clocks need not agree.
 //
-// Each key's holdings are one hash, beside the store's keys and in the
-// key's slot of a Cluster:
+// Each lease key's holdings are one hash, under the store's prefix, its
+// lease key (lease.AuthorityKey: the rule's name and the check's key) its
+// own hash tag, so that on a Cluster a renewal touches one slot; the
+// store's WithHashTag does not apply:
 //
-//	prefix{key}:lease
+//	prefix{rule:key}:lease
 //
-// a field per holder. A renewal reads the key's holders, forgets those
-// expired, allocates (lease.Allocate, in Lua) and writes the holder's
-// field, in one script run, and keeps the hash until its latest expiry.
-// A fixed window's holding that expired is kept, and counted, until the
+// a field per holder, and the field "" when a bucket holding last ended,
+// kept a refill longer than the latest expiry. A renewal reads the key's
+// holders, forgets those expired, allocates (lease.Allocate, in Lua) and
+// writes the holder's field, in one script run. A fixed window's holding that expired is kept, and counted, until the
 // window it expired in ends, as the memory authority keeps it: its
 // expiry, in Redis TIME, against the renewing holder's window, so an
 // offset between the clocks moves that end by as much. Since a renewal
