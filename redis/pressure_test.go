@@ -134,7 +134,10 @@ func TestBreakerRedisDown(t *testing.T) {
 // never opens the breaker: the requests that wait too long in the
 // store's queue for their turn are shed, and shedding is not failure.
 // Redis is made slow by scripts that hold it 35ms at a time, the store's
-// timeout being 50ms.
+// timeout being 50ms. Between two holds Redis serves two or three full
+// runs, so a caller's turn comes back about once every callers/150 holds:
+// with 1,000 callers, far past the 50ms a request may wait, on a fast
+// machine as on a slow one.
 func TestBreakerSlowRedis(t *testing.T) {
 	srv := startRedis(t)
 	s := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithTimeout(50*time.Millisecond)) // the default, over the tests' longer one
@@ -166,9 +169,10 @@ func TestBreakerSlowRedis(t *testing.T) {
 			time.Sleep(time.Millisecond) // let a run in between
 		}
 	})
-	l := startLoad(lim, 200)
-	if !waitFor(60*time.Second, func() bool { return l.shed.Load() >= 100 && l.ok.Load() >= 500 }) {
-		t.Logf("100 shed and 500 decided not reached in 60s: %d shed, %d decided", l.shed.Load(), l.ok.Load())
+	l := startLoad(lim, 1000)
+	// 200 runs are ten times the calls the breaker needs to judge.
+	if !waitFor(60*time.Second, func() bool { return l.shed.Load() >= 100 && l.ok.Load() >= 500 && s.Stats().Runs >= 200 }) {
+		t.Logf("100 shed, 500 decided and 200 runs not reached in 60s: %d shed, %d decided, %d runs", l.shed.Load(), l.ok.Load(), s.Stats().Runs)
 	}
 	l.end()
 	close(stop)
