@@ -53,6 +53,19 @@ type Authority interface {
 	Holdings(ctx context.Context, key string) ([]Holding, error)
 }
 
+// Batcher is an Authority that renews several keys in one call, as the
+// Redis authority does on a single Redis: one script run for many
+// renewals costs the shared store far less than one run each. A Store
+// whose authority is a Batcher sends its routine renewals together (see
+// Store).
+type Batcher interface {
+	Authority
+	// RenewBatch renews each of rs as Renew would, setting gs[i] or
+	// errs[i] (gs and errs as long as rs). An error of the call, such as
+	// a timeout, is each request's.
+	RenewBatch(ctx context.Context, rs []Request, gs []Grant, errs []error)
+}
+
 // Request is a holder's renewal of its share of a key.
 type Request struct {
 	Key    string

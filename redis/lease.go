@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -68,7 +69,7 @@ type Authority struct {
 	s *Store
 }
 
-var _ lease.Authority = (*Authority)(nil)
+var _ lease.Batcher = (*Authority)(nil)
 
 // Authority returns the lease authority in s's Redis. It shares s's
 // client, key prefix and timeout (WithTimeout bounds each call from when
@@ -96,11 +97,69 @@ func (a *Authority) Renew(ctx context.Context, r lease.Request) (lease.Grant, er
 		return lease.Grant{}, err
 	}
 	v, err := cmd.Int64Slice()
-	switch {
-	case err != nil:
+	if err != nil {
 		return lease.Grant{}, fmt.Errorf("redis: lease: %w", err)
-	case len(v) == 2 && v[0] == 1:
-		return lease.Grant{}, fmt.Errorf("redis: %w: key %q has %d holders", lease.ErrAuthorityFull, r.Key, v[1])
+	}
+	if len(v) == 2 && v[0] == 1 {
+		v = append(v, 0, 0, 0, 0, 0) // full, as a batch's answer pads it
+	}
+	return grant(r.Key, v)
+}
+
+// RenewBatch renews each of rs as Renew would (see lease.Batcher): on a
+// single Redis in one script run, whose time is the same for all; on a
+// Cluster or a Ring, whose keys sit on different nodes, a run each,
+// concurrently. A request Renew refuses gets its error and is left out
+// of the run.
+func (a *Authority) RenewBatch(ctx context.Context, rs []lease.Request, gs []lease.Grant, errs []error) {
+	if a.s.keys.share != shareNothing {
+		var wg sync.WaitGroup
+		for i := range rs {
+			wg.Go(func() { gs[i], errs[i] = a.Renew(ctx, rs[i]) })
+		}
+		wg.Wait()
+		return
+	}
+	keys := make([]any, 0, len(rs))
+	argv := make([]any, 0, 2*len(rs))
+	sent := make([]int, 0, len(rs))
+	for i, r := range rs {
+		arg, err := renewal(r)
+		gs[i], errs[i] = lease.Grant{}, err
+		if err == nil {
+			keys = append(keys, a.key(r.Key))
+			argv = append(argv, r.Holder, arg)
+			sent = append(sent, i)
+		}
+	}
+	if len(sent) == 0 {
+		return
+	}
+	args := append(append(append(make([]any, 0, 4+len(keys)+len(argv)), "fcall", leaseFn, len(keys)), keys...), "R")
+	cmd, err := a.call(ctx, append(args, argv...))
+	var v []int64
+	if err == nil {
+		if v, err = cmd.Int64Slice(); err != nil {
+			err = fmt.Errorf("redis: lease: %w", err)
+		} else if len(v) != 7*len(sent) {
+			err = fmt.Errorf("redis: lease: an answer of %d numbers for %d renewals, want 7 each", len(v), len(sent))
+		}
+	}
+	for j, i := range sent {
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		gs[i], errs[i] = grant(rs[i].Key, v[7*j:7*j+7])
+	}
+}
+
+// grant decodes the script's answer to one renewal of key: 0 and the
+// grant's six numbers, or 1 and the key's holders when it has the most.
+func grant(key string, v []int64) (lease.Grant, error) {
+	switch {
+	case len(v) == 7 && v[0] == 1:
+		return lease.Grant{}, fmt.Errorf("redis: %w: key %q has %d holders", lease.ErrAuthorityFull, key, v[1])
 	case len(v) != 7 || v[0] != 0:
 		return lease.Grant{}, fmt.Errorf("redis: lease: an answer of %d numbers, want 7", len(v))
 	}

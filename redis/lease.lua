@@ -14,31 +14,17 @@
 --   have admitted its allowance there). Reply: 0, share, burst, allowance,
 --   holders, their demand, the tokens it starts with; or 1 and the
 --   holders, when the key has the most and ARGV[2] is not one.
+-- ARGV[1] 'R' renews each of KEYS in one run, on a single Redis: ARGV[2i]
+--   and ARGV[2i+1] are KEYS[i]'s holder and argument, as 'r''s. Reply:
+--   seven numbers per key, 'r''s reply padded with zeros.
 -- ARGV[1] 'x' releases ARGV[2]'s share: its holding expires now, with no
 --   share or demand; a window's is still counted in its window.
 -- ARGV[1] 'h' lists: the time (µs), then each holder and its value.
-local function lease(keys, argv)
-  -- Redis before 5 replicates a script by its text unless told otherwise,
-  -- and refuses writes after TIME.
-  if redis.replicate_commands then redis.replicate_commands() end
-  local k, floor, min, max = keys[1], math.floor, math.min, math.max
-  local t = redis.call('TIME')
-  local now = t[1] * 1000000 + t[2]
-  if argv[1] == 'x' then
-    local v = redis.call('HGET', k, argv[2])
-    if v then
-      local _, _, _, ow, oa, oe = struct.unpack('<dddddd', v)
-      if oe > now then redis.call('HSET', k, argv[2], struct.pack('<dddddd', 0, 0, 0, ow, oa, now)) end
-    end
-    return 0
-  end
+-- renew is one holder's renewal of key k at now (µs), as 'r' replies.
+local function renew(k, who, arg, now)
+  local floor, min, max = math.floor, math.min, math.max
   local all = redis.call('HGETALL', k)
-  if argv[1] == 'h' then
-    table.insert(all, 1, now)
-    return all
-  end
-  local who = argv[2]
-  local kind, c, cap, d, win, used, ttl, most, per = struct.unpack('<ddddddddd', argv[3])
+  local kind, c, cap, d, win, used, ttl, most, per = struct.unpack('<ddddddddd', arg)
   d = min(max(d, 0), 4 * c + 4)
   local total, held, committed, n, late, gone, found = d, 0, 0, 1, now + ttl, {}, false
   local ended, ended0 -- when a bucket holding last ended, as kept and now
@@ -93,6 +79,37 @@ local function lease(keys, argv)
   if kind == 2 then late = (floor(late / per) + 1) * per end
   redis.call('PEXPIRE', k, math.ceil((late - now) / 1000))
   return {0, share, burst, allow, n, total, tokens}
+end
+
+local function lease(keys, argv)
+  -- Redis before 5 replicates a script by its text unless told otherwise,
+  -- and refuses writes after TIME.
+  if redis.replicate_commands then redis.replicate_commands() end
+  local k = keys[1]
+  local t = redis.call('TIME')
+  local now = t[1] * 1000000 + t[2]
+  if argv[1] == 'x' then
+    local v = redis.call('HGET', k, argv[2])
+    if v then
+      local _, _, _, ow, oa, oe = struct.unpack('<dddddd', v)
+      if oe > now then redis.call('HSET', k, argv[2], struct.pack('<dddddd', 0, 0, 0, ow, oa, now)) end
+    end
+    return 0
+  end
+  if argv[1] == 'R' then
+    local out = {}
+    for i = 1, #keys do
+      local r = renew(keys[i], argv[2 * i], argv[2 * i + 1], now)
+      for j = 1, 7 do out[#out + 1] = r[j] or 0 end
+    end
+    return out
+  end
+  if argv[1] == 'h' then
+    local all = redis.call('HGETALL', k)
+    table.insert(all, 1, now)
+    return all
+  end
+  return renew(k, argv[2], argv[3], now)
 end
 
 -- As a library, the store appends lease's registration (see lease.go).

@@ -222,19 +222,73 @@ func TestLeaseAllocate(t *testing.T) {
 
 // TestLeaseLikeMemory: a random sequence of renewals and releases by a
 // few holders of a few keys, none expiring, gets the same grants and
-// holdings from the Redis authority as from the memory one.
+// holdings from the Redis authority as from the memory one: renewed one
+// by one, and in batches (RenewBatch, by FCALL and by EVALSHA) with now
+// and then a request refused as bad input among them, which gets its
+// error and changes nothing.
 func TestLeaseLikeMemory(t *testing.T) {
 	srv := startRedis(t)
-	a := newStore(t, srv.client(t), redis.WithPrefix(prefix(t))).Authority()
+	for _, tc := range []struct {
+		name   string
+		client *goredis.Client
+		batch  bool
+	}{{"renew", srv.client(t), false}, {"batch", srv.client(t), true}, {"batch-evalsha", scriptOnlyClient(t, srv), true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			likeMemory(t, newStore(t, tc.client, redis.WithPrefix(prefix(t))).Authority(), tc.batch)
+		})
+	}
+}
+
+func likeMemory(t *testing.T, a *redis.Authority, batch bool) {
 	m := lease.NewMemoryAuthority()
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(33, 2))
 	kinds := map[string]lease.Kind{"b": lease.Bucket, "w": lease.Window}
 	now := time.Now()
-	for i := range 2000 {
+	var rs []lease.Request
+	steps := 0
+	flush := func() {
+		gs, errs := make([]lease.Grant, len(rs)), make([]error, len(rs))
+		if batch {
+			a.RenewBatch(ctx, rs, gs, errs)
+		} else {
+			for i, r := range rs {
+				gs[i], errs[i] = a.Renew(ctx, r)
+			}
+		}
+		for i, r := range rs {
+			got, err := gs[i], errs[i]
+			if r.Holder == "" {
+				if !errors.Is(err, sluice.ErrRefused) {
+					t.Fatalf("step %d: a renewal with no holder: %v, want sluice.ErrRefused", steps, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("step %d: %v", steps, err)
+			}
+			want, err := m.Renew(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The memory authority's time stands still, Redis's passes: a
+			// holder alone after a release starts with the tokens refilled
+			// since, none in the memory authority's time, a few in Redis's.
+			if elapsed := time.Since(now).Microseconds(); want.Tokens == 0 &&
+				got.Tokens >= 0 && got.Tokens <= lease.StartTokens(r.Limit, got.Burst, elapsed, false) {
+				got.Tokens = 0
+			}
+			if got != want {
+				t.Fatalf("step %d, %d of %d in a run: Renew(%+v) = %+v, the memory authority's %+v", steps, i, len(rs), r, got, want)
+			}
+		}
+		rs = rs[:0]
+	}
+	for steps = range 2000 {
 		key := []string{"b", "w"}[rng.IntN(2)]
 		holder := fmt.Sprint("h", rng.IntN(6))
 		if rng.IntN(10) == 0 {
+			flush()
 			if err := a.Release(ctx, key, holder); err != nil {
 				t.Fatal(err)
 			}
@@ -243,30 +297,20 @@ func TestLeaseLikeMemory(t *testing.T) {
 			}
 			continue
 		}
+		if rng.IntN(50) == 0 {
+			holder = "" // refused
+		}
 		r := lease.Request{
 			Key: key, Holder: holder, Kind: kinds[key], Limit: sluice.Limit{Rate: 1000, Period: time.Second, Burst: 1500},
 			Demand: rng.Int64N(1200), Window: now.UnixNano() / int64(time.Second), TTL: time.Hour, Now: now,
 		}
 		r.Used = rng.Int64N(300)
-		got, err := a.Renew(ctx, r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := m.Renew(ctx, r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The memory authority's time stands still, Redis's passes: a
-		// holder alone after a release starts with the tokens refilled
-		// since, none in the memory authority's time, a few in Redis's.
-		if elapsed := time.Since(now).Microseconds(); want.Tokens == 0 &&
-			got.Tokens >= 0 && got.Tokens <= lease.StartTokens(r.Limit, got.Burst, elapsed, false) {
-			got.Tokens = 0
-		}
-		if got != want {
-			t.Fatalf("step %d: Renew(%+v) = %+v, the memory authority's %+v", i, r, got, want)
+		rs = append(rs, r)
+		if !batch || rng.IntN(6) == 0 {
+			flush()
 		}
 	}
+	flush()
 	for _, key := range []string{"b", "w"} {
 		got, err := a.Holdings(ctx, key)
 		if err != nil {
@@ -502,6 +546,14 @@ func TestLeaseMaxHolders(t *testing.T) {
 	if n := rc.HLen(ctx, leaseKey(p, "k")).Val(); n != lease.MaxHolders {
 		t.Fatalf("%d holders after a refusal, want %d", n, lease.MaxHolders)
 	}
+	// In a batch, the refusal is that renewal's alone.
+	other := r
+	other.Key = "k2"
+	gs, errs := make([]lease.Grant, 2), make([]error, 2)
+	a.RenewBatch(ctx, []lease.Request{r, other}, gs, errs)
+	if !errors.Is(errs[0], lease.ErrAuthorityFull) || errs[1] != nil || gs[1].Share != 1+99/2 {
+		t.Fatalf("RenewBatch of a full key's newcomer and a free key's = %+v, %v; want lease.ErrAuthorityFull, then a lone holder's share, %d", gs, errs, 1+99/2)
+	}
 	if g := renew(t, a, "k", "h7", 1, time.Hour); g.Holders != lease.MaxHolders {
 		t.Fatalf("a holder's renewal = %+v, want %d holders", g, lease.MaxHolders)
 	}
@@ -538,6 +590,19 @@ func TestLeaseCluster(t *testing.T) {
 		}
 		if hs, err := a.Holdings(ctx, key); err != nil || len(hs) != 1 || hs[0].Holder != "b" {
 			t.Fatalf("%s: Holdings after a release = %+v, %v; want b's", key, hs, err)
+		}
+	}
+	// A batch's keys sit in many slots: each is renewed on its own node.
+	var rs []lease.Request
+	for i := range 12 {
+		rs = append(rs, lease.Request{Key: fmt.Sprint("user", i), Holder: "b", Kind: lease.Bucket,
+			Limit: sluice.Limit{Rate: 100, Period: time.Second}, Demand: 30, TTL: time.Minute})
+	}
+	gs, errs := make([]lease.Grant, len(rs)), make([]error, len(rs))
+	a.RenewBatch(ctx, rs, gs, errs)
+	for i := range rs {
+		if errs[i] != nil || gs[i].Share != 30+70/2 || gs[i].Holders != 1 {
+			t.Fatalf("%s: b's batched renewal, alone on the key = %+v, %v; want %d", rs[i].Key, gs[i], errs[i], 30+70/2)
 		}
 	}
 }
