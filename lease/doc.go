@@ -98,9 +98,12 @@
 // demand, which the authority counts for it. A holder renews every Renew,
 // and early (after an eighth of Renew) when it denies on its share while
 // the last grant left part of the quota unasked for: a first grant, made
-// before any demand was measured, is half the quota at most. The Store runs the renewals in the
-// background, one per key at a time and a bounded number in flight, and
-// keeps a bounded table of keys, dropping those idle for a TTL (and, for
-// a window, until the window they admitted in has ended, so that the
-// authority never forgets units admitted in an open window).
+// before any demand was measured, is half the quota at most. The Store
+// runs the renewals in the background, one per key at a time and a bounded
+// number of calls in flight; with an authority that renews many keys in
+// one call (a Batcher, such as Redis's), the routine renewals due within a
+// few milliseconds of each other go together. It keeps a bounded table of
+// keys, dropping those idle for a TTL (and, for a window, until the window
+// they admitted in has ended, so that the authority never forgets units
+// admitted in an open window).
 package lease

@@ -39,13 +39,17 @@ var ErrClosed = errors.New("lease: store closed")
 // check already denied the request); if the request is denied, the local
 // charges are given back.
 //
-// Renewals run in the background, one per key at a time and at most
-// WithMaxRenewals in flight: a renewal that cannot start leaves the key
-// on its current lease. A key with no live lease has its first request
-// wait for a grant, bounded by ctx; such grants take at most half of the
-// slots, so that a flood of new keys leaves the live leases room to
-// renew. With no slot for it, that request is shed (sluice.ErrShed), and with the authority failing it gets
-// the authority's error, so that the Limiter applies the rule's failure
+// Renewals run in the background, one per key at a time, in at most
+// WithMaxRenewals calls to the authority at once; a renewal that finds
+// them all out waits for one to end, the key on its current lease. When
+// the authority is a Batcher (Redis's is), a routine renewal waits a few
+// milliseconds for others, and one call renews them all: the shared
+// store runs one script for many keys. A key with no live lease has its
+// first request wait for a grant, bounded by ctx; at most half of
+// WithMaxRenewals such requests wait at once, so that a flood of new keys
+// leaves the live leases room to renew. Past that, a request is shed
+// (sluice.ErrShed), and with the authority failing it gets the
+// authority's error, so that the Limiter applies the rule's failure
 // mode. A key whose renewals fail keeps deciding on its lease until the
 // lease expires, then answers ErrExpired.
 type Store struct {
@@ -53,8 +57,13 @@ type Store struct {
 	auth    Authority
 	id      string
 	maxKeys int
-	slots   chan struct{} // one token per renewal in flight
+	slots   chan struct{} // one token per call to the authority in flight
 	firsts  chan struct{} // one token per grant in flight for a key with no live lease
+	batcher Batcher       // the authority, if it renews keys together
+
+	qmu   sync.Mutex // guards queue and armed; taken last
+	queue []*renewal // renewals not yet sent
+	armed bool       // a timer will send the queue
 
 	mu   sync.RWMutex // guards keys, swept, releasing and entries' holders; taken before an entry's
 	keys map[entryKey]*entry
@@ -120,8 +129,9 @@ func WithMaxKeys(n int) Option {
 	}
 }
 
-// WithMaxRenewals bounds the renewals in flight towards the authority.
-// The default is 64.
+// WithMaxRenewals bounds the calls in flight towards the authority (a
+// Batcher's renews up to 64 keys), and at half of it, the requests that
+// wait for a key's first grant. The default is 64.
 func WithMaxRenewals(n int) Option {
 	return func(s *Store) error {
 		if n <= 0 {
@@ -150,6 +160,7 @@ func New(exact sluice.Store, a Authority, opts ...Option) (*Store, error) {
 		_, _ = rand.Read(b[:])
 		s.id = hex.EncodeToString(b[:])
 	}
+	s.batcher, _ = a.(Batcher)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -268,7 +279,7 @@ func (s *Store) ensure(ctx context.Context, e *entry, ns int64) error {
 	s.settle(e, ns)
 	if e.h.live(ns) {
 		if e.h.due(ns) {
-			_ = s.renew(e, ns, false) // the current lease holds if no slot is free
+			_ = s.renew(e, ns, false) // errs only once closed
 		}
 		return nil
 	}
@@ -304,78 +315,167 @@ func (s *Store) settle(e *entry, ns int64) {
 	}
 }
 
-// renew starts e's renewal at ns in the background, with e.mu held. With
-// every slot taken it starts nothing, and errs (ErrShed) if must: a key
-// with no live lease, whose grants take a slot of firsts as well.
+// renew starts e's renewal at ns in the background, with e.mu held. A
+// first grant (must: e has no live lease, and its request waits) takes a
+// slot of firsts until it is done, or errs (ErrShed) with none free.
 func (s *Store) renew(e *entry, ns int64, must bool) error {
-	shed := func() error {
-		if must {
-			return fmt.Errorf("lease: first grant of %q: %w", e.key, sluice.ErrShed)
-		}
-		return nil
-	}
 	if must {
 		select {
 		case s.firsts <- struct{}{}:
 		default:
-			return shed()
+			return fmt.Errorf("lease: first grant of %q: %w", e.key, sluice.ErrShed)
 		}
-	}
-	free := func() {
-		<-s.slots
-		if must {
-			<-s.firsts
-		}
-	}
-	select {
-	case s.slots <- struct{}{}:
-	default:
-		if must {
-			<-s.firsts
-		}
-		return shed()
 	}
 	if !s.start() {
-		free()
+		if must {
+			<-s.firsts
+		}
 		return ErrClosed
 	}
-	h := e.h
-	r := h.request(ns, e.key, s.id)
-	done := make(chan struct{})
-	e.done = done
-	after := e.after
-	go func() {
-		defer s.wg.Done()
-		// A grant that comes after the TTL would expire on arrival: the
-		// renewal gives up then, so that a hung authority frees its slot.
-		ctx, cancel := context.WithTimeout(s.ctx, r.TTL)
-		var g Grant
-		var err error
-		if after != nil {
-			select {
-			case <-after:
-			case <-ctx.Done():
-				err = ctx.Err()
-			}
-		}
-		if err == nil {
-			g, err = s.auth.Renew(ctx, r)
-		}
-		cancel()
-		free()
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if e.h == h { // else the rule changed and its lease started over
-			e.err = err
-			if err != nil {
-				h.fail()
-			} else {
-				e.pending, e.sentAt = &g, ns
-			}
-		}
-		close(done)
-	}()
+	q := &renewal{e: e, h: e.h, ns: ns, must: must, done: make(chan struct{}), after: e.after}
+	q.r = q.h.request(ns, e.key, s.id)
+	e.done = q.done
+	s.enqueue(q)
 	return nil
+}
+
+// renewal is one key's renewal on its way: queued, or in a call to the
+// authority.
+type renewal struct {
+	e     *entry
+	h     *holder // the holder it was sent for
+	r     Request
+	ns    int64
+	must  bool
+	done  chan struct{}
+	after chan struct{} // a late release it waits for, or nil
+	g     Grant
+	err   error
+}
+
+// maxBatch bounds the renewals of one call to a Batcher.
+const maxBatch = 64
+
+// enqueue queues q. A first grant is sent at once, with whatever waits;
+// so is every renewal when the authority is no Batcher. Else a routine
+// renewal waits a sixteenth of its Renew (1ms to 10ms) for others to go
+// with: that delay, small beside a lease's TTL, lets one call renew many
+// keys.
+func (s *Store) enqueue(q *renewal) {
+	s.qmu.Lock()
+	s.queue = append(s.queue, q)
+	now := q.must || s.batcher == nil
+	if !now && !s.armed {
+		s.armed = true
+		wait := min(max(time.Duration(q.h.renew/16), time.Millisecond), 10*time.Millisecond)
+		time.AfterFunc(wait, func() {
+			s.qmu.Lock()
+			s.armed = false
+			s.qmu.Unlock()
+			s.send()
+		})
+	}
+	s.qmu.Unlock()
+	if now {
+		s.send()
+	}
+}
+
+// send starts a call for the queued renewals, while a slot is free: as
+// many in one call as a Batcher takes, else one. A renewal waiting for a
+// late release stays queued; the release's end sends it, as a call's end
+// sends what queued meanwhile.
+func (s *Store) send() {
+	for {
+		s.qmu.Lock()
+		n := 1
+		if s.batcher != nil {
+			n = maxBatch
+		}
+		var batch []*renewal
+		rest := s.queue[:0]
+		for _, q := range s.queue {
+			if len(batch) < n && (q.after == nil || closed(q.after)) {
+				batch = append(batch, q)
+			} else {
+				rest = append(rest, q)
+			}
+		}
+		if len(batch) == 0 {
+			s.qmu.Unlock()
+			return
+		}
+		select {
+		case s.slots <- struct{}{}:
+		default:
+			s.qmu.Unlock()
+			return
+		}
+		clear(s.queue[len(rest):])
+		s.queue = rest
+		s.qmu.Unlock()
+		go s.call(batch)
+	}
+}
+
+func closed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// call renews batch at the authority, in one call if it is a Batcher,
+// then hands each renewal's grant or error to its entry. A grant that
+// comes after the TTL would expire on arrival: the call gives up at the
+// soonest TTL of its renewals, so that a hung authority frees its slot.
+func (s *Store) call(batch []*renewal) {
+	ttl := batch[0].r.TTL
+	for _, q := range batch[1:] {
+		ttl = min(ttl, q.r.TTL)
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, ttl)
+	if len(batch) == 1 {
+		batch[0].g, batch[0].err = s.auth.Renew(ctx, batch[0].r)
+	} else {
+		rs, gs, errs := make([]Request, len(batch)), make([]Grant, len(batch)), make([]error, len(batch))
+		for i, q := range batch {
+			rs[i] = q.r
+		}
+		s.batcher.RenewBatch(ctx, rs, gs, errs)
+		for i, q := range batch {
+			q.g, q.err = gs[i], errs[i]
+		}
+	}
+	cancel()
+	<-s.slots
+	for _, q := range batch {
+		s.finish(q)
+	}
+	s.send()
+}
+
+// finish hands q's grant or error to its entry, unless the entry's rule
+// changed meanwhile and its lease started over.
+func (s *Store) finish(q *renewal) {
+	defer s.wg.Done()
+	if q.must {
+		defer func() { <-s.firsts }()
+	}
+	e := q.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.h == q.h {
+		e.err = q.err
+		if q.err != nil {
+			q.h.fail()
+		} else {
+			e.pending, e.sentAt = &q.g, q.ns
+		}
+	}
+	close(q.done)
 }
 
 // start counts a goroutine about to start, unless the Store is closed.
@@ -562,6 +662,7 @@ func (s *Store) release(key string, ttl time.Duration) {
 		}
 		s.mu.Unlock()
 		close(done)
+		s.send() // a renewal of the key's new entry may wait for it
 	}()
 }
 

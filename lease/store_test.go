@@ -797,3 +797,109 @@ func TestStoreKeyTooLong(t *testing.T) {
 		t.Errorf("after the refusal the Store holds %+v", ls)
 	}
 }
+
+// batching is a Batcher over the memory authority that counts its calls
+// and holds each RenewBatch until the test lets it go.
+type batching struct {
+	lease.Authority
+	gate  chan struct{}
+	mu    sync.Mutex
+	sizes []int // each call's renewals, a Renew's as 1
+}
+
+func (b *batching) Renew(ctx context.Context, r lease.Request) (lease.Grant, error) {
+	b.mu.Lock()
+	b.sizes = append(b.sizes, 1)
+	b.mu.Unlock()
+	return b.Authority.Renew(ctx, r)
+}
+
+func (b *batching) RenewBatch(ctx context.Context, rs []lease.Request, gs []lease.Grant, errs []error) {
+	b.mu.Lock()
+	b.sizes = append(b.sizes, len(rs))
+	b.mu.Unlock()
+	select {
+	case <-b.gate:
+	case <-ctx.Done():
+	}
+	for i, r := range rs {
+		gs[i], errs[i] = b.Authority.Renew(ctx, r)
+	}
+}
+
+func (b *batching) calls() []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.sizes)
+}
+
+// TestStoreBatchedRenewals: with a Batcher for authority, the routine
+// renewals of many keys due together go in a few calls, not one each,
+// and each key gets its own grant. One call at a time (WithMaxRenewals(1))
+// held open by the test makes the count exact whatever the timing: the
+// first call takes what queued before its timer fired, and the rest go
+// in calls of at most 64 once it ends.
+func TestStoreBatchedRenewals(t *testing.T) {
+	b := &batching{Authority: lease.NewMemoryAuthority(), gate: make(chan struct{})}
+	close(b.gate) // first grants pass
+	s := newStore(t, b, lease.WithMaxRenewals(1))
+	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(1000), Lease: sluice.Lease{Enabled: true}})
+	const keys = 100
+	for i := range keys {
+		take(t, s, start, sluice.Check{Rule: p, Key: fmt.Sprint(i)})
+	}
+	firsts := len(b.calls())
+	if firsts != keys {
+		t.Fatalf("%d calls for %d first grants, want one each: a request waits for its own", firsts, keys)
+	}
+	b.gate = make(chan struct{})
+	at := start.Add(150 * time.Millisecond) // past Renew: every key is due
+	for i := range keys {
+		if d := take(t, s, at, sluice.Check{Rule: p, Key: fmt.Sprint(i)}); !d[0].Allowed {
+			t.Fatalf("key %d denied on its lease: %+v", i, d[0])
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(b.calls()) == firsts {
+		if time.Now().After(deadline) {
+			t.Fatal("no renewal sent 10s after 100 keys fell due")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(b.gate)
+	for {
+		renewing := 0
+		for _, h := range s.Leases() {
+			if h.Renewing {
+				renewing++
+			}
+		}
+		if n := 0; renewing == 0 {
+			for _, c := range b.calls()[firsts:] {
+				n += c
+			}
+			if n != keys {
+				t.Fatalf("the calls renewed %d keys, want %d: %v", n, keys, b.calls()[firsts:])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("renewals still in flight after 10s: %v", b.calls()[firsts:])
+		}
+		// A request applies the grant the background brought.
+		for i := range keys {
+			take(t, s, at, sluice.Check{Rule: p, Key: fmt.Sprint(i), Peek: true})
+		}
+		time.Sleep(time.Millisecond)
+	}
+	calls := b.calls()[firsts:]
+	t.Logf("100 renewals in calls of %v", calls)
+	if len(calls) > 3 || slices.Max(calls) > 64 {
+		t.Errorf("100 renewals in calls of %v, want at most 3 calls of at most 64", calls)
+	}
+	for _, h := range s.Leases() {
+		if h.Share <= 0 || h.Holders != 1 {
+			t.Errorf("key %s after its batched renewal: %+v", h.Key, h)
+		}
+	}
+}
