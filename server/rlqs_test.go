@@ -563,3 +563,60 @@ func TestRLQSUnknownFieldsDropped(t *testing.T) {
 		t.Errorf("the action's bucket id carries %d bytes the server does not know, want none", n)
 	}
 }
+
+// A stream is one holder of a limit's key however many of its buckets
+// the config maps to it (here a share_threshold wildcard): a client that
+// splits its traffic into forty buckets takes one of the key's holder
+// places and the part of the quota its demand earns, as a client sending
+// the same demand in one bucket does, and divides it among its buckets.
+func TestRLQSStreamHoldsKeyOnce(t *testing.T) {
+	auth := lease.NewMemoryAuthority()
+	yaml := rlqsYAML + `  - key: team
+    value: t-*
+    share_threshold: true
+    rate_limit: {unit: second, requests_per_unit: 1000}
+`
+	yaml = strings.Replace(yaml, "rlqs:\n  bucket_keys: [name, env]\n", "", 1) + "rlqs:\n  bucket_keys: [name, env]\n"
+	e := start(t, Settings{
+		Paths: []string{writeFile(t, t.TempDir(), "quota.yaml", yaml)},
+		Clock: sluice.SystemClock, Authority: auth, ShutdownTimeout: 30 * time.Second,
+	})
+	many := newRLQSClient(t, 50*time.Millisecond, e.conn)
+	one := newRLQSClient(t, 50*time.Millisecond, e.conn)
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	const buckets = 40
+	for i := range buckets {
+		wg.Go(func() { drive(ctx, many, map[string]string{"team": fmt.Sprint("t-", i)}, 5) })
+	}
+	single := map[string]string{"team": "t-one"}
+	wg.Go(func() { drive(ctx, one, single, buckets*5) })
+	const key = "rlqs:quota.team_t-*:quota|team=t-*"
+	var last string
+	begin := time.Now()
+	waitFor(t, "one holding per stream, the streams' shares alike", func() bool {
+		hs, err := auth.Holdings(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hs) > 2 {
+			t.Fatalf("%d holders of the key for 2 streams", len(hs))
+		}
+		if len(hs) < 2 {
+			return false
+		}
+		sum := 0.0
+		for i := range buckets {
+			_, st := many.State(map[string]string{"team": fmt.Sprint("t-", i)}, time.Now())
+			sum += max(tokenRate(st), 0)
+		}
+		_, st := one.State(single, time.Now())
+		r := tokenRate(st)
+		last = fmt.Sprintf("holdings %d and %d; forty buckets' token buckets %.0f a second in all, the one bucket's %.0f", hs[0].Share, hs[1].Share, sum, r)
+		// Both streams ask 200 of 1,000: each holds 200 and a third of
+		// the 600 left (one third kept for a newcomer), 400.
+		return time.Since(begin) > time.Second && math.Abs(sum-r) <= r/4 && math.Abs(r-400) <= 100
+	})
+	t.Log(last)
+}

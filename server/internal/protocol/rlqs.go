@@ -180,18 +180,18 @@ func (q *rlqsState) leave(s *rlqsStream) {
 	delete(q.streams, s)
 }
 
-// rlqsStream is one RLQS client. Each of its buckets is a holder of the
-// authority's shares of its own: the client enforces each bucket's token
-// bucket apart, so that two buckets the config maps to one limit key (a
-// wildcard value, a share_threshold) each need a share the authority
-// counts.
+// rlqsStream is one RLQS client, one holder of the authority's shares of
+// each key its buckets' limits follow (see rlqsKey): the client enforces
+// each bucket's token bucket apart, so that buckets the config maps to
+// one limit key (a wildcard value, a share_threshold) divide the stream's
+// share of it.
 type rlqsStream struct {
 	a       *Adapters
 	set     *RLQSSettings
-	holder  string // the stream's id; its buckets' holder ids start with it
-	seq     int    // the buckets subscribed so far, for their holder ids
+	holder  string // the stream's id
 	domain  string
 	buckets map[string]*rlqsBucket // by canonical bucket id
+	keys    map[string]*rlqsKey    // by the authority's key
 	// failing says the last renewal failed, so that a run of failures
 	// is logged once.
 	failing bool
@@ -205,8 +205,7 @@ type rlqsBucket struct {
 	id      *rlqspb.BucketId // as the client sent it, for the actions
 	entries []config.Entry
 	policy  rlqsPolicy
-	holder  string   // the bucket's holder id: the stream's and a number
-	held    []string // the authority's keys the bucket holds a share of
+	held    []string // the stream's keys (rlqsKey) the bucket has a part of
 	// lastReport is when the bucket was last reported; since and units
 	// the requests reported since the demand was last measured, and
 	// rate that measure, in units per second.
@@ -237,7 +236,7 @@ func (r rlqsService) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_S
 // malformed report ends the stream with INVALID_ARGUMENT.
 func (a *Adapters) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
 	set := &a.svc.RLQS
-	s := &rlqsStream{a: a, set: set, holder: newHolder(), buckets: make(map[string]*rlqsBucket)}
+	s := newRLQSStream(a, set, newHolder())
 	if err := a.rlqs.join(s, set.MaxStreams); err != nil {
 		return err
 	}
@@ -315,6 +314,10 @@ func (a *Adapters) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_Str
 	}
 }
 
+func newRLQSStream(a *Adapters, set *RLQSSettings, holder string) *rlqsStream {
+	return &rlqsStream{a: a, set: set, holder: holder, buckets: make(map[string]*rlqsBucket), keys: make(map[string]*rlqsKey)}
+}
+
 // newHolder is a stream's holder id: RLQS carries no identity of its
 // client, so each stream is a holder of its own.
 func newHolder() string {
@@ -335,7 +338,7 @@ func (s *rlqsStream) report(ctx context.Context, m *rlqspb.RateLimitQuotaUsageRe
 	case d != "" && d != s.domain:
 		return nil, status.Errorf(codes.InvalidArgument, "domain: the stream is for %q: open another stream for %q", s.domain, d)
 	}
-	var actions []*rlqspb.RateLimitQuotaResponse_BucketAction
+	var news []*rlqsBucket
 	for i, u := range m.GetBucketQuotaUsages() {
 		id, err := bucketKey(u.GetBucketId(), i)
 		if err != nil {
@@ -363,21 +366,21 @@ func (s *rlqsStream) report(ctx context.Context, m *rlqspb.RateLimitQuotaUsageRe
 			s.set.Count(RLQSRefused)
 			continue
 		}
-		s.seq++
 		// A copy of the id's map alone: the client's message may carry
 		// unknown fields past the id's bound, which every action would
 		// send back.
-		b = &rlqsBucket{id: &rlqspb.BucketId{Bucket: maps.Clone(u.GetBucketId().GetBucket())}, holder: s.holder + "-" + strconv.Itoa(s.seq), lastReport: now, since: now}
+		b = &rlqsBucket{id: &rlqspb.BucketId{Bucket: maps.Clone(u.GetBucketId().GetBucket())}, lastReport: now, since: now}
 		s.resolve(b)
 		s.buckets[id] = b
 		// The first report may cover the time before the subscription;
 		// the first measure of demand is over it, and at least a renewal.
 		b.rate = float64(units) / max(elapsed, b.policy.renew, time.Millisecond).Seconds()
-		act := s.renew(ctx, b, now)
+		news = append(news, b)
+	}
+	// The new buckets' keys renewed together: once each.
+	actions := s.renew(ctx, news, now)
+	for _, b := range news {
 		s.set.Count(b.policy.result)
-		if act != nil {
-			actions = append(actions, act)
-		}
 	}
 	return actions, nil
 }
@@ -460,46 +463,141 @@ func (s *rlqsStream) resolve(b *rlqsBucket) {
 	b.policy = resolve(snap, s.domain, b.entries)
 }
 
-// renew resolves b's policy in the config being served, renews the
-// stream's shares and returns the bucket's new assignment, nil for none
-// (an unknown bucket, or the authority failed).
-func (s *rlqsStream) renew(ctx context.Context, b *rlqsBucket, now time.Time) *rlqspb.RateLimitQuotaResponse_BucketAction {
-	s.resolve(b)
-	b.renewed = now
-	keep := b.held[:0]
-	var gone []string
-	for _, k := range b.held {
-		if slices.ContainsFunc(b.policy.limits, func(l rlqsLimit) bool { return l.key == k }) {
-			keep = append(keep, k)
-		} else {
-			gone = append(gone, k)
+// renew resolves the policy of each of bs in the config being served,
+// renews the stream's share of each key of their limits once, and
+// returns the new assignments: theirs, and those of the stream's other
+// buckets on those keys, whose parts the renewals changed. An unknown
+// bucket gets none, nor one with a key the authority failed to renew.
+func (s *rlqsStream) renew(ctx context.Context, bs []*rlqsBucket, now time.Time) []*rlqspb.RateLimitQuotaResponse_BucketAction {
+	var actions []*rlqspb.RateLimitQuotaResponse_BucketAction
+	var keys []*rlqsKey
+	for _, b := range bs {
+		s.resolve(b)
+		b.renewed = now
+		keep := b.held[:0]
+		for _, k := range b.held {
+			if b.policy.result == RLQSAssigned && slices.ContainsFunc(b.policy.limits, func(l rlqsLimit) bool { return l.key == k }) {
+				keep = append(keep, k)
+			} else {
+				s.detach(ctx, b, k)
+			}
+		}
+		b.held = keep
+		switch b.policy.result {
+		case RLQSUnknown:
+			b.last = nil
+			continue
+		case RLQSAssigned:
+		default:
+			as := assign(b, b.policy, s.keys, now)
+			b.last = &as
+			actions = append(actions, assignmentAction(b.id, as.strategy, as.ttl))
+			continue
+		}
+		for _, l := range b.policy.limits {
+			k := s.keys[l.key]
+			if k == nil {
+				k = &rlqsKey{key: l.key, buckets: make(map[*rlqsBucket]struct{})}
+				s.keys[l.key] = k
+			}
+			k.rule = l.rule // a reload may change it
+			if _, ok := k.buckets[b]; !ok {
+				k.buckets[b] = struct{}{}
+				b.held = append(b.held, l.key)
+			}
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
 		}
 	}
-	b.held = keep
-	s.release(ctx, b.holder, gone)
-	if b.policy.result == RLQSUnknown {
-		b.last = nil
-		return nil
-	}
-	for _, l := range b.policy.limits {
-		if !slices.Contains(b.held, l.key) {
-			b.held = append(b.held, l.key)
+	touched := map[*rlqsBucket]struct{}{}
+	failed := false
+	for _, k := range keys {
+		if now.Sub(k.last()) < k.every()/8 {
+			// Renewed just now: a new bucket waits for an eighth of a
+			// renewal, so that a client adding a bucket a report
+			// does not have every bucket of the key reassigned each
+			// time (see due).
+			continue
+		}
+		if err := renewKey(ctx, s.set.Authority, s.holder, k, k.ttl(), now); err != nil {
+			s.set.Count(RLQSError)
+			if !s.failing && ctx.Err() == nil {
+				s.a.svc.Log.WarnContext(ctx, "rlqs: renewing a share failed: the stream's assignments expire at their TTL unless a renewal succeeds",
+					"domain", s.domain, "err", err)
+			}
+			// Tried again a renewal later (tried), not at once.
+			s.failing, failed = true, true
+			continue
+		}
+		for o := range k.buckets {
+			touched[o] = struct{}{}
 		}
 	}
-	as, err := assign(ctx, s.set.Authority, b.holder, b.policy, b.rate, now)
-	if err != nil {
-		s.set.Count(RLQSError)
-		if !s.failing && ctx.Err() == nil {
-			s.a.svc.Log.WarnContext(ctx, "rlqs: renewing a share failed: the stream's assignments expire at their TTL unless a renewal succeeds",
-				"domain", s.domain, "err", err)
+	s.failing = failed
+	for o := range touched {
+		if s.counted(o) {
+			as := assign(o, o.policy, s.keys, now)
+			o.last = &as
+			actions = append(actions, assignmentAction(o.id, as.strategy, as.ttl))
 		}
-		s.failing = true
-		// Try again within a renewal, not at once.
-		return nil
 	}
-	s.failing = false
-	b.last = &as
-	return assignmentAction(b.id, as.strategy, as.ttl)
+	return actions
+}
+
+// counted reports whether every key of b's limits has a share whose last
+// renewal counted b, so that b has a part of each.
+func (s *rlqsStream) counted(b *rlqsBucket) bool {
+	for _, key := range b.held {
+		if _, ok := s.keys[key].weights[b]; !ok {
+			return false
+		}
+	}
+	return len(b.held) > 0
+}
+
+// last is when the stream's share of k was last renewed, or tried.
+func (k *rlqsKey) last() time.Time {
+	if k.tried.After(k.renewed) {
+		return k.tried
+	}
+	return k.renewed
+}
+
+// every is how often the stream's share of k is renewed: the shortest
+// renewal interval of its buckets.
+func (k *rlqsKey) every() time.Duration {
+	var every time.Duration
+	for b := range k.buckets {
+		if every == 0 || b.policy.renew < every {
+			every = b.policy.renew
+		}
+	}
+	return every
+}
+
+// ttl is how long the authority keeps the stream's share of k from a
+// renewal: the longest TTL of its buckets' assignments and a renewal more.
+func (k *rlqsKey) ttl() time.Duration {
+	var ttl time.Duration
+	for b := range k.buckets {
+		ttl = max(ttl, b.policy.ttl+b.policy.renew)
+	}
+	return ttl
+}
+
+// detach takes b off the stream's key k; the stream gives its share of a
+// key back when no bucket is left on it.
+func (s *rlqsStream) detach(ctx context.Context, b *rlqsBucket, key string) {
+	k := s.keys[key]
+	if k == nil {
+		return
+	}
+	delete(k.buckets, b)
+	if len(k.buckets) == 0 {
+		delete(s.keys, key)
+		s.release(ctx, []string{key})
+	}
 }
 
 // age takes spent off the TTL of each assignment of actions, down to 0
@@ -530,9 +628,10 @@ func assignmentAction(id *rlqspb.BucketId, st *typepb.RateLimitStrategy, ttl tim
 func (s *rlqsStream) due(ctx context.Context, now time.Time) []*rlqspb.RateLimitQuotaResponse_BucketAction {
 	var actions []*rlqspb.RateLimitQuotaResponse_BucketAction
 	for id, b := range s.buckets {
-		switch {
-		case now.Sub(b.lastReport) >= s.set.AbandonAfter:
-			s.release(ctx, b.holder, b.held)
+		if now.Sub(b.lastReport) >= s.set.AbandonAfter {
+			for _, k := range b.held {
+				s.detach(ctx, b, k)
+			}
 			delete(s.buckets, id)
 			s.a.rlqs.buckets.Add(-1)
 			actions = append(actions, &rlqspb.RateLimitQuotaResponse_BucketAction{
@@ -540,20 +639,46 @@ func (s *rlqsStream) due(ctx context.Context, now time.Time) []*rlqspb.RateLimit
 				BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction_{
 					AbandonAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction{}},
 			})
-		case now.Sub(b.renewed) >= b.policy.renew:
-			if act := s.renew(ctx, b, now); act != nil {
-				actions = append(actions, act)
-			}
 		}
 	}
-	return actions
+	var due []*rlqsBucket
+	for _, b := range s.buckets {
+		if !s.dueAt(b).After(now) {
+			due = append(due, b)
+		}
+	}
+	return append(actions, s.renew(ctx, due, now)...)
+}
+
+// dueAt is when b's assignment is to be renewed: a renewal after its
+// own, or for a token bucket after the oldest renewal (or failed attempt)
+// of its keys, which its other buckets may have renewed since. A bucket
+// without a part of each of its keys yet (new beside a key renewed just
+// before it) waits an eighth of a renewal from that key's.
+func (s *rlqsStream) dueAt(b *rlqsBucket) time.Time {
+	if b.policy.result != RLQSAssigned || len(b.held) == 0 {
+		return b.renewed.Add(b.policy.renew)
+	}
+	var at time.Time
+	counted := s.counted(b)
+	for i, key := range b.held {
+		k := s.keys[key]
+		t := k.last().Add(b.policy.renew)
+		if !counted {
+			t = k.last().Add(k.every() / 8)
+		}
+		if i == 0 || t.Before(at) {
+			at = t
+		}
+	}
+	return at
 }
 
 // next is how long until the stream's next renewal or abandonment.
 func (s *rlqsStream) next(now time.Time) time.Duration {
 	wait := s.set.AbandonAfter
 	for _, b := range s.buckets {
-		wait = min(wait, b.renewed.Add(b.policy.renew).Sub(now), b.lastReport.Add(s.set.AbandonAfter).Sub(now))
+		wait = min(wait, s.dueAt(b).Sub(now), b.lastReport.Add(s.set.AbandonAfter).Sub(now))
 	}
 	return max(wait, time.Millisecond)
 }
@@ -579,18 +704,19 @@ func (s *rlqsStream) expireAll() *rlqspb.RateLimitQuotaResponse {
 // enforces its assignments until their TTL, so the authority keeps
 // counting the shares until then, when they lapse.
 func (s *rlqsStream) drop(ctx context.Context, giveBack bool) {
-	for id, b := range s.buckets {
-		if giveBack {
-			s.release(ctx, b.holder, b.held)
-		}
+	if giveBack {
+		s.release(ctx, slices.Collect(maps.Keys(s.keys)))
+	}
+	clear(s.keys)
+	for id := range s.buckets {
 		delete(s.buckets, id)
 		s.a.rlqs.buckets.Add(-1)
 	}
 }
 
-// release gives back holder's shares of keys, with a context of its own
-// when the stream's has ended.
-func (s *rlqsStream) release(ctx context.Context, holder string, keys []string) {
+// release gives back the stream's shares of keys, with a context of its
+// own when the stream's has ended.
+func (s *rlqsStream) release(ctx context.Context, keys []string) {
 	if len(keys) == 0 {
 		return
 	}
@@ -598,7 +724,7 @@ func (s *rlqsStream) release(ctx context.Context, holder string, keys []string) 
 	defer cancel()
 	var failed error
 	for _, k := range keys {
-		if err := s.set.Authority.Release(rctx, k, holder); err != nil && failed == nil {
+		if err := s.set.Authority.Release(rctx, k, s.holder); err != nil && failed == nil {
 			failed = err
 		}
 	}

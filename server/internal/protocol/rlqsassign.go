@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"math"
+	"math/bits"
 	"time"
 
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -132,53 +133,129 @@ func blanket(rule typepb.RateLimitStrategy_BlanketRule) *typepb.RateLimitStrateg
 	return &typepb.RateLimitStrategy{Strategy: &typepb.RateLimitStrategy_BlanketRule_{BlanketRule: rule}}
 }
 
-// assign renews the stream's share of each of p's limits with demand
-// (units per second) and makes the bucket's assignment: the token bucket
-// of the limit that leaves the least, so that the bucket keeps within
-// every one. A share of 0 is DENY_ALL, which a token bucket cannot say.
-// The authority keeps each share for the assignment's TTL and one renewal
-// more, so that its count outlives the client's use of it, which starts
-// when the assignment arrives.
-//
-// A rule whose rate is above sluice.MaxLeaseQuota is divided in units of
-// several requests (leaseLimit).
-func assign(ctx context.Context, auth lease.Authority, holder string, p rlqsPolicy, demand float64, now time.Time) (assignment, error) {
+// rlqsKey is one of the authority's keys a stream holds a share of: the
+// stream is one holder of it, whatever the number of its buckets that
+// follow the key's limit, so that no client weighs more with the key, or
+// takes more of its holders, by splitting its traffic into more buckets.
+// The stream divides its share among those buckets in proportion to
+// their demand at the share's renewal.
+type rlqsKey struct {
+	key     string
+	rule    sluice.Rule
+	buckets map[*rlqsBucket]struct{}
+	// grant is the last renewal's, in the rule's units, and renewed its
+	// time (zero before the first); tried is the last attempt's, which
+	// paces the next after a failure.
+	grant          lease.Grant
+	renewed, tried time.Time
+	// weights are the buckets' demand at the renewal (integers, so that
+	// the parts never sum past the share), and sum their total.
+	weights map[*rlqsBucket]uint64
+	sum     uint64
+}
+
+// weightUnit is the fraction of a request a second that a bucket's weight
+// counts in; maxWeightRate bounds the demand it counts, so that no weight
+// nor their sum overflows.
+const (
+	weightUnit    = 1024
+	maxWeightRate = 1 << 40
+)
+
+// renewKey renews the stream's share of k with the demand of its buckets
+// together (units per second), for ttl.
+func renewKey(ctx context.Context, auth lease.Authority, holder string, k *rlqsKey, ttl time.Duration, now time.Time) error {
+	k.tried = now
+	weights := make(map[*rlqsBucket]uint64, len(k.buckets))
+	var sum uint64
+	rate := 0.0
+	for b := range k.buckets {
+		r := min(max(b.rate, 0), maxWeightRate)
+		w := uint64(math.Round(r * weightUnit))
+		weights[b] = w
+		sum += w
+		rate += r
+	}
+	limit, f := leaseLimit(k.rule.Limit)
+	d := rate * k.rule.Limit.Period.Seconds() / float64(f)
+	g, err := auth.Renew(ctx, lease.Request{
+		Key: k.key, Holder: holder, Kind: lease.Bucket, Limit: limit,
+		Demand: int64(min(max(d, 0), 1<<53)), TTL: ttl, Now: now,
+	})
+	if err != nil {
+		return err
+	}
+	if f > 1 {
+		g.Share, g.Demand = g.Share*f, g.Demand*f
+		g.Burst = min(g.Burst*f, k.rule.Limit.Capacity())
+	}
+	k.grant, k.renewed, k.weights, k.sum = g, now, weights, sum
+	return nil
+}
+
+// part is b's part of the stream's share of k and of its burst: in
+// proportion to its weight at the renewal, in equal parts when no bucket
+// had any demand, none for a bucket the renewal did not count.
+func (k *rlqsKey) part(b *rlqsBucket) (share, burst int64) {
+	w, ok := k.weights[b]
+	sum := k.sum
+	if sum == 0 {
+		w, sum = 1, uint64(len(k.weights))
+	}
+	if !ok || sum == 0 {
+		return 0, 0
+	}
+	return mulDiv(k.grant.Share, w, sum), mulDiv(k.grant.Burst, w, sum)
+}
+
+// mulDiv is floor(v·w/sum) for v >= 0 and w <= sum, exact in 128 bits.
+func mulDiv(v int64, w, sum uint64) int64 {
+	if v <= 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(uint64(v), w)
+	q, _ := bits.Div64(hi, lo, sum)
+	return int64(q)
+}
+
+// assign makes a bucket's assignment from p, and for a token bucket from
+// the stream's keys of p's limits (renewed already): the token bucket of
+// the limit whose part leaves the least, so that the bucket keeps within
+// every one. A part of 0 is DENY_ALL, which a token bucket cannot say.
+// Its TTL counts from the oldest renewal of those keys: the authority
+// keeps each share for the TTL and one renewal more from its renewal, so
+// that its count outlives the client's use of it, which starts when the
+// assignment arrives.
+func assign(b *rlqsBucket, p rlqsPolicy, keys map[string]*rlqsKey, now time.Time) assignment {
 	switch p.result {
 	case RLQSAllowAll, RLQSShadow:
-		return assignment{strategy: blanket(typepb.RateLimitStrategy_ALLOW_ALL), ttl: p.ttl}, nil
+		return assignment{strategy: blanket(typepb.RateLimitStrategy_ALLOW_ALL), ttl: p.ttl}
 	case RLQSDenyAll:
-		return assignment{strategy: blanket(typepb.RateLimitStrategy_DENY_ALL), ttl: p.ttl}, nil
+		return assignment{strategy: blanket(typepb.RateLimitStrategy_DENY_ALL), ttl: p.ttl}
 	}
 	var a assignment
 	burst := int64(math.MaxInt64)
+	oldest := now
 	for i, l := range p.limits {
-		limit, k := leaseLimit(l.rule.Limit)
-		d := demand * l.rule.Limit.Period.Seconds() / float64(k)
-		g, err := auth.Renew(ctx, lease.Request{
-			Key: l.key, Holder: holder, Kind: lease.Bucket, Limit: limit,
-			Demand: int64(min(max(d, 0), 1<<53)), TTL: p.ttl + p.renew, Now: now,
-		})
-		if err != nil {
-			return assignment{}, err
+		k := keys[l.key]
+		share, kb := k.part(b)
+		burst = min(burst, kb)
+		if k.renewed.Before(oldest) {
+			oldest = k.renewed
 		}
-		if k > 1 {
-			g.Share, g.Demand = g.Share*k, g.Demand*k
-			g.Burst = min(g.Burst*k, l.rule.Limit.Capacity())
-		}
-		burst = min(burst, g.Burst)
 		// share/period below the one kept so far: compared crosswise,
 		// in float64, as both products may pass int64.
-		if i == 0 || float64(g.Share)*float64(a.period) < float64(a.share)*float64(l.rule.Limit.Period) {
-			a.share, a.period, a.holders, a.demand = g.Share, l.rule.Limit.Period, g.Holders, g.Demand
+		if i == 0 || float64(share)*float64(a.period) < float64(a.share)*float64(l.rule.Limit.Period) {
+			a.share, a.period, a.holders, a.demand = share, l.rule.Limit.Period, k.grant.Holders, k.grant.Demand
 		}
 	}
-	a.burst, a.ttl = burst, p.ttl
+	a.burst, a.ttl = burst, max(p.ttl-now.Sub(oldest), 0)
 	if a.share <= 0 {
 		a.strategy = blanket(typepb.RateLimitStrategy_DENY_ALL)
-		return a, nil
+		return a
 	}
 	a.strategy = tokenBucket(a.share, a.burst, a.period, p.renew)
-	return a, nil
+	return a
 }
 
 // tokenBucket is the strategy of share units per period: tokens_per_fill

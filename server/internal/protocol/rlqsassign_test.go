@@ -100,10 +100,13 @@ func TestAssignLargeRate(t *testing.T) {
 	r := sluice.Rule{Name: "big", Limit: sluice.Limit{Rate: 50_000_000, Period: 24 * time.Hour}}
 	renew, ttl := shareTimes(r)
 	p := rlqsPolicy{result: RLQSAssigned, renew: renew, ttl: ttl, limits: []rlqsLimit{{key: "rlqs:big", rule: r}}}
-	as, err := assign(t.Context(), lease.NewMemoryAuthority(), "h", p, 1000, time.Unix(0, 0)) // over the limit: it all
-	if err != nil {
+	b := &rlqsBucket{policy: p, rate: 1000, held: []string{"rlqs:big"}} // over the limit: it all
+	k := &rlqsKey{key: "rlqs:big", rule: r, buckets: map[*rlqsBucket]struct{}{b: {}}}
+	now := time.Unix(0, 0)
+	if err := renewKey(t.Context(), lease.NewMemoryAuthority(), "h", k, k.ttl(), now); err != nil {
 		t.Fatal(err)
 	}
+	as := assign(b, p, map[string]*rlqsKey{k.key: k}, now)
 	if as.share != 50_000_000 || as.period != 24*time.Hour || as.strategy.GetTokenBucket() == nil {
 		t.Errorf("assign = share %d per %v (%v), want the token bucket of 50000000 per 24h", as.share, as.period, as.strategy)
 	}

@@ -106,7 +106,7 @@ func simulate(t testing.TB, n int) simResult {
 	for i := range sims {
 		sims[i] = &sim{
 			c:       rlqstest.New(rlqstest.Config{Domain: "sim", Bucket: func(any) (map[string]string, *quotapb.RateLimitQuotaBucketSettings) { return api, settings }}),
-			s:       &rlqsStream{a: a, set: &a.svc.RLQS, holder: fmt.Sprint("sim-", i), buckets: make(map[string]*rlqsBucket)},
+			s:       newRLQSStream(a, &a.svc.RLQS, fmt.Sprint("sim-", i)),
 			weights: [2]float64{float64(i + 1), float64(n - i)},
 		}
 		sums[0] += sims[i].weights[0]
