@@ -332,7 +332,7 @@ func (s *Store) renew(e *entry, ns int64, must bool) error {
 		}
 		return ErrClosed
 	}
-	q := &renewal{e: e, h: e.h, ns: ns, must: must, done: make(chan struct{}), after: e.after}
+	q := &renewal{e: e, h: e.h, ns: ns, must: must, done: make(chan struct{}), after: e.after, queued: time.Now()}
 	q.r = q.h.request(ns, e.key, s.id)
 	e.done = q.done
 	s.enqueue(q)
@@ -349,8 +349,11 @@ type renewal struct {
 	must  bool
 	done  chan struct{}
 	after chan struct{} // a late release it waits for, or nil
-	g     Grant
-	err   error
+	// queued is when it was queued, on the system clock, which bounds
+	// its call (the lease counts from ns, on the requests' clock).
+	queued time.Time
+	g      Grant
+	err    error
 }
 
 // maxBatch bounds the renewals of one call to a Batcher.
@@ -430,13 +433,16 @@ func closed(c chan struct{}) bool {
 // call renews batch at the authority, in one call if it is a Batcher,
 // then hands each renewal's grant or error to its entry. A grant that
 // comes after the TTL would expire on arrival: the call gives up at the
-// soonest TTL of its renewals, so that a hung authority frees its slot.
+// soonest TTL of its renewals, counted from their queueing, so that a
+// hung authority frees its slot.
 func (s *Store) call(batch []*renewal) {
-	ttl := batch[0].r.TTL
+	end := batch[0].queued.Add(batch[0].r.TTL)
 	for _, q := range batch[1:] {
-		ttl = min(ttl, q.r.TTL)
+		if e := q.queued.Add(q.r.TTL); e.Before(end) {
+			end = e
+		}
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, ttl)
+	ctx, cancel := context.WithDeadline(s.ctx, end)
 	if len(batch) == 1 {
 		batch[0].g, batch[0].err = s.auth.Renew(ctx, batch[0].r)
 	} else {
@@ -462,7 +468,9 @@ func (s *Store) call(batch []*renewal) {
 func (s *Store) finish(q *renewal) {
 	defer s.wg.Done()
 	if q.must {
-		defer func() { <-s.firsts }()
+		// Before the waiter wakes, so that a first grant it asks next
+		// finds the place free.
+		<-s.firsts
 	}
 	e := q.e
 	e.mu.Lock()
@@ -652,7 +660,6 @@ func (s *Store) release(key string, ttl time.Duration) {
 	s.releasing[key] = done
 	go func() {
 		defer s.wg.Done()
-		defer func() { <-s.slots }()
 		ctx, cancel := context.WithTimeout(s.ctx, ttl)
 		_ = s.auth.Release(ctx, key, s.id)
 		cancel()
@@ -662,7 +669,10 @@ func (s *Store) release(key string, ttl time.Duration) {
 		}
 		s.mu.Unlock()
 		close(done)
-		s.send() // a renewal of the key's new entry may wait for it
+		<-s.slots
+		// Renewals may wait for its slot, and a renewal of the key's new
+		// entry for its end.
+		s.send()
 	}()
 }
 

@@ -550,6 +550,32 @@ func TestStoreLateRelease(t *testing.T) {
 	}
 }
 
+// TestStoreQueuedBehindRelease: a first grant queued while a release
+// holds the only slot is sent when the release ends, and the key is
+// leased: the release frees its slot before it sends the queue.
+func TestStoreQueuedBehindRelease(t *testing.T) {
+	g := newGated()
+	s := newStore(t, g, lease.WithHolder("me"), lease.WithMaxKeys(1), lease.WithMaxRenewals(1))
+	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(100), Lease: sluice.Lease{Enabled: true, TTL: time.Minute}})
+	take(t, s, start, sluice.Check{Rule: p, Key: "a"})
+	// b sweeps a out: a's release takes the slot and waits on the gate,
+	// so b's first grant queues, and its request gives up waiting.
+	at := start.Add(2 * time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	err := s.Take(ctx, at, []sluice.Check{{Rule: p, Key: "b"}}, make([]sluice.Decision, 1))
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("b's first request behind a's release = %v, want its context's end", err)
+	}
+	close(g.gate)
+	ctx, cancel = context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	d := make([]sluice.Decision, 1)
+	if err := s.Take(ctx, at, []sluice.Check{{Rule: p, Key: "b"}}, d); err != nil || !d[0].Allowed {
+		t.Fatalf("b after a's release ended = %+v, %v; want allowed on its lease", d[0], err)
+	}
+}
+
 // TestStoreFirstGrantsBounded: grants for new keys take at most half of
 // the renewal slots, so that with new keys flooding in, a live lease
 // still renews.

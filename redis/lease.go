@@ -155,11 +155,14 @@ func (a *Authority) RenewBatch(ctx context.Context, rs []lease.Request, gs []lea
 }
 
 // grant decodes the script's answer to one renewal of key: 0 and the
-// grant's six numbers, or 1 and the key's holders when it has the most.
+// grant's six numbers, 1 and the key's holders when it has the most, or
+// 2 when Redis failed it (in a batch).
 func grant(key string, v []int64) (lease.Grant, error) {
 	switch {
 	case len(v) == 7 && v[0] == 1:
 		return lease.Grant{}, fmt.Errorf("redis: %w: key %q has %d holders", lease.ErrAuthorityFull, key, v[1])
+	case len(v) == 7 && v[0] == 2:
+		return lease.Grant{}, fmt.Errorf("redis: lease: key %q: Redis failed its renewal (does another type of value hold its hash?)", key)
 	case len(v) != 7 || v[0] != 0:
 		return lease.Grant{}, fmt.Errorf("redis: lease: an answer of %d numbers, want 7", len(v))
 	}

@@ -16,7 +16,8 @@
 --   holders, when the key has the most and ARGV[2] is not one.
 -- ARGV[1] 'R' renews each of KEYS in one run, on a single Redis: ARGV[2i]
 --   and ARGV[2i+1] are KEYS[i]'s holder and argument, as 'r''s. Reply:
---   seven numbers per key, 'r''s reply padded with zeros.
+--   seven numbers per key, 'r''s reply padded with zeros; 2 for a key
+--   whose renewal Redis failed.
 -- ARGV[1] 'x' releases ARGV[2]'s share: its holding expires now, with no
 --   share or demand; a window's is still counted in its window.
 -- ARGV[1] 'h' lists: the time (µs), then each holder and its value.
@@ -99,7 +100,9 @@ local function lease(keys, argv)
   if argv[1] == 'R' then
     local out = {}
     for i = 1, #keys do
-      local r = renew(keys[i], argv[2 * i], argv[2 * i + 1], now)
+      -- A key Redis refuses (another type's) fails its renewal alone.
+      local ok, r = pcall(renew, keys[i], argv[2 * i], argv[2 * i + 1], now)
+      if not ok then r = {2} end
       for j = 1, 7 do out[#out + 1] = r[j] or 0 end
     end
     return out

@@ -554,6 +554,14 @@ func TestLeaseMaxHolders(t *testing.T) {
 	if !errors.Is(errs[0], lease.ErrAuthorityFull) || errs[1] != nil || gs[1].Share != 1+99/2 {
 		t.Fatalf("RenewBatch of a full key's newcomer and a free key's = %+v, %v; want lease.ErrAuthorityFull, then a lone holder's share, %d", gs, errs, 1+99/2)
 	}
+	// A key Redis fails (a string where the hash goes) fails alone.
+	rc.Set(ctx, leaseKey(p, "str"), "x", 0)
+	bad := other
+	bad.Key, other.Key = "str", "k3"
+	a.RenewBatch(ctx, []lease.Request{bad, other}, gs, errs)
+	if errs[0] == nil || errs[1] != nil || gs[1].Share != 1+99/2 {
+		t.Fatalf("RenewBatch of a key holding a string and a free key's = %+v, %v; want an error, then a lone holder's share", gs, errs)
+	}
 	if g := renew(t, a, "k", "h7", 1, time.Hour); g.Holders != lease.MaxHolders {
 		t.Fatalf("a holder's renewal = %+v, want %d holders", g, lease.MaxHolders)
 	}
