@@ -378,7 +378,7 @@ func (s *rlqsStream) report(ctx context.Context, m *rlqspb.RateLimitQuotaUsageRe
 		news = append(news, b)
 	}
 	// The new buckets' keys renewed together: once each.
-	actions := s.renew(ctx, news, now)
+	actions := s.renew(ctx, news, now, true)
 	for _, b := range news {
 		s.set.Count(b.policy.result)
 	}
@@ -468,9 +468,16 @@ func (s *rlqsStream) resolve(b *rlqsBucket) {
 // returns the new assignments: theirs, and those of the stream's other
 // buckets on those keys, whose parts the renewals changed. An unknown
 // bucket gets none, nor one with a key the authority failed to renew.
-func (s *rlqsStream) renew(ctx context.Context, bs []*rlqsBucket, now time.Time) []*rlqspb.RateLimitQuotaResponse_BucketAction {
+//
+// With fresh (the buckets are new, in a report), a key renewed within an
+// eighth of its renewal interval is not renewed again: its new buckets
+// wait for the rest of that eighth (see dueAt), so that a client adding a
+// bucket a report does not have every bucket of the key reassigned at
+// each. A bucket with an assignment out always has its keys renewed.
+func (s *rlqsStream) renew(ctx context.Context, bs []*rlqsBucket, now time.Time, fresh bool) []*rlqspb.RateLimitQuotaResponse_BucketAction {
 	var actions []*rlqspb.RateLimitQuotaResponse_BucketAction
 	var keys []*rlqsKey
+	listed := map[*rlqsKey]bool{}
 	for _, b := range bs {
 		s.resolve(b)
 		b.renewed = now
@@ -505,22 +512,20 @@ func (s *rlqsStream) renew(ctx context.Context, bs []*rlqsBucket, now time.Time)
 				k.buckets[b] = struct{}{}
 				b.held = append(b.held, l.key)
 			}
-			if !slices.Contains(keys, k) {
+			if !listed[k] {
+				listed[k] = true
 				keys = append(keys, k)
 			}
 		}
 	}
 	touched := map[*rlqsBucket]struct{}{}
-	failed := false
+	tried, failed := false, false
 	for _, k := range keys {
-		if now.Sub(k.last()) < k.every()/8 {
-			// Renewed just now: a new bucket waits for an eighth of a
-			// renewal, so that a client adding a bucket a report
-			// does not have every bucket of the key reassigned each
-			// time (see due).
+		if fresh && now.Sub(k.last()) < k.every/8 {
 			continue
 		}
-		if err := renewKey(ctx, s.set.Authority, s.holder, k, k.ttl(), now); err != nil {
+		tried = true
+		if err := renewKey(ctx, s.set.Authority, s.holder, k, now); err != nil {
 			s.set.Count(RLQSError)
 			if !s.failing && ctx.Err() == nil {
 				s.a.svc.Log.WarnContext(ctx, "rlqs: renewing a share failed: the stream's assignments expire at their TTL unless a renewal succeeds",
@@ -534,7 +539,9 @@ func (s *rlqsStream) renew(ctx context.Context, bs []*rlqsBucket, now time.Time)
 			touched[o] = struct{}{}
 		}
 	}
-	s.failing = failed
+	if tried {
+		s.failing = failed
+	}
 	for o := range touched {
 		if s.counted(o) {
 			as := assign(o, o.policy, s.keys, now)
@@ -562,28 +569,6 @@ func (k *rlqsKey) last() time.Time {
 		return k.tried
 	}
 	return k.renewed
-}
-
-// every is how often the stream's share of k is renewed: the shortest
-// renewal interval of its buckets.
-func (k *rlqsKey) every() time.Duration {
-	var every time.Duration
-	for b := range k.buckets {
-		if every == 0 || b.policy.renew < every {
-			every = b.policy.renew
-		}
-	}
-	return every
-}
-
-// ttl is how long the authority keeps the stream's share of k from a
-// renewal: the longest TTL of its buckets' assignments and a renewal more.
-func (k *rlqsKey) ttl() time.Duration {
-	var ttl time.Duration
-	for b := range k.buckets {
-		ttl = max(ttl, b.policy.ttl+b.policy.renew)
-	}
-	return ttl
 }
 
 // detach takes b off the stream's key k; the stream gives its share of a
@@ -647,25 +632,29 @@ func (s *rlqsStream) due(ctx context.Context, now time.Time) []*rlqspb.RateLimit
 			due = append(due, b)
 		}
 	}
-	return append(actions, s.renew(ctx, due, now)...)
+	return append(actions, s.renew(ctx, due, now, false)...)
 }
 
 // dueAt is when b's assignment is to be renewed: a renewal after its
-// own, or for a token bucket after the oldest renewal (or failed attempt)
-// of its keys, which its other buckets may have renewed since. A bucket
-// without a part of each of its keys yet (new beside a key renewed just
-// before it) waits an eighth of a renewal from that key's.
+// own, or for a token bucket a renewal after the oldest renewal (or
+// failed attempt) of its keys, which its other buckets may have renewed
+// since. A key that has not counted b yet (new beside a key renewed just
+// before it, or whose renewal failed) is renewed an eighth of a renewal
+// after its last.
 func (s *rlqsStream) dueAt(b *rlqsBucket) time.Time {
 	if b.policy.result != RLQSAssigned || len(b.held) == 0 {
 		return b.renewed.Add(b.policy.renew)
 	}
 	var at time.Time
-	counted := s.counted(b)
 	for i, key := range b.held {
 		k := s.keys[key]
 		t := k.last().Add(b.policy.renew)
-		if !counted {
-			t = k.last().Add(k.every() / 8)
+		if _, ok := k.weights[b]; !ok {
+			every := b.policy.renew
+			if k.every > 0 {
+				every = min(every, k.every)
+			}
+			t = k.last().Add(every / 8)
 		}
 		if i == 0 || t.Before(at) {
 			at = t

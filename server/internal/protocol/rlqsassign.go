@@ -137,17 +137,23 @@ func blanket(rule typepb.RateLimitStrategy_BlanketRule) *typepb.RateLimitStrateg
 // stream is one holder of it, whatever the number of its buckets that
 // follow the key's limit, so that no client weighs more with the key, or
 // takes more of its holders, by splitting its traffic into more buckets.
-// The stream divides its share among those buckets in proportion to
-// their demand at the share's renewal.
+// The stream divides its share among those buckets: the part its demand
+// fills in proportion to their demand at the share's renewal, the rest
+// in equal parts.
 type rlqsKey struct {
 	key     string
 	rule    sluice.Rule
 	buckets map[*rlqsBucket]struct{}
-	// grant is the last renewal's, in the rule's units, and renewed its
-	// time (zero before the first); tried is the last attempt's, which
-	// paces the next after a failure.
+	// grant is the last renewal's, in units per period (the rule's then),
+	// asked the stream's demand it reported, and renewed its time (zero
+	// before the first); tried is the last attempt's, which paces the
+	// next after a failure. every and hold are the renewal interval and
+	// the authority's TTL it was made with.
 	grant          lease.Grant
+	period         time.Duration
+	asked          int64
 	renewed, tried time.Time
+	every, hold    time.Duration
 	// weights are the buckets' demand at the renewal (integers, so that
 	// the parts never sum past the share), and sum their total.
 	weights map[*rlqsBucket]uint64
@@ -155,32 +161,41 @@ type rlqsKey struct {
 }
 
 // weightUnit is the fraction of a request a second that a bucket's weight
-// counts in; maxWeightRate bounds the demand it counts, so that no weight
-// nor their sum overflows.
+// counts in; maxWeightRate bounds the demand it counts, so that the
+// weights of as many buckets as a stream may hold (at most 2^20) sum
+// within 64 bits.
 const (
 	weightUnit    = 1024
-	maxWeightRate = 1 << 40
+	maxWeightRate = 1 << 30
 )
 
 // renewKey renews the stream's share of k with the demand of its buckets
-// together (units per second), for ttl.
-func renewKey(ctx context.Context, auth lease.Authority, holder string, k *rlqsKey, ttl time.Duration, now time.Time) error {
+// together (units per second), for the authority's TTL of k's buckets.
+func renewKey(ctx context.Context, auth lease.Authority, holder string, k *rlqsKey, now time.Time) error {
 	k.tried = now
 	weights := make(map[*rlqsBucket]uint64, len(k.buckets))
 	var sum uint64
 	rate := 0.0
+	var every, hold time.Duration
 	for b := range k.buckets {
 		r := min(max(b.rate, 0), maxWeightRate)
 		w := uint64(math.Round(r * weightUnit))
 		weights[b] = w
 		sum += w
 		rate += r
+		if every == 0 || b.policy.renew < every {
+			every = b.policy.renew
+		}
+		// The authority keeps the share a renewal past the longest TTL
+		// sent, so that its count outlives the client's use of it,
+		// which starts when the assignment arrives.
+		hold = max(hold, b.policy.ttl+b.policy.renew)
 	}
 	limit, f := leaseLimit(k.rule.Limit)
-	d := rate * k.rule.Limit.Period.Seconds() / float64(f)
+	d := min(max(rate*k.rule.Limit.Period.Seconds(), 0), 1<<53)
 	g, err := auth.Renew(ctx, lease.Request{
 		Key: k.key, Holder: holder, Kind: lease.Bucket, Limit: limit,
-		Demand: int64(min(max(d, 0), 1<<53)), TTL: ttl, Now: now,
+		Demand: int64(d / float64(f)), TTL: hold, Now: now,
 	})
 	if err != nil {
 		return err
@@ -189,28 +204,35 @@ func renewKey(ctx context.Context, auth lease.Authority, holder string, k *rlqsK
 		g.Share, g.Demand = g.Share*f, g.Demand*f
 		g.Burst = min(g.Burst*f, k.rule.Limit.Capacity())
 	}
-	k.grant, k.renewed, k.weights, k.sum = g, now, weights, sum
+	k.grant, k.period, k.asked, k.renewed, k.every, k.hold = g, k.rule.Limit.Period, int64(d), now, every, hold
+	k.weights, k.sum = weights, sum
 	return nil
 }
 
-// part is b's part of the stream's share of k and of its burst: in
-// proportion to its weight at the renewal, in equal parts when no bucket
-// had any demand, none for a bucket the renewal did not count.
+// part is b's part of the stream's share of k and of its burst: of the
+// share, the part the stream's demand fills in proportion to b's weight,
+// and an equal part of the rest; of the burst, as much as of the share.
+// A bucket the renewal did not count has none.
 func (k *rlqsKey) part(b *rlqsBucket) (share, burst int64) {
 	w, ok := k.weights[b]
-	sum := k.sum
-	if sum == 0 {
-		w, sum = 1, uint64(len(k.weights))
-	}
-	if !ok || sum == 0 {
+	if !ok {
 		return 0, 0
 	}
-	return mulDiv(k.grant.Share, w, sum), mulDiv(k.grant.Burst, w, sum)
+	g := k.grant
+	filled := min(max(g.Share, 0), k.asked)
+	if k.sum > 0 {
+		share = mulDiv(filled, w, k.sum)
+	}
+	share += (g.Share - filled) / int64(len(k.weights))
+	if g.Share > 0 {
+		burst = mulDiv(g.Burst, uint64(share), uint64(g.Share))
+	}
+	return share, burst
 }
 
 // mulDiv is floor(v·w/sum) for v >= 0 and w <= sum, exact in 128 bits.
 func mulDiv(v int64, w, sum uint64) int64 {
-	if v <= 0 {
+	if v <= 0 || w == 0 {
 		return 0
 	}
 	hi, lo := bits.Mul64(uint64(v), w)
@@ -220,12 +242,10 @@ func mulDiv(v int64, w, sum uint64) int64 {
 
 // assign makes a bucket's assignment from p, and for a token bucket from
 // the stream's keys of p's limits (renewed already): the token bucket of
-// the limit whose part leaves the least, so that the bucket keeps within
+// the key whose part leaves the least, so that the bucket keeps within
 // every one. A part of 0 is DENY_ALL, which a token bucket cannot say.
-// Its TTL counts from the oldest renewal of those keys: the authority
-// keeps each share for the TTL and one renewal more from its renewal, so
-// that its count outlives the client's use of it, which starts when the
-// assignment arrives.
+// Its TTL counts from the oldest renewal of those keys, and ends a
+// renewal before the authority stops counting any of them.
 func assign(b *rlqsBucket, p rlqsPolicy, keys map[string]*rlqsKey, now time.Time) assignment {
 	switch p.result {
 	case RLQSAllowAll, RLQSShadow:
@@ -235,21 +255,20 @@ func assign(b *rlqsBucket, p rlqsPolicy, keys map[string]*rlqsKey, now time.Time
 	}
 	var a assignment
 	burst := int64(math.MaxInt64)
-	oldest := now
+	ttl := p.ttl
 	for i, l := range p.limits {
 		k := keys[l.key]
 		share, kb := k.part(b)
 		burst = min(burst, kb)
-		if k.renewed.Before(oldest) {
-			oldest = k.renewed
-		}
+		ttl = min(ttl, p.ttl-now.Sub(k.renewed), k.renewed.Add(k.hold-p.renew).Sub(now))
 		// share/period below the one kept so far: compared crosswise,
-		// in float64, as both products may pass int64.
-		if i == 0 || float64(share)*float64(a.period) < float64(a.share)*float64(l.rule.Limit.Period) {
-			a.share, a.period, a.holders, a.demand = share, l.rule.Limit.Period, k.grant.Holders, k.grant.Demand
+		// in float64, as both products may pass int64. The period is
+		// the one the share was granted for (a reload may change it).
+		if i == 0 || float64(share)*float64(a.period) < float64(a.share)*float64(k.period) {
+			a.share, a.period, a.holders, a.demand = share, k.period, k.grant.Holders, k.grant.Demand
 		}
 	}
-	a.burst, a.ttl = burst, max(p.ttl-now.Sub(oldest), 0)
+	a.burst, a.ttl = burst, max(ttl, 0)
 	if a.share <= 0 {
 		a.strategy = blanket(typepb.RateLimitStrategy_DENY_ALL)
 		return a

@@ -103,11 +103,55 @@ func TestAssignLargeRate(t *testing.T) {
 	b := &rlqsBucket{policy: p, rate: 1000, held: []string{"rlqs:big"}} // over the limit: it all
 	k := &rlqsKey{key: "rlqs:big", rule: r, buckets: map[*rlqsBucket]struct{}{b: {}}}
 	now := time.Unix(0, 0)
-	if err := renewKey(t.Context(), lease.NewMemoryAuthority(), "h", k, k.ttl(), now); err != nil {
+	if err := renewKey(t.Context(), lease.NewMemoryAuthority(), "h", k, now); err != nil {
 		t.Fatal(err)
 	}
 	as := assign(b, p, map[string]*rlqsKey{k.key: k}, now)
 	if as.share != 50_000_000 || as.period != 24*time.Hour || as.strategy.GetTokenBucket() == nil {
 		t.Errorf("assign = share %d per %v (%v), want the token bucket of 50000000 per 24h", as.share, as.period, as.strategy)
+	}
+}
+
+// A stream's buckets on one key divide its share: what the stream's
+// demand fills by each bucket's demand, the rest equally, so an idle
+// bucket beside a busy one still has a part; the parts never sum past
+// the share, however many buckets and whatever their demand.
+func TestKeyParts(t *testing.T) {
+	r := sluice.Rule{Name: "k", Limit: sluice.Limit{Rate: 1000, Period: time.Second}}
+	now := time.Unix(0, 0)
+	for _, rates := range [][]float64{
+		{0, 200},          // an idle bucket beside a busy one
+		{0, 0, 0},         // none asks: equal parts
+		{5000, 1},         // past the limit: by demand
+		{1e300, 1e300, 3}, // past any bound on weights
+		{1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5},
+	} {
+		k := &rlqsKey{key: "rlqs:k", rule: r, buckets: map[*rlqsBucket]struct{}{}}
+		var bs []*rlqsBucket
+		for _, rate := range rates {
+			b := &rlqsBucket{policy: rlqsPolicy{result: RLQSAssigned, renew: 100 * time.Millisecond, ttl: 300 * time.Millisecond}, rate: rate}
+			k.buckets[b] = struct{}{}
+			bs = append(bs, b)
+		}
+		if err := renewKey(t.Context(), lease.NewMemoryAuthority(), "h", k, now); err != nil {
+			t.Fatal(err)
+		}
+		var shares, bursts int64
+		parts := make([]int64, len(bs))
+		for i, b := range bs {
+			s, bu := k.part(b)
+			parts[i] = s
+			shares += s
+			bursts += bu
+		}
+		if shares > k.grant.Share || bursts > k.grant.Burst {
+			t.Errorf("rates %v: parts %v sum to %d of share %d, bursts to %d of %d", rates, parts, shares, k.grant.Share, bursts, k.grant.Burst)
+		}
+		if rates[0] == 0 && parts[0] == 0 {
+			t.Errorf("rates %v: parts %v of share %d: the idle bucket has none", rates, parts, k.grant.Share)
+		}
+		if k.grant.Share-shares > 2*int64(len(bs)) { // two floors a part
+			t.Errorf("rates %v: parts %v sum to %d, share %d: more than rounding left over", rates, parts, shares, k.grant.Share)
+		}
 	}
 }
