@@ -53,14 +53,14 @@
 // expires.
 //
 // A quiet key, whose holders ask at most half of C, renews less often: a
-// holder whose share is at least twice its demand doubles its interval
-// at each renewal, up to 32 Renews or 10s, and asks a TTL as much longer
-// (the interval plus TTL − Renew); the first request it denies, or a key
-// no longer quiet, brings it back to Renew. The shares still never sum
-// past C, so the bound in normal operation is the same; the faults above
-// count with that longer TTL, up to C·(10s + TTL − Renew)/P for a quiet
-// key, and a holder cut off decides, or a holder killed keeps its share,
-// that much longer.
+// holder whose share is at least 1.5 times its demand (a lone holder's is)
+// doubles its interval at each renewal, up to 32 Renews or 10s, and asks a
+// TTL as much longer (the interval plus TTL − Renew); the first request it
+// denies, or a key no longer quiet, brings it back to Renew. The shares
+// still never sum past C, so the bound in normal operation is the same;
+// the faults above count with that longer TTL, up to C·(10s + TTL −
+// Renew)/P for a quiet key, and a holder cut off decides, or a holder
+// killed keeps its share, that much longer.
 //
 // A holder cut off
 // from the authority decides on its lease until it expires, then by the

@@ -84,13 +84,14 @@ const (
 // stretch sets the interval to the next renewal after grant g: doubled,
 // up to maxStretch Renews and 10s (never below Renew), while the key is
 // quiet: the holders together ask at most half the quota, this holder's
-// share is at least twice its demand, and it denied nothing since its
-// last renewal; else Renew. A quiet key's shares sum to well under the
+// share is at least one and a half times its demand (a lone holder's is,
+// on a quiet key), and it denied nothing since its last renewal; else
+// Renew. A quiet key's shares sum to well under the
 // quota, so a holder whose demand rises takes from what is free by an
 // early renewal (due) without waiting for the others'; what a longer
 // interval costs is a share given back later, and a longer TTL.
 func (h *holder) stretch(g Grant) {
-	quiet := 2*g.Demand <= h.limit.Rate && g.Share >= 2*max(h.demand, 1) && !h.starved
+	quiet := 2*g.Demand <= h.limit.Rate && 2*g.Share >= 3*max(h.demand, 1) && !h.starved
 	switch {
 	case !quiet:
 		h.every = h.renew
