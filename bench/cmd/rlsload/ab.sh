@@ -20,12 +20,14 @@
 #
 # LOAD is grpc (rlsload grpc -c 32, the default) or json (wrk -t2 -c32,
 # POST /json); D each load's length (5s); R the rounds (3); CONFIG sluice's
-# policy (bench.yaml).
+# policy (bench.yaml); WARM a load of that length, not counted, just before
+# each row (none by default): leases idle between rows expire, so that
+# without it each row measures their start, with it their steady state.
 set -euo pipefail
 cd "$(dirname "$0")"
 . ./lib.sh # scratch, wait_port, ticks, cmdstat, servers_env
 export PATH="$PATH:/usr/local/go/bin"
-load=${LOAD:-grpc} d=${D:-5s} rounds=${R:-3} config=${CONFIG:-bench.yaml} base=${PORT_BASE:-18180}
+load=${LOAD:-grpc} d=${D:-5s} rounds=${R:-3} config=${CONFIG:-bench.yaml} base=${PORT_BASE:-18180} warm=${WARM:-}
 [ $# -gt 0 ] || { echo "usage: ab.sh NAME=SLUICE_BINARY... [envoy=SERVICE_CMD] [floor] [pair]" >&2; exit 2; }
 case $load in grpc | json) ;; *) echo "LOAD: grpc or json" >&2; exit 2 ;; esac
 [ $load = grpc ] || command -v wrk >/dev/null || { echo "wrk is missing (Debian: apt-get install wrk)" >&2; exit 1; }
@@ -77,21 +79,31 @@ for a in "$@"; do
   port=$((port + 2))
 done
 
+# send_load sends the load to the contender at $1 for $2, and prints the
+# load tool's report.
+send_load() {
+  if [ $load = grpc ]; then
+    "$tmp/rlsload" grpc -addr "${1%:*}:$((${1#*:} + 1))" -c 32 -d "$2"
+  else
+    wrk -t2 -c32 -d"$2" -s json.lua "http://$1/json"
+  fi
+}
+
 hz=$(getconf CLK_TCK)
-echo "load: $load, $d a row, $rounds rounds; config $config; GOMAXPROCS ${SERVERS_GOMAXPROCS:-default}; redis-server pid $redis_pid"
+echo "load: $load, $d a row${warm:+ after $warm of warm-up}, $rounds rounds; config $config; GOMAXPROCS ${SERVERS_GOMAXPROCS:-default}; redis-server pid $redis_pid"
 for r in $(seq "$rounds"); do
   for name in "${names[@]}"; do
     a=${addr[$name]}
     cmds="fcall evalsha eval" runs="fcall evalsha eval"
     [ "${kind[$name]}" = pair ] && cmds="incrby pexpire" runs=incrby
     [ "${kind[$name]}" = envoy ] && cmds="incrby expire" runs=incrby
+    [ -z "$warm" ] || send_load "$a" "$warm" >/dev/null
     u0=$(cmdstat usec $cmds) f0=$(cmdstat calls $runs)
     c0=$(ticks "${pid[$name]}") q0=$(ticks "$redis_pid")
+    out=$(send_load "$a" "$d")
     if [ $load = grpc ]; then
-      out=$("$tmp/rlsload" grpc -addr "${a%:*}:$((${a#*:} + 1))" -c 32 -d "$d")
       n=$(awk '/calls in/ {c = $2} /warm-up calls before/ {w = $4} END {print c + w}' <<<"$out")
     else
-      out=$(wrk -t2 -c32 -d"$d" -s json.lua "http://$a/json")
       n=$(awk '/requests in/ {print $1}' <<<"$out")
     fi
     u1=$(cmdstat usec $cmds) f1=$(cmdstat calls $runs)
