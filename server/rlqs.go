@@ -33,7 +33,13 @@ type RLQS struct {
 	// MaxStreams bounds the RLQS streams open at once; a stream past it
 	// is refused with RESOURCE_EXHAUSTED. The streams count against
 	// GRPCMaxStreams too. The default is DefaultRLQSMaxStreams.
-	MaxStreams int
+	// MaxStreamsPerPeer bounds those of one peer (an IP address, IPv6
+	// grouped by /64; a Unix socket's peers are not bounded apart), so
+	// that one client cannot take every place: Envoy opens a stream per
+	// rate-limit-quota filter config. The default is
+	// DefaultRLQSMaxStreamsPerPeer; it is at most MaxStreams.
+	MaxStreams        int
+	MaxStreamsPerPeer int
 	// MaxBuckets bounds the buckets one stream may subscribe to, and
 	// MaxTotalBuckets those of all the streams together (each holds its
 	// bucket id, up to 4 KiB): a bucket past either gets no assignment
@@ -47,7 +53,10 @@ type RLQS struct {
 const (
 	DefaultRLQSAbandonAfter = 5 * time.Minute
 	DefaultRLQSMaxStreams   = 1024
-	DefaultRLQSMaxBuckets   = 1024
+	// DefaultRLQSMaxStreamsPerPeer leaves a peer a sixteenth of the
+	// default MaxStreams.
+	DefaultRLQSMaxStreamsPerPeer = 64
+	DefaultRLQSMaxBuckets        = 1024
 	// DefaultRLQSMaxTotalBuckets keeps the buckets' ids within about
 	// 256 MiB at their largest, a few MiB as Envoy names buckets.
 	DefaultRLQSMaxTotalBuckets = 1 << 16
@@ -64,7 +73,8 @@ func (q RLQS) withDefaults() (RLQS, error) {
 		name string
 		v    *int
 		def  int
-	}{{"RLQS.MaxStreams", &q.MaxStreams, DefaultRLQSMaxStreams}, {"RLQS.MaxBuckets", &q.MaxBuckets, DefaultRLQSMaxBuckets},
+	}{{"RLQS.MaxStreams", &q.MaxStreams, DefaultRLQSMaxStreams}, {"RLQS.MaxStreamsPerPeer", &q.MaxStreamsPerPeer, DefaultRLQSMaxStreamsPerPeer},
+		{"RLQS.MaxBuckets", &q.MaxBuckets, DefaultRLQSMaxBuckets},
 		{"RLQS.MaxTotalBuckets", &q.MaxTotalBuckets, DefaultRLQSMaxTotalBuckets}} {
 		switch {
 		case *n.v < 0 || *n.v > MaxGRPCStreams:
@@ -94,13 +104,14 @@ func (s *Server) rlqsSettings() protocol.RLQSSettings {
 		auth = lease.NewMemoryAuthority()
 	}
 	return protocol.RLQSSettings{
-		Authority:       auth,
-		AbandonAfter:    s.cfg.RLQS.AbandonAfter,
-		MaxStreams:      s.cfg.RLQS.MaxStreams,
-		MaxBuckets:      s.cfg.RLQS.MaxBuckets,
-		MaxTotalBuckets: s.cfg.RLQS.MaxTotalBuckets,
-		Now:             s.cfg.Clock.Now,
-		Count:           func(result string) { buckets.WithLabelValues(result).Inc() },
+		Authority:         auth,
+		AbandonAfter:      s.cfg.RLQS.AbandonAfter,
+		MaxStreams:        s.cfg.RLQS.MaxStreams,
+		MaxStreamsPerPeer: min(s.cfg.RLQS.MaxStreamsPerPeer, s.cfg.RLQS.MaxStreams),
+		MaxBuckets:        s.cfg.RLQS.MaxBuckets,
+		MaxTotalBuckets:   s.cfg.RLQS.MaxTotalBuckets,
+		Now:               s.cfg.Clock.Now,
+		Count:             func(result string) { buckets.WithLabelValues(result).Inc() },
 	}
 }
 

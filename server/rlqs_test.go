@@ -620,3 +620,42 @@ func TestRLQSStreamHoldsKeyOnce(t *testing.T) {
 	})
 	t.Log(last)
 }
+
+// One peer holds at most MaxStreamsPerPeer streams: past it a stream is
+// refused with RESOURCE_EXHAUSTED, naming the peer, and once one of its
+// streams ends it may open another.
+func TestRLQSStreamsPerPeer(t *testing.T) {
+	e := startRLQS(t, lease.NewMemoryAuthority(), RLQS{MaxStreamsPerPeer: 2})
+	cl := rlqspb.NewRateLimitQuotaServiceClient(e.conn)
+	open := func(ctx context.Context) (rlqspb.RateLimitQuotaService_StreamRateLimitQuotasClient, error) {
+		st, err := cl.StreamRateLimitQuotas(ctx)
+		if err != nil {
+			return nil, err
+		}
+		st.Send(&rlqspb.RateLimitQuotaUsageReports{Domain: "quota", BucketQuotaUsages: []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{
+			{BucketId: &rlqspb.BucketId{Bucket: map[string]string{"name": "open"}}, TimeElapsed: durationpb.New(time.Second), NumRequestsAllowed: 1}}})
+		// An assignment says the server took the stream.
+		_, err = st.Recv()
+		return st, err
+	}
+	ctx1, end1 := context.WithCancel(t.Context())
+	defer end1()
+	for i := range 2 {
+		ctx := t.Context()
+		if i == 0 {
+			ctx = ctx1
+		}
+		if _, err := open(ctx); err != nil {
+			t.Fatalf("stream %d of 2: %v", i+1, err)
+		}
+	}
+	_, err := open(t.Context())
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "from 127.0.0.1") {
+		t.Fatalf("a third stream from one peer: %v, want RESOURCE_EXHAUSTED naming the peer", err)
+	}
+	end1()
+	waitFor(t, "a stream taken once one of the peer's ended", func() bool {
+		_, err := open(t.Context())
+		return err == nil
+	})
+}

@@ -18,6 +18,8 @@ func TestNewErrorTypes(t *testing.T) {
 		{DrainDelay: -time.Second},
 		{MaxHitsAddend: MaxCost + 1},
 		{GRPCMaxStreams: -1},
+		{RLQS: RLQS{MaxStreamsPerPeer: -1}},
+		{RLQS: RLQS{AbandonAfter: -time.Second}},
 		{ResponseHeaders: HeadersNone + 1},
 		{GRPCTLS: &TLS{CertFile: "missing.crt", KeyFile: "missing.key"}},
 	}

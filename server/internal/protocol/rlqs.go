@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/grpclimit"
 	"github.com/sluicehq/sluice/lease"
 )
 
@@ -52,12 +53,16 @@ type RLQSSettings struct {
 	// AbandonAfter is how long a bucket may go without a report before
 	// the stream is told to abandon it and its shares are given back.
 	AbandonAfter time.Duration
-	// MaxStreams bounds the RLQS streams open at once; MaxBuckets the
-	// buckets one stream may subscribe to, and MaxTotalBuckets those of
-	// all the streams together: a bucket past either gets no assignment.
-	MaxStreams      int
-	MaxBuckets      int
-	MaxTotalBuckets int
+	// MaxStreams bounds the RLQS streams open at once, and
+	// MaxStreamsPerPeer those of one peer (an IP address, an IPv6 /64; 0
+	// for none), so that one client cannot take every place; MaxBuckets
+	// the buckets one stream may subscribe to, and MaxTotalBuckets those
+	// of all the streams together: a bucket past either gets no
+	// assignment.
+	MaxStreams        int
+	MaxStreamsPerPeer int
+	MaxBuckets        int
+	MaxTotalBuckets   int
 	// Now is the server's clock.
 	Now func() time.Time
 	// Count counts a bucket's outcome: its subscription's (each RLQS
@@ -127,7 +132,8 @@ func (s *rlqsStream) publish() {
 type rlqsState struct {
 	mu       sync.Mutex
 	streams  map[*rlqsStream]struct{}
-	stopping chan struct{} // closed by StopRLQS
+	peers    map[string]int // the streams open by peer, for those with an IP address
+	stopping chan struct{}  // closed by StopRLQS
 	stopped  bool
 	// buckets counts the buckets of all the streams.
 	buckets atomic.Int64
@@ -151,8 +157,9 @@ func (a *Adapters) StopRLQS() {
 
 var errRLQSStopping = status.Error(codes.Unavailable, "rlqs: the server is stopping: open a stream to another replica")
 
-// join adds s to the streams, within the bound.
-func (q *rlqsState) join(s *rlqsStream, most int) error {
+// join adds s to the streams, within the bounds: most in all, perPeer
+// from s's peer (none for a peer without an IP address, a Unix socket's).
+func (q *rlqsState) join(s *rlqsStream, most, perPeer int) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch {
@@ -160,8 +167,16 @@ func (q *rlqsState) join(s *rlqsStream, most int) error {
 		return errRLQSStopping
 	case len(q.streams) >= most:
 		return status.Errorf(codes.ResourceExhausted, "rlqs: %d streams are open, the most this server takes; try again later or another replica", most)
+	case s.peer != "" && perPeer > 0 && q.peers[s.peer] >= perPeer:
+		return status.Errorf(codes.ResourceExhausted, "rlqs: %d streams are open from %s, the most one peer may hold", perPeer, s.peer)
 	}
 	q.streams[s] = struct{}{}
+	if s.peer != "" {
+		if q.peers == nil {
+			q.peers = make(map[string]int)
+		}
+		q.peers[s.peer]++
+	}
 	return nil
 }
 
@@ -178,6 +193,11 @@ func (q *rlqsState) leave(s *rlqsStream) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.streams, s)
+	if s.peer != "" {
+		if q.peers[s.peer]--; q.peers[s.peer] <= 0 {
+			delete(q.peers, s.peer)
+		}
+	}
 }
 
 // rlqsStream is one RLQS client, one holder of the authority's shares of
@@ -189,6 +209,7 @@ type rlqsStream struct {
 	a       *Adapters
 	set     *RLQSSettings
 	holder  string // the stream's id
+	peer    string // its peer's address (grpclimit.PeerIP), "" for none
 	domain  string
 	buckets map[string]*rlqsBucket // by canonical bucket id
 	keys    map[string]*rlqsKey    // by the authority's key
@@ -237,7 +258,10 @@ func (r rlqsService) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_S
 func (a *Adapters) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
 	set := &a.svc.RLQS
 	s := newRLQSStream(a, set, newHolder())
-	if err := a.rlqs.join(s, set.MaxStreams); err != nil {
+	// A peer without an IP address (a Unix socket) has no per-peer
+	// bound: it is local.
+	s.peer, _ = grpclimit.PeerIP()(stream.Context(), "")
+	if err := a.rlqs.join(s, set.MaxStreams, set.MaxStreamsPerPeer); err != nil {
 		return err
 	}
 	defer a.rlqs.leave(s)
