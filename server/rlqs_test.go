@@ -107,25 +107,6 @@ func tokenRate(st *typepb.RateLimitStrategy) float64 {
 	return float64(tb.GetTokensPerFill().GetValue()) / tb.GetFillInterval().AsDuration().Seconds()
 }
 
-// drive sends requests for bucket through c at rate per second, reckoned
-// from the time passed so that a loaded machine keeps the rate, until
-// ctx ends.
-func drive(ctx context.Context, c *rlqstest.Client, bucket map[string]string, rate float64) {
-	start, sent := time.Now(), 0.0
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			for ; sent < rate*now.Sub(start).Seconds(); sent++ {
-				c.Allow(bucket, now)
-			}
-		}
-	}
-}
-
 // Streams share a bucket's limit in proportion to their reported demand:
 // at demands over the limit, each stream's token bucket refills at its
 // proportional part, within a quarter, and the parts never sum past the
@@ -148,7 +129,7 @@ func TestRLQSAssignmentsFollowDemand(t *testing.T) {
 			}
 			// 1.5 times the limit in all, uneven.
 			for i, c := range clients {
-				wg.Go(func() { drive(ctx, c, api, 15000*weights[i]/total) })
+				wg.Go(func() { c.Drive(ctx, api, 15000*weights[i]/total) })
 			}
 			var last string
 			begin := time.Now()
@@ -297,7 +278,7 @@ func TestRLQSGracefulStopAndReconnect(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	wg.Go(func() { drive(ctx, c, api, 100) })
+	wg.Go(func() { c.Drive(ctx, api, 100) })
 	a.stop(t)
 	waitFor(t, "the first stream ended with UNAVAILABLE: the server is stopping", func() bool {
 		err := c.Err()
@@ -588,10 +569,10 @@ func TestRLQSStreamHoldsKeyOnce(t *testing.T) {
 	defer func() { cancel(); wg.Wait() }()
 	const buckets = 40
 	for i := range buckets {
-		wg.Go(func() { drive(ctx, many, map[string]string{"team": fmt.Sprint("t-", i)}, 5) })
+		wg.Go(func() { many.Drive(ctx, map[string]string{"team": fmt.Sprint("t-", i)}, 5) })
 	}
 	single := map[string]string{"team": "t-one"}
-	wg.Go(func() { drive(ctx, one, single, buckets*5) })
+	wg.Go(func() { one.Drive(ctx, single, buckets*5) })
 	const key = "rlqs:quota.team_t-*:quota|team=t-*"
 	var last string
 	begin := time.Now()

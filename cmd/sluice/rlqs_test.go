@@ -79,21 +79,31 @@ func TestRLQSReplicaKilled(t *testing.T) {
 	})
 }
 
+// rlqsRedis is a redis-server of the test's own, the test skipped
+// without one.
+func rlqsRedis(t *testing.T) *redisProc {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server is not installed: skipping")
+	}
+	return startRedisProc(t, "redis-server")
+}
+
+// sharedYAML is one bucket's limit, which replicas on one Redis share.
+const sharedYAML = `domain: quota
+descriptors:
+  - key: name
+    value: api
+    rate_limit: {unit: second, requests_per_unit: 1000}
+`
+
 // Two replicas on one redis-server share an RLQS bucket's limit among
 // the streams of both: a stream on each, asking 1.5 times the limit in
 // all, one three times the other, is assigned its proportional part of
 // the one limit (within a quarter), not each the whole of it.
 func TestRLQSSharedRedis(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server is not installed: skipping")
-	}
-	rp := startRedisProc(t, "redis-server")
-	cfg := writeConfig(t, `domain: quota
-descriptors:
-  - key: name
-    value: api
-    rate_limit: {unit: second, requests_per_unit: 1000}
-`)
+	rp := rlqsRedis(t)
+	cfg := writeConfig(t, sharedYAML)
 	api := map[string]string{"name": "api"}
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
@@ -115,7 +125,7 @@ descriptors:
 		})
 		clients = append(clients, c)
 		wg.Go(func() { c.Run(ctx) })
-		wg.Go(func() { drive(ctx, c, api, rate) })
+		wg.Go(func() { c.Drive(ctx, api, rate) })
 	}
 	begin := time.Now()
 	deadline := begin.Add(30 * time.Second)
@@ -142,10 +152,7 @@ descriptors:
 // stream's assignment runs to its TTL and expires; when Redis answers
 // again, the stream is assigned again.
 func TestRLQSRedisStopped(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server is not installed: skipping")
-	}
-	rp := startRedisProc(t, "redis-server")
+	rp := rlqsRedis(t)
 	_, banner := serveProcess(t, "-config", writeConfig(t, rlqsServeYAML), "-redis", "redis://"+rp.addr)
 	cc, err := grpc.NewClient(banner["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -196,16 +203,8 @@ func TestRLQSRedisStopped(t *testing.T) {
 // what the dead stream's share leaves (the authority counts it until its
 // TTL), and the whole limit once it has lapsed.
 func TestRLQSReplicaKilledSharedRedis(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server is not installed: skipping")
-	}
-	rp := startRedisProc(t, "redis-server")
-	cfg := writeConfig(t, `domain: quota
-descriptors:
-  - key: name
-    value: api
-    rate_limit: {unit: second, requests_per_unit: 1000}
-`)
+	rp := rlqsRedis(t)
+	cfg := writeConfig(t, sharedYAML)
 	var conns []grpc.ClientConnInterface
 	var procs []*exec.Cmd
 	for range 2 {
@@ -227,7 +226,7 @@ descriptors:
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	wg.Go(func() { c.Run(ctx) })
-	wg.Go(func() { drive(ctx, c, api, 1500) }) // 1.5 times the limit
+	wg.Go(func() { c.Drive(ctx, api, 1500) }) // 1.5 times the limit
 	rate := func() float64 {
 		_, st := c.State(api, time.Now())
 		if tb := st.GetTokenBucket(); tb != nil {
@@ -269,25 +268,6 @@ func reuseLast(bucket map[string]string, timeout time.Duration) func(any) (map[s
 				ExpiredAssignmentBehavior: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior_ReuseLastAssignment_{
 					ReuseLastAssignment: &quotapb.RateLimitQuotaBucketSettings_ExpiredAssignmentBehavior_ReuseLastAssignment{}},
 			},
-		}
-	}
-}
-
-// drive sends requests for bucket through c at rate per second, reckoned
-// from the time passed so that a loaded machine keeps the rate, until
-// ctx ends.
-func drive(ctx context.Context, c *rlqstest.Client, bucket map[string]string, rate float64) {
-	start, sent := time.Now(), 0.0
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			for ; sent < rate*now.Sub(start).Seconds(); sent++ {
-				c.Allow(bucket, now)
-			}
 		}
 	}
 }

@@ -130,6 +130,25 @@ func (c *Client) Allow(req any, now time.Time) bool {
 	return ok
 }
 
+// Drive sends req through Allow at rate a second until ctx ends, the
+// count reckoned from the time passed, so that a loaded machine keeps
+// the rate where a fixed pace would fall behind.
+func (c *Client) Drive(ctx context.Context, req any, rate float64) {
+	start, sent := time.Now(), 0.0
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			for ; sent < rate*now.Sub(start).Seconds(); sent++ {
+				c.Allow(req, now)
+			}
+		}
+	}
+}
+
 // age moves b to the state its times call for at now: an active
 // assignment past its TTL expires, and an expired one past the expired
 // behaviour's timeout is abandoned.
