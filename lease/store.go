@@ -391,6 +391,18 @@ func (s *Store) enqueue(q *renewal) {
 func (s *Store) send() {
 	for {
 		s.qmu.Lock()
+		if len(s.queue) == 0 {
+			s.qmu.Unlock()
+			return
+		}
+		// The slot first: the queue is split in place, which only a
+		// call about to start may do.
+		select {
+		case s.slots <- struct{}{}:
+		default:
+			s.qmu.Unlock()
+			return
+		}
 		n := 1
 		if s.batcher != nil {
 			n = maxBatch
@@ -404,19 +416,13 @@ func (s *Store) send() {
 				rest = append(rest, q)
 			}
 		}
-		if len(batch) == 0 {
-			s.qmu.Unlock()
-			return
-		}
-		select {
-		case s.slots <- struct{}{}:
-		default:
-			s.qmu.Unlock()
-			return
-		}
 		clear(s.queue[len(rest):])
 		s.queue = rest
 		s.qmu.Unlock()
+		if len(batch) == 0 {
+			<-s.slots // every renewal queued waits for a release
+			return
+		}
 		go s.call(batch)
 	}
 }

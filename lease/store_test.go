@@ -578,6 +578,56 @@ func TestStoreQueuedBehindRelease(t *testing.T) {
 	}
 }
 
+// TestStoreQueuedWhileSlotsBusy: renewals that queue while every slot is
+// out are each sent once when one comes back: none is lost, none is sent
+// twice (which would close its entry's done twice and crash).
+func TestStoreQueuedWhileSlotsBusy(t *testing.T) {
+	g := newGated()
+	close(g.gate) // releases pass
+	s := newStore(t, g, lease.WithMaxRenewals(1))
+	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(100), Lease: sluice.Lease{Enabled: true, TTL: time.Hour}})
+	keys := []string{"a", "b", "c", "d"}
+	for _, k := range keys {
+		take(t, s, start, sluice.Check{Rule: p, Key: k})
+	}
+	g.mu.Lock()
+	g.slow["r:a"] = true // a's renewal holds the only slot
+	g.mu.Unlock()
+	at := start.Add(time.Second) // past Renew: each is due
+	for _, k := range keys {
+		take(t, s, at, sluice.Check{Rule: p, Key: k})
+	}
+	close(g.slowGate)
+	deadline := time.Now().Add(10 * time.Second)
+	for _, k := range keys {
+		for g.renewals("r:"+k) < 2 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s renewed %d times after its first grant, want once", k, g.renewals("r:"+k)-1)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// Once every grant is applied (a peek applies it), nothing is in
+	// flight: a renewal sent twice would show as a third.
+	for renewing := true; renewing; {
+		if time.Now().After(deadline) {
+			t.Fatalf("renewals still in flight after 10s: %+v", s.Leases())
+		}
+		renewing = false
+		for _, k := range keys {
+			take(t, s, at, sluice.Check{Rule: p, Key: k, Peek: true})
+		}
+		for _, h := range s.Leases() {
+			renewing = renewing || h.Renewing
+		}
+	}
+	for _, k := range keys {
+		if n := g.renewals("r:" + k); n != 2 {
+			t.Errorf("%s: %d renewals, want its first grant and one", k, n)
+		}
+	}
+}
+
 // TestStoreFirstGrantsBounded: grants for new keys take at most half of
 // the renewal slots, so that with new keys flooding in, a live lease
 // still renews.
