@@ -200,7 +200,7 @@ func Refill(l sluice.Limit) time.Duration {
 	if l.Rate <= 0 {
 		return 0
 	}
-	return time.Duration(min(float64(l.Period)*float64(l.Capacity())/float64(l.Rate), float64(maxRequestTTL)))
+	return time.Duration(min(float64(l.Period)*float64(l.Capacity())/float64(l.Rate), float64(MaxTTL)))
 }
 
 // demandCap bounds a reported demand at four times the quota: more asks

@@ -13,11 +13,12 @@ import (
 )
 
 // MaxHolders bounds the holders of one key, so that one hot key cannot
-// make a renewal long; MaxKeyBytes bounds a key. Every authority refuses
-// past them.
+// make a renewal long; MaxKeyBytes bounds a key, and MaxTTL the TTL a
+// renewal may ask for. Every authority refuses past them.
 const (
 	MaxHolders  = 1024
 	MaxKeyBytes = 4096
+	MaxTTL      = 7 * 24 * time.Hour
 )
 
 // The memory authority's keys, the longest holder id and TTL a request
@@ -25,7 +26,6 @@ const (
 const (
 	maxMemoryKeys   = 100_000
 	maxHolderBytes  = 256
-	maxRequestTTL   = 7 * 24 * time.Hour
 	sweepMinimumAge = time.Second
 )
 
@@ -86,8 +86,8 @@ func CheckRequest(r Request) error {
 		return fmt.Errorf("lease: unknown kind %d", r.Kind)
 	case r.Demand < 0 || r.Used < 0:
 		return fmt.Errorf("lease: demand %d and used %d must not be negative", r.Demand, r.Used)
-	case r.TTL <= 0 || r.TTL > maxRequestTTL:
-		return fmt.Errorf("lease: ttl %v (want above 0, at most %v)", r.TTL, maxRequestTTL)
+	case r.TTL <= 0 || r.TTL > MaxTTL:
+		return fmt.Errorf("lease: ttl %v (want above 0, at most %v)", r.TTL, MaxTTL)
 	}
 	if err := r.Limit.Validate(); err != nil {
 		return fmt.Errorf("lease: %w", err)

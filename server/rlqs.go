@@ -37,7 +37,7 @@ type RLQS struct {
 	// grouped by /64; a Unix socket's peers are not bounded apart), so
 	// that one client cannot take every place: Envoy opens a stream per
 	// rate-limit-quota filter config. The default is
-	// DefaultRLQSMaxStreamsPerPeer; it is at most MaxStreams.
+	// DefaultRLQSMaxStreamsPerPeer.
 	MaxStreams        int
 	MaxStreamsPerPeer int
 	// MaxBuckets bounds the buckets one stream may subscribe to, and
@@ -107,7 +107,7 @@ func (s *Server) rlqsSettings() protocol.RLQSSettings {
 		Authority:         auth,
 		AbandonAfter:      s.cfg.RLQS.AbandonAfter,
 		MaxStreams:        s.cfg.RLQS.MaxStreams,
-		MaxStreamsPerPeer: min(s.cfg.RLQS.MaxStreamsPerPeer, s.cfg.RLQS.MaxStreams),
+		MaxStreamsPerPeer: s.cfg.RLQS.MaxStreamsPerPeer,
 		MaxBuckets:        s.cfg.RLQS.MaxBuckets,
 		MaxTotalBuckets:   s.cfg.RLQS.MaxTotalBuckets,
 		Now:               s.cfg.Clock.Now,

@@ -54,8 +54,8 @@ type RLQSSettings struct {
 	// the stream is told to abandon it and its shares are given back.
 	AbandonAfter time.Duration
 	// MaxStreams bounds the RLQS streams open at once, and
-	// MaxStreamsPerPeer those of one peer (an IP address, an IPv6 /64; 0
-	// for none), so that one client cannot take every place; MaxBuckets
+	// MaxStreamsPerPeer those of one peer (an IP address, an IPv6 /64),
+	// so that one client cannot take every place; MaxBuckets
 	// the buckets one stream may subscribe to, and MaxTotalBuckets those
 	// of all the streams together: a bucket past either gets no
 	// assignment.
@@ -545,7 +545,7 @@ func (s *rlqsStream) renew(ctx context.Context, bs []*rlqsBucket, now time.Time,
 	touched := map[*rlqsBucket]struct{}{}
 	tried, failed := false, false
 	for _, k := range keys {
-		if fresh && now.Sub(k.last()) < k.every/8 {
+		if fresh && now.Sub(k.tried) < k.every/8 {
 			continue
 		}
 		tried = true
@@ -587,14 +587,6 @@ func (s *rlqsStream) counted(b *rlqsBucket) bool {
 	return len(b.held) > 0
 }
 
-// last is when the stream's share of k was last renewed, or tried.
-func (k *rlqsKey) last() time.Time {
-	if k.tried.After(k.renewed) {
-		return k.tried
-	}
-	return k.renewed
-}
-
 // detach takes b off the stream's key k; the stream gives its share of a
 // key back when no bucket is left on it.
 func (s *rlqsStream) detach(ctx context.Context, b *rlqsBucket, key string) {
@@ -603,6 +595,12 @@ func (s *rlqsStream) detach(ctx context.Context, b *rlqsBucket, key string) {
 		return
 	}
 	delete(k.buckets, b)
+	// Its part goes to the others at the key's next renewal; its weight
+	// goes now, so that the key keeps no bucket the stream dropped.
+	if w, ok := k.weights[b]; ok {
+		delete(k.weights, b)
+		k.sum -= w
+	}
 	if len(k.buckets) == 0 {
 		delete(s.keys, key)
 		s.release(ctx, []string{key})
@@ -672,13 +670,13 @@ func (s *rlqsStream) dueAt(b *rlqsBucket) time.Time {
 	var at time.Time
 	for i, key := range b.held {
 		k := s.keys[key]
-		t := k.last().Add(b.policy.renew)
+		t := k.tried.Add(b.policy.renew)
 		if _, ok := k.weights[b]; !ok {
 			every := b.policy.renew
 			if k.every > 0 {
 				every = min(every, k.every)
 			}
-			t = k.last().Add(every / 8)
+			t = k.tried.Add(every / 8)
 		}
 		if i == 0 || t.Before(at) {
 			at = t

@@ -84,17 +84,14 @@ func resolve(snap *Snapshot, domain string, entries []config.Entry) rlqsPolicy {
 	return p
 }
 
-// maxShareTTL is the longest TTL an authority keeps a share for.
-const maxShareTTL = 7 * 24 * time.Hour
-
 // shareTimes are a rule's renewal interval and the assignments' TTL: its
 // Lease's times (sluice.Lease.Times). The authority keeps a share a TTL
-// and a renewal, so the TTL is cut to leave that within maxShareTTL: a
+// and a renewal, so the TTL is cut to leave that within lease.MaxTTL: a
 // shorter TTL than configured keeps the bound, where a refused renewal
 // would leave the bucket without an assignment.
 func shareTimes(r sluice.Rule) (renew, ttl time.Duration) {
 	renew, ttl = r.Lease.Times(r.Limit.Period)
-	return renew, min(ttl, maxShareTTL-renew)
+	return renew, min(ttl, lease.MaxTTL-renew)
 }
 
 // leaseLimit is the limit the authority divides for l, and the factor its
