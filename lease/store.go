@@ -598,7 +598,7 @@ func (s *Store) entry(c *sluice.Check, ns int64) (*entry, error) {
 		// waits for the first grant does not take it for idle.
 		ak := AuthorityKey(r.Name, c.Key)
 		if len(ak) > MaxKeyBytes {
-			return nil, fmt.Errorf("lease: key of %d bytes for rule %q, past %d: %w", len(c.Key), r.Name, MaxKeyBytes, sluice.ErrRefused)
+			return nil, fmt.Errorf("lease: key of %d bytes with rule %q's name, past %d: %w", len(ak), r.Name, MaxKeyBytes, sluice.ErrRefused)
 		}
 		e = &entry{key: ak, rule: r.Name, ckey: c.Key, used: ns}
 		e.after = s.releasing[e.key]
