@@ -40,13 +40,16 @@ type RLQS struct {
 	// DefaultRLQSMaxStreamsPerPeer.
 	MaxStreams        int
 	MaxStreamsPerPeer int
-	// MaxBuckets bounds the buckets one stream may subscribe to, and
+	// MaxBuckets bounds the buckets one stream may subscribe to,
 	// MaxTotalBuckets those of all the streams together (each holds its
-	// bucket id, up to 4 KiB): a bucket past either gets no assignment
-	// (the client's no_assignment_behavior), counted. The defaults are
-	// DefaultRLQSMaxBuckets and DefaultRLQSMaxTotalBuckets.
-	MaxBuckets      int
-	MaxTotalBuckets int
+	// bucket id, up to 4 KiB), and MaxBucketsPerPeer those of one peer's
+	// streams, so that one client cannot take every place: a bucket past
+	// any gets no assignment (the client's no_assignment_behavior),
+	// counted. The defaults are DefaultRLQSMaxBuckets,
+	// DefaultRLQSMaxTotalBuckets and DefaultRLQSMaxBucketsPerPeer.
+	MaxBuckets        int
+	MaxTotalBuckets   int
+	MaxBucketsPerPeer int
 }
 
 // Defaults of RLQS.
@@ -60,6 +63,9 @@ const (
 	// DefaultRLQSMaxTotalBuckets keeps the buckets' ids within about
 	// 256 MiB at their largest, a few MiB as Envoy names buckets.
 	DefaultRLQSMaxTotalBuckets = 1 << 16
+	// DefaultRLQSMaxBucketsPerPeer leaves a peer a sixteenth of the
+	// default MaxTotalBuckets.
+	DefaultRLQSMaxBucketsPerPeer = DefaultRLQSMaxTotalBuckets / 16
 )
 
 func (q RLQS) withDefaults() (RLQS, error) {
@@ -75,7 +81,8 @@ func (q RLQS) withDefaults() (RLQS, error) {
 		def  int
 	}{{"RLQS.MaxStreams", &q.MaxStreams, DefaultRLQSMaxStreams}, {"RLQS.MaxStreamsPerPeer", &q.MaxStreamsPerPeer, DefaultRLQSMaxStreamsPerPeer},
 		{"RLQS.MaxBuckets", &q.MaxBuckets, DefaultRLQSMaxBuckets},
-		{"RLQS.MaxTotalBuckets", &q.MaxTotalBuckets, DefaultRLQSMaxTotalBuckets}} {
+		{"RLQS.MaxTotalBuckets", &q.MaxTotalBuckets, DefaultRLQSMaxTotalBuckets},
+		{"RLQS.MaxBucketsPerPeer", &q.MaxBucketsPerPeer, DefaultRLQSMaxBucketsPerPeer}} {
 		switch {
 		case *n.v < 0 || *n.v > MaxGRPCStreams:
 			return q, settingsError("%s %d must be between 1 and %d", n.name, *n.v, MaxGRPCStreams)
@@ -110,6 +117,7 @@ func (s *Server) rlqsSettings() protocol.RLQSSettings {
 		MaxStreamsPerPeer: s.cfg.RLQS.MaxStreamsPerPeer,
 		MaxBuckets:        s.cfg.RLQS.MaxBuckets,
 		MaxTotalBuckets:   s.cfg.RLQS.MaxTotalBuckets,
+		MaxBucketsPerPeer: s.cfg.RLQS.MaxBucketsPerPeer,
 		Now:               s.cfg.Clock.Now,
 		Count:             func(result string) { buckets.WithLabelValues(result).Inc() },
 	}

@@ -602,22 +602,34 @@ func TestRLQSStreamHoldsKeyOnce(t *testing.T) {
 	t.Log(last)
 }
 
+// openStream opens an RLQS stream on conn that reports ids, and
+// returns it with the server's first response, for the bounds' tests.
+func openStream(ctx context.Context, conn grpc.ClientConnInterface, ids ...map[string]string) (rlqspb.RateLimitQuotaService_StreamRateLimitQuotasClient, *rlqspb.RateLimitQuotaResponse, error) {
+	st, err := rlqspb.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var us []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage
+	for _, id := range ids {
+		us = append(us, &rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{
+			BucketId: &rlqspb.BucketId{Bucket: id}, TimeElapsed: durationpb.New(time.Second), NumRequestsAllowed: 1})
+	}
+	if err := st.Send(&rlqspb.RateLimitQuotaUsageReports{Domain: "quota", BucketQuotaUsages: us}); err != nil {
+		return nil, nil, err
+	}
+	resp, err := st.Recv()
+	return st, resp, err
+}
+
 // One peer holds at most MaxStreamsPerPeer streams: past it a stream is
 // refused with RESOURCE_EXHAUSTED, naming the peer, and once one of its
 // streams ends it may open another.
 func TestRLQSStreamsPerPeer(t *testing.T) {
 	e := startRLQS(t, lease.NewMemoryAuthority(), RLQS{MaxStreamsPerPeer: 2})
-	cl := rlqspb.NewRateLimitQuotaServiceClient(e.conn)
-	open := func(ctx context.Context) (rlqspb.RateLimitQuotaService_StreamRateLimitQuotasClient, error) {
-		st, err := cl.StreamRateLimitQuotas(ctx)
-		if err != nil {
-			return nil, err
-		}
-		st.Send(&rlqspb.RateLimitQuotaUsageReports{Domain: "quota", BucketQuotaUsages: []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{
-			{BucketId: &rlqspb.BucketId{Bucket: map[string]string{"name": "open"}}, TimeElapsed: durationpb.New(time.Second), NumRequestsAllowed: 1}}})
-		// An assignment says the server took the stream.
-		_, err = st.Recv()
-		return st, err
+	// An assignment says the server took the stream.
+	open := func(ctx context.Context) error {
+		_, _, err := openStream(ctx, e.conn, map[string]string{"name": "open"})
+		return err
 	}
 	ctx1, end1 := context.WithCancel(t.Context())
 	defer end1()
@@ -626,17 +638,63 @@ func TestRLQSStreamsPerPeer(t *testing.T) {
 		if i == 0 {
 			ctx = ctx1
 		}
-		if _, err := open(ctx); err != nil {
+		if err := open(ctx); err != nil {
 			t.Fatalf("stream %d of 2: %v", i+1, err)
 		}
 	}
-	_, err := open(t.Context())
+	err := open(t.Context())
 	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "from 127.0.0.1") {
 		t.Fatalf("a third stream from one peer: %v, want RESOURCE_EXHAUSTED naming the peer", err)
 	}
 	end1()
 	waitFor(t, "a stream taken once one of the peer's ended", func() bool {
-		_, err := open(t.Context())
-		return err == nil
+		return open(t.Context()) == nil
 	})
+}
+
+// A client opening and closing streams in a loop holds no more of a
+// key than it may open streams at once: each stream that ends leaves its
+// share counted until its TTL, and a stream from the same peer takes its
+// place back, not a place of its own. Else the loop would fill the key's
+// holder places and lock every other client out.
+func TestRLQSStreamLoopHoldsBounded(t *testing.T) {
+	auth := lease.NewMemoryAuthority()
+	const perPeer = 3
+	e := startRLQS(t, auth, RLQS{MaxStreamsPerPeer: perPeer})
+	api := map[string]string{"name": "api"}
+	for i := range 30 {
+		waitFor(t, fmt.Sprint("stream ", i+1, " assigned"), func() bool {
+			ctx, end := context.WithCancel(t.Context())
+			defer end()
+			_, resp, err := openStream(ctx, e.conn, api)
+			if status.Code(err) == codes.ResourceExhausted {
+				return false // the peer's last streams have not ended yet
+			}
+			if err != nil || len(resp.GetBucketAction()) != 1 {
+				t.Fatalf("stream %d: %v, %v", i+1, resp, err)
+			}
+			return true
+		})
+	}
+	hs, err := auth.Holdings(t.Context(), apiKey)
+	if err != nil || len(hs) == 0 || len(hs) > perPeer {
+		t.Fatalf("after 30 streams, opened and closed one at a time from one peer: %d holders of the key (%v), want 1 to %d", len(hs), err, perPeer)
+	}
+}
+
+// One peer's streams subscribe to at most MaxBucketsPerPeer buckets in
+// all: past it a bucket gets no assignment, whichever of the peer's
+// streams asks.
+func TestRLQSBucketsPerPeer(t *testing.T) {
+	e := startRLQS(t, lease.NewMemoryAuthority(), RLQS{MaxBucketsPerPeer: 3})
+	a, b := map[string]string{"name": "api"}, map[string]string{"name": "svc", "env": "a"}
+	c, d := map[string]string{"name": "svc", "env": "b"}, map[string]string{"name": "svc", "env": "c"}
+	_, resp, err := openStream(t.Context(), e.conn, a, b)
+	if err != nil || len(resp.GetBucketAction()) != 2 {
+		t.Fatalf("a stream's 2 buckets: %v, %v", resp, err)
+	}
+	_, resp, err = openStream(t.Context(), e.conn, c, d)
+	if err != nil || len(resp.GetBucketAction()) != 1 {
+		t.Fatalf("another stream's 2 buckets from the same peer, with a place for one: %v, %v", resp, err)
+	}
 }

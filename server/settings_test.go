@@ -19,6 +19,7 @@ func TestNewErrorTypes(t *testing.T) {
 		{MaxHitsAddend: MaxCost + 1},
 		{GRPCMaxStreams: -1},
 		{RLQS: RLQS{MaxStreamsPerPeer: -1}},
+		{RLQS: RLQS{MaxBucketsPerPeer: MaxGRPCStreams + 1}},
 		{RLQS: RLQS{AbandonAfter: -time.Second}},
 		{ResponseHeaders: HeadersNone + 1},
 		{GRPCTLS: &TLS{CertFile: "missing.crt", KeyFile: "missing.key"}},

@@ -82,7 +82,7 @@ type Adapters struct {
 // New returns the adapters of svc, which must have every func set.
 func New(svc Service) *Adapters {
 	a := &Adapters{svc: svc, headerKeys: headerKeys(svc.HeaderNames)}
-	a.rlqs.streams, a.rlqs.stopping = make(map[*rlqsStream]struct{}), make(chan struct{})
+	a.rlqs.init()
 	if svc.JSONHosts != nil {
 		a.jsonHosts = hosts.Set(svc.JSONHosts)
 	}

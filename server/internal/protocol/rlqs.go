@@ -56,13 +56,14 @@ type RLQSSettings struct {
 	// MaxStreams bounds the RLQS streams open at once, and
 	// MaxStreamsPerPeer those of one peer (an IP address, an IPv6 /64),
 	// so that one client cannot take every place; MaxBuckets
-	// the buckets one stream may subscribe to, and MaxTotalBuckets those
-	// of all the streams together: a bucket past either gets no
-	// assignment.
+	// the buckets one stream may subscribe to, MaxTotalBuckets those
+	// of all the streams together, and MaxBucketsPerPeer those of one
+	// peer's streams: a bucket past any gets no assignment.
 	MaxStreams        int
 	MaxStreamsPerPeer int
 	MaxBuckets        int
 	MaxTotalBuckets   int
+	MaxBucketsPerPeer int
 	// Now is the server's clock.
 	Now func() time.Time
 	// Count counts a bucket's outcome: its subscription's (each RLQS
@@ -130,13 +131,42 @@ func (s *rlqsStream) publish() {
 
 // rlqsState is the RLQS service's state across its streams.
 type rlqsState struct {
-	mu       sync.Mutex
+	mu sync.Mutex
+	// replica is this server's part of its streams' holder ids, drawn
+	// at random, so that replicas sharing an authority hold apart.
+	replica  string
 	streams  map[*rlqsStream]struct{}
-	peers    map[string]int // the streams open by peer, for those with an IP address
-	stopping chan struct{}  // closed by StopRLQS
+	peers    map[string]*rlqsPeer // by peer address, "" for those without one
+	buckets  int                  // the buckets of all the streams
+	stopping chan struct{}        // closed by StopRLQS
 	stopped  bool
-	// buckets counts the buckets of all the streams.
-	buckets atomic.Int64
+}
+
+// rlqsPeer is what the streams of one peer hold: their slots, and
+// their buckets.
+//
+// A stream's holder id is its peer and a slot, the lowest its peer's
+// open streams leave free, not an id of its own: a stream that ends
+// leaves its shares counted until their TTL (its client enforces them
+// until then), and a client opening and closing streams in a loop
+// would leave a holder behind each time, until a key's holder places
+// were full and every other client locked out of it. With slots, a
+// peer holds at most as many places on a key as it may open streams,
+// and a client reconnecting takes its own place back. The cost: where
+// several clients share one address, a stream that ends and another's
+// that opens can share a holder for the ended one's TTL, and the
+// limit be overrun by the ended one's share for that time.
+type rlqsPeer struct {
+	slots   []bool // slots[i]: an open stream holds slot i
+	streams int
+	buckets int
+}
+
+func (q *rlqsState) init() {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails
+	q.replica = "rlqs-" + hex.EncodeToString(b[:])
+	q.streams, q.peers, q.stopping = make(map[*rlqsStream]struct{}), make(map[string]*rlqsPeer), make(chan struct{})
 }
 
 // StopRLQS ends every RLQS stream, and any that opens after: each is sent
@@ -158,45 +188,74 @@ func (a *Adapters) StopRLQS() {
 var errRLQSStopping = status.Error(codes.Unavailable, "rlqs: the server is stopping: open a stream to another replica")
 
 // join adds s to the streams, within the bounds: most in all, perPeer
-// from s's peer (none for a peer without an IP address, a Unix socket's).
+// from s's peer (none for a peer without an IP address, a Unix socket's),
+// and gives it its holder id.
 func (q *rlqsState) join(s *rlqsStream, most, perPeer int) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	p := q.peers[s.peer]
 	switch {
 	case q.stopped:
 		return errRLQSStopping
 	case len(q.streams) >= most:
 		return status.Errorf(codes.ResourceExhausted, "rlqs: %d streams are open, the most this server takes; try again later or another replica", most)
-	case s.peer != "" && perPeer > 0 && q.peers[s.peer] >= perPeer:
+	case s.peer != "" && perPeer > 0 && p != nil && p.streams >= perPeer:
 		return status.Errorf(codes.ResourceExhausted, "rlqs: %d streams are open from %s, the most one peer may hold", perPeer, s.peer)
 	}
-	q.streams[s] = struct{}{}
-	if s.peer != "" {
-		if q.peers == nil {
-			q.peers = make(map[string]int)
-		}
-		q.peers[s.peer]++
+	if p == nil {
+		p = &rlqsPeer{}
+		q.peers[s.peer] = p
 	}
+	s.slot = slices.Index(p.slots, false)
+	if s.slot < 0 {
+		s.slot = len(p.slots)
+		p.slots = append(p.slots, false)
+	}
+	p.slots[s.slot] = true
+	p.streams++
+	peer := s.peer
+	if peer == "" {
+		peer = "local"
+	}
+	s.holder = fmt.Sprintf("%s/%s/%d", q.replica, peer, s.slot)
+	q.streams[s] = struct{}{}
 	return nil
 }
 
-// addBucket counts a new bucket, if the streams hold fewer than most.
-func (q *rlqsState) addBucket(most int) bool {
-	if q.buckets.Add(1) > int64(most) {
-		q.buckets.Add(-1)
+// addBucket counts a new bucket of s, if the streams hold fewer than
+// most and s's peer fewer than perPeer (any number for a peer without an
+// address, or for perPeer 0).
+func (q *rlqsState) addBucket(s *rlqsStream, most, perPeer int) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	p := q.peers[s.peer]
+	if q.buckets >= most || s.peer != "" && perPeer > 0 && p.buckets >= perPeer {
 		return false
 	}
+	q.buckets++
+	p.buckets++
 	return true
+}
+
+// dropBuckets uncounts n buckets of s.
+func (q *rlqsState) dropBuckets(s *rlqsStream, n int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.buckets -= n
+	q.peers[s.peer].buckets -= n
 }
 
 func (q *rlqsState) leave(s *rlqsStream) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.streams, s)
-	if s.peer != "" {
-		if q.peers[s.peer]--; q.peers[s.peer] <= 0 {
-			delete(q.peers, s.peer)
-		}
+	p := q.peers[s.peer]
+	p.slots[s.slot] = false
+	for len(p.slots) > 0 && !p.slots[len(p.slots)-1] {
+		p.slots = p.slots[:len(p.slots)-1]
+	}
+	if p.streams--; p.streams == 0 {
+		delete(q.peers, s.peer)
 	}
 }
 
@@ -208,8 +267,9 @@ func (q *rlqsState) leave(s *rlqsStream) {
 type rlqsStream struct {
 	a       *Adapters
 	set     *RLQSSettings
-	holder  string // the stream's id
+	holder  string // the stream's id (rlqsPeer)
 	peer    string // its peer's address (grpclimit.PeerIP), "" for none
+	slot    int    // its slot among its peer's streams
 	domain  string
 	buckets map[string]*rlqsBucket // by canonical bucket id
 	keys    map[string]*rlqsKey    // by the authority's key
@@ -257,7 +317,7 @@ func (r rlqsService) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_S
 // malformed report ends the stream with INVALID_ARGUMENT.
 func (a *Adapters) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
 	set := &a.svc.RLQS
-	s := newRLQSStream(a, set, newHolder())
+	s := newRLQSStream(a, set)
 	// A peer without an IP address (a Unix socket) has no per-peer
 	// bound: it is local.
 	s.peer, _ = grpclimit.PeerIP()(stream.Context(), "")
@@ -338,16 +398,9 @@ func (a *Adapters) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_Str
 	}
 }
 
-func newRLQSStream(a *Adapters, set *RLQSSettings, holder string) *rlqsStream {
-	return &rlqsStream{a: a, set: set, holder: holder, buckets: make(map[string]*rlqsBucket), keys: make(map[string]*rlqsKey)}
-}
-
-// newHolder is a stream's holder id: RLQS carries no identity of its
-// client, so each stream is a holder of its own.
-func newHolder() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // never fails
-	return "rlqs-" + hex.EncodeToString(b[:])
+// newRLQSStream is a stream of a, whose holder id join gives.
+func newRLQSStream(a *Adapters, set *RLQSSettings) *rlqsStream {
+	return &rlqsStream{a: a, set: set, buckets: make(map[string]*rlqsBucket), keys: make(map[string]*rlqsKey)}
 }
 
 // report takes a client's usage report: it subscribes the stream to new
@@ -386,7 +439,7 @@ func (s *rlqsStream) report(ctx context.Context, m *rlqspb.RateLimitQuotaUsageRe
 			}
 			continue
 		}
-		if len(s.buckets) >= s.set.MaxBuckets || !s.a.rlqs.addBucket(s.set.MaxTotalBuckets) {
+		if len(s.buckets) >= s.set.MaxBuckets || !s.a.rlqs.addBucket(s, s.set.MaxTotalBuckets, s.set.MaxBucketsPerPeer) {
 			s.set.Count(RLQSRefused)
 			continue
 		}
@@ -640,7 +693,7 @@ func (s *rlqsStream) due(ctx context.Context, now time.Time) []*rlqspb.RateLimit
 				s.detach(ctx, b, k)
 			}
 			delete(s.buckets, id)
-			s.a.rlqs.buckets.Add(-1)
+			s.a.rlqs.dropBuckets(s, 1)
 			actions = append(actions, &rlqspb.RateLimitQuotaResponse_BucketAction{
 				BucketId: b.id,
 				BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction_{
@@ -719,10 +772,8 @@ func (s *rlqsStream) drop(ctx context.Context, giveBack bool) {
 		s.release(ctx, slices.Collect(maps.Keys(s.keys)))
 	}
 	clear(s.keys)
-	for id := range s.buckets {
-		delete(s.buckets, id)
-		s.a.rlqs.buckets.Add(-1)
-	}
+	s.a.rlqs.dropBuckets(s, len(s.buckets))
+	clear(s.buckets)
 }
 
 // release gives back the stream's shares of keys, with a context of its

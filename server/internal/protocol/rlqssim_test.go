@@ -106,8 +106,11 @@ func simulate(t testing.TB, n int) simResult {
 	for i := range sims {
 		sims[i] = &sim{
 			c:       rlqstest.New(rlqstest.Config{Domain: "sim", Bucket: func(any) (map[string]string, *quotapb.RateLimitQuotaBucketSettings) { return api, settings }}),
-			s:       newRLQSStream(a, &a.svc.RLQS, fmt.Sprint("sim-", i)),
+			s:       newRLQSStream(a, &a.svc.RLQS),
 			weights: [2]float64{float64(i + 1), float64(n - i)},
+		}
+		if err := a.rlqs.join(sims[i].s, n, 0); err != nil {
+			t.Fatal(err)
 		}
 		sums[0] += sims[i].weights[0]
 		sums[1] += sims[i].weights[1]
