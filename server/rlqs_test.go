@@ -658,7 +658,11 @@ func TestRLQSStreamsPerPeer(t *testing.T) {
 // place back, not a place of its own. Else the loop would fill the key's
 // holder places and lock every other client out.
 func TestRLQSStreamLoopHoldsBounded(t *testing.T) {
-	auth := lease.NewMemoryAuthority()
+	t.Run("memory", func(t *testing.T) { testStreamLoop(t, lease.NewMemoryAuthority()) })
+	t.Run("redis", func(t *testing.T) { testStreamLoop(t, newRedisStore(t).Authority()) })
+}
+
+func testStreamLoop(t *testing.T, auth lease.Authority) {
 	const perPeer = 3
 	e := startRLQS(t, auth, RLQS{MaxStreamsPerPeer: perPeer})
 	api := map[string]string{"name": "api"}
