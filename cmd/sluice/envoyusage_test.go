@@ -84,18 +84,17 @@ func TestEnvoyRunUsage(t *testing.T) {
 			root := t.TempDir()
 			current := filepath.Join(root, "current")
 			swapSymlink(t, writeRuntime(t, root, "v1", map[string]string{"llm.yaml": envoyLLM}), current)
-			port, grpcPort := freePort(t), freePort(t)
 			env := []string{
 				"RUNTIME_ROOT=" + current, "RUNTIME_SUBDIRECTORY=ratelimit",
-				"HOST=127.0.0.1", "PORT=" + port, "GRPC_HOST=127.0.0.1", "GRPC_PORT=" + grpcPort,
-				"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + freePort(t), "USE_STATSD=false",
+				"HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0",
+				"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0", "USE_STATSD=false",
 				"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + testredis.Start(t),
 			}
 			if tt.stop != "" {
 				env = append(env, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT="+tt.stop)
 			}
 			c := startChild(t, env)
-			conn, err := grpc.NewClient("127.0.0.1:"+grpcPort, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			conn, err := grpc.NewClient(grpcAddr(c), grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,7 +116,7 @@ func TestEnvoyRunUsage(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r, err := http.Post("http://127.0.0.1:"+port+"/json", "application/json", strings.NewReader(string(body)))
+				r, err := http.Post("http://"+httpAddr(c)+"/json", "application/json", strings.NewReader(string(body)))
 				if err != nil {
 					t.Fatal(err)
 				}

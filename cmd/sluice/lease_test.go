@@ -63,6 +63,7 @@ func leaseServers(t *testing.T, n int, args ...string) []*child {
 
 func httpAddr(c *child) string  { return strings.Fields(c.banner["http"])[0] }
 func adminAddr(c *child) string { return strings.Fields(c.banner["admin"])[0] }
+func grpcAddr(c *child) string  { return strings.Fields(c.banner["grpc"])[0] }
 
 // postShop posts one request for user to c and returns its status.
 func postShop(t *testing.T, client *http.Client, c *child, user string) int {

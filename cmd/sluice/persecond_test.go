@@ -40,11 +40,10 @@ func TestEnvoyRunPerSecond(t *testing.T) {
 	root := t.TempDir()
 	current := filepath.Join(root, "current")
 	swapSymlink(t, writeRuntime(t, root, "v1", map[string]string{"config.yaml": perSecondYAML}), current)
-	grpcPort := freePort(t)
 	c := startChild(t, []string{
 		"RUNTIME_ROOT=" + current, "RUNTIME_SUBDIRECTORY=ratelimit",
-		"HOST=127.0.0.1", "PORT=" + freePort(t), "GRPC_HOST=127.0.0.1", "GRPC_PORT=" + grpcPort,
-		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + freePort(t), "USE_STATSD=false",
+		"HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0",
+		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0", "USE_STATSD=false",
 		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + mainAddr,
 		"REDIS_PERSECOND=true", "REDIS_PERSECOND_SOCKET_TYPE=tcp", "REDIS_PERSECOND_URL=" + secondAddr,
 		// all or nothing: the hourly limit is given back when the
@@ -55,7 +54,7 @@ func TestEnvoyRunPerSecond(t *testing.T) {
 	if want := "redis redis://" + mainAddr + ", per second redis redis://" + secondAddr; c.banner["store"] != want {
 		t.Errorf("banner store %q, want %q", c.banner["store"], want)
 	}
-	conn, err := grpc.NewClient("127.0.0.1:"+grpcPort, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(grpcAddr(c), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,14 +76,13 @@ func TestEnvoyRunRedisTimeout(t *testing.T) {
 		{"per second, REDIS_PERSECOND_TIMEOUT=1m", []string{"REDIS_URL=" + up, "REDIS_PERSECOND=true", "REDIS_PERSECOND_SOCKET_TYPE=tcp", "REDIS_PERSECOND_URL=" + stuck, "REDIS_PERSECOND_TIMEOUT=1m"}, "user", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			grpcPort := freePort(t)
 			c := startChild(t, append([]string{
 				"RUNTIME_ROOT=" + current, "RUNTIME_SUBDIRECTORY=ratelimit",
-				"HOST=127.0.0.1", "PORT=" + freePort(t), "GRPC_HOST=127.0.0.1", "GRPC_PORT=" + grpcPort,
-				"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + freePort(t), "USE_STATSD=false",
+				"HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0",
+				"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0", "USE_STATSD=false",
 				"REDIS_SOCKET_TYPE=tcp",
 			}, tt.env...))
-			conn, err := grpc.NewClient("127.0.0.1:"+grpcPort, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			conn, err := grpc.NewClient(grpcAddr(c), grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -168,11 +168,10 @@ func TestTracingEnvoyRun(t *testing.T) {
 	go hs.Serve(l)
 	t.Cleanup(func() { hs.Close() })
 
-	grpcPort := freePort(t)
 	c := startChild(t, []string{
 		"RUNTIME_ROOT=" + current, "RUNTIME_SUBDIRECTORY=ratelimit",
-		"HOST=127.0.0.1", "PORT=" + freePort(t), "GRPC_HOST=127.0.0.1", "GRPC_PORT=" + grpcPort,
-		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + freePort(t), "USE_STATSD=false",
+		"HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0",
+		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0", "USE_STATSD=false",
 		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + redisAddr,
 		"TRACING_ENABLED=true", "TRACING_SERVICE_NAME=envoy-ratelimit",
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + l.Addr().String(),
@@ -180,7 +179,7 @@ func TestTracingEnvoyRun(t *testing.T) {
 	if !strings.Contains(c.banner["tracing"], "OTLP over http to http://"+l.Addr().String()+"/v1/traces") {
 		t.Errorf("banner: %v", c.banner)
 	}
-	conn, err := grpc.NewClient("127.0.0.1:"+grpcPort, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(grpcAddr(c), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
