@@ -664,7 +664,13 @@ func TestRLQSStreamLoopHoldsBounded(t *testing.T) {
 
 func testStreamLoop(t *testing.T, auth lease.Authority) {
 	const perPeer = 3
-	e := startRLQS(t, auth, RLQS{MaxStreamsPerPeer: perPeer})
+	// Shares live an hour: every stream's would still be counted.
+	yaml := strings.Replace(rlqsYAML, "rate_limit: {unit: second, requests_per_unit: 10000}",
+		"rate_limit: {unit: second, requests_per_unit: 10000, lease: {renew: 100ms, ttl: 1h}}", 1)
+	e := start(t, Settings{
+		Paths: []string{writeFile(t, t.TempDir(), "quota.yaml", yaml)},
+		Clock: sluice.SystemClock, Authority: auth, RLQS: RLQS{MaxStreamsPerPeer: perPeer}, ShutdownTimeout: 30 * time.Second,
+	})
 	api := map[string]string{"name": "api"}
 	for i := range 30 {
 		waitFor(t, fmt.Sprint("stream ", i+1, " assigned"), func() bool {
@@ -688,12 +694,15 @@ func testStreamLoop(t *testing.T, auth lease.Authority) {
 
 // One peer's streams subscribe to at most MaxBucketsPerPeer buckets in
 // all: past it a bucket gets no assignment, whichever of the peer's
-// streams asks.
+// streams asks, and counted refused; a stream that ends gives its places
+// back.
 func TestRLQSBucketsPerPeer(t *testing.T) {
 	e := startRLQS(t, lease.NewMemoryAuthority(), RLQS{MaxBucketsPerPeer: 3})
 	a, b := map[string]string{"name": "api"}, map[string]string{"name": "svc", "env": "a"}
 	c, d := map[string]string{"name": "svc", "env": "b"}, map[string]string{"name": "svc", "env": "c"}
-	_, resp, err := openStream(t.Context(), e.conn, a, b)
+	ctx1, end1 := context.WithCancel(t.Context())
+	defer end1()
+	_, resp, err := openStream(ctx1, e.conn, a, b)
 	if err != nil || len(resp.GetBucketAction()) != 2 {
 		t.Fatalf("a stream's 2 buckets: %v, %v", resp, err)
 	}
@@ -701,4 +710,15 @@ func TestRLQSBucketsPerPeer(t *testing.T) {
 	if err != nil || len(resp.GetBucketAction()) != 1 {
 		t.Fatalf("another stream's 2 buckets from the same peer, with a place for one: %v, %v", resp, err)
 	}
+	if got := counter(t, e.srv, "sluice_rlqs_buckets_total", "result", "refused"); got != 1 {
+		t.Errorf("refused %v, want 1", got)
+	}
+	end1()
+	waitFor(t, "the first stream's places given back", func() bool {
+		_, resp, err := openStream(t.Context(), e.conn, a, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(resp.GetBucketAction()) == 2
+	})
 }

@@ -2,7 +2,9 @@ package protocol
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -133,8 +135,11 @@ func (s *rlqsStream) publish() {
 type rlqsState struct {
 	mu sync.Mutex
 	// replica is this server's part of its streams' holder ids, drawn
-	// at random, so that replicas sharing an authority hold apart.
+	// at random, so that replicas sharing an authority hold apart; salt
+	// keys the hash that stands for a peer's address in them, so that no
+	// address is written to the authority or shown in the console.
 	replica  string
+	salt     []byte
 	streams  map[*rlqsStream]struct{}
 	peers    map[string]*rlqsPeer // by peer address, "" for those without one
 	buckets  int                  // the buckets of all the streams
@@ -145,18 +150,20 @@ type rlqsState struct {
 // rlqsPeer is what the streams of one peer hold: their slots, and
 // their buckets.
 //
-// A stream's holder id is its peer and a slot, the lowest its peer's
-// open streams leave free, not an id of its own: a stream that ends
+// A stream's holder id is the replica, its peer and a slot, the lowest
+// its peer's open streams leave free, not an id of its own: a stream that ends
 // leaves its shares counted until their TTL (its client enforces them
 // until then), and a client opening and closing streams in a loop
 // would leave a holder behind each time, until a key's holder places
 // were full and every other client locked out of it. With slots, a
-// peer holds at most as many places on a key as it may open streams,
-// and a client reconnecting takes its own place back. The cost: where
-// several clients share one address, a stream that ends and another's
-// that opens can share a holder for the ended one's TTL, and the
-// limit be overrun by the ended one's share for that time.
+// peer holds at most as many places on a key as it may open streams on
+// each replica, and a client reconnecting takes its own place back. The
+// cost: where several clients share one address (or a Unix socket), a
+// stream that ends and another's that opens can share a holder for the
+// ended one's TTL, and the limit be overrun by the ended one's share for
+// that time.
 type rlqsPeer struct {
+	id      string // its part of the holder ids
 	slots   []bool // slots[i]: an open stream holds slot i
 	streams int
 	buckets int
@@ -166,6 +173,8 @@ func (q *rlqsState) init() {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails
 	q.replica = "rlqs-" + hex.EncodeToString(b[:])
+	q.salt = make([]byte, 32)
+	_, _ = rand.Read(q.salt)
 	q.streams, q.peers, q.stopping = make(map[*rlqsStream]struct{}), make(map[string]*rlqsPeer), make(chan struct{})
 }
 
@@ -203,7 +212,9 @@ func (q *rlqsState) join(s *rlqsStream, most, perPeer int) error {
 		return status.Errorf(codes.ResourceExhausted, "rlqs: %d streams are open from %s, the most one peer may hold", perPeer, s.peer)
 	}
 	if p == nil {
-		p = &rlqsPeer{}
+		h := hmac.New(sha256.New, q.salt)
+		h.Write([]byte(s.peer))
+		p = &rlqsPeer{id: hex.EncodeToString(h.Sum(nil)[:8])}
 		q.peers[s.peer] = p
 	}
 	s.slot = slices.Index(p.slots, false)
@@ -213,11 +224,7 @@ func (q *rlqsState) join(s *rlqsStream, most, perPeer int) error {
 	}
 	p.slots[s.slot] = true
 	p.streams++
-	peer := s.peer
-	if peer == "" {
-		peer = "local"
-	}
-	s.holder = fmt.Sprintf("%s/%s/%d", q.replica, peer, s.slot)
+	s.holder = fmt.Sprintf("%s/%s/%d", q.replica, p.id, s.slot)
 	q.streams[s] = struct{}{}
 	return nil
 }
