@@ -5,9 +5,11 @@
 package testredis
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -29,13 +31,33 @@ func StartWith(t testing.TB, extra ...string) (addr string) {
 	return start(t, extra...)
 }
 
-// start starts redis-server with extra arguments.
+// start starts redis-server with extra arguments. A port found free may
+// be taken by another process before redis-server binds it: redis-server
+// then exits, and is started again on another port.
 func start(t testing.TB, extra ...string) (addr string) {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Skip("redis-server is not installed (Debian: apt-get install redis-server; scripts/test installs it): skipping")
 	}
+	const tries = 5
+	for try := 1; ; try++ {
+		addr, out := startOnce(t, bin, extra)
+		if addr != "" {
+			return addr
+		}
+		if try == tries || !strings.Contains(out, "Address already in use") {
+			t.Fatalf("redis-server exited before it was ready (try %d of %d):\n%s", try, tries, out)
+		}
+	}
+}
+
+// startOnce starts redis-server on a port found free and returns its
+// address once it says it is ready, which it says only of its own
+// listener (a process that took the port would answer a dial); or "" and
+// its output when it exits first.
+func startOnce(t testing.TB, bin string, extra []string) (addr, out string) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -44,26 +66,48 @@ func start(t testing.TB, extra ...string) (addr string) {
 	l.Close()
 	addr = fmt.Sprintf("127.0.0.1:%d", port)
 	args := append([]string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, extra...)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(bin, args...)
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = w, w
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		r.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			return addr
+	ready, exited := make(chan struct{}), make(chan struct{})
+	var log strings.Builder // read once exited
+	go func() {
+		defer close(exited)
+		defer r.Close()
+		said := false // the rest is only drained
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			if !said {
+				log.WriteString(sc.Text() + "\n")
+				if strings.Contains(sc.Text(), "Ready to accept connections") {
+					said = true
+					close(ready)
+				}
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server does not listen on %s after 60s: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond) // redis starts on its own time
+	}()
+	select {
+	case <-ready:
+		return addr, ""
+	case <-exited:
+		return "", log.String()
+	case <-time.After(60 * time.Second):
+		t.Fatalf("redis-server on %s not ready after 60s", addr)
 	}
+	return "", ""
 }
 
 // StartCluster starts three redis-servers as a Redis Cluster of three

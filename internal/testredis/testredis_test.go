@@ -1,0 +1,27 @@
+package testredis
+
+import (
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// A redis-server that exits before it is ready is reported with its
+// output, not waited for; one that starts is dialed at the address given.
+func TestStartOnce(t *testing.T) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server is not installed")
+	}
+	addr, out := startOnce(t, bin, []string{"--port", "not-a-port"})
+	if addr != "" || !strings.Contains(out, "port") {
+		t.Fatalf("a bad port: address %q, output %q; want none, and redis-server's complaint", addr, out)
+	}
+	addr = Start(t)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+}
