@@ -164,9 +164,19 @@ type rlqsState struct {
 // that time.
 type rlqsPeer struct {
 	id      string // its part of the holder ids
-	slots   []bool // slots[i]: an open stream holds slot i
-	streams int
+	slots   []bool // slots[i]: an open stream holds slot i; the last is held
 	buckets int
+}
+
+// streams counts the peer's open streams.
+func (p *rlqsPeer) streams() int {
+	n := 0
+	for _, held := range p.slots {
+		if held {
+			n++
+		}
+	}
+	return n
 }
 
 func (q *rlqsState) init() {
@@ -208,7 +218,7 @@ func (q *rlqsState) join(s *rlqsStream, most, perPeer int) error {
 		return errRLQSStopping
 	case len(q.streams) >= most:
 		return status.Errorf(codes.ResourceExhausted, "rlqs: %d streams are open, the most this server takes; try again later or another replica", most)
-	case s.peer != "" && perPeer > 0 && p != nil && p.streams >= perPeer:
+	case s.peer != "" && perPeer > 0 && p != nil && p.streams() >= perPeer:
 		return status.Errorf(codes.ResourceExhausted, "rlqs: %d streams are open from %s, the most one peer may hold", perPeer, s.peer)
 	}
 	if p == nil {
@@ -223,7 +233,6 @@ func (q *rlqsState) join(s *rlqsStream, most, perPeer int) error {
 		p.slots = append(p.slots, false)
 	}
 	p.slots[s.slot] = true
-	p.streams++
 	s.holder = fmt.Sprintf("%s/%s/%d", q.replica, p.id, s.slot)
 	q.streams[s] = struct{}{}
 	return nil
@@ -261,7 +270,7 @@ func (q *rlqsState) leave(s *rlqsStream) {
 	for len(p.slots) > 0 && !p.slots[len(p.slots)-1] {
 		p.slots = p.slots[:len(p.slots)-1]
 	}
-	if p.streams--; p.streams == 0 {
+	if len(p.slots) == 0 {
 		delete(q.peers, s.peer)
 	}
 }
