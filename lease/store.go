@@ -29,6 +29,11 @@ var ErrExpired = errors.New("lease: lease expired")
 // ErrClosed is returned by a Store used after Close.
 var ErrClosed = errors.New("lease: store closed")
 
+// ErrTimeout is wrapped by the Store's error for a leased check whose
+// key's first grant did not come within the Store's timeout (WithTimeout).
+// A Limiter decides it by the rule's failure mode.
+var ErrTimeout = fmt.Errorf("lease: no grant in time: %w", context.DeadlineExceeded)
+
 // Store is a sluice.Store that decides the checks of leased rules
 // (Rule.Lease.Enabled) locally, on shares leased from an Authority, and
 // hands the others to an exact store. It is safe for concurrent use.
@@ -45,9 +50,9 @@ var ErrClosed = errors.New("lease: store closed")
 // the authority is a Batcher (Redis's is), a routine renewal waits a few
 // milliseconds for others, and one call renews them all: the shared
 // store runs one script for many keys. A key with no live lease has its
-// first request wait for a grant, bounded by ctx; at most half of
-// WithMaxRenewals such requests wait at once, so that a flood of new keys
-// leaves the live leases room to renew. Past that, a request is shed
+// first request wait for a grant, bounded by ctx and WithTimeout; at
+// most half of WithMaxRenewals such requests wait at once, so that a
+// flood of new keys leaves the live leases room to renew. Past that, a request is shed
 // (sluice.ErrShed), and with the authority failing it gets the
 // authority's error, so that the Limiter applies the rule's failure
 // mode. A key whose renewals fail keeps deciding on its lease until the
@@ -57,6 +62,7 @@ type Store struct {
 	auth    Authority
 	id      string
 	maxKeys int
+	timeout time.Duration // a request's wait for a first grant; 0: its context's
 	slots   chan struct{} // one token per call to the authority in flight
 	firsts  chan struct{} // one token per grant in flight for a key with no live lease
 	batcher Batcher       // the authority, if it renews keys together
@@ -102,7 +108,8 @@ type entry struct {
 	after   chan struct{} // closed when the release of the key's previous entry is done
 }
 
-// Option configures a Store: WithHolder, WithMaxKeys, WithMaxRenewals.
+// Option configures a Store: WithHolder, WithMaxKeys, WithMaxRenewals,
+// WithTimeout.
 type Option func(*Store) error
 
 // WithHolder sets the id the Store holds its leases under, which must be
@@ -142,6 +149,29 @@ func WithMaxRenewals(n int) Option {
 	}
 }
 
+// WithTimeout bounds how long a request waits for its key's first grant,
+// when its context would let it wait longer: past d it errs (ErrTimeout),
+// and its rules' failure modes decide it, while the grant is still sought
+// for the key's next request. Without the bound a request could wait for
+// as long as the call to the authority may take, which is a lease's TTL.
+// The default is the authority's own timeout, when it has a Timeout
+// method (the Redis store's, see redis.WithTimeout), else none: the
+// memory authority answers as soon as it is scheduled. 0 leaves the wait
+// to the request's context.
+func WithTimeout(d time.Duration) Option {
+	return func(s *Store) error {
+		if d < 0 {
+			return fmt.Errorf("lease: timeout %v must not be negative", d)
+		}
+		s.timeout = d
+		return nil
+	}
+}
+
+// timeouter is an authority that bounds its calls by a timeout of its
+// own, which a Store takes as its default.
+type timeouter interface{ Timeout() time.Duration }
+
 // New returns a Store deciding leased rules on shares from a and the
 // others in exact. Close it to give its leases back.
 func New(exact sluice.Store, a Authority, opts ...Option) (*Store, error) {
@@ -150,6 +180,9 @@ func New(exact sluice.Store, a Authority, opts ...Option) (*Store, error) {
 	}
 	s := &Store{exact: exact, auth: a, maxKeys: 10_000, slots: make(chan struct{}, 64), firsts: make(chan struct{}, 32),
 		keys: make(map[entryKey]*entry), releasing: make(map[string]chan struct{})}
+	if t, ok := a.(timeouter); ok {
+		s.timeout = t.Timeout()
+	}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err
@@ -290,11 +323,20 @@ func (s *Store) ensure(ctx context.Context, e *entry, ns int64) error {
 	}
 	done := e.done
 	e.mu.Unlock()
+	var late <-chan time.Time
+	if s.timeout > 0 {
+		t := time.NewTimer(s.timeout)
+		defer t.Stop()
+		late = t.C
+	}
 	select {
 	case <-done:
 	case <-ctx.Done():
 		e.mu.Lock()
 		return ctx.Err()
+	case <-late:
+		e.mu.Lock()
+		return fmt.Errorf("lease: grant of %q: %w (%v)", e.key, ErrTimeout, s.timeout)
 	}
 	e.mu.Lock()
 	s.settle(e, ns)

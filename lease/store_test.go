@@ -334,7 +334,7 @@ func TestStoreOptions(t *testing.T) {
 	}
 	defer exact.Close()
 	a := lease.NewMemoryAuthority()
-	for _, o := range []lease.Option{lease.WithHolder(""), lease.WithMaxKeys(0), lease.WithMaxRenewals(-1)} {
+	for _, o := range []lease.Option{lease.WithHolder(""), lease.WithMaxKeys(0), lease.WithMaxRenewals(-1), lease.WithTimeout(-time.Second)} {
 		if _, err := lease.New(exact, a, o); err == nil {
 			t.Errorf("a bad option was taken")
 		}
@@ -980,4 +980,58 @@ func TestStoreBatchedRenewals(t *testing.T) {
 			t.Errorf("key %s after its batched renewal: %+v", h.Key, h)
 		}
 	}
+}
+
+// TestStoreFirstGrantTimeout: a request waiting for its key's first grant
+// from an authority that does not answer gives up after WithTimeout, though
+// its context has no deadline and the lease's TTL is an hour, and a
+// Limiter decides it by the rule's failure mode; the grant is still sought,
+// and the key's next request, once it came, is decided on it.
+func TestStoreFirstGrantTimeout(t *testing.T) {
+	g := newGated()
+	g.slow["r:k"] = true
+	s := newStore(t, g, lease.WithTimeout(20*time.Millisecond))
+	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(100),
+		Failure: sluice.FailOpen, Lease: sluice.Lease{Enabled: true, TTL: time.Hour}})
+	c := sluice.Check{Rule: p, Key: "k"}
+	errc := make(chan error, 1)
+	go func() { errc <- s.Take(context.Background(), start, []sluice.Check{c}, make([]sluice.Decision, 1)) }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, lease.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a first grant the authority holds: %v, want ErrTimeout", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a request waiting for a first grant the authority holds did not give up in 20s")
+	}
+	lim, err := sluice.NewLimiter(s, sluice.WithClock(fixedClock(start)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := lim.Take(context.Background(), []sluice.Check{c}, nil)
+	if err != nil || !res.Allowed || !errors.Is(res.Err, lease.ErrTimeout) {
+		t.Fatalf("through a Limiter, failing open: %+v, %v", res, err)
+	}
+	if n := g.renewals("r:k"); n != 1 {
+		t.Errorf("%d renewals of the key, want the one still in flight", n)
+	}
+	close(g.slowGate)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out := make([]sluice.Decision, 1)
+		err := s.Take(context.Background(), start.Add(time.Second), []sluice.Check{c}, out)
+		if err == nil {
+			if !out[0].Allowed {
+				t.Errorf("on the grant, a second on: %+v", out[0])
+			}
+			break
+		}
+		if !errors.Is(err, lease.ErrTimeout) || time.Now().After(deadline) {
+			t.Fatalf("once the authority answered: %v", err)
+		}
+	}
+	if n := g.renewals("r:k"); n != 1 {
+		t.Errorf("%d renewals of the key, want the one that timed out its waiter", n)
+	}
+	close(g.gate) // for Close's release
 }

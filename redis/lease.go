@@ -80,6 +80,10 @@ var _ lease.Batcher = (*Authority)(nil)
 // the holder on its lease until it expires.
 func (s *Store) Authority() *Authority { return &Authority{s: s} }
 
+// Timeout is the store's timeout (WithTimeout), which a lease.Store
+// takes as the bound of a request's wait for a key's first grant.
+func (a *Authority) Timeout() time.Duration { return a.s.timeout }
+
 // Renew reports r's demand and returns r.Holder's share of r.Key, good for
 // r.TTL from when it reached Redis (see lease.Authority). r.Now is not
 // read. It errs, changing nothing, for a request lease.CheckRequest

@@ -848,6 +848,22 @@ func TestLeaseStoreRedisStopped(t *testing.T) {
 		t.Fatalf("Take past the lease's expiry with Redis stopped = %v after %v, want an error within %v", err, el, timeout)
 	}
 	t.Logf("past the expiry: %v", err)
+	// A new key's first request, with no deadline of its own, waits for
+	// its grant the store's timeout, not its lease's TTL of an hour.
+	hour := prep(sluice.Rule{Name: "h", Algorithm: sluice.AlgoFixedWindow, Limit: sluice.PerSecond(1000),
+		Lease: sluice.Lease{Enabled: true, TTL: time.Hour}})
+	errc := make(chan error, 1)
+	go func() {
+		errc <- ls.Take(context.Background(), time.Now(), []sluice.Check{{Rule: hour, Key: "new"}}, make([]sluice.Decision, 1))
+	}()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, lease.ErrTimeout) {
+			t.Fatalf("a new key's first request with Redis stopped: %v, want lease.ErrTimeout", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a new key's first request with Redis stopped did not give up in 20s")
+	}
 	resume()
 	allowedBy("after the resume")
 }
