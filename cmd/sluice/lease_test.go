@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -41,9 +40,6 @@ descriptors:
 // leaseYAML, and returns their HTTP addresses and the redis-server.
 func leaseReplicas(t *testing.T, n int) ([]*child, *redisProc) {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server is not installed: skipping")
-	}
 	rp := startRedisProc(t, "redis-server")
 	return leaseServers(t, n, "-redis", "redis://"+rp.addr), rp
 }

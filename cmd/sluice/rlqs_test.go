@@ -79,16 +79,6 @@ func TestRLQSReplicaKilled(t *testing.T) {
 	})
 }
 
-// rlqsRedis is a redis-server of the test's own, the test skipped
-// without one.
-func rlqsRedis(t *testing.T) *redisProc {
-	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server is not installed: skipping")
-	}
-	return startRedisProc(t, "redis-server")
-}
-
 // sharedYAML is one bucket's limit, which replicas on one Redis share.
 const sharedYAML = `domain: quota
 descriptors:
@@ -102,7 +92,7 @@ descriptors:
 // all, one three times the other, is assigned its proportional part of
 // the one limit (within a quarter), not each the whole of it.
 func TestRLQSSharedRedis(t *testing.T) {
-	rp := rlqsRedis(t)
+	rp := startRedisProc(t, "redis-server")
 	cfg := writeConfig(t, sharedYAML)
 	api := map[string]string{"name": "api"}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -152,7 +142,7 @@ func TestRLQSSharedRedis(t *testing.T) {
 // stream's assignment runs to its TTL and expires; when Redis answers
 // again, the stream is assigned again.
 func TestRLQSRedisStopped(t *testing.T) {
-	rp := rlqsRedis(t)
+	rp := startRedisProc(t, "redis-server")
 	_, banner := serveProcess(t, "-config", writeConfig(t, rlqsServeYAML), "-redis", "redis://"+rp.addr)
 	cc, err := grpc.NewClient(banner["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -203,7 +193,7 @@ func TestRLQSRedisStopped(t *testing.T) {
 // what the dead stream's share leaves (the authority counts it until its
 // TTL), and the whole limit once it has lapsed.
 func TestRLQSReplicaKilledSharedRedis(t *testing.T) {
-	rp := rlqsRedis(t)
+	rp := startRedisProc(t, "redis-server")
 	cfg := writeConfig(t, sharedYAML)
 	var conns []grpc.ClientConnInterface
 	var procs []*exec.Cmd

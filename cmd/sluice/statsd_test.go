@@ -73,13 +73,12 @@ func TestServeEnvoyStatsd(t *testing.T) {
 // statistics at PROMETHEUS_ADDR and PROMETHEUS_PATH under the names its
 // default mapper gives them, beside sluice's own series.
 func TestServeEnvoyPrometheus(t *testing.T) {
-	promAddr := "127.0.0.1:" + freePort(t)
-	withEnv(t, "USE_STATSD", "false", "USE_PROMETHEUS", "true", "PROMETHEUS_ADDR", promAddr, "PROMETHEUS_PATH", "/prom",
+	withEnv(t, "USE_STATSD", "false", "USE_PROMETHEUS", "true", "PROMETHEUS_ADDR", "127.0.0.1:0", "PROMETHEUS_PATH", "/prom",
 		"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "true")
 	s := startServe(t, "-config", writeConfig(t, statsdServeYAML), "-redis", "")
 
 	shopRequests(t, s.addr("grpc"), 3)
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+promAddr+"/prom", nil)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+s.addr("metrics")+"/prom", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +190,6 @@ func TestServeDogStatsdMogrifiers(t *testing.T) {
 // Under USE_PROMETHEUS, PROMETHEUS_MAPPER_YAML's statsd_exporter mapping
 // names envoyproxy/ratelimit's series in place of the default mapper's.
 func TestServeEnvoyPrometheusMapper(t *testing.T) {
-	promAddr := "127.0.0.1:" + freePort(t)
 	mapping := filepath.Join(t.TempDir(), "mapper.yaml")
 	if err := os.WriteFile(mapping, []byte(`mappings:
   - match: "ratelimit.service.rate_limit.*.*.*"
@@ -201,10 +199,10 @@ func TestServeEnvoyPrometheusMapper(t *testing.T) {
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	withEnv(t, "USE_STATSD", "false", "USE_PROMETHEUS", "true", "PROMETHEUS_ADDR", promAddr, "PROMETHEUS_MAPPER_YAML", mapping)
+	withEnv(t, "USE_STATSD", "false", "USE_PROMETHEUS", "true", "PROMETHEUS_ADDR", "127.0.0.1:0", "PROMETHEUS_MAPPER_YAML", mapping)
 	s := startServe(t, "-config", writeConfig(t, statsdServeYAML), "-redis", "")
 	shopRequests(t, s.addr("grpc"), 3)
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+promAddr+"/metrics", nil)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+s.addr("metrics")+"/metrics", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"math/big"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -127,9 +126,6 @@ type tlsRedis struct{ addr, ca, cert, key string }
 // redis-server's extra arguments.
 func startTLSRedis(t *testing.T, serverName string, extra ...string) tlsRedis {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server is not installed (scripts/test installs it): skipping")
-	}
 	dir := t.TempDir()
 	write := func(name string, data []byte) string {
 		p := filepath.Join(dir, name)
@@ -142,26 +138,10 @@ func startTLSRedis(t *testing.T, serverName string, extra ...string) tlsRedis {
 	_, _, srvCert, srvKey := issue(t, ca, caKey, serverName, false, false)
 	_, _, cliCert, cliKey := issue(t, ca, caKey, "sluice", false, true)
 	r := tlsRedis{ca: write("ca.crt", caPEM), cert: write("client.crt", cliCert), key: write("client.key", cliKey)}
-	port := freePort(t)
-	r.addr = "127.0.0.1:" + port
-	cmd := exec.Command("redis-server", "--port", "0", "--tls-port", port, "--bind", "127.0.0.1",
+	p := startRedisProc(t, "redis-server", append([]string{"--port", "0", "--tls-port", portArg,
 		"--tls-cert-file", write("redis.crt", srvCert), "--tls-key-file", write("redis.key", srvKey),
-		"--tls-ca-cert-file", r.ca, "--tls-auth-clients", "yes", "--save", "", "--appendonly", "no", "--dir", dir)
-	cmd.Args = append(cmd.Args, extra...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	waitFor(t, 60*time.Second, "redis-server listening on its TLS port", func() bool {
-		c, err := net.Dial("tcp", r.addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+		"--tls-ca-cert-file", r.ca, "--tls-auth-clients", "yes"}, extra...)...)
+	r.addr = p.addr
 	return r
 }
 

@@ -171,7 +171,6 @@ func TestEnvoyGatewayEnvironment(t *testing.T) {
 	}()
 	_, statsdPort, _ := net.SplitHostPort(statsd.Addr().String())
 
-	port, grpcPort, debugPort := freePort(t), freePort(t), freePort(t)
 	env := []string{
 		"RUNTIME_ROOT=/data", "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_IGNOREDOTFILES=true", "RUNTIME_WATCH_ROOT=false",
 		"LOG_LEVEL=info",
@@ -190,7 +189,7 @@ func TestEnvoyGatewayEnvironment(t *testing.T) {
 		"FORCE_START_WITHOUT_INITIAL_CONFIG=true",
 		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + redisAddr,
 		// The test's own ports; Envoy Gateway's are the defaults.
-		"HOST=127.0.0.1", "PORT=" + port, "GRPC_HOST=127.0.0.1", "GRPC_PORT=" + grpcPort, "DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + debugPort,
+		"HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0",
 	}
 	c := startChild(t, env)
 	if !strings.HasPrefix(c.banner["config"], "xDS "+cp.addr+" as node envoy-ratelimit, mTLS") {
@@ -200,7 +199,7 @@ func TestEnvoyGatewayEnvironment(t *testing.T) {
 		t.Errorf("the log does not say GRPC_SERVER_TLS_CA_CERT is ignored:\n%s", c.log())
 	}
 
-	conn, err := grpc.NewClient("127.0.0.1:"+grpcPort, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "envoy-ratelimit"})))
+	conn, err := grpc.NewClient(grpcAddr(c), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "envoy-ratelimit"})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +234,7 @@ func TestEnvoyGatewayEnvironment(t *testing.T) {
 	}
 
 	// FORCE_START_WITHOUT_INITIAL_CONFIG: ready with no domain.
-	if code := httpStatus(t, "http://127.0.0.1:"+port+"/healthcheck"); code != http.StatusOK {
+	if code := httpStatus(t, "http://"+httpAddr(c)+"/healthcheck"); code != http.StatusOK {
 		t.Errorf("/healthcheck before the first push: %d, want 200", code)
 	}
 	if got := limit(); got != 0 {
