@@ -52,9 +52,10 @@ var ErrTimeout = fmt.Errorf("lease: no grant in time: %w", context.DeadlineExcee
 // store runs one script for many keys. A key with no live lease has its
 // first request wait for a grant, bounded by ctx and WithTimeout; at
 // most half of WithMaxRenewals such requests wait at once, so that a
-// flood of new keys leaves the live leases room to renew. Past that, a request is shed
-// (sluice.ErrShed), and with the authority failing it gets the
-// authority's error, so that the Limiter applies the rule's failure
+// flood of new keys leaves the live leases room to renew. Past that, a
+// request is shed (sluice.ErrShed); with the authority failing it gets
+// the authority's error, and with it late (a request gave up on a grant
+// still out) ErrTimeout, so that the Limiter applies the rule's failure
 // mode. A key whose renewals fail keeps deciding on its lease until the
 // lease expires, then answers ErrExpired.
 type Store struct {
@@ -65,6 +66,7 @@ type Store struct {
 	timeout time.Duration // a request's wait for a first grant; 0: its context's
 	slots   chan struct{} // one token per call to the authority in flight
 	firsts  chan struct{} // one token per grant in flight for a key with no live lease
+	late    atomic.Int64  // entries whose renewal in flight a request gave up waiting for
 	batcher Batcher       // the authority, if it renews keys together
 
 	qmu   sync.Mutex // guards queue and armed; taken last
@@ -103,6 +105,7 @@ type entry struct {
 	pending *Grant  // a grant the background brought, applied at the next request
 	sentAt  int64   // the pending grant's send time
 	done    chan struct{}
+	late    bool          // a request gave up waiting for the renewal in flight (WithTimeout)
 	err     error         // the last renewal's
 	dropped bool          // removed from the table: a request that finds it looks again
 	after   chan struct{} // closed when the release of the key's previous entry is done
@@ -336,6 +339,10 @@ func (s *Store) ensure(ctx context.Context, e *entry, ns int64) error {
 		return ctx.Err()
 	case <-late:
 		e.mu.Lock()
+		if !e.late && e.done == done {
+			e.late = true
+			s.late.Add(1)
+		}
 		return fmt.Errorf("lease: grant of %q: %w (%v)", e.key, ErrTimeout, s.timeout)
 	}
 	e.mu.Lock()
@@ -359,12 +366,19 @@ func (s *Store) settle(e *entry, ns int64) {
 
 // renew starts e's renewal at ns in the background, with e.mu held. A
 // first grant (must: e has no live lease, and its request waits) takes a
-// slot of firsts until it is done, or errs (ErrShed) with none free.
+// slot of firsts until it is done, or errs with none free: ErrShed while
+// the authority answers, so that a flood of new keys is denied, and
+// ErrTimeout while a renewal some request gave up waiting for is still
+// out, so that an authority that does not answer has the rules' failure
+// modes decide, as its answering late would.
 func (s *Store) renew(e *entry, ns int64, must bool) error {
 	if must {
 		select {
 		case s.firsts <- struct{}{}:
 		default:
+			if s.late.Load() > 0 {
+				return fmt.Errorf("lease: first grant of %q: %w: the authority is late with others", e.key, ErrTimeout)
+			}
 			return fmt.Errorf("lease: first grant of %q: %w", e.key, sluice.ErrShed)
 		}
 	}
@@ -523,6 +537,10 @@ func (s *Store) finish(q *renewal) {
 	e := q.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.late && e.done == q.done {
+		e.late = false
+		s.late.Add(-1)
+	}
 	if e.h == q.h {
 		e.err = q.err
 		if q.err != nil {

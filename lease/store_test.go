@@ -991,6 +991,11 @@ func TestStoreFirstGrantTimeout(t *testing.T) {
 	g := newGated()
 	g.slow["r:k"] = true
 	s := newStore(t, g, lease.WithTimeout(20*time.Millisecond))
+	var open sync.Once
+	t.Cleanup(func() { // before Close, which releases through the gates
+		open.Do(func() { close(g.slowGate) })
+		close(g.gate)
+	})
 	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(100),
 		Failure: sluice.FailOpen, Lease: sluice.Lease{Enabled: true, TTL: time.Hour}})
 	c := sluice.Check{Rule: p, Key: "k"}
@@ -1015,7 +1020,7 @@ func TestStoreFirstGrantTimeout(t *testing.T) {
 	if n := g.renewals("r:k"); n != 1 {
 		t.Errorf("%d renewals of the key, want the one still in flight", n)
 	}
-	close(g.slowGate)
+	open.Do(func() { close(g.slowGate) })
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		out := make([]sluice.Decision, 1)
@@ -1033,5 +1038,52 @@ func TestStoreFirstGrantTimeout(t *testing.T) {
 	if n := g.renewals("r:k"); n != 1 {
 		t.Errorf("%d renewals of the key, want the one that timed out its waiter", n)
 	}
-	close(g.gate) // for Close's release
+}
+
+// TestStoreLateAuthority: with the only place for a first grant held by
+// one a request gave up waiting for, a new key's request is decided by
+// its rule's failure mode (ErrTimeout), not shed as under a flood of new
+// keys: the authority is late, not busy. Once the late grant came, first
+// grants go on.
+func TestStoreLateAuthority(t *testing.T) {
+	g := newGated()
+	g.slow["r:a"] = true
+	s := newStore(t, g, lease.WithMaxRenewals(2), lease.WithTimeout(20*time.Millisecond)) // one first grant at a time
+	var open sync.Once
+	t.Cleanup(func() { // before Close, which releases through the gates
+		open.Do(func() { close(g.slowGate) })
+		close(g.gate)
+	})
+	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(100),
+		Failure: sluice.FailOpen, Lease: sluice.Lease{Enabled: true, TTL: time.Hour}})
+	out := make([]sluice.Decision, 1)
+	if err := s.Take(context.Background(), start, []sluice.Check{{Rule: p, Key: "a"}}, out); !errors.Is(err, lease.ErrTimeout) {
+		t.Fatalf("a, its grant held: %v, want ErrTimeout", err)
+	}
+	err := s.Take(context.Background(), start, []sluice.Check{{Rule: p, Key: "b"}}, out)
+	if !errors.Is(err, lease.ErrTimeout) || errors.Is(err, sluice.ErrShed) {
+		t.Fatalf("b, beside a's late grant: %v, want ErrTimeout", err)
+	}
+	if n := g.renewals("r:b"); n != 0 {
+		t.Errorf("b was sent %d renewals while a's held the place", n)
+	}
+	lim, err := sluice.NewLimiter(s, sluice.WithClock(fixedClock(start)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := lim.Take(context.Background(), []sluice.Check{{Rule: p, Key: "c"}}, nil); err != nil || !res.Allowed {
+		t.Fatalf("c through a Limiter, failing open: %+v, %v", res, err)
+	}
+	open.Do(func() { close(g.slowGate) })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := s.Take(context.Background(), start, []sluice.Check{{Rule: p, Key: "b"}}, out)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b, after a's grant came: %v", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

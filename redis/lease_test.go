@@ -909,3 +909,36 @@ func TestLeaseStartTokens(t *testing.T) {
 		t.Errorf("after the releases: %d tokens, want the refill since, %d to %d", g.Tokens, lo, hi)
 	}
 }
+
+// TestLeaseStoreRedisLate: with Redis stopped, and the only place for a
+// first grant held by one whose request gave up waiting (the store's
+// timeout), a new key's request gets lease.ErrTimeout at once, which its
+// rule's failure mode decides, rather than sluice.ErrShed, which denies
+// whatever the failure mode: Redis is late, not flooded with new keys.
+func TestLeaseStoreRedisLate(t *testing.T) {
+	srv := startRedis(t)
+	exact := newStore(t, srv.client(t), redis.WithPrefix(prefix(t)), redis.WithTimeout(200*time.Millisecond))
+	ls, err := lease.New(exact, exact.Authority(), lease.WithHolder("a"), lease.WithMaxRenewals(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ls.Close(context.Background()) })
+	rule := prep(sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(1000),
+		Failure: sluice.FailOpen, Lease: sluice.Lease{Enabled: true, TTL: time.Hour}})
+	resume := srv.pause(t)
+	out := make([]sluice.Decision, 1)
+	for _, k := range []string{"a", "b", "c"} {
+		err := ls.Take(context.Background(), time.Now(), []sluice.Check{{Rule: rule, Key: k}}, out)
+		if !errors.Is(err, lease.ErrTimeout) {
+			t.Errorf("key %s with Redis stopped: %v, want lease.ErrTimeout", k, err)
+		}
+	}
+	lim, err := sluice.NewLimiter(ls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := lim.Take(context.Background(), []sluice.Check{{Rule: rule, Key: "d"}}, nil); err != nil || !res.Allowed {
+		t.Errorf("through a Limiter, failing open, with Redis stopped: %+v, %v", res, err)
+	}
+	resume()
+}
