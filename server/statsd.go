@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/keys"
 	"github.com/sluicehq/sluice/server/internal/decide"
 	"github.com/sluicehq/sluice/server/internal/protocol"
 	"github.com/sluicehq/sluice/server/internal/statsd"
@@ -126,6 +127,22 @@ type StatsdTag struct{ Key, Value string }
 // bounds the Prometheus series: past it, a limit's hits count under its
 // config path, and what has no config path is dropped.
 const maxStatNames = 1000
+
+// maxStatPath bounds, in bytes, a statistic's path made of a request's
+// values, as maxStatNames bounds their number: a client's value of many
+// KiB would otherwise be kept in each of the path's counters, and sent at
+// every flush or scrape.
+const maxStatPath = 256
+
+// boundPath returns path, or past maxStatPath bytes the start of it and
+// the digest of the whole: names stay distinct and bounded.
+func boundPath(path string) string {
+	if len(path) <= maxStatPath {
+		return path
+	}
+	d := keys.Digest(path)[1:] // without its '#', which statsd names do not hold
+	return strings.ToValidUTF8(path[:maxStatPath-len(d)-1], "") + "_" + d
+}
 
 // Statistic names, as envoyproxy/ratelimit's.
 const (
@@ -242,8 +259,9 @@ func (st *stats) configLoaded(err error) {
 }
 
 // notFound returns the domain_not_found counter of domain, a request's
-// value: nil past maxStatNames.
+// value (bounded by boundPath): nil past maxStatNames.
 func (st *stats) notFound(domain string) *statsd.Counter {
+	domain = boundPath(domain)
 	if c, ok := st.domains.Load(domain); ok {
 		return c.(*statsd.Counter)
 	}
@@ -268,9 +286,12 @@ func (st *stats) admit() bool {
 }
 
 // path returns the counters of path, made on first use; bounded says the
-// path comes from a request's values, and is made only while there are
-// fewer than maxStatNames such: nil past them.
+// path comes from a request's values, is cut by boundPath, and is made
+// only while there are fewer than maxStatNames such: nil past them.
 func (st *stats) path(path string, bounded bool) *limitStats {
+	if bounded {
+		path = boundPath(path)
+	}
 	if ls, ok := st.byPath.Load(path); ok {
 		return ls.(*limitStats)
 	}

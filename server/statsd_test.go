@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
@@ -444,6 +445,36 @@ func TestStatsdNamesBounded(t *testing.T) {
 	}
 	if st.path("sd.user", false) == nil {
 		t.Error("the config's path is not made past the bound")
+	}
+}
+
+// Statistics named by a request's values keep a bounded size however long
+// the values (a limit override's, an unknown domain), and two values that
+// share their first bytes still count apart.
+func TestStatsdNamesShort(t *testing.T) {
+	sink := &namesSink{Prom: statsd.NewProm(false), names: map[string]bool{}}
+	st := newStatsOn(sink, 0.8, false, nil)
+	long := strings.Repeat("v", 60_000)
+	a, b := st.path("sd.user_"+long+"a", true), st.path("sd.user_"+long+"b", true)
+	if a == nil || b == nil || a == b {
+		t.Fatalf("two long paths: %p and %p, want two sets of counters", a, b)
+	}
+	if st.path("sd.user_"+long+"a", true) != a {
+		t.Error("a long path asked again has new counters")
+	}
+	if st.notFound(long+"é") == nil {
+		t.Fatal("a long unknown domain is not counted")
+	}
+	for name := range sink.names {
+		if len(name) > len(statRateLimit)+maxStatPath+len(statLocalCache) {
+			t.Errorf("a statistic named in %d bytes: %.80q...", len(name), name)
+		}
+		if !utf8.ValidString(name) {
+			t.Errorf("a statistic named in invalid UTF-8: %.80q", name)
+		}
+	}
+	if short := "sd.user_" + strings.Repeat("v", 200); st.path(short, true) == nil || !sink.names[statRateLimit+short+statTotalHits] {
+		t.Error("a path within the bound is not named as it is")
 	}
 }
 
