@@ -40,7 +40,8 @@ type Options struct {
 	// it (raw values; a share_threshold wildcard's pattern in place of the
 	// value). A request value holding '_' keeps sluice's key: in
 	// envoyproxy/ratelimit's, a client's "alice_path_/x" would count as the
-	// descriptor (alice, /x) does. A store appends the window's start in Unix seconds
+	// descriptor (alice, /x) does; so does one holding "%#", with which a
+	// short value could spell the digest a long key is cut to. A store appends the window's start in Unix seconds
 	// (package redis, WithWindowKeys). Old and new pods of a rolling
 	// swap then count in the same Redis keys. Other descriptors keep
 	// sluice's keys.

@@ -461,7 +461,8 @@ func escape(b *strings.Builder, s string) {
 // after EnvoyKeyMark, if a store can count it as envoyproxy/ratelimit
 // does (see Options.EnvoyKeys): one limit, a fixed window of whole
 // seconds, no secret, and no value holding '_', which could pose as
-// another descriptor's entries.
+// another descriptor's entries, or "%#", which could pose as a long key's
+// digest.
 func envoyKey(domain string, entries []Entry, root, last *node) (string, bool) {
 	if len(last.limits) != 1 {
 		return "", false
@@ -493,6 +494,10 @@ func envoyKey(domain string, entries []Entry, root, last *node) (string, bool) {
 		case strings.IndexByte(e.Value, '_') >= 0:
 			// envoyproxy/ratelimit's key would be ambiguous: a client's
 			// "alice_path_/x" would count as (alice, /x) does.
+			return "", false
+		case strings.Contains(e.Value, "%#"):
+			// A short key holding it could spell the digest a long key
+			// is cut to (decide.BoundKey), and count against it.
 			return "", false
 		default:
 			b.WriteString(e.Value)

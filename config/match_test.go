@@ -537,6 +537,10 @@ descriptors:
 		{[]Entry{{"user", "al|ice=x y"}, {"path", "/a b"}}, "dom_user_al|ice=x y_path_/a b_"},
 		// A value holding '_' could pose as (user alice, path /x).
 		{[]Entry{{"user", "alice_path_/x"}}, ""},
+		// A value holding "%#" could pose as a long key's digest
+		// (decide.BoundKey); a '%' alone, as in a path, cannot.
+		{[]Entry{{"user", "a|%#QAZIizwEGCd8faqo4n3uDbq"}}, ""},
+		{[]Entry{{"user", "/a%2Fb"}}, "dom_user_/a%2Fb_"},
 		{[]Entry{{"files", "a1"}}, "dom_files_a*_"},
 		{[]Entry{{"tokens", "t"}}, ""},
 		{[]Entry{{"two", "t"}}, ""},
