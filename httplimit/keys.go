@@ -76,23 +76,40 @@ func APIKey(header string) KeyFunc {
 }
 
 // Route keys a request by its method and route: "GET /items/{id}". The
-// route is the pattern http.ServeMux matched (Request.Pattern, without its
-// method), which is known only when the middleware wraps the handler
-// registered on the mux, not the mux itself; otherwise it is the URL's
-// path, which the client chooses: long paths are hashed (see MaxKeyLen).
+// route is the pattern http.ServeMux matched (Request.Pattern), which is
+// known only when the middleware wraps the handler registered on the mux,
+// not the mux itself; otherwise it is the URL's path, which the client
+// chooses: long paths are hashed (see MaxKeyLen). The method is the
+// pattern's when it names one, so that a HEAD counts as the GET it is
+// served as; else the request's, any but the standard ones (GET, POST,
+// PUT...) keyed as "OTHER", since a server accepts any token as a method
+// and a client could otherwise make a new key, and a new limit, with each.
 func Route() KeyFunc {
 	return func(r *http.Request) (string, error) {
-		p := r.Pattern
+		m, p := "", r.Pattern
 		if p == "" {
 			if r.URL == nil {
 				return "", fmt.Errorf("%w: request has no URL", ErrNoKey)
 			}
 			p = r.URL.Path
 		} else if i := strings.IndexAny(p, " \t"); i >= 0 && !strings.Contains(p[:i], "/") {
-			p = strings.TrimLeft(p[i:], " \t") // "GET /x" -> "/x"
+			m, p = p[:i], strings.TrimLeft(p[i:], " \t") // "GET /x" -> "GET", "/x"
 		}
-		return keys.Bound(r.Method + " " + p), nil
+		if m == "" {
+			m = stdMethod(r.Method)
+		}
+		return keys.Bound(m + " " + p), nil
 	}
+}
+
+// stdMethod returns m when it is one of HTTP's methods, else "OTHER".
+func stdMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "OTHER"
 }
 
 // Const keys every request alike: a rule with Const is one limit shared

@@ -101,8 +101,12 @@ func TestRouteKey(t *testing.T) {
 		method, path, pattern, want string
 	}{
 		{"GET", "/items/1", "GET /items/{id}", "GET /items/{id}"},
-		{"HEAD", "/items/1", "GET /items/{id}", "HEAD /items/{id}"},
+		{"HEAD", "/items/1", "GET /items/{id}", "GET /items/{id}"}, // served as the GET
 		{"POST", "/x", "/x", "POST /x"},
+		{"HEAD", "/x", "/x", "HEAD /x"},
+		{"M1", "/x", "/x", "OTHER /x"}, // a method a client made up
+		{"get", "/x", "/x", "OTHER /x"},
+		{"BREW", "/a/b", "", "OTHER /a/b"},
 		{"GET", "/x", "example.com/x", "GET example.com/x"},
 		{"GET", "/x", "GET  \texample.com/x", "GET example.com/x"},
 		{"GET", "/a/b", "", "GET /a/b"},

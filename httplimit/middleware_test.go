@@ -456,9 +456,11 @@ func TestRoute(t *testing.T) {
 		code              int
 	}{
 		{"GET", "/items/1", "GET /items/{id}", 200},
-		{"GET", "/items/2", "GET /items/{id}", 429}, // one route, one limit
-		{"HEAD", "/items/2", "HEAD /items/{id}", 200},
+		{"GET", "/items/2", "GET /items/{id}", 429},  // one route, one limit
+		{"HEAD", "/items/2", "GET /items/{id}", 429}, // served by GET's handler, counted as GET
 		{"POST", "/other/x", "POST /other/", 200},
+		{"M1", "/other/x", "OTHER /other/", 200},
+		{"M2", "/other/x", "OTHER /other/", 429}, // a made-up method makes no new limit
 	}
 	for _, s := range steps {
 		r := httptest.NewRequest(s.method, s.path, nil)
