@@ -8,16 +8,16 @@ import (
 
 // canonicalHost is a Host value in one spelling for the ways a client may
 // write one site's name, for forward auth to key by: lower-cased, without
-// the trailing dot, and without the port when it is the default of http
-// or https (80, 443), which the proxy routes as no port. "API.example.com.:443"
-// is "api.example.com"; "[::1]:8443" keeps its brackets and port.
+// the trailing dot, and without a port. The port in a Host header is the
+// client's to write: a proxy listens where it listens, and its host
+// rules (nginx's $host, Traefik's Host, Envoy's domains "*") route
+// "api.example.com:1" as "api.example.com", so a port kept would give the
+// client a new key, and a new limit, with each. "API.example.com.:8443" is
+// "api.example.com"; "[::1]:8443" is "[::1]".
 func canonicalHost(hostport string) string {
-	host, port := hosts.Split(hostport)
+	host, _ := hosts.Split(hostport)
 	if strings.Contains(host, ":") {
 		host = "[" + host + "]"
 	}
-	if port == "" || port == "80" || port == "443" {
-		return host
-	}
-	return host + ":" + port
+	return host
 }
