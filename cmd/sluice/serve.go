@@ -420,13 +420,19 @@ func (c *serveCmd) tracingSettings(lookupEnv func(string) (string, bool)) (*serv
 	return c.o.tracing.settings(lookupEnv)
 }
 
+// maxRedisPool bounds the connections per node: a Redis server takes
+// 10,000 clients by default (maxclients), and go-redis sizes its pool's
+// structures by the number at start, so that a mistyped one would take
+// the process's memory or panic.
+const maxRedisPool = 10_000
+
 // checkRedis refuses Redis flags out of their range.
 func (o *serveFlags) checkRedis() error {
 	switch {
-	case o.redis.poolSize < 0:
-		return fmt.Errorf("-redis-pool-size %d must not be negative", o.redis.poolSize)
-	case o.perSecond.poolSize < 0:
-		return fmt.Errorf("-redis-persecond-pool-size %d must not be negative", o.perSecond.poolSize)
+	case o.redis.poolSize < 0 || o.redis.poolSize > maxRedisPool:
+		return fmt.Errorf("-redis-pool-size %d must be 0 to %d (0: go-redis's)", o.redis.poolSize, maxRedisPool)
+	case o.perSecond.poolSize < 0 || o.perSecond.poolSize > maxRedisPool:
+		return fmt.Errorf("-redis-persecond-pool-size %d must be 0 to %d (0: go-redis's)", o.perSecond.poolSize, maxRedisPool)
 	case o.redis.maxInFlight < 1:
 		return fmt.Errorf("-redis-max-inflight %d must be at least 1", o.redis.maxInFlight)
 	case o.redis.timeout <= 0 || o.redis.timeout > maxRedisTimeout:
