@@ -146,7 +146,7 @@ Redis (without one, the counts are in this process's memory):
                        CA, -redis-tls-cert FILE and -redis-tls-key FILE are a
                        client certificate, -redis-tls-skip-hostname-verification
                        checks the chain but not the name
-  -redis-pool-size N   connections per node (default: go-redis's, 10 per CPU)
+  -redis-pool-size N   connections per node, at most 10000 (default: go-redis's, 10 per CPU)
   -redis-prefix P      the prefix of every key (default sluice:)
   -redis-max-inflight N
                        requests in flight towards each Redis (the main one,
