@@ -28,7 +28,9 @@ import (
 type RLQS struct {
 	// AbandonAfter is how long a bucket may go without a usage report
 	// before the stream is told to abandon it (AbandonAction) and its
-	// shares go back. The default is DefaultRLQSAbandonAfter.
+	// shares go back; and how long a stream may hold no bucket and send
+	// nothing before it is ended, its place given back. The default is
+	// DefaultRLQSAbandonAfter.
 	AbandonAfter time.Duration
 	// MaxStreams bounds the RLQS streams open at once; a stream past it
 	// is refused with RESOURCE_EXHAUSTED. The streams count against

@@ -726,3 +726,53 @@ func TestRLQSBucketsPerPeer(t *testing.T) {
 		t.Fatalf("a third stream's 2 buckets, once the first stream's places are back: %v, %v", resp, err)
 	}
 }
+
+// A stream that holds no bucket and sends nothing for AbandonAfter ends,
+// its place given back: streams opened and left silent cannot hold every
+// place for ever. One that reports stays.
+func TestRLQSSilentStreamEnds(t *testing.T) {
+	e := startRLQS(t, lease.NewMemoryAuthority(), RLQS{MaxStreams: 2, AbandonAfter: 50 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	// A reporting stream, which keeps its bucket by reporting faster
+	// than AbandonAfter.
+	live, _, err := openStream(ctx, e.conn, map[string]string{"name": "open"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent, err := rlqspb.NewRateLimitQuotaServiceClient(e.conn).StreamRateLimitQuotas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := silent.Recv()
+		done <- err
+	}()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for ended := false; !ended; {
+		select {
+		case err := <-done:
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("the silent stream ended with %v, want its end (io.EOF)", err)
+			}
+			ended = true
+		case <-tick.C:
+			us := []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{{BucketId: &rlqspb.BucketId{Bucket: map[string]string{"name": "open"}},
+				TimeElapsed: durationpb.New(10 * time.Millisecond), NumRequestsAllowed: 1}}
+			if err := live.Send(&rlqspb.RateLimitQuotaUsageReports{Domain: "quota", BucketQuotaUsages: us}); err != nil {
+				t.Fatalf("the reporting stream: %v", err)
+			}
+		case <-ctx.Done():
+			t.Fatal("a silent stream was not ended in 30s")
+		}
+	}
+	// Its place is free, and the reporting stream still open.
+	if _, _, err := openStream(ctx, e.conn, map[string]string{"name": "open"}); err != nil {
+		t.Fatalf("a stream after the silent one ended: %v", err)
+	}
+	if err := live.Send(&rlqspb.RateLimitQuotaUsageReports{Domain: "quota"}); err != nil {
+		t.Errorf("the reporting stream was ended: %v", err)
+	}
+}

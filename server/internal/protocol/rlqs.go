@@ -53,7 +53,8 @@ type RLQSSettings struct {
 	// share of it: each stream is one holder.
 	Authority lease.Authority
 	// AbandonAfter is how long a bucket may go without a report before
-	// the stream is told to abandon it and its shares are given back.
+	// the stream is told to abandon it and its shares are given back,
+	// and a stream without a bucket or a report before it ends.
 	AbandonAfter time.Duration
 	// MaxStreams bounds the RLQS streams open at once, and
 	// MaxStreamsPerPeer those of one peer (an IP address, an IPv6 /64),
@@ -361,8 +362,13 @@ func (a *Adapters) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_Str
 			}
 		}
 	}()
-	timer := time.NewTimer(time.Hour)
+	timer := time.NewTimer(set.AbandonAfter)
 	defer timer.Stop()
+	// quiet is since when the stream has held no bucket and sent no
+	// report: past AbandonAfter it ends, its place given back, as a
+	// stream that opened and never spoke would hold one for ever. Envoy
+	// opens another when it has a bucket to report.
+	quiet := set.Now()
 	for {
 		var actions []*rlqspb.RateLimitQuotaResponse_BucketAction
 		var reported time.Time
@@ -373,7 +379,7 @@ func (a *Adapters) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_Str
 			if err != nil {
 				return err
 			}
-			actions = acts
+			actions, quiet = acts, time.Time{}
 		case err := <-recvErr:
 			if errors.Is(err, io.EOF) {
 				return nil
@@ -404,13 +410,24 @@ func (a *Adapters) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_Str
 				return err
 			}
 		}
+		wait := s.next(now)
+		switch {
+		case len(s.buckets) > 0:
+			quiet = time.Time{}
+		case quiet.IsZero():
+			quiet = now
+		case now.Sub(quiet) >= set.AbandonAfter:
+			return nil
+		default:
+			wait = min(wait, max(quiet.Add(set.AbandonAfter).Sub(now), time.Millisecond))
+		}
 		if !timer.Stop() {
 			select {
 			case <-timer.C:
 			default:
 			}
 		}
-		timer.Reset(s.next(now))
+		timer.Reset(wait)
 	}
 }
 
