@@ -272,3 +272,55 @@ func TestAuthQuotaModeRefused(t *testing.T) {
 		t.Errorf("20 requests from one address with fresh keys: %d passed, want the address's 5", passed)
 	}
 }
+
+// dupAuthYAML keys each request by a query parameter and a header.
+const dupAuthYAML = `domain: web
+descriptors:
+  - key: k
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: h
+    rate_limit: {unit: minute, requests_per_unit: 1}
+forward_auth:
+  proxy: traefik
+  descriptors:
+    - entries: [{key: k, from: "query:api_key"}]
+    - entries: [{key: h, from: "header:X-Tenant"}]
+`
+
+// A query parameter or header a limit is keyed by, sent twice, is refused
+// (400): the application may take the other one, and the client would
+// count under a fresh value each time while using the one it is denied.
+func TestAuthTwice(t *testing.T) {
+	e := start(t, Settings{Paths: []string{writeFile(t, t.TempDir(), "web.yaml", dupAuthYAML)}})
+	traefik := func(uri string, hdr ...string) int {
+		t.Helper()
+		code, _, _ := get(t, e.base+"/v1/auth?domain=web", append([]string{"X-Forwarded-For", testClient, "X-Forwarded-Proto", "https",
+			"X-Forwarded-Method", "GET", "X-Forwarded-Uri", uri, "X-Forwarded-Host", "web.example"}, hdr...)...)
+		return code
+	}
+	if code := traefik("/api?api_key=MINE"); code != http.StatusOK {
+		t.Fatalf("the first request: %d, want 200", code)
+	}
+	if code := traefik("/api?api_key=MINE"); code != http.StatusTooManyRequests {
+		t.Fatalf("the second request: %d, want 429", code)
+	}
+	for i := range 3 {
+		if code := traefik(fmt.Sprintf("/api?api_key=r%d&api_key=MINE", i)); code != http.StatusBadRequest {
+			t.Errorf("api_key twice: %d, want 400", code)
+		}
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, e.base+"/v1/auth?domain=web", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range [][2]string{{"X-Forwarded-For", testClient}, {"X-Forwarded-Method", "GET"}, {"X-Forwarded-Uri", "/api"},
+		{"X-Forwarded-Host", "web.example"}, {"X-Tenant", "a"}, {"X-Tenant", "b"}} {
+		req.Header.Add(kv[0], kv[1])
+	}
+	if code, _, _ := do(t, req); code != http.StatusBadRequest {
+		t.Errorf("X-Tenant twice: %d, want 400", code)
+	}
+	if code := traefik("/api?other=1&other=2", "X-Tenant", "t"); code != http.StatusOK {
+		t.Errorf("a parameter no limit reads, twice: %d, want 200", code)
+	}
+}

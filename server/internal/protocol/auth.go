@@ -56,6 +56,10 @@ func (a *Adapters) ServeAuth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	descs := fa.Descriptors(fr.value)
+	if fr.twice != "" {
+		httpError(w, http.StatusBadRequest, fr.twice+": sent more than once; a limit keyed by it needs one")
+		return
+	}
 	if len(descs) == 0 {
 		w.WriteHeader(http.StatusOK) // nothing to limit the request by
 		return
@@ -202,6 +206,11 @@ type original struct {
 	Path     string      // normalised (cleanPath), without the query
 	Header   http.Header // the auth request's headers: the client's, as the proxy passed them
 	Query    url.Values  // the original query's parameters
+	// twice names the first header or query parameter value read that
+	// the request holds more than once: which one the application takes
+	// is its own (the first, the last), so keying by either would let a
+	// client count under a value it does not use.
+	twice string
 }
 
 // value is the part of the request a forward_auth entry reads: the
@@ -222,12 +231,18 @@ func (o *original) value(src config.Source) string {
 	case config.Host:
 		return o.Host
 	case config.Header:
+		if vs := o.Header.Values(src.Name); len(vs) > 1 && o.twice == "" {
+			o.twice = "header " + src.Name
+		}
 		v := o.Header.Get(src.Name)
 		if src.Name == "Authorization" || src.Name == "Proxy-Authorization" {
 			v = keys.Authorization(v)
 		}
 		return v
 	case config.Query:
+		if len(o.Query[src.Name]) > 1 && o.twice == "" {
+			o.twice = "query parameter " + keys.Clip(src.Name)
+		}
 		return o.Query.Get(src.Name)
 	}
 	return ""
