@@ -87,9 +87,9 @@ func TestParseRefusesAliasesPastMaxNodes(t *testing.T) {
 	}
 }
 
-// A directory may hold any number of files, each within the caps: the
-// config as a whole holds at most MaxItems descriptors and limits, and
-// Load stops reading at the file that passes it.
+// A directory's files, each within the caps: the config as a whole holds
+// at most MaxItems descriptors and limits, and Load stops reading at the
+// file that passes it.
 func TestLoadRefusesTooManyItems(t *testing.T) {
 	dir := t.TempDir()
 	// Each file: a list of 1000 descriptors, and 90 more copies of it
@@ -114,5 +114,26 @@ func TestLoadRefusesTooManyItems(t *testing.T) {
 	want := filepath.Join(dir, "1.yaml") + ": too many descriptors and limits: with this file, the config holds more than 131072"
 	if err == nil || err.Error() != want {
 		t.Errorf("Load(three files) = %v, want %q", err, want)
+	}
+}
+
+// A directory's files, each within the caps and of few items, hold at most
+// MaxTotalSize bytes together: Load stops reading at the file that passes
+// it, as a loaded config keeps its values, each a few times.
+func TestLoadRefusesTooManyBytes(t *testing.T) {
+	dir := t.TempDir()
+	n := MaxTotalSize/(MaxFileSize-1024) + 1
+	for f := range n {
+		head := fmt.Sprintf("domain: d%d\ndescriptors:\n  - key: k\n    value: ", f)
+		tail := "\n    rate_limit: {unit: second, requests_per_unit: 1}\n"
+		writeFile(t, filepath.Join(dir, fmt.Sprintf("%02d.yaml", f)), head+strings.Repeat("v", MaxFileSize-1024-len(head)-len(tail))+tail)
+	}
+	if _, err := Load(filepath.Join(dir, "00.yaml")); err != nil {
+		t.Fatalf("Load(one file) = %v", err)
+	}
+	_, err := Load(dir)
+	want := filepath.Join(dir, fmt.Sprintf("%02d.yaml", n-1)) + ": the config's files hold more than 32 MiB together, the most a config may"
+	if err == nil || err.Error() != want {
+		t.Errorf("Load(%d files near the cap) = %v, want %q", n, err, want)
 	}
 }

@@ -117,6 +117,7 @@ func (o Options) load(n int, doc func(i int) (name string, data []byte, err erro
 		ds    []*domainConfig
 		errs  []error
 		items int // descriptors and limits so far
+		size  int // bytes so far
 	)
 	for i := range n {
 		name, data, err := doc(i)
@@ -124,11 +125,17 @@ func (o Options) load(n int, doc func(i int) (name string, data []byte, err erro
 			errs = append(errs, err)
 			continue
 		}
+		// A loaded config keeps its values, some of them several
+		// times (key, rule name, path): bound the whole, not each file.
+		if size += len(data); size > MaxTotalSize {
+			errs = append(errs, &Error{File: name, Err: fmt.Errorf("the config's files hold more than %d MiB together, the most a config may", MaxTotalSize>>20)})
+			break
+		}
 		d, derrs := parseDomain(name, data)
 		if d != nil {
 			ds = append(ds, d)
 			// Each document is within the caps, but a directory may
-			// hold any number of files: stop reading them at the cap.
+			// hold many files: stop reading them at the cap.
 			if err := countItems(d, &items); err != nil {
 				errs = append(errs, err)
 				break

@@ -22,8 +22,9 @@ import (
 // into yaml.v3's node tree, some 200 bytes a node, before a word of it is
 // checked; so a file larger than MaxFileSize, or whose words and
 // punctuation could make more than MaxNodes nodes, is refused before it
-// is parsed. A config at the caps takes some 250 MB and a second to load
-// (300 MB for a directory of files each near the caps).
+// is parsed. A file at the caps takes some 250 MB and a second to load;
+// the files of a directory, read one at a time, at most MaxTotalSize
+// together, and a loaded config keeps a few times its text.
 const (
 	// MaxFileSize is the most bytes a config file may hold: 4 MiB,
 	// four times what a Kubernetes ConfigMap can.
@@ -33,9 +34,11 @@ const (
 	// some 40,000 descriptors with a limit each, written out in full.
 	MaxNodes = 1 << 20
 	// MaxItems is the most descriptors and limits a config may hold, in
-	// all its files together: 2^17, some 32 MB of them. A directory may
-	// hold any number of files.
+	// all its files together: 2^17, some 32 MB of them.
 	MaxItems = 1 << 17
+	// MaxTotalSize is the most bytes a config's files may hold together:
+	// 32 MiB.
+	MaxTotalSize = 32 << 20
 )
 
 const maxFileSize = MaxFileSize // parse.go's name for it
