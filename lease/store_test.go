@@ -515,6 +515,19 @@ func (g *gated) Release(ctx context.Context, key, holder string) error {
 	return err
 }
 
+// openAtEnd opens g's gates when the test ends, before the Store's
+// Close, which releases through them, however the test ends; and returns
+// the function that opens slowGate before that.
+func (g *gated) openAtEnd(t *testing.T) (unslow func()) {
+	var once sync.Once
+	unslow = func() { once.Do(func() { close(g.slowGate) }) }
+	t.Cleanup(func() {
+		unslow()
+		close(g.gate)
+	})
+	return unslow
+}
+
 func (g *gated) renewals(key string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -991,11 +1004,7 @@ func TestStoreFirstGrantTimeout(t *testing.T) {
 	g := newGated()
 	g.slow["r:k"] = true
 	s := newStore(t, g, lease.WithTimeout(20*time.Millisecond))
-	var open sync.Once
-	t.Cleanup(func() { // before Close, which releases through the gates
-		open.Do(func() { close(g.slowGate) })
-		close(g.gate)
-	})
+	unslow := g.openAtEnd(t)
 	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(100),
 		Failure: sluice.FailOpen, Lease: sluice.Lease{Enabled: true, TTL: time.Hour}})
 	c := sluice.Check{Rule: p, Key: "k"}
@@ -1020,7 +1029,7 @@ func TestStoreFirstGrantTimeout(t *testing.T) {
 	if n := g.renewals("r:k"); n != 1 {
 		t.Errorf("%d renewals of the key, want the one still in flight", n)
 	}
-	open.Do(func() { close(g.slowGate) })
+	unslow()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		out := make([]sluice.Decision, 1)
@@ -1049,11 +1058,7 @@ func TestStoreLateAuthority(t *testing.T) {
 	g := newGated()
 	g.slow["r:a"] = true
 	s := newStore(t, g, lease.WithMaxRenewals(2), lease.WithTimeout(20*time.Millisecond)) // one first grant at a time
-	var open sync.Once
-	t.Cleanup(func() { // before Close, which releases through the gates
-		open.Do(func() { close(g.slowGate) })
-		close(g.gate)
-	})
+	unslow := g.openAtEnd(t)
 	p := prepare(t, sluice.Rule{Name: "r", Algorithm: sluice.AlgoTokenBucket, Limit: sluice.PerSecond(100),
 		Failure: sluice.FailOpen, Lease: sluice.Lease{Enabled: true, TTL: time.Hour}})
 	out := make([]sluice.Decision, 1)
@@ -1074,7 +1079,7 @@ func TestStoreLateAuthority(t *testing.T) {
 	if res, err := lim.Take(context.Background(), []sluice.Check{{Rule: p, Key: "c"}}, nil); err != nil || !res.Allowed {
 		t.Fatalf("c through a Limiter, failing open: %+v, %v", res, err)
 	}
-	open.Do(func() { close(g.slowGate) })
+	unslow()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		err := s.Take(context.Background(), start, []sluice.Check{{Rule: p, Key: "b"}}, out)

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +14,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testredis"
 )
 
 // redisProc is a redis-server (or a sentinel) the test started and may
@@ -28,86 +28,15 @@ type redisProc struct {
 
 // portArg in startRedisProc's args stands for the port it finds, for a
 // server listening on another flag than --port (--tls-port).
-const portArg = "{port}"
+const portArg = testredis.PortArg
 
-// startRedisProc runs bin (redis-server or redis-sentinel) with args on a
-// port found free, and returns once it says it is ready, which it says
-// only of its own listener (another process that took the port would
-// answer a PING). When that port was taken first, it exits, and is
-// started again on another.
+// startRedisProc runs bin (redis-server, or redis-sentinel with its config
+// file first) with args on a port found free, once it says it is ready
+// (testredis.Run).
 func startRedisProc(t *testing.T, bin string, args ...string) *redisProc {
 	t.Helper()
-	if _, err := exec.LookPath(bin); err != nil {
-		t.Skipf("%s is not installed (scripts/test installs it): skipping", bin)
-	}
-	const tries = 5
-	for try := 1; ; try++ {
-		p, out := startRedisOnce(t, bin, args)
-		if p != nil {
-			return p
-		}
-		if try == tries || !strings.Contains(out, "Address already in use") {
-			t.Fatalf("%s exited before it was ready (try %d of %d):\n%s", bin, try, tries, out)
-		}
-	}
-}
-
-// startRedisOnce starts bin on a port found free and returns it once ready,
-// or nil and its output when it exits first.
-func startRedisOnce(t *testing.T, bin string, args []string) (*redisProc, string) {
-	t.Helper()
-	port := freePort(t)
-	p := &redisProc{addr: "127.0.0.1:" + port}
-	args = slices.Clone(args)
-	at := slices.Index(args, portArg)
-	if at >= 0 {
-		args[at] = port
-	} else {
-		args = append(args, "--port", port)
-	}
-	args = append(args, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--protected-mode", "no")
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = w, w
-	err = p.cmd.Start()
-	w.Close()
-	if err != nil {
-		r.Close()
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	t.Cleanup(p.kill)
-	ready, exited := make(chan struct{}), make(chan struct{})
-	var log strings.Builder // read once exited
-	go func() {
-		defer close(exited)
-		defer r.Close()
-		said := false // the rest is only drained
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			if said {
-				continue
-			}
-			log.WriteString(sc.Text() + "\n")
-			// A sentinel says its id once it listens; a server, that it
-			// is ready once it listens and has loaded its data.
-			if strings.Contains(sc.Text(), "Ready to accept connections") || strings.Contains(sc.Text(), "Sentinel ID is") {
-				said = true
-				close(ready)
-			}
-		}
-	}()
-	select {
-	case <-ready:
-		return p, ""
-	case <-exited:
-		return nil, log.String()
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%s on %s not ready after 60s", bin, p.addr)
-	}
-	return nil, ""
+	s := testredis.Run(t, bin, args...)
+	return &redisProc{addr: s.Addr, cmd: s.Cmd}
 }
 
 // kill stops the process at once, as a crash would.

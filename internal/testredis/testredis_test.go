@@ -14,11 +14,11 @@ func TestStartOnce(t *testing.T) {
 	if err != nil {
 		t.Skip("redis-server is not installed")
 	}
-	addr, out := startOnce(t, bin, []string{"--port", "not-a-port"})
-	if addr != "" || !strings.Contains(out, "port") {
-		t.Fatalf("a bad port: address %q, output %q; want none, and redis-server's complaint", addr, out)
+	s, out := runOnce(t, bin, []string{"--port", "not-a-port"})
+	if s != nil || !strings.Contains(out, "port") {
+		t.Fatalf("a bad port: server %+v, output %q; want none, and redis-server's complaint", s, out)
 	}
-	addr = Start(t)
+	addr := Start(t)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
