@@ -332,20 +332,25 @@ func (s *Store) ensure(ctx context.Context, e *entry, ns int64) error {
 		defer t.Stop()
 		late = t.C
 	}
+	timedOut := false
 	select {
 	case <-done:
 	case <-ctx.Done():
 		e.mu.Lock()
 		return ctx.Err()
 	case <-late:
-		e.mu.Lock()
+		timedOut = true
+	}
+	e.mu.Lock()
+	// The grant may have come as the wait ended: then it is taken, and
+	// the renewal, done, is not counted late.
+	if timedOut && !closed(done) {
 		if !e.late && e.done == done {
 			e.late = true
 			s.late.Add(1)
 		}
 		return fmt.Errorf("lease: grant of %q: %w (%v)", e.key, ErrTimeout, s.timeout)
 	}
-	e.mu.Lock()
 	s.settle(e, ns)
 	if !e.h.live(ns) {
 		if e.err != nil {
