@@ -128,23 +128,23 @@ func (f *ForwardAuth) DenyStatus() int { return f.denyStatus }
 // a Source names (literal entries have the config's value). A descriptor
 // any of whose values is "" (a missing header, query parameter or client
 // address) is left out, as Envoy leaves out a descriptor whose request
-// header is missing.
+// header is missing. value is asked for every entry's Source, in config
+// order, whether or not its descriptor is left out.
 func (f *ForwardAuth) Descriptors(value func(Source) string) [][]Entry {
 	out := make([][]Entry, 0, len(f.descriptors))
-next:
 	for _, d := range f.descriptors {
-		es := make([]Entry, len(d))
+		es, whole := make([]Entry, len(d)), true
 		for i, e := range d {
 			v := e.value
 			if e.from.Kind != 0 {
 				v = value(e.from)
 			}
-			if v == "" {
-				continue next
-			}
+			whole = whole && v != ""
 			es[i] = Entry{Key: e.key, Value: v}
 		}
-		out = append(out, es)
+		if whole {
+			out = append(out, es)
+		}
 	}
 	return out
 }

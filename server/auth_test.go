@@ -280,11 +280,16 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 1}
   - key: h
     rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: t
+    descriptors:
+      - key: u
+        rate_limit: {unit: minute, requests_per_unit: 1}
 forward_auth:
   proxy: traefik
   descriptors:
     - entries: [{key: k, from: "query:api_key"}]
     - entries: [{key: h, from: "header:X-Tenant"}]
+    - entries: [{key: t, from: "header:X-Team"}, {key: u, from: "header:X-User"}]
 `
 
 // A query parameter or header a limit is keyed by, sent twice, is refused
@@ -309,16 +314,26 @@ func TestAuthTwice(t *testing.T) {
 			t.Errorf("api_key twice: %d, want 400", code)
 		}
 	}
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, e.base+"/v1/auth?domain=web", nil)
-	if err != nil {
-		t.Fatal(err)
+	twice := func(name string) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, e.base+"/v1/auth?domain=web", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range [][2]string{{"X-Forwarded-For", testClient}, {"X-Forwarded-Method", "GET"}, {"X-Forwarded-Uri", "/api"},
+			{"X-Forwarded-Host", "web.example"}, {name, "a"}, {name, "b"}} {
+			req.Header.Add(kv[0], kv[1])
+		}
+		code, _, _ := do(t, req)
+		return code
 	}
-	for _, kv := range [][2]string{{"X-Forwarded-For", testClient}, {"X-Forwarded-Method", "GET"}, {"X-Forwarded-Uri", "/api"},
-		{"X-Forwarded-Host", "web.example"}, {"X-Tenant", "a"}, {"X-Tenant", "b"}} {
-		req.Header.Add(kv[0], kv[1])
-	}
-	if code, _, _ := do(t, req); code != http.StatusBadRequest {
+	if code := twice("X-Tenant"); code != http.StatusBadRequest {
 		t.Errorf("X-Tenant twice: %d, want 400", code)
+	}
+	// Whatever its place in a descriptor left out for another entry's
+	// missing value (X-Team).
+	if code := twice("X-User"); code != http.StatusBadRequest {
+		t.Errorf("X-User twice, X-Team missing: %d, want 400", code)
 	}
 	if code := traefik("/api?other=1&other=2", "X-Tenant", "t"); code != http.StatusOK {
 		t.Errorf("a parameter no limit reads, twice: %d, want 200", code)

@@ -206,7 +206,8 @@ type original struct {
 	Path     string      // normalised (cleanPath), without the query
 	Header   http.Header // the auth request's headers: the client's, as the proxy passed them
 	Query    url.Values  // the original query's parameters
-	// twice names the first header or query parameter value read that
+	// twice names the first header or query parameter forward auth reads
+	// (any entry's, config.ForwardAuth.Descriptors asking for each) that
 	// the request holds more than once: which one the application takes
 	// is its own (the first, the last), so keying by either would let a
 	// client count under a value it does not use.
