@@ -26,10 +26,6 @@ type redisProc struct {
 	once sync.Once
 }
 
-// portArg in startRedisProc's args stands for the port it finds, for a
-// server listening on another flag than --port (--tls-port).
-const portArg = testredis.PortArg
-
 // startRedisProc runs bin (redis-server, or redis-sentinel with its config
 // file first) with args on a port found free, once it says it is ready
 // (testredis.Run).

@@ -21,6 +21,8 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/sluicehq/sluice/internal/testredis"
 )
 
 // issue makes a certificate for the DNS name or IP, signed by parent
@@ -138,7 +140,7 @@ func startTLSRedis(t *testing.T, serverName string, extra ...string) tlsRedis {
 	_, _, srvCert, srvKey := issue(t, ca, caKey, serverName, false, false)
 	_, _, cliCert, cliKey := issue(t, ca, caKey, "sluice", false, true)
 	r := tlsRedis{ca: write("ca.crt", caPEM), cert: write("client.crt", cliCert), key: write("client.key", cliKey)}
-	p := startRedisProc(t, "redis-server", append([]string{"--port", "0", "--tls-port", portArg,
+	p := startRedisProc(t, "redis-server", append([]string{"--port", "0", "--tls-port", testredis.PortArg,
 		"--tls-cert-file", write("redis.crt", srvCert), "--tls-key-file", write("redis.key", srvKey),
 		"--tls-ca-cert-file", r.ca, "--tls-auth-clients", "yes"}, extra...)...)
 	r.addr = p.addr

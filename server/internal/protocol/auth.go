@@ -232,19 +232,26 @@ func (o *original) value(src config.Source) string {
 	case config.Host:
 		return o.Host
 	case config.Header:
-		if vs := o.Header.Values(src.Name); len(vs) > 1 && o.twice == "" {
+		vs, v := o.Header.Values(src.Name), ""
+		if len(vs) > 0 {
+			v = vs[0]
+		}
+		if len(vs) > 1 && o.twice == "" {
 			o.twice = "header " + src.Name
 		}
-		v := o.Header.Get(src.Name)
 		if src.Name == "Authorization" || src.Name == "Proxy-Authorization" {
 			v = keys.Authorization(v)
 		}
 		return v
 	case config.Query:
-		if len(o.Query[src.Name]) > 1 && o.twice == "" {
+		vs := o.Query[src.Name]
+		if len(vs) > 1 && o.twice == "" {
 			o.twice = "query parameter " + keys.Clip(src.Name)
 		}
-		return o.Query.Get(src.Name)
+		if len(vs) == 0 {
+			return ""
+		}
+		return vs[0]
 	}
 	return ""
 }
